@@ -1,0 +1,19 @@
+# depthbench — the two commands: `make setup` (environment) and `make test` (setup + the test suite).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PYTEST_ARGS ?=
+
+.PHONY: setup test clean-venv
+
+## setup: create/update .venv with the pinned stack; builds mmcv's ops once and caches the wheel
+setup:
+	@DEPTHBENCH_VENV=$(abspath $(VENV)) $(PYTHON) tools/setup_env.py
+
+## test: setup (a no-op when done), then the whole test suite
+test: setup
+	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## clean-venv: remove .venv (the cached mmcv wheel in ~/.cache/depthbench stays)
+clean-venv:
+	rm -rf $(VENV)

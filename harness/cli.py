@@ -1,0 +1,47 @@
+"""``depthbench``: the one command line of depthbench.
+
+Each sub-command lives in its own module with an ``add_parser(subparsers)`` function; this file only
+collects them. Modules are imported when the command line is parsed, so keep their top-level imports light.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# module (under harness/) for each sub-command, in the order `depthbench --help` lists them
+COMMANDS = ["env_report", "model_list", "verify"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="depthbench",
+        description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"harness.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # DeepSpeed probes for an accelerator when mmengine/accelerate import it; on a CPU machine say so up front.
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _has_cuda_device() else "cuda")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("depthbench: interrupted", file=sys.stderr)
+        return 130
+
+
+def _has_cuda_device() -> bool:
+    return os.path.exists("/dev/nvidiactl") or bool(os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

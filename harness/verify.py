@@ -1,0 +1,202 @@
+"""``depthbench verify``: audit every model row of the papers' tables against the printed numbers.
+
+Each row of ``results/tables/<paper>.yaml`` that names a model is built on the meta device (no weights, no
+compute), and every paper column that names a *measure* below is measured and compared:
+
+=============  =======================================  ===========================================
+measure        what                                     passes when
+=============  =======================================  ===========================================
+``params``     exact parameter count (buffers excluded)  equal
+``params_m``   parameters in millions                    within 0.5 % or rounds to the printed value
+``flops_g``    GMACs at the row's input size (flops.py)  within 2 % or rounds to the printed value
+``layers``     #Layers, StepsNet's rule (see below)      equal
+=============  =======================================  ===========================================
+
+Rows with a ``reason`` (and columns listed in ``unchecked``) are printed with that reason, never skipped
+silently. The exit status is 1 when any checked value fails.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from torch import nn
+
+from harness.flops import build_model, count_flops, count_params
+from results import paper_tables
+from results.paper_tables import Row
+
+
+@dataclass
+class Measure:
+    fn: Callable[["RowContext"], float]
+    rel_tol: float  # relative tolerance; 0 = exact
+    unit: str = ""
+
+
+class RowContext:
+    """One row's model, built once and shared by all of the row's measures."""
+    _models: dict = {}
+
+    def __init__(self, row: Row):
+        self.row = row
+
+    @property
+    def model(self) -> nn.Module:
+        key = (self.row.model, repr(sorted(self.row.model_kwargs.items())))
+        if key not in RowContext._models:
+            RowContext._models.clear()  # keep one model alive at a time: Base-size models are big even on meta
+            RowContext._models[key] = build_model(self.row.model, **self.row.model_kwargs)
+        return RowContext._models[key]
+
+    def flops(self) -> int:
+        return count_flops(self.model, self.row.input_size).total
+
+
+def count_layers(model: nn.Module) -> int:
+    """#Layers as StepsNet's Table 1 counts them (its spec §7.2), for any model.
+
+    Every conv or linear layer counts one, and every attention (the q@kᵀ/attn@v products) counts one, so a
+    Transformer block is 5 layers (qkv, attention, proj, fc1, fc2). ResNet's 1×1 projection shortcuts
+    (``downsample`` convs) are not counted. A model with its own rule defines ``count_layers()``.
+    """
+    if hasattr(model, "count_layers"):
+        return model.count_layers()
+    n = 0
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Conv2d):
+            n += 0 if ".downsample." in f".{name}." else 1
+        elif isinstance(module, nn.Linear):
+            n += 1
+        elif type(module).__name__.endswith("Attention"):
+            n += 1
+    return n
+
+
+MEASURES: dict[str, Measure] = {
+    "params": Measure(lambda c: count_params(c.model), 0.0),
+    "params_m": Measure(lambda c: count_params(c.model) / 1e6, 0.005, "M"),
+    "flops_g": Measure(lambda c: c.flops() / 1e9, 0.02, "G"),
+    "layers": Measure(lambda c: count_layers(c.model), 0.0),
+}
+
+
+def within(paper: float, ours: float, rel_tol: float) -> bool:
+    """Equal within ``rel_tol``, or ``ours`` rounds to the value as printed (its number of decimals)."""
+    decimals = getattr(paper, "decimals", None)
+    if rel_tol == 0:
+        return round(ours, decimals or 0) == round(float(paper), decimals or 0)
+    if abs(ours - paper) <= rel_tol * abs(paper):
+        return True
+    return decimals is not None and abs(ours - paper) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+@dataclass
+class Check:
+    paper: str
+    table: str
+    row: str
+    column: str
+    status: str  # "pass" | "fail" | "reason" | "error"
+    paper_value: float | None = None
+    ours: float | None = None
+    delta_pct: float | None = None
+    note: str = ""
+
+
+def check_row(paper: str, row: Row) -> list[Check]:
+    base = dict(paper=paper, table=row.table, row=row.name)
+    if row.reason:
+        return [Check(**base, column="-", status="reason", note=row.reason)]
+    measured = [c for c in row.paper if c in MEASURES]
+    if not row.model:
+        if measured:
+            return [Check(**base, column="-", status="error",
+                          note=f"paper values for {measured} but no 'model' and no 'reason'")]
+        return []
+    checks = []
+    ctx = RowContext(row)
+    for column in measured:
+        value = row.paper[column]
+        if column in row.unchecked:
+            checks.append(Check(**base, column=column, status="reason", paper_value=value, note=row.unchecked[column]))
+            continue
+        if not isinstance(value, (int, float)):
+            checks.append(Check(**base, column=column, status="error",
+                                note=f"paper value {value!r} is not a number; give an 'unchecked' reason"))
+            continue
+        measure = MEASURES[column]
+        try:
+            ours = float(measure.fn(ctx))
+        except Exception as e:  # a model that fails to build or run is a failed row, not a crash
+            checks.append(Check(**base, column=column, status="error", paper_value=value,
+                                note=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]))
+            continue
+        delta = 100.0 * (ours - value) / value if value else 0.0
+        checks.append(Check(**base, column=column, status="pass" if within(value, ours, measure.rel_tol) else "fail",
+                            paper_value=float(value), ours=ours, delta_pct=delta))
+    return checks
+
+
+def run(papers: list[str] | None = None, files: list[str] | None = None, table: str | None = None,
+        progress: bool = True) -> list[Check]:
+    sources = [(Path(f).stem, paper_tables.load(f)) for f in files or []]
+    if not files:
+        sources += [(p, paper_tables.load_paper(p)) for p in (papers or paper_tables.available_papers())]
+    rows = [(name, row) for name, tables in sources for t in tables if table in (None, t.id) for row in t.rows]
+    if progress and sys.stderr.isatty():
+        from tqdm import tqdm
+        rows = tqdm(rows, desc="verify", unit="row", leave=False)
+    return [check for name, row in rows for check in check_row(name, row)]
+
+
+def _fmt(value: float | None, column: str) -> str:
+    if value is None:
+        return ""
+    if column in ("params", "layers"):
+        return f"{value:,.0f}"
+    return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.1f}"
+
+
+def print_report(checks: list[Check]) -> None:
+    mark = {"pass": "✓", "fail": "✗", "error": "✗", "reason": "—"}
+    header = ("paper", "table", "row", "column", "paper", "ours", "delta", "")
+    lines = [header]
+    for c in checks:
+        delta = f"{c.delta_pct:+.2f}%" if c.delta_pct is not None else ""
+        lines.append((c.paper, c.table, c.row, c.column, _fmt(c.paper_value, c.column), _fmt(c.ours, c.column),
+                      delta, mark[c.status] + (f" {c.note}" if c.note else "")))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        print("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + line[-1])
+    counts = {s: sum(c.status == s for c in checks) for s in mark}
+    print(f"\n{counts['pass']} passed, {counts['fail'] + counts['error']} failed, "
+          f"{counts['reason']} not checkable (reason shown)")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("verify", help="check models against the papers' parameter/FLOP/layer tables",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--paper", action="append", help="paper(s) to audit (default: all); repeatable")
+    p.add_argument("--table", help="only the table with this id")
+    p.add_argument("--file", action="append", help="audit this tables YAML instead of results/tables/")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--failed", action="store_true", help="print only failing rows")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    try:
+        checks = run(args.paper, args.file, args.table)
+    except paper_tables.TableError as e:
+        print(f"depthbench verify: error: {e}", file=sys.stderr)
+        return 2
+    shown = [c for c in checks if c.status in ("fail", "error")] if args.failed else checks
+    if args.json:
+        print(json.dumps([asdict(c) for c in shown], indent=1))
+    else:
+        print_report(shown)
+    return 1 if any(c.status in ("fail", "error") for c in checks) else 0

@@ -1,0 +1,146 @@
+"""The paper tables: ``results/tables/<paper>.yaml`` — schema, loader and validation.
+
+One file per paper. Every table the paper prints is transcribed with the paper's own numbers, and each
+row says which registered model (and/or config) reproduces it, or why it cannot be reproduced::
+
+    paper: stepsnet                      # file stem, lower case
+    title: Step by Step Network          # the paper's title
+    tables:
+      - id: "1"                          # the paper's table number/label, as printed ("1", "5a", "IV")
+        caption: ImageNet-1K comparison
+        columns:                         # key -> header; the keys are used in rows' `paper:` maps
+          layers: "#Layers"
+          params_m: "#Params (M)"
+          flops_g: "FLOPs (G)"
+          top1: "Top-1 (%)"
+        defaults: {input_size: 224}      # optional: fields every row inherits unless it sets them
+        rows:
+          - name: DeiT-S                 # the row label as printed
+            model: deit_small_patch16_224   # registered timm name (ours or timm's) ...
+            model_kwargs: {}             # ... built with these kwargs
+            input_size: 224              # side, [H, W] or [C, H, W]: the resolution FLOPs are counted at
+            paper: {layers: 62, params_m: 22.1, flops_g: 4.6, top1: 79.9}
+            config: configs/deit/...py   # optional: config(s) that train/evaluate this row
+            unchecked: {flops_g: "reason"}  # optional: columns not checked, with the reason shown
+          - name: Something unbuildable
+            reason: "why this row cannot be built or checked"   # shown by verify, never skipped silently
+
+Columns whose key names a *measure* of ``harness.verify`` (``params``, ``params_m``, ``flops_g``,
+``layers``, ...) are checked by ``depthbench verify``; the others (accuracies, AP, mIoU) are the paper's
+results that ``results`` sets beside our runs. Numbers keep the precision they were printed with
+(``86.70`` has two decimals): the loader records it, and verify accepts a value that rounds to the
+printed one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TABLES_DIR = Path(__file__).resolve().parent / "tables"
+ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note"}
+TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
+
+
+class TableError(ValueError):
+    """A malformed tables file; the message names the file and the place."""
+
+
+class PrintedNumber(float):
+    """A float that remembers how many decimals the paper printed."""
+    decimals: int
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text)
+        mantissa = text.lower().split("e")[0]
+        self.decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        return self
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node).replace("_", "")
+    if text.lower().lstrip("+-") in (".inf", ".nan"):
+        return float(text.replace(".", ""))
+    return PrintedNumber(text)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+@dataclass
+class Row:
+    table: str
+    name: str
+    model: str | None = None
+    model_kwargs: dict = field(default_factory=dict)
+    input_size: Any = 224
+    paper: dict = field(default_factory=dict)
+    config: Any = None
+    reason: str | None = None
+    unchecked: dict = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass
+class Table:
+    paper: str
+    id: str
+    caption: str
+    columns: dict
+    rows: list[Row]
+
+
+def load(path: str | Path) -> list[Table]:
+    """Load and validate one ``<paper>.yaml``; raises TableError with file and row on any problem."""
+    path = Path(path)
+    try:
+        doc = yaml.load(path.read_text(), Loader=_Loader)
+    except FileNotFoundError:
+        raise TableError(f"{path}: no such tables file") from None
+    except yaml.YAMLError as e:
+        raise TableError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tables"), list):
+        raise TableError(f"{path}: expected a mapping with 'paper', 'title' and a 'tables' list")
+    paper = doc.get("paper") or path.stem
+    tables = []
+    for i, t in enumerate(doc["tables"]):
+        where = f"{path}: table #{i + 1}"
+        if not isinstance(t, dict) or "id" not in t or "rows" not in t:
+            raise TableError(f"{where}: each table needs 'id', 'caption', 'columns' and 'rows'")
+        extra = set(t) - TABLE_FIELDS
+        if extra:
+            raise TableError(f"{where} (id {t['id']}): unknown field(s) {sorted(extra)}; allowed: {sorted(TABLE_FIELDS)}")
+        columns = t.get("columns") or {}
+        defaults = t.get("defaults") or {}
+        rows = []
+        for j, r in enumerate(t["rows"]):
+            rwhere = f"{path}: table {t['id']} row #{j + 1}"
+            if not isinstance(r, dict) or "name" not in r:
+                raise TableError(f"{rwhere}: each row needs a 'name'")
+            r = {**defaults, **r}
+            extra = set(r) - ROW_FIELDS
+            if extra:
+                raise TableError(f"{rwhere} ({r['name']}): unknown field(s) {sorted(extra)}; allowed: {sorted(ROW_FIELDS)}")
+            unknown_cols = set(r.get("paper") or {}) - set(columns)
+            if unknown_cols:
+                raise TableError(f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}")
+            rows.append(Row(table=str(t["id"]), **{k: v for k, v in r.items() if v is not None or k == "reason"}))
+        tables.append(Table(paper=paper, id=str(t["id"]), caption=t.get("caption", ""), columns=columns, rows=rows))
+    return tables
+
+
+def available_papers() -> list[str]:
+    return sorted(p.stem for p in TABLES_DIR.glob("*.yaml"))
+
+
+def load_paper(paper: str) -> list[Table]:
+    path = TABLES_DIR / f"{paper}.yaml"
+    if not path.exists():
+        raise TableError(f"no tables for paper {paper!r}; known: {', '.join(available_papers()) or 'none'}")
+    return load(path)
