@@ -108,9 +108,13 @@ def venv_python_version() -> tuple[int, int] | None:
 
 
 def venv_query(code: str) -> str | None:
-    """Run ``code`` in the venv and return its stdout, or None if it fails."""
+    """Run ``code`` in the venv and return the last line it printed, or None if it fails.
+
+    Only the last line: importing mmcv/mmengine makes DeepSpeed print an accelerator warning to stdout.
+    """
     out = subprocess.run([str(VPY), "-c", code], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    return out.stdout.strip() if out.returncode == 0 else None
+    lines = out.stdout.strip().splitlines()
+    return (lines[-1].strip() if lines else "") if out.returncode == 0 else None
 
 
 def installed_version(dist: str) -> str | None:
