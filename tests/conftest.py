@@ -1,0 +1,21 @@
+"""Shared test setup: CPU-only DeepSpeed, runs written under pytest's tmp dirs, a helper to run the CLI."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args, cwd=None, env=None, timeout=600):
+    """Run ``depthbench ARGS`` in a subprocess exactly as a user would; returns CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

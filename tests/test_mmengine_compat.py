@@ -1,0 +1,68 @@
+"""MMEngine 0.10.7 on torch 2.14: resuming a run works; foreign checkpoints still load weights-only."""
+import pickle
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+
+from downstream.mmengine_compat import DepthbenchRunner
+
+
+class _Pairs(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return dict(inputs=torch.full((4,), float(i)), labels=torch.tensor(i % 2))
+
+
+class _Tiny(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, inputs, labels, mode="tensor"):
+        out = self.fc(torch.stack(inputs))
+        return dict(loss=nn.functional.cross_entropy(out, torch.stack(labels))) if mode == "loss" else out
+
+
+def _runner(cls, work_dir, epochs, resume):
+    return cls(model=_Tiny(), work_dir=str(work_dir), resume=resume,
+               train_dataloader=dict(dataset=_Pairs(), sampler=dict(type="DefaultSampler", shuffle=True),
+                                     batch_size=4),
+               optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1)),
+               train_cfg=dict(by_epoch=True, max_epochs=epochs),
+               default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1), logger=None),
+               default_scope="mmengine")
+
+
+def test_stock_runner_cannot_resume_on_this_torch(tmp_path):
+    """The breakage we work around: a stock Runner's resume loads weights-only and fails on HistoryBuffer."""
+    _runner(Runner, tmp_path, 1, False).train()
+    with pytest.raises(pickle.UnpicklingError, match="HistoryBuffer|getattr"):
+        _runner(Runner, tmp_path, 2, True).train()
+
+
+def test_depthbench_runner_resumes_its_own_checkpoint(tmp_path):
+    _runner(DepthbenchRunner, tmp_path, 1, False).train()
+    runner = _runner(DepthbenchRunner, tmp_path, 2, True)
+    runner.train()
+    assert runner.epoch == 2
+    assert (tmp_path / "epoch_2.pth").exists()
+
+
+def test_pretrained_loading_stays_weights_only(tmp_path):
+    """A checkpoint carrying an arbitrary global must not load outside a trusted resume."""
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    evil = tmp_path / "evil.pth"
+    torch.save({"state_dict": {"w": torch.zeros(1)}, "payload": _Pairs}, evil)
+    with pytest.raises(pickle.UnpicklingError):
+        _load_checkpoint(str(evil), map_location="cpu")
+    plain = tmp_path / "plain.pth"
+    torch.save({"state_dict": {"w": torch.ones(1)}}, plain)
+    assert _load_checkpoint(str(plain), map_location="cpu")["state_dict"]["w"].item() == 1.0

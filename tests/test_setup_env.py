@@ -1,0 +1,88 @@
+"""tools/setup_env.py: the patches it applies to mmcv's sdist and the one-line errors users see."""
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "tools" / "setup_env.py"
+spec = importlib.util.spec_from_file_location("setup_env", SCRIPT)
+setup_env = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(setup_env)
+
+# The lines of mmcv 2.1.0's setup.py that break on setuptools >= 82 and torch 2.14.
+MMCV_SETUP_EXCERPT = """import os
+from pkg_resources import DistributionNotFound, get_distribution, parse_version
+from setuptools import find_packages, setup
+def choose_requirement(primary, secondary):
+    try:
+        get_distribution(primary)
+    except DistributionNotFound:
+        return secondary
+if parse_version(torch.__version__) <= parse_version('1.12.1'):
+    extra_compile_args['cxx'] = ['-std=c++14']
+else:
+    extra_compile_args['cxx'] = ['-std=c++17']
+extra_compile_args['nvcc'] += ['-std=c++17']
+"""
+
+
+def test_mmcv_setup_is_patched_for_new_setuptools_and_cxx20(tmp_path):
+    setup_py = tmp_path / "setup.py"
+    setup_py.write_text(MMCV_SETUP_EXCERPT)
+    setup_env.patch_mmcv_setup(setup_py)
+    patched = setup_py.read_text()
+    assert "pkg_resources" not in patched and "c++17" not in patched and "c++14" not in patched
+    assert patched.count("-std=c++20") == 3
+    namespace = {}
+    exec(patched.split("from setuptools")[0], namespace)  # the replacement imports really work
+    assert namespace["parse_version"]("2.14.1") > namespace["parse_version"]("1.12.1")
+    with pytest.raises(namespace["DistributionNotFound"]):
+        namespace["get_distribution"]("surely-not-an-installed-distribution")
+
+
+def test_an_unexpected_mmcv_sdist_is_refused(tmp_path):
+    setup_py = tmp_path / "setup.py"
+    setup_py.write_text("print('something else')\n")
+    with pytest.raises(setup_env.SetupError, match="not the expected one"):
+        setup_env.patch_mmcv_setup(setup_py)
+
+
+@pytest.mark.parametrize("log, expected", [
+    (["copying x", "OSError: [Errno 28] No space left on device"], "no space left on device"),
+    (["Retrying...", "Failed to establish a new connection: [Errno 111]"], "cannot reach the package index"),
+    (["c++: fatal error: Killed signal terminated program cc1plus"], "MAX_JOBS=1"),
+    (["x.cpp:1: #error C++20 or later compatible compiler is required to use ATen."], "C++20 or later"),
+    (["ERROR: No matching distribution found for torch==9.9"], "No matching distribution found for torch==9.9"),
+])
+def test_pip_and_compiler_logs_become_one_line(log, expected):
+    message = setup_env.diagnose(["noise"] * 50 + log)
+    assert expected in message and "\n" not in message
+
+
+def test_low_disk_space_is_one_clear_line(tmp_path):
+    with pytest.raises(setup_env.SetupError, match=r"GiB free .* needs about 999999 GiB"):
+        setup_env.check_disk(tmp_path, 999999, "a test")
+
+
+def test_wrong_python_is_one_clear_line(monkeypatch, tmp_path):
+    # pretend depthbench needed a Python that no interpreter here has
+    monkeypatch.setattr(setup_env, "PYTHON_VERSION", (3, 99))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("PYTHON", raising=False)
+    with pytest.raises(setup_env.SetupError) as error:
+        setup_env.find_python()
+    assert "needs Python 3.99" in str(error.value) and "\n" not in str(error.value)
+    monkeypatch.setenv("PYTHON", sys.executable)  # a $PYTHON of the wrong version is refused too
+    with pytest.raises(setup_env.SetupError, match="needs Python 3.99"):
+        setup_env.find_python()
+
+
+def test_a_second_setup_is_a_no_op():
+    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "DEPTHBENCH_VENV": str(Path(sys.executable).parent.parent)})
+    assert out.returncode == 0, out.stderr
+    assert "nothing to do" in out.stdout
