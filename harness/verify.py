@@ -9,11 +9,20 @@ measure        what                                     passes when
 ``params``     exact parameter count (buffers excluded)  equal
 ``params_m``   parameters in millions                    within 0.5 % or rounds to the printed value
 ``flops_g``    GMACs at the row's input size (flops.py)  within 2 % or rounds to the printed value
+``macs_m``     conv/linear/matmul MACs (M), no norms     rounds to the printed value
 ``layers``     #Layers, StepsNet's rule (see below)      equal
+``flops_cut``  FLOPs saved vs the unsliced twin, %      within 2 % or rounds to the printed value
+               (SReT's slicing; ``flops_cut_pct``)
+``blocks``     #Blocks: residual blocks (count_blocks)   equal
+``params_inc_m``  params(model) − params(row ``base``), M   within ±0.01 M (a difference of two counts
+               (ScaleNet's parameter increments)         printed to 0.01 M)
+``params_inc_nonorm_m``  the same, norm-layer params left   as ``params_inc_m``
+               out of both (rows whose paper count omits the new layers' LayerNorms)
 =============  =======================================  ===========================================
 
 Rows with a ``reason`` (and columns listed in ``unchecked``) are printed with that reason, never skipped
-silently. The exit status is 1 when any checked value fails.
+silently. A row's ``flops_model_kwargs`` override its ``model_kwargs`` for ``flops_g`` only (a paper that
+leaves a branch out of its FLOPs, e.g. ScaleNet's adapters). The exit status is 1 when any checked value fails.
 """
 from __future__ import annotations
 
@@ -35,11 +44,13 @@ class Measure:
     fn: Callable[["RowContext"], float]
     rel_tol: float  # relative tolerance; 0 = exact
     unit: str = ""
+    abs_tol: float = 0.0  # absolute tolerance (differences of printed numbers)
 
 
 class RowContext:
     """One row's model, built once and shared by all of the row's measures."""
     _models: dict = {}
+    _base_counts: dict = {}  # (base model, with norms) → parameter count, for the increment measures
 
     def __init__(self, row: Row):
         self.row = row
@@ -53,7 +64,20 @@ class RowContext:
         return RowContext._models[key]
 
     def flops(self) -> int:
+        if self.row.flops_model_kwargs:
+            model = build_model(self.row.model, **{**self.row.model_kwargs, **self.row.flops_model_kwargs})
+            return count_flops(model, self.row.input_size).total
         return count_flops(self.model, self.row.input_size).total
+
+    def increment(self, norms: bool = True) -> int:
+        """Parameters of the row's model minus those of its ``base`` model (norm layers left out if not ``norms``)."""
+        if not self.row.base:
+            raise ValueError("an increment column needs the row's 'base' (the model the increment is over)")
+        count = count_params if norms else count_params_outside_norms
+        key = (self.row.base, norms)
+        if key not in RowContext._base_counts:
+            RowContext._base_counts[key] = count(build_model(self.row.base))
+        return count(self.model) - RowContext._base_counts[key]
 
 
 def count_layers(model: nn.Module) -> int:
@@ -76,17 +100,57 @@ def count_layers(model: nn.Module) -> int:
     return n
 
 
+def count_params_outside_norms(model: nn.Module) -> int:
+    """Unique parameters not in a normalisation layer (LayerNorm, GroupNorm, BatchNorm, RMSNorm)."""
+    norm_types = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase, nn.RMSNorm)
+    in_norms = {id(p) for m in model.modules() if isinstance(m, norm_types) for p in m.parameters(recurse=False)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in in_norms)
+
+
+def count_macs(model: nn.Module, input_size) -> int:
+    """Multiply-accumulates of convs, linears and matmuls alone: ``count_flops`` without the norm terms."""
+    return sum(n for op, n in count_flops(model, input_size).by_op.items() if "norm" not in op)
+
+
+def count_blocks(model: nn.Module) -> int:
+    """#Blocks: residual blocks (timm's Block/SwinTransformerBlock/BasicBlock/Bottleneck, StepsNet's DecoderBlock),
+    or the model's own ``count_blocks()``."""
+    if hasattr(model, "count_blocks"):
+        return model.count_blocks()
+    names = {"Block", "SwinTransformerBlock", "BasicBlock", "Bottleneck", "DecoderBlock"}
+    return sum(type(m).__name__ in names for m in model.modules())
+
+
+def flops_cut_pct(ctx: RowContext) -> float:
+    """FLOPs saved by the row's model against its twin without sliced attention, in % (SReT's "10~30 %").
+
+    The model names its twin with ``unsliced_twin_kwargs`` (constructor kwargs); both count at the row's size.
+    """
+    twin_kwargs = getattr(ctx.model, "unsliced_twin_kwargs", None)
+    if twin_kwargs is None:
+        raise ValueError(f"{ctx.row.model} has no unsliced twin ('unsliced_twin_kwargs'); drop this column")
+    twin = build_model(ctx.row.model, **{**ctx.row.model_kwargs, **twin_kwargs})
+    return 100.0 * (1.0 - ctx.flops() / count_flops(twin, ctx.row.input_size).total)
+
+
 MEASURES: dict[str, Measure] = {
     "params": Measure(lambda c: count_params(c.model), 0.0),
     "params_m": Measure(lambda c: count_params(c.model) / 1e6, 0.005, "M"),
     "flops_g": Measure(lambda c: c.flops() / 1e9, 0.02, "G"),
     "layers": Measure(lambda c: count_layers(c.model), 0.0),
+    "flops_cut": Measure(flops_cut_pct, 0.02, "%"),
+    "blocks": Measure(lambda c: count_blocks(c.model), 0.0),
+    "params_inc_m": Measure(lambda c: c.increment() / 1e6, 0.0, "M", abs_tol=0.01),
+    "params_inc_nonorm_m": Measure(lambda c: c.increment(norms=False) / 1e6, 0.0, "M", abs_tol=0.01),
+    "macs_m": Measure(lambda c: count_macs(c.model, c.row.input_size) / 1e6, 0.0, "M"),
 }
 
 
-def within(paper: float, ours: float, rel_tol: float) -> bool:
-    """Equal within ``rel_tol``, or ``ours`` rounds to the value as printed (its number of decimals)."""
+def within(paper: float, ours: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
+    """Equal within ``rel_tol`` (or ``abs_tol``), or ``ours`` rounds to the value as printed (its decimals)."""
     decimals = getattr(paper, "decimals", None)
+    if abs(ours - paper) <= abs_tol:
+        return True
     if rel_tol == 0:
         return round(ours, decimals or 0) == round(float(paper), decimals or 0)
     if abs(ours - paper) <= rel_tol * abs(paper):
@@ -136,7 +200,8 @@ def check_row(paper: str, row: Row) -> list[Check]:
                                 note=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]))
             continue
         delta = 100.0 * (ours - value) / value if value else 0.0
-        checks.append(Check(**base, column=column, status="pass" if within(value, ours, measure.rel_tol) else "fail",
+        passed = within(value, ours, measure.rel_tol, measure.abs_tol)
+        checks.append(Check(**base, column=column, status="pass" if passed else "fail",
                             paper_value=float(value), ours=ours, delta_pct=delta))
     return checks
 

@@ -22,6 +22,8 @@ row says which registered model (and/or config) reproduces it, or why it cannot 
             paper: {layers: 62, params_m: 22.1, flops_g: 4.6, top1: 79.9}
             config: configs/deit/...py   # optional: config(s) that train/evaluate this row
             unchecked: {flops_g: "reason"}  # optional: columns not checked, with the reason shown
+            base: deit_small_patch16_224  # optional: the model increment measures (params_inc_m) subtract
+            flops_model_kwargs: {}       # optional: model_kwargs overrides used only when counting FLOPs
           - name: Something unbuildable
             reason: "why this row cannot be built or checked"   # shown by verify, never skipped silently
 
@@ -40,7 +42,8 @@ from typing import Any
 import yaml
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
-ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note"}
+ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
+              "base", "flops_model_kwargs"}
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
 
 
@@ -85,6 +88,8 @@ class Row:
     reason: str | None = None
     unchecked: dict = field(default_factory=dict)
     note: str | None = None
+    base: str | None = None
+    flops_model_kwargs: dict = field(default_factory=dict)
 
 
 @dataclass
