@@ -1,1 +1,921 @@
-"""Models of the sret paper (being written)."""
+"""SReT — Sliced Recursive Transformer (Shen, Liu, Xing; ICLR-2022 submission text, ECCV 2022).
+
+Ground truth: ``shared/specs/sret.md`` (section numbers below refer to it). The official repository
+(``szq0214/SReT``) holds only model files; these models keep its parameter names, so its checkpoints load with
+``strict=True`` (see :func:`load_official_checkpoint`).
+
+Mechanism (spec §2):
+
+* **Recursion.** Each distinct transformer block runs ``loops`` times in a row with the same weights (internal
+  loop, default 2). Every application is followed by its own, never shared, non-linear projection (NLL,
+  ``LN → MLP`` with a residual), so a stage with A distinct blocks has ``A·loops`` NLLs.
+* **Learnable residual coefficients (LRC).** One scalar per residual branch, initialised to 1:
+  ``c1·x + c2·attn``, ``c3·x + c4·ffn`` in a block, ``c1·x + c2·mlp`` in an NLL. A shared block shares its
+  coefficients across its loops. ``lrc=`` selects Table 11's designs (``both``, ``identity``, ``branch``,
+  ``none``). :func:`lrc_coefficients` returns the values per module, by role, for coefficient-evolution plots.
+* **Sliced group self-attention.** Loop 0 of a block uses ``groups[stage][0]`` contiguous groups and no
+  permutation; later loops use ``groups[stage][1]`` (the last entry repeats for >2 loops) after one token
+  permutation that is undone *before* the output projection (Algorithm 1). Final design ``[8,2][4,1][1,1]``.
+* **Backbone.** 3-conv stem (stride 8), learnable positional embedding, 3 stages (28²/14²/7² tokens at 224²),
+  depthwise 3×3/s2 conv pooling between stages, GAP → LayerNorm → Linear. No class token.
+
+Permutation at evaluation. The official code draws a fresh random permutation at evaluation too, so a
+checkpoint's logits change from call to call (spec §2.5, §7.14). Here evaluation is deterministic by default
+(``eval_permutation="fixed"``): each block application uses a permutation drawn once from a CPU
+``torch.Generator`` seeded with ``permutation_seed + application index``. This is the spec's "seed the RNG"
+remedy (§2.5, §8.9) made per model, and it keeps what the network was trained on: a random permutation (the
+identity would split the map into contiguous bands, a grouping training never produced). ``"random"``
+restores the official stochastic behaviour; ``"identity"`` disables it for analysis. Training always draws a
+fresh permutation per step on the input's device (``torch.randperm``, reproducible with
+``torch.manual_seed``).
+
+Ablations are constructor arguments, not code (paper tables in ``results/tables/sret.yaml``):
+``loops`` (recursion count), ``groups``/``groups1``/``groups2`` (Table 5), ``permutation`` (Table 5's
+P / P+I / P+I−L), ``lrc`` (Table 11), ``stem="patch"`` and ``class_token=True`` (Table 3's rows without the
+stem / with a class token, [assumption]: PiT's 16×16/s8 patch conv and PiT's class-token FC in the pooling),
+``nll``/``nll_ratio``, ``drop_path_schedule``, ``mixed_depth``.
+
+Mixed-depth training (App. B; spec §2.7). With ``mixed_depth=True`` the model also runs a *shallow* branch on
+the same stem output: every block once (loop 0 with its first NLL), i.e. the deep branch with the later loops
+skipped. **Placeholder choices** (the paper leaves them open, spec §8.3): with ``mixed_depth_fusion=
+"sum_losses"`` (default) training returns :class:`MixedDepthLogits` ``(deep, shallow)`` from the one shared
+head and the loss is summed over the branches (``harness.losses`` does that); evaluation returns the deep
+branch. With ``"mean_features"`` the two pooled features are averaged before the head, in training and
+evaluation.
+
+Also here: :class:`RecursiveVisionTransformer` (Table 1's naive recursion of DeiT-Tiny, internal/external loops,
+SReT-108 with mixed depth) and :class:`RecursiveMlpMixer` (recursive Mixer-B/16 ± LRC, Fig. 7(1)).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import Mlp, trunc_normal_
+from timm.layers.attention import Attention
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models.mlp_mixer import MixerBlock, MlpMixer
+from timm.models.vision_transformer import Block, VisionTransformer
+
+__all__ = [
+    "SlicedRecursiveTransformer", "RecursiveVisionTransformer", "RecursiveMlpMixer", "SlicedGroupAttention",
+    "LRCBlock", "NonLinearProjection", "LearnableCoefficient", "MixedDepthLogits", "lrc_coefficients",
+    "LRC_LABELS", "checkpoint_filter_fn", "load_official_checkpoint",
+]
+
+LRC_DESIGNS = ("both", "identity", "branch", "none")
+PERMUTATION_DESIGNS = ("P+I-L", "P+I", "P", "none")
+EVAL_PERMUTATIONS = ("fixed", "random", "identity")
+FUSIONS = ("sum_losses", "mean_features")
+
+# Greek labels by role, following Sec. 5.7 / App. K (α, γ, ζ on the identity). Eq. 9-10 put α, γ, ζ on the
+# main branches instead: the paper contradicts itself, so logs use the roles and plots use these labels.
+LRC_LABELS = {"attn_id": "α", "attn_res": "β", "ffn_id": "γ", "ffn_res": "δ", "nll_id": "ζ", "nll_res": "θ"}
+
+
+def _choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not supported; use one of {', '.join(map(repr, allowed))}")
+
+
+# ----------------------------------------------------------------------------------------------- building blocks
+
+class LearnableCoefficient(nn.Module):
+    """One learnable scalar scaling a residual branch (LRC, Eq. 9-10); init 1, unconstrained.
+
+    The parameter is called ``bias`` because the official checkpoints call it so.
+    """
+
+    def __init__(self, init: float = 1.0):
+        super().__init__()
+        self.bias = nn.Parameter(torch.full((1,), float(init)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.bias
+
+
+def _coefficients(lrc: str) -> tuple[nn.Module, nn.Module]:
+    """(identity-branch, function-branch) scalers for one residual connection under LRC design ``lrc``."""
+    _choice("lrc", lrc, LRC_DESIGNS)
+    on_identity, on_branch = lrc in ("both", "identity"), lrc in ("both", "branch")
+    return (LearnableCoefficient() if on_identity else nn.Identity(),
+            LearnableCoefficient() if on_branch else nn.Identity())
+
+
+def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
+    return torch.argsort(perm)
+
+
+class SlicedGroupAttention(Attention):
+    """Multi-head self-attention inside ``groups`` equal slices of the token sequence (Algorithm 1).
+
+    ``perm`` (optional) reorders the tokens before slicing; with ``inverse=True`` the output is put back in the
+    input order *before* the output projection. ``groups=1, perm=None`` is timm's plain ``Attention``; the
+    parameters are the same for any group count.
+    """
+
+    def forward(self, x: torch.Tensor, groups: int = 1, perm: torch.Tensor | None = None,
+                inverse: bool = True) -> torch.Tensor:
+        B, N, C = x.shape
+        if N % groups:
+            raise ValueError(f"cannot slice {N} tokens into {groups} groups; use a group count that divides the "
+                             f"token count (784/196/49 at 224², 2304/576/144 at 384²)")
+        if perm is not None:
+            x = x[:, perm]
+        n = N // groups
+        # contiguous chunks of the (permuted) sequence form the groups; groups are folded into the batch
+        qkv = self.qkv(x).reshape(B * groups, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)
+        if self.fused_attn:
+            x = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.)
+        else:
+            attn = (q * self.scale) @ k.transpose(-2, -1)
+            attn = self.attn_drop(attn.softmax(dim=-1))
+            x = attn @ v
+        x = x.transpose(1, 2).reshape(B, N, self.attn_dim)
+        if perm is not None and inverse:
+            x = x[:, inverse_permutation(perm)]
+        x = self.norm(x)
+        return self.proj_drop(self.proj(x))
+
+
+class LRCBlock(Block):
+    """timm's pre-LN transformer block with learnable residual coefficients (Eq. 9).
+
+    ``x = c1·x + c2·DropPath(attn(LN(x)))``, ``x = c3·x + c4·DropPath(mlp(LN(x)))`` (the official order: drop-path
+    inside the branch, before the coefficient). Extra keyword arguments of ``forward`` go to the attention
+    (the group count and permutation for :class:`SlicedGroupAttention`).
+    """
+    lrc_roles = {"coefficient1": "attn_id", "coefficient2": "attn_res",
+                 "coefficient3": "ffn_id", "coefficient4": "ffn_res"}
+
+    def __init__(self, dim: int, num_heads: int, *args, lrc: str = "both", **kwargs):
+        super().__init__(dim, num_heads, *args, **kwargs)
+        self.coefficient1, self.coefficient2 = _coefficients(lrc)
+        self.coefficient3, self.coefficient4 = _coefficients(lrc)
+
+    def forward(self, x: torch.Tensor, **attn_kwargs) -> torch.Tensor:
+        x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(self.attn(self.norm1(x), **attn_kwargs))))
+        x = self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
+        return x
+
+
+class NonLinearProjection(nn.Module):
+    """NLL (Eq. 5, 10): ``c1·x + c2·MLP(LN(x))``, hidden ``int(dim·ratio)``, no drop-path. Official ``Non_proj``."""
+    lrc_roles = {"coefficient1": "nll_id", "coefficient2": "nll_res"}
+
+    def __init__(self, dim: int, ratio: float = 1.0, lrc: str = "both", drop: float = 0.,
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU):
+        super().__init__()
+        self.norm1 = norm_layer(dim)
+        self.mlp = Mlp(dim, int(dim * ratio), act_layer=act_layer, drop=drop)
+        self.coefficient1, self.coefficient2 = _coefficients(lrc)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.coefficient1(x) + self.coefficient2(self.mlp(self.norm1(x)))
+
+
+class MixedDepthLogits(NamedTuple):
+    """Training output of a mixed-depth model: logits of the deep and the shallow branch (one shared head)."""
+    deep: torch.Tensor
+    shallow: torch.Tensor
+
+
+def lrc_coefficients(model: nn.Module) -> dict[str, dict[str, float]]:
+    """Current LRC values of every module that has them, by role: ``{module name: {role: value}}``.
+
+    Roles are ``attn_id, attn_res, ffn_id, ffn_res`` (blocks) and ``nll_id, nll_res`` (NLLs); ``LRC_LABELS``
+    maps them to the paper's Greek letters. A block shared by several loops appears once, under its first name
+    (e.g. ``transformers.0.blocks.0``). Call it on a model with real weights (not on the meta device).
+    """
+    values = {}
+    for name, module in model.named_modules():  # named_modules() visits a shared module once
+        roles = getattr(module, "lrc_roles", None)
+        if not roles:
+            continue
+        found = {role: float(getattr(module, attr).bias.detach().float().cpu())
+                 for attr, role in roles.items() if isinstance(getattr(module, attr, None), LearnableCoefficient)}
+        if found:
+            values[name] = found
+    return values
+
+
+class ConvStem(nn.Module):
+    """Three [conv3×3/s2 → BN → ReLU] (stride 8, DSOD-style). Official ``conv_embedding`` keys."""
+
+    def __init__(self, in_chans: int, channels: Sequence[int]):
+        super().__init__()
+        c1, c2, c3 = channels
+        self.conv1, self.bn1 = nn.Conv2d(in_chans, c1, 3, 2, 1), nn.BatchNorm2d(c1)
+        self.conv2, self.bn2 = nn.Conv2d(c1, c2, 3, 2, 1), nn.BatchNorm2d(c2)
+        self.conv3, self.bn3 = nn.Conv2d(c2, c3, 3, 2, 1), nn.BatchNorm2d(c3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        return F.relu(self.bn3(self.conv3(x)))
+
+    @staticmethod
+    def out_size(size: int) -> int:
+        for _ in range(3):
+            size = (size - 1) // 2 + 1
+        return size
+
+
+class PatchStem(nn.Module):
+    """PiT's patch embedding (one conv, kernel 16, stride 8) — Table 3's rows without the stem [assumption]."""
+
+    def __init__(self, in_chans: int, dim: int, patch_size: int = 16, stride: int = 8):
+        super().__init__()
+        self.patch_size, self.stride = patch_size, stride
+        self.conv = nn.Conv2d(in_chans, dim, patch_size, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+    def out_size(self, size: int) -> int:
+        return (size - self.patch_size) // self.stride + 1
+
+
+class ConvPooling(nn.Module):
+    """Depthwise-style 3×3/s2 conv, C → 2C (official ``conv_head_pooling``); ``fc`` maps a class token if any."""
+
+    def __init__(self, dim: int, out_dim: int, class_token: bool = False):
+        super().__init__()
+        self.conv = nn.Conv2d(dim, out_dim, 3, 2, 1, groups=dim)
+        self.fc = nn.Linear(dim, out_dim) if class_token else None
+
+    def forward(self, x: torch.Tensor, cls: torch.Tensor | None = None):
+        return self.conv(x), (self.fc(cls) if cls is not None else None)
+
+    @staticmethod
+    def out_size(size: int) -> int:
+        return (size - 1) // 2 + 1
+
+
+class RecursiveStage(nn.Module):
+    """A stage of distinct recursive blocks (official ``Transformer``).
+
+    ``blocks`` is the official interleaved ModuleList ``[B0, N0, B0, N1, B1, N2, B1, N3, …]``: each distinct block
+    appears once per loop (the same module object), each followed by its own NLL. ``state_dict()`` therefore
+    holds one copy of a block's tensors per loop, as the official checkpoints do; ``parameters()`` yields them
+    once.
+    """
+
+    def __init__(self, dim: int, num_blocks: int, loops: int, num_heads: int, mlp_ratio: float, nll_ratio: float,
+                 drop_path: Sequence[float], lrc: str, nll: bool, attn_drop: float = 0., proj_drop: float = 0.,
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6)):
+        super().__init__()
+        self.num_blocks, self.loops = num_blocks, loops
+        modules, self.schedule = [], []  # schedule: (block index, NLL index or None, loop) per application
+        for j in range(num_blocks):
+            block = LRCBlock(dim, num_heads, lrc=lrc, mlp_ratio=mlp_ratio, qkv_bias=True, proj_drop=proj_drop,
+                             attn_drop=attn_drop, drop_path=drop_path[j], norm_layer=norm_layer,
+                             attn_layer=SlicedGroupAttention)
+            for loop in range(loops):
+                modules.append(block)
+                block_index = len(modules) - 1
+                if nll:
+                    modules.append(NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer))
+                self.schedule.append((block_index, len(modules) - 1 if nll else None, loop))
+        self.blocks = nn.ModuleList(modules)
+
+    def forward(self, x: torch.Tensor, groups: Sequence[int], permute, first_application: int,
+                max_loops: int | None = None) -> torch.Tensor:
+        """Run the stage's block applications in order.
+
+        ``groups[l]`` is loop l's group count; ``permute(L, device, application, loop, groups)`` returns
+        ``(index or None, inverse?)``; ``max_loops`` skips the later loops (mixed depth's shallow branch).
+        """
+        for application, (block_index, nll_index, loop) in enumerate(self.schedule, start=first_application):
+            if max_loops is not None and loop >= max_loops:
+                continue
+            g = groups[min(loop, len(groups) - 1)]
+            perm, inverse = permute(x.shape[1], x.device, application, loop, g)
+            x = self.blocks[block_index](x, groups=g, perm=perm, inverse=inverse)
+            if nll_index is not None:
+                x = self.blocks[nll_index](x)
+        return x
+
+
+# ------------------------------------------------------------------------------------------------------ the model
+
+class SlicedRecursiveTransformer(nn.Module):
+    """SReT: spatial-pyramid recursive transformer with LRC, NLLs and sliced group self-attention.
+
+    Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = the spec's choice):
+        img_size: input side; the positional embedding is fixed to it (``img_size/8`` squared), as officially.
+        base_dims, heads: per-stage head dim and head count; stage width = ``base_dims[s]·heads[s]``.
+        num_blocks: distinct blocks per stage (official ``recursive_num``), default (2, 5, 3).
+        loops: applications of each block (recursion count N, default 2; Table 1/Theorem 1).
+        groups: per stage, the group count of each loop, e.g. ``((8, 2), (4, 1), (1, 1))`` (the final design);
+            a stage's last entry repeats for further loops [assumption]. ``groups1``/``groups2`` (official
+            spelling: loop-0 and later-loop counts per stage) override it.
+        mlp_ratio, nll_ratio: FFN and NLL hidden ratios (hidden = ``int(dim·ratio)`` [code]).
+        drop_path_rate: stochastic depth; ``drop_path_schedule="official"`` gives distinct block j of stage s the
+            rate ``rate·(start_s + j)/total`` with ``start_s`` the applications before the stage [code quirk,
+            spec §2.6.8]; ``"linear"`` ramps linearly over the distinct blocks [assumption, the alternative].
+        lrc: LRC design (Table 11): ``both`` (SReT), ``identity``, ``branch``, ``none``.
+        nll: with NLLs (True, SReT) or without.
+        stem: ``"conv"`` (SReT) or ``"patch"`` (Table 3 w/o stem [assumption: PiT conv16/s8]);
+            ``stem_channels`` overrides the conv stem's (C0/2, C0, C0) [code].
+        class_token: PiT-style class token (Table 3 ablation [assumption]); needs all groups 1.
+        permutation: Table 5 design — ``"P+I-L"`` (SReT: permute + inverse in loops ≥ 1 when G > 1), ``"P+I"``
+            (also when G = 1), ``"P"`` (no inverse), ``"none"`` (contiguous groups in every loop).
+        eval_permutation: ``"fixed"`` (default, deterministic), ``"random"`` (official), ``"identity"``.
+        permutation_seed: seed of the fixed evaluation permutations.
+        mixed_depth, mixed_depth_fusion: mixed-depth training (see module docstring; placeholder choices).
+        distill_head: add a DeiT-style second head ``head_dist`` on the pooled feature (training returns
+            ``(head, head_dist)``, evaluation their mean). Off in every registered variant: SReT removes the
+            distillation token (App. E) and the official ``*_distill`` checkpoints have one head.
+    """
+
+    def __init__(self, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000,
+                 base_dims: Sequence[int] = (32, 32, 32), heads: Sequence[int] = (2, 4, 8),
+                 num_blocks: Sequence[int] = (2, 5, 3), loops: int = 2,
+                 groups: Sequence[Sequence[int]] = ((8, 2), (4, 1), (1, 1)),
+                 groups1: Sequence[int] | None = None, groups2: Sequence[int] | None = None,
+                 mlp_ratio: float = 3.6, nll_ratio: float = 1.0, drop_rate: float = 0., attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.1, drop_path_schedule: str = "official", lrc: str = "both",
+                 nll: bool = True, stem: str = "conv", stem_channels: Sequence[int] | None = None,
+                 patch_size: int = 16, patch_stride: int = 8, class_token: bool = False,
+                 permutation: str = "P+I-L", eval_permutation: str = "fixed", permutation_seed: int = 0,
+                 mixed_depth: bool = False, mixed_depth_fusion: str = "sum_losses", distill_head: bool = False,
+                 global_pool: str = "avg"):
+        super().__init__()
+        for name, value, allowed in (("permutation", permutation, PERMUTATION_DESIGNS),
+                                     ("eval_permutation", eval_permutation, EVAL_PERMUTATIONS),
+                                     ("mixed_depth_fusion", mixed_depth_fusion, FUSIONS),
+                                     ("drop_path_schedule", drop_path_schedule, ("official", "linear")),
+                                     ("stem", stem, ("conv", "patch")), ("lrc", lrc, LRC_DESIGNS)):
+            _choice(name, value, allowed)
+        num_stages = len(num_blocks)
+        if not (len(base_dims) == len(heads) == num_stages):
+            raise ValueError(f"base_dims, heads and num_blocks need one entry per stage; got "
+                             f"{len(base_dims)}, {len(heads)}, {len(num_blocks)}")
+        if loops < 1:
+            raise ValueError(f"loops={loops}: each block must run at least once")
+        if groups1 is not None or groups2 is not None:
+            g1 = list(groups1 if groups1 is not None else [g[0] for g in groups])
+            g2 = list(groups2 if groups2 is not None else [g[-1] for g in groups])
+            groups = tuple((a, b) for a, b in zip(g1, g2))
+        groups = tuple(tuple(int(g) for g in (s if isinstance(s, Sequence) else (s,))) for s in groups)
+        if len(groups) != num_stages or any(len(s) == 0 or min(s) < 1 for s in groups):
+            raise ValueError(f"groups={groups}: give one non-empty tuple of positive group counts per stage "
+                             f"({num_stages} stages), e.g. ((8, 2), (4, 1), (1, 1))")
+        if mixed_depth and distill_head:
+            raise ValueError("mixed_depth and distill_head cannot be combined; enable one of them")
+        if class_token and any(g > 1 for s in groups for g in s):
+            raise ValueError(f"class_token=True needs groups of 1 everywhere (got {groups}): "
+                             "a class token makes the token count indivisible")
+
+        self.num_classes, self.global_pool = num_classes, global_pool
+        self.img_size, self.loops, self.groups = img_size, loops, groups
+        self.permutation, self.eval_permutation, self.permutation_seed = permutation, eval_permutation, permutation_seed
+        self.mixed_depth, self.mixed_depth_fusion = mixed_depth, mixed_depth_fusion
+        self.has_class_token = class_token
+        self._eval_perms: dict = {}
+        dims = [b * h for b, h in zip(base_dims, heads)]
+        self.dims = dims
+        self.num_features = self.head_hidden_size = dims[-1]
+
+        if stem == "conv":
+            self.patch_embed = ConvStem(in_chans, stem_channels or (dims[0] // 2, dims[0], dims[0]))
+            grid = ConvStem.out_size(img_size)
+            stem_out = (stem_channels or (0, 0, dims[0]))[-1]
+        else:
+            self.patch_embed = PatchStem(in_chans, dims[0], patch_size, patch_stride)
+            grid = self.patch_embed.out_size(img_size)
+            stem_out = dims[0]
+        if stem_out != dims[0]:
+            raise ValueError(f"the stem ends with {stem_out} channels but stage 1 is {dims[0]} wide; "
+                             f"make stem_channels[-1] == base_dims[0]*heads[0]")
+        self.pos_embed = nn.Parameter(torch.zeros(1, dims[0], grid, grid))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dims[0])) if class_token else None
+        self.pos_drop = nn.Dropout(drop_rate)
+
+        total = sum(num_blocks) * loops
+        starts = [sum(num_blocks[:s]) * loops for s in range(num_stages)]
+        if drop_path_schedule == "official":
+            rates = [[drop_path_rate * (starts[s] + j) / total for j in range(num_blocks[s])]
+                     for s in range(num_stages)]
+        else:
+            ramp = torch.linspace(0, drop_path_rate, sum(num_blocks)).tolist()
+            rates = [ramp[sum(num_blocks[:s]):sum(num_blocks[:s + 1])] for s in range(num_stages)]
+        self.grid_sizes = []
+        transformers, pools = [], []
+        for s in range(num_stages):
+            self.grid_sizes.append(grid)
+            tokens = grid * grid
+            bad = [g for g in groups[s] if tokens % g]
+            if bad:
+                raise ValueError(f"stage {s + 1} has {tokens} tokens at img_size={img_size}, not divisible by "
+                                 f"group count(s) {bad}; choose groups that divide it")
+            transformers.append(RecursiveStage(dims[s], num_blocks[s], loops, heads[s], mlp_ratio, nll_ratio,
+                                               rates[s], lrc, nll, attn_drop=attn_drop_rate, proj_drop=drop_rate))
+            if s < num_stages - 1:
+                pools.append(ConvPooling(dims[s], dims[s + 1], class_token))
+                grid = ConvPooling.out_size(grid)
+        self.transformers = nn.ModuleList(transformers)
+        self.pools = nn.ModuleList(pools)
+        self.num_applications = total
+
+        self.norm = nn.LayerNorm(dims[-1], eps=1e-6)
+        self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
+        self.head_dist = None
+        if distill_head:
+            self.head_dist = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
+
+        trunc_normal_(self.pos_embed, std=.02)
+        if self.cls_token is not None:
+            trunc_normal_(self.cls_token, std=.02)
+        # PiT/official init: only LayerNorms are reset; Linear/Conv keep PyTorch's default init [code]
+        for m in self.modules():
+            if isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    # ---- timm API
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        return {"pos_embed", "cls_token"}
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        self.num_classes = num_classes
+        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        if self.head_dist is not None:
+            self.head_dist = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+    @property
+    def unsliced_twin_kwargs(self) -> dict:
+        """Constructor kwargs that turn this model into its non-sliced twin (the paper's ``*`` model)."""
+        return {"groups": tuple((1,) for _ in self.groups), "groups1": None, "groups2": None}
+
+    def lrc_coefficients(self) -> dict[str, dict[str, float]]:
+        """LRC values per module and role (see :func:`lrc_coefficients`)."""
+        return lrc_coefficients(self)
+
+    # ---- permutations
+    def _permutation(self, length: int, device: torch.device, application: int, loop: int, groups: int):
+        """(index or None, inverse?) for one block application, following the permutation design and mode."""
+        if loop == 0 or self.permutation == "none" or (self.permutation == "P+I-L" and groups == 1):
+            return None, True
+        inverse = self.permutation != "P"
+        if self.training or self.eval_permutation == "random":
+            return torch.randperm(length, device=device), inverse
+        if self.eval_permutation == "identity":
+            return None, inverse
+        key = (length, str(device), self.permutation_seed, application)
+        if key not in self._eval_perms:
+            generator = torch.Generator(device="cpu").manual_seed(self.permutation_seed + application)
+            self._eval_perms[key] = torch.randperm(length, generator=generator, device="cpu").to(device)
+        return self._eval_perms[key], inverse
+
+    # ---- forward
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.shape[-2:] != (self.img_size, self.img_size):
+            raise ValueError(f"input is {tuple(x.shape[-2:])} but the model was built for img_size={self.img_size}; "
+                             f"build it with img_size={x.shape[-1]} (checkpoints' pos_embed is resized on load)")
+
+    def _forward_stages(self, x: torch.Tensor, max_loops: int | None):
+        self._check_input(x)
+        x = self.pos_drop(self.patch_embed(x) + self.pos_embed)
+        cls = self.cls_token.expand(x.shape[0], -1, -1) if self.cls_token is not None else None
+        maps, application = [], 0
+        for s, stage in enumerate(self.transformers):
+            h, w = x.shape[-2:]
+            tokens = x.flatten(2).transpose(1, 2)
+            if cls is not None:
+                tokens = torch.cat([cls, tokens], dim=1)
+            tokens = stage(tokens, self.groups[s], self._permutation, application, max_loops)
+            application += len(stage.schedule)
+            if cls is not None:
+                cls, tokens = tokens[:, :1], tokens[:, 1:]
+            x = tokens.transpose(1, 2).reshape(x.shape[0], -1, h, w)
+            maps.append(x)
+            if s < len(self.pools):
+                x, cls = self.pools[s](x, cls)
+        return maps, cls
+
+    def forward_stages(self, x: torch.Tensor, max_loops: int | None = None) -> list[torch.Tensor]:
+        """Feature maps after each stage (strides 8/16/32), B×C×H×W; ``max_loops`` truncates the recursion."""
+        return self._forward_stages(x, max_loops)[0]
+
+    def forward_features(self, x: torch.Tensor, max_loops: int | None = None) -> torch.Tensor:
+        """Pooled, normalised feature (B×C): GAP of the last map (or the class token) → LayerNorm."""
+        maps, cls = self._forward_stages(x, max_loops)
+        return self.norm(cls[:, 0] if cls is not None else maps[-1].mean(dim=(2, 3)))
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False):
+        if pre_logits:
+            return x
+        if self.head_dist is None:
+            return self.head(x)
+        logits, dist = self.head(x), self.head_dist(x)
+        return (logits, dist) if self.training else (logits + dist) / 2
+
+    def forward(self, x: torch.Tensor):
+        if not self.mixed_depth:
+            return self.forward_head(self.forward_features(x))
+        deep = self.forward_features(x)
+        if self.mixed_depth_fusion == "mean_features":
+            return self.forward_head((deep + self.forward_features(x, max_loops=1)) / 2)
+        if not self.training:
+            return self.forward_head(deep)
+        return MixedDepthLogits(self.forward_head(deep), self.forward_head(self.forward_features(x, max_loops=1)))
+
+
+# ------------------------------------------------------------------------------------------ checkpoint loading
+
+def _shared_key_groups(model: nn.Module) -> list[list[str]]:
+    """State-dict prefixes that name the same module (a shared block's copies), first name first."""
+    by_module: dict[int, list[str]] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        if isinstance(module, LRCBlock):
+            by_module.setdefault(id(module), []).append(name)
+    return [names for names in by_module.values() if len(names) > 1]
+
+
+def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) -> dict:
+    """Make an official (or our) SReT state dict loadable by ``model`` with ``strict=True``.
+
+    Unwraps ``{'model': …}``/``{'state_dict': …}`` and a DDP ``module.`` prefix; fills in a shared block's missing
+    copies from the copy that is present and refuses copies that disagree (they are one tensor in the model);
+    resizes ``pos_embed`` bicubically when the checkpoint was trained at another resolution [assumption, spec
+    §2.6.9].
+    """
+    if isinstance(state_dict, dict):
+        for key in ("model", "state_dict"):
+            if key in state_dict and isinstance(state_dict[key], dict):
+                state_dict = state_dict[key]
+                break
+    state_dict = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state_dict.items()}
+    for names in _shared_key_groups(model):
+        suffixes = {k[len(n) + 1:] for n in names for k in state_dict if k.startswith(n + ".")}
+        for suffix in suffixes:
+            present = [(n, state_dict[f"{n}.{suffix}"]) for n in names if f"{n}.{suffix}" in state_dict]
+            ref_name, ref = present[0]
+            for other, tensor in present[1:]:
+                if tensor.shape != ref.shape or not torch.equal(tensor, ref):
+                    raise ValueError(f"checkpoint has different tensors for the shared block copies "
+                                     f"{ref_name}.{suffix} and {other}.{suffix}; the block's loops must share "
+                                     "one tensor — fix the checkpoint or load one copy")
+            for n in names:
+                state_dict.setdefault(f"{n}.{suffix}", ref)
+    pos = state_dict.get("pos_embed")
+    target = getattr(model, "pos_embed", None)
+    if pos is not None and target is not None and pos.shape != target.shape:
+        if pos.ndim != 4 or pos.shape[:2] != target.shape[:2]:
+            raise ValueError(f"checkpoint pos_embed {tuple(pos.shape)} does not fit the model's "
+                             f"{tuple(target.shape)}: different width, not just another resolution")
+        state_dict["pos_embed"] = F.interpolate(pos.float(), size=target.shape[-2:], mode="bicubic",
+                                                align_corners=False).to(pos.dtype)
+    return state_dict
+
+
+def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, strict: bool = True,
+                             weights_only: bool = True):
+    """Load an official SReT checkpoint (a path, or an already loaded dict) into ``model``.
+
+    The official files are loaded as ``torch.load(path)['model']``; this does the same through
+    :func:`checkpoint_filter_fn`. ``weights_only=False`` is needed only for files that pickle other objects
+    (e.g. training arguments) — pass it for files you trust.
+    """
+    if not isinstance(checkpoint, dict):
+        checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=weights_only)
+    return model.load_state_dict(checkpoint_filter_fn(checkpoint, model), strict=strict)
+
+
+# --------------------------------------------------------------- recursive ViT / Mixer (Table 1, SReT-108, Fig. 7)
+
+class RecursiveVisionTransformer(VisionTransformer):
+    """timm's ViT with each block applied ``loops`` times (weights shared).
+
+    ``loop_order="internal"`` runs B1,B1,B2,B2,… (SReT); ``"external"`` runs the whole stack ``loops`` times
+    (Sec. 3's comparison). ``lrc`` adds learnable residual coefficients, ``nll_ratio`` an NLL after every
+    application. Table 1's "+k× naive recursive" is ``loops=k+1, lrc="none"`` without NLL (the default) and keeps
+    timm's DeiT state-dict layout. ``mixed_depth`` as in :class:`SlicedRecursiveTransformer` (shallow branch =
+    one pass through the blocks).
+    """
+
+    def __init__(self, loops: int = 2, loop_order: str = "internal", lrc: str = "none",
+                 nll_ratio: float | None = None, mixed_depth: bool = False, mixed_depth_fusion: str = "sum_losses",
+                 **kwargs):
+        _choice("loop_order", loop_order, ("internal", "external"))
+        _choice("lrc", lrc, LRC_DESIGNS)
+        _choice("mixed_depth_fusion", mixed_depth_fusion, FUSIONS)
+        if loops < 1:
+            raise ValueError(f"loops={loops}: each block must run at least once")
+        if lrc != "none":
+            kwargs["block_fn"] = partial(LRCBlock, lrc=lrc)
+        super().__init__(**kwargs)
+        self.loops, self.loop_order, self.lrc = loops, loop_order, lrc
+        self.mixed_depth, self.mixed_depth_fusion = mixed_depth, mixed_depth_fusion
+        depth = len(self.blocks)
+        self.nlls = None
+        if nll_ratio:
+            self.nlls = nn.ModuleList(NonLinearProjection(self.embed_dim, nll_ratio, lrc=lrc)
+                                      for _ in range(depth * loops))
+
+    def _schedule(self, loops: int) -> list[int]:
+        depth = len(self.blocks)
+        if self.loop_order == "internal":
+            return [j for j in range(depth) for _ in range(loops)]
+        return [j for _ in range(loops) for j in range(depth)]
+
+    def forward_features(self, x: torch.Tensor, max_loops: int | None = None) -> torch.Tensor:
+        x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
+        for application, j in enumerate(self._schedule(min(self.loops, max_loops or self.loops))):
+            x = self.blocks[j](x)
+            if self.nlls is not None:
+                x = self.nlls[application](x)
+        return self.norm(x)
+
+    def lrc_coefficients(self) -> dict[str, dict[str, float]]:
+        return lrc_coefficients(self)
+
+    def forward(self, x: torch.Tensor):
+        if not self.mixed_depth:
+            return self.forward_head(self.forward_features(x))
+        deep = self.forward_head(self.forward_features(x), pre_logits=True)
+        if self.mixed_depth_fusion == "mean_features":
+            return self.head((deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2)
+        if not self.training:
+            return self.head(deep)
+        shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
+        return MixedDepthLogits(self.head(deep), self.head(shallow))
+
+
+class LRCMixerBlock(MixerBlock):
+    """timm's Mixer block with LRC on the token- and channel-mixing residuals [assumption: Eq. 9's form]."""
+    lrc_roles = {"coefficient1": "token_id", "coefficient2": "token_res",
+                 "coefficient3": "channel_id", "coefficient4": "channel_res"}
+
+    def __init__(self, dim: int, seq_len: int, *args, lrc: str = "both", **kwargs):
+        super().__init__(dim, seq_len, *args, **kwargs)
+        self.coefficient1, self.coefficient2 = _coefficients(lrc)
+        self.coefficient3, self.coefficient4 = _coefficients(lrc)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.coefficient1(x) + self.coefficient2(
+            self.drop_path(self.mlp_tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)))
+        return self.coefficient3(x) + self.coefficient4(self.drop_path(self.mlp_channels(self.norm2(x))))
+
+
+class RecursiveMlpMixer(MlpMixer):
+    """timm's MLP-Mixer with every layer applied ``loops`` times, no NLL (Eq. 7, App. H), optional LRC."""
+
+    def __init__(self, loops: int = 2, lrc: str = "none", **kwargs):
+        _choice("lrc", lrc, LRC_DESIGNS)
+        if lrc != "none":
+            kwargs["block_layer"] = partial(LRCMixerBlock, lrc=lrc)
+        super().__init__(**kwargs)
+        self.loops = loops
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            for _ in range(self.loops):
+                x = block(x)
+        return self.norm(x)
+
+    def lrc_coefficients(self) -> dict[str, dict[str, float]]:
+        return lrc_coefficients(self)
+
+
+# -------------------------------------------------------------------------------------------- registration
+
+def _cfg(input_size: int = 224, **kwargs) -> dict:
+    return {"num_classes": 1000, "input_size": (3, input_size, input_size), "pool_size": None,
+            "crop_pct": 0.875 if input_size == 224 else 1.0, "interpolation": "bicubic",
+            "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
+            "first_conv": "patch_embed.conv1", "classifier": "head", **kwargs}
+
+
+_SRET_NAMES = [
+    "SReT_T", "SReT_LT", "SReT_S", "SReT_T_distill", "SReT_LT_distill", "SReT_S_distill",
+    "SReT_T_wo_slice", "SReT_LT_wo_slice", "SReT_S_wo_slice", "SReT_T_wo_slice_distill", "SReT_LT_wo_slice_distill",
+    "SReT_S_wo_slice_distill", "SReT_ExT_placeholder", "SReT_B_as_printed",
+]
+_FINETUNE_NAMES = {"SReT_T_finetune_384": 384, "SReT_LT_finetune_384": 384, "SReT_T_wo_slice_finetune_384": 384,
+                   "SReT_LT_wo_slice_finetune_384": 384, "SReT_S_wo_slice_finetune_384": 384,
+                   "SReT_S_wo_slice_finetune_512": 512}
+default_cfgs = generate_default_cfgs({
+    **{name: _cfg() for name in _SRET_NAMES},
+    **{name: _cfg(size) for name, size in _FINETUNE_NAMES.items()},
+    "deit_tiny_naive_recursive": _cfg(first_conv="patch_embed.proj"),
+    "SReT_108": _cfg(first_conv="patch_embed.proj"),
+    "SReT_108_mixed_depth": _cfg(first_conv="patch_embed.proj"),
+    "mixer_b16_224_recursive": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
+    "mixer_b16_224_recursive_lrc": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
+})
+
+# Variant configs (spec §3). Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
+_TINY = dict(base_dims=(32, 32, 32), heads=(2, 4, 8), num_blocks=(2, 5, 3), mlp_ratio=3.6, nll_ratio=1.0,
+             drop_path_rate=0.1)
+_TINY_LARGE = dict(_TINY, mlp_ratio=4.0)
+_SMALL = dict(base_dims=(42, 42, 42), heads=(3, 6, 12), num_blocks=(2, 5, 3), mlp_ratio=3.0, nll_ratio=2.0,
+              drop_path_rate=0.2)
+_SLICED = dict(groups=((8, 2), (4, 1), (1, 1)))
+_NOT_SLICED = dict(groups=((1, 1), (1, 1), (1, 1)))
+
+
+def _create_sret(variant: str, pretrained: bool = False, **kwargs) -> SlicedRecursiveTransformer:
+    return build_model_with_cfg(SlicedRecursiveTransformer, variant, pretrained,
+                                pretrained_filter_fn=checkpoint_filter_fn, **kwargs)
+
+
+def _sret(variant: str, config: dict, pretrained: bool, kwargs: dict, **extra) -> SlicedRecursiveTransformer:
+    return _create_sret(variant, pretrained, **{**config, **extra, **kwargs})
+
+
+@register_model
+def SReT_T(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-T: 4,755,979 params, groups [8,2][4,1][1,1] (Table 4: 4.8M, 1.1G, 76.0%)."""
+    return _sret("SReT_T", {**_TINY, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_LT(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-TL (official name SReT_LT): FFN ratio 4.0; 4,988,024 params (5.0M, 1.2G, 76.7%)."""
+    return _sret("SReT_LT", {**_TINY_LARGE, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_S(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-S: widths 126/252/504, NLL ratio 2.0; 20,899,692 params (20.9M, 4.2G, 81.5%)."""
+    return _sret("SReT_S", {**_SMALL, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_T_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-T for/from soft-label distillation: same network and single head as SReT_T (App. E)."""
+    return _sret("SReT_T_distill", {**_TINY, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_LT_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-TL distilled (same network as SReT_LT)."""
+    return _sret("SReT_LT_distill", {**_TINY_LARGE, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_S_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-S distilled (same network as SReT_S; unregistered in the official code)."""
+    return _sret("SReT_S_distill", {**_SMALL, **_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_T_wo_slice(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*T: global attention in every loop (Table 4: 4.8M, 1.4G, 76.1%)."""
+    return _sret("SReT_T_wo_slice", {**_TINY, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_LT_wo_slice(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*TL (= Table 3's "full components"): 5.0M, 1.4G, 76.8%."""
+    return _sret("SReT_LT_wo_slice", {**_TINY_LARGE, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_S_wo_slice(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*S: 20.9M, 4.7G, 81.6%."""
+    return _sret("SReT_S_wo_slice", {**_SMALL, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_T_wo_slice_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*T distilled (77.7%)."""
+    return _sret("SReT_T_wo_slice_distill", {**_TINY, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_LT_wo_slice_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*TL distilled (77.9%)."""
+    return _sret("SReT_LT_wo_slice_distill", {**_TINY_LARGE, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_S_wo_slice_distill(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*S distilled (82.7%)."""
+    return _sret("SReT_S_wo_slice_distill", {**_SMALL, **_NOT_SLICED}, pretrained, kwargs)
+
+
+@register_model
+def SReT_T_finetune_384(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-T distilled and fine-tuned at 384² (4.9M, 4.3G printed / 4.25G counted, 79.6%)."""
+    return _sret("SReT_T_finetune_384", {**_TINY, **_SLICED}, pretrained, kwargs, img_size=384)
+
+
+@register_model
+def SReT_LT_finetune_384(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-TL distilled and fine-tuned at 384² (5.1M, 4.4G, 79.8%)."""
+    return _sret("SReT_LT_finetune_384", {**_TINY_LARGE, **_SLICED}, pretrained, kwargs, img_size=384)
+
+
+@register_model
+def SReT_T_wo_slice_finetune_384(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*T distilled and fine-tuned at 384² (4.9M, 6.4G, 79.7%)."""
+    return _sret("SReT_T_wo_slice_finetune_384", {**_TINY, **_NOT_SLICED}, pretrained, kwargs, img_size=384)
+
+
+@register_model
+def SReT_LT_wo_slice_finetune_384(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*TL distilled and fine-tuned at 384² (5.1M, 6.6G, 80.0%)."""
+    return _sret("SReT_LT_wo_slice_finetune_384", {**_TINY_LARGE, **_NOT_SLICED}, pretrained, kwargs, img_size=384)
+
+
+@register_model
+def SReT_S_wo_slice_finetune_384(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*S distilled and fine-tuned at 384² (21.0M printed / 21.09M, 18.5G, 83.8%)."""
+    return _sret("SReT_S_wo_slice_finetune_384", {**_SMALL, **_NOT_SLICED}, pretrained, kwargs, img_size=384)
+
+
+@register_model
+def SReT_S_wo_slice_finetune_512(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-*S distilled and fine-tuned at 512² (21.3M, 42.8G, 84.3%)."""
+    return _sret("SReT_S_wo_slice_finetune_512", {**_SMALL, **_NOT_SLICED}, pretrained, kwargs, img_size=512)
+
+
+@register_model
+def SReT_ExT_placeholder(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """PLACEHOLDER for SReT-ExT, whose architecture the paper does not give [assumption, spec §3].
+
+    T widths, blocks (1, 2, 4), FFN 3.0, NLL 0.5, groups [2,2][2,2][1,1]: fitted to the printed 4.0M / 0.7G
+    (3,981,856 params, 0.707 GMACs). Not the paper's model.
+    """
+    return _sret("SReT_ExT_placeholder", dict(_TINY, num_blocks=(1, 2, 4), mlp_ratio=3.0, nll_ratio=0.5,
+                                              groups=((2, 2), (2, 2), (1, 1))), pretrained, kwargs)
+
+
+@register_model
+def SReT_B_as_printed(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
+    """SReT-B built exactly as Table 10 prints it — 145.6M params, NOT the printed 71.2M (spec §8.1).
+
+    Stem 96→168→336, widths 336/672/1344, FFN 3.0, NLL 2.0, no slicing; heads are not given (head dim 42 as in
+    SReT-S [assumption]). The paper's SReT-B cannot be reconstructed; use this only as a B-size config.
+    """
+    return _sret("SReT_B_as_printed", dict(base_dims=(42, 42, 42), heads=(8, 16, 32), num_blocks=(2, 5, 3),
+                                           mlp_ratio=3.0, nll_ratio=2.0, drop_path_rate=0.2,
+                                           stem_channels=(96, 168, 336), **_NOT_SLICED), pretrained, kwargs)
+
+
+_DEIT_TINY = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3)
+
+
+def _create_recursive_vit(variant: str, pretrained: bool = False, **kwargs) -> RecursiveVisionTransformer:
+    return build_model_with_cfg(RecursiveVisionTransformer, variant, pretrained, **kwargs)
+
+
+@register_model
+def deit_tiny_naive_recursive(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
+    """Table 1: DeiT-Tiny with each block run ``loops`` times (default 2 = "+1× naive recursive"), no NLL/LRC.
+
+    Same parameters and state-dict layout as timm's ``deit_tiny_patch16_224`` (5,717,416).
+    """
+    return _create_recursive_vit("deit_tiny_naive_recursive", pretrained, **{**_DEIT_TINY, "loops": 2, **kwargs})
+
+
+@register_model
+def SReT_108(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
+    """SReT-108 [assumption, spec §2.7]: 36 DeiT-Tiny blocks × 3 internal loops = 108 layers, LRC, class token.
+
+    The paper gives only "one-third of DeiT-108" (48.4M); this is 16.4M. ``nll_ratio=1.0`` adds NLLs.
+    """
+    return _create_recursive_vit("SReT_108", pretrained,
+                                 **{**_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", **kwargs})
+
+
+@register_model
+def SReT_108_mixed_depth(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
+    """SReT-108 with mixed-depth training (App. B): shallow branch = one pass through the 36 blocks."""
+    return _create_recursive_vit("SReT_108_mixed_depth", pretrained, **{
+        **_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", "mixed_depth": True, **kwargs})
+
+
+_MIXER_B16 = dict(patch_size=16, num_blocks=12, embed_dim=768)
+
+
+@register_model
+def mixer_b16_224_recursive(pretrained=False, **kwargs) -> RecursiveMlpMixer:
+    """Fig. 7(1): Mixer-B/16 with each layer applied twice (59,880,472 params, 2× the FLOPs)."""
+    return build_model_with_cfg(RecursiveMlpMixer, "mixer_b16_224_recursive", pretrained,
+                                **{**_MIXER_B16, "loops": 2, **kwargs})
+
+
+@register_model
+def mixer_b16_224_recursive_lrc(pretrained=False, **kwargs) -> RecursiveMlpMixer:
+    """Fig. 7(1): recursive Mixer-B/16 with learnable residual coefficients."""
+    return build_model_with_cfg(RecursiveMlpMixer, "mixer_b16_224_recursive_lrc", pretrained,
+                                **{**_MIXER_B16, "loops": 2, "lrc": "both", **kwargs})
