@@ -99,13 +99,20 @@ def count_flops(model: nn.Module, input_size=224, inputs: tuple | None = None) -
     """
     inputs = inputs if inputs is not None else example_inputs(model, input_size)
     was_training = model.training
+    # FlopCounterMode's module tracker hooks autograd on inputs that require grad, and fails on models that
+    # pass parameters between modules (timm's PiT hands its cls token to a submodule); nothing here needs grad.
+    requires_grad = {p: p.requires_grad for p in model.parameters()}
     model.eval()
     counter = FlopCounterMode(display=False, custom_mapping=EXTRA_FORMULAS)
     try:
+        for p in requires_grad:
+            p.requires_grad_(False)
         with counter, torch.no_grad():
             model(*inputs)
     finally:
         model.train(was_training)
+        for p, flag in requires_grad.items():
+            p.requires_grad_(flag)
     by_op = {str(op).replace("aten.", ""): n // 2 for op, n in counter.get_flop_counts()["Global"].items()}
     return FlopCount(total=counter.get_total_flops() // 2, by_op=by_op)
 

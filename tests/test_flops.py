@@ -64,3 +64,22 @@ def test_baselines_round_to_the_papers_numbers(name):
     model = build_model(name)
     assert round(count_params(model) / 1e6, 1) == params_m
     assert round(count_flops(model, 224).giga, 1) == flops_g
+
+
+class _HandsParameterToSubmodule(nn.Module):
+    """timm's PiT passes its cls token (a Parameter) into a submodule, which torch's module tracker trips on."""
+
+    def __init__(self):
+        super().__init__()
+        self.token = nn.Parameter(torch.zeros(1, 4))
+        self.proj = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.proj(self.token) + x.sum()
+
+
+def test_models_passing_parameters_between_modules_are_counted():
+    model = _HandsParameterToSubmodule()
+    assert count_flops(model, inputs=(torch.randn(2),)).total == 4 * 3
+    assert model.token.requires_grad  # restored afterwards
+    assert round(count_flops(build_model("pit_ti_224"), 224).giga, 1) == 0.7  # PiT-Ti as SReT Table 10 prints it
