@@ -239,8 +239,17 @@ def mmcv_build_config() -> tuple[str, dict]:
     return key, env
 
 
+MMCV_OPS_PROBE = "import mmcv, mmcv.ops; from mmcv.ops import nms; print(mmcv.__version__)"
+
+
 def mmcv_ops_ok() -> bool:
-    return venv_query("import mmcv, mmcv.ops; from mmcv.ops import nms; print(mmcv.__version__)") == MMCV
+    return venv_query(MMCV_OPS_PROBE) == MMCV
+
+
+def mmcv_ops_error() -> str:
+    out = subprocess.run([str(VPY), "-c", MMCV_OPS_PROBE], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    lines = [ln for ln in out.stderr.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"mmcv {out.stdout.strip().splitlines()[-1:]} is not {MMCV}"
 
 
 def ensure_mmcv() -> None:
@@ -255,9 +264,10 @@ def ensure_mmcv() -> None:
         wheels = sorted(wheel_dir.glob(f"mmcv-{MMCV}-*.whl"))
     say(f"installing cached mmcv wheel {wheels[-1]}")
     pip("install", "--no-deps", "--force-reinstall", str(wheels[-1]), log_name="install-mmcv")
+    pip("install", "-c", str(ROOT / "requirements/lock.txt"), str(wheels[-1]), log_name="install-mmcv-deps")
     if not mmcv_ops_ok():
-        raise SetupError(f"mmcv installed from {wheels[-1]} but mmcv.ops does not load; delete that wheel "
-                         f"and re-run make setup to rebuild it")
+        raise SetupError(f"mmcv installed from {wheels[-1]} but mmcv.ops does not load ({mmcv_ops_error()}); "
+                         f"if the wheel is broken, delete it and re-run make setup to rebuild it")
 
 
 def patch_mmcv_setup(setup_py: Path) -> None:
