@@ -11,7 +11,7 @@ import os
 import sys
 
 # module (under harness/) for each sub-command, in the order `depthbench --help` lists them
-COMMANDS = ["env_report", "model_list", "verify", "bench"]
+COMMANDS = ["env_report", "model_list", "verify", "bench", "train", "diagnose"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,286 @@
+"""``depthbench diagnose``: depth diagnostics of residual models.
+
+``depthbench diagnose shortcut-ratio MODEL [MODEL ...]`` measures StepsNet's shortcut ratio (Sec. 3, Fig. 2)
+``γ_l = σ_0 / σ_l`` after every residual block l, where σ is the per-token standard deviation over channels
+(what a LayerNorm sees), averaged over tokens and the batch; σ_0 is taken on the input of the first block
+(for DeiT: patch embedding + cls + position embedding). For StepsNet models the state after a block is the
+full-width ``[current step output, untouched slices]`` (spec §7.6), so StepsNet and its baseline are
+measured on the same C channels. γ near 0 means the block input is dominated by accumulated residuals.
+
+Writes a run directory (``harness/rundir.py``): ``meta.json``, ``metrics.jsonl`` (one record per block),
+``shortcut_ratio.csv`` and ``shortcut_ratio.png`` (γ_l against l/L, one curve per model).
+"""
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+CHANNELS_FIRST = ("BasicBlock", "Bottleneck")  # residual blocks with channels on dim 1 (NCHW)
+
+
+class DiagnoseError(ValueError):
+    """Bad input to the diagnostic; the message is one line saying what to do."""
+
+
+def _std(x: torch.Tensor, channel_dim: int) -> torch.Tensor:
+    """Per-token std over channels (biased, as LayerNorm), averaged over every other axis."""
+    return x.detach().float().std(dim=channel_dim, unbiased=False).mean()
+
+
+def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
+    """γ_l = σ_0/σ_l of one forward pass of ``model(*inputs)``.
+
+    Returns ``L + 1`` records (``block`` 0 is the input, γ_0 = 1), each with ``block``, ``depth`` (l/L),
+    ``sigma``, ``gamma``, ``width`` (channels of the state) and, inside a StepsNet, ``step`` (1-based) and
+    ``step_width`` (the width the block runs at).
+    """
+    from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
+
+    blocks = residual_blocks(model)
+    if not blocks:
+        raise DiagnoseError(f"{type(model).__name__} has no residual blocks of the known types {RESIDUAL_BLOCK_TYPES}")
+    owner = {}  # id(block) -> the StepsNet that runs it
+    for net in model.modules():
+        if isinstance(net, (StepsNet, ReverseStepsNet)):
+            for block in net:
+                owner[id(block)] = net
+    if any(isinstance(net, ReverseStepsNet) for net in owner.values()):
+        raise DiagnoseError("the reverse (wide-to-narrow) design has no single full-width state per block; "
+                            "diagnose its StepsNet twin instead")
+
+    records: list[dict] = []
+    handles = []
+
+    def record(state: torch.Tensor, channel_dim: int, **extra) -> None:
+        records.append(dict(sigma=float(_std(state, channel_dim)), width=int(state.shape[channel_dim]), **extra))
+
+    first = blocks[0]
+    entry = owner.get(id(first), first)
+    entry_dim = entry.channel_dim if isinstance(entry, StepsNet) else \
+        (1 if type(first).__name__ in CHANNELS_FIRST else -1)
+    handles.append(entry.register_forward_pre_hook(
+        lambda mod, args: record(args[0], entry_dim) if not records else None))
+    for block in blocks:
+        if id(block) in owner:
+            continue
+        dim = 1 if type(block).__name__ in CHANNELS_FIRST else -1
+        handles.append(block.register_forward_hook(lambda mod, args, out, dim=dim: record(out, dim)))
+    for net in {id(n): n for n in owner.values()}.values():
+        handles.append(net.register_state_hook(
+            lambda net, i, j, state: record(state, net.channel_dim, step=i + 1, step_width=net.widths[i])))
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    if len(records) != len(blocks) + 1:
+        raise DiagnoseError(f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
+                            "run each residual block once per forward")
+    sigma0, depth = records[0]["sigma"], len(blocks)
+    for l, r in enumerate(records):
+        r.update(block=l, depth=l / depth, gamma=sigma0 / r["sigma"] if r["sigma"] > 0 else float("inf"))
+    return records
+
+
+# ------------------------------------------------------------------------------------------ the command
+def _check_model_name(name: str) -> None:
+    import timm
+
+    import models  # noqa: F401  (registers depthbench's models)
+
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise DiagnoseError(f"unknown model {name!r}; {hint}(`depthbench models` lists them)")
+
+
+def _build(name: str, input_size: int | None, device: str) -> nn.Module:
+    import timm
+
+    cfg = timm.models.get_pretrained_cfg(name)
+    kwargs = {}
+    if input_size and cfg is not None and cfg.fixed_input_size and len(cfg.input_size or ()) == 3:
+        kwargs["img_size"] = input_size  # ViT/Swin fix their resolution at build time
+    model = timm.create_model(name, **kwargs)
+    return model.to(device).eval()
+
+
+def load_checkpoint(model: nn.Module, path: str) -> None:
+    """Load a state dict (raw, or under 'model'/'state_dict'/'module') with ``weights_only=True``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DiagnoseError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt, truncated, not a torch file, or unsafe pickle
+        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise DiagnoseError(f"checkpoint {path} is not a readable PyTorch state dict ({reason})") from None
+    for key in ("model", "state_dict", "module"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise DiagnoseError(f"checkpoint {path} holds no state dict (expected name -> tensor)")
+    state = {k.removeprefix("module."): v for k, v in state.items()}
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        example = (result.missing_keys or result.unexpected_keys)[0]
+        raise DiagnoseError(f"checkpoint {path} does not fit this model: {len(result.missing_keys)} missing and "
+                            f"{len(result.unexpected_keys)} unexpected keys (e.g. {example!r}); check the model name")
+
+
+def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int, seed: int, device: str) -> tuple:
+    generator = torch.Generator().manual_seed(seed)
+    if hasattr(model, "example_inputs"):  # token models: random ids (no text data sets here)
+        if data != "random":
+            raise DiagnoseError(f"--data {data}: {type(model).__name__} takes token ids; use --data random")
+        (tokens,) = model.example_inputs(input_size, batch_size)
+        vocab = getattr(model, "vocab_size", 2)
+        return (torch.randint(0, vocab, tokens.shape, generator=generator).to(device),)
+    import timm.data
+
+    cfg = timm.data.resolve_data_config({}, model=model)
+    size = (3, input_size, input_size) if input_size else tuple(cfg["input_size"])
+    if data == "random":
+        return (torch.randn(batch_size, *size, generator=generator).to(device),)
+    from torchvision.datasets import ImageFolder
+
+    transform = timm.data.create_transform(**{**cfg, "input_size": size}, is_training=False)
+    try:
+        dataset = ImageFolder(data, transform=transform)
+    except (FileNotFoundError, OSError) as e:
+        raise DiagnoseError(f"--data {data}: not an ImageFolder directory ({str(e).splitlines()[0]})") from None
+    count = min(batch_size, len(dataset))
+    return (torch.stack([dataset[i][0] for i in range(count)]).to(device),)
+
+
+def run(model_names: list[str], checkpoints: list[str] | None = None, data: str = "random",
+        input_size: int | None = None, batch_size: int = 8, out_dir: str | None = None, seed: int = 0,
+        device: str = "cpu"):
+    """Measure every model, write the run directory and return it."""
+    from harness.rundir import RunDir
+
+    for name in model_names:
+        _check_model_name(name)
+    checkpoints = list(checkpoints or [])
+    if checkpoints and len(checkpoints) != len(model_names):
+        raise DiagnoseError(f"give one --checkpoint per model ({len(model_names)}, in order; '-' for none), "
+                            f"got {len(checkpoints)}")
+    for path in checkpoints:
+        if path != "-" and not Path(path).is_file():
+            raise DiagnoseError(f"checkpoint {path} does not exist")
+    if data != "random" and not Path(data).is_dir():
+        raise DiagnoseError(f"--data {data}: no such directory (give an ImageFolder directory or 'random')")
+    if batch_size < 1 or (input_size is not None and input_size < 1):
+        raise DiagnoseError("--batch-size and --input-size must be positive")
+
+    run_dir = RunDir.create(experiment="diagnose-shortcut-ratio", root=out_dir, models=model_names,
+                            checkpoints=checkpoints or None, data=data, input_size=input_size,
+                            batch_size=batch_size, seed=seed, device=device,
+                            definition="gamma_l = sigma_0/sigma_l, per-token std over channels; StepsNet state "
+                                       "= full width [step output, untouched slices] (spec 7.6)")
+    curves = {}
+    try:
+        for k, name in enumerate(model_names):
+            torch.manual_seed(seed)
+            model = _build(name, input_size, device)
+            if checkpoints and checkpoints[k] != "-":
+                load_checkpoint(model, checkpoints[k])
+            records = shortcut_ratio(model, _inputs(model, data, input_size, batch_size, seed, device))
+            curves[name] = records
+            for r in records:
+                run_dir.log_metrics(model=name, **r)
+        _write_csv(run_dir.file("shortcut_ratio.csv"), curves)
+        _plot(run_dir.file("shortcut_ratio.png"), curves, checkpoints, model_names)
+    except BaseException:
+        run_dir.finish("failed")
+        raise
+    run_dir.finish("done", summary={n: _summary(r) for n, r in curves.items()})
+    return run_dir, curves
+
+
+def _summary(records: list[dict]) -> dict:
+    gammas = [r["gamma"] for r in records[1:]]
+    return {"blocks": len(gammas), "mean_gamma": sum(gammas) / len(gammas), "min_gamma": min(gammas),
+            "last_gamma": gammas[-1]}
+
+
+def _write_csv(path: Path, curves: dict) -> None:
+    fields = ["model", "block", "depth", "gamma", "sigma", "width", "step", "step_width"]
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for name, records in curves.items():
+            for r in records:
+                writer.writerow({"model": name, **{f: r.get(f, "") for f in fields[1:]}})
+
+
+def _plot(path: Path, curves: dict, checkpoints: list[str], names: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for k, (name, records) in enumerate(curves.items()):
+        state = "init" if not checkpoints or checkpoints[k] == "-" else Path(checkpoints[k]).name
+        s = _summary(records)
+        ax.plot([r["depth"] for r in records], [r["gamma"] for r in records], marker="." if s["blocks"] <= 40 else None,
+                label=f"{name} ({s['blocks']} blocks, {state}; mean γ {s['mean_gamma']:.2f})")
+    ax.axhline(1.0, color="0.7", lw=0.8, ls="--")
+    ax.set_xlabel("normalized depth l / L")
+    ax.set_ylabel("shortcut ratio γ_l = σ_0 / σ_l")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.set_title("Shortcut ratio per residual block (StepsNet Fig. 2)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("diagnose", help="depth diagnostics (shortcut ratio) of residual models",
+                              description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="diagnostic", metavar="DIAGNOSTIC")
+    s = sub.add_parser("shortcut-ratio", help="γ_l = σ_0/σ_l per block (StepsNet Sec. 3, Fig. 2)",
+                       description=__doc__.split("\n\n")[1])
+    s.add_argument("models", nargs="+", metavar="MODEL", help="registered model name(s), one curve each")
+    s.add_argument("--checkpoint", action="append", metavar="PATH",
+                   help="state dict to load, one per model in order ('-' = at init); default: all at init")
+    s.add_argument("--data", default="random", help="'random' (Gaussian images, default) or an ImageFolder directory")
+    s.add_argument("--input-size", type=int, help="image side (sequence length for language models)")
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--out-dir", help="root of the run directory (default: results/runs)")
+    s.add_argument("--json", action="store_true", help="print the per-model summary as JSON")
+    s.set_defaults(func=main)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def main(args) -> int:
+    try:
+        run_dir, curves = run(args.models, args.checkpoint, args.data, args.input_size, args.batch_size,
+                              args.out_dir, args.seed, args.device)
+    except DiagnoseError as e:
+        print(f"depthbench diagnose: error: {e}", file=sys.stderr)
+        return 2
+    summary = {n: _summary(r) for n, r in curves.items()}
+    if args.json:
+        print(json.dumps({"run_dir": str(run_dir.path), "models": summary}, indent=1))
+        return 0
+    width = max(len(n) for n in summary)
+    print(f"{'model':<{width}}  blocks  mean γ  min γ  last γ")
+    for n, s in summary.items():
+        print(f"{n:<{width}}  {s['blocks']:>6}  {s['mean_gamma']:6.3f}  {s['min_gamma']:5.3f}  {s['last_gamma']:6.3f}")
+    print(f"\nwrote {run_dir.file('shortcut_ratio.csv')}\n      {run_dir.file('shortcut_ratio.png')}")
+    return 0

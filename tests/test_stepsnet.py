@@ -1,0 +1,337 @@
+"""StepsNet (models/stepsnet.py): the macro, every registered variant, the Table 6/7 hooks and the audit.
+
+Expected numbers come from the paper and from the reproduction spec's analytic counts (specs/stepsnet.md
+§7.3/§7.4), never from running this code.
+"""
+import pytest
+import timm
+import torch
+from torch import nn
+
+import models  # noqa: F401  (registers the models)
+from harness.flops import build_model, count_params
+from models.stepsnet import ReverseStepsNet, StepsNet, TransformerLM, residual_blocks, stepsnet_analysis
+
+VARIANTS = timm.list_models(module="stepsnet")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # two cores shared with other jobs: one intra-op thread is several times faster than two fighting ones
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def small(name: str, **kwargs) -> nn.Module:
+    """A registered variant at test size: same architecture, tiny input, 10 classes, cheap init."""
+    if name.startswith(("steps_lm", "transformer_lm")):
+        return timm.create_model(name, vocab_size=64, **kwargs)
+    kw = dict(num_classes=10)
+    if "resnet" not in name:
+        kw["weight_init"] = "skip"  # modules keep their own init; timm's trunc-normal pass is slow on CPU
+    if "swin" in name:
+        kw.update(img_size=64, window_size=2)  # stage 3 (4×4) still has shifted windows
+    elif "deit" in name:
+        kw.update(img_size=32)
+    model = timm.create_model(name, **{**kw, **kwargs})
+    if getattr(model, "cls_token", None) is not None:  # left uninitialised by weight_init='skip'
+        nn.init.normal_(model.cls_token, std=0.02)
+        nn.init.normal_(model.pos_embed, std=0.02)
+    return model
+
+
+def sample(model: nn.Module, name: str) -> torch.Tensor:
+    if isinstance(model, TransformerLM):
+        return model.example_inputs(8, 2)[0]
+    side = 32 if "deit" in name else 64
+    return torch.randn(2, 3, side, side)
+
+
+# --------------------------------------------------------------------------------------- every variant
+def test_all_paper_variants_are_registered():
+    expected = {"steps_resnet18", "steps_resnet34", "steps_resnet50", "steps_deit_tiny", "steps_deit_small",
+                "steps_deit_base", "steps_deit_base_302l", "steps_swin_tiny", "steps_swin_small", "steps_swin_base",
+                "steps_lm_30m", "steps_lm_45m", "steps_lm_64m", "steps_swin_tiny_reverse"}
+    expected |= {f"steps_deit_small_n{n}" for n in range(1, 6)}
+    expected |= {f"{p}deit_w136_d{d}" for p in ("", "steps_") for d in (24, 36, 48, 72, 96)}
+    expected |= {f"swin_fixflops_d{d}" for d in (24, 48, 72, 96)} | {"steps_swin_fixflops_d14"}
+    expected |= {f"steps_swin_tiny_stage{s}" for s in range(1, 5)}
+    expected |= {"steps_deit_small_d0_0_12", "steps_deit_small_d2_1_11", "steps_deit_small_d6_3_9",
+                 "steps_deit_small_d12_6_6", "steps_deit_small_d18_9_3", "steps_deit_small_d22_11_1"}
+    assert expected <= set(VARIANTS)
+    from harness.model_list import registered
+    assert expected <= {name for name, family in registered() if family == "stepsnet"}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_forward_and_backward(name):
+    model = small(name)
+    x = sample(model, name)
+    out = model(x)
+    expected = (2, 8, 64) if isinstance(model, TransformerLM) else (2, 10)
+    assert tuple(out.shape) == expected and torch.isfinite(out).all()
+    out.float().square().mean().backward()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert not missing, f"no gradient reached {missing[:3]}"
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    # the slow path: the first block of the first non-empty step learns (its input is channels 0..C_1)
+    first = residual_blocks(model)[0]
+    assert any(p.grad.abs().sum() > 0 for p in first.parameters() if p.dim() > 1) or "resnet" in name
+
+
+# --------------------------------------------------------------------------------------------- the macro
+class Record(nn.Module):
+    """A 'block' that remembers its input and doubles it, so a block's output is distinguishable from raw x."""
+
+    def __init__(self, log, tag):
+        super().__init__()
+        self.log, self.tag = log, tag
+
+    def forward(self, x):
+        self.log.append((self.tag, x.clone()))
+        return 2 * x
+
+
+def recording_net(widths, depths, log, **kwargs):
+    return StepsNet(widths, depths, lambda i, j, w: Record(log, (i, j, w)), **kwargs)
+
+
+def test_slices_are_contiguous_in_order_with_the_previous_output_first():
+    log = []
+    net = recording_net([2, 3, 5], [1, 1, 1], log)
+    x = torch.arange(5.).view(1, 5) + 1  # channel c holds c + 1
+    y = net(x)
+    (tag1, in1), (tag2, in2), (tag3, in3) = log
+    assert tag1 == (0, 0, 2) and in1.tolist() == [[1., 2.]]                    # x_1 = the first 2 channels
+    assert tag2 == (1, 0, 3) and in2.tolist() == [[2., 4., 3.]]                # [y_1, x_2]: y_1 first, then raw x_2
+    assert tag3 == (2, 0, 5) and in3.tolist() == [[4., 8., 6., 4., 5.]]        # [y_2, x_3]
+    assert y.tolist() == [[8., 16., 12., 8., 10.]]
+    assert net.slices() == [(0, 2), (2, 3), (3, 5)]
+
+
+def test_channel_zero_reaches_every_step_and_the_last_channel_only_the_last():
+    net = StepsNet([2, 4, 6], [1, 1, 1], lambda i, j, w: nn.Linear(w, w))
+    x = torch.randn(3, 6, requires_grad=True)
+    first_step_out = {}
+    net.steps[0][0].register_forward_hook(lambda m, a, out: first_step_out.setdefault("y", out))
+    net(x)
+    grad_first, = torch.autograd.grad(first_step_out["y"].sum(), x)
+    assert grad_first[:, :2].abs().sum() > 0 and grad_first[:, 2:].abs().sum() == 0
+
+
+def test_one_step_is_the_plain_residual_stack():
+    torch.manual_seed(0)
+    blocks = [timm.models.vision_transformer.Block(32, 2) for _ in range(3)]
+    net = StepsNet([32], [3], lambda i, j, w: blocks[j])
+    plain = nn.Sequential(*blocks)
+    x = torch.randn(2, 5, 32)
+    assert torch.equal(net(x), plain(x))
+    assert count_params(net) == count_params(plain)
+
+
+def _remap(state, old, new):
+    return {(new + k[len(old):] if k.startswith(old) else k): v for k, v in state.items()}
+
+
+@pytest.mark.parametrize("steps_name, baseline_name, remap", [
+    # Table 8's 1 step and Table 9's (0, 0, 12) are DeiT-S (spec §7.4); empty steps just pass their slices
+    ("steps_deit_small_n1", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.0.")),
+    ("steps_deit_small_d0_0_12", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.2.")),
+])
+def test_one_step_models_equal_their_timm_baseline(steps_name, baseline_name, remap):
+    torch.manual_seed(0)
+    baseline = timm.create_model(baseline_name, img_size=32, num_classes=10).eval()
+    steps = timm.create_model(steps_name, img_size=32, num_classes=10).eval()
+    steps.load_state_dict(remap(baseline.state_dict()))
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.allclose(steps(x), baseline(x), atol=1e-6)
+
+
+def test_one_step_swin_and_resnet_stages_equal_timm():
+    """A 1-step StepsNet stage built from timm's blocks is timm's stage (shifted windows alternate the same)."""
+    torch.manual_seed(0)
+    kw = dict(img_size=64, window_size=2, num_classes=10)
+    swin = timm.create_model("swin_tiny_patch4_window7_224", **kw).eval()
+    steps = timm.create_model("steps_swin_tiny", stage_steps=(None, None, ((384, 12, 6),), None), **kw).eval()
+    steps.load_state_dict(_remap(swin.state_dict(), "layers.2.blocks.", "layers.2.blocks.steps.0."))
+    x = torch.randn(1, 3, 64, 64)
+    assert torch.allclose(steps(x), swin(x), atol=1e-5)
+
+    resnet = timm.create_model("resnet34", num_classes=10).eval()
+    steps = timm.create_model("steps_resnet34", stage_steps=(None, None, ((256, 5),), None), num_classes=10).eval()
+    state = {}
+    for k, v in resnet.state_dict().items():
+        parts = k.split(".")
+        if parts[0] == "layer3" and parts[1] != "0":
+            k = ".".join(["layer3", "1", "steps", "0", str(int(parts[1]) - 1)] + parts[2:])
+        state[k] = v
+    steps.load_state_dict(state)
+    x = torch.randn(1, 3, 64, 64)
+    assert torch.allclose(steps(x), resnet(x), atol=1e-5)
+
+
+def test_empty_widest_step_keeps_the_nominal_width():
+    log = []
+    net = recording_net([2, 3, 5], [1, 1, 0], log)  # like Steps-ResNet-18's 256×0: the last slice bypasses
+    y = net(torch.ones(1, 5))
+    assert y.shape == (1, 5) and y.tolist() == [[4., 4., 2., 1., 1.]]
+
+
+def test_narrowed_in_width_drops_the_empty_step():
+    log = []
+    net = recording_net([2, 3, 5], [1, 1, 0], log, in_width=3)  # like Steps-Swin-T's 544-wide stage 4
+    assert net(torch.ones(1, 3)).shape == (1, 3)
+    with pytest.raises(ValueError, match="expects 3 channels"):
+        net(torch.ones(1, 5))
+
+
+@pytest.mark.parametrize("widths, depths, kwargs, message", [
+    ([4, 2], [1, 1], {}, "strictly increasing"),
+    ([2, 4], [1], {}, "one depth per width"),
+    ([2, 4], [1, -1], {}, ">= 0"),
+    ([2, 4], [1, 1], {"in_width": 3}, "must be one of"),
+    ([2, 4], [1, 1], {"in_width": 2}, "must be empty"),
+])
+def test_bad_configurations_fail_with_one_line(widths, depths, kwargs, message):
+    with pytest.raises(ValueError, match=message) as info:
+        StepsNet(widths, depths, lambda i, j, w: nn.Identity(), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_reverse_design_splits_first_channels_onward_and_outputs_y1_first():
+    log = []
+    net = ReverseStepsNet([5, 3, 2], [1, 1, 1], lambda i, j, w: Record(log, (i, w)))
+    x = torch.arange(5.).view(1, 5) + 1
+    y = net(x)
+    assert [t for t, _ in log] == [(0, 5), (1, 3), (2, 2)]
+    assert log[1][1].tolist() == [[2., 4., 6.]] and log[2][1].tolist() == [[4., 8.]]
+    assert y.tolist() == [[8., 10., 12., 8., 16.]]  # [y_1 (F_1's last 2), y_2 (F_2's last 1), y_3]
+
+
+# ------------------------------------------------------------------------------- Table 6 / 7 hooks
+def test_mask_hooks_zero_the_slow_or_the_fast_path():
+    log = []
+    net = recording_net([2, 3, 5], [1, 1, 1], log)
+    x = torch.ones(1, 5)
+    with stepsnet_analysis(net, mask_first=1):
+        net(x)
+    assert log[0][1].tolist() == [[0., 1.]]                  # x_1 lost its first channel
+    log.clear()
+    with stepsnet_analysis(net, mask_last=3):              # the last 3 = x_3 (2 channels) then x_2
+        net(x)
+    assert log[0][1].tolist() == [[1., 1.]] and log[1][1].tolist() == [[2., 2., 0.]]
+    assert log[2][1][0, 3:].tolist() == [0., 0.]
+    log.clear()
+    net(x)                                                 # the context restored the model
+    assert log[1][1].tolist() == [[2., 2., 1.]]
+
+
+def test_drop_last_blocks_skips_exactly_those_blocks():
+    log = []
+    net = recording_net([2, 3, 5], [4, 2, 1], log)
+    with stepsnet_analysis(net, drop_last={0: 3, 2: 1}):
+        y = net(torch.ones(1, 5))
+    assert [t for t, _ in log] == [(0, 0, 2), (1, 0, 3), (1, 1, 3)]
+    assert y.tolist() == [[8., 8., 4., 1., 1.]]
+    with pytest.raises(ValueError, match="cannot drop 5 blocks of step 1"):
+        with stepsnet_analysis(net, drop_last={1: 5}):
+            pass
+
+
+def test_table6_and_7_hooks_on_steps_deit_small():
+    torch.manual_seed(0)
+    model = small("steps_deit_small").eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        reference = model(x)
+        with stepsnet_analysis(model):
+            assert torch.equal(model(x), reference)
+        with stepsnet_analysis(model, mask_first=32):
+            slow = model(x)
+        with stepsnet_analysis(model, mask_last=32):
+            fast = model(x)
+        with stepsnet_analysis(model, drop_last={0: 4}):
+            dropped = model(x)
+    assert not torch.allclose(slow, reference) and not torch.allclose(fast, reference)
+    assert not torch.allclose(dropped, reference)
+    assert torch.equal(model(x).detach(), reference)
+    with pytest.raises(ValueError, match="pass stage="):
+        with stepsnet_analysis(small("steps_swin_tiny")):
+            pass
+
+
+# -------------------------------------------------------------------------- counts against the spec
+# spec §7.3: exact analytic parameter counts (timm-equivalent modules)
+EXACT_PARAMS = {
+    "steps_deit_tiny": 5_732_632, "steps_deit_small": 22_090_312, "steps_deit_base": 86_683_816,
+    "steps_deit_base_302l": 42_111_880, "steps_swin_tiny": 27_803_770, "steps_swin_small": 49_121_674,
+    "steps_swin_base": 86_671_764, "steps_resnet18": 11_689_060, "steps_resnet34": 21_795_824,
+    "steps_resnet50": 25_567_176,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_PARAMS))
+def test_exact_parameter_counts_of_the_spec(name):
+    kwargs = {} if "resnet" in name else {"weight_init": "skip"}
+    assert count_params(build_model(name, **kwargs)) == EXACT_PARAMS[name]
+
+
+def test_reverse_design_has_steps_swin_t_parameters():
+    # Table 10: "identical parameters and FLOPs"
+    assert count_params(build_model("steps_swin_tiny_reverse", weight_init="skip")) == EXACT_PARAMS["steps_swin_tiny"]
+
+
+@pytest.mark.parametrize("name, widths", [
+    ("steps_swin_tiny", (96, 192, 384, 544)),   # spec §7.4.7
+    ("steps_swin_base", (128, 256, 512, 720)),
+])
+def test_steps_swin_stage_widths(name, widths):
+    model = build_model(name, weight_init="skip")
+    assert tuple(info["num_chs"] for info in model.feature_info) == widths
+    assert model.num_features == widths[-1] and model.head.fc.in_features == widths[-1]
+
+
+def test_steps_resnet50_slices():
+    model = build_model("steps_resnet50")
+    stage3 = [m for m in model.layer3 if isinstance(m, StepsNet)][0]
+    assert [hi - lo for lo, hi in stage3.slices()] == [256, 104, 152, 212, 300]  # spec §3.1
+
+
+def test_drop_path_rises_linearly_over_all_blocks():
+    model = build_model("steps_deit_small", drop_path_rate=0.23, weight_init="skip")
+    blocks = list(model.blocks)
+    assert isinstance(blocks[0].drop_path1, nn.Identity)
+    rates = [b.drop_path1.drop_prob for b in blocks[1:]]
+    assert rates == pytest.approx([0.23 * k / 23 for k in range(1, 24)])
+
+
+def test_language_model_is_causal():
+    torch.manual_seed(0)
+    model = small("steps_lm_30m").eval()
+    tokens = torch.randint(0, 64, (1, 10))
+    changed = tokens.clone()
+    changed[0, 6:] = (changed[0, 6:] + 1) % 64
+    with torch.no_grad():
+        a, b = model(tokens), model(changed)
+    assert torch.allclose(a[:, :6], b[:, :6], atol=1e-5) and not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+# ------------------------------------------------------------------------------------- the audit
+def test_verify_passes_every_checkable_stepsnet_row():
+    from harness.verify import run
+
+    checks = run(papers=["stepsnet"], progress=False)
+    bad = [(c.table, c.row, c.column, c.note) for c in checks if c.status not in ("pass", "reason")]
+    assert not bad, bad
+    checked = {(c.table, c.column) for c in checks if c.status == "pass"}
+    for table in ("1", "5a", "5b", "8", "9", "12", "13", "14"):
+        for column in ("blocks", "layers"):
+            assert (table, column) in checked, (table, column)
+    for table in ("1", "5a", "5b", "8", "9", "10", "12", "13", "14"):
+        for column in ("params_m",) + (() if table == "10" else ("flops_g",)):
+            assert (table, column) in checked, (table, column)
+    reasons = [c for c in checks if c.status == "reason"]
+    assert all(c.note for c in reasons)
+    assert {c.row for c in reasons if c.table == "5b"} == {"Steps-Swin 48", "Steps-Swin 64", "Steps-Swin 96"}
