@@ -171,6 +171,18 @@ class Check:
     note: str = ""
 
 
+_measured: dict = {}  # the same model appears in several tables: measure it once per run
+
+
+def _measure_cached(column: str, measure: Measure, ctx: RowContext) -> float:
+    row = ctx.row
+    key = (column, row.model, repr(sorted(row.model_kwargs.items())), repr(row.input_size),
+           repr(sorted(row.flops_model_kwargs.items())), row.base)
+    if key not in _measured:
+        _measured[key] = float(measure.fn(ctx))
+    return _measured[key]
+
+
 def check_row(paper: str, row: Row) -> list[Check]:
     base = dict(paper=paper, table=row.table, row=row.name)
     if row.reason:
@@ -194,7 +206,7 @@ def check_row(paper: str, row: Row) -> list[Check]:
             continue
         measure = MEASURES[column]
         try:
-            ours = float(measure.fn(ctx))
+            ours = _measure_cached(column, measure, ctx)
         except Exception as e:  # a model that fails to build or run is a failed row, not a crash
             checks.append(Check(**base, column=column, status="error", paper_value=value,
                                 note=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]))
