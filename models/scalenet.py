@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from timm.layers import DropPath
-from timm.models import generate_default_cfgs, register_model
+from timm.layers import DropPath, trunc_normal_
+from timm.models import create_model, generate_default_cfgs, register_model, swin_transformer, vision_transformer
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
@@ -499,7 +499,6 @@ def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = 
 def _reinit_block(block: nn.Module) -> None:
     """timm's init for a fresh block: Linear trunc-normal(0.02) + zero bias, norms 1/0, Swin bias table
     trunc-normal(0.02) [ASSUMED, spec §2.7]."""
-    from timm.layers import trunc_normal_
     with torch.no_grad():
         for module in block.modules():
             if isinstance(module, nn.Linear):
@@ -725,7 +724,6 @@ def load_tied_state_dict(model: nn.Module, state_dict: dict, strict: bool = True
 def load_base_checkpoint(model: nn.Module, path: str) -> nn.Module:
     """Load a DeiT/Swin checkpoint (timm's, the official DeiT/Swin ``{'model': ...}`` files, or ours) into the
     *unexpanded* model, converting official key layouts with timm's filters; strict, one-line errors."""
-    from timm.models import swin_transformer, vision_transformer
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
@@ -835,45 +833,97 @@ _BASES = {  # base arch, timm pretrained tag (ImageNet-1k only, §2.1), spec dro
     "swin_small": ("swin_small_patch4_window7_224", "ms_in1k", 0.2),
     "swin_base": ("swin_base_patch4_window7_224", "ms_in1k", 0.5),
 }
-# Baseline matching (§2.7): blocks the Table I baselines add (Swin: to stage 3).
-_MATCHED_BLOCKS = {"deit_tiny": 2, "deit_small": 1, "deit_base": 1, "swin_tiny": 1, "swin_small": 1, "swin_base": 1}
 
-# name → (base key, method, arguments); the comment is the table row it reproduces.
-_VARIANTS: dict[str, tuple[str, str, dict]] = {}
-
-
-def _variant(name: str, base: str, method: str = "scalenet", **arguments) -> None:
-    _VARIANTS[name] = (base, method, arguments)
-
-
-for _size in ("tiny", "small", "base"):
-    _variant(f"scalenet_deit_{_size}_2x", f"deit_{_size}")                          # Table I/II ScaleNet
-    _variant(f"scalenet_deit_{_size}_2x_noadjust", f"deit_{_size}", adjust="none")  # Table II ✓WSPT, no adjust
-    _variant(f"scalenet_deit_{_size}_1x_adapter32", f"deit_{_size}", k=1, rank=32)  # Table II ✗WSPT + Adapter
-    _variant(f"scalenet_deit_{_size}_1x_lora16", f"deit_{_size}", k=1, adjust="lora", rank=16)  # ✗WSPT + LoRA
-    _variant(f"scalenet_swin_{_size}_2x", f"swin_{_size}")                          # Table I/II ScaleNet (stage 4)
-    _variant(f"scalenet_swin_{_size}_2x_noadjust", f"swin_{_size}", adjust="none")
-    _variant(f"scalenet_swin_{_size}_1x_adapter16", f"swin_{_size}", k=1, rank=16)
-    _variant(f"scalenet_swin_{_size}_1x_lora8", f"swin_{_size}", k=1, adjust="lora", rank=8)
-    for _stage in (1, 2, 3):                                                         # Table III (Swin-B rows)
-        _variant(f"scalenet_swin_{_size}_2x_stage{_stage}", f"swin_{_size}", layers=[_stage - 1])
-    _variant(f"scalenet_swin_{_size}_2x_allstages", f"swin_{_size}", layers="all")
-for _first in (1, 4, 7, 10):                                                         # Table III DeiT-B, 1-based sets
-    _variant(f"scalenet_deit_base_2x_layers{_first}to{_first + 2}", "deit_base", 
-             layers=[_first - 1, _first, _first + 1])
-_variant("scalenet_deit_base_3x", "deit_base", k=3)                                  # Table IV
-_variant("scalenet_swin_base_3x", "swin_base", k=3)
-_variant("scalenet_deit_base_2x_stack", "deit_base", order="stack")                  # Table V
-_variant("scalenet_swin_base_2x_interp", "swin_base", order="interpolate")
-for _r in (4, 8, 16):                                                                # Table VI
-    _variant(f"scalenet_deit_base_2x_lora{_r}", "deit_base", adjust="lora", rank=_r)
-for _r in (8, 32):
-    _variant(f"scalenet_deit_base_2x_adapter{_r}", "deit_base", rank=_r)
-for _base in _BASES:                                                                 # Table I baselines
-    for _init, _tag in (("random", "random"), ("stack", "stack"), ("interpolate", "interp"), ("swa", "swa")):
-        _variant(f"scalenet_{_base}_grow_{_tag}", _base, "grow", init=_init, new_blocks=_MATCHED_BLOCKS[_base])
-for _size in ("small", "base"):                                                      # Table VII from scratch
-    _variant(f"scalenet_deit_{_size}_depth24", f"deit_{_size}", "scratch", depth=24)
+# Every registered name, written out (so each can be found by searching for it): name → (base, method,
+# arguments). method "scalenet" builds expand(base, **arguments), "grow" a Table I baseline grow(base, **arguments),
+# "scratch" the deeper timm model itself; _register() at the bottom turns each entry into a timm entrypoint.
+_VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    # Tables I/II ScaleNet, spec defaults: DeiT 12 → 24 layers, Interpolate; Swin stage 4 doubled, Stack; adapters
+    "scalenet_deit_tiny_2x": ("deit_tiny", "scalenet", {}),
+    "scalenet_deit_small_2x": ("deit_small", "scalenet", {}),
+    "scalenet_deit_base_2x": ("deit_base", "scalenet", {}),
+    "scalenet_swin_tiny_2x": ("swin_tiny", "scalenet", {}),
+    "scalenet_swin_small_2x": ("swin_small", "scalenet", {}),
+    "scalenet_swin_base_2x": ("swin_base", "scalenet", {}),
+    # Table II: ✓ WSPT without adjustment; ✗ WSPT = original depth + an adjustment sized to ScaleNet's count (§2.5)
+    "scalenet_deit_tiny_2x_noadjust": ("deit_tiny", "scalenet", {"adjust": "none"}),
+    "scalenet_deit_tiny_1x_adapter32": ("deit_tiny", "scalenet", {"k": 1, "rank": 32}),
+    "scalenet_deit_tiny_1x_lora16": ("deit_tiny", "scalenet", {"k": 1, "adjust": "lora", "rank": 16}),
+    "scalenet_deit_small_2x_noadjust": ("deit_small", "scalenet", {"adjust": "none"}),
+    "scalenet_deit_small_1x_adapter32": ("deit_small", "scalenet", {"k": 1, "rank": 32}),
+    "scalenet_deit_small_1x_lora16": ("deit_small", "scalenet", {"k": 1, "adjust": "lora", "rank": 16}),
+    "scalenet_deit_base_2x_noadjust": ("deit_base", "scalenet", {"adjust": "none"}),
+    "scalenet_deit_base_1x_adapter32": ("deit_base", "scalenet", {"k": 1, "rank": 32}),
+    "scalenet_deit_base_1x_lora16": ("deit_base", "scalenet", {"k": 1, "adjust": "lora", "rank": 16}),
+    "scalenet_swin_tiny_2x_noadjust": ("swin_tiny", "scalenet", {"adjust": "none"}),
+    "scalenet_swin_tiny_1x_adapter16": ("swin_tiny", "scalenet", {"k": 1, "rank": 16}),
+    "scalenet_swin_tiny_1x_lora8": ("swin_tiny", "scalenet", {"k": 1, "adjust": "lora", "rank": 8}),
+    "scalenet_swin_small_2x_noadjust": ("swin_small", "scalenet", {"adjust": "none"}),
+    "scalenet_swin_small_1x_adapter16": ("swin_small", "scalenet", {"k": 1, "rank": 16}),
+    "scalenet_swin_small_1x_lora8": ("swin_small", "scalenet", {"k": 1, "adjust": "lora", "rank": 8}),
+    "scalenet_swin_base_2x_noadjust": ("swin_base", "scalenet", {"adjust": "none"}),
+    "scalenet_swin_base_1x_adapter16": ("swin_base", "scalenet", {"k": 1, "rank": 16}),
+    "scalenet_swin_base_1x_lora8": ("swin_base", "scalenet", {"k": 1, "adjust": "lora", "rank": 8}),
+    # Table III: which layers are shared. DeiT sets are 1-based in the names (as printed), 0-based in `layers`;
+    # for Swin `layers` names stages (Swin-B rows; stage 3 of Swin-T also fits its printed 29.37M, §8.1)
+    "scalenet_deit_base_2x_layers1to3": ("deit_base", "scalenet", {"layers": [0, 1, 2]}),
+    "scalenet_deit_base_2x_layers4to6": ("deit_base", "scalenet", {"layers": [3, 4, 5]}),
+    "scalenet_deit_base_2x_layers7to9": ("deit_base", "scalenet", {"layers": [6, 7, 8]}),
+    "scalenet_deit_base_2x_layers10to12": ("deit_base", "scalenet", {"layers": [9, 10, 11]}),
+    "scalenet_swin_tiny_2x_stage1": ("swin_tiny", "scalenet", {"layers": [0]}),
+    "scalenet_swin_tiny_2x_stage2": ("swin_tiny", "scalenet", {"layers": [1]}),
+    "scalenet_swin_tiny_2x_stage3": ("swin_tiny", "scalenet", {"layers": [2]}),
+    "scalenet_swin_tiny_2x_allstages": ("swin_tiny", "scalenet", {"layers": "all"}),
+    "scalenet_swin_small_2x_stage1": ("swin_small", "scalenet", {"layers": [0]}),
+    "scalenet_swin_small_2x_stage2": ("swin_small", "scalenet", {"layers": [1]}),
+    "scalenet_swin_small_2x_stage3": ("swin_small", "scalenet", {"layers": [2]}),
+    "scalenet_swin_small_2x_allstages": ("swin_small", "scalenet", {"layers": "all"}),
+    "scalenet_swin_base_2x_stage1": ("swin_base", "scalenet", {"layers": [0]}),
+    "scalenet_swin_base_2x_stage2": ("swin_base", "scalenet", {"layers": [1]}),
+    "scalenet_swin_base_2x_stage3": ("swin_base", "scalenet", {"layers": [2]}),
+    "scalenet_swin_base_2x_allstages": ("swin_base", "scalenet", {"layers": "all"}),
+    # Table IV: reuse count 3
+    "scalenet_deit_base_3x": ("deit_base", "scalenet", {"k": 3}),
+    "scalenet_swin_base_3x": ("swin_base", "scalenet", {"k": 3}),
+    # Table V: the other layer order
+    "scalenet_deit_base_2x_stack": ("deit_base", "scalenet", {"order": "stack"}),
+    "scalenet_swin_base_2x_interp": ("swin_base", "scalenet", {"order": "interpolate"}),
+    # Table VI: adjustment design and bottleneck (adapter r=16 is scalenet_deit_base_2x)
+    "scalenet_deit_base_2x_lora4": ("deit_base", "scalenet", {"adjust": "lora", "rank": 4}),
+    "scalenet_deit_base_2x_lora8": ("deit_base", "scalenet", {"adjust": "lora", "rank": 8}),
+    "scalenet_deit_base_2x_lora16": ("deit_base", "scalenet", {"adjust": "lora", "rank": 16}),
+    "scalenet_deit_base_2x_adapter8": ("deit_base", "scalenet", {"rank": 8}),
+    "scalenet_deit_base_2x_adapter32": ("deit_base", "scalenet", {"rank": 32}),
+    # Table I baselines: independent new blocks, as many as parameter matching gives (§2.7): DeiT-T +2,
+    # DeiT-S/B +1, Swin +1 (in stage 3)
+    "scalenet_deit_tiny_grow_random": ("deit_tiny", "grow", {"init": "random", "new_blocks": 2}),
+    "scalenet_deit_tiny_grow_stack": ("deit_tiny", "grow", {"init": "stack", "new_blocks": 2}),
+    "scalenet_deit_tiny_grow_interp": ("deit_tiny", "grow", {"init": "interpolate", "new_blocks": 2}),
+    "scalenet_deit_tiny_grow_swa": ("deit_tiny", "grow", {"init": "swa", "new_blocks": 2}),
+    "scalenet_deit_small_grow_random": ("deit_small", "grow", {"init": "random", "new_blocks": 1}),
+    "scalenet_deit_small_grow_stack": ("deit_small", "grow", {"init": "stack", "new_blocks": 1}),
+    "scalenet_deit_small_grow_interp": ("deit_small", "grow", {"init": "interpolate", "new_blocks": 1}),
+    "scalenet_deit_small_grow_swa": ("deit_small", "grow", {"init": "swa", "new_blocks": 1}),
+    "scalenet_deit_base_grow_random": ("deit_base", "grow", {"init": "random", "new_blocks": 1}),
+    "scalenet_deit_base_grow_stack": ("deit_base", "grow", {"init": "stack", "new_blocks": 1}),
+    "scalenet_deit_base_grow_interp": ("deit_base", "grow", {"init": "interpolate", "new_blocks": 1}),
+    "scalenet_deit_base_grow_swa": ("deit_base", "grow", {"init": "swa", "new_blocks": 1}),
+    "scalenet_swin_tiny_grow_random": ("swin_tiny", "grow", {"init": "random", "new_blocks": 1}),
+    "scalenet_swin_tiny_grow_stack": ("swin_tiny", "grow", {"init": "stack", "new_blocks": 1}),
+    "scalenet_swin_tiny_grow_interp": ("swin_tiny", "grow", {"init": "interpolate", "new_blocks": 1}),
+    "scalenet_swin_tiny_grow_swa": ("swin_tiny", "grow", {"init": "swa", "new_blocks": 1}),
+    "scalenet_swin_small_grow_random": ("swin_small", "grow", {"init": "random", "new_blocks": 1}),
+    "scalenet_swin_small_grow_stack": ("swin_small", "grow", {"init": "stack", "new_blocks": 1}),
+    "scalenet_swin_small_grow_interp": ("swin_small", "grow", {"init": "interpolate", "new_blocks": 1}),
+    "scalenet_swin_small_grow_swa": ("swin_small", "grow", {"init": "swa", "new_blocks": 1}),
+    "scalenet_swin_base_grow_random": ("swin_base", "grow", {"init": "random", "new_blocks": 1}),
+    "scalenet_swin_base_grow_stack": ("swin_base", "grow", {"init": "stack", "new_blocks": 1}),
+    "scalenet_swin_base_grow_interp": ("swin_base", "grow", {"init": "interpolate", "new_blocks": 1}),
+    "scalenet_swin_base_grow_swa": ("swin_base", "grow", {"init": "swa", "new_blocks": 1}),
+    # Table VII: the 24-layer DeiTs trained from scratch
+    "scalenet_deit_small_depth24": ("deit_small", "scratch", {"depth": 24}),
+    "scalenet_deit_base_depth24": ("deit_base", "scratch", {"depth": 24}),
+}
 
 
 def _cfg(base: str, **kwargs) -> dict[str, Any]:
@@ -882,7 +932,7 @@ def _cfg(base: str, **kwargs) -> dict[str, Any]:
         "url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": None,
         "crop_pct": 0.9 if swin else 0.875, "interpolation": "bicubic", "fixed_input_size": True,
         "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225),
-        "first_conv": "patch_embed.proj", "classifier": "head.fc" if swin else "head", "license": "apache-2.0",
+        "first_conv": "patch_embed.proj", "classifier": "head.fc" if swin else "head",
         **kwargs,
     }
 
@@ -894,8 +944,6 @@ def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Mod
     """Build a registered variant: the timm base (random, ``pretrained=True`` = timm's ImageNet-1k weights, or
     ``base_checkpoint=PATH``), then expand()/grow() with the variant's arguments, overridable by kwargs.
     Every other kwarg (img_size, num_classes, drop_path_rate, embed_dim, window_size, …) goes to the base."""
-    import timm
-
     base, method, arguments = _VARIANTS[variant]
     arch, tag, drop_path_rate = _BASES[base]
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
@@ -909,7 +957,7 @@ def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Mod
     kwargs.setdefault("drop_path_rate", kwargs.pop("drop_path", drop_path_rate))
     if pretrained and base_checkpoint:
         raise ValueError("give pretrained=True (timm's weights) or base_checkpoint=PATH, not both")
-    model = timm.create_model(f"{arch}.{tag}" if pretrained else arch, pretrained=pretrained, **kwargs)
+    model = create_model(f"{arch}.{tag}" if pretrained else arch, pretrained=pretrained, **kwargs)
     if base_checkpoint:
         load_base_checkpoint(model, base_checkpoint)
     if method == "scalenet":
@@ -921,14 +969,19 @@ def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Mod
 
 
 def _register(name: str) -> None:
+    """Register ``name`` as timm's ``@register_model`` would register a hand-written
+    ``def name(pretrained=False, **kwargs)``: same function name, module, ``__all__`` entry and default cfg."""
     def entrypoint(pretrained: bool = False, **kwargs) -> nn.Module:
         return _create_scalenet(name, pretrained=pretrained, **kwargs)
+    base, method, arguments = _VARIANTS[name]
+    call = {"scalenet": "expand", "grow": "grow", "scratch": "timm.create_model"}[method]
+    args = ", ".join(f"{key}={value!r}" for key, value in arguments.items())
     entrypoint.__name__ = entrypoint.__qualname__ = name
     entrypoint.__module__ = __name__
-    base, method, arguments = _VARIANTS[name]
-    entrypoint.__doc__ = f"ScaleNet {method} variant of {_BASES[base][0]}: {arguments or 'spec defaults'}."
+    entrypoint.__doc__ = f"{call}({_BASES[base][0]}{', ' + args if args else ''}); see _VARIANTS and docs/scalenet.md."
     globals()[name] = register_model(entrypoint)
 
 
-for _name in _VARIANTS:
-    _register(_name)
+for _variant_name in _VARIANTS:
+    _register(_variant_name)
+del _variant_name

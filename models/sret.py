@@ -678,6 +678,8 @@ class RecursiveMlpMixer(MlpMixer):
 
     def __init__(self, loops: int = 2, lrc: str = "none", **kwargs):
         _choice("lrc", lrc, LRC_DESIGNS)
+        if loops < 1:
+            raise ValueError(f"loops={loops}: each layer must run at least once")
         if lrc != "none":
             kwargs["block_layer"] = partial(LRCMixerBlock, lrc=lrc)
         super().__init__(**kwargs)
@@ -861,7 +863,8 @@ def SReT_ExT_placeholder(pretrained=False, **kwargs) -> SlicedRecursiveTransform
 
 @register_model
 def SReT_B_as_printed(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
-    """SReT-B built exactly as Table 10 prints it — 145.6M params, NOT the printed 71.2M (spec §8.1).
+    """SReT-B built exactly as Table 10 prints it — 144.7M params (145.6M with the usual C0/2→C0→C0 stem, the
+    spec's count), NOT the printed 71.2M (spec §8.1).
 
     Stem 96→168→336, widths 336/672/1344, FFN 3.0, NLL 2.0, no slicing; heads are not given (head dim 42 as in
     SReT-S [assumption]). The paper's SReT-B cannot be reconstructed; use this only as a B-size config.

@@ -206,6 +206,20 @@ def test_inverse_permutation_restores_token_order():
     assert not torch.allclose(shuffled, attn(x, groups=1), atol=1e-3)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_model_undoes_its_permutation_before_the_projection(training):
+    # One group everywhere: permute → attend → inverse is the identity (spec §7.13), so "P+I" (which permutes
+    # even where G = 1) must give the unpermuted model's output, and "P" (no inverse) must not.
+    x = image()
+    outputs = {}
+    for design in ("none", "P+I", "P"):
+        model = tiny("SReT_T_wo_slice", permutation=design, drop_path_rate=0.0).train(training)
+        with torch.no_grad():
+            outputs[design] = model(x)
+    torch.testing.assert_close(outputs["P+I"], outputs["none"], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(outputs["P"], outputs["none"], atol=1e-3)
+
+
 def test_theorem_1_attention_cost():
     class Loops(torch.nn.Module):
         def __init__(self, loops, groups):
