@@ -104,12 +104,13 @@ def _check_model_name(name: str) -> None:
 def _build(name: str, input_size: int | None, device: str) -> nn.Module:
     import timm
 
+    from harness.flops import build_model
+
     cfg = timm.models.get_pretrained_cfg(name)
     kwargs = {}
     if input_size and cfg is not None and cfg.fixed_input_size and len(cfg.input_size or ()) == 3:
         kwargs["img_size"] = input_size  # ViT/Swin fix their resolution at build time
-    model = timm.create_model(name, **kwargs)
-    return model.to(device).eval()
+    return build_model(name, device=device, **kwargs).eval()  # initialised in place on the target device
 
 
 def load_checkpoint(model: nn.Module, path: str) -> None:
@@ -157,8 +158,9 @@ def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int
         dataset = ImageFolder(data, transform=transform)
     except (FileNotFoundError, OSError) as e:
         raise DiagnoseError(f"--data {data}: not an ImageFolder directory ({str(e).splitlines()[0]})") from None
-    count = min(batch_size, len(dataset))
-    return (torch.stack([dataset[i][0] for i in range(count)]).to(device),)
+    # a seeded random subset: ImageFolder is sorted by class, so the first images would all be one class
+    picks = torch.randperm(len(dataset), generator=generator)[:batch_size].tolist()
+    return (torch.stack([dataset[i][0] for i in picks]).to(device),)
 
 
 def run(model_names: list[str], checkpoints: list[str] | None = None, data: str = "random",
@@ -180,6 +182,12 @@ def run(model_names: list[str], checkpoints: list[str] | None = None, data: str 
         raise DiagnoseError(f"--data {data}: no such directory (give an ImageFolder directory or 'random')")
     if batch_size < 1 or (input_size is not None and input_size < 1):
         raise DiagnoseError("--batch-size and --input-size must be positive")
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise DiagnoseError(f"--device {device}: not a torch device (e.g. cpu, cuda, cuda:1)") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise DiagnoseError(f"--device {device}: no CUDA device is visible here; use --device cpu")
 
     run_dir = RunDir.create(experiment="diagnose-shortcut-ratio", root=out_dir, models=model_names,
                             checkpoints=checkpoints or None, data=data, input_size=input_size,

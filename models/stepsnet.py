@@ -41,7 +41,8 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import ClassifierHead, DropPath, LayerNorm, RmsNorm, SwiGLU, get_act_layer, get_norm_layer
+from timm.layers import (Attention, ClassifierHead, DropPath, LayerNorm, Mlp, RmsNorm, SwiGLU, get_act_layer,
+                         get_norm_layer)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.swin_transformer import (PatchMerging, SwinTransformer, SwinTransformerBlock,
@@ -220,14 +221,15 @@ def stepsnet_analysis(model: nn.Module, mask_first: int = 0, mask_last: int = 0,
     nets = stepsnet_modules(model)
     if not nets:
         raise ValueError(f"{type(model).__name__} has no StepsNet; use a steps_* model")
-    if stage is None and len(nets) > 1:
-        raise ValueError(f"the model has {len(nets)} StepsNets; pass stage=0..{len(nets) - 1}")
+    if (stage is None and len(nets) > 1) or (stage is not None and not 0 <= stage < len(nets)):
+        raise ValueError(f"the model has {len(nets)} StepsNet(s); pass stage=0..{len(nets) - 1}, not {stage}")
     net = nets[stage or 0]
     for i, k in (drop_last or {}).items():
         if not 0 <= i < len(net.steps) or not 0 <= k <= len(net.steps[i]):
             raise ValueError(f"cannot drop {k} blocks of step {i}: the StepsNet has depths {net.depths}")
     if mask_first + mask_last > net.in_width or min(mask_first, mask_last) < 0:
-        raise ValueError(f"mask sizes {mask_first}+{mask_last} do not fit {net.in_width} channels")
+        raise ValueError(f"mask_first={mask_first} and mask_last={mask_last} must be >= 0 and together fit the "
+                         f"{net.in_width} input channels")
     saved = (net.mask_first, net.mask_last, list(net.skip_last))
     net.mask_first, net.mask_last = mask_first, mask_last
     for i, k in (drop_last or {}).items():
@@ -280,13 +282,16 @@ class StepsVisionTransformer(VisionTransformer):
     Args:
         steps: ``((width, heads, depth), ...)`` from narrow to wide.
         drop_path_rate: max stochastic depth, linear over all blocks in forward order.
-        Other arguments are VisionTransformer's; the block arguments go to every timm ``Block``.
+        Other arguments are VisionTransformer's; the block arguments (incl. ``block_fn``, ``mlp_layer``,
+        ``attn_layer``) go to every block, as they would in the baseline.
     """
 
     def __init__(self, steps: Sequence[Sequence[int]], mlp_ratio: float = 4., qkv_bias: bool = True,
-                 qk_norm: bool = False, proj_bias: bool = True, init_values: Optional[float] = None,
-                 proj_drop_rate: float = 0., attn_drop_rate: float = 0., drop_path_rate: float = 0.,
-                 norm_layer=None, act_layer=None, weight_init: str = '', **kwargs):
+                 qk_norm: bool = False, scale_attn_norm: bool = False, scale_mlp_norm: bool = False,
+                 proj_bias: bool = True, init_values: Optional[float] = None, proj_drop_rate: float = 0.,
+                 attn_drop_rate: float = 0., drop_path_rate: float = 0., norm_layer=None, act_layer=None,
+                 block_fn: Callable[..., nn.Module] = Block, mlp_layer: Callable[..., nn.Module] = Mlp,
+                 attn_layer=Attention, weight_init: str = '', device=None, dtype=None, **kwargs):
         _check_steps(steps, "Steps-DeiT")
         for key in ("embed_dim", "depth", "num_heads"):
             if key in kwargs:
@@ -295,14 +300,17 @@ class StepsVisionTransformer(VisionTransformer):
         super().__init__(embed_dim=widths[-1], depth=0, num_heads=heads[-1], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
                          qk_norm=qk_norm, proj_bias=proj_bias, init_values=init_values, proj_drop_rate=proj_drop_rate,
                          attn_drop_rate=attn_drop_rate, norm_layer=norm_layer, act_layer=act_layer,
-                         weight_init='skip', **kwargs)
+                         weight_init='skip', device=device, dtype=dtype, **kwargs)
         norm_layer = get_norm_layer(norm_layer) or LayerNorm  # timm ViT's default (eps 1e-6)
         act_layer = get_act_layer(act_layer) or nn.GELU
+        first_index = [sum(depths[:i]) for i in range(len(depths))]  # a block's index in forward order
 
         def make_block(i, j, width):
-            return Block(dim=width, num_heads=heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                         proj_bias=proj_bias, init_values=init_values, proj_drop=proj_drop_rate,
-                         attn_drop=attn_drop_rate, norm_layer=norm_layer, act_layer=act_layer)
+            return block_fn(dim=width, num_heads=heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                            scale_attn_norm=scale_attn_norm, scale_mlp_norm=scale_mlp_norm, proj_bias=proj_bias,
+                            init_values=init_values, proj_drop=proj_drop_rate, attn_drop=attn_drop_rate,
+                            norm_layer=norm_layer, act_layer=act_layer, mlp_layer=mlp_layer, attn_layer=attn_layer,
+                            depth=first_index[i] + j, device=device, dtype=dtype)
 
         self.blocks = StepsNet(widths, depths, make_block)
         _set_drop_path(list(self.blocks), drop_path_rate)
@@ -340,19 +348,23 @@ class StepsSwinTransformer(SwinTransformer):
                  window_size=7, always_partition: bool = False, strict_img_size: bool = True,
                  dynamic_img_size: bool = False, mlp_ratio: float = 4., qkv_bias: bool = True,
                  proj_drop_rate: float = 0., attn_drop_rate: float = 0., drop_path_rate: float = 0.1,
-                 norm_layer=nn.LayerNorm, reverse: bool = False, weight_init: str = '', **kwargs):
+                 norm_layer=nn.LayerNorm, reverse: bool = False, weight_init: str = '', device=None, dtype=None,
+                 **kwargs):
         if len(stage_steps) != len(depths):
             raise ValueError(f"stage_steps needs one entry per stage ({len(depths)}), got {len(stage_steps)}")
-        for steps in stage_steps:
+        for s, steps in enumerate(stage_steps):
             if steps is not None:
                 _check_steps(steps, "Steps-Swin")
+                if not any(d for w, h, d in steps):
+                    raise ValueError(f"Steps-Swin stage {s + 1} has no blocks in any step; use None for a plain stage")
+        dd = dict(device=device, dtype=dtype)
         nominal = [int(embed_dim * 2 ** i) for i in range(len(depths))]
         widths = [n if s is None else max(w for w, h, d in s if d > 0) for n, s in zip(nominal, stage_steps)]
         super().__init__(embed_dim=embed_dim, depths=[d if s is None else 0 for d, s in zip(depths, stage_steps)],
                          num_heads=num_heads, window_size=window_size, always_partition=always_partition,
                          strict_img_size=strict_img_size, dynamic_img_size=dynamic_img_size, mlp_ratio=mlp_ratio,
                          qkv_bias=qkv_bias, proj_drop_rate=proj_drop_rate, attn_drop_rate=attn_drop_rate,
-                         drop_path_rate=0., norm_layer=norm_layer, weight_init='skip', **kwargs)
+                         drop_path_rate=0., norm_layer=norm_layer, weight_init='skip', **dd, **kwargs)
         norm_layer = get_norm_layer(norm_layer) if isinstance(norm_layer, str) else norm_layer
         windows = resolve_stage_window_sizes(window_size, len(depths))
         dynamic_mask = dynamic_img_size or not strict_img_size
@@ -361,7 +373,7 @@ class StepsSwinTransformer(SwinTransformer):
         for s, steps in enumerate(stage_steps):
             stage = self.layers[s]
             if s > 0 and (widths[s] != nominal[s] or widths[s - 1] != nominal[s - 1]):
-                stage.downsample = PatchMerging(dim=widths[s - 1], out_dim=widths[s], norm_layer=norm_layer)
+                stage.downsample = PatchMerging(dim=widths[s - 1], out_dim=widths[s], norm_layer=norm_layer, **dd)
             self.feature_info[s]["num_chs"] = widths[s]
             if steps is None:
                 continue
@@ -374,7 +386,7 @@ class StepsSwinTransformer(SwinTransformer):
                     dim=width, input_resolution=_res, num_heads=_heads[width], window_size=_window,
                     shift_size=0 if j % 2 == 0 else tuple(w // 2 for w in _window), always_partition=always_partition,
                     dynamic_mask=dynamic_mask, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
-                    attn_drop=attn_drop_rate, norm_layer=norm_layer)
+                    attn_drop=attn_drop_rate, norm_layer=norm_layer, **dd)
 
             if reverse:
                 kept = [(w, d) for w, h, d in steps if w <= widths[s]]
@@ -383,10 +395,10 @@ class StepsSwinTransformer(SwinTransformer):
                 stage.blocks = StepsNet(step_widths, [int(d) for w, h, d in steps], make_block, in_width=widths[s])
         if widths[-1] != self.num_features:
             self.num_features = self.head_hidden_size = widths[-1]
-            self.norm = norm_layer(widths[-1])
+            self.norm = norm_layer(widths[-1], **dd)
             self.head = ClassifierHead(widths[-1], self.num_classes, pool_type=self.global_pool,
                                        drop_rate=self.head.drop.p if hasattr(self.head, "drop") else 0.,
-                                       input_fmt=self.output_fmt)
+                                       input_fmt=self.output_fmt, **dd)
             self.head_hidden_size = self.head.num_features
         self.stage_widths = tuple(widths)
         _set_drop_path(residual_blocks(self), drop_path_rate)
@@ -421,19 +433,29 @@ class StepsResNet(ResNet):
                  drop_path_rate: float = 0., zero_init_last: bool = True, **kwargs):
         if len(stage_steps) != len(layers):
             raise ValueError(f"stage_steps needs one entry per stage ({len(layers)}), got {len(stage_steps)}")
-        super().__init__(block=block, layers=[n if s is None else 1 for n, s in zip(layers, stage_steps)],
-                         channels=channels, act_layer=act_layer, norm_layer=norm_layer, drop_path_rate=0.,
-                         zero_init_last=zero_init_last, **kwargs)
-        act_layer, norm_layer = get_act_layer(act_layer), get_norm_layer(norm_layer)
-        e = block.expansion
         for s, steps in enumerate(stage_steps):
             if steps is None:
                 continue
             if any(len(t) != 2 or t[0] <= 0 or t[1] < 0 for t in steps):
                 raise ValueError(f"Steps-ResNet steps are (bottleneck width, depth) pairs, got {steps}")
+            if steps[-1][0] != channels[s]:  # the stage width is kept (spec §2.6), so the widest step must span it
+                raise ValueError(f"Steps-ResNet stage {s + 1}: the widest step must be the stage width "
+                                 f"{channels[s]} (Table 12 widths, possibly ×0), got {steps[-1][0]}")
+        super().__init__(block=block, layers=[n if s is None else 1 for n, s in zip(layers, stage_steps)],
+                         channels=channels, act_layer=act_layer, norm_layer=norm_layer, drop_path_rate=0.,
+                         zero_init_last=zero_init_last, **kwargs)
+        # the arguments timm's make_blocks gives every block, so the step blocks match the baseline's
+        block_kwargs = dict(cardinality=kwargs.get("cardinality", 1), base_width=kwargs.get("base_width", 64),
+                            reduce_first=kwargs.get("block_reduce_first", 1), aa_layer=kwargs.get("aa_layer"),
+                            act_layer=get_act_layer(act_layer), norm_layer=get_norm_layer(norm_layer),
+                            device=kwargs.get("device"), dtype=kwargs.get("dtype"), **(kwargs.get("block_args") or {}))
+        e = block.expansion
+        for s, steps in enumerate(stage_steps):
+            if steps is None:
+                continue
 
             def make_block(i, j, width):
-                return block(width, width // e, act_layer=act_layer, norm_layer=norm_layer)
+                return block(width, width // e, **block_kwargs)
 
             getattr(self, f"layer{s + 1}").append(StepsNet(
                 [int(w) * e for w, _ in steps], [int(d) for _, d in steps], make_block, in_width=channels[s] * e,
@@ -454,13 +476,14 @@ def _rotate(x: torch.Tensor, base: float) -> torch.Tensor:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, rope_base: float = 10000., attn_drop: float = 0.):
+    def __init__(self, dim: int, num_heads: int, rope_base: float = 10000., attn_drop: float = 0., device=None,
+                 dtype=None):
         super().__init__()
         if dim % num_heads or (dim // num_heads) % 2:
             raise ValueError(f"width {dim} with {num_heads} heads needs an even head dim for rotary embeddings")
         self.num_heads, self.rope_base, self.attn_drop = num_heads, rope_base, attn_drop
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.proj = nn.Linear(dim, dim, bias=False)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False, device=device, dtype=dtype)
+        self.proj = nn.Linear(dim, dim, bias=False, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
@@ -475,12 +498,13 @@ class DecoderBlock(nn.Module):
     """LLaMA-style pre-norm decoder block: RMSNorm → causal attention (RoPE) → RMSNorm → SwiGLU."""
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 8 / 3, drop: float = 0.,
-                 drop_path: float = 0.):
+                 drop_path: float = 0., device=None, dtype=None):
         super().__init__()
-        self.norm1 = RmsNorm(dim)
-        self.attn = CausalSelfAttention(dim, num_heads)
-        self.norm2 = RmsNorm(dim)
-        self.mlp = SwiGLU(dim, int(dim * mlp_ratio), bias=False, drop=drop)
+        dd = dict(device=device, dtype=dtype)
+        self.norm1 = RmsNorm(dim, **dd)
+        self.attn = CausalSelfAttention(dim, num_heads, **dd)
+        self.norm2 = RmsNorm(dim, **dd)
+        self.mlp = SwiGLU(dim, int(dim * mlp_ratio), bias=False, drop=drop, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -503,7 +527,7 @@ class TransformerLM(nn.Module):
 
     def __init__(self, steps: Sequence[Sequence[int]], vocab_size: int = 50_000, mlp_ratio: float = 8 / 3,
                  seq_len: int = 128, drop_rate: float = 0., drop_path_rate: float = 0., tie_embeddings: bool = True,
-                 **kwargs):
+                 device=None, dtype=None, **kwargs):
         super().__init__()
         kwargs = {k: v for k, v in kwargs.items() if k not in ("num_classes", "in_chans", "global_pool")}
         if kwargs:
@@ -511,13 +535,14 @@ class TransformerLM(nn.Module):
         _check_steps(steps, "Steps-Transformer")
         widths, heads, depths = zip(*[tuple(int(v) for v in s) for s in steps])
         self.vocab_size, self.seq_len, self.embed_dim = vocab_size, seq_len, widths[-1]
-        self.tok_embed = nn.Embedding(vocab_size, widths[-1])
+        dd = dict(device=device, dtype=dtype)
+        self.tok_embed = nn.Embedding(vocab_size, widths[-1], **dd)
         self.drop = nn.Dropout(drop_rate)
         self.blocks = StepsNet(widths, depths,
-                               lambda i, j, w: DecoderBlock(w, heads[i], mlp_ratio=mlp_ratio, drop=drop_rate))
+                               lambda i, j, w: DecoderBlock(w, heads[i], mlp_ratio=mlp_ratio, drop=drop_rate, **dd))
         _set_drop_path(list(self.blocks), drop_path_rate)
-        self.norm = RmsNorm(widths[-1])
-        self.lm_head = nn.Linear(widths[-1], vocab_size, bias=False)
+        self.norm = RmsNorm(widths[-1], **dd)
+        self.lm_head = nn.Linear(widths[-1], vocab_size, bias=False, **dd)
         if tie_embeddings:
             self.lm_head.weight = self.tok_embed.weight
         self.apply(self._init)

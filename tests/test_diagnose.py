@@ -96,6 +96,7 @@ def test_cli_writes_run_directory_with_csv_and_plot(tmp_path, capsys):
     (["steps_deit_tiny", "--checkpoint", "/nonexistent.pth"], "does not exist"),
     (["steps_deit_tiny", "deit_tiny_patch16_224", "--checkpoint", "-"], "one --checkpoint per model"),
     (["steps_deit_tiny", "--data", "/nonexistent_dir"], "no such directory"),
+    (["steps_deit_tiny", "--device", "gpu0"], "not a torch device"),
 ])
 def test_bad_input_is_one_line(args, message, capsys, tmp_path):
     rc = cli.main(["diagnose", "shortcut-ratio", *args, "--out-dir", str(tmp_path)])

@@ -114,11 +114,14 @@ def test_slices_are_contiguous_in_order_with_the_previous_output_first():
 def test_channel_zero_reaches_every_step_and_the_last_channel_only_the_last():
     net = StepsNet([2, 4, 6], [1, 1, 1], lambda i, j, w: nn.Linear(w, w))
     x = torch.randn(3, 6, requires_grad=True)
-    first_step_out = {}
-    net.steps[0][0].register_forward_hook(lambda m, a, out: first_step_out.setdefault("y", out))
+    step_out = {}
+    for i, step in enumerate(net.steps):
+        step[0].register_forward_hook(lambda m, a, out, i=i: step_out.setdefault(i, out))
     net(x)
-    grad_first, = torch.autograd.grad(first_step_out["y"].sum(), x)
-    assert grad_first[:, :2].abs().sum() > 0 and grad_first[:, 2:].abs().sum() == 0
+    # y_i depends on exactly the channels [0, C_i): x_1 from step 1 on, x_3 (channels 4, 5) only in step 3
+    for i, width in enumerate(net.widths):
+        grad, = torch.autograd.grad(step_out[i].sum(), x, retain_graph=True)
+        assert (grad[:, :width].abs().sum(0) > 0).all() and grad[:, width:].abs().sum() == 0, i
 
 
 def test_one_step_is_the_plain_residual_stack():
@@ -200,6 +203,31 @@ def test_bad_configurations_fail_with_one_line(widths, depths, kwargs, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("name, kwargs, message", [
+    ("steps_resnet50", dict(stage_steps=(None, None, ((64, 2), (300, 1)), None)), "widest step must be the stage width"),
+    ("steps_swin_tiny", dict(stage_steps=(None, None, ((192, 6, 0), (384, 12, 0)), None)), "no blocks in any step"),
+    ("steps_deit_tiny", dict(steps=((100, 3, 2), (192, 3, 2))), "width divisible by heads"),
+    ("steps_deit_tiny", dict(embed_dim=100), "takes its widths from 'steps'"),
+])
+def test_bad_model_arguments_fail_with_one_line(name, kwargs, message):
+    with pytest.raises(ValueError, match=message) as info:
+        build_model(name, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_baseline_block_arguments_and_device_reach_the_step_blocks():
+    # a Steps twin differs from its baseline only in the macro: block options must reach every step's blocks
+    deit = timm.create_model("steps_deit_tiny", device="meta", mlp_layer=timm.layers.GluMlp, qk_norm=True)
+    assert {p.device.type for p in deit.parameters()} == {"meta"}
+    assert all(isinstance(b.mlp, timm.layers.GluMlp) and not isinstance(b.attn.q_norm, nn.Identity)
+               for b in deit.blocks)
+    resnet = timm.create_model("steps_resnet18", device="meta", block_args=dict(attn_layer="se"))
+    assert {p.device.type for p in resnet.parameters()} == {"meta"}
+    assert all(b.se is not None for b in residual_blocks(resnet))  # timm's BasicBlock: se is None without attn_layer
+    for name in ("steps_swin_tiny", "steps_lm_30m"):
+        assert {p.device.type for p in timm.create_model(name, device="meta").parameters()} == {"meta"}, name
+
+
 def test_reverse_design_splits_first_channels_onward_and_outputs_y1_first():
     log = []
     net = ReverseStepsNet([5, 3, 2], [1, 1, 1], lambda i, j, w: Record(log, (i, w)))
@@ -254,8 +282,18 @@ def test_table6_and_7_hooks_on_steps_deit_small():
             fast = model(x)
         with stepsnet_analysis(model, drop_last={0: 4}):
             dropped = model(x)
+        # masking 32 of the fast-path channels (x_3 = 272..383) must leave the slow path F_1 untouched
+        f1_out = []
+        hook = model.blocks.steps[0][-1].register_forward_hook(lambda m, a, out: f1_out.append(out))
+        model(x)
+        with stepsnet_analysis(model, mask_last=32):
+            model(x)
+        with stepsnet_analysis(model, mask_first=32):
+            model(x)
+        hook.remove()
     assert not torch.allclose(slow, reference) and not torch.allclose(fast, reference)
     assert not torch.allclose(dropped, reference)
+    assert torch.equal(f1_out[1], f1_out[0]) and not torch.allclose(f1_out[2], f1_out[0])
     assert torch.equal(model(x).detach(), reference)
     with pytest.raises(ValueError, match="pass stage="):
         with stepsnet_analysis(small("steps_swin_tiny")):
