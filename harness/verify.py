@@ -115,10 +115,9 @@ def count_macs(model: nn.Module, input_size) -> int:
 def count_blocks(model: nn.Module) -> int:
     """#Blocks: residual blocks (timm's Block/SwinTransformerBlock/BasicBlock/Bottleneck, StepsNet's DecoderBlock),
     or the model's own ``count_blocks()``."""
-    if hasattr(model, "count_blocks"):
-        return model.count_blocks()
-    names = {"Block", "SwinTransformerBlock", "BasicBlock", "Bottleneck", "DecoderBlock"}
-    return sum(type(m).__name__ in names for m in model.modules())
+    from models.stepsnet import residual_blocks
+
+    return model.count_blocks() if hasattr(model, "count_blocks") else len(residual_blocks(model))
 
 
 def flops_cut_pct(ctx: RowContext) -> float:
@@ -238,7 +237,8 @@ def _fmt(value: float | None, column: str) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.1f}"
 
 
-def print_report(checks: list[Check]) -> None:
+def print_report(checks: list[Check], summarised: list[Check] | None = None) -> None:
+    """The checks as an aligned table, then a one-line summary of ``summarised`` (default: the same checks)."""
     mark = {"pass": "✓", "fail": "✗", "error": "✗", "reason": "—"}
     header = ("paper", "table", "row", "column", "paper", "ours", "delta", "")
     lines = [header]
@@ -249,7 +249,7 @@ def print_report(checks: list[Check]) -> None:
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
     for line in lines:
         print("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + line[-1])
-    counts = {s: sum(c.status == s for c in checks) for s in mark}
+    counts = {s: sum(c.status == s for c in (summarised or checks)) for s in mark}
     print(f"\n{counts['pass']} passed, {counts['fail'] + counts['error']} failed, "
           f"{counts['reason']} not checkable (reason shown)")
 
@@ -275,5 +275,5 @@ def main(args) -> int:
     if args.json:
         print(json.dumps([asdict(c) for c in shown], indent=1))
     else:
-        print_report(shown)
+        print_report(shown, checks)
     return 1 if any(c.status in ("fail", "error") for c in checks) else 0

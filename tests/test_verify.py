@@ -34,6 +34,8 @@ def test_baseline_rows_pass(cli):
     assert out.returncode == 0, out.stdout + out.stderr
     checks = json.loads(out.stdout)
     assert len(checks) == 9 * 3 and all(c["status"] == "pass" for c in checks)
+    only_failures = cli("verify", "--file", FIXTURE, "--failed")
+    assert only_failures.returncode == 0 and "27 passed, 0 failed" in only_failures.stdout
 
 
 def test_an_altered_paper_value_fails(cli, tmp_path):
