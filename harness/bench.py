@@ -2,7 +2,8 @@
 
 Timm-benchmark style: warm-up iterations, then timed iterations on random inputs, fp32 unless ``--amp``.
 Peak memory is ``torch.cuda.max_memory_allocated`` on GPU; on CPU it is the peak resident-set growth of the
-process during the timed loop (sampled every 2 ms), i.e. activations and workspaces, not the weights.
+process from before the first step (sampled every 2 ms), i.e. activations, gradients, optimizer state and
+workspaces, not the weights. Measure one model per process for CPU memory you want to compare.
 Numbers for the README come from this command; tests never assert timings.
 """
 from __future__ import annotations
@@ -68,13 +69,16 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(warmup):
-        step()
     if cuda:
-        torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    # CPU: sample from before the first step — once warmed up, the allocator reuses freed memory and the
+    # process stops growing, so a peak taken over the timed loop alone reads ~0.
     memory = nullcontext() if cuda else _PeakRSS()
     with memory:
+        for _ in range(warmup):
+            step()
+        if cuda:
+            torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(iters):
             step()

@@ -84,8 +84,9 @@ def example_inputs(model: nn.Module, input_size, batch_size: int = 1) -> tuple:
         return tuple(model.example_inputs(input_size, batch_size))
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
-    if isinstance(input_size, int):
-        input_size = (3, input_size, input_size)
+    if isinstance(input_size, int) or len(input_size) == 1:
+        side = input_size if isinstance(input_size, int) else input_size[0]
+        input_size = (3, side, side)
     elif len(input_size) == 2:
         input_size = (3, *input_size)
     return (torch.empty(batch_size, *input_size, device=device) if device.type == "meta"
