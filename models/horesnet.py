@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
@@ -84,7 +84,6 @@ class ButcherTableau:
     order: int
     reference: str = ""
     note: str = ""
-    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         s = len(self.b)
@@ -114,9 +113,6 @@ class ButcherTableau:
         Φ is built from A alone (its row sums stand in for c), so the result is what ``RKBlock`` computes.
         The residual is divided by Σ|b_i Φ_i(t)| + 1/γ(t), the size of the terms that cancel.
         """
-        key = ("residuals", max_order)
-        if key in self._cache:
-            return self._cache[key]
         s = self.stages
         weights: dict[tuple, list[float]] = {}  # tree -> stage vector Φ(t)
         density: dict[tuple, int] = {}
@@ -133,7 +129,6 @@ class ButcherTableau:
             value = sum(bi * p for bi, p in zip(self.b, phi))
             scale = sum(abs(bi * p) for bi, p in zip(self.b, phi)) + 1.0 / gamma
             out.append((n, abs(value - 1.0 / gamma) / scale))
-        self._cache[key] = out
         return out
 
     def algebraic_order(self, max_order: int = 9, tol: float = 1e-10) -> int:
@@ -417,10 +412,11 @@ class HOResNet(nn.Module):
     Args:
         depth: "ResNet-L", L = 2·n_F + 2; n_F must be a multiple of the scheme's stage count.
         scheme: a name in ``TABLEAUX`` or a ``ButcherTableau``.
-        rk4_output: "blend" (eq. 11, default), "k4_only" (Table 2 ablation) or "k4_sixth" (first-commit bug).
+        rk4_output: "blend" (eq. 11, default), "k4_only" (Table 2 ablation) or "k4_sixth" (first-commit bug);
+            which one produced Table 3 is unknown [ASSUMED blend, §8 item 3].
         verner_coeffs: "standard" (Verner 1978, default) or "official_code" (the code's 4 deviations).
         learnable_h: one trainable step size per block (the paper's adaptive Verner).
-        h: the (initial) step size, 1.0.
+        h: the (initial) step size; 1.0 everywhere in the paper (the learnable h's init is [ASSUMED], §8 item 5).
         post_block_relu: ReLU after each block output (official code, default True) [ASSUMED, §8 item 2].
         stem_stride: 1 (default, 32×32 maps) or 2 (official CFResNet stem, 16×16 maps) [ASSUMED, §8 item 1].
         width: channels of the single stage (64 in the paper).
