@@ -28,7 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     # DeepSpeed probes for an accelerator when mmengine/accelerate import it; on a CPU machine say so up front.
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _has_cuda_device() else "cuda")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `key=value` overrides may also follow the options (train/eval)
+        if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides += extra
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

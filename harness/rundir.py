@@ -30,8 +30,14 @@ def now() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-def new_run_id() -> str:
-    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+def new_run_path(experiment: str, root: str | Path | None = None) -> Path:
+    """``<root>/<experiment>/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``… when runs start within the same second."""
+    base = Path(root or DEFAULT_ROOT) / experiment / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def git_commit() -> str | None:
@@ -74,8 +80,11 @@ class RunDir:
 
     @classmethod
     def create(cls, experiment: str, run_id: str | None = None, root: str | Path | None = None,
-               writer: bool = True, **meta) -> "RunDir":
-        path = Path(root or DEFAULT_ROOT) / experiment / (run_id or new_run_id())
+               writer: bool = True, path: str | Path | None = None, **meta) -> "RunDir":
+        """A new run at ``<root>/<experiment>/<run_id>``, or at ``path`` when given (e.g. ``--work-dir``)."""
+        if path is None:
+            path = Path(root or DEFAULT_ROOT) / experiment / run_id if run_id else new_run_path(experiment, root)
+        path = Path(path)
         run = cls(path, writer)
         if writer:
             path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,10 @@
+# ScaleNet: deit_small_patch16_224 expanded 2x in depth by weight sharing (order 'interpolate') with rank-16 parallel
+# adapters, then trained 100 epochs on ImageNet-1K (spec §2.6/§4.1). The trainable set follows §2.6 (expand's
+# trainable='spec': DeiT-T/S all parameters, DeiT-B/Swin adapters + LayerNorms); the optimizer gets only trainable
+# parameters. Set model.pretrained to the ImageNet-1K-only base weights (official DeiT/Swin files or a run's
+# best.pth).
+_base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/scalenet_100e.py']
+model = dict(name='deit_small_patch16_224',
+             pretrained='checkpoints/deit_small_patch16_224-in1k.pth', drop_path_rate=0.2,
+             expand=dict(k=2, order='interpolate', adjust='adapter', rank=16))
+data = dict(repeated_aug=False)

@@ -1,0 +1,4 @@
+# resnet34 on ImageNet-1K with the StepsNet appendix recipe (Swin's; see README.md here). Drop path 0.05 [ASSUMED].
+_base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/swin_300e.py']
+model = dict(name='resnet34', drop_path_rate=0.05)
+data = dict(repeated_aug=False)

@@ -1,0 +1,129 @@
+"""Training configs: MMEngine Python configs with ``_base_`` inheritance, plus ``key=value`` overrides.
+
+Every key the engine reads has a default in ``configs/_base_/default_runtime.py``; recipes override them. A
+command-line override may only name a key that exists (``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails
+in one line naming the key and its closest matches. Prefix a key with ``+`` to add one that the config does not
+have (``+model.img_size=32`` passes ``img_size`` to the model). Values are Python literals (numbers, strings,
+tuples, lists, ``None``, ``True``); anything that does not parse as a literal is taken as a string.
+
+A *sweep definition* is a config with a ``sweep`` dict (``axes``: ``{key: [values]}``); :func:`sweep_points`
+expands it into named override lists, one per run (the HO-ResNet learning-rate robustness sweep is one).
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import itertools
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A bad config file or override; the message is one line saying what is wrong and what to do."""
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
+    """The config at ``path`` (``_base_`` resolved) with ``overrides`` (``key=value`` strings) applied."""
+    from mmengine import Config
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; the recipes live under configs/<paper>/")
+    try:
+        cfg = Config.fromfile(str(path))
+    except Exception as e:  # syntax errors, a missing _base_ file, ...
+        raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    apply_overrides(cfg, overrides)
+    if cfg.get("experiment") is None:
+        cfg.experiment = path.stem
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, object, bool]:
+    """``"optim.lr=1e-3"`` -> ``("optim.lr", 0.001, False)``; the flag says whether the key is new (``+key``)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key.lstrip("+"):
+        raise ConfigError(f"override {text!r} is not key=value (e.g. optim.lr=1e-3)")
+    add = key.startswith("+")
+    try:
+        value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        value = raw.strip()
+    return key.lstrip("+"), value, add
+
+
+def flat_keys(tree, prefix: str = "") -> list[str]:
+    """Every dotted key of a nested dict (``optim``, ``optim.lr``, ...)."""
+    keys = []
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        keys.append(key)
+        if isinstance(value, dict):
+            keys += flat_keys(value, key + ".")
+    return keys
+
+
+def apply_overrides(cfg, overrides) -> None:
+    """Apply ``key=value`` strings to ``cfg`` in place, validating every key and value type first."""
+    if not overrides:
+        return
+    known = flat_keys(cfg.to_dict())
+    updates = {}
+    for text in overrides:
+        key, value, add = parse_override(text)
+        parent, _, leaf = key.rpartition(".")
+        if add:
+            if parent and parent not in known:
+                raise ConfigError(f"cannot add {key}: {parent} is not a section of the config")
+        elif key not in known:
+            close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; prefix it with + to add a new key"
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+        else:
+            _check_type(key, _lookup(cfg, key), value)
+        updates[key] = value
+    cfg.merge_from_dict(updates)
+
+
+def _lookup(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _check_type(key: str, old, new) -> None:
+    """An override keeps the kind of value it replaces (None and dicts accept anything)."""
+    if old is None or new is None or isinstance(old, dict):
+        return
+    numbers = (int, float)
+    if isinstance(old, bool) or isinstance(new, bool):
+        ok = isinstance(old, bool) == isinstance(new, bool)
+    elif isinstance(old, numbers):
+        ok = isinstance(new, numbers) and not (isinstance(old, int) and isinstance(new, float) and not new.is_integer())
+    elif isinstance(old, (list, tuple)):
+        ok = isinstance(new, (list, tuple))
+    else:
+        ok = isinstance(new, type(old))
+    if not ok:
+        raise ConfigError(f"{key}={new!r}: expected a value like {old!r} ({type(old).__name__})")
+
+
+def sweep_points(cfg) -> list[tuple[str, list[str]]]:
+    """``(name, overrides)`` for every point of a sweep definition (the product of ``sweep.axes``)."""
+    sweep = cfg.get("sweep")
+    if not sweep or not sweep.get("axes"):
+        raise ConfigError("this config has no sweep.axes; a sweep definition sets sweep = dict(axes={key: [values]})")
+    keys = list(sweep["axes"])
+    known = flat_keys(cfg.to_dict())
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ConfigError(f"sweep axis {key!r} is not a config key{hint}")
+    points = []
+    for values in itertools.product(*(sweep["axes"][k] for k in keys)):
+        overrides = [f"{k}={v!r}" for k, v in zip(keys, values)]
+        name = "_".join(f"{k.rsplit('.', 1)[-1]}-{v}" for k, v in zip(keys, values))
+        points.append((name, overrides))
+    return points

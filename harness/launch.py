@@ -1,0 +1,129 @@
+"""Process launch for ``depthbench train``: who am I (rank, world, master), and local multi-process runs.
+
+A training process reads its place from the environment, the same variables every launcher sets:
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT`` — torchrun, ``accelerate launch``,
+DeepSpeed's launcher, and :func:`spawn` below. Under Slurm, ``srun`` (one task per GPU) sets only ``SLURM_*``;
+:func:`distributed_env` maps those, so the same command runs as every task of a multi-node job.
+
+``depthbench train --nproc N`` starts N processes on this machine with :func:`spawn`: the same environment
+torchrun's static single-node mode gives (a free rendezvous port per run, ``OMP_NUM_THREADS`` split between
+the processes), but it forwards SIGUSR1/SIGTERM to every process and waits for them to checkpoint — torchrun's
+agent dies on SIGUSR1 and kills its workers 30 s after SIGTERM, which breaks preemption. If a process fails, the
+others are stopped.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+EXIT_PREEMPTED = 75  # sysexits' EX_TEMPFAIL: "try again later" -- the run checkpointed and can be resumed
+DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def distributed_env(environ=None) -> dict:
+    """``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` of this process (strings).
+
+    From the launcher's variables if set; else from an ``srun`` step with several tasks; else a single process.
+    """
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return {k: env[k] for k in DIST_VARS if k in env} | {"LOCAL_RANK": env.get("LOCAL_RANK", "0")}
+    tasks = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) or 1)
+    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and tasks > 1:
+        return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(tasks), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+                "MASTER_ADDR": env.get("MASTER_ADDR") or _slurm_head_node(env),
+                "MASTER_PORT": env.get("MASTER_PORT") or str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)}
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+
+
+def _slurm_head_node(env) -> str:
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and out.stdout.split():
+            return out.stdout.split()[0]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    match = re.match(r"([^,\[]+)(?:\[([^\],\-]+))?", nodelist)  # "node[01-04,07]" -> node01
+    return match.group(1) + (match.group(2) or "")
+
+
+def export_distributed_env(single_process_group: bool = False) -> dict:
+    """Put this process's distributed variables into ``os.environ`` (mapping an srun step's ``SLURM_*``) and
+    return them. A single process gets none unless ``single_process_group`` (DeepSpeed's ``init_distributed``
+    wants a process group even for one rank; it then gets a free local port)."""
+    env = distributed_env()
+    if env["WORLD_SIZE"] == "1" and "RANK" not in os.environ:
+        if not single_process_group:
+            return env
+        env.update(MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                   MASTER_PORT=os.environ.get("MASTER_PORT", str(free_port())))
+    env.setdefault("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+    os.environ.update(env)
+    return env
+
+
+def launched() -> bool:
+    """Whether a launcher (torchrun, accelerate, deepspeed, srun, :func:`spawn`) started this process."""
+    return "RANK" in os.environ or distributed_env()["WORLD_SIZE"] != "1"
+
+
+def spawn(nproc: int, argv: list[str], grace_s: float = 10.0) -> int:
+    """Run ``python -m harness.cli <argv>`` as ``nproc`` ranks on this machine; returns the run's exit code.
+
+    Codes: 0 if every rank finished, the preemption code if they were preempted, else the first failure's code.
+    """
+    port = free_port()
+    threads = str(max(1, (os.cpu_count() or 1) // nproc))
+    procs = []
+    for rank in range(nproc):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.setdefault("OMP_NUM_THREADS", threads)
+        procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env))
+
+    def forward(signum, frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        codes = _wait_all(procs, grace_s)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    failures = [c for c in codes if c not in (0, EXIT_PREEMPTED)]
+    if failures:
+        return failures[0]
+    return EXIT_PREEMPTED if EXIT_PREEMPTED in codes else 0
+
+
+def _wait_all(procs, grace_s: float) -> list[int]:
+    """Wait for every process; once one fails, SIGTERM the rest, then SIGKILL them after ``grace_s``."""
+    failed_at = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            return codes
+        if failed_at is None and any(c not in (None, 0, EXIT_PREEMPTED) for c in codes):
+            failed_at = time.monotonic()
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+        if failed_at is not None and time.monotonic() - failed_at > grace_s:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.05)

@@ -1,0 +1,184 @@
+"""Datasets and loaders: the embedded digits export, layout checks, CIFAR-10 pickles, WebDataset shards, and the
+samplers behind exact resume."""
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmengine import Config
+
+from harness.data import (CIFAR10Pickle, DataError, EvalSampler, SeededSamples, TrainSampler, build_dataset,
+                          build_loaders, build_transform, check_data, export_digits, set_train_epoch)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def digits_cfg(tmp_path, **data):
+    cfg = Config.fromfile(str(ROOT / "configs/_base_/datasets/digits.py"))
+    cfg.data.root = str(tmp_path)
+    cfg.data.update(data)
+    cfg.seed = 0
+    return cfg
+
+
+def test_digits_export_is_the_documented_split(tmp_path):
+    root = export_digits(16, tmp_path)
+    counts = {split: sum(1 for _ in (root / split).rglob("*.png")) for split in ("train", "val")}
+    # sklearn's digits has 1,797 images; a stratified 80/20 split leaves 360 for validation
+    assert counts == {"train": 1437, "val": 360}
+    assert sorted(p.name for p in (root / "train").iterdir()) == [str(c) for c in range(10)]
+    from PIL import Image
+
+    image = Image.open(next((root / "val" / "3").iterdir()))
+    assert image.size == (16, 16) and image.mode == "RGB"
+    # a second call reuses the cache; no temporary folders are left behind
+    mtime = (root / "val").stat().st_mtime
+    assert export_digits(16, tmp_path) == root and (root / "val").stat().st_mtime == mtime
+    assert [p.name for p in tmp_path.iterdir()] == ["digits-16"]
+
+
+def test_missing_and_malformed_datasets_fail_in_one_line(tmp_path):
+    cfg = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
+    cfg.data.root = str(tmp_path / "nowhere")
+    with pytest.raises(DataError) as e:
+        check_data(cfg.data)
+    assert str(tmp_path / "nowhere") in str(e.value) and "<class>/<image>" in str(e.value)
+    (tmp_path / "in1k" / "train").mkdir(parents=True)
+    cfg.data.root = str(tmp_path / "in1k")
+    with pytest.raises(DataError, match="no class folders"):
+        check_data(cfg.data)
+    (tmp_path / "in1k" / "train" / "n01").mkdir()
+    (tmp_path / "in1k" / "train" / "n01" / "notes.txt").write_text("x")
+    with pytest.raises(DataError, match="holds no images"):
+        check_data(cfg.data)
+    cifar = Config.fromfile(str(ROOT / "configs/_base_/datasets/cifar10.py"))
+    cifar.data.root = str(tmp_path)
+    with pytest.raises(DataError) as e:
+        check_data(cifar.data)
+    assert "data_batch_1" in str(e.value) and "\n" not in str(e.value)
+
+
+def write_fake_cifar(folder: Path, per_batch: int = 4):
+    folder.mkdir(parents=True)
+    rng = np.random.RandomState(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        labels = rng.randint(0, 10, per_batch).tolist()
+        data = rng.randint(0, 256, (per_batch, 3072)).astype(np.uint8)
+        with open(folder / name, "wb") as fh:
+            pickle.dump({"data": data, "labels": labels}, fh)
+    return data, labels  # the test batch
+
+
+def test_cifar10_pickle_layout(tmp_path):
+    data, labels = write_fake_cifar(tmp_path / "cifar-10-batches-py")
+    train, test = CIFAR10Pickle(tmp_path, train=True), CIFAR10Pickle(tmp_path, train=False)
+    assert len(train) == 20 and len(test) == 4
+    image, label = test[2]
+    # CIFAR rows are 1024 red, then green, then blue values, row-major
+    assert label == labels[2] and image.size == (32, 32)
+    assert image.getpixel((5, 1)) == tuple(int(data[2][c * 1024 + 1 * 32 + 5]) for c in range(3))
+
+
+def test_train_sampler_resumes_where_it_stopped(tmp_path):
+    dataset = list(range(50))
+    full = list(TrainSampler(dataset, rank=0, world_size=1, seed=3))
+    sampler = TrainSampler(dataset, rank=0, world_size=1, seed=3)
+    sampler.set_epoch(0, start=20)
+    assert list(sampler) == full[20:] and len(sampler) == 30
+    # a new epoch is a new order with new augmentation seeds
+    sampler.set_epoch(1)
+    epoch1 = list(sampler)
+    assert [i for i, _, _ in epoch1] != [i for i, _, _ in full] and sorted(i for i, _, _ in epoch1) == dataset
+    assert {s for _, s, _ in epoch1}.isdisjoint({s for _, s, _ in full})
+
+
+def test_ranks_split_an_epoch_and_eval_covers_every_sample_once():
+    dataset = list(range(11))
+    shares = [list(TrainSampler(dataset, rank=r, world_size=2, seed=0)) for r in range(2)]
+    assert [len(share) for share in shares] == [6, 6]  # 11 samples padded to 2 x 6, as DistributedSampler does
+    assert set(i for share in shares for i, _, _ in share) == set(dataset)
+    seeds = [s for share in shares for _, s, _ in share]
+    assert len(set(seeds)) == len(seeds)  # every slot of the epoch gets its own augmentation seed
+    evals = [list(EvalSampler(dataset, r, 3)) for r in range(3)]
+    assert len({len(e) for e in evals}) == 1  # equal lengths: collective-safe
+    valid = sorted(i for e in evals for i, _, ok in e if ok)
+    assert valid == dataset
+
+
+def test_augmentation_depends_only_on_the_sample_seed(tmp_path):
+    cfg = digits_cfg(tmp_path, input_size=16)
+    cfg.aug.auto_augment = "cifar10"  # a random pipeline: crop + AutoAugment
+    dataset = SeededSamples(build_dataset(cfg.data, cfg.aug, "train", is_training=True))
+    torch.manual_seed(123)
+    a = dataset[(5, 77, True)][0]
+    torch.manual_seed(456)  # the global RNG state does not matter ...
+    state = torch.get_rng_state()
+    b = dataset[(5, 77, True)][0]
+    assert torch.equal(a, b)
+    assert torch.equal(torch.get_rng_state(), state)  # ... and is left untouched in the main process
+    assert not torch.equal(a, dataset[(5, 78, True)][0])
+
+
+def test_loader_batches_are_identical_with_and_without_workers(tmp_path):
+    cfg = digits_cfg(tmp_path, input_size=8, train_subset=24, val_subset=10)
+    cfg.aug.auto_augment = "cifar10"
+    batches = []
+    for workers in (0, 1):
+        cfg.data.workers = workers
+        train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=4)
+        set_train_epoch(train, 1, start_batch=2)
+        batches.append(next(iter(train)))
+        assert len(val.dataset) == 10
+    assert torch.equal(batches[0][0], batches[1][0]) and torch.equal(batches[0][1], batches[1][1])
+
+
+def test_webdataset_shards(tmp_path):
+    import json
+
+    import webdataset as wds
+
+    digits = export_digits(8, tmp_path / "cache")
+    shards = tmp_path / "wds"
+    shards.mkdir()
+    info = {"name": "digits", "splits": {}}
+    for split in ("train", "val"):
+        files = sorted((digits / split).rglob("*.png"))[:40]
+        names = []
+        for s in range(2):
+            name = f"digits-{split}-{s:04d}.tar"
+            with wds.TarWriter(str(shards / name)) as sink:
+                for i, path in enumerate(files[s::2]):
+                    sink.write({"__key__": f"{s}_{i}", "png": path.read_bytes(), "cls": path.parent.name})
+            names.append(name)
+        info["splits"][split] = {"name": split, "num_samples": len(files), "filenames": names,
+                                 "shard_lengths": [len(files[0::2]), len(files[1::2])]}
+    (shards / "_info.json").write_text(json.dumps(info))
+    cfg = digits_cfg(tmp_path, type="wds", input_size=8)
+    cfg.data.root = str(shards)
+    check_data(cfg.data)
+    train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=4)
+    set_train_epoch(train, 0)
+    images, targets = next(iter(train))
+    assert images.shape == (4, 3, 8, 8) and targets.dtype == torch.int64
+    assert sum(len(t) for _, t in val) == 40
+    cfg.data.val_split = "test"
+    cfg.data.root = str(tmp_path)
+    with pytest.raises(DataError, match="_info.json"):
+        check_data(cfg.data)
+
+
+def test_transform_pipelines(tmp_path):
+    cfg = digits_cfg(tmp_path, input_size=16)
+    from PIL import Image
+
+    image = Image.new("RGB", (8, 8), (255, 0, 0))
+    for pipeline in ("cifar", "none"):
+        cfg.aug.pipeline = pipeline
+        assert build_transform(cfg.data, cfg.aug, is_training=True)(image).shape == (3, 16, 16)
+    cfg.aug.pipeline = "imagenet"
+    cfg.aug.auto_augment = "rand-m9-mstd0.5-inc1"
+    assert build_transform(cfg.data, cfg.aug, is_training=True)(image).shape == (3, 16, 16)
+    cfg.aug.pipeline = "fancy"
+    with pytest.raises(ValueError, match="aug.pipeline"):
+        build_transform(cfg.data, cfg.aug, is_training=True)

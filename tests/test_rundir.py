@@ -1,0 +1,49 @@
+"""The run-directory contract (harness/rundir.py)."""
+import json
+
+import pytest
+
+from harness.rundir import RunDir, read_metrics
+
+
+def test_a_run_directory_holds_meta_and_metrics(tmp_path):
+    run = RunDir.create("exp", root=tmp_path, engine="accelerate", world_size=2)
+    assert run.path.parent == tmp_path / "exp"
+    meta = json.loads((run.path / "meta.json").read_text())
+    assert meta["status"] == "running" and meta["engine"] == "accelerate" and meta["world_size"] == 2
+    assert meta["packages"]["torch"].startswith("2.14") and meta["start"]
+    run.log_metrics(step=1, loss=2.5)
+    run.log_metrics(step=2, loss=2.0)
+    run.finish("done", best_top1=50.0)
+    meta = RunDir.open(run.path).meta()
+    assert meta["status"] == "done" and meta["end"] and meta["best_top1"] == 50.0
+    assert [r["loss"] for r in read_metrics(run.path / "metrics.jsonl")] == [2.5, 2.0]
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path):
+    paths = {RunDir.create("exp", root=tmp_path).path for _ in range(3)}
+    assert len(paths) == 3
+
+
+def test_non_writers_write_nothing(tmp_path):
+    run = RunDir.create("exp", root=tmp_path, writer=False)
+    run.log_metrics(step=1)
+    run.update_meta(status="done")
+    assert not (tmp_path / "exp").exists()
+
+
+def test_bad_status_and_missing_run(tmp_path):
+    run = RunDir.create("exp", root=tmp_path)
+    with pytest.raises(ValueError, match="status must be one of"):
+        run.update_meta(status="finished")
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        RunDir.open(tmp_path / "nothing")
+
+
+def test_a_torn_last_metrics_line_is_ignored_but_corruption_elsewhere_is_reported(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"st')
+    assert read_metrics(path) == [{"step": 1}, {"step": 2}]
+    path.write_text('{"step": 1}\nGARBAGE\n{"step": 3}\n')
+    with pytest.raises(ValueError, match="metrics.jsonl:2"):
+        read_metrics(path)
