@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,3 +20,12 @@ def run_cli(*args, cwd=None, env=None, timeout=600):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors on 2 shared cores: one intra-op thread beats two fighting ones (modules opt in)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

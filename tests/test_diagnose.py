@@ -15,12 +15,7 @@ from models.stepsnet import residual_blocks
 TINY_STEPS = ((32, 1, 2), (48, 1, 1), (64, 1, 1))  # a 4-block Steps-DeiT at test size
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # 2 shared cores: one intra-op thread beats two fighting ones
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(name="steps_deit_small", **kwargs):

@@ -21,13 +21,7 @@ LITERATURE_ORDER = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 8, "heun3": 3
                     "kutta_nystrom5": 5}
 STAGES = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 14, "heun3": 3, "rk3": 3, "gill4": 4, "kutta_nystrom5": 6}
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: one thread avoids intra-op contention on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # Every depth/scheme of Tables 3-4 (spec §3) and the ResNet-6 pair of Fig. 10.

@@ -23,13 +23,7 @@ from models.scalenet import (AdjustedLinear, GrowthSchedule, LoRA, ParallelAdapt
                              tied_groups, tied_state_dict)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread avoids intra-op contention on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_deit(depth=4, dim=32, heads=2, **kw):

@@ -27,13 +27,7 @@ OFFICIAL_NAMES = ["SReT_T", "SReT_LT", "SReT_S", "SReT_T_distill", "SReT_LT_dist
 SMALL = 32  # image side for real forward passes
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread is faster than two, and far faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(name: str = "SReT_T", **kwargs):

@@ -15,13 +15,7 @@ from models.stepsnet import ReverseStepsNet, StepsNet, TransformerLM, residual_b
 VARIANTS = timm.list_models(module="stepsnet")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # two cores shared with other jobs: one intra-op thread is several times faster than two fighting ones
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small(name: str, **kwargs) -> nn.Module:

@@ -1,0 +1,449 @@
+"""TransNeXt (models/transnext.py) against the paper, the spec (shared/specs/transnext.md §7) and a slow
+per-query reference (tests/transnext_reference.py)."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from timm.optim import create_optimizer_v2
+
+import models  # noqa: F401  (registers the models)
+from harness import verify
+from harness.flops import build_model, count_flops, count_params
+from models import transnext
+from models.transnext import TransNeXt
+from results import paper_tables
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import transnext_reference as reference  # noqa: E402
+
+VARIANTS = ["transnext_micro", "transnext_tiny", "transnext_small", "transnext_base", "transnext_micro_AAAA"]
+CPU = torch.device("cpu")
+
+
+def small_model(**kwargs) -> TransNeXt:
+    """A 1-block-per-stage TransNeXt with head dim 24, for fast numerical tests."""
+    cfg = dict(embed_dims=(48, 48, 48, 48), num_heads=(2, 2, 2, 2), depths=(1, 1, 1, 1), mlp_ratios=(2, 2, 2, 2),
+               num_classes=10)
+    return TransNeXt(**{**cfg, **kwargs})
+
+
+def randomize_special_parameters(model, std=0.5):
+    """Zero/tiny-initialised parameters get values large enough for every term to matter."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(k in name for k in ("query_embedding", "learnable", "relative_pos_bias_local", "temperature", "cpb")):
+                p.normal_(0, std)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# numerics: the vectorised mixers equal the per-query reference
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size, kwargs", [
+    ((7, 9), {}),                                   # stage sr 2 -> pool 3x4, non-square, odd
+    ((6, 5), {"window_size": (5, 5, 5, None)}),      # larger window, pool 3x2
+    ((5, 7), {"pool_mode": "linear", "fixed_pool_size": (2, 3)}),  # linear mode, non-square pool
+    ((4, 4), {"query_embedding": False, "positional_attention": False}),
+])
+def test_aggregated_attention_matches_per_query_reference(size, kwargs):
+    torch.manual_seed(0)
+    model = small_model(sr_ratios=(8, 4, 2, 1), **kwargs).double()
+    randomize_special_parameters(model)
+    attn = model.block3[0].attn  # stage 3: sr 2
+    h, w = size
+    x = torch.randn(2, h * w, 48, dtype=torch.float64)
+    geometry = model.geometry(2, size, CPU)
+    ours = attn(x, h, w, geometry)
+    ref = reference.aggregated_attention(attn, x, h, w, geometry.pool_size, pretrain_grid=(14, 14))  # 224/16
+    assert (ours - ref).abs().max().item() <= 1e-5
+
+
+def test_full_attention_matches_per_query_reference():
+    torch.manual_seed(1)
+    model = small_model().double()
+    randomize_special_parameters(model)
+    attn = model.block4[0].attn
+    x = torch.randn(2, 3 * 4, 48, dtype=torch.float64)
+    ours = attn(x, 3, 4, model.geometry(3, (3, 4), CPU))
+    ref = reference.full_attention(attn, x, 3, 4, pretrain_grid=(7, 7))
+    assert (ours - ref).abs().max().item() <= 1e-5
+
+
+def test_window_ops_gradients_and_cpu_blocking(monkeypatch):
+    """Autograd formulas of the three window ops; blocking (whole images vs one row per block) changes nothing."""
+    torch.manual_seed(0)
+    b, h, w, heads, d, k = 2, 4, 3, 1, 2, 3
+    q = torch.randn(b, h * w, heads, d, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(b, h * w, heads, d, dtype=torch.float64, requires_grad=True)
+    a = torch.randn(b, heads, h * w, k * k, dtype=torch.float64, requires_grad=True)
+    ops = (transnext.window_qk, transnext.window_av, transnext.window_scatter)
+    whole = [op(x, v, h, w, k) for op, x in zip(ops, (q, a, a))]
+    monkeypatch.setattr(transnext, "_CPU_BLOCK_BYTES", 16)  # one row per block
+    assert all(torch.allclose(op(x, v, h, w, k), ref, rtol=0, atol=1e-12) for op, x, ref in zip(ops, (q, a, a), whole))
+    for op, x in zip(ops, (q, a, a)):
+        assert torch.autograd.gradcheck(lambda x, y: op(x, y, h, w, k), (x, v))
+
+
+def test_softmax_is_shared_and_padding_contributes_nothing():
+    """With v ≡ 1, proj = identity and learnable tokens 0, each head outputs sum(window + pool weights) = 1
+    (one softmax over both paths) plus learnable_bias·(number of in-map window positions)."""
+    torch.manual_seed(0)
+    model = small_model().double()
+    attn = model.block1[0].attn
+    c = 48
+    with torch.no_grad():
+        attn.kv.weight[c:].zero_()
+        attn.kv.bias[c:].fill_(1.0)
+        attn.proj.weight.copy_(torch.eye(c))
+        attn.proj.bias.zero_()
+        attn.learnable_tokens.zero_()
+        attn.learnable_bias.fill_(0.1)
+    h, w = 5, 6
+    x = torch.randn(1, h * w, c, dtype=torch.float64)
+    out = attn(x, h, w, model.geometry(0, (h, w), CPU)).view(h, w, c)
+    rows_in = torch.tensor([3 if 0 < i < h - 1 else 2 for i in range(h)])
+    cols_in = torch.tensor([3 if 0 < j < w - 1 else 2 for j in range(w)])
+    expected = 1.0 + 0.1 * (rows_in[:, None] * cols_in[None, :]).double()
+    assert torch.allclose(out, expected[:, :, None].expand(h, w, c), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# architecture audit (spec §3, §7.1, §7.2, §7.4)
+# ---------------------------------------------------------------------------------------------------------
+
+EXACT_PARAMS = {"transnext_micro": 12_809_304, "transnext_tiny": 28_258_960, "transnext_small": 49_741_564,
+                "transnext_base": 89_721_496, "transnext_micro_AAAA": 13_114_008, "transnext_micro_aamm": 12_219_624,
+                "transnext_micro_ammm": 12_198_744, "transnext_micro_mmmm": 12_192_912,
+                "transnext_small_384": 49_741_564, "transnext_base_384": 89_721_496}
+
+
+@pytest.mark.parametrize("name", list(EXACT_PARAMS))
+def test_exact_parameter_counts(name):
+    assert count_params(build_model(name)) == EXACT_PARAMS[name]
+
+
+def test_special_parameter_totals_and_roadmap_step6():
+    def total(model, word):
+        return sum(p.numel() for n, p in model.named_parameters() if word in n)
+    tiny, micro = build_model("transnext_tiny"), build_model("transnext_micro")
+    assert total(tiny, "query_embedding") == 5_904
+    assert total(tiny, "learnable_") == 44_550
+    assert total(tiny, "cpb_fc") == 158_454
+    assert total(tiny, "relative_pos_bias_local") == 1_782
+    assert (total(micro, "query_embedding"), total(micro, "learnable_"), total(micro, "cpb_fc"),
+            total(micro, "relative_pos_bias_local")) == (3_936, 29_700, 116_388, 1_188)
+    step6 = build_model("transnext_micro", query_embedding=False, positional_attention=False)
+    assert count_params(step6) == 12_775_668
+
+
+@pytest.mark.parametrize("name, size, gflops", [  # the others are checked to the paper's rounding by verify below
+    ("transnext_micro", 224, 2.664), ("transnext_tiny", 224, 5.734), ("transnext_tiny", 384, 17.761),
+    ("transnext_base_384", 384, 56.344), ("transnext_micro_AAAA", 256, 3.345),
+])
+def test_flops_match_spec_within_0p05g(name, size, gflops):
+    assert abs(count_flops(build_model(name), size).giga - gflops) <= 0.05
+
+
+def test_multiresolution_flops_normal_vs_linear():
+    """Spec §7.2: at 256² linear mode costs *more* than normal mode (its pooled coordinates are fractional, so the
+    CPB table is larger), at 480² less (quadratic vs linear pooled path)."""
+    normal, linear = build_model("transnext_tiny"), build_model("transnext_tiny", pool_mode="linear")
+    assert abs(count_flops(normal, 256).giga - 7.555) <= 0.05
+    assert abs(count_flops(linear, 256).giga - 7.642) <= 0.05
+    assert abs(count_flops(linear, 480).giga - 26.643) <= 0.05
+
+
+def test_geometry_tables_and_length_scale_at_224_and_384():
+    model = build_model("transnext_tiny")
+    tables = {224: (10816, 2704, 676, 169), 384: (33856, 8464, 2116, 529)}
+    for size, expected in tables.items():
+        for stage in range(4):
+            hw = transnext.stage_size((size, size), stage)
+            assert hw == (size // 2 ** (stage + 2),) * 2
+            geo = model.geometry(stage, hw, CPU)
+            assert geo.bias_table.shape == (expected[stage], 2)
+            pool = geo.pool_size[0] * geo.pool_size[1]
+            assert geo.bias_index_h.numel() * geo.bias_index_w.numel() == hw[0] * hw[1] * pool  # N·P pairs
+    for stage, side in enumerate((56, 28, 14)):
+        geo = model.geometry(stage, (side, side), CPU)
+        counts = geo.seq_length_scale.exp().round().view(side, side)
+        assert (counts[0, 0].item(), counts[0, side // 2].item(), counts[side // 2, side // 2].item()) == (53, 55, 58)
+        valid = torch.isfinite(geo.local_mask).sum(-1).view(side, side)
+        assert (valid[0, 0].item(), valid[side // 2, 0].item(), valid[3, 3].item()) == (4, 6, 9)
+    assert model.geometry(3, (7, 7), CPU).seq_length_scale.exp().round().unique().tolist() == [49.0]
+
+
+def test_initial_values_drop_path_and_convglu_widths():
+    model = build_model("transnext_tiny", device="cpu", drop_path_rate=0.25)
+    temp = F.softplus(model.block1[0].attn.temperature)
+    assert torch.allclose(temp, torch.full_like(temp, 1 / 0.24), atol=1e-5)
+    rates = [getattr(blk.drop_path, "drop_prob", 0.0) for i in range(1, 5) for blk in getattr(model, f"block{i}")]
+    assert len(rates) == 21
+    assert all(math.isclose(r, 0.25 * i / 20, abs_tol=1e-6) for i, r in enumerate(rates))
+    widths = [getattr(model, f"block{i}")[0].mlp.fc2.in_features for i in range(1, 5)]
+    assert widths == [384, 768, 768, 1536]
+
+
+def test_convglu_gate_is_first_half_and_delta_dwconv_gives_glu():
+    torch.manual_seed(0)
+    glu = transnext.ConvolutionalGLU(16, 24).double()
+    with torch.no_grad():
+        glu.dwconv.dwconv.weight.zero_()
+        glu.dwconv.dwconv.weight[:, :, 1, 1] = 1.0
+        glu.dwconv.dwconv.bias.zero_()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    hidden = glu.fc2.in_features
+    gate = x @ glu.fc1.weight[:hidden].T + glu.fc1.bias[:hidden]
+    value = x @ glu.fc1.weight[hidden:].T + glu.fc1.bias[hidden:]
+    expected = (F.gelu(gate) * value) @ glu.fc2.weight.T + glu.fc2.bias
+    assert torch.allclose(glu(x, 3, 4), expected, atol=1e-12)
+
+
+def test_pyramid_shapes_tiny_512_on_meta():
+    model = build_model("transnext_tiny")
+    feats = model.forward_features_pyramid(torch.empty(2, 3, 512, 512, device="meta"))
+    assert [tuple(f.shape) for f in feats] == [(2, 72, 128, 128), (2, 144, 64, 64), (2, 288, 32, 32), (2, 576, 16, 16)]
+    assert [tuple(f.shape) for f in model.forward_features_pyramid(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3))] \
+        == [(1, 144, 64, 64), (1, 288, 32, 32), (1, 576, 16, 16)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# running: every variant, any size, modes, batch independence, cache
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", VARIANTS + ["transnext_micro_mmmm"])
+def test_forward_backward_every_variant(name):
+    torch.manual_seed(0)
+    # built on meta and filled cheaply: the full initialisation of Base takes longer than its forward/backward
+    model = build_model(name, drop_path_rate=0.1, num_classes=7).to_empty(device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(0.5, 1.0) if p.ndim == 1 else p.normal_(0, 0.02)
+    model.train()
+    x = torch.randn(2, 3, 32, 48)
+    out = model(x)
+    assert out.shape == (2, 7)
+    out.logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing
+
+
+@pytest.mark.parametrize("size", [(138, 138), (224, 160), (512, 512)])
+def test_micro_runs_at_any_size(size):
+    torch.manual_seed(0)
+    model = build_model("transnext_micro", device="cpu").eval()
+    with torch.no_grad():
+        out = model(torch.randn(1, 3, *size))
+    assert out.shape == (1, 1000) and torch.isfinite(out).all()
+
+
+def test_batch_elements_are_independent():
+    torch.manual_seed(0)
+    model = small_model().eval()
+    x = torch.randn(3, 3, 72, 88)
+    with torch.no_grad():
+        together = model(x)
+        alone = torch.cat([model(x[i:i + 1]) for i in range(3)])
+    assert torch.allclose(together, alone, atol=1e-5, rtol=1e-5)
+
+
+def _same_weights(reference_model, **kwargs):
+    model = small_model(**kwargs).eval()
+    model.load_state_dict(reference_model.state_dict(), strict=True)
+    return model
+
+
+def first_attention_output(model, image):
+    tokens, h, w = model.patch_embed1(image)
+    return model.block1[0].attn(model.block1[0].norm1(tokens), h, w, model.geometry(0, (h, w), CPU))
+
+
+def test_modes_identical_at_training_size_and_different_elsewhere():
+    """Spec §7.14: at 224 normal, linear (pool 7) and interpolation mode agree exactly; at 256 they differ."""
+    torch.manual_seed(0)
+    normal = small_model().eval()
+    randomize_special_parameters(normal, std=0.2)
+    linear = _same_weights(normal, pool_mode="linear")
+    interp = _same_weights(normal, position_bias="interpolate")
+    frozen = _same_weights(normal, length_scaling=False)
+    assert linear.fixed_pool_size == (7, 7)
+    x224, x256 = torch.randn(1, 3, 224, 224), torch.randn(1, 3, 256, 256)
+    with torch.no_grad():
+        ref224 = normal(x224)
+        for other in (linear, interp, frozen):
+            assert torch.equal(other(x224), ref224)
+        ref256 = first_attention_output(normal, x256)
+        for other in (linear, interp, frozen):
+            assert (first_attention_output(other, x256) - ref256).abs().max() > 1e-3 * ref256.abs().max()
+
+
+def test_interpolation_with_reference_equal_to_input_is_extrapolation():
+    torch.manual_seed(0)
+    extrap = small_model().eval()
+    randomize_special_parameters(extrap, std=0.2)
+    interp = _same_weights(extrap, img_size=(96, 160), pretrain_size=224, position_bias="interpolate")
+    x = torch.randn(1, 3, 96, 160)
+    with torch.no_grad():
+        assert torch.equal(interp(x), extrap(x))
+    assert interp.geometry(0, (24, 40), CPU).bias_query == (24, 40)
+    assert interp.geometry(0, (30, 30), CPU).bias_query == (24, 40)  # other sizes: generated at img_size
+
+
+def test_geometry_cache_follows_the_input_size():
+    torch.manual_seed(0)
+    model = small_model().eval()
+    a, b = torch.randn(1, 3, 64, 64), torch.randn(1, 3, 96, 80)
+    with torch.no_grad():
+        first = model(a)
+        model(b)
+        again = model(a)
+    assert torch.equal(first, again)
+    keys = {(stage, size) for stage, size, _ in model._geometry}
+    assert {(0, (16, 16)), (0, (24, 20)), (3, (2, 2)), (3, (3, 3))} <= keys
+    assert model.geometry(0, (24, 20), CPU).pool_size == (3, 2)
+    assert not any("geometry" in k or "seq_length" in k for k in model.state_dict())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# official checkpoints
+# ---------------------------------------------------------------------------------------------------------
+
+def official_keys(dims, heads, depths, mlp_ratios, sr_ratios, num_classes=1000, window=3):
+    """State-dict names and shapes of an official TransNeXt checkpoint, from the naming scheme of the official
+    code (shared/notes/anchors.md §1.3), written out independently of the model code."""
+    keys = {}
+    prev = 3
+    for i, (c, h, depth, r, sr) in enumerate(zip(dims, heads, depths, mlp_ratios, sr_ratios), start=1):
+        kernel = 7 if i == 1 else 3
+        keys[f"patch_embed{i}.proj.weight"] = (c, prev, kernel, kernel)
+        keys.update({f"patch_embed{i}.proj.bias": (c,), f"patch_embed{i}.norm.weight": (c,),
+                     f"patch_embed{i}.norm.bias": (c,)})
+        hidden = int(2 * int(c * r) / 3)
+        for j in range(depth):
+            p = f"block{i}.{j}."
+            keys.update({p + "norm1.weight": (c,), p + "norm1.bias": (c,), p + "norm2.weight": (c,), p + "norm2.bias": (c,),
+                         p + "attn.temperature": (h, 1, 1), p + "attn.query_embedding": (h, 1, c // h),
+                         p + "attn.cpb_fc1.weight": (512, 2), p + "attn.cpb_fc1.bias": (512,),
+                         p + "attn.cpb_fc2.weight": (h, 512), p + "attn.cpb_fc2.bias": (h,),
+                         p + "attn.proj.weight": (c, c), p + "attn.proj.bias": (c,),
+                         p + "mlp.fc1.weight": (2 * hidden, c), p + "mlp.fc1.bias": (2 * hidden,),
+                         p + "mlp.dwconv.dwconv.weight": (hidden, 1, 3, 3), p + "mlp.dwconv.dwconv.bias": (hidden,),
+                         p + "mlp.fc2.weight": (c, hidden), p + "mlp.fc2.bias": (c,)})
+            if sr == 1:
+                keys.update({p + "attn.qkv.weight": (3 * c, c), p + "attn.qkv.bias": (3 * c,)})
+            else:
+                keys.update({p + "attn.q.weight": (c, c), p + "attn.q.bias": (c,), p + "attn.kv.weight": (2 * c, c),
+                             p + "attn.kv.bias": (2 * c,), p + "attn.sr.weight": (c, c, 1, 1), p + "attn.sr.bias": (c,),
+                             p + "attn.norm.weight": (c,), p + "attn.norm.bias": (c,),
+                             p + "attn.relative_pos_bias_local": (h, window ** 2),
+                             p + "attn.learnable_tokens": (h, c // h, window ** 2),
+                             p + "attn.learnable_bias": (h, 1, window ** 2)})
+        keys.update({f"norm{i}.weight": (c,), f"norm{i}.bias": (c,)})
+        prev = c
+    keys.update({"head.weight": (num_classes, dims[-1]), "head.bias": (num_classes,)})
+    return keys
+
+
+@pytest.mark.parametrize("name, cfg", [
+    ("transnext_micro", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (8, 4, 2, 1))),
+    ("transnext_base", ((96, 192, 384, 768), (4, 8, 16, 32), (5, 5, 23, 5), (8, 8, 4, 4), (8, 4, 2, 1))),
+    ("transnext_micro_AAAA", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (16, 8, 4, 2))),
+])
+def test_state_dict_names_and_shapes_are_official(name, cfg):
+    ours = {k: tuple(v.shape) for k, v in build_model(name).state_dict().items()}
+    assert ours == official_keys(*cfg)
+
+
+def test_official_state_dict_loads_strict_at_any_size_and_mode_and_round_trips(tmp_path):
+    torch.manual_seed(0)
+    cfg = ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (8, 4, 2, 1))
+    state = {k: torch.randn(shape) * 0.02 for k, shape in official_keys(*cfg).items()}
+    for kwargs in ({}, {"img_size": 384, "pretrain_size": 224}, {"img_size": 640}, {"fixed_pool_size": 7},
+                   {"position_bias": "interpolate", "img_size": 800, "pretrain_size": 224}):
+        build_model("transnext_micro", **kwargs).load_state_dict(state, strict=True, assign=True)  # meta: names+shapes
+    model = build_model("transnext_micro", device="cpu").eval()
+    model.load_state_dict(state, strict=True)
+    path = tmp_path / "transnext_micro_224_1k.pth"
+    torch.save({"model": state}, path)  # the official training script's wrapping
+    loaded = timm.create_model("transnext_micro", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        assert torch.equal(loaded(x), model(x))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# optimiser groups, API, errors, registration, verify
+# ---------------------------------------------------------------------------------------------------------
+
+def test_no_weight_decay_names_and_timm_param_groups():
+    model = build_model("transnext_micro", device="cpu")
+    assert model.no_weight_decay_keywords() == {"query_embedding", "relative_pos_bias_local", "cpb", "temperature"}
+    names = model.no_weight_decay()
+    assert "block1.0.attn.query_embedding" in names and "block4.1.attn.cpb_fc1.weight" in names
+    assert not any("learnable_tokens" in n or "learnable_bias" in n for n in names)
+    optimizer = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)  # calls model.no_weight_decay()
+    by_id = {id(p): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
+    params = dict(model.named_parameters())
+    for n, p in params.items():
+        no_decay = p.ndim <= 1 or n.endswith(".bias") or any(k in n for k in model.no_weight_decay_keywords())
+        assert by_id[id(p)] == (0.0 if no_decay else 0.05), n
+    assert by_id[id(params["block1.0.attn.learnable_tokens"])] == 0.05
+
+
+def test_bad_arguments_say_what_to_do():
+    with pytest.raises(ValueError, match="pool_mode must be 'normal' or 'linear'"):
+        small_model(pool_mode="fixed")
+    with pytest.raises(ValueError, match="use pool_mode='linear'"):
+        small_model(pool_mode="normal", fixed_pool_size=7)
+    with pytest.raises(ValueError, match="window_size must be odd"):
+        small_model(window_size=(4, 3, 3, None))
+    with pytest.raises(ValueError, match="position_bias must be"):
+        small_model(position_bias="nearest")
+    with pytest.raises(ValueError, match="depths has 3 entries"):
+        small_model(depths=(1, 1, 1))
+    with pytest.raises(ValueError, match="out_indices must be stage numbers"):
+        small_model().forward_features_pyramid(torch.empty(1, 3, 64, 64, device="meta"), (0, 4))
+
+
+def test_swattention_detected_with_importlib(monkeypatch):
+    monkeypatch.setattr(transnext, "_SWATTENTION", None)
+    monkeypatch.setattr(transnext, "_SWATTENTION_FAILED", False)
+    monkeypatch.setattr(transnext, "find_spec", lambda name: None)
+    assert not transnext.swattention_available()
+    fake = type(sys)("swattention")
+    monkeypatch.setitem(sys.modules, "swattention", fake)
+    monkeypatch.setattr(transnext, "find_spec", lambda name: object() if name == "swattention" else None)
+    assert transnext.swattention_available()
+    # never used for CPU tensors, whatever is installed
+    model = small_model()
+    assert not model.block1[0].attn._use_swattention(torch.empty(1, device="cpu"))
+
+
+def test_registered_names_and_default_cfgs():
+    names = set(timm.list_models(module="transnext"))
+    assert set(VARIANTS) | {"transnext_small_384", "transnext_base_384"} <= names
+    assert timm.models.get_pretrained_cfg("transnext_base_384").input_size == (3, 384, 384)
+    assert timm.models.get_pretrained_cfg("transnext_micro_AAAA").input_size == (3, 256, 256)
+    model = build_model("transnext_small_384")
+    assert (model.img_size, model.pretrain_size) == ((384, 384), (224, 224))
+
+
+def test_verify_rows_of_transnext_models_pass():
+    """`depthbench verify` on every row of the tables that builds a TransNeXt model (all tables)."""
+    rows = [row for table in paper_tables.load_paper("transnext") for row in table.rows
+            if row.model and row.model.startswith("transnext") and set(row.paper) & set(verify.MEASURES)]
+    assert len(rows) >= 20
+    distinct = {}  # many rows repeat a model with the same printed numbers; audit each combination once
+    for row in rows:
+        key = (row.model, repr(sorted(row.model_kwargs.items())), repr(row.input_size),
+               repr(sorted((k, v) for k, v in row.paper.items() if k in verify.MEASURES)))
+        distinct.setdefault(key, row)
+    checks = [c for row in distinct.values() for c in verify.check_row("transnext", row)]
+    failed = [(c.table, c.row, c.column, c.paper_value, c.ours) for c in checks if c.status != "pass"]
+    assert checks and not failed
