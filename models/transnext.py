@@ -1,1 +1,997 @@
-"""Models of the transnext paper (being written)."""
+"""TransNeXt: Robust Foveal Visual Perception for Vision Transformers (Dai Shi, CVPR 2024).
+
+A PVTv2-style 4-stage backbone whose token mixer is *aggregated attention* (AA): every query attends to its
+3×3 query-centred window and to a pooled 1/32-resolution map through one shared softmax, with
+length-scaled cosine attention (scale softplus(τ)·log N), a query embedding, positional attention
+(learnable tokens + bias added after the softmax), a static bias on the window path and a log-spaced
+continuous position bias (log-CPB) on the pooled path. Stages whose ``sr_ratio`` is 1 use full attention
+with the same query embedding, scaling and log-CPB. The channel mixer is the convolutional GLU.
+
+What this implementation adds to the official one (github.com/DaiShiResearch/TransNeXt):
+
+* **Any input size.** Geometry (window padding mask, effective key counts, CPB coordinate tables) is never
+  a parameter or persistent buffer; it is derived from each input's actual stage sizes and cached per
+  (stage, size, device). Non-square sizes and sizes not divisible by 32 work; batch elements never interact.
+* **Both inference modes** of the paper: ``pool_mode="normal"`` (pool = stage size // sr_ratio, i.e. 1/32
+  of the input) and ``"linear"`` (pool fixed, default 1/32 of ``pretrain_size`` = 7×7); and both
+  position-bias modes: ``position_bias="extrapolate"`` (log-CPB re-evaluated on the new coordinates) or
+  ``"interpolate"`` (bias generated at ``img_size`` and resized bilinearly).
+* **A vectorised native window path** that never materialises the k²-times-larger ``unfold`` tensors:
+  three small custom ops (``torch.ops.transnext.window_qk/window_av/window_scatter``) with autograd,
+  fake (meta) kernels and FLOP formulas, so ``harness.flops`` counts the window products as the paper
+  does. When the official ``swattention`` CUDA extension is importable and the tensors are on CUDA, its
+  kernels are used for the same two products (``attention_backend``).
+
+Parameter names and shapes are exactly the official ones (``patch_embed{i}``, ``block{i}.{j}.attn.*``,
+``mlp.fc1/dwconv.dwconv/fc2``, ``norm{i}``, ``head``), so official checkpoints load with ``strict=True``
+at any input size and in any mode (see ``checkpoint_filter_fn`` and docs/transnext.md).
+
+Ground truth: shared/specs/transnext.md (mechanism §2, variants §3, checks §7). Values marked [ASSUMED]
+there are constructor arguments here (``length_scaling``, the interpolation reference size ``img_size``).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
+from importlib.util import find_spec
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import DropPath, to_2tuple, trunc_normal_
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from torch import Tensor, nn
+from torch.utils.flop_counter import register_flop_formula
+
+__all__ = ["TransNeXt", "AggregatedAttention", "Attention", "ConvolutionalGLU", "checkpoint_filter_fn",
+           "NO_WEIGHT_DECAY_KEYWORDS"]
+
+# Parameters whose names contain these words get no weight decay (official `no_weight_decay_keywords`).
+NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb", "temperature")
+
+# ----------------------------------------------------------------------------------------------------
+# Window primitives (the sliding-window path of aggregated attention)
+#
+# Queries/keys/values are token-major (B, N, heads, d), N = H·W row-major, as the linear layers produce
+# them; window scores/weights are (B, heads, N, k²), the layout of the joint softmax. Windows are k×k,
+# query-centred, zero-padded, offsets row-major (the order of nn.Unfold and of the official kernels).
+# Each op runs one vectorised multiply(-add) per window offset over blocks of rows sized to stay in cache
+# (on CPU), so no k²-times-larger temporary is ever built: the official native code's `unfold` copies
+# made its window path ~5x slower on CPU.
+# ----------------------------------------------------------------------------------------------------
+
+_CPU_BLOCK_BYTES = 1 << 22  # bytes of one operand per block on CPU: ~3 such live at once (L2+L3), and few
+# blocks keep the number of parallel regions low (each costs a timeslice when another process shares a core)
+
+
+def _row_blocks(t: Tensor, height: int, width: int) -> List[Tuple[slice, int, int]]:
+    """(images, first row, end row) blocks covering a (B, H·W, heads, d) tensor."""
+    batch = t.shape[0]
+    if t.device.type != "cpu":
+        return [(slice(None), 0, height)]  # accelerators: one launch per offset over everything
+    rows = max(1, _CPU_BLOCK_BYTES // max(1, width * t.shape[2] * t.shape[3] * t.element_size()))
+    if rows >= height:
+        images = rows // height
+        return [(slice(s, s + images), 0, height) for s in range(0, batch, images)]
+    return [(slice(s, s + 1), r0, min(height, r0 + rows)) for s in range(batch) for r0 in range(0, height, rows)]
+
+
+def _grid(t: Tensor, height: int, width: int) -> Tensor:
+    """(B, N, heads, c) -> (B, H, W, heads, c)."""
+    return t.reshape(t.shape[0], height, width, *t.shape[2:])
+
+
+def _padded(t: Tensor, height: int, width: int, r: int) -> Tensor:
+    """(B, N, heads, d) -> zero-padded (B, H+2r, W+2r, heads, d) copy."""
+    b, _, h, d = t.shape
+    return F.pad(t.reshape(b, height, width, h * d), (0, 0, r, r, r, r)).view(b, height + 2 * r, width + 2 * r, h, d)
+
+
+def _weights_grid(attn: Tensor, dtype: torch.dtype, height: int, width: int) -> Tensor:
+    """(B, heads, N, k²) -> contiguous (B, H, W, heads, k², 1), ready to broadcast over d."""
+    b, h, _, l = attn.shape
+    return attn.to(dtype).reshape(b, h, height, width, l).permute(0, 2, 3, 1, 4).contiguous().unsqueeze(-1)
+
+
+@torch.library.custom_op("transnext::window_qk", mutates_args=())
+def window_qk(query: Tensor, key: Tensor, height: int, width: int, window: int) -> Tensor:
+    """scores[b, h, p, o] = <query[b, p, h], key[b, p + offset_o, h]>, 0 where the window leaves the map."""
+    b, n, h, d = query.shape
+    r = window // 2
+    q = _grid(query, height, width)
+    k = _padded(key, height, width, r)
+    out = query.new_empty(b, h, n, window * window)
+    out_grid = out.view(b, h, height, width, window * window).permute(0, 2, 3, 1, 4)
+    for images, r0, r1 in _row_blocks(query, height, width):
+        qb, ob = q[images, r0:r1], out_grid[images, r0:r1]
+        for o in range(window * window):
+            i, j = divmod(o, window)
+            torch.sum(qb * k[images, r0 + i:r1 + i, j:j + width], dim=-1, out=ob[..., o])
+    return out
+
+
+@torch.library.custom_op("transnext::window_av", mutates_args=())
+def window_av(attn: Tensor, value: Tensor, height: int, width: int, window: int) -> Tensor:
+    """out[b, p, h] = sum_o attn[b, h, p, o] * value[b, p + offset_o, h] (zero outside the map)."""
+    b, n, h, d = value.shape
+    r = window // 2
+    a = _weights_grid(attn, value.dtype, height, width)
+    v = _padded(value, height, width, r)
+    out = value.new_zeros(b, height, width, h, d)
+    for images, r0, r1 in _row_blocks(value, height, width):
+        ab, ob = a[images, r0:r1], out[images, r0:r1]
+        for o in range(window * window):
+            i, j = divmod(o, window)
+            ob.addcmul_(ab[..., o, :], v[images, r0 + i:r1 + i, j:j + width])
+    return out.view(b, n, h, d)
+
+
+@torch.library.custom_op("transnext::window_scatter", mutates_args=())
+def window_scatter(attn: Tensor, source: Tensor, height: int, width: int, window: int) -> Tensor:
+    """The adjoint of window_av in `value`: out[b, p + offset_o, h] += attn[b, h, p, o] * source[b, p, h]."""
+    b, n, h, d = source.shape
+    r = window // 2
+    a = _weights_grid(attn, source.dtype, height, width)
+    x = _grid(source, height, width)
+    out = source.new_zeros(b, height + 2 * r, width + 2 * r, h, d)
+    for images, r0, r1 in _row_blocks(source, height, width):
+        ab, xb = a[images, r0:r1], x[images, r0:r1]
+        for o in range(window * window):
+            i, j = divmod(o, window)
+            out[images, r0 + i:r1 + i, j:j + width].addcmul_(ab[..., o, :], xb)
+    return out[:, r:r + height, r:r + width].reshape(b, n, h, d).clone()
+
+
+@window_qk.register_fake
+def _window_qk_fake(query, key, height, width, window):
+    b, n, h, _ = query.shape
+    return query.new_empty(b, h, n, window * window)
+
+
+@window_av.register_fake
+def _window_av_fake(attn, value, height, width, window):
+    return torch.empty_like(value, memory_format=torch.contiguous_format)
+
+
+@window_scatter.register_fake
+def _window_scatter_fake(attn, source, height, width, window):
+    return torch.empty_like(source, memory_format=torch.contiguous_format)
+
+
+def _save_pair(ctx, inputs, output):
+    a, b, ctx.height, ctx.width, ctx.window = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _window_qk_backward(ctx, grad):
+    query, key = ctx.saved_tensors
+    geo = (ctx.height, ctx.width, ctx.window)
+    grad_q = window_av(grad, key, *geo) if ctx.needs_input_grad[0] else None
+    grad_k = window_scatter(grad, query, *geo) if ctx.needs_input_grad[1] else None
+    return grad_q, grad_k, None, None, None
+
+
+def _window_av_backward(ctx, grad):
+    attn, value = ctx.saved_tensors
+    geo = (ctx.height, ctx.width, ctx.window)
+    grad_a = window_qk(grad, value, *geo).to(attn.dtype) if ctx.needs_input_grad[0] else None
+    grad_v = window_scatter(attn, grad, *geo) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_v, None, None, None
+
+
+def _window_scatter_backward(ctx, grad):
+    attn, source = ctx.saved_tensors
+    geo = (ctx.height, ctx.width, ctx.window)
+    grad_a = window_qk(source, grad, *geo).to(attn.dtype) if ctx.needs_input_grad[0] else None
+    grad_x = window_av(attn, grad, *geo) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_x, None, None, None
+
+
+window_qk.register_autograd(_window_qk_backward, setup_context=_save_pair)
+window_av.register_autograd(_window_av_backward, setup_context=_save_pair)
+window_scatter.register_autograd(_window_scatter_backward, setup_context=_save_pair)
+
+
+def _window_flops(a_shape, b_shape, height, width, window, *args, **kwargs) -> int:
+    # torch's unit (2 per multiply-add): one MAC per (batch, position, head, channel, offset), like the
+    # official native code's batched matmuls over unfolded windows
+    b, n, h, d = b_shape  # the second operand is always (B, N, heads, head_dim)
+    return 2 * b * n * h * d * window * window
+
+
+for _op in (torch.ops.transnext.window_qk, torch.ops.transnext.window_av, torch.ops.transnext.window_scatter):
+    register_flop_formula(_op)(_window_flops)
+
+
+# Optional CUDA kernels of the official repo (`swattention_extension`, built by the user). Detected with
+# importlib (never pkg_resources); used only for CUDA tensors. Their call signature is the official
+# `attention_cuda.py` one; a mismatching build is reported once and the native path is used instead.
+_SWATTENTION = None
+_SWATTENTION_FAILED = False
+
+
+def swattention_available() -> bool:
+    """True when the `swattention` extension can be imported (it is only ever used on CUDA tensors)."""
+    global _SWATTENTION
+    if _SWATTENTION is None and not _SWATTENTION_FAILED and find_spec("swattention") is not None:
+        try:
+            import swattention  # noqa: F401
+            _SWATTENTION = swattention
+        except ImportError as e:
+            _disable_swattention(e)
+    return _SWATTENTION is not None
+
+
+def _disable_swattention(error: Exception) -> None:
+    global _SWATTENTION, _SWATTENTION_FAILED
+    _SWATTENTION, _SWATTENTION_FAILED = None, True
+    warnings.warn(f"swattention CUDA extension unusable ({type(error).__name__}: {error}); "
+                  f"falling back to the native window attention", RuntimeWarning, stacklevel=3)
+
+
+class _SwQkRpb(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query, key, rpb, height, width, window):
+        out = _SWATTENTION.qk_rpb_forward(query, key, rpb, height, width, window, 128)
+        ctx.save_for_backward(query, key)
+        ctx.geo = (height, width, window)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        query, key = ctx.saved_tensors
+        d_q, d_k, d_rpb = _SWATTENTION.qk_rpb_backward(grad.contiguous(), query, key, *ctx.geo, 128)
+        return d_q, d_k, d_rpb, None, None, None
+
+
+class _SwAv(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, attn, value, height, width, window):
+        out = _SWATTENTION.av_forward(attn, value, height, width, window, 128)
+        ctx.save_for_backward(attn, value)
+        ctx.geo = (height, width, window)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        attn, value = ctx.saved_tensors
+        d_a, d_v = _SWATTENTION.av_backward(grad.contiguous(), attn, value, *ctx.geo, 128)
+        return d_a, d_v, None, None, None
+
+
+# ----------------------------------------------------------------------------------------------------
+# Geometry: everything that depends on the input size, derived from it and cached (never in state_dict)
+# ----------------------------------------------------------------------------------------------------
+
+def stage_size(size: Tuple[int, int], stage: int, patch_size: int = 4) -> Tuple[int, int]:
+    """Token grid of ``stage`` (0-based) for an H×W input, by the overlapping patch embeddings' arithmetic."""
+    kernel = 2 * patch_size - 1
+    h, w = ((s + 2 * (kernel // 2) - kernel) // patch_size + 1 for s in size)
+    for _ in range(stage):
+        h, w = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    return h, w
+
+
+def relative_position_cpb(query_size: Tuple[int, int], key_size: Tuple[int, int],
+                          pretrain_size: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor]:
+    """log-CPB inputs for queries on a ``query_size`` grid and keys adaptively pooled to ``key_size``.
+
+    Key coordinates are the means of the query coordinates in each pooling bin; relative coordinates are
+    normalised by the stage grid at ``pretrain_size`` (so larger inputs extrapolate beyond ±8) and
+    log-spaced. The h and w offsets are independent, so the unique (Δh, Δw) coordinates are the product of
+    the per-axis unique values: ``table`` (Uh·Uw, 2) lists them h-major (the order of the official
+    ``torch.unique(dim=0)``), and the pair (query (i, j), key (u, v)) has the coordinate
+    ``table[index_h[i, u] * Uw + index_w[j, v]]``. Per-axis indices keep the cache small (the official
+    N·P index is 68 M entries for a 1333×800 image) and avoid a sort over all pairs.
+    """
+    def axis(n_query: int, n_key: int, n_pretrain: int):
+        q = torch.arange(n_query, dtype=torch.float64, device="cpu")
+        k = F.adaptive_avg_pool1d(q.view(1, 1, -1), n_key).view(-1)
+        rel = (q[:, None] - k[None, :]) / max(n_pretrain - 1, 1) * 8
+        return torch.unique(rel, sorted=True, return_inverse=True)
+
+    values_h, inverse_h = axis(query_size[0], key_size[0], pretrain_size[0])
+    values_w, inverse_w = axis(query_size[1], key_size[1], pretrain_size[1])
+    table = torch.stack(torch.meshgrid(values_h, values_w, indexing="ij"), dim=-1).view(-1, 2)
+    table = torch.sign(table) * torch.log2(table.abs() + 1.0) / math.log2(8)
+    return inverse_h, inverse_w, table
+
+
+def window_validity(size: Tuple[int, int], window: int) -> Tensor:
+    """(N, window²) bool: True where the query-centred window position lies inside the H×W map."""
+    h, w = size
+    r = window // 2
+    offsets = torch.arange(-r, r + 1, device="cpu")
+    rows = torch.arange(h, device="cpu")[:, None] + offsets[None, :]  # (H, k)
+    cols = torch.arange(w, device="cpu")[:, None] + offsets[None, :]  # (W, k)
+    row_ok = (rows >= 0) & (rows < h)
+    col_ok = (cols >= 0) & (cols < w)
+    return (row_ok[:, None, :, None] & col_ok[None, :, None, :]).reshape(h * w, window * window)
+
+
+@dataclass
+class StageGeometry:
+    """Size-dependent tensors of one stage, shared by its blocks.
+
+    ``bias_index_h/w``, ``bias_table`` are the log-CPB inputs (see ``relative_position_cpb``) of the grids
+    ``bias_query``×``bias_key``: the actual ones when extrapolating, those at ``img_size`` when interpolating.
+    """
+    size: Tuple[int, int]
+    pool_size: Tuple[int, int]
+    seq_length_scale: Tensor  # (N, 1): log of each query's effective key count
+    local_mask: Optional[Tensor]  # (N, k²): 0 inside the map, -inf outside (AA stages only)
+    bias_index_h: Tensor  # (Hq, Hk) long
+    bias_index_w: Tensor  # (Wq, Wk) long
+    bias_table: Tensor  # (Uh·Uw, 2)
+    bias_table_shape: Tuple[int, int]  # (Uh, Uw)
+    bias_query: Tuple[int, int]
+    bias_key: Tuple[int, int]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Building blocks
+# ----------------------------------------------------------------------------------------------------
+
+class DWConv(nn.Module):
+    """3×3 depthwise conv on a token sequence laid out as an H×W map (official name: ``dwconv.dwconv``)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 3, 1, 1, bias=True, groups=dim)
+
+    def forward(self, x: Tensor, height: int, width: int) -> Tensor:
+        b, n, c = x.shape
+        # channels-last views: no transposes, and oneDNN's NHWC depthwise conv is the fast one on CPU
+        x = self.dwconv(x.reshape(b, height, width, c).permute(0, 3, 1, 2))
+        return x.permute(0, 2, 3, 1).reshape(b, n, c)
+
+
+class ConvolutionalGLU(nn.Module):
+    """ConvGLU (eq. 19): ``fc2( GELU(DWConv(gate)) * value )`` with ``gate, value = fc1(x).chunk(2)``.
+
+    ``hidden_features`` is the nominal MLP width (C·mlp_ratio); the GLU uses 2/3 of it so that the
+    parameter count matches an MLP of that width.
+    """
+
+    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
+                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0.):
+        super().__init__()
+        out_features = out_features or in_features
+        hidden_features = int(2 * (hidden_features or in_features) / 3)
+        self.fc1 = nn.Linear(in_features, hidden_features * 2)
+        self.dwconv = DWConv(hidden_features)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_features, out_features)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: Tensor, height: int, width: int) -> Tensor:
+        # = self.fc1(x).chunk(2, -1), as two products so that the gate comes out dense (the depthwise conv
+        # would otherwise copy the strided half)
+        hidden = self.fc2.in_features
+        gate = F.linear(x, self.fc1.weight[:hidden], self.fc1.bias[:hidden])
+        value = F.linear(x, self.fc1.weight[hidden:], self.fc1.bias[hidden:])
+        x = self.act(self.dwconv(gate, height, width)) * value
+        x = self.fc2(self.drop(x))
+        return self.drop(x)
+
+
+class _CosineAttentionBase(nn.Module):
+    """Parameters and helpers shared by both mixers: learnable temperature, query embedding, log-CPB MLP."""
+
+    def __init__(self, dim: int, num_heads: int, query_embedding: bool = True):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"dim {dim} is not divisible by num_heads {num_heads}; choose heads that divide it")
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        # softplus(temperature) starts at 1/0.24, the entropy-invariance estimate of the paper (eq. 9)
+        self.temperature = nn.Parameter(torch.log((torch.ones(num_heads, 1, 1) / 0.24).exp() - 1))
+        if query_embedding:
+            self.query_embedding = nn.Parameter(
+                nn.init.trunc_normal_(torch.empty(num_heads, 1, self.head_dim), mean=0, std=0.02))
+        else:
+            self.query_embedding = None
+        self.cpb_fc1 = nn.Linear(2, 512, bias=True)
+        self.cpb_act = nn.ReLU(inplace=True)
+        self.cpb_fc2 = nn.Linear(512, num_heads, bias=True)
+
+    def scaled_query(self, q_norm: Tensor, geometry: StageGeometry) -> Tensor:
+        """(q̂ + QE)·softplus(τ)·log N_eff for token-major queries (B, N, heads, d)."""
+        q = q_norm + self.query_embedding.squeeze(1) if self.query_embedding is not None else q_norm
+        scale = F.softplus(self.temperature).view(-1, 1) * geometry.seq_length_scale.to(q.dtype).unsqueeze(-1)
+        return q * scale  # (heads, 1) x (N, 1, 1) -> (N, heads, 1)
+
+    def position_bias(self, geometry: StageGeometry, num_keys_size: Tuple[int, int]) -> Tensor:
+        """(heads, N, P) log-CPB bias, resized bilinearly when the geometry is an interpolation reference."""
+        table = geometry.bias_table.to(self.cpb_fc1.weight.dtype)
+        bias = self.cpb_fc2(self.cpb_act(self.cpb_fc1(table))).transpose(0, 1)  # (heads, Uh·Uw)
+        hq, wq = geometry.bias_query
+        hk, wk = geometry.bias_key
+        index_h, index_w = geometry.bias_index_h, geometry.bias_index_w
+        bias = bias.reshape(self.num_heads, *geometry.bias_table_shape)  # (heads, Uh, Uw)
+        bias = bias[:, index_h][..., index_w]  # (heads, Hq, Hk, Wq, Wk)
+        bias = bias.permute(0, 1, 3, 2, 4).reshape(self.num_heads, hq * wq, hk, wk)
+        if (hk, wk) != tuple(num_keys_size):
+            bias = F.interpolate(bias, size=num_keys_size, mode="bilinear")
+        num_keys = num_keys_size[0] * num_keys_size[1]
+        if (hq, wq) != tuple(geometry.size):
+            bias = bias.view(self.num_heads, hq, wq, num_keys).permute(0, 3, 1, 2)
+            bias = F.interpolate(bias, size=geometry.size, mode="bilinear")
+            bias = bias.flatten(2).transpose(1, 2)
+        return bias.reshape(self.num_heads, -1, num_keys)
+
+
+class Attention(_CosineAttentionBase):
+    """Full MHSA of the ``sr_ratio == 1`` stages: length-scaled cosine attention, query embedding, log-CPB."""
+
+    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, attn_drop: float = 0.,
+                 proj_drop: float = 0., query_embedding: bool = True):
+        super().__init__(dim, num_heads, query_embedding)
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim)
+        q = self.scaled_query(F.normalize(qkv[:, :, 0], dim=-1), geometry).transpose(1, 2)
+        k, v = F.normalize(qkv[:, :, 1], dim=-1).transpose(1, 2), qkv[:, :, 2].transpose(1, 2)
+        attn = q @ k.transpose(-2, -1) + self.position_bias(geometry, geometry.size)
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        x = (attn @ v).transpose(1, 2).reshape(b, n, c)
+        return self.proj_drop(self.proj(x))
+
+
+class AggregatedAttention(_CosineAttentionBase):
+    """Aggregated attention (eqs. 10–14): window path + pooled path in one softmax, positional attention.
+
+    Per query: scores over its ``window_size``² window (static bias ``relative_pos_bias_local``, -inf
+    outside the map) and over the pooled keys σ(X) = LN(AvgPool(GELU(sr(X)))) (log-CPB bias), scaled by
+    softplus(τ)·log(N_eff); one softmax; the window weights then get the query-dependent term
+    ``q̂ @ learnable_tokens + learnable_bias`` before aggregating the window values.
+    """
+
+    def __init__(self, dim: int, num_heads: int = 8, window_size: int = 3, qkv_bias: bool = True,
+                 attn_drop: float = 0., proj_drop: float = 0., query_embedding: bool = True,
+                 positional_attention: bool = True, attention_backend: str = "auto"):
+        super().__init__(dim, num_heads, query_embedding)
+        if window_size % 2 != 1:
+            raise ValueError(f"window_size must be odd (query-centred windows), got {window_size}")
+        if attention_backend not in ("auto", "native", "swattention"):
+            raise ValueError(f"attention_backend must be 'auto', 'native' or 'swattention', not {attention_backend!r}")
+        self.window_size = window_size
+        self.local_len = window_size ** 2
+        self.attention_backend = attention_backend
+        self.q = nn.Linear(dim, dim, bias=qkv_bias)
+        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.sr = nn.Conv2d(dim, dim, kernel_size=1, stride=1)
+        self.norm = nn.LayerNorm(dim)
+        self.act = nn.GELU()
+        self.relative_pos_bias_local = nn.Parameter(
+            nn.init.trunc_normal_(torch.empty(num_heads, self.local_len), mean=0, std=0.0004))
+        if positional_attention:
+            self.learnable_tokens = nn.Parameter(
+                nn.init.trunc_normal_(torch.empty(num_heads, self.head_dim, self.local_len), mean=0, std=0.02))
+            self.learnable_bias = nn.Parameter(torch.zeros(num_heads, 1, self.local_len))
+        else:
+            self.learnable_tokens = self.learnable_bias = None
+
+    def _use_swattention(self, x: Tensor) -> bool:
+        if self.attention_backend == "native" or x.device.type != "cuda":
+            return False
+        if self.attention_backend == "swattention" and not swattention_available():
+            raise RuntimeError("attention_backend='swattention' but the swattention extension is not importable; "
+                               "build it from the official repo's swattention_extension/ or use 'auto'")
+        return swattention_available()
+
+    def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
+        b, n, c = x.shape
+        heads, d, window = self.num_heads, self.head_dim, self.window_size
+        # token-major (B, N, heads, d) throughout, as the projections produce it
+        q_norm = F.normalize(self.q(x).view(b, n, heads, d), dim=-1)
+        q_scaled = self.scaled_query(q_norm, geometry)
+        kv = self.kv(x).view(b, n, 2, heads, d)
+        k_local, v_local = F.normalize(kv[:, :, 0], dim=-1), kv[:, :, 1]
+
+        # peripheral path: σ(X) = LN(AvgPool(GELU(sr(X)))); the 1×1 conv `sr` is applied as the per-token
+        # linear map it is, and the pooling reads the token-major map as a channels-last image
+        pooled = self.act(F.linear(x, self.sr.weight.flatten(1), self.sr.bias))
+        pooled = F.adaptive_avg_pool2d(pooled.view(b, height, width, c).permute(0, 3, 1, 2), geometry.pool_size)
+        pooled = self.norm(pooled.flatten(2).transpose(1, 2))
+        kv_pool = self.kv(pooled).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4)  # same kv projection
+        k_pool, v_pool = F.normalize(kv_pool[0], dim=-1), kv_pool[1]  # (B, heads, P, d)
+        attn_pool = q_scaled.transpose(1, 2) @ k_pool.transpose(-2, -1)
+        attn_pool = attn_pool + self.position_bias(geometry, geometry.pool_size)
+
+        # foveal path: the query-centred window
+        swa = self._use_swattention(x)
+        if swa:
+            try:  # the kernel adds the static bias and writes -inf outside the map
+                attn_local = _SwQkRpb.apply(q_scaled.transpose(1, 2).contiguous(), k_local.transpose(1, 2).contiguous(),
+                                            self.relative_pos_bias_local, height, width, window)
+            except TypeError as e:  # a build whose functions take other arguments
+                _disable_swattention(e)
+                swa = False
+        if not swa:
+            attn_local = window_qk(q_scaled, k_local, height, width, window)
+            attn_local = attn_local + (self.relative_pos_bias_local.unsqueeze(1)
+                                       + geometry.local_mask.to(attn_local.dtype))
+
+        # one softmax over both paths: their weights compete for the same unit mass
+        attn = torch.cat([attn_local, attn_pool], dim=-1).softmax(dim=-1)
+        attn = self.attn_drop(attn)
+        attn_local, attn_pool = torch.split(attn, [self.local_len, attn_pool.shape[-1]], dim=-1)
+        if self.learnable_tokens is not None:
+            # positional attention: a query-dependent dynamic bias, added after the softmax (q̂ without QE)
+            attn_local = attn_local + (q_norm.transpose(1, 2) @ self.learnable_tokens + self.learnable_bias)
+        if swa:
+            x_local = _SwAv.apply(attn_local.type_as(v_local).contiguous(), v_local.transpose(1, 2).contiguous(),
+                                  height, width, window).transpose(1, 2)
+        else:
+            x_local = window_av(attn_local, v_local, height, width, window)
+        x = (x_local + (attn_pool @ v_pool).transpose(1, 2)).reshape(b, n, c)
+        return self.proj_drop(self.proj(x))
+
+
+class Block(nn.Module):
+    """Pre-norm block: ``x + DropPath(attn(LN(x)))``, ``x + DropPath(ConvGLU(LN(x)))``."""
+
+    def __init__(self, dim: int, num_heads: int, window_size: int = 3, mlp_ratio: float = 4., qkv_bias: bool = True,
+                 drop: float = 0., attn_drop: float = 0., drop_path: float = 0., act_layer=nn.GELU,
+                 norm_layer=nn.LayerNorm, sr_ratio: int = 1, query_embedding: bool = True,
+                 positional_attention: bool = True, attention_backend: str = "auto"):
+        super().__init__()
+        self.norm1 = norm_layer(dim)
+        if sr_ratio == 1:
+            self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, query_embedding)
+        else:
+            self.attn = AggregatedAttention(dim, num_heads, window_size, qkv_bias, attn_drop, drop, query_embedding,
+                                            positional_attention, attention_backend)
+        self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
+        self.norm2 = norm_layer(dim)
+        self.mlp = ConvolutionalGLU(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop)
+
+    def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
+        x = x + self.drop_path(self.attn(self.norm1(x), height, width, geometry))
+        return x + self.drop_path(self.mlp(self.norm2(x), height, width))
+
+
+class OverlapPatchEmbed(nn.Module):
+    """Overlapping patch embedding (PVTv2): conv with kernel > stride, then LayerNorm (eps 1e-5)."""
+
+    def __init__(self, patch_size: int = 7, stride: int = 4, in_chans: int = 3, embed_dim: int = 768):
+        super().__init__()
+        patch_size = to_2tuple(patch_size)
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=stride,
+                              padding=(patch_size[0] // 2, patch_size[1] // 2))
+        self.norm = nn.LayerNorm(embed_dim)
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, int, int]:
+        x = self.proj(x)
+        _, _, h, w = x.shape
+        return self.norm(x.flatten(2).transpose(1, 2)), h, w
+
+
+# ----------------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------------
+
+def _per_stage(value, num_stages: int, name: str) -> tuple:
+    if isinstance(value, (list, tuple)):
+        if len(value) != num_stages:
+            raise ValueError(f"{name} has {len(value)} entries but the model has {num_stages} stages; "
+                             f"give one per stage")
+        return tuple(value)
+    return (value,) * num_stages
+
+
+class TransNeXt(nn.Module):
+    """TransNeXt backbone/classifier, official parameter names, any input size.
+
+    Args:
+        img_size: reference input size. Only used as the size at which the position bias is generated in
+            ``position_bias="interpolate"`` mode and, with ``length_scaling=False``, as the size whose key
+            counts are frozen; the model runs at any size in every mode. Int or (H, W).
+        pretrain_size: size the weights were trained at (default: ``img_size``). log-CPB coordinates are
+            normalised by the stage grids at this size; keep 224 when fine-tuning or running a 224 model
+            at other sizes (the official 384 fine-tunes and all downstream models do).
+        pool_mode: ``"normal"``: pooled map = stage size // sr_ratio (1/32 of the input, quadratic cost);
+            ``"linear"``: pooled map fixed at ``fixed_pool_size`` (default: pretrain size // 32, i.e. 7×7),
+            cost linear in the input area. Default: ``"linear"`` if ``fixed_pool_size`` is given, else normal.
+        fixed_pool_size: official name for the linear mode's pool size (int or (H, W)).
+        position_bias: ``"extrapolate"`` (default; log-CPB on each input's own coordinates) or
+            ``"interpolate"`` (bias generated at ``img_size``, resized bilinearly to the actual query and key
+            grids; the official downstream ``is_extrapolation=False``). ``is_extrapolation`` is accepted as
+            the official alias.
+        length_scaling: True (paper): the attention scale uses each query's actual key count. False: the
+            key counts at ``img_size`` are kept (window positions still counted per query) — the paper's
+            "No Length-scaling" multi-scale ablation [ASSUMED procedure, spec §8.4].
+        window_size: window side per stage (odd); ignored by full-attention stages.
+        sr_ratios: per stage; 1 selects full attention (M), > 1 aggregated attention (A) with that pooling.
+        query_embedding / positional_attention: False removes QE / the learnable tokens and bias (the
+            roadmap steps 6–7 of Table 2; checkpoints of the released models need both True).
+        attention_backend: ``"auto"`` (swattention kernels for CUDA tensors when importable, else native),
+            ``"native"`` or ``"swattention"`` (error if unavailable).
+        Other arguments follow the official constructor (embed_dims, num_heads, mlp_ratios, depths,
+        drop_path_rate with a linear schedule over all blocks, ...).
+    """
+
+    def __init__(
+            self,
+            img_size: Union[int, Tuple[int, int]] = 224,
+            pretrain_size: Optional[Union[int, Tuple[int, int]]] = None,
+            window_size: Union[int, Sequence[Optional[int]]] = (3, 3, 3, None),
+            patch_size: int = 4,
+            in_chans: int = 3,
+            num_classes: int = 1000,
+            embed_dims: Sequence[int] = (64, 128, 256, 512),
+            num_heads: Sequence[int] = (1, 2, 4, 8),
+            mlp_ratios: Sequence[float] = (4, 4, 4, 4),
+            qkv_bias: bool = True,
+            drop_rate: float = 0.,
+            attn_drop_rate: float = 0.,
+            drop_path_rate: float = 0.,
+            norm_layer=partial(nn.LayerNorm, eps=1e-6),
+            depths: Sequence[int] = (3, 4, 6, 3),
+            sr_ratios: Sequence[int] = (8, 4, 2, 1),
+            num_stages: int = 4,
+            fixed_pool_size: Optional[Union[int, Tuple[int, int]]] = None,
+            pool_mode: Optional[str] = None,
+            position_bias: str = "extrapolate",
+            is_extrapolation: Optional[bool] = None,
+            length_scaling: bool = True,
+            query_embedding: bool = True,
+            positional_attention: bool = True,
+            attention_backend: str = "auto",
+            global_pool: str = "avg",
+    ):
+        super().__init__()
+        if pool_mode is None:
+            pool_mode = "normal" if fixed_pool_size is None else "linear"
+        if pool_mode not in ("normal", "linear"):
+            raise ValueError(f"pool_mode must be 'normal' or 'linear', not {pool_mode!r}")
+        if pool_mode == "normal" and fixed_pool_size is not None:
+            raise ValueError("fixed_pool_size is the linear mode's pool size; "
+                             "use pool_mode='linear' (or leave it unset)")
+        if is_extrapolation is not None:
+            position_bias = "extrapolate" if is_extrapolation else "interpolate"
+        if position_bias not in ("extrapolate", "interpolate"):
+            raise ValueError(f"position_bias must be 'extrapolate' or 'interpolate', not {position_bias!r}")
+        if attention_backend not in ("auto", "native", "swattention"):
+            raise ValueError(f"attention_backend must be 'auto', 'native' or 'swattention', not {attention_backend!r}")
+        if global_pool not in ("avg", ""):
+            raise ValueError(f"global_pool must be 'avg' or '' (no pooling), not {global_pool!r}")
+        self.num_classes = num_classes
+        self.num_stages = num_stages
+        self.depths = _per_stage(depths, num_stages, "depths")
+        self.embed_dims = _per_stage(embed_dims, num_stages, "embed_dims")
+        num_heads = _per_stage(num_heads, num_stages, "num_heads")
+        mlp_ratios = _per_stage(mlp_ratios, num_stages, "mlp_ratios")
+        self.sr_ratios = _per_stage(sr_ratios, num_stages, "sr_ratios")
+        window_size = _per_stage(window_size, num_stages, "window_size")
+        self.window_sizes = tuple(w if w is not None else 3 for w in window_size)
+        self.mixers = "".join("M" if sr == 1 else "A" for sr in self.sr_ratios)
+        self.img_size = to_2tuple(img_size)
+        self.pretrain_size = to_2tuple(pretrain_size) if pretrain_size is not None else self.img_size
+        self.patch_size = patch_size
+        self.pool_mode = pool_mode
+        if pool_mode == "linear":
+            self.fixed_pool_size = to_2tuple(fixed_pool_size) if fixed_pool_size is not None else tuple(
+                max(1, s // (patch_size * 8)) for s in self.pretrain_size)
+        else:
+            self.fixed_pool_size = None
+        self.position_bias = position_bias
+        self.length_scaling = length_scaling
+        self.global_pool = global_pool
+        self.num_features = self.head_hidden_size = self.embed_dims[-1]
+        self._geometry: "OrderedDict[tuple, StageGeometry]" = OrderedDict()
+        self.feature_info = []
+
+        dpr = torch.linspace(0, drop_path_rate, sum(self.depths), device="cpu").tolist()
+        cur = 0
+        for i in range(num_stages):
+            patch_embed = OverlapPatchEmbed(patch_size=patch_size * 2 - 1 if i == 0 else 3,
+                                            stride=patch_size if i == 0 else 2,
+                                            in_chans=in_chans if i == 0 else self.embed_dims[i - 1],
+                                            embed_dim=self.embed_dims[i])
+            block = nn.ModuleList([Block(
+                dim=self.embed_dims[i], num_heads=num_heads[i], window_size=self.window_sizes[i],
+                mlp_ratio=mlp_ratios[i], qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate,
+                drop_path=dpr[cur + j], norm_layer=norm_layer, sr_ratio=self.sr_ratios[i],
+                query_embedding=query_embedding, positional_attention=positional_attention,
+                attention_backend=attention_backend) for j in range(self.depths[i])])
+            cur += self.depths[i]
+            setattr(self, f"patch_embed{i + 1}", patch_embed)
+            setattr(self, f"block{i + 1}", block)
+            setattr(self, f"norm{i + 1}", norm_layer(self.embed_dims[i]))
+            self.feature_info.append(dict(num_chs=self.embed_dims[i], reduction=patch_size * 2 ** i,
+                                          module=f"norm{i + 1}"))
+        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+        self.apply(self._init_weights)  # temperature, QE, tokens and biases keep their own initialisations
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            trunc_normal_(m.weight, std=.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Conv2d):
+            fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
+            m.weight.data.normal_(0, math.sqrt(2.0 / fan_out))
+            if m.bias is not None:
+                m.bias.data.zero_()
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    # ---- optimiser / timm API -------------------------------------------------------------------------
+
+    @torch.jit.ignore
+    def no_weight_decay_keywords(self) -> set:
+        """The official keywords: parameters whose names contain one of these get no weight decay."""
+        return set(NO_WEIGHT_DECAY_KEYWORDS)
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set:
+        """Full names of the parameters matching the official keywords (timm's optimizer factory expects
+        names; it exempts 1-D parameters and biases by itself)."""
+        return {name for name, _ in self.named_parameters() if any(k in name for k in NO_WEIGHT_DECAY_KEYWORDS)}
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> dict:
+        if coarse:
+            return dict(stem=r"^patch_embed1", blocks=r"^(?:patch_embed|block|norm)(\d+)")
+        return dict(stem=r"^patch_embed1", blocks=[(r"^block(\d+)\.(\d+)", None), (r"^patch_embed(\d+)", (0,)),
+                                                   (r"^norm(\d+)", (99999,))])
+
+    @torch.jit.ignore
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        self.num_classes = num_classes
+        if global_pool is not None:
+            self.global_pool = global_pool
+        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+
+    # ---- geometry -------------------------------------------------------------------------------------
+
+    _GEOMETRY_CACHE_SIZE = 32
+
+    def geometry(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
+        """The cached geometry of ``stage`` (0-based) for a ``size`` = (H, W) token grid on ``device``.
+
+        Computed on the CPU from the sizes alone (so it also serves meta-device audits) and moved to
+        ``device`` once; an LRU of recent (stage, size, device) keys is kept.
+        """
+        key = (stage, tuple(size), str(device))
+        geometry = self._geometry.get(key)
+        if geometry is None:
+            geometry = self._build_geometry(stage, tuple(size), torch.device(device))
+            self._geometry[key] = geometry
+            if len(self._geometry) > self._GEOMETRY_CACHE_SIZE:
+                self._geometry.popitem(last=False)
+        else:
+            self._geometry.move_to_end(key)
+        return geometry
+
+    def _pool_size(self, stage: int, size: Tuple[int, int]) -> Tuple[int, int]:
+        sr = self.sr_ratios[stage]
+        if sr == 1:
+            return size  # full attention: keys are the tokens themselves
+        if self.fixed_pool_size is not None:
+            return self.fixed_pool_size
+        return max(1, size[0] // sr), max(1, size[1] // sr)
+
+    def _build_geometry(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
+        pool = self._pool_size(stage, size)
+        ref_size = stage_size(self.img_size, stage, self.patch_size)
+        ref_pool = self._pool_size(stage, ref_size)
+        pretrain = stage_size(self.pretrain_size, stage, self.patch_size)
+        counted_keys = pool if self.length_scaling else ref_pool
+        if self.sr_ratios[stage] == 1:
+            local_mask = None
+            seq_len = torch.full((size[0] * size[1], 1), float(counted_keys[0] * counted_keys[1]), dtype=torch.float64)
+        else:
+            valid = window_validity(size, self.window_sizes[stage])
+            local_mask = torch.zeros(valid.shape, dtype=torch.float32).masked_fill(~valid, float("-inf"))
+            seq_len = (valid.sum(-1, keepdim=True) + counted_keys[0] * counted_keys[1]).double()
+        if self.position_bias == "interpolate":
+            bias_query, bias_key = ref_size, ref_pool
+        else:
+            bias_query, bias_key = size, pool
+        index_h, index_w, table = relative_position_cpb(bias_query, bias_key, pretrain)
+        # float64 where the device has it: each forward casts to its own dtype, so float64 models see exact values
+        real = torch.float32 if device.type == "mps" else torch.float64
+        return StageGeometry(size=size, pool_size=pool, seq_length_scale=seq_len.log().to(device, real),
+                             local_mask=local_mask.to(device) if local_mask is not None else None,
+                             bias_index_h=index_h.to(device), bias_index_w=index_w.to(device),
+                             bias_table=table.to(device, real),
+                             bias_table_shape=(int(index_h.max()) + 1, int(index_w.max()) + 1),
+                             bias_query=bias_query, bias_key=bias_key)
+
+    # ---- forward --------------------------------------------------------------------------------------
+
+    def _forward_stages(self, x: Tensor, out_indices: Sequence[int] = (), stop_at: Optional[int] = None):
+        b = x.shape[0]
+        outs = []
+        last = self.num_stages - 1 if stop_at is None else stop_at
+        for i in range(last + 1):
+            x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
+            geometry = self.geometry(i, (h, w), x.device)
+            for blk in getattr(self, f"block{i + 1}"):
+                x = blk(x, h, w, geometry)
+            x = getattr(self, f"norm{i + 1}")(x)
+            x = x.reshape(b, h, w, -1).permute(0, 3, 1, 2)  # NCHW view of channels-last memory
+            if i in out_indices:
+                outs.append(x.contiguous())
+        return x, outs
+
+    def forward_features_pyramid(self, x: Tensor, out_indices: Sequence[int] = (0, 1, 2, 3)) -> List[Tensor]:
+        """The normed outputs of the requested stages (0-based) as (B, C_i, H_i, W_i) maps (strides 4..32),
+        what detection/segmentation necks take. Stops after the last requested stage."""
+        out_indices = sorted(set(out_indices))
+        if not out_indices or out_indices[0] < 0 or out_indices[-1] >= self.num_stages:
+            raise ValueError(f"out_indices must be stage numbers in 0..{self.num_stages - 1}, got {list(out_indices)}")
+        return self._forward_stages(x, out_indices, stop_at=out_indices[-1])[1]
+
+    def forward_intermediates(self, x: Tensor, indices: Optional[Union[int, List[int]]] = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+        """timm's feature API (used by ``features_only=True``); stage outputs are always normed."""
+        if output_fmt != "NCHW":
+            raise ValueError(f"output_fmt must be 'NCHW', not {output_fmt!r}")
+        if indices is None:
+            take = list(range(self.num_stages))
+        elif isinstance(indices, int):
+            take = list(range(self.num_stages - indices, self.num_stages))
+        else:
+            take = [i if i >= 0 else self.num_stages + i for i in indices]
+        x, outs = self._forward_stages(x, take, stop_at=max(take) if (stop_early or intermediates_only) else None)
+        return outs if intermediates_only else (x, outs)
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """The normed stage-4 map, (B, C4, H/32, W/32)."""
+        return self._forward_stages(x)[0]
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        if self.global_pool == "avg":
+            x = x.mean(dim=(-2, -1))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Checkpoints, configs, registration
+# ----------------------------------------------------------------------------------------------------
+
+_GEOMETRY_KEYS = ("relative_pos_index", "relative_coords_table", "seq_length_scale", "padding_mask")
+
+
+def checkpoint_filter_fn(state_dict: dict, model: TransNeXt) -> dict:
+    """Official checkpoint -> this model: unwrap ``{'model': ...}``/``{'state_dict': ...}``, strip a
+    ``module.`` prefix and drop geometry tensors (size-dependent, recomputed here). Names are unchanged."""
+    for wrapper in ("model", "state_dict"):
+        if wrapper in state_dict and isinstance(state_dict[wrapper], dict):
+            state_dict = state_dict[wrapper]
+    out = {}
+    for k, v in state_dict.items():
+        k = k[len("module."):] if k.startswith("module.") else k
+        if any(g in k.rsplit(".", 1)[-1] for g in _GEOMETRY_KEYS):
+            continue
+        out[k] = v
+    return out
+
+
+def _create_transnext(variant: str, pretrained: bool = False, **kwargs) -> TransNeXt:
+    out_indices = kwargs.pop("out_indices", (0, 1, 2, 3))
+    return build_model_with_cfg(TransNeXt, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
+                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
+
+
+def _cfg(**kwargs) -> dict:
+    return {"url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": None, "crop_pct": 0.875,
+            "interpolation": "bicubic", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
+            "first_conv": "patch_embed1.proj", "classifier": "head", "fixed_input_size": False,
+            "license": "apache-2.0", **kwargs}
+
+
+# 384² fine-tunes are evaluated by warping to 384² without a crop (spec §4.1)
+_CFG_384 = dict(input_size=(3, 384, 384), crop_pct=1.0, crop_mode="squash")
+
+default_cfgs = generate_default_cfgs({
+    "transnext_micro": _cfg(),
+    "transnext_tiny": _cfg(),
+    "transnext_small": _cfg(),
+    "transnext_base": _cfg(),
+    "transnext_micro_AAAA": _cfg(input_size=(3, 256, 256)),
+    "transnext_small_384": _cfg(**_CFG_384),
+    "transnext_base_384": _cfg(**_CFG_384),
+    "transnext_micro_aamm": _cfg(),
+    "transnext_micro_ammm": _cfg(),
+    "transnext_micro_mmmm": _cfg(),
+})
+
+# Table 3 of the paper; all: head dim 24, mlp ratios [8, 8, 4, 4], window 3, sr [8, 4, 2, 1], patch 4
+_MICRO = dict(embed_dims=(48, 96, 192, 384), num_heads=(2, 4, 8, 16), depths=(2, 2, 15, 2))
+_TINY = dict(embed_dims=(72, 144, 288, 576), num_heads=(3, 6, 12, 24), depths=(2, 2, 15, 2))
+_SMALL = dict(embed_dims=(72, 144, 288, 576), num_heads=(3, 6, 12, 24), depths=(5, 5, 22, 5))
+_BASE = dict(embed_dims=(96, 192, 384, 768), num_heads=(4, 8, 16, 32), depths=(5, 5, 23, 5))
+_COMMON = dict(patch_size=4, mlp_ratios=(8, 8, 4, 4), window_size=(3, 3, 3, None), sr_ratios=(8, 4, 2, 1))
+
+
+def _build(variant: str, pretrained: bool, arch: dict, **kwargs) -> TransNeXt:
+    return _create_transnext(variant, pretrained, **{**_COMMON, **arch, **kwargs})
+
+
+@register_model
+def transnext_micro(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Micro: 12.8 M params, 2.7 GFLOPs at 224² (drop path 0.15 in the paper's recipe)."""
+    return _build("transnext_micro", pretrained, _MICRO, **kwargs)
+
+
+@register_model
+def transnext_tiny(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Tiny: 28.2 M params, 5.7 GFLOPs at 224² (drop path 0.25)."""
+    return _build("transnext_tiny", pretrained, _TINY, **kwargs)
+
+
+@register_model
+def transnext_small(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Small: 49.7 M params, 10.3 GFLOPs at 224² (drop path 0.45)."""
+    return _build("transnext_small", pretrained, _SMALL, **kwargs)
+
+
+@register_model
+def transnext_base(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Base: 89.7 M params, 18.4 GFLOPs at 224² (drop path 0.6)."""
+    return _build("transnext_base", pretrained, _BASE, **kwargs)
+
+
+@register_model
+def transnext_micro_AAAA(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """Micro with aggregated attention in all four stages (Table 9): 256² input, pool 1/64 (4×4), 13.1 M."""
+    kwargs = {"img_size": 256, "sr_ratios": (16, 8, 4, 2), "window_size": (3, 3, 3, 3), **kwargs}
+    return _build("transnext_micro_AAAA", pretrained, _MICRO, **kwargs)
+
+
+@register_model
+def transnext_small_384(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Small fine-tuned at 384² from 224² weights (pool 12×12, log-CPB normalised by the 224 grid)."""
+    kwargs = {"img_size": 384, "pretrain_size": 224, **kwargs}
+    return _build("transnext_small_384", pretrained, _SMALL, **kwargs)
+
+
+@register_model
+def transnext_base_384(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """TransNeXt-Base fine-tuned at 384² from 224² weights."""
+    kwargs = {"img_size": 384, "pretrain_size": 224, **kwargs}
+    return _build("transnext_base_384", pretrained, _BASE, **kwargs)
+
+
+@register_model
+def transnext_micro_aamm(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """Table 9 ablation: Micro with full attention (M) in stages 3–4."""
+    return _build("transnext_micro_aamm", pretrained, _MICRO, **{"sr_ratios": (8, 4, 1, 1), **kwargs})
+
+
+@register_model
+def transnext_micro_ammm(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """Table 9 ablation: Micro with full attention (M) in stages 2–4."""
+    return _build("transnext_micro_ammm", pretrained, _MICRO, **{"sr_ratios": (8, 1, 1, 1), **kwargs})
+
+
+@register_model
+def transnext_micro_mmmm(pretrained: bool = False, **kwargs) -> TransNeXt:
+    """Table 9 ablation: Micro with full attention (M) in every stage (out of memory in the paper's training)."""
+    return _build("transnext_micro_mmmm", pretrained, _MICRO, **{"sr_ratios": (1, 1, 1, 1), **kwargs})

@@ -33,11 +33,14 @@ def small_model(**kwargs) -> TransNeXt:
     return TransNeXt(**{**cfg, **kwargs})
 
 
+SPECIAL_PARAMETERS = ("query_embedding", "learnable", "relative_pos_bias_local", "temperature", "cpb")
+
+
 def randomize_special_parameters(model, std=0.5):
     """Zero/tiny-initialised parameters get values large enough for every term to matter."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if any(k in name for k in ("query_embedding", "learnable", "relative_pos_bias_local", "temperature", "cpb")):
+            if any(k in name for k in SPECIAL_PARAMETERS):
                 p.normal_(0, std)
 
 
@@ -209,8 +212,8 @@ def test_pyramid_shapes_tiny_512_on_meta():
     model = build_model("transnext_tiny")
     feats = model.forward_features_pyramid(torch.empty(2, 3, 512, 512, device="meta"))
     assert [tuple(f.shape) for f in feats] == [(2, 72, 128, 128), (2, 144, 64, 64), (2, 288, 32, 32), (2, 576, 16, 16)]
-    assert [tuple(f.shape) for f in model.forward_features_pyramid(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3))] \
-        == [(1, 144, 64, 64), (1, 288, 32, 32), (1, 576, 16, 16)]
+    dino_4scale = model.forward_features_pyramid(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3))
+    assert [tuple(f.shape) for f in dino_4scale] == [(1, 144, 64, 64), (1, 288, 32, 32), (1, 576, 16, 16)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -327,7 +330,8 @@ def official_keys(dims, heads, depths, mlp_ratios, sr_ratios, num_classes=1000, 
         hidden = int(2 * int(c * r) / 3)
         for j in range(depth):
             p = f"block{i}.{j}."
-            keys.update({p + "norm1.weight": (c,), p + "norm1.bias": (c,), p + "norm2.weight": (c,), p + "norm2.bias": (c,),
+            keys.update({p + "norm1.weight": (c,), p + "norm1.bias": (c,),
+                         p + "norm2.weight": (c,), p + "norm2.bias": (c,),
                          p + "attn.temperature": (h, 1, 1), p + "attn.query_embedding": (h, 1, c // h),
                          p + "attn.cpb_fc1.weight": (512, 2), p + "attn.cpb_fc1.bias": (512,),
                          p + "attn.cpb_fc2.weight": (h, 512), p + "attn.cpb_fc2.bias": (h,),
