@@ -20,7 +20,8 @@ row says which registered model (and/or config) reproduces it, or why it cannot 
             model_kwargs: {}             # ... built with these kwargs
             input_size: 224              # side, [H, W] or [C, H, W]: the resolution FLOPs are counted at
             paper: {layers: 62, params_m: 22.1, flops_g: 4.6, top1: 79.9}
-            config: configs/deit/...py   # optional: config(s) that train/evaluate this row
+            config: configs/deit/...py   # optional: the config that trains this row; the row's model_kwargs
+                                         # apply on top (depthbench train CONFIG +model.<key>=<value>)
             unchecked: {flops_g: "reason"}  # optional: columns not checked, with the reason shown
             base: deit_small_patch16_224  # optional: the model increment measures (params_inc_m) subtract
             flops_model_kwargs: {}       # optional: model_kwargs overrides used only when counting FLOPs

@@ -88,3 +88,23 @@ def test_every_paper_tables_file_loads():
     assert {"stepsnet", "transnext"} <= set(papers)
     for paper in papers:
         assert paper_tables.load_paper(paper), paper
+
+
+def test_every_linked_config_exists_and_trains_the_rows_model():
+    from harness.config import load_config
+
+    linked = [(paper, row) for paper in paper_tables.available_papers()
+              for table in paper_tables.load_paper(paper) for row in table.rows if row.config]
+    assert len(linked) > 150
+    configs = {}
+    for paper, row in linked:
+        path = Path(__file__).resolve().parent.parent / row.config
+        assert path.is_file(), f"{paper} table {row.table} row {row.name}: {row.config} does not exist"
+        if row.config not in configs:
+            configs[row.config] = load_config(str(path), []).model
+        model = configs[row.config]
+        if model.get("expand") or model.get("grow"):  # ScaleNet: a pretrained base, expanded by the config
+            assert row.model.startswith("scalenet_") and model.name.split("_patch")[0].replace("_", "") in \
+                row.model.replace("_", ""), (row.name, row.config)
+        else:
+            assert model.name == row.model, f"{paper} {row.table}/{row.name}: {row.config} trains {model.name}"
