@@ -69,15 +69,26 @@ def unpack_trusted(blob: torch.Tensor):
 
 def model_weights(path: str | Path, prefer_ema: bool = False) -> dict:
     """The model state dict of a checkpoint of ours (``model``/``ema``), timm/DeiT (``model``, ``state_dict``,
-    ``state_dict_ema``) or a bare state dict; ``module.`` prefixes (DDP) are stripped."""
-    checkpoint = load(path)
+    ``state_dict_ema``), MMEngine (``state_dict``) or a bare state dict; ``module.`` prefixes (DDP) are stripped.
+    Loaded with ``weights_only=True``. Raises ValueError (one line naming ``path``) for a file that is not a
+    readable PyTorch checkpoint or holds no weights."""
+    try:
+        checkpoint = load(path)
+    except Exception as e:  # corrupt, truncated, not a torch file, or an unsafe pickle
+        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{path} is not a readable PyTorch state dict ({reason})") from None
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f"{path} holds a {type(checkpoint).__name__}, not a state dict (name -> tensor)")
     keys = (("ema", "state_dict_ema", "model_ema") if prefer_ema else ()) + ("model", "state_dict", "module")
     state = next((checkpoint[k] for k in keys if isinstance(checkpoint.get(k), dict)), None)
     if state is None:
         if prefer_ema:
-            raise ValueError(f"{path} holds no EMA weights (keys: {', '.join(list(checkpoint)[:8])})")
+            raise ValueError(f"{path} holds no EMA weights (keys: {', '.join(map(str, list(checkpoint)[:8]))})")
         state = checkpoint
-    return {k.removeprefix("module."): v for k, v in state.items() if torch.is_tensor(v)}
+    weights = {k.removeprefix("module."): v for k, v in state.items() if torch.is_tensor(v)}
+    if not weights:
+        raise ValueError(f"{path} holds no state dict (expected name -> tensor)")
+    return weights
 
 
 # ----------------------------------------------------------------------------------------- RNG states

@@ -114,22 +114,16 @@ def _build(name: str, input_size: int | None, device: str) -> nn.Module:
 
 
 def load_checkpoint(model: nn.Module, path: str) -> None:
-    """Load a state dict (raw, or under 'model'/'state_dict'/'module') with ``weights_only=True``."""
-    p = Path(path)
-    if not p.is_file():
+    """Load a state dict (raw, or under 'model'/'state_dict'/'module') with ``weights_only=True``
+    (:func:`harness.checkpoint.model_weights`, the loader ``depthbench train/eval`` use)."""
+    from harness.checkpoint import model_weights
+
+    if not Path(path).is_file():
         raise DiagnoseError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt, truncated, not a torch file, or unsafe pickle
-        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-        raise DiagnoseError(f"checkpoint {path} is not a readable PyTorch state dict ({reason})") from None
-    for key in ("model", "state_dict", "module"):
-        if isinstance(state, dict) and isinstance(state.get(key), dict):
-            state = state[key]
-            break
-    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-        raise DiagnoseError(f"checkpoint {path} holds no state dict (expected name -> tensor)")
-    state = {k.removeprefix("module."): v for k, v in state.items()}
+        state = model_weights(path)
+    except ValueError as e:
+        raise DiagnoseError(f"checkpoint {e}") from None
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         example = (result.missing_keys or result.unexpected_keys)[0]

@@ -461,8 +461,8 @@ class RunLog:
         if is_main and tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            purge = state.global_step + 1 if state.global_step else None  # a resumed run rewrites later steps
-            self.tb = SummaryWriter(str(run.file("tb")), purge_step=purge)
+            # TensorBoard drops older events from this step on: what a killed run logged after its checkpoint
+            self.tb = SummaryWriter(str(run.file("tb")), purge_step=state.global_step + 1)
 
     def metrics(self, kind: str, **values) -> None:
         if not self.is_main:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from harness.config import ConfigError, load_config
-from harness.launch import EXIT_PREEMPTED, launched, spawn
+from harness.launch import EXIT_PREEMPTED, distributed_env, launched, spawn
 
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 
@@ -60,6 +60,13 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
         raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
     if cfg.precision not in ("fp32", "bf16", "fp16"):
         raise ConfigError(f"precision={cfg.precision!r} is not one of fp32, bf16, fp16")
+    for key in ("epochs", "batch_size", "grad_accum", "eval_interval", "log_interval"):
+        if not isinstance(cfg[key], int) or cfg[key] < 1:
+            raise ConfigError(f"{key}={cfg[key]!r}: it must be a positive integer")
+    metrics = ("top1", "top5") + (("ema_top1", "ema_top5") if cfg.ema.enable else ())
+    if cfg.ckpt.best_metric not in metrics:
+        raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
+                          + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
     per_step = world_size * cfg.grad_accum
     if cfg.batch_size % per_step:
         raise ConfigError(f"batch_size={cfg.batch_size} (global) is not divisible by {world_size} processes x "
@@ -127,6 +134,10 @@ def model_kwargs(cfg) -> dict:
 
 
 def check_work_dir(args) -> None:
+    if args.resume and args.resume != "auto":
+        from harness.checkpoint import find_resume
+
+        find_resume(args.resume, None)  # FileNotFoundError when there is no checkpoint there
     if args.work_dir and not args.resume and (Path(args.work_dir) / "last.pth").exists():
         raise ConfigError(f"--work-dir {args.work_dir} already holds a checkpoint; add --resume auto to continue it "
                           f"or choose another directory")
@@ -155,7 +166,10 @@ def load_pretrained(model, path) -> list[str]:
     missing or mis-shaped tensor is an error. Returns the classifier keys that were skipped."""
     from harness.checkpoint import model_weights
 
-    weights = model_weights(path)
+    try:
+        weights = model_weights(path)
+    except ValueError as e:
+        raise ConfigError(f"model.pretrained: {e}") from None
     filter_fn = getattr(sys.modules.get(type(model).__module__), "checkpoint_filter_fn", None)
     if filter_fn is not None:
         weights = filter_fn(weights, model)
@@ -175,16 +189,12 @@ def load_pretrained(model, path) -> list[str]:
 
 
 def build_optimizer(model, cfg):
-    """timm's ``create_optimizer_v2`` with the linearly scaled lr; frozen parameters are left out."""
+    """timm's ``create_optimizer_v2`` with the linearly scaled lr (timm leaves frozen parameters out)."""
     from timm.optim import create_optimizer_v2
 
     o = {k: v for k, v in cfg.optim.items() if v is not None}
     lr = o.pop("lr") * (cfg.batch_size / o.pop("lr_base_batch") if "lr_base_batch" in o else 1.0)
-    optimizer = create_optimizer_v2(model, lr=lr, **o)
-    for group in optimizer.param_groups:
-        group["params"] = [p for p in group["params"] if p.requires_grad]
-    optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
-    return optimizer
+    return create_optimizer_v2(model, lr=lr, **o)
 
 
 def build_scheduler(optimizer, cfg, updates_per_epoch: int):
@@ -226,7 +236,11 @@ def build_teacher(cfg, backend):
     from harness.losses import SoftLabelKDLoss
 
     teacher = timm.create_model(distill.teacher, num_classes=cfg.data.num_classes, **distill.teacher_kwargs)
-    teacher.load_state_dict(model_weights(distill.teacher_checkpoint))
+    try:
+        teacher.load_state_dict(model_weights(distill.teacher_checkpoint))
+    except (RuntimeError, ValueError) as e:
+        raise ConfigError(f"distill.teacher_checkpoint={distill.teacher_checkpoint} does not fit {distill.teacher}: "
+                          f"{str(e).strip().splitlines()[0]}") from None
     teacher.requires_grad_(False).eval().to(backend.device, dtype=backend.input_dtype)
     return teacher, SoftLabelKDLoss(temperature=distill.temperature)
 
@@ -286,11 +300,10 @@ def save_checkpoint(path, state, cfg_text, backend, model, optimizer, scheduler,
     backend.barrier()
 
 
-def resume(checkpoint: dict, same_run: bool, run, backend, model, optimizer, scheduler, ema):
+def resume(checkpoint: dict, same_run: bool, backend, model, optimizer, scheduler, ema):
     """Restore everything from a ``last.pth`` dict; returns the TrainState to continue from."""
     from harness.checkpoint import FORMAT, set_rng_state
     from harness.engine import TrainState
-    from harness.rundir import atomic_write_text
 
     if checkpoint.get("format") != FORMAT:
         raise ConfigError(f"the resume checkpoint is not a depthbench training checkpoint ({FORMAT})")
@@ -309,28 +322,25 @@ def resume(checkpoint: dict, same_run: bool, run, backend, model, optimizer, sch
     elif backend.is_main:
         print(f"depthbench train: checkpoint from {len(checkpoint['rng'])} processes, now {backend.world_size}: "
               "training continues, but not bit-identically", file=sys.stderr)
-    metrics = run.file("metrics.jsonl")
-    if not same_run:
+    if not same_run:  # a new run directory: its metrics.jsonl starts empty
         state.records = 0
-    elif backend.is_main and metrics.exists():  # drop what was logged after the checkpoint
-        lines = metrics.read_text().splitlines(keepends=True)[:state.records]
-        atomic_write_text(metrics, "".join(lines))
     return state
 
 
 # ----------------------------------------------------------------------------------------- main
 def main(args) -> int:
+    env = distributed_env()  # a launcher's RANK/WORLD_SIZE, or an srun step's SLURM_* variables
     try:
         cfg = load_config(args.config, args.overrides)
         if args.engine:
             cfg.engine = args.engine
         if args.nproc > 1 and launched():
             raise ConfigError("--nproc starts processes itself; under torchrun/srun/accelerate launch leave it out")
-        world_size = args.nproc if not launched() else int(os.environ.get("WORLD_SIZE", 1))
+        world_size = args.nproc if not launched() else int(env["WORLD_SIZE"])
         check_config(cfg, world_size, model=args.nproc == 1)
         check_work_dir(args)
     except (ConfigError, FileNotFoundError) as e:
-        if os.environ.get("RANK", "0") == "0":  # one line, not one per process
+        if env["RANK"] == "0":  # one line, not one per process
             print(f"depthbench train: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.nproc > 1:
@@ -349,6 +359,7 @@ def train(cfg, args) -> int:
     """One process of a training run (rank/world from the environment)."""
     import torch
 
+    from harness.data import build_loaders
     from harness.engine import build_backend, install_stop_handlers
     from harness.launch import export_distributed_env
 
@@ -358,30 +369,45 @@ def train(cfg, args) -> int:
     torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
     torch.backends.cudnn.benchmark = not cfg.deterministic
     backend = build_backend(cfg, micro_batch)
+    seed_everything(cfg.seed + backend.rank)
+    loaders = build_loaders(cfg, backend.rank, backend.world_size, micro_batch)
+    check_epoch_length(cfg, loaders[0])
     run = open_run(cfg, args, backend)
     try:
-        return fit(cfg, args, backend, run, micro_batch)
-    except ConfigError as e:
-        run.finish("failed", error=str(e))
+        return fit(cfg, args, backend, run, *loaders)
+    except BaseException as e:  # a crash or Ctrl-C: say so in meta.json (SIGKILL leaves "running")
+        run.finish("failed", error=f"{type(e).__name__}: {e}")
         raise
 
 
-def fit(cfg, args, backend, run, micro_batch) -> int:
+def check_epoch_length(cfg, train_loader) -> None:
+    """An epoch must hold at least one optimizer step (small data, a large batch or repeated augmentation's
+    rounding would otherwise train nothing and report "done")."""
+    from harness.data import batches_per_epoch
+
+    batches = batches_per_epoch(train_loader)
+    if batches < cfg.grad_accum:
+        hint = (" (data.repeated_aug rounds an epoch down to a multiple of 256 images: set it False for small data)"
+                if cfg.data.repeated_aug else "")
+        raise ConfigError(f"an epoch has {batches} batches of {train_loader.batch_size} images per process, "
+                          f"no optimizer step (grad_accum={cfg.grad_accum}); lower batch_size or train on more "
+                          f"images{hint}")
+
+
+def fit(cfg, args, backend, run, train_loader, val_loader) -> int:
     """Build, resume, train and evaluate: the body of the run."""
     import torch
     from timm.utils import ModelEmaV3
 
     from harness import checkpoint as ckpt
-    from harness.data import batches_per_epoch, build_loaders
+    from harness.data import batches_per_epoch
     from harness.engine import NonFiniteLoss, RunLog, TrainState, evaluate, stop_requested, train_one_epoch
+    from harness.rundir import now
 
     cfg_text = cfg.pretty_text
     run.write_config(cfg_text)
     resume_path = ckpt.find_resume(args.resume, run.path)
     checkpoint = ckpt.load(resume_path) if resume_path else None
-    seed_everything(cfg.seed + backend.rank)
-
-    train_loader, val_loader = build_loaders(cfg, backend.rank, backend.world_size, micro_batch)
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
     model = build_model(cfg, pretrained=checkpoint is None)
     grower = None
@@ -407,17 +433,18 @@ def fit(cfg, args, backend, run, micro_batch) -> int:
     teacher, distill_loss = build_teacher(cfg, backend)
     state = TrainState()
     if checkpoint is not None:
-        state = resume(checkpoint, resume_path.parent == run.path, run, backend, model, optimizer, scheduler, ema)
+        state = resume(checkpoint, resume_path.parent == run.path, backend, model, optimizer, scheduler, ema)
         _check_scalenet_ties(backend.unwrap(model))
-        record = {"time": _now(), "from": str(resume_path), "epoch": state.epoch, "global_step": state.global_step}
+        record = {"time": now(), "from": str(resume_path), "epoch": state.epoch, "global_step": state.global_step}
         run.update_meta(resumes=run.meta().get("resumes", []) + [record])
         del checkpoint
-    if backend.is_main:
+    if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
         ckpt.remove_stale_temporaries(run.path)
+        _trim_lines(run.file("metrics.jsonl"), state.records)
     log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes)
     log.info(f"{cfg.experiment}: {cfg.model.name} on {cfg.data.type}, {backend.name} x{backend.world_size} "
-             f"({backend.precision}), batch {cfg.batch_size} = {micro_batch}/process x {backend.world_size} x "
-             f"{cfg.grad_accum} accum, {updates_per_epoch} steps/epoch, run dir {run.path}"
+             f"({backend.precision}), batch {cfg.batch_size} = {train_loader.batch_size}/process x "
+             f"{backend.world_size} x {cfg.grad_accum} accum, {updates_per_epoch} steps/epoch, run dir {run.path}"
              + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
 
     def save_last():
@@ -493,28 +520,31 @@ def _check_scalenet_ties(model) -> None:
         assert_tied(model)
 
 
-def _now() -> str:
-    from harness.rundir import now
+def _trim_lines(path: Path, keep: int) -> None:
+    from harness.rundir import atomic_write_text
 
-    return now()
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    if len(lines) > keep:
+        atomic_write_text(path, "".join(lines[:keep]))
 
 
 # ----------------------------------------------------------------------------------------- eval
 def eval_main(args) -> int:
+    from harness.checkpoint import model_weights
+    from harness.data import check_data
+
     try:
         cfg = load_config(args.config, args.overrides)
         if args.input_size:
             cfg.data.input_size = args.input_size
-        from harness.data import check_data
-
         check_model(cfg)
         check_data(cfg.data)
         if not Path(args.checkpoint).is_file():
             raise ConfigError(f"--checkpoint {args.checkpoint}: no such file")
-    except (ConfigError, FileNotFoundError) as e:
+        weights = model_weights(args.checkpoint, prefer_ema=args.ema)
+    except (ValueError, FileNotFoundError) as e:  # ConfigError/DataError are ValueErrors too
         print(f"depthbench eval: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from harness.checkpoint import model_weights
     from harness.data import build_eval_loader
     from harness.engine import AccelerateBackend, evaluate
     from harness.launch import export_distributed_env
@@ -523,8 +553,8 @@ def eval_main(args) -> int:
     backend = AccelerateBackend(cfg.precision, 1)
     model = build_model(cfg, pretrained=False)
     try:
-        model.load_state_dict(model_weights(args.checkpoint, prefer_ema=args.ema))
-    except (RuntimeError, ValueError) as e:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
         print(f"depthbench eval: error: {args.checkpoint} does not fit {cfg.model.name}: {str(e).splitlines()[0]}",
               file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,5 +1,6 @@
 """Config loading: ``_base_`` inheritance, ``key=value`` overrides and their validation, sweep definitions, and
 every shipped recipe (each loads, and its model builds with the recipe's arguments)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -97,8 +98,11 @@ def test_every_recipe_loads_and_its_model_builds(path):
     from harness.train import check_model
 
     cfg = load_config(path)
-    assert cfg.batch_size % cfg.grad_accum == 0
+    # the OpenMMLab name says <gpus>xb<batch per gpu>-<epochs>e: the global batch and the length of the recipe
+    gpus, per_gpu, epochs = map(int, re.search(r"_(\d+)xb(\d+)-(\d+)e_", path.name).groups())
+    assert (cfg.batch_size, cfg.epochs) == (gpus * per_gpu, epochs)
     check_model(cfg)  # builds the model on the meta device with the recipe's arguments
+    assert learning_rates(cfg, [0])[0] > 0  # timm builds its optimizer and scheduler
 
 
 def learning_rates(cfg, epochs, updates_per_epoch=10):

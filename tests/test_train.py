@@ -198,11 +198,16 @@ def test_deepspeed_zero2_two_processes_trains_and_resumes(env, reference, tmp_pa
     assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
 
 
-BAD_INPUTS = {
-    "unknown model": (["model.name=horesnet10_rk5"], [], "horesnet10_rk4"),
-    "missing dataset": (["data.type=folder", "data.root=/nonexistent/imagenet"], [], "/nonexistent/imagenet"),
-    "batch vs world size": ([], ["--nproc", "3"], "not divisible"),
-    "unknown override key": (["optim.lrr=0.2"], [], "optim.lr"),
+SRUN_3_TASKS = {"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "3", "MASTER_ADDR": "127.0.0.1"}
+BAD_INPUTS = {  # overrides, options, expected text, environment
+    "unknown model": (["model.name=horesnet10_rk5"], [], "horesnet10_rk4", {}),
+    "missing dataset": (["data.type=folder", "data.root=/nonexistent/imagenet"], [], "/nonexistent/imagenet", {}),
+    "batch vs world size": ([], ["--nproc", "3"], "not divisible", {}),
+    # task 0 of an srun step with 3 tasks: the world size comes from SLURM_*, before any process group exists
+    "batch vs srun tasks": ([], [], "not divisible by 3 processes", SRUN_3_TASKS),
+    "unknown override key": (["optim.lrr=0.2"], [], "optim.lr", {}),
+    "EMA metric without EMA": (["ckpt.best_metric=ema_top1"], [], "ema.enable", {}),
+    "missing resume checkpoint": ([], ["--resume", "/nonexistent/run"], "no checkpoint at /nonexistent/run", {}),
 }
 
 
@@ -210,14 +215,27 @@ BAD_INPUTS = {
 def test_bad_inputs_fail_in_one_line_and_write_nothing(case, tmp_path, capsys, monkeypatch):
     from harness.cli import main
 
-    overrides, args, expected = BAD_INPUTS[case]
+    overrides, args, expected, environ = BAD_INPUTS[case]
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_STEP_ID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     work_dir = tmp_path / "run"
     rc = main(["train", PRESET, "--work-dir", str(work_dir), *args, *overrides])  # overrides may follow options
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert len(err.splitlines()) == 1 and err.startswith("depthbench train: error:") and expected in err
     assert not work_dir.exists()
+
+
+def test_an_epoch_without_an_optimizer_step_fails_before_writing(env, tmp_path):
+    run = tmp_path / "run"
+    overrides = [o for o in TINY if not o.startswith("data.train_subset")] + ["data.train_subset=4"]  # < batch 8
+    rc, out, err = finish(launch(env, run, overrides=overrides))
+    errors = [line for line in err.splitlines() if line.startswith("depthbench train: error:")]
+    assert rc == 2 and len(errors) == 1 and "0 batches" in errors[0] and "no optimizer step" in errors[0]
+    assert not run.exists()
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path):
@@ -235,8 +253,11 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path)
 
 def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
+    run.mkdir()  # a run directory whose first attempt was killed before its first checkpoint: it starts anew
+    (run / "metrics.jsonl").write_text(json.dumps({"kind": "train", "epoch": 0, "global_step": 7}) + "\n")
     # the preset, shortened to 4 epochs (lr decay at epoch 3); the full preset reaches ~99 %
     train(env, run, overrides=["epochs=4", "sched.decay_milestones=[3]"])
+    assert curve(run)[0]["global_step"] == 5  # log_interval 5: the stale step-7 line is gone
     evals = [r for r in curve(run) if r["kind"] == "eval"]
     best = max(evals, key=lambda r: r["top1"])
     assert best["top1"] > 60.0  # 10 classes: chance is 10 %
@@ -250,6 +271,11 @@ def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, ca
     assert main(["eval", PRESET, "--checkpoint", str(run / "best.pth"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["top1"] == pytest.approx(best["top1"]) and result["images"] == 360
+    torn = tmp_path / "torn.pth"
+    torn.write_bytes((run / "best.pth").read_bytes()[:1000])
+    assert main(["eval", PRESET, "--checkpoint", str(torn)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a readable PyTorch state dict" in err
 
 
 def test_deit_recipe_features(env, tmp_path):

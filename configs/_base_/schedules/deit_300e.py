@@ -4,6 +4,7 @@ _base_ = ['../default_runtime.py']
 
 epochs = 300
 batch_size = 1024
+precision = 'bf16'         # DeiT/Swin/TransNeXt/ScaleNet train with AMP; bf16 autocast (fp16 where no bf16)
 optim = dict(
     opt='adamw',
     lr=5e-4,
