@@ -442,7 +442,9 @@ def fit(cfg, args, backend, run, train_loader, val_loader) -> int:
         ckpt.remove_stale_temporaries(run.path)
         _trim_lines(run.file("metrics.jsonl"), state.records)
     log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes)
-    log.info(f"{cfg.experiment}: {cfg.model.name} on {cfg.data.type}, {backend.name} x{backend.world_size} "
+    model_desc = cfg.model.name + (f" expanded ({', '.join(f'{k}={v}' for k, v in cfg.model.expand.items())})"
+                                   if cfg.model.get("expand") else "")
+    log.info(f"{cfg.experiment}: {model_desc} on {cfg.data.type}, {backend.name} x{backend.world_size} "
              f"({backend.precision}), batch {cfg.batch_size} = {train_loader.batch_size}/process x "
              f"{backend.world_size} x {cfg.grad_accum} accum, {updates_per_epoch} steps/epoch, run dir {run.path}"
              + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
