@@ -64,8 +64,9 @@ NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb",
 # made its window path ~5x slower on CPU.
 # ----------------------------------------------------------------------------------------------------
 
-_CPU_BLOCK_BYTES = 1 << 22  # bytes of one operand per block on CPU: ~3 such live at once (L2+L3), and few
-# blocks keep the number of parallel regions low (each costs a timeslice when another process shares a core)
+# Bytes of one operand per block on CPU: ~3 such live at once (L2+L3), and few blocks keep the number of
+# parallel regions low (each costs a timeslice when another process shares a core).
+_CPU_BLOCK_BYTES = 1 << 22
 
 
 def _row_blocks(t: Tensor, height: int, width: int) -> List[Tuple[slice, int, int]]:
@@ -836,12 +837,17 @@ class TransNeXt(nn.Module):
                 outs.append(x.contiguous())
         return x, outs
 
+    def _stage_indices(self, indices: Sequence[int], name: str) -> List[int]:
+        """Sorted, validated 0-based stage numbers (negative ones count from the last stage)."""
+        stages = sorted({i if i >= 0 else self.num_stages + i for i in indices})
+        if not stages or stages[0] < 0 or stages[-1] >= self.num_stages:
+            raise ValueError(f"{name} must be stage numbers in 0..{self.num_stages - 1}, got {list(indices)}")
+        return stages
+
     def forward_features_pyramid(self, x: Tensor, out_indices: Sequence[int] = (0, 1, 2, 3)) -> List[Tensor]:
         """The normed outputs of the requested stages (0-based) as (B, C_i, H_i, W_i) maps (strides 4..32),
         what detection/segmentation necks take. Stops after the last requested stage."""
-        out_indices = sorted(set(out_indices))
-        if not out_indices or out_indices[0] < 0 or out_indices[-1] >= self.num_stages:
-            raise ValueError(f"out_indices must be stage numbers in 0..{self.num_stages - 1}, got {list(out_indices)}")
+        out_indices = self._stage_indices(out_indices, "out_indices")
         return self._forward_stages(x, out_indices, stop_at=out_indices[-1])[1]
 
     def forward_intermediates(self, x: Tensor, indices: Optional[Union[int, List[int]]] = None, norm: bool = False,
@@ -850,11 +856,10 @@ class TransNeXt(nn.Module):
         if output_fmt != "NCHW":
             raise ValueError(f"output_fmt must be 'NCHW', not {output_fmt!r}")
         if indices is None:
-            take = list(range(self.num_stages))
-        elif isinstance(indices, int):
-            take = list(range(self.num_stages - indices, self.num_stages))
-        else:
-            take = [i if i >= 0 else self.num_stages + i for i in indices]
+            indices = range(self.num_stages)
+        elif isinstance(indices, int):  # timm: the last `indices` stages
+            indices = range(self.num_stages - indices, self.num_stages)
+        take = self._stage_indices(indices, "indices")
         x, outs = self._forward_stages(x, take, stop_at=max(take) if (stop_early or intermediates_only) else None)
         return outs if intermediates_only else (x, outs)
 

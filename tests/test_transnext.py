@@ -48,13 +48,13 @@ def randomize_special_parameters(model, std=0.5):
 # numerics: the vectorised mixers equal the per-query reference
 # ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size, kwargs", [
-    ((7, 9), {}),                                   # stage sr 2 -> pool 3x4, non-square, odd
-    ((6, 5), {"window_size": (5, 5, 5, None)}),      # larger window, pool 3x2
-    ((5, 7), {"pool_mode": "linear", "fixed_pool_size": (2, 3)}),  # linear mode, non-square pool
-    ((4, 4), {"query_embedding": False, "positional_attention": False}),
+@pytest.mark.parametrize("size, pool, kwargs", [
+    ((7, 9), (3, 4), {}),                                   # stage sr 2 -> pool size // 2, non-square, odd
+    ((6, 5), (3, 2), {"window_size": (5, 5, 5, None)}),      # larger window
+    ((5, 7), (2, 3), {"pool_mode": "linear", "fixed_pool_size": (2, 3)}),  # linear mode, non-square pool
+    ((4, 4), (2, 2), {"query_embedding": False, "positional_attention": False}),
 ])
-def test_aggregated_attention_matches_per_query_reference(size, kwargs):
+def test_aggregated_attention_matches_per_query_reference(size, pool, kwargs):
     torch.manual_seed(0)
     model = small_model(sr_ratios=(8, 4, 2, 1), **kwargs).double()
     randomize_special_parameters(model)
@@ -62,9 +62,23 @@ def test_aggregated_attention_matches_per_query_reference(size, kwargs):
     h, w = size
     x = torch.randn(2, h * w, 48, dtype=torch.float64)
     geometry = model.geometry(2, size, CPU)
+    assert geometry.pool_size == pool
     ours = attn(x, h, w, geometry)
-    ref = reference.aggregated_attention(attn, x, h, w, geometry.pool_size, pretrain_grid=(14, 14))  # 224/16
+    ref = reference.aggregated_attention(attn, x, h, w, pool, pretrain_grid=(14, 14))  # 224/16
     assert (ours - ref).abs().max().item() <= 1e-5
+
+
+def test_interpolated_position_bias_matches_reference():
+    """position_bias="interpolate": log-CPB generated on the img_size grids, resized to the actual ones."""
+    torch.manual_seed(0)
+    model = small_model(img_size=(96, 64), pretrain_size=224, position_bias="interpolate").double()
+    randomize_special_parameters(model)
+    geometry = model.geometry(0, (20, 28), CPU)  # stage 1 (sr 8): pool (2, 3); reference grid (24, 16), pool (3, 2)
+    ours = model.block1[0].attn.position_bias(geometry, geometry.pool_size)
+    ref = reference.interpolated_pool_bias(model.block1[0].attn, (24, 16), (3, 2), pretrain_grid=(56, 56),
+                                           query_size=(20, 28), key_size=(2, 3))
+    assert ours.shape == (2, 20 * 28, 6)
+    assert (ours - ref).abs().max().item() <= 1e-10
 
 
 def test_full_attention_matches_per_query_reference():
@@ -151,6 +165,14 @@ def test_special_parameter_totals_and_roadmap_step6():
 ])
 def test_flops_match_spec_within_0p05g(name, size, gflops):
     assert abs(count_flops(build_model(name), size).giga - gflops) <= 0.05
+
+
+def test_window_products_are_counted():
+    """Eq. 15: the window path costs 2·HW·k²·C MACs per AA layer (q·k over the window and the weighted sum of v);
+    Tiny's total (0.027 G) is below the 0.05 G tolerance of the totals above, so it is checked on its own."""
+    by_op = count_flops(build_model("transnext_tiny"), 224).by_op
+    expected = sum(2 * side * side * 9 * c * depth for side, c, depth in ((56, 72, 2), (28, 144, 2), (14, 288, 15)))
+    assert by_op.get("transnext.window_qk", 0) + by_op.get("transnext.window_av", 0) == expected
 
 
 def test_multiresolution_flops_normal_vs_linear():
@@ -286,6 +308,18 @@ def test_modes_identical_at_training_size_and_different_elsewhere():
             assert (first_attention_output(other, x256) - ref256).abs().max() > 1e-3 * ref256.abs().max()
 
 
+def test_no_length_scaling_keeps_the_224_key_counts():
+    """Spec §8.4: at 256² log N keeps its 224² values, 53/55/58 (corner/edge/interior) at stages 1-3 and 49 at
+    stage 4; with length scaling the 8×8 pool (256/32) counts instead."""
+    frozen, scaled = small_model(length_scaling=False), small_model()
+    for model, pooled_keys in ((frozen, 49), (scaled, 64)):
+        counts = model.geometry(0, (64, 64), CPU).seq_length_scale.exp().round().view(64, 64)
+        assert (counts[0, 0].item(), counts[0, 5].item(), counts[5, 5].item()) == (
+            4 + pooled_keys, 6 + pooled_keys, 9 + pooled_keys)
+    assert frozen.geometry(3, (8, 8), CPU).seq_length_scale.exp().round().unique().tolist() == [49.0]
+    assert scaled.geometry(3, (8, 8), CPU).seq_length_scale.exp().round().unique().tolist() == [64.0]
+
+
 def test_interpolation_with_reference_equal_to_input_is_extrapolation():
     torch.manual_seed(0)
     extrap = small_model().eval()
@@ -413,6 +447,8 @@ def test_bad_arguments_say_what_to_do():
         small_model(depths=(1, 1, 1))
     with pytest.raises(ValueError, match="out_indices must be stage numbers"):
         small_model().forward_features_pyramid(torch.empty(1, 3, 64, 64, device="meta"), (0, 4))
+    with pytest.raises(ValueError, match="indices must be stage numbers"):
+        small_model().forward_intermediates(torch.empty(1, 3, 64, 64, device="meta"), indices=[1, -5])
 
 
 def test_swattention_detected_with_importlib(monkeypatch):
@@ -427,6 +463,72 @@ def test_swattention_detected_with_importlib(monkeypatch):
     # never used for CPU tensors, whatever is installed
     model = small_model()
     assert not model.block1[0].attn._use_swattention(torch.empty(1, device="cpu"))
+
+
+class UnfoldSwattention:
+    """CPU stand-in for the official `swattention` extension, written from its documented semantics (spec §2.9,
+    official attention_cuda.py): (B, heads, N, d) operands, 3×3 windows via nn.Unfold, -inf outside the map;
+    backward functions return the gradients of the forward ones."""
+
+    @staticmethod
+    def _windows(t, height, width, k):  # (B, heads, N, d) -> (B, heads, N, k², d), zero outside the map
+        b, heads, n, d = t.shape
+        cols = F.unfold(t.reshape(b * heads, height, width, d).permute(0, 3, 1, 2), k, padding=k // 2)
+        return cols.view(b, heads, d, k * k, n).permute(0, 1, 4, 3, 2)
+
+    def qk_rpb_forward(self, query, key, rpb, height, width, k, threads):
+        attn = torch.einsum("bhnd,bhnld->bhnl", query, self._windows(key, height, width, k)) + rpb[:, None]
+        inside = self._windows(torch.ones_like(key[..., :1]), height, width, k)[..., 0] > 0
+        return attn.masked_fill(~inside, float("-inf"))
+
+    def av_forward(self, attn, value, height, width, k, threads):
+        return torch.einsum("bhnl,bhnld->bhnd", attn, self._windows(value, height, width, k))
+
+    @staticmethod
+    def _grads(forward, grad, *inputs):
+        with torch.enable_grad():
+            inputs = [t.detach().requires_grad_() for t in inputs]
+            return torch.autograd.grad(forward(*inputs), inputs, grad)
+
+    def qk_rpb_backward(self, grad, query, key, height, width, k, threads):
+        rpb = torch.zeros(query.shape[1], k * k, dtype=query.dtype)
+        return self._grads(lambda q, kk, r: self.qk_rpb_forward(q, kk, r, height, width, k, threads), grad,
+                           query, key, rpb)
+
+    def av_backward(self, grad, attn, value, height, width, k, threads):
+        return self._grads(lambda a, v: self.av_forward(a, v, height, width, k, threads), grad, attn, value)
+
+
+def _output_and_grads(model, x):
+    model.zero_grad()
+    out = model(x)
+    out.square().sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_swattention_path_matches_native(monkeypatch):
+    """The swattention branch (layouts, transposes, autograd wrappers) against the native ops, on CPU with a
+    stand-in extension; an extension whose functions take other arguments falls back to native with a warning."""
+    torch.manual_seed(0)
+    model = small_model().double()
+    randomize_special_parameters(model)
+    x = torch.randn(2, 3, 40, 56, dtype=torch.float64)
+    native, native_grads = _output_and_grads(model, x)
+    monkeypatch.setattr(transnext.AggregatedAttention, "_use_swattention",
+                        lambda self, x: transnext._SWATTENTION is not None)
+    monkeypatch.setattr(transnext, "_SWATTENTION_FAILED", False)
+    monkeypatch.setattr(transnext, "_SWATTENTION", UnfoldSwattention())
+    fast, fast_grads = _output_and_grads(model, x)
+    assert torch.allclose(fast, native, rtol=0, atol=1e-10)
+    assert all(torch.allclose(fast_grads[n], g, rtol=0, atol=1e-10) for n, g in native_grads.items())
+
+    incompatible = UnfoldSwattention()
+    incompatible.qk_rpb_forward = lambda query, key, rpb, height, width, k: None  # an older signature
+    monkeypatch.setattr(transnext, "_SWATTENTION", incompatible)
+    with pytest.warns(RuntimeWarning, match="falling back to the native"):
+        fallback, _ = _output_and_grads(model, x)
+    assert torch.allclose(fallback, native, rtol=0, atol=1e-10)
+    assert transnext._SWATTENTION is None
 
 
 def test_registered_names_and_default_cfgs():

@@ -113,3 +113,27 @@ def full_attention(attn, x, height, width, pretrain_grid):
                 weights = torch.softmax(torch.einsum("bd,bkd->bk", qs, k[:, :, h]) + bias[h], dim=-1)
                 out[:, p, h] = torch.einsum("bk,bkd->bd", weights, v[:, :, h])
     return _linear(out.reshape(b, n, c), attn.proj)
+
+
+def interpolated_pool_bias(attn, reference_grid, reference_pool, pretrain_grid, query_size, key_size):
+    """Reference "Interpolate RPE" bias (heads, N, P): log-CPB of every (query, pooled key) pair on the
+    ``reference_grid`` × ``reference_pool`` grids, then resized bilinearly to ``query_size`` × ``key_size``.
+
+    Bilinear resizing of different axes commutes, so this resizes the query axes first (the module does the
+    key axes first): an ordering or reshape mistake on either side shows up as a mismatch.
+    """
+    (hq, wq), (hk, wk) = reference_grid, reference_pool
+    rows, cols = _bins(hq, hk), _bins(wq, wk)
+    key_rows = [(r0 + r1 - 1) / 2 for r0, r1 in rows]
+    key_cols = [(c0 + c1 - 1) / 2 for c0, c1 in cols]
+    bias = torch.stack([torch.stack([_cpb(attn, (i - kr) / (pretrain_grid[0] - 1) * 8,
+                                          (j - kc) / (pretrain_grid[1] - 1) * 8)
+                                     for kr in key_rows for kc in key_cols], dim=-1)
+                        for i in range(hq) for j in range(wq)], dim=1)                  # (heads, hq·wq, hk·wk)
+    heads = bias.shape[0]
+    bias = bias.view(heads, hq, wq, hk * wk).permute(0, 3, 1, 2)                       # (heads, P_ref, hq, wq)
+    bias = F.interpolate(bias, size=query_size, mode="bilinear", align_corners=False)
+    n = query_size[0] * query_size[1]
+    bias = bias.reshape(heads, hk, wk, n).permute(0, 3, 1, 2)                          # (heads, N, hk, wk)
+    bias = F.interpolate(bias, size=key_size, mode="bilinear", align_corners=False)
+    return bias.reshape(heads, n, key_size[0] * key_size[1])
