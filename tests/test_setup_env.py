@@ -82,7 +82,8 @@ def test_wrong_python_is_one_clear_line(monkeypatch, tmp_path):
 
 
 def test_a_second_setup_is_a_no_op():
-    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "DEPTHBENCH_VENV": str(Path(sys.executable).parent.parent)})
-    assert out.returncode == 0, out.stderr
-    assert "nothing to do" in out.stdout
+    env = {**os.environ, "DEPTHBENCH_VENV": str(Path(sys.executable).parent.parent)}
+    for attempt in ("first", "second"):  # the first brings a stale environment up to date, if it is stale
+        out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=900, env=env)
+        assert out.returncode == 0, out.stderr
+    assert "nothing to do" in out.stdout, out.stdout
