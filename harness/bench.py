@@ -108,7 +108,7 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
-    from harness.flops import build_model
+    from harness.flops import UnknownModelError, build_model
     from harness.model_list import default_input_size
 
     if args.threads:
@@ -118,8 +118,8 @@ def main(args) -> int:
     for name in args.models:
         try:
             model = build_model(name, device="cpu")
-        except RuntimeError as e:  # timm: "Unknown model (...)"
-            print(f"depthbench bench: error: {e}; see `depthbench models`", file=sys.stderr)
+        except UnknownModelError as e:
+            print(f"depthbench bench: error: {e}", file=sys.stderr)
             return 2
         size = tuple(args.input_size) if args.input_size else default_input_size(name)
         result = {"model": name, "input_size": list(size),

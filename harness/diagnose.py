@@ -13,7 +13,6 @@ Writes a run directory (``harness/rundir.py``): ``meta.json``, ``metrics.jsonl``
 from __future__ import annotations
 
 import csv
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -91,14 +90,12 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------ the command
 def _check_model_name(name: str) -> None:
-    import timm
+    from harness.flops import UnknownModelError, require_registered
 
-    import models  # noqa: F401  (registers depthbench's models)
-
-    if not timm.is_model(name):
-        close = difflib.get_close_matches(name, timm.list_models(), n=3, cutoff=0.6)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise DiagnoseError(f"unknown model {name!r}; {hint}(`depthbench models` lists them)")
+    try:
+        require_registered(name)
+    except UnknownModelError as e:
+        raise DiagnoseError(str(e)) from None
 
 
 def _build(name: str, input_size: int | None, device: str) -> nn.Module:

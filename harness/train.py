@@ -12,7 +12,6 @@ Exit codes: 0 done, 1 failed (e.g. a non-finite loss), 2 bad input, 75 preempted
 """
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import random
@@ -92,19 +91,18 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
 
 def check_model(cfg) -> None:
     """The model name is registered (else suggest close names) and builds with the config's arguments."""
-    import timm
-
-    import models  # noqa: F401  (registers depthbench's models)
+    from harness.flops import UnknownModelError, require_registered
     from harness.flops import build_model as build_on_meta
 
     name = cfg.model.name
     if not name:
         raise ConfigError("model.name is not set; `depthbench models` lists the registered models")
-    if not timm.is_model(name):
-        names = timm.list_models()
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6) or timm.list_models(f"*{name}*")[:3]
-        raise ConfigError(f"unknown model {name!r}" + (f"; did you mean {', '.join(close)}?" if close
-                                                      else "; `depthbench models` lists the registered models"))
+    try:
+        require_registered(name)
+        if cfg.distill.teacher:
+            require_registered(cfg.distill.teacher, "teacher model")
+    except UnknownModelError as e:
+        raise ConfigError(str(e)) from None
     kwargs = model_kwargs(cfg)
     try:
         model = build_on_meta(name, device="meta", **kwargs)
@@ -120,11 +118,6 @@ def check_model(cfg) -> None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"model {name} does not take data.input_size={size} images ({first}); set the model's "
                           f"input size, e.g. +model.img_size={size}") from None
-    teacher = cfg.distill.teacher
-    if teacher and not timm.is_model(teacher):
-        close = difflib.get_close_matches(teacher, timm.list_models(), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown teacher model {teacher!r}{hint}")
 
 
 def model_kwargs(cfg) -> dict:

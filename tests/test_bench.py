@@ -33,8 +33,9 @@ def test_training_memory_is_seen_on_cpu():
 def test_bad_mode_and_unknown_model(cli):
     with pytest.raises(ValueError, match="mode"):
         measure(_mlp(), 16, mode="fast")
-    out = cli("bench", "no_such_model_at_all")
-    assert out.returncode == 2 and "Unknown model" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    out = cli("bench", "transnext_tinyy")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "unknown model 'transnext_tinyy'; did you mean transnext_tiny" in out.stderr
 
 
 def test_cli_json(cli):
