@@ -298,7 +298,7 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
     jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
     cuda = build_env.get("FORCE_CUDA") == "1"
     say(f"building mmcv {MMCV} with compiled ops ({'CUDA arch ' + build_env['TORCH_CUDA_ARCH_LIST'] if cuda else 'CPU'}"
-        f", {jobs} jobs) - this happens once per torch/CUDA/Python version and takes ~15-35 min on 2 cores")
+        f", {jobs} jobs) - once per torch/CUDA/Python version; ~7 min on 2 idle cores, longer on a busy machine")
     with tempfile.TemporaryDirectory(prefix="depthbench-mmcv-") as tmp:
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
