@@ -10,6 +10,8 @@ import importlib
 import os
 import sys
 
+from harness.errors import DepthbenchError
+
 # module (under harness/) for each sub-command, in the order `depthbench --help` lists them
 COMMANDS = ["env_report", "model_list", "verify", "bench", "train", "diagnose"]
 
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except DepthbenchError as e:  # the one place bad input becomes one line and an exit code
+        print(f"depthbench {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("depthbench: interrupted", file=sys.stderr)
         return 130

@@ -16,8 +16,10 @@ import difflib
 import itertools
 from pathlib import Path
 
+from harness.errors import DepthbenchError
 
-class ConfigError(ValueError):
+
+class ConfigError(DepthbenchError):
     """A bad config file or override; the message is one line saying what is wrong and what to do."""
 
 

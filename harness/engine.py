@@ -129,6 +129,12 @@ class Backend:
         if self.world_size > 1:
             dist.barrier()
 
+    def close(self) -> None:
+        """Tear the process group down before the interpreter exits: gloo's threads otherwise race the
+        teardown and now and then abort a finished rank ("terminate called without an active exception")."""
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
     # -- engine-specific
     def prepare(self, model, optimizer):
         raise NotImplementedError

@@ -371,6 +371,8 @@ def train(cfg, args) -> int:
     except BaseException as e:  # a crash or Ctrl-C: say so in meta.json (SIGKILL leaves "running")
         run.finish("failed", error=f"{type(e).__name__}: {e}")
         raise
+    finally:
+        backend.close()
 
 
 def check_epoch_length(cfg, train_loader) -> None:
