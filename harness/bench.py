@@ -1,25 +1,299 @@
-"""``depthbench bench``: throughput and peak memory of registered models (forward or train step).
+"""``depthbench bench``: models measured side by side, interleaved, against the machine's own limit.
 
-Timm-benchmark style: warm-up iterations, then timed iterations on random inputs, fp32 unless ``--amp``.
-Peak memory is ``torch.cuda.max_memory_allocated`` on GPU; on CPU it is the peak resident-set growth of the
-process from before the first step (sampled every 2 ms), i.e. activations, gradients, optimizer state and
-workspaces, not the weights. Measure one model per process for CPU memory you want to compare.
-Numbers for the README come from this command; tests never assert timings.
+    depthbench bench MODEL... [--config CONFIG] [--model-kwargs k=v ...] [--mode infer|train|both]
+                     [--batch-size B] [--input-size S | H W] [--amp bf16|fp16] [--channels-last] [--compile]
+                     [--threads T] [--device cpu|cuda] [--repeats R] [--out CSV] [--pairs PAPER[:GROUP]]
+
+What it does, in the order timm's ``benchmark.py`` does it, except that the models are *interleaved*:
+warm-up steps for every model, then ``--repeats`` rounds; in each round every model runs ``--iters`` timed steps
+(synchronised on CUDA), in the order A B C, then C B A in the next round (so a load trend on a shared machine hits
+every model alike). Only ratios between models of one run are trustworthy on a loaded machine; each model's
+median and spread over the rounds, and each pair's per-round ratio, are reported.
+
+The machine's limit is measured in the same rounds: a dense ``n x n`` matmul (fp32; bf16/fp16 under ``--amp``)
+is one more participant, and a model's *model FLOP utilisation* (MFU) in a round is its achieved FLOP/s divided by
+that round's matmul FLOP/s. Convention: ``harness.flops`` counts multiply-accumulates (the papers' "FLOPs", =
+timm's GMACs); 1 MAC = 2 FLOPs; a training step (forward + backward) counts 3 x the forward.
+
+Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` during a model's steps minus what was allocated before
+them (activations, gradients, workspaces — not the weights). On CPU, one fresh process per model and mode
+(``--memory`` on by default; the processes run after the timing, never beside it) measures the peak resident-set
+growth over warm-up and one step, with glibc told to return freed blocks (``MALLOC_MMAP_THRESHOLD_``) so RSS
+follows live memory. Interleaved models in one process cannot be told apart on CPU.
+
+Rows follow timm's benchmark CSV (``model``, ``infer_samples_per_sec``, ``infer_step_time``, ``infer_batch_size``,
+``infer_img_size``, ``infer_gmacs``, ``train_*``, ``param_count``) plus our columns (spread, GFLOP/s, MFU, peak
+memory, machine). ``--out`` appends to an existing CSV (never overwrites earlier rows). Tests never assert timings.
 """
 from __future__ import annotations
 
+import ast
+import csv
+import datetime
+import difflib
+import io
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import nn
 
+from harness.errors import DepthbenchError
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+PEAK_LABEL = "matmul peak"
+MODES = {"infer": ("infer",), "train": ("train",), "both": ("infer", "train")}
+
+
+# ------------------------------------------------------------------------------------------------ what to run
+@dataclass
+class Participant:
+    """One model to measure: a registered name, its keyword arguments and input size (C, H, W)."""
+    name: str
+    kwargs: dict = field(default_factory=dict)
+    input_size: tuple = (3, 224, 224)
+    label: str = ""
+    config: str | None = None          # built from this config (``_base_`` resolved, ScaleNet ``expand`` applied)
+    overrides: tuple = ()
+
+    def __post_init__(self):
+        self.label = self.label or self.name
+
+    def spec(self) -> dict:
+        """What a memory subprocess needs to rebuild exactly this model (Python literals)."""
+        return {"name": self.name, "kwargs": self.kwargs, "input_size": tuple(self.input_size),
+                "config": self.config, "overrides": tuple(self.overrides)}
+
+
+def parse_model_kwargs(items) -> dict:
+    """timm's ``--model-kwargs k=v ...``: values are Python literals, anything else a string."""
+    kwargs = {}
+    for text in items or ():
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise DepthbenchError(f"--model-kwargs {text!r} is not key=value with a Python name as key "
+                                  f"(e.g. --model-kwargs drop_path_rate=0.1 img_size=32)")
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        kwargs[key.strip()] = value
+    return kwargs
+
+
+def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
+    """(C, H, W): ``size`` (a side or H W) if given, else ``img_size`` among the kwargs, else the model's default."""
+    from harness.model_list import default_input_size
+
+    default = default_input_size(name)
+    if size is None and kwargs and "img_size" in kwargs:
+        size = kwargs["img_size"]
+    if size is None:
+        return tuple(default)
+    size = [size] if isinstance(size, int) else list(size)
+    if len(size) == 1:
+        size = size * 2
+    return (default[0], *size[-2:])
+
+
+def participant_from_config(path: str, overrides=(), extra_kwargs: dict | None = None, size=None) -> Participant:
+    """The model a training config trains: ``model.name`` with every other ``model.*`` key (as ``depthbench train``
+    passes them to ``timm.create_model``), ``data.num_classes`` and ``data.input_size``."""
+    from harness.config import load_config
+
+    cfg = load_config(path, overrides)
+    model_cfg = dict(cfg.get("model") or {})
+    name = model_cfg.get("name")
+    if not name:
+        raise DepthbenchError(f"config {path} sets no model.name; bench needs a model to build")
+    kwargs = {k: v for k, v in model_cfg.items() if k not in ("name", "pretrained", "expand", "grow")}
+    data = cfg.get("data") or {}
+    if data.get("num_classes") is not None:
+        kwargs.setdefault("num_classes", data["num_classes"])
+    kwargs.update(extra_kwargs or {})
+    if size is None and data.get("input_size"):
+        size = data["input_size"]
+    return Participant(name, _plain(kwargs), input_size_of(name, size, kwargs), label=Path(path).stem,
+                       config=str(path), overrides=tuple(overrides))
+
+
+def _plain(value):
+    """MMEngine ConfigDicts -> plain dicts/lists (literals a subprocess can read back)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value) if isinstance(value, tuple) else [_plain(v) for v in value]
+    return value
+
+
+def build(participant: Participant, device="meta") -> nn.Module:
+    """The participant's model (ours or timm's) on ``device``; one line naming the model for anything wrong."""
+    import timm
+
+    from harness.flops import require_registered
+
+    try:
+        require_registered(participant.name)
+    except ValueError as e:  # UnknownModelError: one line with close names
+        raise DepthbenchError(str(e)) from None
+    import models  # noqa: F401  (registers depthbench's models with timm)
+
+    try:
+        with torch.device(device):
+            model = timm.create_model(participant.name, **participant.kwargs)
+    except Exception as e:  # a keyword the model does not take, a bad value, ...
+        shown = f" with {participant.kwargs}" if participant.kwargs else ""
+        raise DepthbenchError(f"model {participant.name} does not build{shown}: {type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+    if participant.config:
+        from harness.config import load_config
+
+        expand = (load_config(participant.config, participant.overrides).get("model") or {}).get("expand")
+        if expand:  # ScaleNet configs build the base model, then deepen it (as `depthbench train` does)
+            from models.scalenet import expand as expand_model
+
+            model = expand_model(model, **_plain(dict(expand))) or model
+    return model
+
+
+# -------------------------------------------------------------------------------------------------- stepping
+def _loss(out) -> torch.Tensor:
+    outputs = out if isinstance(out, (tuple, list)) else (out,)  # SReT mixed depth returns one logit per branch
+    return sum(o.float().mean() for o in outputs if torch.is_tensor(o))
+
+
+class ModelStep:
+    """One model in one mode on one device: ``step()`` is one inference forward or one training step
+    (forward, backward, SGD with momentum as timm's benchmark, zero grads)."""
+
+    def __init__(self, model: nn.Module, input_size, batch_size: int, mode: str, device="cpu",
+                 amp_dtype: torch.dtype | None = None, channels_last: bool = False, compile: bool = False,
+                 inputs: tuple | None = None):
+        from harness.flops import example_inputs
+
+        if mode not in ("infer", "train"):
+            raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
+        self.mode, self.device = mode, torch.device(device)
+        model = model.to(self.device)
+        inputs = tuple(t.to(self.device) for t in (inputs or example_inputs(model, input_size, batch_size)))
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs)
+        model.train(mode == "train")
+        self.model, self.inputs = model, inputs
+        self.forward = torch.compile(model) if compile else model
+        self.autocast = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype
+                         else nullcontext())
+        self.optimizer = (torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9) if mode == "train"
+                          else None)
+
+    def __call__(self) -> None:
+        if self.mode == "infer":
+            with torch.inference_mode(), self.autocast:
+                self.forward(*self.inputs)
+            return
+        with self.autocast:
+            loss = _loss(self.forward(*self.inputs))
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+class MatmulPeak:
+    """The machine's dense-matmul limit: one ``n x n @ n x n`` product per step (2 n^3 FLOPs)."""
+
+    def __init__(self, n: int, dtype: torch.dtype = torch.float32, device="cpu"):
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        self.a = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
+        self.b = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
+        self.out = torch.empty(n, n, device=device, dtype=dtype)
+        self.flops = 2 * n ** 3
+
+    def __call__(self) -> None:
+        torch.mm(self.a, self.b, out=self.out)
+
+
+def peak_matmul_gflops(n: int, dtype: torch.dtype, device="cpu", steps: int = 3) -> float:
+    """Best GFLOP/s of ``steps`` single matmuls (a one-off figure for the precision not being benchmarked)."""
+    probe = MatmulPeak(n, dtype, device)
+    probe()
+    best = float("inf")
+    for _ in range(steps):
+        _synchronize(device)
+        start = time.perf_counter()
+        probe()
+        _synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return probe.flops / best / 1e9
+
+
+def bf16_supported(device) -> bool:
+    if torch.device(device).type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:  # oneDNN's bf16 GEMM needs AVX512-BF16/AMX (or AVX512 emulation); torch says whether it has one
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_interleaved(steps: dict[str, Callable[[], None]], *, warmup: int = 1, iters: int = 1, repeats: int = 3,
+                    synchronize: Callable[[], None] = lambda: None, chunk=None) -> dict[str, list[float]]:
+    """Seconds per step of every callable in every round, the callables interleaved.
+
+    Warm-up: ``warmup`` steps of each (in order). Then ``repeats`` rounds; in each round each callable runs
+    ``iters`` timed steps back to back, in the given order on even rounds and reversed on odd rounds (A B, B A,
+    A B, ... so a load that rises or falls during the run biases no model). ``chunk(label)`` may return a context
+    manager wrapped around each timed chunk (CUDA peak memory uses it). Returns ``{label: [s/step per round]}``.
+    """
+    labels = list(steps)
+    for label in labels:
+        for _ in range(warmup):
+            steps[label]()
+    synchronize()
+    times = {label: [] for label in labels}
+    for round_index in range(repeats):
+        for label in labels if round_index % 2 == 0 else labels[::-1]:
+            with chunk(label) if chunk else nullcontext():
+                synchronize()
+                start = time.perf_counter()
+                for _ in range(iters):
+                    steps[label]()
+                synchronize()
+                times[label].append((time.perf_counter() - start) / iters)
+    return times
+
+
+class _CudaPeak:
+    """Per-label peak of CUDA memory allocated during its chunks, above what was allocated before each chunk."""
+
+    def __init__(self):
+        self.peak: dict[str, int] = {}
+
+    @contextmanager
+    def __call__(self, label):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        yield
+        torch.cuda.synchronize()
+        self.peak[label] = max(self.peak.get(label, 0), torch.cuda.max_memory_allocated() - base)
+
 
 class _PeakRSS:
-    """Peak RSS growth of this process while the context is active (CPU memory of a run)."""
+    """Peak RSS growth of this process while the context is active (CPU memory of a run), sampled every 2 ms."""
 
     def __init__(self, interval: float = 0.002):
         import psutil
@@ -40,96 +314,473 @@ class _PeakRSS:
     def __exit__(self, *exc):
         self._stop.set()
         self.thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss - self.base)
 
 
 def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = "infer", warmup: int = 3,
             iters: int = 10, device: str = "cpu", amp_dtype: torch.dtype | None = None,
             inputs: tuple | None = None) -> dict:
-    """Images (samples) per second, ms per step and peak memory of ``mode`` ∈ {infer, train}."""
-    from harness.flops import example_inputs
-
-    if mode not in ("infer", "train"):
-        raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
-    model = model.to(device)
-    inputs = tuple(t.to(device) for t in (inputs or example_inputs(model, input_size, batch_size)))
-    autocast = torch.autocast(device_type=torch.device(device).type, dtype=amp_dtype) if amp_dtype else nullcontext()
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4) if mode == "train" else None
-    model.train(mode == "train")
-    cuda = torch.device(device).type == "cuda"
-
-    def step():
-        if mode == "infer":
-            with torch.inference_mode(), autocast:
-                model(*inputs)
-        else:
-            with autocast:
-                out = model(*inputs)
-                loss = (out if torch.is_tensor(out) else out[0]).float().mean()
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
+    """One model alone: samples/s, ms per step and peak memory (CUDA allocated / CPU RSS growth from before the
+    first step). For comparisons between models use :func:`run_interleaved` (``depthbench bench``)."""
+    step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, inputs=inputs)
+    cuda = step.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     # CPU: sample from before the first step — once warmed up, the allocator reuses freed memory and the
     # process stops growing, so a peak taken over the timed loop alone reads ~0.
     memory = nullcontext() if cuda else _PeakRSS()
     with memory:
-        for _ in range(warmup):
-            step()
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(iters):
-            step()
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
+        seconds = run_interleaved({"model": step}, warmup=warmup, iters=iters, repeats=1,
+                                  synchronize=lambda: _synchronize(device))["model"][0]
     peak = torch.cuda.max_memory_allocated() if cuda else memory.peak
-    return {"mode": mode, "batch_size": batch_size, "samples_per_s": batch_size * iters / elapsed,
-            "step_ms": 1000 * elapsed / iters, "peak_mem_mb": peak / 2**20, "device": device,
+    return {"mode": mode, "batch_size": batch_size, "samples_per_s": batch_size / seconds,
+            "step_ms": 1000 * seconds, "peak_mem_mb": peak / 2**20, "device": str(device),
             "threads": torch.get_num_threads()}
 
 
+# ------------------------------------------------------------------------------------------------ statistics
+def _quantiles(values) -> dict:
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    q25, median, q75 = np.percentile(v, [25, 50, 75])
+    return {"median": float(median), "q25": float(q25), "q75": float(q75), "min": float(v.min()),
+            "max": float(v.max())}
+
+
+def summarise(times: dict[str, list[float]], participants: dict[str, Participant], macs: dict[str, int],
+              batch_size: int, mode: str, peak_times: list[float] | None, peak_flops: int | None) -> dict:
+    """Per label: the timm columns of ``mode`` plus spread, achieved GFLOP/s and MFU (per round, then median)."""
+    rows = {}
+    for label, seconds in times.items():
+        if label not in participants:
+            continue
+        flops_per_step = 2 * macs[label] * batch_size * (3 if mode == "train" else 1)
+        rate = _quantiles([batch_size / s for s in seconds])
+        step = _quantiles([1000 * s for s in seconds])
+        achieved = [flops_per_step / s / 1e9 for s in seconds]
+        row = {f"{mode}_samples_per_sec": round(rate["median"], 3), f"{mode}_step_time": round(step["median"], 3),
+               f"{mode}_batch_size": batch_size, f"{mode}_img_size": participants[label].input_size[-1],
+               f"{mode}_samples_per_sec_q25": round(rate["q25"], 3),
+               f"{mode}_samples_per_sec_q75": round(rate["q75"], 3),
+               f"{mode}_samples_per_sec_min": round(rate["min"], 3),
+               f"{mode}_samples_per_sec_max": round(rate["max"], 3),
+               f"{mode}_step_time_q25": round(step["q25"], 3), f"{mode}_step_time_q75": round(step["q75"], 3),
+               f"{mode}_gflops": round(_quantiles(achieved)["median"], 3), f"{mode}_rounds": len(seconds)}
+        if peak_times:
+            peak = [peak_flops / s / 1e9 for s in peak_times]
+            row[f"{mode}_mfu"] = round(_quantiles([a / p for a, p in zip(achieved, peak)])["median"], 4)
+        rows[label] = row
+    return rows
+
+
+def ratios(times: dict[str, list[float]], baseline: str, candidate: str) -> dict:
+    """Candidate ÷ baseline throughput, per round (the two ran back to back), then median and spread."""
+    return _quantiles([b / c for b, c in zip(times[baseline], times[candidate])])
+
+
+# ---------------------------------------------------------------------------------------------- CPU memory
+def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, amp: str | None,
+                         channels_last: bool, threads: int, timeout: float = 1800) -> float:
+    """Peak RSS growth (MiB) of warm-up + one step of ``participant`` in a fresh process (see module docstring)."""
+    job = repr({"spec": participant.spec(), "mode": mode, "batch_size": batch_size, "amp": amp,
+                "channels_last": channels_last, "threads": threads})
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": str(threads)}
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "harness.bench", job], capture_output=True, text=True, env=env,
+                         cwd=root, timeout=timeout)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DepthbenchError(f"memory measurement of {participant.label} ({mode}) failed: {last}", exit_code=1)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _memory_job(job: str) -> None:
+    """Body of the memory subprocess: build, then warm-up + one step under :class:`_PeakRSS`; print MiB."""
+    job = ast.literal_eval(job)
+    torch.set_num_threads(job["threads"])
+    spec = job["spec"]
+    participant = Participant(spec["name"], spec["kwargs"], spec["input_size"], config=spec["config"],
+                              overrides=spec["overrides"])
+    model = build(participant, device="cpu")
+    step = ModelStep(model, participant.input_size, job["batch_size"], job["mode"], "cpu",
+                     AMP_DTYPES.get(job["amp"]), job["channels_last"])
+    with _PeakRSS() as memory:
+        step()
+        step()
+    print(memory.peak / 2**20)
+
+
+# ------------------------------------------------------------------------------------------- pair presets
+@dataclass(frozen=True)
+class Pair:
+    """A paper's claim about ``candidate`` against ``baseline`` (labels of the preset's participants)."""
+    baseline: str
+    candidate: str
+    claim: str
+
+
+def _p(name, size=None, label=None, **kwargs) -> Participant:
+    return Participant(name, kwargs, (3, size, size) if size else None, label=label or name)
+
+
+_DEIT_S, _SWIN_T, _SWIN_B = "deit_small_patch16_224", "swin_tiny_patch4_window7_224", "swin_base_patch4_window7_224"
+_EQUAL = "equal FLOPs (Table 1), 'no additional operations' (Sec. 5.2): 1.0x expected, target >= 0.95x"
+
+# paper:group -> (participants, pairs). Claims cite the paper (docs/benchmarks.md quotes them with conditions).
+PRESETS: dict[str, tuple[list[Participant], list[Pair]]] = {
+    "stepsnet:equal-flops": (
+        [_p(_DEIT_S), _p("steps_deit_small"), _p(_SWIN_T), _p("steps_swin_tiny"), _p("resnet50"),
+         _p("steps_resnet50")],
+        [Pair(_DEIT_S, "steps_deit_small", _EQUAL), Pair(_SWIN_T, "steps_swin_tiny", _EQUAL),
+         Pair("resnet50", "steps_resnet50", _EQUAL)]),
+    "stepsnet:equal-accuracy": (
+        [_p(_SWIN_B), _p("steps_swin_small")],
+        [Pair(_SWIN_B, "steps_swin_small", "Fig. 6(a,b), Sec. 5.2: 1.3-1.4x throughput at better accuracy "
+              "(Steps-Swin-S 83.6 vs Swin-B 83.5, Table 1), CPU and RTX 3090")]),
+    "stepsnet:depth": (
+        [_p(f"{p}deit_w136_d{d}") for d in (24, 36, 48, 72, 96) for p in ("", "steps_")]
+        + [_p(_SWIN_T), _p("steps_swin_fixflops_d14"), _p("swin_fixflops_d24"), _p("steps_swin_tiny"),
+           _p("swin_fixflops_d48"), _p("swin_fixflops_d72"), _p("swin_fixflops_d96")],
+        [Pair(f"deit_w136_d{d}", f"steps_deit_w136_d{d}", "Table 5(a): equal FLOPs at equal depth, 1.0x expected")
+         for d in (24, 36, 48, 72, 96)]
+        + [Pair(_SWIN_T, "steps_swin_fixflops_d14", "Table 5(b): 12 vs 14 blocks at 4.5G, 1.0x expected"),
+           Pair("swin_fixflops_d24", "steps_swin_tiny", "Table 5(b): 24 vs 26 blocks at 4.5G, 1.0x expected")]
+        + [Pair(_SWIN_T, f"swin_fixflops_d{d}", f"Fig. 6(c,d): Swin at {d} blocks loses throughput and gains "
+                "memory with depth; Steps-Swin 1.6x faster, 1.3x less memory at large depth (its 48-96-block "
+                "models are not recoverable)") for d in (24, 48, 72, 96)]),
+    "sret:slicing": (
+        [_p(f"SReT_{v}{s}") for v in ("T", "LT", "S") for s in ("_wo_slice", "")],
+        [Pair("SReT_T_wo_slice", "SReT_T", "Table 4: slicing cuts FLOPs 21.4 % (1.4G -> 1.1G); no speed claim"),
+         Pair("SReT_LT_wo_slice", "SReT_LT", "Table 4: slicing cuts FLOPs 14.3 % (1.4G -> 1.2G); no speed claim"),
+         Pair("SReT_S_wo_slice", "SReT_S", "Table 4: slicing cuts FLOPs 10.6 % (4.7G -> 4.2G); no speed claim")]),
+    "horesnet:schemes": (
+        [_p(f"horesnet58_{s}") for s in ("euler", "midpoint", "rk4", "verner")],
+        [Pair("horesnet58_euler", "horesnet58_midpoint", "Table 2: time 1x, memory 1x"),
+         Pair("horesnet58_euler", "horesnet58_rk4", "Table 2: time 1x, memory 1.5x (1x with y = x + k4)"),
+         Pair("horesnet58_euler", "horesnet58_verner", "Table 2: time 1.15-1.2x (throughput 0.83-0.87x), "
+              "memory 7x")]),
+    "transnext:competitors": (
+        [_p(_SWIN_T), _p(_DEIT_S), _p("transnext_tiny")],
+        [Pair(_SWIN_T, "transnext_tiny", "Table 11: 413 vs 790 img/s = 0.52x (V100, fp32, batch 64), at 1.27x "
+              "the FLOPs (5.7G vs 4.5G)"),
+         Pair(_DEIT_S, "transnext_tiny", "no paper figure (DeiT-S is not in Table 11)")]),
+    "transnext:pool-mode": (
+        [_p("transnext_tiny", 384, "transnext_tiny@384"),
+         _p("transnext_tiny", 384, "transnext_tiny@384 linear", pool_mode="linear")],
+        [Pair("transnext_tiny@384", "transnext_tiny@384 linear", "Sec. 3 'linear complexity mode': the pool "
+              "fixed at 7x7 makes the cost linear in the tokens (normal mode pools to 1/32 of the input); no "
+              "speed figure. Identical to normal mode at 224")]),
+}
+PAPERS = sorted({key.split(":")[0] for key in PRESETS})
+
+
+def preset(name: str) -> tuple[list[Participant], list[Pair]]:
+    """``paper`` (every group of that paper) or ``paper:group``: participants (deduplicated) and pairs."""
+    keys = [k for k in PRESETS if k == name or k.split(":")[0] == name]
+    if not keys:
+        choices = PAPERS + list(PRESETS)
+        close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise DepthbenchError(f"unknown --pairs preset {name!r}; {hint}choose a paper ({', '.join(PAPERS)}) or "
+                              f"paper:group ({', '.join(PRESETS)})")
+    participants, pairs = {}, []
+    for key in keys:
+        for p in PRESETS[key][0]:
+            participants.setdefault(p.label, p)
+        pairs += PRESETS[key][1]
+    return list(participants.values()), pairs
+
+
+# ------------------------------------------------------------------------------------------------------ CLI
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("bench", help="throughput and peak memory of models (inference or training step)")
-    p.add_argument("models", nargs="+", help="registered model names")
-    p.add_argument("--mode", choices=["infer", "train"], default="infer")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--input-size", type=int, nargs="+", default=None,
-                   help="side or H W (default: the model's default input size)")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--amp", choices=["bf16", "fp16"], help="autocast dtype (default fp32)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=main)
+    p = subparsers.add_parser(
+        "bench", help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
+        description="Interleaved benchmark of registered models, timm benchmark.py style. Put --model-kwargs "
+                    "after the model names; key=value words after all options override --config keys.")
+    p.add_argument("models", nargs="*", metavar="MODEL", help="registered model names (`depthbench models`)")
+    p.add_argument("--config", help="a training config: bench the model it trains (name, model kwargs, classes, "
+                                    "input size)")
+    p.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
+                   help="keyword arguments for timm.create_model, e.g. drop_path_rate=0.1 (Python literals)")
+    p.add_argument("--pairs", metavar="PAPER[:GROUP]",
+                   help=f"a preset of model pairs with the paper's claims: {', '.join(PAPERS)} or one of "
+                        f"{', '.join(PRESETS)}")
+    p.add_argument("--mode", choices=list(MODES), default="infer")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--input-size", type=int, nargs="+", default=None, metavar="S",
+                   help="side, or H W (default: each model's own input size)")
+    p.add_argument("--amp", choices=list(AMP_DTYPES), help="autocast dtype (default fp32)")
+    p.add_argument("--channels-last", action="store_true", help="NHWC weights and inputs")
+    p.add_argument("--compile", action="store_true", help="torch.compile each model (compiled during warm-up)")
+    p.add_argument("--threads", type=int, help="CPU threads; the process is pinned to that many cores "
+                                               "(default: every core it may use)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
+    p.add_argument("--peak-size", type=int, default=None, metavar="N",
+                   help="side of the matmul that measures the machine's peak (default 2048 CPU, 8192 CUDA)")
+    p.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="skip the CPU peak-memory processes (one per model and mode)")
+    p.add_argument("--out", metavar="CSV", help="append rows to this CSV (timm's columns + ours); pairs go to "
+                                                "CSV's name + _pairs.csv")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=main, overrides=[])
+
+
+def _check_numbers(args) -> None:
+    for option, value, least in (("--batch-size", args.batch_size, 1), ("--repeats", args.repeats, 1),
+                                 ("--iters", args.iters, 1), ("--warmup", args.warmup, 0),
+                                 ("--threads", args.threads, 1), ("--peak-size", args.peak_size, 1)):
+        if value is not None and value < least:
+            raise DepthbenchError(f"{option} must be at least {least}, not {value}")
+    if args.input_size and (len(args.input_size) > 2 or min(args.input_size) < 1):
+        raise DepthbenchError(f"--input-size takes a side or H W of positive numbers, not "
+                              f"{' '.join(map(str, args.input_size))}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise DepthbenchError("--device cuda: no CUDA device is visible here; use --device cpu")
+
+
+def _check_out(path: str | None) -> list[dict]:
+    """Existing rows of ``--out`` (kept), after checking the file can be written; before any work."""
+    if not path:
+        return []
+    out = Path(path)
+    if out.is_dir():
+        raise DepthbenchError(f"--out {out} is a directory; give a CSV file name, e.g. {out}/bench.csv")
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor}; choose a writable path")
+    if not out.exists():
+        return []
+    try:
+        with open(out, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DepthbenchError(f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
+                              f"existing file, so choose another name") from None
+    if rows and "model" not in rows[0]:
+        raise DepthbenchError(f"--out {out} exists and is not a depthbench/timm benchmark CSV (no 'model' "
+                              f"column); choose another name")
+    return rows
+
+
+def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
+    from harness import rundir
+
+    # the one atomic writer; `atomic_write_text` is its name until issue 11's consolidation lands
+    atomic_write = getattr(rundir, "atomic_write", None) or rundir.atomic_write_text
+    columns = list(dict.fromkeys([c for r in old_rows + rows for c in r]))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(old_rows + rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(Path(path), buffer.getvalue())
+
+
+def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
+    """CPU: use ``threads`` intra-op threads on as many cores, the process pinned to them; returns both."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
+    if device != "cpu":
+        return torch.get_num_threads(), cores
+    threads = threads or len(cores)
+    if threads > len(cores):
+        raise DepthbenchError(f"--threads {threads}: this process may use {len(cores)} cores ({cores}); "
+                              f"use at most {len(cores)}")
+    cores = cores[:threads]
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+    torch.set_num_threads(threads)
+    return threads, cores
+
+
+def machine(device: str, threads: int, cores: list[int]) -> dict:
+    import platform
+
+    import timm
+
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+    else:
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as fh:
+                name = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), name)
+        except OSError:
+            pass
+    return {"device": device, "device_name": name, "threads": threads,
+            "cores": " ".join(map(str, cores)) if device == "cpu" else "",
+            "load_avg_1m": round(os.getloadavg()[0], 2), "torch": torch.__version__, "timm": timm.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def resolve(args) -> tuple[list[Participant], list[Pair]]:
+    kwargs = parse_model_kwargs(args.model_kwargs)
+    participants, pairs = [], []
+    if args.pairs:
+        participants, pairs = preset(args.pairs)
+        for p in participants:  # --model-kwargs / --input-size apply to the preset's models too
+            p.kwargs = {**p.kwargs, **kwargs}
+            if args.input_size:
+                p.input_size = input_size_of(p.name, args.input_size)
+    if args.config:
+        participants.append(participant_from_config(args.config, args.overrides, kwargs, args.input_size))
+    elif args.overrides:
+        raise DepthbenchError(f"key=value overrides ({' '.join(args.overrides)}) need --config")
+    for name in args.models:
+        participants.append(Participant(name, dict(kwargs), input_size_of(name, args.input_size, kwargs)))
+    for p in participants:
+        if p.input_size is None or None in p.input_size:
+            p.input_size = input_size_of(p.name, p.input_size[-1] if p.input_size else args.input_size, p.kwargs)
+    if not participants:
+        raise DepthbenchError("name at least one model, a --config, or a --pairs preset "
+                              "(e.g. depthbench bench resnet18 resnet34)")
+    labels = [p.label for p in participants]
+    for p in participants:  # the same model twice (a model name and a preset's) gets a distinct label
+        if labels.count(p.label) > 1 and p.config:
+            p.label = f"{p.label} (config)"
+    if len({p.label for p in participants}) < len(participants):
+        raise DepthbenchError(f"a model is named twice ({', '.join(sorted({x for x in labels if labels.count(x) > 1}))});"
+                              f" name each once")
+    return participants, pairs
 
 
 def main(args) -> int:
-    from harness.flops import UnknownModelError, build_model
-    from harness.model_list import default_input_size
+    from harness.flops import count_flops, count_params, example_inputs
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
-    results = []
-    for name in args.models:
+    _check_numbers(args)
+    old_rows = _check_out(args.out)
+    pairs_path = Path(args.out).with_name(f"{Path(args.out).stem}_pairs.csv") if args.out and args.pairs else None
+    old_pair_rows = _check_out(str(pairs_path)) if pairs_path else []
+    threads, cores = pin_threads(args.threads, args.device)
+    participants, pairs = resolve(args)
+    # everything is built and counted on the meta device first: a bad name or keyword fails before any work
+    macs, params = {}, {}
+    for p in participants:
+        model = build(p)
+        params[p.label] = count_params(model)
         try:
-            model = build_model(name, device="cpu")
-        except UnknownModelError as e:
-            print(f"depthbench bench: error: {e}", file=sys.stderr)
-            return 2
-        size = tuple(args.input_size) if args.input_size else default_input_size(name)
-        result = {"model": name, "input_size": list(size),
-                  **measure(model, size, args.batch_size, args.mode, args.warmup, args.iters, args.device, amp)}
-        results.append(result)
-        if not args.json:
-            print(f"{name:<36} {args.mode:<5} batch {args.batch_size:<4} {result['samples_per_s']:9.1f} samples/s "
-                  f"{result['step_ms']:9.1f} ms/step  peak {result['peak_mem_mb']:8.0f} MiB  ({args.device}, "
-                  f"{result['threads']} threads)", flush=True)
-        del model
+            macs[p.label] = count_flops(model, inputs=example_inputs(model, p.input_size)).total
+        except Exception as e:
+            raise DepthbenchError(f"model {p.label} does not run on {'x'.join(map(str, p.input_size))} inputs: "
+                                  f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                                  f"; choose another --input-size") from None
+    by_label = {p.label: p for p in participants}
+    info = machine(args.device, threads, cores)
+    amp = AMP_DTYPES.get(args.amp)
+    peak_dtype = amp or torch.float32
+    peak_size = args.peak_size or (8192 if args.device == "cuda" else 2048)
+    print(f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({args.device}, "
+          f"{threads} thread(s){', cores ' + info['cores'] if args.device == 'cpu' else ''}), load average "
+          f"{info['load_avg_1m']}; batch {args.batch_size}, {args.amp or 'fp32'}, {args.repeats} rounds x "
+          f"{args.iters} steps, interleaved", file=sys.stderr, flush=True)
+    results = {p.label: {} for p in participants}
+    all_times = {}
+    for mode in MODES[args.mode]:
+        steps = {}
+        for p in participants:
+            steps[p.label] = ModelStep(build(p, device="cpu"), p.input_size, args.batch_size, mode, args.device,
+                                       amp, args.channels_last, args.compile)
+        probe = MatmulPeak(peak_size, peak_dtype, args.device)
+        steps[PEAK_LABEL] = probe
+        cuda_peak = _CudaPeak() if args.device == "cuda" else None
+        times = run_interleaved(steps, warmup=args.warmup, iters=args.iters, repeats=args.repeats,
+                                synchronize=lambda: _synchronize(args.device), chunk=cuda_peak)
+        del steps
+        all_times[mode] = times
+        for label, row in summarise(times, by_label, macs, args.batch_size, mode, times[PEAK_LABEL],
+                                    probe.flops).items():
+            results[label].update(row)
+            if cuda_peak:
+                results[label][f"{mode}_peak_mem_mb"] = round(cuda_peak.peak.get(label, 0) / 2**20, 1)
+        peak_gflops = round(_quantiles([probe.flops / s / 1e9 for s in times[PEAK_LABEL]])["median"], 1)
+        key = f"peak_gflops_{args.amp or 'fp32'}"  # the machine's limit: the better of the modes' medians
+        info[key] = max(info.get(key, 0.0), peak_gflops)
+        print(f"depthbench bench: {mode} done; matmul peak {peak_gflops:.1f} GFLOP/s ({args.amp or 'fp32'}, "
+              f"n={peak_size})", file=sys.stderr, flush=True)
+        if args.device == "cpu" and args.memory:
+            for p in participants:
+                results[p.label][f"{mode}_peak_mem_mb"] = round(memory_in_subprocess(
+                    p, mode, args.batch_size, args.amp, args.channels_last, threads), 1)
+    if peak_dtype == torch.float32 and bf16_supported(args.device):  # the bf16 limit too, once, for reference
+        info["peak_gflops_bf16"] = round(peak_matmul_gflops(peak_size, torch.bfloat16, args.device), 1)
+
+    rows = []
+    for p in participants:
+        row = {"model": p.name, **results[p.label], "infer_gmacs": round(macs[p.label] / 1e9, 3),
+               "param_count": round(params[p.label] / 1e6, 3), "label": p.label,
+               "model_kwargs": json.dumps(p.kwargs, sort_keys=True, default=str) if p.kwargs else "",
+               "input_size": "x".join(map(str, p.input_size)), "precision": args.amp or "fp32",
+               "channels_last": args.channels_last, "compile": args.compile, "batch_size": args.batch_size,
+               **info}
+        rows.append(row)
+    pair_rows = [_pair_row(pair, all_times, results, macs) for pair in pairs]
     if args.json:
-        print(json.dumps(results, indent=1))
+        print(json.dumps({"models": rows, "pairs": pair_rows}, indent=1))
+    else:
+        print(format_table(rows, MODES[args.mode]))
+        if pair_rows:
+            print()
+            print(format_pairs(pair_rows, MODES[args.mode]))
+    if args.out:
+        out = Path(args.out)
+        _write_csv(out, old_rows, rows)
+        if pairs_path:
+            _write_csv(pairs_path, old_pair_rows, [{**r, **info} for r in pair_rows])
+        print(f"depthbench bench: wrote {out}" + (f" and {pairs_path}" if pairs_path else ""), file=sys.stderr)
     return 0
+
+
+def _pair_row(pair: Pair, all_times, results, macs) -> dict:
+    row = {"baseline": pair.baseline, "candidate": pair.candidate,
+           "gmacs_ratio": round(macs[pair.candidate] / macs[pair.baseline], 3), "claim": pair.claim}
+    for mode, times in all_times.items():
+        r = ratios(times, pair.baseline, pair.candidate)
+        row.update({f"{mode}_throughput_ratio": round(r["median"], 3), f"{mode}_ratio_q25": round(r["q25"], 3),
+                    f"{mode}_ratio_q75": round(r["q75"], 3), f"{mode}_ratio_min": round(r["min"], 3),
+                    f"{mode}_ratio_max": round(r["max"], 3)})
+        base_mem = results[pair.baseline].get(f"{mode}_peak_mem_mb")
+        cand_mem = results[pair.candidate].get(f"{mode}_peak_mem_mb")
+        if base_mem and cand_mem:
+            row[f"{mode}_memory_ratio"] = round(cand_mem / base_mem, 3)
+    return row
+
+
+def format_table(rows: list[dict], modes) -> str:
+    width = max(len(r["label"]) for r in rows)
+    lines = [f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
+             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9}"]
+    for r in rows:
+        for m in modes:
+            mem = r.get(f"{m}_peak_mem_mb")
+            lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
+                         f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
+                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.2f} {r[f'{m}_gflops']:8.1f} "
+                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}'}")
+    first = rows[0]
+    peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
+    lines.append(f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, "
+                 f"per round, median)")
+    return "\n".join(lines)
+
+
+def format_pairs(pair_rows: list[dict], modes) -> str:
+    lines = []
+    for r in pair_rows:
+        parts = []
+        for m in modes:
+            part = (f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]")
+            if f"{m}_memory_ratio" in r:
+                part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
+            parts.append(part)
+        lines.append(f"{r['candidate']} / {r['baseline']}: GMACs {r['gmacs_ratio']:.3f}x; " + "; ".join(parts))
+        lines.append(f"    paper: {r['claim']}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # the CPU memory subprocess (memory_in_subprocess)
+    _memory_job(sys.argv[1])
