@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: setup test clean-venv
+.PHONY: setup test test-timm-all clean-venv
 
 ## setup: create/update .venv with the pinned stack; builds mmcv's ops once and caches the wheel
 setup:
@@ -13,6 +13,11 @@ setup:
 ## test: setup (a no-op when done), then the whole test suite
 test: setup
 	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+## test-timm-all: timm's own model tests (its tests/test_models.py, unchanged) on every registered paper model;
+## `make test` runs them on one model per family (DEPTHBENCH_TIMM_MODELS=names picks others)
+test-timm-all: setup
+	@DEPTHBENCH_TIMM_MODELS=all $(VENV)/bin/python -m pytest tests/timm_contract $(PYTEST_ARGS)
 
 ## clean-venv: remove .venv (the cached mmcv wheel in ~/.cache/depthbench stays)
 clean-venv:

@@ -343,6 +343,46 @@ def ensure_packages() -> None:
     pip("install", "--no-deps", "--no-build-isolation", "-e", str(ROOT), log_name="install-depthbench")
 
 
+def pinned_version(dist: str) -> str:
+    """The exact version of ``dist`` in requirements/lock.txt."""
+    m = re.search(rf"^{re.escape(dist)}==(\S+)", (ROOT / "requirements/lock.txt").read_text(), re.M | re.I)
+    if not m:
+        raise SetupError(f"requirements/lock.txt pins no {dist} version; add '{dist}==X.Y.Z' to it")
+    return m.group(1)
+
+
+def timm_tests_dir(version: str) -> Path:
+    """Where timm's own test-suite (its sdist's ``tests/``) is unpacked; tests/timm_contract runs it from there."""
+    return CACHE / "timm-tests" / f"timm-{version}" / "tests"
+
+
+def ensure_timm_tests() -> None:
+    """Unpack the pinned timm's ``tests/`` from its sdist (the PyPI wheel has no tests) into the cache.
+
+    ``tests/timm_contract`` runs timm's unchanged ``tests/test_models.py`` against depthbench's models.
+    """
+    version = pinned_version("timm")
+    target = timm_tests_dir(version)
+    if (target / "test_models.py").exists():
+        return
+    sdist_dir = CACHE / "sdist"
+    sdist = sdist_dir / f"timm-{version}.tar.gz"
+    if not sdist.exists():
+        say(f"downloading the timm {version} sdist (for timm's own model tests)")
+        pip("download", "--no-deps", "--no-binary", ":all:", f"timm=={version}", "-d", str(sdist_dir),
+            log_name="download-timm-sdist")
+    prefix = f"timm-{version}/tests/"
+    with tarfile.open(sdist) as tar, tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+        if not any(m.name == prefix + "test_models.py" for m in members):
+            raise SetupError(f"{sdist} has no {prefix}test_models.py; delete it and re-run make setup")
+        tar.extractall(tmp, members=members, filter="data")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        (Path(tmp) / prefix).rename(target)  # atomic: a half-unpacked suite never looks complete
+    say(f"timm {version}'s test-suite unpacked to {target}")
+
+
 def smoke_test() -> None:
     out = subprocess.run([str(VPY), "-c", SMOKE_IMPORTS], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, DS_ACCELERATOR="cpu"))
@@ -359,6 +399,7 @@ def main() -> int:
             stamp = json.loads(STAMP.read_text())
             if stamp.get("digest") == stamp_digest():
                 smoke_test()
+                ensure_timm_tests()
                 say(f"environment up to date ({VENV}); nothing to do ({time.time() - start:.0f} s)")
                 return 0
         ensure_venv()
@@ -367,6 +408,7 @@ def main() -> int:
         ensure_mmcv()
         ensure_packages()
         smoke_test()
+        ensure_timm_tests()
         STAMP.write_text(json.dumps({"digest": stamp_digest(), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
         say(f"done in {(time.time() - start) / 60:.1f} min; activate with: source {VENV}/bin/activate")
         return 0

@@ -1,0 +1,67 @@
+"""Run timm's own ``tests/test_models.py`` (pinned timm's sdist, unchanged) on depthbench's models.
+
+How it is wired (details in timm_suite.py):
+* ``test_timm_models.py`` imports timm's file with ``timm.list_models`` answering from the selected paper
+  models, and re-exports its tests and fixtures, so pytest collects them under
+  ``tests/timm_contract/test_timm_models.py::<timm test>[<model>-<batch>]``.
+* Here: timm's markers are registered (base, cfg, forward, backward, features, torchscript, fxforward,
+  fxbackward; select with ``-m``), and every collected timm test that is not about a selected paper model
+  (timm's tests of its own named models, e.g. ``test_gcvit_batch_consistency``) or that a model is excluded
+  from (``EXCLUDE_JIT``/``EXCLUDE_FX``) is deselected; the exclusions and their reasons are printed in the
+  header.
+
+Usage: ``make test`` runs the representatives; ``make test-timm-all`` every paper model;
+``DEPTHBENCH_TIMM_MODELS=transnext_micro .venv/bin/python -m pytest tests/timm_contract`` one model
+(``-m "not torchscript and not fxforward and not fxbackward"`` for the core contract only).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import timm_suite
+
+TIMM_MARKERS = {
+    "base": "timm: basic model tests",
+    "cfg": "timm: model config / API contract tests",
+    "cfg_nonstd": "timm: config tests of non-standard (sequence-output) models",
+    "forward": "timm: per-model forward tests",
+    "backward": "timm: per-model backward tests",
+    "features": "timm: feature extraction (features_only, forward_intermediates) tests",
+    "torchscript": "timm: TorchScript tests",
+    "fxforward": "timm: torch.fx forward tests",
+    "fxbackward": "timm: torch.fx backward tests",
+    "timeout": "pytest-timeout: per-test time limit (timm's tests set it)",
+}
+SUITE_FILE = Path(__file__).with_name("test_timm_models.py")
+
+
+def pytest_configure(config):
+    for name, text in TIMM_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+def pytest_report_header(config):
+    lines = [f"timm contract: models {', '.join(timm_suite.selected_models())} "
+             f"(set {timm_suite.SELECT_ENV}=all|names to change)"]
+    for kind, table in (("TorchScript", timm_suite.EXCLUDE_JIT), ("FX", timm_suite.EXCLUDE_FX)):
+        lines += [f"timm contract: no {kind} tests for {pattern}: {reason}" for pattern, reason in table.items()]
+    return lines
+
+
+def pytest_collection_modifyitems(config, items):
+    selected = set(timm_suite.selected_models())
+    keep, drop = [], []
+    for item in items:
+        if Path(str(item.fspath)) != SUITE_FILE:
+            keep.append(item)
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        model = str(params.get("model_name", "")).partition(".")[0]
+        test = item.originalname or item.name
+        if model in selected and timm_suite.exclusion(test, model) is None:
+            keep.append(item)
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
