@@ -55,12 +55,18 @@ class TableError(ValueError):
 class PrintedNumber(float):
     """A float that remembers how many decimals the paper printed."""
     decimals: int
+    text: str
 
     def __new__(cls, text: str):
+        text = str(text)  # copy/pickle rebuild from __getnewargs__ (the text); a plain number also works
         self = super().__new__(cls, text)
+        self.text = text
         mantissa = text.lower().split("e")[0]
         self.decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
         return self
+
+    def __getnewargs__(self):  # copy.deepcopy (dataclasses.asdict) and pickle rebuild from the printed text
+        return (self.text,)
 
 
 class _Loader(yaml.SafeLoader):

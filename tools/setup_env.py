@@ -383,6 +383,24 @@ def ensure_timm_tests() -> None:
     say(f"timm {version}'s test-suite unpacked to {target}")
 
 
+def ensure_chromium() -> None:
+    """Debian's chromium for the HTML report's browser test (playwright drives it; its own browser download
+    cannot work without internet). Installed with apt when we are root and it is missing; otherwise say how."""
+    if shutil.which("chromium"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say("chromium is missing: the HTML report test needs it (Debian/Ubuntu: apt-get install chromium)")
+        return
+    say("installing chromium with apt (the HTML report test drives it headless)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    try:
+        run_logged(install, "apt-chromium", env=env)
+    except SetupError:  # a stale package list: refresh it once and retry
+        run_logged(["apt-get", "update"], "apt-update", env=env)
+        run_logged(install, "apt-chromium", env=env)
+
+
 def smoke_test() -> None:
     out = subprocess.run([str(VPY), "-c", SMOKE_IMPORTS], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, DS_ACCELERATOR="cpu"))
@@ -400,6 +418,7 @@ def main() -> int:
             if stamp.get("digest") == stamp_digest():
                 smoke_test()
                 ensure_timm_tests()
+                ensure_chromium()
                 say(f"environment up to date ({VENV}); nothing to do ({time.time() - start:.0f} s)")
                 return 0
         ensure_venv()
@@ -409,6 +428,7 @@ def main() -> int:
         ensure_packages()
         smoke_test()
         ensure_timm_tests()
+        ensure_chromium()
         STAMP.write_text(json.dumps({"digest": stamp_digest(), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
         say(f"done in {(time.time() - start) / 60:.1f} min; activate with: source {VENV}/bin/activate")
         return 0

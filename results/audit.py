@@ -1,0 +1,149 @@
+"""Architecture columns (params, FLOPs, #layers, #blocks, ...) of the table rows, from ``depthbench verify``'s
+measures, cached so a report does not rebuild every model each time.
+
+The cache is one JSON file per *code fingerprint* (a hash of models/, harness/flops.py, harness/verify.py and the
+timm version): a change to any of them starts a new file, so a cached number is never stale. Entries are keyed by
+(column, model, model kwargs, input size, FLOPs kwargs, base). Location: ``$DEPTHBENCH_CACHE`` or
+``~/.cache/depthbench`` (where ``make setup`` keeps its wheel cache).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from results.paper_tables import Row
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ArchValue:
+    ours: float | None
+    status: str  # pass | fail | error | reason
+    note: str = ""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DEPTHBENCH_CACHE") or Path.home() / ".cache" / "depthbench")
+
+
+def fingerprint() -> str:
+    digest = hashlib.sha1()
+    files = sorted((REPO / "models").glob("*.py")) + [REPO / "harness" / "flops.py", REPO / "harness" / "verify.py"]
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    try:
+        from importlib.metadata import version
+
+        digest.update(version("timm").encode())
+    except Exception:  # no timm metadata: the fingerprint is the code alone
+        pass
+    return digest.hexdigest()[:16]
+
+
+def measured_columns(row: Row) -> list[str]:
+    from harness.verify import MEASURES
+
+    return [c for c in row.paper if c in MEASURES]
+
+
+def _key(column: str, row: Row) -> str:
+    return json.dumps([column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base],
+                      sort_keys=True, default=str)
+
+
+class Audit:
+    """``Audit().row(row)`` → ``{column: ArchValue}`` for every measured column of a table row."""
+
+    def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True):
+        self.path = cache_dir() / f"audit-{fingerprint()}.json" if cache else None
+        self.values: dict = {}
+        if self.path and self.path.exists():
+            try:
+                self.values = json.loads(self.path.read_text())
+            except (ValueError, OSError):
+                self.values = {}  # a corrupt cache is rebuilt, never trusted
+        self.measure, self.progress, self.dirty = measure, progress, False
+
+    def prepare(self, rows: list[Row]) -> None:
+        """Measure every row not in the cache yet (with a progress bar on a terminal), then save the cache."""
+        todo = [r for r in rows if not r.reason and r.model and
+                any(_key(c, r) not in self.values for c in measured_columns(r) if c not in r.unchecked)]
+        if not todo or not self.measure:
+            return
+        if self.progress:
+            print(f"measuring the architecture of {len(todo)} table rows (cached afterwards in {self.path or 'memory'})",
+                  file=sys.stderr, flush=True)
+            if sys.stderr.isatty():
+                from tqdm import tqdm
+
+                todo = tqdm(todo, desc="audit", unit="row", leave=False)
+        try:
+            for i, row in enumerate(todo, 1):
+                self._measure_row(row)
+                if i % 20 == 0:
+                    self.save()  # an interrupted audit keeps what it measured
+        finally:
+            self.save()
+
+    def _measure_row(self, row: Row) -> None:
+        from harness.verify import MEASURES, RowContext
+
+        ctx = RowContext(row)
+        for column in measured_columns(row):
+            key = _key(column, row)
+            if column in row.unchecked or key in self.values:
+                continue
+            try:
+                self.values[key] = {"ours": float(MEASURES[column].fn(ctx))}
+            except Exception as e:  # a model that fails to build is a failed cell, as in verify
+                self.values[key] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+            self.dirty = True
+
+    def save(self) -> None:
+        if not (self.path and self.dirty):
+            return
+        from harness import rundir
+
+        # the one atomic writer; renamed atomic_write_text -> atomic_write by the consolidation (issue 11)
+        write = getattr(rundir, "atomic_write", None) or rundir.atomic_write_text
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write(self.path, json.dumps(self.values, indent=0, sort_keys=True))
+            self.dirty = False
+        except OSError as e:  # an unwritable cache costs time, not results
+            print(f"depthbench results: warning: cannot write the audit cache {self.path} ({e.strerror})",
+                  file=sys.stderr)
+
+    def row(self, row: Row) -> dict[str, ArchValue]:
+        from harness.verify import MEASURES, within
+
+        out = {}
+        for column in measured_columns(row):
+            paper = row.paper[column]
+            if row.reason:
+                continue
+            if column in row.unchecked:
+                out[column] = ArchValue(None, "reason", row.unchecked[column])
+                continue
+            entry = self.values.get(_key(column, row))
+            if entry is None:
+                if self.measure and row.model:
+                    self._measure_row(row)
+                    entry = self.values.get(_key(column, row))
+                if entry is None:
+                    continue
+            if "error" in entry:
+                out[column] = ArchValue(None, "error", entry["error"])
+            elif not isinstance(paper, (int, float)):
+                out[column] = ArchValue(entry["ours"], "reason", f"paper value {paper!r} is not a number")
+            else:
+                measure = MEASURES[column]
+                ok = within(paper, entry["ours"], measure.rel_tol, measure.abs_tol)
+                out[column] = ArchValue(entry["ours"], "pass" if ok else "fail")
+        return out

@@ -1,0 +1,242 @@
+"""Join the collected runs to the paper tables: per row and column, the paper's value, ours and the delta.
+
+How a run is matched to a table row (the rule users can predict):
+
+1. a run whose config file is the row's ``config``, or whose model is the row's ``model``, is a candidate;
+2. it is used only where it logged a metric one of the table's result columns reads (``COLUMN_METRICS``):
+   a pretraining run never fills a detection column, even for the same backbone;
+3. it is at the *paper's setting* only when nothing says otherwise: no ``meta.json["scale"]``, the row's own
+   config (when the row names one), the row's model kwargs, and no command-line override beyond paths and
+   logging. Otherwise it is *reduced*, shown on its own line under the row with its label (the run's
+   ``scale``, or what differs: "config horesnet10-rk4_1xb64-20e_digits.py; overrides epochs=2") and no delta —
+   never presented as the paper's setting.
+
+Runs at the same setting are seeds: ours is their mean ± std (sample std) with n. Only ``done`` runs count when
+there are any; otherwise the running/preempted/failed ones are shown, flagged with their status.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from results.paper_tables import Row, Table
+from results.runs import LOWER_IS_BETTER, NEUTRAL_OVERRIDES, REPO
+
+# table column key -> eval metric it reads (after runs.py's normalisation)
+COLUMN_METRICS = {
+    "top1": "top1", "acc": "top1", "in1k": "top1", "top5": "top5",
+    "ap_b": "bbox_mAP", "ap_b50": "bbox_mAP_50", "ap_b75": "bbox_mAP_75",
+    "ap_m": "segm_mAP", "ap_m50": "segm_mAP_50", "ap_m75": "segm_mAP_75",
+    "ap": "bbox_mAP", "ap50": "bbox_mAP_50", "ap75": "bbox_mAP_75",
+    "miou": "mIoU", "macc": "mAcc", "ppl": "ppl",
+}
+# old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
+MODEL_RENAMES: dict[str, str] = {}
+# model kwargs that are training knobs, not architecture (a run may set them without leaving the paper's setting)
+TRAINING_KWARGS = {"drop_path_rate", "drop_rate", "attn_drop_rate", "proj_drop_rate", "pos_drop_rate",
+                   "num_classes", "pretrained_cfg", "pretrained_cfg_overlay"}
+
+
+@dataclass
+class Cell:
+    column: str
+    kind: str                  # "arch" (measured by verify), "result" (a run's metric) or "text"
+    paper: object = None
+    ours: float | None = None
+    std: float | None = None
+    n: int = 0
+    delta: float | None = None
+    status: str = ""           # arch: pass/fail/error/reason; result: statuses of the runs used ("done", "running")
+    note: str = ""
+    decimals: int | None = None  # printed precision of the paper's column (reduced lines carry no paper value)
+
+
+@dataclass
+class Line:
+    """One rendered line: a paper row (``setting`` None) or the reduced-scale runs under it."""
+    row: Row
+    cells: dict
+    setting: str | None = None
+    runs: list = field(default_factory=list)
+
+
+@dataclass
+class TableView:
+    table: Table
+    lines: list
+
+    @property
+    def paper(self) -> str:
+        return self.table.paper
+
+
+def result_columns(table: Table) -> list[str]:
+    return [c for c in table.columns if c in COLUMN_METRICS]
+
+
+def decimals(value) -> int:
+    d = getattr(value, "decimals", None)
+    if d is not None:
+        return d
+    if isinstance(value, int):
+        return 0
+    return 2
+
+
+@lru_cache(maxsize=None)
+def config_model_kwargs(config: str) -> str | None:
+    """The model kwargs a config file sets, ``_base_`` files merged in (JSON), or None when it cannot be read.
+
+    Read with runs.read_config_fields rather than MMEngine's Config.fromfile: ~60 recipes at ~50 ms each would
+    be most of the time of a results call, and only the ``model`` dict is needed (merged as MMEngine merges).
+    """
+    model = _config_model(REPO / config, 0)
+    if model is None:
+        return None
+    return json.dumps({k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand", "grow")},
+                      sort_keys=True, default=str)
+
+
+def _config_model(path: Path, depth: int) -> dict | None:
+    from results.runs import read_config_fields
+
+    try:
+        fields = read_config_fields(path.read_text())
+    except OSError:
+        return None
+    bases = fields.get("_base_") or []
+    model = {}
+    for base in [bases] if isinstance(bases, str) else bases:
+        if depth < 8 and isinstance(base, str) and "::" not in base:  # mmdet::... stock files carry no timm model
+            model.update(_config_model((path.parent / base).resolve(), depth + 1) or {})
+    own = fields.get("model")
+    if isinstance(own, dict):
+        model.update(own)
+    return model
+
+
+def _arch_kwargs(kwargs: dict) -> dict:
+    return {k: v for k, v in kwargs.items() if k not in TRAINING_KWARGS and v is not None}
+
+
+def setting_of(run: dict, row: Row, known_configs: set | None = None) -> str | None:
+    """None when the run is at the row's (the paper's) setting, else the label that says how it differs."""
+    if run.get("scale"):
+        return str(run["scale"])
+    reasons = []
+    run_config = run.get("config_file")
+    if row.config and run_config != row.config:
+        reasons.append(f"config {Path(run_config).name}" if run_config else "no config recorded")
+    try:
+        kwargs = json.loads(run.get("model_kwargs") or "{}")
+    except ValueError:
+        kwargs = {}
+    expected = {}
+    if row.config and run_config == row.config:
+        expected = json.loads(config_model_kwargs(row.config) or "{}")
+    expected.update(row.model_kwargs)
+    differ = {k: v for k, v in _arch_kwargs(kwargs).items() if _arch_kwargs(expected).get(k) != v}
+    differ.update({k: None for k in _arch_kwargs(expected) if k not in kwargs})
+    if differ and not (row.config and run_config != row.config):  # a different config already says it
+        reasons.append("model " + ", ".join(f"{k}={v}" for k, v in sorted(differ.items(), key=lambda kv: kv[0])))
+    overrides = [o for o in (run.get("overrides") or "").split()
+                 if not NEUTRAL_OVERRIDES.match(o.lstrip("+").split("=", 1)[0])
+                 and o.lstrip("+") != f"model.name={row.model}"]
+    if overrides:
+        reasons.append("overrides " + " ".join(overrides))
+    return "; ".join(reasons) or None
+
+
+class RunIndex:
+    """The runs DataFrame indexed by model and config, for matching many rows quickly."""
+
+    def __init__(self, runs: pd.DataFrame, renames: dict | None = None):
+        # pandas fills a field one run lacks with NaN; a record says None instead
+        self.records = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+                        for r in (runs.to_dict("records") if len(runs) else [])]
+        self.by_model, self.by_config = defaultdict(list), defaultdict(list)
+        renames = renames or {}
+        for i, r in enumerate(self.records):
+            model = r.get("model")
+            if isinstance(model, str):
+                self.by_model[renames.get(model, model)].append(i)
+            if isinstance(r.get("config_file"), str):
+                self.by_config[r["config_file"]].append(i)
+
+    def candidates(self, row: Row) -> list[dict]:
+        ids = set(self.by_model.get(row.model, [])) if row.model else set()
+        if row.config:
+            ids |= set(self.by_config.get(row.config, []))
+        return [self.records[i] for i in sorted(ids)]
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _result_cell(column: str, paper, runs: list[dict], compare: bool) -> Cell:
+    metric = f"metric.{COLUMN_METRICS[column]}"
+    with_value = [r for r in runs if _finite(r.get(metric))]
+    done = [r for r in with_value if r.get("status") == "done"]
+    used = done or with_value
+    cell = Cell(column, "result", paper=paper)
+    if not used:
+        return cell
+    values = [float(r[metric]) for r in used]
+    cell.ours, cell.n = statistics.fmean(values), len(values)
+    cell.std = statistics.stdev(values) if len(values) > 1 else None
+    counts = Counter(r.get("status", "unknown") for r in runs)
+    cell.status = "" if set(counts) == {"done"} else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    if compare and _finite(paper):
+        cell.delta = cell.ours - float(paper)
+    return cell
+
+
+def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
+    """The table with ours beside the paper's numbers: one line per row, plus one per reduced setting run."""
+    results = result_columns(table)
+    lines = []
+    for row in table.rows:
+        arch = audit.row(row) if audit is not None and row.model and not row.reason else {}
+        cells = {}
+        for column in table.columns:
+            paper = row.paper.get(column)
+            if column in arch:
+                a = arch[column]
+                cells[column] = Cell(column, "arch", paper=paper, ours=a.ours, n=1 if a.ours is not None else 0,
+                                     delta=(a.ours - float(paper)) if a.ours is not None and _finite(paper) else None,
+                                     status=a.status, note=a.note)
+            elif column in results:
+                cells[column] = Cell(column, "result", paper=paper)
+            else:
+                cells[column] = Cell(column, "text", paper=paper)
+        line = Line(row, cells)
+        lines.append(line)
+        if row.reason or not results:
+            continue
+        groups = defaultdict(list)
+        for run in index.candidates(row):
+            if any(_finite(run.get(f"metric.{COLUMN_METRICS[c]}")) for c in results):
+                groups[setting_of(run, row)].append(run)
+        for setting in sorted(groups, key=lambda s: (s is not None, s or "")):
+            runs = groups[setting]
+            target = line if setting is None else Line(row, {c: Cell(c, "result") for c in results}, setting)
+            target.runs = [r["path"] for r in runs]
+            for column in results:
+                paper = row.paper.get(column) if setting is None else None  # reduced: nothing to compare with
+                target.cells[column] = _result_cell(column, paper, runs, compare=setting is None)
+                target.cells[column].decimals = getattr(row.paper.get(column), "decimals", None)
+            if setting is not None:
+                lines.append(target)
+    return TableView(table, lines)
+
+
+def lower_is_better(column: str) -> bool:
+    return COLUMN_METRICS.get(column, column) in LOWER_IS_BETTER

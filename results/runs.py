@@ -1,0 +1,409 @@
+"""Collect run directories (the contract of ``harness/rundir.py``) into one pandas DataFrame.
+
+One row per run, whatever its status: ``running``, ``failed`` and ``preempted`` runs are kept and flagged, never
+dropped. What a run is comes from its own files only:
+
+- ``meta.json``: status, experiment, run id, start/end, git commit, Slurm fields, ``config_file``, ``command``
+  (its ``key=value`` overrides) and ``scale`` (a reduced-scale run's label, e.g. "embedded digits 16px, 20 epochs");
+  ``model``/``model_kwargs``/``task`` when the writer records them (downstream runs);
+- ``config.py`` (the resolved config): ``model`` (name + kwargs), ``epochs``, ``seed``, ``optim.lr``, ``data``;
+- ``metrics.jsonl``: the ``{"kind": "eval", ...}`` records (top1/top5/loss for pretraining; bbox_mAP/segm_mAP/
+  mIoU/mAcc for downstream, mmengine's ``coco/`` prefixes dropped), reduced per run by ``best``/``last``/``mean``.
+
+Problems (a garbage metrics line, a directory without meta.json, the same run twice, ...) never stop the
+collection: each is recorded once in :class:`Problems` and the other runs are kept.
+
+Speed: 10,000 run directories in well under 5 s on 2 cores (benchmarks/results_aggregate.py). That is why
+config.py is not executed (MMEngine's Config.fromfile takes ~20 ms a file): only the few top-level
+assignments we need are parsed, and only the eval lines of metrics.jsonl are decoded.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+RUN_FILES = ("meta.json", "metrics.jsonl", "config.py")
+CONFIG_KEYS = ("_base_", "model", "epochs", "seed", "optim", "data", "experiment")
+# eval metrics whose higher value is worse (everything else: higher is better)
+LOWER_IS_BETTER = {"loss", "ppl", "mce"}
+# mmdet's CocoMetric logs AP as a fraction; the papers print percent
+FRACTION_METRICS = re.compile(r"^(bbox|segm)_mAP(_\w+)?$")
+PRIMARY_METRICS = ("top1", "bbox_mAP", "mIoU", "ppl")
+MEAN_LAST = 5  # --reduce mean: the mean of a run's last 5 evaluations
+# overrides that do not change what a run measures (paths, logging, engine); any other override marks the run
+# as not at the paper's setting
+NEUTRAL_OVERRIDES = re.compile(r"^(seed|experiment|deterministic|engine|precision|log_interval|eval_interval|"
+                               r"log\..*|ckpt\..*|deepspeed\..*|data\.(root|path|workers|num_workers|shards).*)$")
+
+
+@dataclass
+class Problems:
+    """What went wrong while collecting, one entry per (run, problem); printed as one summary."""
+    items: list = field(default_factory=list)
+
+    def add(self, path, message: str) -> None:
+        entry = (str(path), message)
+        if entry not in self.items:
+            self.items.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def summary(self) -> str:
+        if not self.items:
+            return "no problems found in the run directories"
+        by_message = {}
+        for path, message in self.items:
+            by_message.setdefault(message, []).append(path)
+        lines = [f"{len(self.items)} problem(s) in the run directories (the other runs are all used):"]
+        for message, paths in by_message.items():
+            where = paths[0] if len(paths) == 1 else f"{len(paths)} runs ({paths[0]}, ...)"
+            lines.append(f"  {where}: {message}")
+        return "\n".join(lines)
+
+
+def find_run_dirs(roots) -> list[Path]:
+    """Run directories under each root: the root itself, ``<root>/<run>`` or ``<root>/<experiment>/<run>``."""
+    found = []
+    for root in roots:
+        root = Path(os.path.realpath(root))
+        if not root.is_dir():
+            continue
+        if _is_run_dir(root):
+            found.append(root)
+            continue
+        for child in _subdirs(root):
+            if _is_run_dir(child):
+                found.append(child)
+            else:
+                found += [grand for grand in _subdirs(child) if _is_run_dir(grand)]
+    return found
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        with os.scandir(path) as it:
+            return sorted(Path(e.path) for e in it if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return []
+
+
+def _is_run_dir(path: Path) -> bool:
+    return any(os.path.exists(os.path.join(path, name)) for name in RUN_FILES)
+
+
+def read_config_fields(text: str) -> dict:
+    """The top-level ``model``/``epochs``/``seed``/``optim``/``data``/``_base_`` assignments of a resolved config,
+    as Python values (``dict(...)`` calls included), without executing the file."""
+    statements, current = {}, None
+    for line in text.splitlines():
+        m = _ASSIGNMENT.match(line)
+        if m:
+            current = m.group(1) if m.group(1) in CONFIG_KEYS else None
+            if current:
+                statements[current] = [line]
+        elif current and line[:1] in (" ", "\t", ")", "]", "}"):
+            statements[current].append(line)
+        else:
+            current = None
+    values = {}
+    for key, lines in statements.items():
+        value = _statement_value("\n".join(lines))
+        if value is not _UNPARSABLE:
+            values[key] = value
+    return values
+
+
+_UNPARSABLE = object()
+
+
+@lru_cache(maxsize=4096)
+def _statement_value(source: str):
+    """One ``key = <literal or dict(...)>`` statement's value; cached: runs of one recipe repeat the same lines."""
+    try:
+        return _literal(ast.parse(source).body[0].value)
+    except (SyntaxError, ValueError, IndexError, AttributeError, TypeError):
+        return _UNPARSABLE
+
+
+_ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)\s*=")
+
+
+def _literal(node):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        return {kw.arg: _literal(kw.value) for kw in node.keywords}
+    return ast.literal_eval(node)
+
+
+def _metric_name(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
+
+
+def read_evals(path: Path, problems: Problems, reduce: str = "best") -> tuple[list[dict], int]:
+    """The eval records ``reduce`` needs from a metrics.jsonl (normalised metric names, percent) and the number of
+    evaluations; bad lines are reported and skipped.
+
+    Only the lines ``reduce`` needs are decoded (all of them for ``best``'s ranking would dominate the time of
+    10,000 runs): the last (``last``), the last MEAN_LAST (``mean``), or, for ``best``, the primary metric of every
+    eval line is read with a regular expression and the winning line alone is decoded.
+    """
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        problems.add(path.parent, f"cannot read metrics.jsonl ({e.strerror})")
+        return [], 0
+    all_lines = text.split("\n")
+    body = text.rstrip("\n")
+    if not body or (body[0] == "{" and body[-1] == "}" and body.count("\n") == body.count("}\n{")):
+        bad = []  # every line is {...}: the common case, checked at C speed
+    else:
+        bad = [i for i, line in enumerate(all_lines, 1) if line and (line[0] != "{" or line[-1] != "}")]
+    lines = [line for line in all_lines if '"eval"' in line and line[-1:] == "}"]
+    records, undecodable = [], 0
+    for line in reversed(lines):  # newest first; the ones reduce() needs
+        record = _decode_eval(line)
+        if record is None:
+            undecodable += 1
+            continue
+        records.insert(0, record)
+        if reduce == "last" or (reduce == "mean" and len(records) == MEAN_LAST):
+            break
+        if reduce == "best":
+            records = [_best_record(lines, record) or record]
+            break
+    if bad or undecodable:
+        first = bad[0] if bad else None
+        n = len(bad) + undecodable
+        where = (f"line {first}" if n == 1 and first else f"{n} lines" + (f" (first: {first})" if first else ""))
+        problems.add(path.parent, f"metrics.jsonl {where} not JSON (truncated or garbage); skipped, the rest is used")
+    return records, len(lines)
+
+
+def _decode_eval(line: str) -> dict | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or record.get("kind", record.get("type")) != "eval":
+        return None
+    return {_metric_name(k): _percent(_metric_name(k), v) for k, v in record.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _best_record(lines: list[str], last: dict) -> dict | None:
+    """The eval line whose primary metric (the first of PRIMARY_METRICS the run logs) is best, decoded."""
+    primary = next((m for m in PRIMARY_METRICS if m in last), None)
+    if primary is None:
+        return None
+    value = re.compile(r'"(?:[^"]*/)?' + re.escape(primary) + r'":\s*(-?[0-9.eE+-]+|NaN|-?Infinity)')
+    sign = -1.0 if primary in LOWER_IS_BETTER else 1.0
+    best, best_line = None, None
+    for line in lines:
+        m = value.search(line)
+        if not m:
+            continue
+        try:
+            v = sign * float(m.group(1))
+        except ValueError:
+            continue
+        if v == v and (best is None or v > best):  # NaN never wins
+            best, best_line = v, line
+    return _decode_eval(best_line) if best_line else None
+
+
+def _percent(name: str, value):
+    return 100.0 * value if FRACTION_METRICS.match(name) and 0 <= value <= 1 else value
+
+
+def reduce_evals(evals: list[dict], how: str) -> dict:
+    """One value per metric from a run's evaluations: the ``best`` record (by its primary metric), the ``last``,
+    or the ``mean`` of the last MEAN_LAST."""
+    if not evals:
+        return {}
+    if how == "last":
+        return dict(evals[-1])
+    if how == "mean":
+        tail = evals[-MEAN_LAST:]
+        keys = {k for r in tail for k in r}
+        return {k: sum(r[k] for r in tail if k in r) / sum(k in r for r in tail) for k in keys}
+    if how == "best":
+        primary = next((m for m in PRIMARY_METRICS if any(m in r for r in evals)), None)
+        if primary is None:
+            return dict(evals[-1])
+        sign = -1 if primary in LOWER_IS_BETTER else 1
+        return dict(max((r for r in evals if primary in r), key=lambda r: sign * r[primary]))
+    raise ValueError(f"reduce must be best, last or mean, not {how!r}")
+
+
+def overrides_of(command: str | None) -> list[str]:
+    """The ``key=value`` overrides of the command line a run was started with."""
+    if not command:
+        return []
+    return [tok for tok in command.split() if "=" in tok and not tok.startswith("-")
+            and re.match(r"^\+?[A-Za-z_][\w.]*=", tok)]
+
+
+def normalise_config(path: str | None) -> str | None:
+    """A config path relative to the repository (as tables write it), whatever the run's working directory."""
+    if not path:
+        return None
+    p = Path(os.path.normpath(path))
+    if p.is_absolute():
+        try:
+            return str(p.relative_to(REPO))
+        except ValueError:  # another checkout (a cluster's): from its configs/ folder on
+            parts = p.parts
+            if "configs" in parts:
+                return str(Path(*parts[len(parts) - 1 - parts[::-1].index("configs"):]))
+            return str(p)
+    return str(p)
+
+
+def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
+    """One run directory as a flat record (never raises: problems are recorded)."""
+    record = {"path": str(path), "experiment": path.parent.name, "run_id": path.name, "status": "unknown"}
+    meta = {}
+    meta_file = path / "meta.json"
+    try:
+        meta = json.loads(meta_file.read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        problems.add(path, "no meta.json (not written by depthbench, or copied incompletely); status unknown")
+    except (ValueError, OSError) as e:
+        meta = {}
+        problems.add(path, f"meta.json unreadable ({str(e).splitlines()[0][:80]}); status unknown")
+    status = meta.get("status", "unknown")
+    record.update(
+        experiment=meta.get("experiment") or record["experiment"], run_id=meta.get("run_id") or path.name,
+        status=status if status in ("running", "done", "failed", "preempted") else "unknown",
+        start=meta.get("start"), end=meta.get("end"), git_commit=meta.get("git_commit"),
+        engine=meta.get("engine"), world_size=meta.get("world_size"), slurm_job_id=meta.get("slurm_job_id"),
+        scale=meta.get("scale"), task=meta.get("task"),
+        config_file=normalise_config(meta.get("config_file")),
+        overrides=" ".join(overrides_of(meta.get("command"))))
+    cfg = {}
+    config_file = path / "config.py"
+    if config_file.exists():
+        try:
+            cfg = read_config_fields(config_file.read_text(errors="replace"))
+        except OSError:
+            problems.add(path, "config.py unreadable")
+    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    name = meta.get("model") or model.get("name") or (model.get("backbone") or {}).get("type")
+    kwargs = meta.get("model_kwargs")
+    if kwargs is None:
+        kwargs = {k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand", "grow")}
+    record.update(model=name, model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
+                  epochs=cfg.get("epochs", meta.get("epochs")), seed=cfg.get("seed", meta.get("seed")),
+                  lr=(cfg.get("optim") or {}).get("lr") if isinstance(cfg.get("optim"), dict) else None,
+                  dataset=_dataset(cfg.get("data")))
+    if not name and status != "unknown" and not record["experiment"].startswith("diagnose"):
+        problems.add(path, "no model name in meta.json or config.py; the run cannot be matched to a table row")
+    metrics_file = path / "metrics.jsonl"
+    evals, n_evals = read_evals(metrics_file, problems, reduce) if metrics_file.exists() else ([], 0)
+    record["n_evals"] = n_evals
+    values = reduce_evals(evals, reduce)
+    values.pop("global_step", None)
+    values.pop("images", None)
+    if "epoch" in values:
+        record["eval_epoch"] = values.pop("epoch")
+    record.update({f"metric.{k}": v for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)})
+    return record
+
+
+def _dataset(data) -> str | None:
+    if not isinstance(data, dict):
+        return None
+    name = data.get("dataset") or data.get("name") or data.get("type")
+    size = data.get("input_size")
+    return f"{name} {size}px" if name and size else name
+
+
+def collect(roots, reduce: str = "best", problems: Problems | None = None) -> tuple[pd.DataFrame, Problems]:
+    """All runs under ``roots`` as one DataFrame (one row per run) and the problems met."""
+    problems = problems if problems is not None else Problems()
+    if reduce not in ("best", "last", "mean"):
+        raise ValueError(f"reduce must be best, last or mean, not {reduce!r}")
+    seen_paths, seen_ids, records = set(), {}, []
+    for path in find_run_dirs(roots):
+        if str(path) in seen_paths:
+            continue  # the same directory reached twice (overlapping --runs): not a duplicate run
+        seen_paths.add(str(path))
+        record = read_run(path, problems, reduce)
+        identity = (record["experiment"], record["run_id"], record["start"])
+        if record["start"] and identity in seen_ids:
+            problems.add(path, f"duplicate of {seen_ids[identity]} (same experiment, run id and start); counted once")
+            continue
+        seen_ids[identity] = str(path)
+        records.append(record)
+    frame = pd.DataFrame.from_records(records)
+    if frame.empty:
+        frame = pd.DataFrame(columns=["path", "experiment", "run_id", "status", "model", "model_kwargs",
+                                      "config_file", "scale", "overrides", "seed", "epochs"])
+    return frame, problems
+
+
+def metric_columns(frame: pd.DataFrame) -> list[str]:
+    return [c for c in frame.columns if c.startswith("metric.")]
+
+
+def load_curves(path: str | Path) -> pd.DataFrame:
+    """Every record of one run's metrics.jsonl (training curves); bad lines skipped."""
+    rows = []
+    try:
+        text = Path(path, "metrics.jsonl").read_text(errors="replace")
+    except OSError:
+        return pd.DataFrame()
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            rows.append({_metric_name(k): (_percent(_metric_name(k), v) if isinstance(v, (int, float))
+                                           and not isinstance(v, bool) else v) for k, v in record.items()})
+    return pd.DataFrame(rows)
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
+
+
+def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = None) -> None:
+    """Report runs whose config file no longer exists or whose model is no longer registered (renamed?)."""
+    if frame.empty:
+        return
+    import difflib
+
+    import timm
+
+    import models  # noqa: F401  (registers the paper models with timm)
+
+    from results.compare import MODEL_RENAMES
+
+    renames = MODEL_RENAMES if renames is None else renames
+    missing_configs = {c for c in frame["config_file"].dropna().unique() if not (REPO / c).is_file()
+                       and not Path(c).is_file()}
+    names = [m for m in frame["model"].dropna().unique() if isinstance(m, str)]
+    unknown = {m for m in names if m not in renames and not timm.is_model(m)}
+    registered = timm.list_models() if unknown else []
+    for record in frame[["path", "config_file", "model"]].itertuples(index=False):
+        if record.config_file in missing_configs:
+            problems.add(record.path, f"its config {record.config_file} no longer exists; matched by model name only")
+        if record.model in unknown:
+            close = difflib.get_close_matches(record.model, registered, n=1)
+            hint = f" (closest now: {close[0]}; add it to results.compare.MODEL_RENAMES)" if close else ""
+            problems.add(record.path, f"model {record.model} is not registered any more (renamed?){hint}; "
+                                      "the run is kept but matched by config only")
+        elif record.model in renames:
+            problems.add(record.path, f"model {record.model} was renamed to {renames[record.model]}; matched as such")

@@ -1,0 +1,382 @@
+"""The results package: runs → DataFrame → paper tables with ours beside the paper, status, figures, robustness.
+
+The expected cells below are computed by hand from the hand-written run fixtures in tests/fixtures/results/runs
+(see the comments there and here), never copied from the code's output.
+"""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from results import compare, figures, paper_tables, render, runs
+from results.audit import Audit
+from results.status import table_status
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+DEMO = FIXTURES / "demo.yaml"
+RUNS = FIXTURES / "runs"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("audit-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DEPTHBENCH_CACHE", str(cache))
+    yield Audit(progress=False)
+    mp.undo()
+
+
+def views_of(root=RUNS, reduce="best", audit=None, tables_file=DEMO):
+    frame, problems = runs.collect([root], reduce=reduce)
+    index = compare.RunIndex(frame, compare.MODEL_RENAMES)
+    return [compare.view_table(t, index, audit) for t in paper_tables.load(tables_file)], frame, problems
+
+
+def cells(view, label=None):
+    """{line label: {column: cell text}}"""
+    return {render.line_label(line): {c: render.cell_text(cell) for c, cell in line.cells.items()}
+            for line in view.lines}
+
+
+# ------------------------------------------------------------------------------------------------- collection
+def test_collect_reads_every_run_and_flags_status():
+    frame, problems = runs.collect([RUNS])
+    assert len(frame) == 8 and len(problems) == 0, problems.summary()
+    status = dict(zip(frame["run_id"], frame["status"]))
+    assert status["seed3"] == "running" and status["20261102-090000"] == "preempted"
+    seed0 = frame[frame["run_id"] == "seed0"].iloc[0]
+    assert seed0["model"] == "resnet18" and seed0["seed"] == 0 and seed0["epochs"] == 300
+    assert seed0["metric.top1"] == 70.0 and seed0["eval_epoch"] == 1  # best of 60.0, 70.0, 69.0
+    seed2 = frame[frame["run_id"] == "seed2"].iloc[0]
+    assert seed2["config_file"] == "configs/stepsnet/resnet18_8xb128-300e_in1k.py"  # absolute path, other checkout
+    detection = frame[frame["experiment"] == "mask-rcnn_swin-t_fpn_1x_coco"].iloc[0]
+    assert detection["metric.bbox_mAP"] == pytest.approx(44.1) and detection["metric.segm_mAP"] == pytest.approx(40.2)
+
+
+def test_config_fields_are_read_without_executing_the_file():
+    text = ("_base_ = ['x.py']\nmodel = dict(\n    depth=4,\n    name='deit_tiny_patch16_224',\n    img_size=(16, 16))\n"
+            "epochs = 30\nimport os\nos.system('false')\noptim = dict(lr=1e-3, betas=[0.9, 0.999])\n")
+    fields = runs.read_config_fields(text)
+    assert fields == {"_base_": ["x.py"], "model": {"depth": 4, "name": "deit_tiny_patch16_224", "img_size": (16, 16)}, "epochs": 30,
+                      "optim": {"lr": 1e-3, "betas": [0.9, 0.999]}}
+
+
+# ------------------------------------------------------------------------------------------------- tables
+def test_table_cells_paper_ours_delta_mean_std(audit):
+    views, _, _ = views_of(audit=audit)
+    t1, t2 = cells(views[0]), cells(views[1])
+    # ResNet-18: best top-1 of three done seeds 70.0, 70.5, 71.0 -> 70.5 ± 0.5, Δ +0.3; the running 4th is flagged
+    assert t1["ResNet-18"]["top1"] == "70.2 / 70.5 ± 0.5 (n=3) [3 done, 1 running] / +0.3"
+    # params: resnet18 has 11,689,512 -> 11.69 M, printed 11.7 -> Δ -0.01, matches as printed
+    assert t1["ResNet-18"]["params_m"] == "11.7 / 11.69 ✓ / -0.01"
+    # Steps-ResNet-18: only a preempted run at the paper's setting (shown, flagged), and a reduced-scale run
+    assert t1["Steps-ResNet-18"]["top1"] == "71.8 / 40.0 [1 preempted] / -31.8"
+    assert t1["↳ reduced: embedded digits 16px, 20 epochs"] == {"top1": "95.0"}
+    # DeiT-T: the digits preset is a smaller model: labelled by what differs, no paper value, no delta
+    assert t1["DeiT-T"]["top1"] == "72.2 / —"
+    assert t1["↳ reduced: model depth=4, img_size=16, patch_size=4"] == {"top1": "88.3"}
+    assert t1["Lost row"]["top1"] == "60.0 / —"
+    # detection: mmengine's coco/bbox_mAP fractions become percent
+    assert t2["Swin-T"] == {"schedule": "1x", "ap_b": "43.7 / 44.1 / +0.4", "ap_m": "39.8 / 40.2 / +0.4"}
+    assert t2["Steps-Swin-T"]["ap_b"] == "44.1 / —"
+    order = [render.line_label(line) for line in views[0].lines]
+    assert order.index("↳ reduced: embedded digits 16px, 20 epochs") == order.index("Steps-ResNet-18") + 1
+
+
+@pytest.mark.parametrize("reduce, expected", [
+    # last evals 69.0, 70.2, 71.0: mean 70.067, sample std 1.007
+    ("last", "70.2 / 70.1 ± 1.0 (n=3) [3 done, 1 running] / -0.1"),
+    # mean of each run's evals: 66.333, 68.567, 71.0 -> 68.633 ± 2.334
+    ("mean", "70.2 / 68.6 ± 2.3 (n=3) [3 done, 1 running] / -1.6"),
+])
+def test_reduce_modes(reduce, expected):
+    views, _, _ = views_of(reduce=reduce)
+    assert cells(views[0])["ResNet-18"]["top1"] == expected
+
+
+def test_markdown_csv_latex_carry_the_same_cells():
+    views, _, _ = views_of()
+    md = render.to_markdown(views[0])
+    assert "| ResNet-18 | 11.7 | 70.2 / 70.5 ± 0.5 (n=3) [3 done, 1 running] / +0.3 |" in md  # no audit: paper only
+    assert "| Lost row (not reproduced: the OCR lost this row) |" in md
+    rows = [r for r in render.csv_records(views[0]) if r["row"] == "ResNet-18" and r["column"] == "top1"]
+    assert len(rows) == 1 and rows[0]["n"] == 3 and rows[0]["ours"] == 70.5 and rows[0]["std"] == 0.5
+    assert rows[0]["delta"] == pytest.approx(0.3) and rows[0]["setting"] == "paper"
+    reduced = [r for r in render.csv_records(views[0]) if r["setting"].startswith("reduced")]
+    assert {r["row"] for r in reduced} == {"Steps-ResNet-18", "DeiT-T"} and all(r["delta"] == "" for r in reduced)
+    tex = render.to_latex(views[0])
+    assert r"70.5 $\pm$ 0.5 (n=3)" in tex and r"\toprule" in tex and "\\_" not in tex.split("caption")[0]
+
+
+def test_status_counts(audit):
+    views, _, _ = views_of(audit=audit)
+    s1, s2 = table_status(views[0]), table_status(views[1])
+    assert (s1.rows, s1.expressed, s1.checkable, s1.verified) == (4, 3, 2, 2)
+    assert (s1.run_paper, s1.run_reduced, s1.rendered) == (2, 1, 3)
+    assert s1.reasons == [("Lost row", "the OCR lost this row")]
+    assert s1.scales == ["embedded digits 16px, 20 epochs", "model depth=4, img_size=16, patch_size=4"]
+    assert (s2.rows, s2.expressed, s2.checkable, s2.run_paper, s2.run_reduced, s2.rendered) == (2, 2, 0, 1, 0, 1)
+
+
+def test_audit_is_cached_per_code_version(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr("results.audit.fingerprint", lambda: "code-version-1")  # others edit models/ meanwhile
+    row = paper_tables.load(DEMO)[0].rows[0]
+    audit = Audit(progress=False)
+    assert audit.row(row)["params_m"].ours == pytest.approx(11.689512)
+    audit.save()
+    assert audit.path == tmp_path / "audit-code-version-1.json"
+    cached = json.loads(audit.path.read_text())
+    assert any('"resnet18"' in key for key in cached)
+    # a second audit reads the cache and builds nothing
+    monkeypatch.setattr("harness.verify.RowContext.model", property(lambda self: pytest.fail("rebuilt a model")))
+    again = Audit(progress=False)
+    assert again.row(row)["params_m"].ours == pytest.approx(11.689512)
+
+
+def test_an_override_or_another_config_is_not_the_papers_setting():
+    row = paper_tables.load(DEMO)[0].rows[0]
+    base = {"config_file": row.config, "model_kwargs": json.dumps({"drop_path_rate": 0.05}), "overrides": ""}
+    assert compare.setting_of(base, row) is None
+    assert compare.setting_of({**base, "overrides": "seed=3 data.root=/x"}, row) is None
+    assert compare.setting_of({**base, "overrides": "epochs=2"}, row) == "overrides epochs=2"
+    assert compare.setting_of({**base, "config_file": "configs/x/y.py"}, row) == "config y.py"
+    assert compare.setting_of({**base, "scale": "tiny"}, row) == "tiny"
+
+
+# ------------------------------------------------------------------------------------------------- real tables
+def test_every_paper_yaml_parses_and_every_row_points_somewhere():
+    import timm
+
+    import models  # noqa: F401
+
+    problems = []
+    for paper in paper_tables.available_papers():
+        for table in paper_tables.load_paper(paper):
+            for row in table.rows:
+                where = f"{paper} table {table.id} row {row.name!r}"
+                if row.reason:
+                    continue
+                if not row.model and not row.config:
+                    problems.append(f"{where}: no model, config or reason")
+                if row.model and not timm.is_model(row.model):
+                    problems.append(f"{where}: model {row.model} is not registered")
+                if row.config and not (ROOT / row.config).is_file():
+                    problems.append(f"{where}: config {row.config} does not exist")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_real_table_renders_without_runs():
+    tables = [t for p in paper_tables.available_papers() for t in paper_tables.load_paper(p)]
+    index = compare.RunIndex(runs.collect([])[0])
+    for table in tables:
+        view = compare.view_table(table, index)
+        text = render.to_markdown(view) + render.to_latex(view) + render.to_html(view)
+        assert len(view.lines) == len(table.rows) and table.caption[:20] in text.replace("&amp;", "&")
+
+
+def test_verify_json_on_every_real_table(cli, monkeypatch):
+    """Issue 11: `depthbench verify --paper P --json` crashed (PrintedNumber through copy.deepcopy) on four papers.
+    Measured values come from a stub here (the real measures are tested in test_verify.py); what is checked is
+    that every check of every real table serialises."""
+    import argparse
+    import io
+    from contextlib import redirect_stdout
+
+    from harness import verify
+
+    monkeypatch.setattr(verify, "_measure_cached", lambda column, measure, ctx: 1.0)
+    for paper in paper_tables.available_papers():
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            verify.main(argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False))
+        checks = json.loads(buf.getvalue())
+        assert checks and {c["paper"] for c in checks} == {paper}
+        reasons = [c for c in checks if c["status"] == "reason" and c["paper_value"] is not None]
+        assert all(isinstance(c["paper_value"], (int, float, str)) for c in reasons)
+
+
+def test_printed_number_survives_copy_and_pickle():
+    import copy
+    import pickle
+
+    value = paper_tables.PrintedNumber("86.70")
+    for clone in (copy.deepcopy(value), copy.copy(value), pickle.loads(pickle.dumps(value))):
+        assert clone == 86.7 and clone.decimals == 2 and isinstance(clone, paper_tables.PrintedNumber)
+
+
+# ------------------------------------------------------------------------------------------------- figures
+def _png_ok(paths):
+    from PIL import Image
+
+    png = [p for p in paths if p.suffix == ".png"]
+    svg = [p for p in paths if p.suffix == ".svg"]
+    assert len(png) == 1 and len(svg) == 1 and svg[0].stat().st_size > 1000 and "<svg" in svg[0].read_text()
+    with Image.open(png[0]) as image:
+        assert image.size[0] > 200 and image.size[1] > 150
+        assert len(image.convert("L").getcolors(maxcolors=2**16) or []) > 5  # something was drawn, not a blank canvas
+    return True
+
+
+def _lrc_run(tmp_path):
+    run = tmp_path / "runs" / "sret-t" / "r1"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text('{"status": "done", "experiment": "sret-t", "run_id": "r1"}')
+    lines = [json.dumps({"kind": "lrc", "epoch": e, "global_step": 10 * e,
+                         "coefficients": {"transformers.0.blocks.0": {"attn_id": 1 + 0.1 * e, "attn_res": 1 - 0.05 * e}}})
+             for e in range(5)]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def _sweep_runs(tmp_path):
+    paths = []
+    for lr, top1 in ((0.01, 80.0), (0.1, 90.0), (1.0, 70.0)):
+        run = tmp_path / "sweep" / "horesnet86_lr-sweep" / f"lr-{lr}"
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text('{"status": "done"}')
+        (run / "config.py").write_text(f"model = dict(name='horesnet86_euler')\noptim = dict(lr={lr})\n")
+        (run / "metrics.jsonl").write_text(json.dumps({"kind": "eval", "epoch": 0, "top1": top1}) + "\n")
+        paths.append(run)
+    return runs.collect([tmp_path / "sweep"])[0]
+
+
+def test_every_figure_draws_from_fixtures(tmp_path):
+    import pandas as pd
+
+    real = [t for p in paper_tables.available_papers() for t in paper_tables.load_paper(p)]
+    frame, _ = runs.collect([RUNS])
+    index = compare.RunIndex(frame)
+    views = [compare.view_table(t, index) for t in real]
+    diagnose_csv = tmp_path / "shortcut_ratio.csv"
+    diagnose_csv.write_text("model,block,depth,gamma,sigma,width,step,step_width\n"
+                            + "".join(f"m{m},{b},{b / 4},{0.5 + 0.1 * b * m},1,64,,\n" for m in (1, 2) for b in range(5)))
+    bench = pd.DataFrame({"model": ["resnet18", "steps_resnet18", "deit_tiny_patch16_224"],
+                          "infer_samples_per_sec": [900.0, 700.0, 1200.0], "param_count": [11.7, 11.7, 5.7],
+                          "infer_gmacs": [1.8, 1.8, 1.3]})
+    out = tmp_path / "fig"
+    made = {
+        "stepsnet_depth": figures.stepsnet_depth(views, out / "a"),
+        "horesnet_depth": figures.horesnet_depth(views, out / "b"),
+        "horesnet_lr": figures.horesnet_lr(_sweep_runs(tmp_path), out / "c"),
+        "scalenet_epochs": figures.scalenet_epochs(views, out / "d"),
+        "sret_lrc": figures.sret_lrc([_lrc_run(tmp_path)], out / "e"),
+        "throughput_accuracy": figures.throughput_accuracy(bench, views, out / "f"),
+        "top1_vs_gflops": figures.top1_vs_gflops(views, out / "g"),
+        "training_curves": figures.training_curves(list(frame["path"]), out / "h"),
+        "shortcut_ratio": figures.shortcut_ratio([diagnose_csv], out / "i"),
+    }
+    assert set(made) == set(figures.FIGURES)
+    for name, paths in made.items():
+        assert paths, f"{name} drew nothing"
+        assert _png_ok(paths), name
+
+
+def test_figures_with_nothing_to_draw_return_nothing(tmp_path):
+    import pandas as pd
+
+    empty = runs.collect([])[0]
+    assert figures.horesnet_lr(empty, tmp_path / "x") == []
+    assert figures.sret_lrc([RUNS / "resnet18_8xb128-300e_in1k" / "seed0"], tmp_path / "y") == []
+    assert figures.throughput_accuracy(pd.DataFrame(), [], tmp_path / "z") == []
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------------------------- robustness
+def test_broken_runs_are_reported_once_and_never_lose_the_others(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    shutil.copytree(RUNS, root)
+    seed0 = root / "resnet18_8xb128-300e_in1k" / "seed0" / "metrics.jsonl"
+    lines = seed0.read_text().splitlines()
+    seed0.write_text("\n".join(lines[:2] + ["garbage \x00 line"] + lines[2:]) + '\n{"kind": "eval", "top1": 9')
+    no_meta = root / "lost" / "run-without-meta"
+    no_meta.mkdir(parents=True)
+    (no_meta / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 12.0}\n')
+    gone = root / "old" / "gone-config"
+    gone.mkdir(parents=True)
+    (gone / "meta.json").write_text(json.dumps({"status": "done", "experiment": "old", "run_id": "gone-config",
+                                                "start": "x", "config_file": "configs/stepsnet/removed_recipe.py"}))
+    (gone / "config.py").write_text("model = dict(name='resnet18')\n")
+    (gone / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 33.0}\n')
+    shutil.copytree(root / "resnet18_8xb128-300e_in1k" / "seed1", root / "copies" / "seed1")  # the same run twice
+    for name, model in (("renamed", "resnet18_old_name"), ("unknown", "steps_resnet18_v0")):
+        run = root / "legacy" / name
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text(json.dumps({"status": "failed", "experiment": "legacy", "run_id": name,
+                                                   "start": name, "model": model}))
+        (run / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 1.0}\n')
+    monkeypatch.setattr(compare, "MODEL_RENAMES", {"resnet18_old_name": "resnet18"})
+
+    frame, problems = runs.collect([root, root / "resnet18_8xb128-300e_in1k"])  # overlapping roots: no duplicates
+    runs.check_runs(frame, problems)
+    summary = problems.summary()
+    expected = {
+        "seed0": "metrics.jsonl 2 lines (first: 3) not JSON",
+        "run-without-meta": "no meta.json",
+        "gone-config": "its config configs/stepsnet/removed_recipe.py no longer exists",
+        "copies/seed1": "duplicate of",
+        "renamed": "model resnet18_old_name was renamed to resnet18",
+        "unknown": "model steps_resnet18_v0 is not registered any more (renamed?)",
+    }
+    assert len(problems) == len(expected), summary
+    for where, message in expected.items():
+        hits = [line for line in summary.splitlines() if message in line]
+        assert len(hits) == 1 and where in hits[0], (where, summary)
+    assert "closest now: steps_resnet18" in summary
+    assert len(frame) == 8 + 4  # the fixture's 8 + no-meta, gone-config and the two legacy runs; the copy once
+    assert frame[frame["run_id"] == "run-without-meta"].iloc[0]["status"] == "unknown"
+    index = compare.RunIndex(frame, compare.MODEL_RENAMES)
+    view = compare.view_table(paper_tables.load(DEMO)[0], index)
+    got = cells(view)
+    # seed0's good lines still give its best 70.0; the renamed model's failed run joins ResNet-18 (as a reduced
+    # line: it recorded no config), flagged failed
+    assert got["ResNet-18"]["top1"] == "70.2 / 70.5 ± 0.5 (n=3) [3 done, 1 running] / +0.3"
+    assert got["↳ reduced: no config recorded"] == {"top1": "1.0 [1 failed]"}
+    assert got["↳ reduced: config removed_recipe.py"] == {"top1": "33.0"}
+
+
+def test_aggregation_of_an_empty_or_missing_root():
+    frame, problems = runs.collect([ROOT / "no" / "such" / "dir"])
+    assert frame.empty and len(problems) == 0
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+def test_cli_markdown_as_a_user_runs_it(cli, tmp_path):
+    out = cli("results", "--file", DEMO, "--runs", RUNS, "--table", "2", "--no-audit",
+              env={"DEPTHBENCH_CACHE": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    assert "| Swin-T | 1x | 43.7 / 44.1 / +0.4 | 39.8 / 40.2 / +0.4 |" in out.stdout
+    assert "8 run(s) collected" in out.stderr
+
+
+def depthbench(capsys, *args) -> tuple[int, str, str]:
+    from harness.cli import main
+
+    code = main(["results", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
+    code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--status", "--no-audit")
+    assert code == 0 and "Lost row — the OCR lost this row" in out
+    assert "demo: 6 rows, 5 expressed" in out
+    code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--format", "csv", "--out", tmp_path / "o",
+                              "--no-audit")
+    assert code == 0 and (tmp_path / "o" / "results.csv").read_text().count("\n") > 10
+    assert (tmp_path / "o" / "figures" / "training_curves.png").is_file()
+    for args, message in [
+        (("--paper", "stepnet"), "unknown paper 'stepnet'; did you mean stepsnet?"),
+        (("--paper", "stepsnet", "--table", "99"), "no table '99' in stepsnet"),
+        (("--runs", tmp_path / "missing"), "--runs"),
+        (("--format", "html"), "give --out DIR"),
+        (("--file", tmp_path / "nope.yaml"), "no such tables file"),
+        (("--out", tmp_path / "o" / "results.csv"), "is a file"),
+    ]:
+        code, out, err = depthbench(capsys, *args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and message in lines[0], err
+        assert lines[0].startswith("depthbench results: error: ") and not out
