@@ -54,7 +54,15 @@ CheckpointLoader.register_scheme(prefixes="", loader=load_local_checkpoint, forc
 
 @RUNNERS.register_module()
 class DepthbenchRunner(Runner):
-    """MMEngine's Runner; resuming its own checkpoints works on torch >= 2.6 (see module docstring)."""
+    """MMEngine's Runner; resuming its own checkpoints works on torch >= 2.6 (see module docstring), and
+    ``embedded://`` data roots are generated/resolved (downstream/embedded.py), so stock tools/train.py runs too."""
+
+    @classmethod
+    def from_cfg(cls, cfg):
+        from downstream.embedded import resolve_embedded_roots
+
+        resolve_embedded_roots(cfg)
+        return super().from_cfg(cfg)
 
     def resume(self, filename, *args, **kwargs):
         with trusted_checkpoint_loading():

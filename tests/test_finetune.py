@@ -1,0 +1,219 @@
+"""depthbench finetune / test and the embedded detection/segmentation data, on real mmdet/mmseg (CPU).
+
+The end-to-end tests run the embedded presets for a few iterations in this process (one import of the
+OpenMMLab stack for all of them) with a small validation set; the AP/mIoU floor is checked on a shortened
+UperNet run (the full presets' numbers are in README, "Fine-tuning").
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from harness import cli  # noqa: E402
+from harness.rundir import read_metrics  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
+SEG = str(ROOT / "configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py")
+# a few iterations, a checkpoint and an evaluation at the end, 8 validation images
+SHORT = ["train_cfg.max_iters=2", "train_cfg.val_interval=2", "default_hooks.checkpoint.interval=2",
+         "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=8"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One generated cache of the embedded sets for the whole module."""
+    path = tmp_path_factory.mktemp("cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DEPTHBENCH_CACHE", str(path))
+    mp.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    yield path
+    mp.undo()
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(f.relative_to(folder).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- the generator
+def test_coco_generator_is_deterministic_and_valid(tmp_path):
+    from pycocotools import mask as mask_utils
+    from pycocotools.coco import COCO
+    from PIL import Image
+
+    from downstream.embedded import COCO_SHAPES_CLASSES, generate_coco
+
+    generate_coco(tmp_path / "a", size=96, train=12, val=4)
+    generate_coco(tmp_path / "b", size=96, train=12, val=4)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+
+    coco = COCO(str(tmp_path / "a/annotations/instances_train2017.json"))
+    assert [c["name"] for c in coco.loadCats(coco.getCatIds())] == list(COCO_SHAPES_CLASSES)
+    assert len(coco.getImgIds()) == 12 and len(coco.getAnnIds()) >= 12
+    classes = set()
+    for ann in coco.loadAnns(coco.getAnnIds()):
+        info = coco.loadImgs(ann["image_id"])[0]
+        img = np.asarray(Image.open(tmp_path / "a/train2017" / info["file_name"]))
+        assert img.shape == (info["height"], info["width"], 3)
+        x, y, w, h = ann["bbox"]
+        assert 0 <= x and 0 <= y and x + w <= info["width"] and y + h <= info["height"] and w > 4 and h > 4
+        mask = coco.annToMask(ann)
+        assert mask.shape == img.shape[:2]
+        # COCO's convention: the area is that of the polygon's mask
+        rle = mask_utils.frPyObjects(ann["segmentation"], info["height"], info["width"])
+        assert float(mask_utils.area(rle).sum()) == ann["area"] == mask.sum() > 20
+        ys, xs = np.nonzero(mask)
+        assert xs.min() >= int(x) - 1 and xs.max() <= x + w + 1 and ys.min() >= int(y) - 1 and ys.max() <= y + h + 1
+        classes.add(ann["category_id"])
+    assert len(classes) >= 3  # several classes in only 12 images
+
+
+def test_ade_generator_is_deterministic_and_valid(tmp_path):
+    from PIL import Image
+
+    from downstream.embedded import ADE_SHAPES_CLASSES, generate_ade
+
+    generate_ade(tmp_path / "a", size=64, train=6, val=3)
+    generate_ade(tmp_path / "b", size=64, train=6, val=3)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    for split, count in (("training", 6), ("validation", 3)):
+        images = sorted((tmp_path / "a/images" / split).glob("ADE_*.jpg"))
+        labels = sorted((tmp_path / "a/annotations" / split).glob("ADE_*.png"))
+        assert len(images) == len(labels) == count
+        assert [p.stem for p in images] == [p.stem for p in labels]
+        values = set()
+        for image, label in zip(images, labels):
+            lab = np.asarray(Image.open(label))
+            assert lab.dtype == np.uint8 and lab.shape == np.asarray(Image.open(image)).shape[:2]
+            values |= set(np.unique(lab).tolist())
+        # ADE's convention: class i stored as i + 1, 0 (unlabelled) unused here
+        assert values <= set(range(1, len(ADE_SHAPES_CLASSES) + 1)) and 1 in values and len(values) >= 3
+
+
+def test_generation_is_atomic(tmp_path, monkeypatch):
+    """A generation that dies half-way leaves no set (and no temporary folder); the next one completes."""
+    from downstream import embedded
+
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    monkeypatch.setitem(embedded.SETS, "coco-shapes", dict(size=64, train=3, val=2))
+    real = embedded.generate_coco
+
+    def dies(root, **kwargs):
+        real(root, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embedded, "generate_coco", dies)
+    with pytest.raises(KeyboardInterrupt):
+        embedded.ensure_dataset("coco-shapes")
+    assert list((tmp_path / "data").iterdir()) == []
+    monkeypatch.setattr(embedded, "generate_coco", real)
+    path = embedded.ensure_dataset("coco-shapes")
+    assert (path / "annotations/instances_val2017.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [path.name]
+
+
+# ------------------------------------------------------------------------------------------- bad input
+def _one_line_error(capsys, code, needle):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    lines = [ln for ln in err if ln.startswith("depthbench ")]
+    assert len(lines) == 1 and needle in lines[0], err
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_bad_input_is_one_line_and_writes_nothing(cache, tmp_path, capsys):
+    work = tmp_path / "run"
+    code = cli.main(["finetune", DET, "--work-dir", str(work), "data_root=/nonexistent/coco/"])
+    _one_line_error(capsys, code, "/nonexistent/coco/")
+    code = cli.main(["finetune", DET, "--work-dir", str(work), "model.backbone.model_name=steps_resnet81"])
+    _one_line_error(capsys, code, "steps_resnet81")
+    code = cli.main(["finetune", SEG, "--work-dir", str(work), "model.decode_head.type=UPerHeadd"])
+    _one_line_error(capsys, code, "UPerHeadd")
+    foreign = tmp_path / "foreign.pth"
+    torch.save({"state_dict": {"encoder.weight": torch.zeros(3, 3)}}, foreign)
+    code = cli.main(["finetune", DET, "--work-dir", str(work), f"load_from={str(foreign)!r}"])
+    _one_line_error(capsys, code, "none of its 1 tensors fits")
+    code = cli.main(["test", SEG, str(foreign), "--work-dir", str(work)])
+    _one_line_error(capsys, code, "none of its 1 tensors fits")
+    code = cli.main(["finetune", DET, "--work-dir", str(work), "train_cfg.max_iter=3"])
+    _one_line_error(capsys, code, "did you mean train_cfg.max_iters")
+    assert not work.exists()
+
+
+# ------------------------------------------------------------------------------------------- end to end
+def _eval_records(run: Path, kind="eval"):
+    return [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == kind]
+
+
+@pytest.mark.slow
+def test_mask_rcnn_finetune_resume_and_test(cache, tmp_path, capsys):
+    run = tmp_path / "det"
+    assert cli.main(["finetune", DET, "--work-dir", str(run), *SHORT]) == 0
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "done" and meta["engine"] == "mmengine" and meta["world_size"] == 1
+    assert meta["scale"].startswith("embedded coco-shapes")
+    train = _eval_records(run, "train")
+    assert [r["global_step"] for r in train] == [1, 2] and all(np.isfinite(r["loss"]) for r in train)
+    assert {"loss_rpn_cls", "loss_cls", "loss_mask", "lr"} <= set(train[0])
+    (record,) = _eval_records(run)
+    assert record["global_step"] == 2
+    for key in ("coco/bbox_mAP", "coco/bbox_mAP_50", "coco/segm_mAP"):
+        assert 0.0 <= record[key] <= 1.0
+    assert (run / "last.pth").resolve() == (run / "iter_2.pth").resolve()
+    assert (run / "config.py").is_file()
+
+    # --resume auto continues the same run from iteration 2 to 4
+    longer = [a.replace("max_iters=2", "max_iters=4") for a in SHORT]
+    assert cli.main(["finetune", DET, "--work-dir", str(run), "--resume", "auto", *longer]) == 0
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "done" and meta["global_step"] == 4
+    assert [r["global_step"] for r in meta["resumes"]] == [2]
+    assert [r["global_step"] for r in _eval_records(run, "train")] == [1, 2, 3, 4]
+    assert [r["global_step"] for r in _eval_records(run)] == [2, 4]
+    state = torch.load(run / "iter_4.pth", map_location="cpu", weights_only=False)
+    assert state["meta"]["iter"] == 4
+
+    # without --resume, a work dir that holds checkpoints is refused
+    capsys.readouterr()
+    _one_line_error(capsys, cli.main(["finetune", DET, "--work-dir", str(run), *SHORT]), "--resume auto")
+
+    # depthbench test on the produced checkpoint
+    capsys.readouterr()
+    out = tmp_path / "test"
+    assert cli.main(["test", DET, str(run / "last.pth"), "--work-dir", str(out), "--json",
+                     "+test_dataloader.dataset.indices=8"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["coco/bbox_mAP"] == pytest.approx(_eval_records(run)[-1]["coco/bbox_mAP"], abs=1e-6)
+    (test_record,) = _eval_records(out, "test")
+    assert json.loads((out / "meta.json").read_text())["status"] == "done"
+    assert test_record["coco/segm_mAP"] == printed["coco/segm_mAP"]
+
+
+@pytest.mark.slow
+def test_upernet_finetune_reaches_the_miou_floor_and_tests(cache, tmp_path, capsys):
+    """A shortened UperNet preset (150 iterations, ~1/7 of it) already segments the shapes: mIoU well above
+    what predicting the background everywhere gives (1/5 of the classes, ~16 mIoU)."""
+    run = tmp_path / "seg"
+    short = ["train_cfg.max_iters=150", "train_cfg.val_interval=150", "default_hooks.checkpoint.interval=150",
+             "+val_dataloader.dataset.indices=40"]
+    assert cli.main(["finetune", SEG, "--work-dir", str(run), *short]) == 0
+    assert json.loads((run / "meta.json").read_text())["status"] == "done"
+    (record,) = _eval_records(run)
+    assert {"mIoU", "mAcc", "aAcc"} <= set(record)
+    assert record["mIoU"] > 40.0, record
+    capsys.readouterr()
+    assert cli.main(["test", SEG, str(run / "last.pth"), "--work-dir", str(tmp_path / "t"), "--json",
+                     "+test_dataloader.dataset.indices=40"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["mIoU"] == pytest.approx(record["mIoU"], abs=1e-4)
