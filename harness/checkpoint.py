@@ -1,4 +1,4 @@
-"""Checkpoints of ``depthbench train``: atomic writes, the exact-resume state, and safe loading.
+"""Checkpoints: the one weights loader (:func:`load_weights`), atomic writes, and the exact-resume state.
 
 ``last.pth`` (written every ``ckpt.interval_steps`` optimizer steps, every ``ckpt.interval_minutes``, at the end
 of every epoch and on SIGUSR1/SIGTERM) holds everything a resumed run needs to continue bit for bit::
@@ -9,39 +9,39 @@ of every epoch and on SIGUSR1/SIGTERM) holds everything a resumed run needs to c
 
 ``best.pth`` holds the model (and EMA) weights of the best evaluation so far, for ``depthbench eval``.
 
-Every file is written to a temporary name, fsynced and renamed over the old one, so a kill at any moment leaves
-either the previous or the new checkpoint, never a torn one. Files contain only tensors and plain Python
-values, so they load with ``torch.load(weights_only=True)``. The one exception is DeepSpeed's ZeRO optimizer
-partitions, which hold DeepSpeed objects: they are stored as serialised bytes inside the checkpoint and
-unpickled (``weights_only=False``) only when resuming, i.e. only from our own trusted run directory.
+Every file is written with :func:`harness.rundir.atomic_write`, so a kill at any moment leaves either the
+previous or the new checkpoint, never a torn one. Files contain only tensors and plain Python values and are
+read with ``torch.load(weights_only=True)`` -- weights, resume and DeepSpeed's optimizer partitions alike.
 """
 from __future__ import annotations
 
-import io
-import os
+import argparse
 import random
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from harness.errors import DepthbenchError
+from harness.rundir import atomic_write
+
 FORMAT = "depthbench-train/1"
+# where the weights sit in the checkpoints we meet: ours/DeiT (model, ema/model_ema), timm (state_dict,
+# state_dict_ema), MMEngine (state_dict), DeepSpeed (module); a bare state dict otherwise
+WEIGHT_KEYS = ("model", "state_dict", "module")
+EMA_KEYS = ("ema", "state_dict_ema", "model_ema")
+# what a weights-only load may construct besides tensors and plain values: timm/DeiT training checkpoints keep
+# their argparse.Namespace under `args` (timm's own loader allows exactly this one class too)
+SAFE_GLOBALS = [argparse.Namespace]
 
 
 def save_atomic(obj, path: str | Path) -> None:
-    """``torch.save`` to a temporary file in the same folder, fsync, rename over ``path``, fsync the folder."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        torch.save(obj, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    """``torch.save`` through the one atomic writer."""
+    atomic_write(path, lambda fh: torch.save(obj, fh))
 
 
 def remove_stale_temporaries(folder: str | Path) -> None:
@@ -50,45 +50,272 @@ def remove_stale_temporaries(folder: str | Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load(path: str | Path) -> dict:
-    """A checkpoint or weights file, loaded with ``weights_only=True`` onto the CPU."""
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def pack_trusted(obj) -> torch.Tensor:
-    """Serialise any picklable object into a uint8 tensor (for DeepSpeed's optimizer partitions)."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
-
-
-def unpack_trusted(blob: torch.Tensor):
-    """Inverse of :func:`pack_trusted`; unpickles arbitrary objects, so use only on our own resume files."""
-    return torch.load(io.BytesIO(blob.numpy().tobytes()), map_location="cpu", weights_only=False)
-
-
-def model_weights(path: str | Path, prefer_ema: bool = False) -> dict:
-    """The model state dict of a checkpoint of ours (``model``/``ema``), timm/DeiT (``model``, ``state_dict``,
-    ``state_dict_ema``), MMEngine (``state_dict``) or a bare state dict; ``module.`` prefixes (DDP) are stripped.
-    Loaded with ``weights_only=True``. Raises ValueError (one line naming ``path``) for a file that is not a
-    readable PyTorch checkpoint or holds no weights."""
+def read_checkpoint(path, *, mmap: bool = False) -> dict:
+    """A checkpoint file as a dict, loaded with ``weights_only=True`` onto the CPU. A missing, corrupt, truncated,
+    foreign or unsafe file (one that pickles code or other objects) is one :class:`DepthbenchError` line.
+    ``mmap=True`` maps the tensors instead of reading them: a cheap check of a large file."""
+    name = str(path) if isinstance(path, (str, Path)) else "<in-memory file>"
+    if isinstance(path, (str, Path)) and not Path(path).is_file():
+        raise DepthbenchError(f"{name}: no such file")
     try:
-        checkpoint = load(path)
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # corrupt, truncated, not a torch file, or an unsafe pickle
-        reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{path} is not a readable PyTorch state dict ({reason})") from None
-    if not isinstance(checkpoint, dict):
-        raise ValueError(f"{path} holds a {type(checkpoint).__name__}, not a state dict (name -> tensor)")
-    keys = (("ema", "state_dict_ema", "model_ema") if prefer_ema else ()) + ("model", "state_dict", "module")
-    state = next((checkpoint[k] for k in keys if isinstance(checkpoint.get(k), dict)), None)
+        raise DepthbenchError(f"{name} is not a readable PyTorch state dict ({_reason(e, path)})") from None
+    if not isinstance(checkpoint, Mapping):
+        raise DepthbenchError(f"{name} holds a {type(checkpoint).__name__}, not a checkpoint or state dict "
+                              "(name -> tensor)")
+    return dict(checkpoint)
+
+
+def _reason(error: Exception, path) -> str:
+    text = str(error).strip()
+    if "Weights only load failed" in text or "weights_only" in text.lower():
+        names = []
+        try:
+            if isinstance(path, (str, Path)):
+                names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+        except Exception:
+            pass
+        found = re.findall(r"GLOBAL ([\w.]+)", text)
+        names = sorted(set(names) | set(found))
+        return ("it pickles Python objects that a weights-only load refuses"
+                + (f": {', '.join(names)}" if names else "") + "; only tensors and plain values are accepted")
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# ----------------------------------------------------------------------------------------- the weights loader
+@dataclass
+class LoadReport:
+    """What :func:`load_weights` did. ``mismatched``: ``(key, checkpoint_shape, model_shape)``."""
+    source: str
+    model: str = ""
+    loaded: int = 0
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)
+    excused: list[str] = field(default_factory=list)  # classifier keys not loaded (``ignore_classifier=True``)
+
+    @property
+    def complete(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def summary(self) -> str:
+        """Every key that did not load, grouped (``blocks.{0-11}.attn.qkv.weight``) but never cut short."""
+        return f"{self.source} -> {self.model}: " + self.details()
+
+    def details(self) -> str:
+        parts = [f"{self.loaded} tensors loaded"]
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing from the checkpoint: {compress_keys(self.missing)}")
+        if self.unexpected:
+            parts.append(f"{len(self.unexpected)} unexpected (not in the model): {compress_keys(self.unexpected)}")
+        if self.mismatched:
+            by_shapes: dict[tuple, list[str]] = {}
+            for key, theirs, ours in self.mismatched:
+                by_shapes.setdefault((tuple(theirs), tuple(ours)), []).append(key)
+            shapes = [f"{compress_keys(keys)} (checkpoint {_shape(a)}, model {_shape(b)})"
+                      for (a, b), keys in by_shapes.items()]
+            parts.append(f"{len(self.mismatched)} of another shape: {', '.join(shapes)}")
+        if self.excused:
+            parts.append(f"classifier not loaded: {compress_keys(self.excused)}")
+        return "; ".join(parts)
+
+
+def _shape(shape) -> str:
+    return "x".join(map(str, shape)) or "scalar"
+
+
+def compress_keys(keys: list[str]) -> str:
+    """``blocks.0.x, blocks.1.x, blocks.2.x`` -> ``blocks.{0-2}.x``: lossless (each group is a full product of
+    its index ranges), so a long list of keys stays complete and readable."""
+    groups = {tuple(k.split(".")) for k in keys}
+    width = max((len(g) for g in groups), default=0)
+    for position in reversed(range(width)):
+        merged: dict[tuple, list[str]] = {}
+        for parts in groups:
+            if position < len(parts) and parts[position].isdigit():
+                merged.setdefault(parts[:position] + ("#",) + parts[position + 1:], []).append(parts[position])
+            else:
+                merged.setdefault(parts, [])
+        groups = set()
+        for pattern, indices in merged.items():
+            if not indices:
+                groups.add(pattern)
+            elif len(indices) == 1:
+                groups.add(pattern[:position] + (indices[0],) + pattern[position + 1:])
+            else:
+                groups.add(pattern[:position] + (_ranges(sorted(map(int, indices))),) + pattern[position + 1:])
+    return ", ".join(sorted(".".join(g) for g in groups))
+
+
+def _ranges(numbers: list[int]) -> str:
+    spans, start = [], numbers[0]
+    for previous, current in zip(numbers, numbers[1:] + [None]):
+        if current != previous + 1:
+            spans.append(str(start) if start == previous else f"{start}-{previous}")
+            start = current
+    return "{" + ",".join(spans) + "}"
+
+
+def resolve_source(source) -> Path:
+    """A weights path: a file, or a run directory (its ``best.pth``, else ``last.pth``)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        for name in ("best.pth", "last.pth"):
+            if (path / name).is_file():
+                return path / name
+        raise DepthbenchError(f"{path} is a directory without best.pth or last.pth; give a checkpoint file or a "
+                              "run directory of depthbench train")
+    if not path.is_file():
+        raise DepthbenchError(f"{path}: no such checkpoint file")
+    return path
+
+
+def extract_weights(checkpoint: Mapping, *, ema: bool = False, source: str = "the checkpoint") -> dict:
+    """The flat ``name -> tensor`` dict inside any checkpoint we meet (see ``WEIGHT_KEYS``/``EMA_KEYS``),
+    unwrapped with timm's ``clean_state_dict`` (DDP ``module.``, ``torch.compile`` ``_orig_mod.`` prefixes)."""
+    from timm.models import clean_state_dict
+
+    keys = EMA_KEYS if ema else WEIGHT_KEYS
+    state = next((checkpoint[k] for k in keys if isinstance(checkpoint.get(k), Mapping)), None)
+    if state is None and ema:
+        trained_without = any(k in checkpoint and checkpoint[k] is None for k in EMA_KEYS)
+        raise DepthbenchError(f"{source} holds no EMA weights" + (
+            " (its run trained with ema.enable=False)" if trained_without else
+            f" (top-level keys: {', '.join(map(str, checkpoint))})") + "; leave out --ema / ema=True")
     if state is None:
-        if prefer_ema:
-            raise ValueError(f"{path} holds no EMA weights (keys: {', '.join(map(str, list(checkpoint)[:8]))})")
         state = checkpoint
-    weights = {k.removeprefix("module."): v for k, v in state.items() if torch.is_tensor(v)}
+    weights = {k: v for k, v in state.items() if torch.is_tensor(v)}
     if not weights:
-        raise ValueError(f"{path} holds no state dict (expected name -> tensor)")
-    return weights
+        raise DepthbenchError(f"{source} holds no weights (name -> tensor); top-level keys: "
+                              f"{', '.join(map(str, checkpoint)) or 'none'}")
+    return clean_state_dict(weights)
+
+
+def _classifier_prefixes(model) -> tuple[str, ...]:
+    classifier = (getattr(model, "pretrained_cfg", None) or {}).get("classifier") or "head"
+    names = [classifier] if isinstance(classifier, str) else list(classifier)
+    return tuple(f"{c}." for c in names)
+
+
+def load_weights(model: torch.nn.Module, source, *, ema: bool = False, strict: bool = True,
+                 ignore_classifier: bool = False) -> LoadReport:
+    """Load weights into ``model``: the one loader of depthbench (train, eval, diagnose, bench, downstream).
+
+    ``source``: a checkpoint file, a run directory (its ``best.pth``, else ``last.pth``) or an in-memory
+    checkpoint/state dict, in any layout :func:`extract_weights` knows; ``ema=True`` takes the EMA weights
+    (a :class:`DepthbenchError` where there are none). Files are read with ``weights_only=True`` only. The
+    weights then pass through the model family's timm ``checkpoint_filter_fn`` (official key layouts,
+    position-embedding resizing), found in the module that defines the model's class, and are loaded.
+
+    Tensors whose shape differs are never loaded. ``strict=True``: a missing, unexpected or mis-shaped key raises
+    :class:`DepthbenchError` with the complete :meth:`LoadReport.summary` (``ignore_classifier=True`` excuses the
+    classifier, e.g. fine-tuning to another number of classes); the model is then partly loaded -- discard it.
+    ``strict=False``: loads what fits and returns the report -- print its summary, never ignore it.
+    """
+    if isinstance(source, Mapping):
+        name, checkpoint = "<state dict>", source
+    else:
+        path = resolve_source(source)
+        name, checkpoint = str(path), read_checkpoint(path)
+    model_name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture") or type(model).__name__
+    weights = extract_weights(checkpoint, ema=ema, source=name)
+    filter_fn = getattr(sys.modules.get(type(model).__module__), "checkpoint_filter_fn", None)
+    if filter_fn is not None:
+        try:
+            weights = filter_fn(weights, model)
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise DepthbenchError(f"{name} does not fit {model_name}: {e}") from None
+
+    own = model.state_dict()
+    report = LoadReport(source=name, model=model_name)
+    report.mismatched = [(k, tuple(v.shape), tuple(own[k].shape)) for k, v in weights.items()
+                         if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    heads = _classifier_prefixes(model) if ignore_classifier else ()
+    skipped = {k for k, _, _ in report.mismatched}
+    loadable = {k: v for k, v in weights.items() if k not in skipped}
+    try:  # the model's own load hooks (e.g. ScaleNet's tied copies) decide what is missing or unexpected
+        result = model.load_state_dict(loadable, strict=False)
+    except RuntimeError as e:
+        raise DepthbenchError(f"{name} does not fit {model_name}: {e}") from None
+    order = {k: i for i, k in enumerate(own)}
+    report.missing = sorted(set(result.missing_keys) - skipped, key=lambda k: order.get(k, len(order)))
+    report.unexpected = list(result.unexpected_keys)
+    if heads:
+        report.excused = [k for k in report.missing + report.unexpected + sorted(skipped) if k.startswith(heads)]
+        report.missing = [k for k in report.missing if not k.startswith(heads)]
+        report.unexpected = [k for k in report.unexpected if not k.startswith(heads)]
+        report.mismatched = [m for m in report.mismatched if not m[0].startswith(heads)]
+    report.loaded = len(loadable) - len(result.unexpected_keys)
+    if strict and not report.complete:
+        raise DepthbenchError(f"{name} does not fit {model_name}: {report.details()}; check the model name and its "
+                              f"arguments (model.* in a config)")
+    return report
+
+
+# ----------------------------------------------------------------------------------------- DeepSpeed state
+# DeepSpeed's ZeRO optimizer state_dict() holds a few DeepSpeed objects besides tensors (its loss scaler, the
+# ZeRO stage enum, fragment addresses). They are stored as plain values -- ``{"__object__": "module.Class",
+# "state": {...}}`` -- and rebuilt only for exactly these classes, so resuming a checkpoint somebody shared can
+# never construct anything else (no unpickling of arbitrary objects; the file loads with weights_only=True).
+DEEPSPEED_CLASSES = (
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+    "deepspeed.runtime.zero.config.ZeroStageEnum",
+    "deepspeed.utils.tensor_fragment.fragment_address",
+)
+PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype, torch.device, torch.Size)
+
+
+def to_plain(obj):
+    """``obj`` with every object of :data:`DEEPSPEED_CLASSES` replaced by plain values (see :func:`from_plain`)."""
+    import enum
+
+    if type(obj) in PLAIN or isinstance(obj, torch.Tensor):  # exact types: an int-valued enum is not an int here
+        return obj
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(to_plain(v) for v in obj)
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if name not in DEEPSPEED_CLASSES:
+        raise TypeError(f"cannot store a {name} in a checkpoint; add it to DEEPSPEED_CLASSES if it is plain data")
+    if isinstance(obj, enum.Enum):
+        return {"__object__": name, "value": obj.value}
+    if hasattr(obj, "_fields"):
+        return {"__object__": name, "fields": [to_plain(v) for v in obj]}
+    return {"__object__": name, "state": to_plain(vars(obj))}
+
+
+def from_plain(obj):
+    """Inverse of :func:`to_plain`; refuses (one line) any class that is not in :data:`DEEPSPEED_CLASSES`."""
+    import enum
+    import importlib
+
+    if isinstance(obj, Mapping):
+        if "__object__" not in obj:
+            return {k: from_plain(v) for k, v in obj.items()}
+        name = obj["__object__"]
+        if name not in DEEPSPEED_CLASSES:
+            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state names {name!r}, which is not one of "
+                                  f"the DeepSpeed classes a resume may construct; it was not written by depthbench")
+        module, _, qualname = name.rpartition(".")
+        cls = getattr(importlib.import_module(module), qualname)
+        if issubclass(cls, enum.Enum):
+            return cls(obj["value"])
+        if "fields" in obj:
+            return cls(*(from_plain(v) for v in obj["fields"]))
+        instance = cls.__new__(cls)
+        instance.__dict__.update(from_plain(obj["state"]))
+        return instance
+    if isinstance(obj, list):
+        return [from_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(from_plain(v) for v in obj)
+    return obj
 
 
 # ----------------------------------------------------------------------------------------- RNG states
@@ -127,7 +354,7 @@ def find_resume(resume: str | None, run_path: Path | None) -> Path | None:
     if path.is_dir():
         path = path / "last.pth"
     if not path.is_file():
-        raise FileNotFoundError(f"--resume {resume}: no checkpoint at {path}")
+        raise DepthbenchError(f"--resume {resume}: no checkpoint at {path}")
     return path
 
 

@@ -20,11 +20,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from harness.errors import DepthbenchError
+
 CHANNELS_FIRST = ("BasicBlock", "Bottleneck")  # residual blocks with channels on dim 1 (NCHW)
-
-
-class DiagnoseError(ValueError):
-    """Bad input to the diagnostic; the message is one line saying what to do."""
 
 
 def _std(x: torch.Tensor, channel_dim: int) -> torch.Tensor:
@@ -43,14 +41,14 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
     blocks = residual_blocks(model)
     if not blocks:
-        raise DiagnoseError(f"{type(model).__name__} has no residual blocks of the known types {RESIDUAL_BLOCK_TYPES}")
+        raise DepthbenchError(f"{type(model).__name__} has no residual blocks of the known types {RESIDUAL_BLOCK_TYPES}")
     owner = {}  # id(block) -> the StepsNet that runs it
     for net in model.modules():
         if isinstance(net, (StepsNet, ReverseStepsNet)):
             for block in net:
                 owner[id(block)] = net
     if any(isinstance(net, ReverseStepsNet) for net in owner.values()):
-        raise DiagnoseError("the reverse (wide-to-narrow) design has no single full-width state per block; "
+        raise DepthbenchError("the reverse (wide-to-narrow) design has no single full-width state per block; "
                             "diagnose its StepsNet twin instead")
 
     records: list[dict] = []
@@ -80,7 +78,7 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
         for h in handles:
             h.remove()
     if len(records) != len(blocks) + 1:
-        raise DiagnoseError(f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
+        raise DepthbenchError(f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
                             "run each residual block once per forward")
     sigma0, depth = records[0]["sigma"], len(blocks)
     for l, r in enumerate(records):
@@ -90,12 +88,9 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------ the command
 def _check_model_name(name: str) -> None:
-    from harness.flops import UnknownModelError, require_registered
+    from harness.flops import require_registered
 
-    try:
-        require_registered(name)
-    except UnknownModelError as e:
-        raise DiagnoseError(str(e)) from None
+    require_registered(name)
 
 
 def _build(name: str, input_size: int | None, device: str) -> nn.Module:
@@ -111,28 +106,18 @@ def _build(name: str, input_size: int | None, device: str) -> nn.Module:
 
 
 def load_checkpoint(model: nn.Module, path: str) -> None:
-    """Load a state dict (raw, or under 'model'/'state_dict'/'module') with ``weights_only=True``
-    (:func:`harness.checkpoint.model_weights`, the loader ``depthbench train/eval`` use)."""
-    from harness.checkpoint import model_weights
+    """Load trained weights strictly through :func:`harness.checkpoint.load_weights` (the loader every command
+    uses): a checkpoint that does not fit is an error naming every key, never a half-loaded model."""
+    from harness.checkpoint import load_weights
 
-    if not Path(path).is_file():
-        raise DiagnoseError(f"checkpoint {path} does not exist")
-    try:
-        state = model_weights(path)
-    except ValueError as e:
-        raise DiagnoseError(f"checkpoint {e}") from None
-    result = model.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        example = (result.missing_keys or result.unexpected_keys)[0]
-        raise DiagnoseError(f"checkpoint {path} does not fit this model: {len(result.missing_keys)} missing and "
-                            f"{len(result.unexpected_keys)} unexpected keys (e.g. {example!r}); check the model name")
+    load_weights(model, path)
 
 
 def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int, seed: int, device: str) -> tuple:
     generator = torch.Generator().manual_seed(seed)
     if hasattr(model, "example_inputs"):  # token models: random ids (no text data sets here)
         if data != "random":
-            raise DiagnoseError(f"--data {data}: {type(model).__name__} takes token ids; use --data random")
+            raise DepthbenchError(f"--data {data}: {type(model).__name__} takes token ids; use --data random")
         (tokens,) = model.example_inputs(input_size, batch_size)
         vocab = getattr(model, "vocab_size", 2)
         return (torch.randint(0, vocab, tokens.shape, generator=generator).to(device),)
@@ -148,7 +133,7 @@ def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int
     try:
         dataset = ImageFolder(data, transform=transform)
     except (FileNotFoundError, OSError) as e:
-        raise DiagnoseError(f"--data {data}: not an ImageFolder directory ({str(e).splitlines()[0]})") from None
+        raise DepthbenchError(f"--data {data}: not an ImageFolder directory ({str(e).splitlines()[0]})") from None
     # a seeded random subset: ImageFolder is sorted by class, so the first images would all be one class
     picks = torch.randperm(len(dataset), generator=generator)[:batch_size].tolist()
     return (torch.stack([dataset[i][0] for i in picks]).to(device),)
@@ -164,21 +149,21 @@ def run(model_names: list[str], checkpoints: list[str] | None = None, data: str 
         _check_model_name(name)
     checkpoints = list(checkpoints or [])
     if checkpoints and len(checkpoints) != len(model_names):
-        raise DiagnoseError(f"give one --checkpoint per model ({len(model_names)}, in order; '-' for none), "
+        raise DepthbenchError(f"give one --checkpoint per model ({len(model_names)}, in order; '-' for none), "
                             f"got {len(checkpoints)}")
     for path in checkpoints:
         if path != "-" and not Path(path).is_file():
-            raise DiagnoseError(f"checkpoint {path} does not exist")
+            raise DepthbenchError(f"checkpoint {path} does not exist")
     if data != "random" and not Path(data).is_dir():
-        raise DiagnoseError(f"--data {data}: no such directory (give an ImageFolder directory or 'random')")
+        raise DepthbenchError(f"--data {data}: no such directory (give an ImageFolder directory or 'random')")
     if batch_size < 1 or (input_size is not None and input_size < 1):
-        raise DiagnoseError("--batch-size and --input-size must be positive")
+        raise DepthbenchError("--batch-size and --input-size must be positive")
     try:
         kind = torch.device(device).type
     except RuntimeError:
-        raise DiagnoseError(f"--device {device}: not a torch device (e.g. cpu, cuda, cuda:1)") from None
+        raise DepthbenchError(f"--device {device}: not a torch device (e.g. cpu, cuda, cuda:1)") from None
     if kind == "cuda" and not torch.cuda.is_available():
-        raise DiagnoseError(f"--device {device}: no CUDA device is visible here; use --device cpu")
+        raise DepthbenchError(f"--device {device}: no CUDA device is visible here; use --device cpu")
 
     run_dir = RunDir.create(experiment="diagnose-shortcut-ratio", root=out_dir, models=model_names,
                             checkpoints=checkpoints or None, data=data, input_size=input_size,
@@ -267,12 +252,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
-    try:
-        run_dir, curves = run(args.models, args.checkpoint, args.data, args.input_size, args.batch_size,
-                              args.out_dir, args.seed, args.device)
-    except DiagnoseError as e:
-        print(f"depthbench diagnose: error: {e}", file=sys.stderr)
-        return 2
+    run_dir, curves = run(args.models, args.checkpoint, args.data, args.input_size, args.batch_size,
+                          args.out_dir, args.seed, args.device)
     summary = {n: _summary(r) for n, r in curves.items()}
     if args.json:
         print(json.dumps({"run_dir": str(run_dir.path), "models": summary}, indent=1))

@@ -287,22 +287,25 @@ class DeepSpeedBackend(Backend):
             model.module.load_state_dict(state)
 
     def optimizer_state(self, optimizer):
-        """Every rank's ZeRO partition, serialised (they hold DeepSpeed objects), gathered on rank 0."""
-        from harness.checkpoint import pack_trusted
+        """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
+        enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
+        from harness.checkpoint import to_plain
 
-        return {"zero_stage": self.zero_stage, "partitions": self.gather_object(pack_trusted(optimizer.state_dict()))}
+        return {"zero_stage": self.zero_stage,
+                "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
 
     def load_optimizer_state(self, optimizer, state) -> None:
-        from harness.checkpoint import unpack_trusted
+        from harness.checkpoint import from_plain
+        from harness.errors import DepthbenchError
 
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
-            from harness.config import ConfigError
-            raise ConfigError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
-                               f"{len(state['partitions'])} ranks; resume with the same stage and number of processes")
+            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
+                                  f"{len(state['partitions'])} ranks; resume with the same stage and number of "
+                                  "processes")
         if self.zero_stage == 0:
-            optimizer.load_state_dict(unpack_trusted(state["partitions"][self.rank]))
+            optimizer.load_state_dict(from_plain(state["partitions"][self.rank]))
             return
-        partitions = [unpack_trusted(p) for p in state["partitions"]]
+        partitions = [from_plain(p) for p in state["partitions"]]
         optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
 
     def scaler_state(self):

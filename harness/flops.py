@@ -18,6 +18,8 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop
 
+from harness.errors import DepthbenchError
+
 aten = torch.ops.aten
 
 
@@ -118,7 +120,7 @@ def count_flops(model: nn.Module, input_size=224, inputs: tuple | None = None) -
     return FlopCount(total=counter.get_total_flops() // 2, by_op=by_op)
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(DepthbenchError):
     """A model name that neither timm nor depthbench registers; the message suggests close names."""
 
 

@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 STATUSES = ("running", "done", "failed", "preempted")
@@ -61,15 +62,39 @@ def package_versions() -> dict:
     return versions
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file + fsync + rename, so a reader never sees half a file."""
+def slurm_meta(environ=None) -> dict:
+    """The Slurm job this process runs in, for meta.json (``{}`` outside Slurm): job id, array job and element,
+    restart count (how often the job was requeued) and node list."""
+    env = os.environ if environ is None else environ
+    if not env.get("SLURM_JOB_ID"):
+        return {}
+    return {"slurm_job_id": env["SLURM_JOB_ID"], "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+            "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
+            "slurm_restart_count": int(env.get("SLURM_RESTART_COUNT") or 0),
+            "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
+
+
+def atomic_write(path: str | Path, data: str | bytes | Callable[[BinaryIO], None]) -> None:
+    """The one atomic file writer: write to a temporary name in the same folder, fsync, rename over ``path``,
+    fsync the folder (so the rename itself is durable). A reader, or a process killed mid-write, sees the old
+    file or the new one, never half a file. ``data``: text, bytes, or a function that writes to a binary file
+    (e.g. ``lambda fh: torch.save(obj, fh)``). A temporary left by a killed writer is named ``.<name>.tmp-<pid>``.
+    """
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+    try:
+        with open(tmp, "wb") as fh:
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -94,7 +119,8 @@ class RunDir:
         if writer:
             path.mkdir(parents=True, exist_ok=True)
             run.update_meta(experiment=experiment, run_id=path.name, status="running", start=now(),
-                            git_commit=git_commit(), packages=package_versions(), host=socket.gethostname(), **meta)
+                            git_commit=git_commit(), packages=package_versions(), host=socket.gethostname(),
+                            **{**slurm_meta(), **meta})
         return run
 
     @classmethod
@@ -116,7 +142,7 @@ class RunDir:
             return
         if "status" in fields and fields["status"] not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {fields['status']!r}")
-        atomic_write_text(self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str))
+        atomic_write(self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str))
 
     def finish(self, status: str = "done", **fields) -> None:
         self.update_meta(status=status, end=now(), **fields)
@@ -133,7 +159,7 @@ class RunDir:
 
     def write_config(self, text: str) -> None:
         if self.writer:
-            atomic_write_text(self.path / "config.py", text)
+            atomic_write(self.path / "config.py", text)
 
     def log(self, line: str) -> None:
         if self.writer:
@@ -158,3 +184,7 @@ def read_metrics(path: str | Path) -> list[dict]:
                 break
             raise ValueError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
     return records
+
+
+# The earlier name of atomic_write, kept only until downstream/hooks.py calls atomic_write (then delete).
+atomic_write_text = atomic_write

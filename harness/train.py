@@ -153,32 +153,14 @@ def build_model(cfg, pretrained: bool = True):
     return model
 
 
-def load_pretrained(model, path) -> list[str]:
-    """Load weights (``weights_only=True``) through the model's timm ``checkpoint_filter_fn`` (official key
-    layouts, position-embedding resizing). Only the classifier may differ (another number of classes); any other
-    missing or mis-shaped tensor is an error. Returns the classifier keys that were skipped."""
-    from harness.checkpoint import model_weights
+def load_pretrained(model, path) -> None:
+    """``model.pretrained``: :func:`harness.checkpoint.load_weights`; only the classifier may differ (another
+    number of classes), and what was left out is said."""
+    from harness.checkpoint import load_weights
 
-    try:
-        weights = model_weights(path)
-    except ValueError as e:
-        raise ConfigError(f"model.pretrained: {e}") from None
-    filter_fn = getattr(sys.modules.get(type(model).__module__), "checkpoint_filter_fn", None)
-    if filter_fn is not None:
-        weights = filter_fn(weights, model)
-    classifier = (getattr(model, "pretrained_cfg", None) or {}).get("classifier", "head")
-    heads = tuple(f"{c}." for c in ([classifier] if isinstance(classifier, str) else classifier))
-    own = model.state_dict()
-    skipped = [k for k, v in weights.items() if k in own and own[k].shape != v.shape]
-    missing, _ = model.load_state_dict({k: v for k, v in weights.items() if k not in skipped}, strict=False)
-    bad = [k for k in skipped + missing if not k.startswith(heads)]
-    if bad:
-        raise ConfigError(f"model.pretrained={path} does not fit {type(model).__name__}: {len(bad)} tensors missing or "
-                          f"of another shape, e.g. {', '.join(bad[:3])}")
-    not_loaded = list(dict.fromkeys(skipped + missing))
-    if not_loaded:
-        print(f"depthbench train: {path}: classifier not loaded ({', '.join(not_loaded)})", file=sys.stderr)
-    return not_loaded
+    report = load_weights(model, path, ignore_classifier=True)
+    if report.excused:
+        print(f"depthbench train: {report.summary()}", file=sys.stderr)
 
 
 def build_optimizer(model, cfg):
@@ -225,15 +207,11 @@ def build_teacher(cfg, backend):
         return None, None
     import timm
 
-    from harness.checkpoint import model_weights
+    from harness.checkpoint import load_weights
     from harness.losses import SoftLabelKDLoss
 
     teacher = timm.create_model(distill.teacher, num_classes=cfg.data.num_classes, **distill.teacher_kwargs)
-    try:
-        teacher.load_state_dict(model_weights(distill.teacher_checkpoint))
-    except (RuntimeError, ValueError) as e:
-        raise ConfigError(f"distill.teacher_checkpoint={distill.teacher_checkpoint} does not fit {distill.teacher}: "
-                          f"{str(e).strip().splitlines()[0]}") from None
+    load_weights(teacher, distill.teacher_checkpoint)
     teacher.requires_grad_(False).eval().to(backend.device, dtype=backend.input_dtype)
     return teacher, SoftLabelKDLoss(temperature=distill.temperature)
 
@@ -250,7 +228,7 @@ def seed_everything(seed: int) -> None:
 def open_run(cfg, args, backend):
     """Rank 0 picks the run directory (``--work-dir``, the run being resumed, or a new one); all ranks agree."""
     from harness.checkpoint import latest_run
-    from harness.rundir import DEFAULT_ROOT, RunDir, new_run_path
+    from harness.rundir import DEFAULT_ROOT, RunDir, new_run_path, slurm_meta
 
     path = None
     if backend.is_main:
@@ -264,7 +242,7 @@ def open_run(cfg, args, backend):
     path = Path(backend.broadcast_object(path))
     hosts = backend.gather_object(os.uname().nodename)
     fields = dict(engine=backend.name, world_size=backend.world_size, hosts=sorted(set(hosts or [])),
-                  config_file=str(args.config), command=" ".join(sys.argv))
+                  config_file=str(args.config), command=" ".join(sys.argv), **slurm_meta())
     if (path / "meta.json").is_file():
         run = RunDir.open(path, writer=backend.is_main)
         run.update_meta(status="running", **fields)
@@ -402,7 +380,7 @@ def fit(cfg, args, backend, run, train_loader, val_loader) -> int:
     cfg_text = cfg.pretty_text
     run.write_config(cfg_text)
     resume_path = ckpt.find_resume(args.resume, run.path)
-    checkpoint = ckpt.load(resume_path) if resume_path else None
+    checkpoint = ckpt.read_checkpoint(resume_path) if resume_path else None
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
     model = build_model(cfg, pretrained=checkpoint is None)
     grower = None
@@ -518,43 +496,31 @@ def _check_scalenet_ties(model) -> None:
 
 
 def _trim_lines(path: Path, keep: int) -> None:
-    from harness.rundir import atomic_write_text
+    from harness.rundir import atomic_write
 
     lines = path.read_text().splitlines(keepends=True) if path.exists() else []
     if len(lines) > keep:
-        atomic_write_text(path, "".join(lines[:keep]))
+        atomic_write(path, "".join(lines[:keep]))
 
 
 # ----------------------------------------------------------------------------------------- eval
 def eval_main(args) -> int:
-    from harness.checkpoint import model_weights
+    from harness.checkpoint import load_weights
     from harness.data import check_data
 
-    try:
-        cfg = load_config(args.config, args.overrides)
-        if args.input_size:
-            cfg.data.input_size = args.input_size
-        check_model(cfg)
-        check_data(cfg.data)
-        if not Path(args.checkpoint).is_file():
-            raise ConfigError(f"--checkpoint {args.checkpoint}: no such file")
-        weights = model_weights(args.checkpoint, prefer_ema=args.ema)
-    except (ValueError, FileNotFoundError) as e:  # ConfigError/DataError are ValueErrors too
-        print(f"depthbench eval: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    cfg = load_config(args.config, args.overrides)
+    if args.input_size:
+        cfg.data.input_size = args.input_size
+    check_model(cfg)
+    check_data(cfg.data)
+    model = build_model(cfg, pretrained=False)
+    load_weights(model, args.checkpoint, ema=args.ema)
     from harness.data import build_eval_loader
     from harness.engine import AccelerateBackend, evaluate
     from harness.launch import export_distributed_env
 
     export_distributed_env()
     backend = AccelerateBackend(cfg.precision, 1)
-    model = build_model(cfg, pretrained=False)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as e:
-        print(f"depthbench eval: error: {args.checkpoint} does not fit {cfg.model.name}: {str(e).splitlines()[0]}",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
     val_loader = build_eval_loader(cfg, backend.rank, backend.world_size, cfg.data.eval_batch_size or 64)
     metrics = evaluate(model.to(backend.device), val_loader, backend)
     metrics.update(checkpoint=str(args.checkpoint), model=cfg.model.name, ema=args.ema, input_size=cfg.data.input_size)

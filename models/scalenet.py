@@ -42,7 +42,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from timm.layers import DropPath, trunc_normal_
-from timm.models import create_model, generate_default_cfgs, register_model, swin_transformer, vision_transformer
+from timm.models import (create_model, generate_default_cfgs, load_state_dict, register_model, swin_transformer,
+                         vision_transformer)
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
@@ -724,16 +725,12 @@ def load_tied_state_dict(model: nn.Module, state_dict: dict, strict: bool = True
 def load_base_checkpoint(model: nn.Module, path: str) -> nn.Module:
     """Load a DeiT/Swin checkpoint (timm's, the official DeiT/Swin ``{'model': ...}`` files, or ours) into the
     *unexpanded* model, converting official key layouts with timm's filters; strict, one-line errors."""
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"base_checkpoint {path!r} does not exist") from None
-    state = checkpoint
-    for key in ("model", "state_dict", "module"):
-        if isinstance(state, dict) and isinstance(state.get(key), dict):
-            state = state[key]
-            break
-    state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+    import os
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"base_checkpoint {path!r} does not exist")
+    # timm's loader: weights_only=True, unwraps {'state_dict'|'model': ...} and module./_orig_mod. prefixes
+    state = load_state_dict(path, use_ema=False)
     family_module = swin_transformer if _family(model) == "swin" else vision_transformer
     state = family_module.checkpoint_filter_fn(state, model)
     try:

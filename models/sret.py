@@ -59,7 +59,7 @@ from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import Mlp, trunc_normal_
 from timm.layers.attention import Attention
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, clean_state_dict, generate_default_cfgs, register_model
 from timm.models.mlp_mixer import MixerBlock, MlpMixer
 from timm.models.vision_transformer import Block, VisionTransformer
 
@@ -550,17 +550,12 @@ def _shared_key_groups(model: nn.Module) -> list[list[str]]:
 def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) -> dict:
     """Make an official (or our) SReT state dict loadable by ``model`` with ``strict=True``.
 
-    Unwraps ``{'model': …}``/``{'state_dict': …}`` and a DDP ``module.`` prefix; fills in a shared block's missing
-    copies from the copy that is present and refuses copies that disagree (they are one tensor in the model);
-    resizes ``pos_embed`` bicubically when the checkpoint was trained at another resolution [assumption, spec
-    §2.6.9].
+    Takes an already unwrapped flat state dict (timm's loaders unwrap ``{'model': …}`` and ``module.``); fills in
+    a shared block's missing copies from the copy that is present and refuses copies that disagree (they are one
+    tensor in the model); resizes ``pos_embed`` bicubically when the checkpoint was trained at another
+    resolution [assumption, spec §2.6.9].
     """
-    if isinstance(state_dict, dict):
-        for key in ("model", "state_dict"):
-            if key in state_dict and isinstance(state_dict[key], dict):
-                state_dict = state_dict[key]
-                break
-    state_dict = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state_dict.items()}
+    state_dict = dict(state_dict)
     for names in _shared_key_groups(model):
         suffixes = {k[len(n) + 1:] for n in names for k in state_dict if k.startswith(n + ".")}
         for suffix in suffixes:
@@ -594,7 +589,9 @@ def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, stri
     """
     if not isinstance(checkpoint, dict):
         checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=weights_only)
-    return model.load_state_dict(checkpoint_filter_fn(checkpoint, model), strict=strict)
+    state_dict = next((checkpoint[k] for k in ("model", "state_dict") if isinstance(checkpoint.get(k), dict)),
+                      checkpoint)
+    return model.load_state_dict(checkpoint_filter_fn(clean_state_dict(state_dict), model), strict=strict)
 
 
 # --------------------------------------------------------------- recursive ViT / Mixer (Table 1, SReT-108, Fig. 7)

@@ -884,14 +884,10 @@ _GEOMETRY_KEYS = ("relative_pos_index", "relative_coords_table", "seq_length_sca
 
 
 def checkpoint_filter_fn(state_dict: dict, model: TransNeXt) -> dict:
-    """Official checkpoint -> this model: unwrap ``{'model': ...}``/``{'state_dict': ...}``, strip a
-    ``module.`` prefix and drop geometry tensors (size-dependent, recomputed here). Names are unchanged."""
-    for wrapper in ("model", "state_dict"):
-        if wrapper in state_dict and isinstance(state_dict[wrapper], dict):
-            state_dict = state_dict[wrapper]
+    """Official checkpoint -> this model: drop geometry tensors (size-dependent, recomputed here). Names are
+    unchanged. Takes an already unwrapped state dict (timm's loaders strip ``{'model': ...}`` and ``module.``)."""
     out = {}
     for k, v in state_dict.items():
-        k = k[len("module."):] if k.startswith("module.") else k
         if any(g in k.rsplit(".", 1)[-1] for g in _GEOMETRY_KEYS):
             continue
         out[k] = v

@@ -9,7 +9,8 @@ from torch import nn
 
 import models  # noqa: F401
 from harness import cli
-from harness.diagnose import DiagnoseError, load_checkpoint, shortcut_ratio
+from harness.diagnose import load_checkpoint, shortcut_ratio
+from harness.errors import DepthbenchError
 from models.stepsnet import residual_blocks
 
 TINY_STEPS = ((32, 1, 2), (48, 1, 1), (64, 1, 1))  # a 4-block Steps-DeiT at test size
@@ -62,10 +63,10 @@ def test_checkpoint_loading_and_one_line_errors(tmp_path):
 
     corrupt = tmp_path / "corrupt.pth"
     corrupt.write_bytes(b"this is not a checkpoint")
-    with pytest.raises(DiagnoseError, match="not a readable PyTorch state dict") as info:
+    with pytest.raises(DepthbenchError, match="not a readable PyTorch state dict") as info:
         load_checkpoint(target, str(corrupt))
     assert "\n" not in str(info.value)
-    with pytest.raises(DiagnoseError, match="does not fit this model"):
+    with pytest.raises(DepthbenchError, match="does not fit deit_small_patch16_224"):
         load_checkpoint(tiny("deit_small_patch16_224"), str(path))
 
 

@@ -1,0 +1,199 @@
+"""The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.rundir)."""
+import io
+import re
+
+import pytest
+import timm
+import torch
+
+import models  # noqa: F401
+from harness.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
+from harness.errors import DepthbenchError
+from harness.rundir import atomic_write
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def tiny(**kwargs):
+    return timm.create_model("horesnet10_euler", **{"num_classes": 10, "width": 8, **kwargs})
+
+
+def trained(seed):
+    torch.manual_seed(seed)
+    model = tiny()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    return model
+
+
+def same(a, b):
+    return a.state_dict().keys() == b.state_dict().keys() and all(
+        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def expand(pattern: str) -> set[str]:
+    """Inverse of the ``{0-2,5}`` notation, written here independently of the code under test."""
+    match = re.search(r"\{([^}]*)\}", pattern)
+    if not match:
+        return {pattern}
+    values = []
+    for span in match.group(1).split(","):
+        lo, _, hi = span.partition("-")
+        values += range(int(lo), int(hi or lo) + 1)
+    return set().union(*(expand(pattern[:match.start()] + str(v) + pattern[match.end():]) for v in values))
+
+
+def listed_keys(summary_part: str) -> set[str]:
+    without_shapes = re.sub(r" \([^)]*\)", "", summary_part)
+    return set().union(*(expand(p) for p in re.split(r", (?![^{]*\})", without_shapes)))
+
+
+def test_depthbench_last_and_best_model_and_ema(tmp_path):
+    model, ema = trained(0), trained(1)
+    last = {"format": FORMAT, "epoch": 3, "model": model.state_dict(), "ema": ema.state_dict(),
+            "optimizer": {"state": {}, "param_groups": []}}
+    torch.save(last, tmp_path / "last.pth")
+    torch.save({"model": ema.state_dict(), "ema": None, "epoch": 2}, tmp_path / "best.pth")
+
+    target = tiny()
+    report = load_weights(target, tmp_path / "last.pth")
+    assert same(target, model) and report.complete and report.loaded == len(model.state_dict())
+    load_weights(target, tmp_path / "last.pth", ema=True)
+    assert same(target, ema)
+    load_weights(target, tmp_path)  # a run directory: best.pth first
+    assert same(target, ema)
+    with pytest.raises(DepthbenchError, match="holds no EMA weights .*ema.enable=False"):
+        load_weights(target, tmp_path / "best.pth", ema=True)
+
+
+def test_timm_deit_mmengine_ddp_and_deepspeed_layouts_and_in_memory(tmp_path):
+    model, ema = trained(0), trained(1)
+    state = model.state_dict()
+    ddp = {f"module.{k}": v for k, v in state.items()}
+    compiled = {f"_orig_mod.module.{k}": v for k, v in state.items()}
+    layouts = {"timm": {"state_dict": state, "state_dict_ema": ema.state_dict(), "epoch": 1},
+               "deit": {"model": ddp, "model_ema": ema.state_dict()},
+               "mmengine": {"meta": {"epoch": 1}, "state_dict": state},
+               "deepspeed": {"module": ddp, "global_steps": 5},
+               "bare ddp": ddp, "compiled ddp": compiled}
+    for name, checkpoint in layouts.items():
+        path = tmp_path / f"{name}.pth"
+        torch.save(checkpoint, path)
+        target = tiny()
+        assert load_weights(target, path).complete and same(target, model), name
+        target = tiny()
+        load_weights(target, checkpoint)
+        assert same(target, model), name
+    target = tiny()
+    load_weights(target, tmp_path / "timm.pth", ema=True)
+    assert same(target, ema)
+
+
+def test_the_family_filter_converts_an_official_layout():
+    # official HO-ResNet names each block's layers conv1..conv{2s}, ours stages.{s-1}.conv{1|2} (models/horesnet.py)
+    model = trained(0)
+    official = {}
+    for key, value in model.state_dict().items():
+        m = re.match(r"^(layer\d+\.\d+\.)stages\.(\d+)\.(conv|bn)([12])\.(.+)$", key)
+        official[f"{m[1]}{m[3]}{2 * int(m[2]) + int(m[4])}.{m[5]}" if m else key] = value
+    assert official.keys() != model.state_dict().keys()
+    target = tiny()
+    load_weights(target, {"model": official})
+    assert same(target, model)
+
+
+def test_a_wrong_architecture_lists_every_key_in_one_line(tmp_path):
+    torch.save({"model": tiny(width=16).state_dict()}, tmp_path / "wide.pth")
+    target = tiny()
+    with pytest.raises(DepthbenchError) as info:
+        load_weights(target, tmp_path / "wide.pth")
+    message = str(info.value)
+    assert "\n" not in message and "wide.pth does not fit horesnet10_euler" in message
+    ours, theirs = target.state_dict(), tiny(width=16).state_dict()
+    expected = {k for k in ours if ours[k].shape != theirs[k].shape}
+    part = re.search(r"(\d+) of another shape: (.*?)(;|$)", message)
+    assert int(part[1]) == len(expected) > 20
+    assert listed_keys(part[2]) == expected  # every mismatched key, none cut off
+    assert "(checkpoint 16x3x3x3, model 8x3x3x3)" in message
+
+    deeper = timm.create_model("horesnet18_euler", num_classes=10, width=8).state_dict()
+    with pytest.raises(DepthbenchError) as info:
+        load_weights(tiny(), deeper)
+    part = re.search(r"(\d+) unexpected \(not in the model\): (.*?)(;|$)", str(info.value))
+    assert listed_keys(part[2]) == set(deeper) - set(ours)
+
+
+def test_classifier_may_differ_when_asked_and_strict_false_reports(tmp_path):
+    source = trained(0)
+    state = source.state_dict()
+    imagenet = {**state, "linear.weight": torch.zeros(1000, state["linear.weight"].shape[1]),
+                "linear.bias": torch.zeros(1000)}
+    with pytest.raises(DepthbenchError, match=r"linear\.weight \(checkpoint 1000x8, model 10x8\), linear\.bias "):
+        load_weights(tiny(), imagenet)
+    target = tiny()
+    head = target.linear.weight.clone()
+    report = load_weights(target, imagenet, ignore_classifier=True)
+    assert report.complete and report.excused == ["linear.bias", "linear.weight"]
+    assert torch.equal(target.linear.weight, head) and torch.equal(target.conv1.weight, source.conv1.weight)
+
+    partial = {k: v for k, v in state.items() if not k.startswith("layer1.1.")}
+    target = tiny()
+    report = load_weights(target, partial, strict=False)
+    # torch's BatchNorm tolerates a missing num_batches_tracked (older checkpoints have none)
+    assert set(report.missing) == {k for k in state if k.startswith("layer1.1.")
+                                   and not k.endswith("num_batches_tracked")} != set()
+    assert report.loaded == len(partial) and "missing from the checkpoint: layer1.1." in report.summary()
+
+
+def test_corrupt_truncated_foreign_and_unsafe_files_are_one_line_and_run_nothing(tmp_path):
+    good = tmp_path / "good.pth"
+    torch.save({"model": tiny().state_dict()}, good)
+    (tmp_path / "corrupt.pth").write_bytes(b"this is not a checkpoint")
+    (tmp_path / "torn.pth").write_bytes(good.read_bytes()[:1000])
+    torch.save([1, 2, 3], tmp_path / "list.pth")
+    torch.save({"epoch": 3, "note": "no weights"}, tmp_path / "foreign.pth")
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return os.system, (f"touch {marker}",)
+
+    torch.save({"model": tiny().state_dict(), "payload": Evil()}, tmp_path / "evil.pth")
+    expected = {"corrupt.pth": "not a readable PyTorch state dict", "torn.pth": "not a readable PyTorch state dict",
+                "list.pth": "holds a list", "foreign.pth": "holds no weights",
+                "evil.pth": "pickles Python objects that a weights-only load refuses", "missing.pth": "no such"}
+    for name, text in expected.items():
+        with pytest.raises(DepthbenchError) as info:
+            load_weights(tiny(), tmp_path / name)
+        assert text in str(info.value) and name in str(info.value) and "\n" not in str(info.value), name
+    assert not marker.exists()
+    with pytest.raises(DepthbenchError, match="without best.pth or last.pth"):
+        load_weights(tiny(), tmp_path)
+    assert read_checkpoint(io.BytesIO(good.read_bytes()))["model"].keys() == tiny().state_dict().keys()
+
+
+def test_compress_keys_is_lossless():
+    keys = [f"blocks.{i}.attn.{p}.weight" for i in (0, 1, 2, 5) for p in ("qkv", "proj")] + ["head.weight",
+                                                                                           "layer1.10.x"]
+    text = compress_keys(keys)
+    assert "blocks.{0-2,5}.attn.proj.weight" in text
+    assert set().union(*(expand(p) for p in text.split(", "))) == set(keys)
+
+
+def test_one_atomic_writer_for_text_bytes_and_checkpoints(tmp_path):
+    atomic_write(tmp_path / "a.txt", "text")
+    atomic_write(tmp_path / "b.bin", b"\x00\x01")
+    save_atomic({"w": torch.ones(2)}, tmp_path / "c.pth")
+    assert (tmp_path / "a.txt").read_text() == "text" and (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    assert torch.equal(torch.load(tmp_path / "c.pth", weights_only=True)["w"], torch.ones(2))
+
+    def fails(fh):
+        fh.write(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(tmp_path / "a.txt", fails)
+    assert (tmp_path / "a.txt").read_text() == "text"  # the old file survives, no temporary left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "c.pth"]
