@@ -1,10 +1,16 @@
 """SReT — Sliced Recursive Transformer (Shen, Liu, Xing; ICLR-2022 submission text, ECCV 2022).
 
-Ground truth: ``shared/specs/sret.md`` (section numbers below refer to it). The official repository
-(``szq0214/SReT``) holds only model files; these models keep its parameter names, so its checkpoints load with
-``strict=True`` (see :func:`load_official_checkpoint`).
+Paper: the ICLR-2022 submission text (sections, equations, tables and appendices below refer to it); what the
+code relies on beyond the paper (official code, our choices where it is silent) is in docs/sret.md. The official
+repository (``szq0214/SReT``) holds only model files; these models keep its parameter names, so its checkpoints
+load with ``strict=True`` (see :func:`load_official_checkpoint`).
 
-Mechanism (spec §2):
+timm's model API: ``forward_features`` (the last stage map) / ``forward_head`` (GAP → LayerNorm → classifier),
+``forward_intermediates`` + ``feature_info`` + ``prune_intermediate_layers`` (``features_only=True`` gives the 3
+stage maps), ``device``/``dtype`` construction, ``fixed_input_size`` cfgs (the positional embedding is fixed to
+``img_size``). torch.fx traces it; TorchScript does not compile it (docs/sret.md says why).
+
+Mechanism (Sec. 3-4, App. D):
 
 * **Recursion.** Each distinct transformer block runs ``loops`` times in a row with the same weights (internal
   loop, default 2). Every application is followed by its own, never shared, non-linear projection (NLL,
@@ -20,10 +26,10 @@ Mechanism (spec §2):
   depthwise 3×3/s2 conv pooling between stages, GAP → LayerNorm → Linear. No class token.
 
 Permutation at evaluation. The official code draws a fresh random permutation at evaluation too, so a
-checkpoint's logits change from call to call (spec §2.5, §7.14). Here evaluation is deterministic by default
+checkpoint's logits change from call to call (docs/sret.md). Here evaluation is deterministic by default
 (``eval_permutation="fixed"``): each block application uses a permutation drawn once from a CPU
-``torch.Generator`` seeded with ``permutation_seed + application index``. This is the spec's "seed the RNG"
-remedy (§2.5, §8.9) made per model, and it keeps what the network was trained on: a random permutation (the
+``torch.Generator`` seeded with ``permutation_seed + application index``. This is the "seed the RNG" remedy
+(docs/sret.md) made per model, and it keeps what the network was trained on: a random permutation (the
 identity would split the map into contiguous bands, a grouping training never produced). ``"random"``
 restores the official stochastic behaviour; ``"identity"`` disables it for analysis. Training always draws a
 fresh permutation per step on the input's device (``torch.randperm``, reproducible with
@@ -35,9 +41,9 @@ P / P+I / P+I−L), ``lrc`` (Table 11), ``stem="patch"`` and ``class_token=True`
 stem / with a class token, [assumption]: PiT's 16×16/s8 patch conv and PiT's class-token FC in the pooling),
 ``nll``/``nll_ratio``, ``drop_path_schedule``, ``mixed_depth``.
 
-Mixed-depth training (App. B; spec §2.7). With ``mixed_depth=True`` the model also runs a *shallow* branch on
+Mixed-depth training (App. B). With ``mixed_depth=True`` the model also runs a *shallow* branch on
 the same stem output: every block once (loop 0 with its first NLL), i.e. the deep branch with the later loops
-skipped. **Placeholder choices** (the paper leaves them open, spec §8.3): with ``mixed_depth_fusion=
+skipped. **Placeholder choices** (the paper leaves them open; docs/sret.md): with ``mixed_depth_fusion=
 "sum_losses"`` (default) training returns :class:`MixedDepthLogits` ``(deep, shallow)`` from the one shared
 head and the loss is summed over the branches (``harness.losses`` does that); evaluation returns the deep
 branch. With ``"mean_features"`` the two pooled features are averaged before the head, in training and
@@ -57,9 +63,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import Mlp, trunc_normal_
+from timm.layers import Mlp, get_device_dtype, trunc_normal_
 from timm.layers.attention import Attention
 from timm.models import build_model_with_cfg, clean_state_dict, generate_default_cfgs, register_model
+from timm.models._features import feature_take_indices
 from timm.models.mlp_mixer import MixerBlock, MlpMixer
 from timm.models.vision_transformer import Block, VisionTransformer
 
@@ -92,20 +99,21 @@ class LearnableCoefficient(nn.Module):
     The parameter is called ``bias`` because the official checkpoints call it so.
     """
 
-    def __init__(self, init: float = 1.0):
+    def __init__(self, init: float = 1.0, device=None, dtype=None):
         super().__init__()
-        self.bias = nn.Parameter(torch.full((1,), float(init)))
+        self.bias = nn.Parameter(torch.full((1,), float(init), device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.bias
 
 
-def _coefficients(lrc: str) -> tuple[nn.Module, nn.Module]:
+def _coefficients(lrc: str, device=None, dtype=None) -> tuple[nn.Module, nn.Module]:
     """(identity-branch, function-branch) scalers for one residual connection under LRC design ``lrc``."""
     _choice("lrc", lrc, LRC_DESIGNS)
     on_identity, on_branch = lrc in ("both", "identity"), lrc in ("both", "branch")
-    return (LearnableCoefficient() if on_identity else nn.Identity(),
-            LearnableCoefficient() if on_branch else nn.Identity())
+    dd = {"device": device, "dtype": dtype}
+    return (LearnableCoefficient(**dd) if on_identity else nn.Identity(),
+            LearnableCoefficient(**dd) if on_branch else nn.Identity())
 
 
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
@@ -123,9 +131,8 @@ class SlicedGroupAttention(Attention):
     def forward(self, x: torch.Tensor, groups: int = 1, perm: torch.Tensor | None = None,
                 inverse: bool = True) -> torch.Tensor:
         B, N, C = x.shape
-        if N % groups:
-            raise ValueError(f"cannot slice {N} tokens into {groups} groups; use a group count that divides the "
-                             f"token count (784/196/49 at 224², 2304/576/144 at 384²)")
+        torch._assert(N % groups == 0, "cannot slice the tokens into equal groups; use a group count that divides "
+                                       "the token count (784/196/49 at 224², 2304/576/144 at 384²)")
         if perm is not None:
             x = x[:, perm]
         n = N // groups
@@ -158,8 +165,9 @@ class LRCBlock(Block):
 
     def __init__(self, dim: int, num_heads: int, *args, lrc: str = "both", **kwargs):
         super().__init__(dim, num_heads, *args, **kwargs)
-        self.coefficient1, self.coefficient2 = _coefficients(lrc)
-        self.coefficient3, self.coefficient4 = _coefficients(lrc)
+        dd = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
+        self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
+        self.coefficient3, self.coefficient4 = _coefficients(lrc, **dd)
 
     def forward(self, x: torch.Tensor, **attn_kwargs) -> torch.Tensor:
         x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(self.attn(self.norm1(x), **attn_kwargs))))
@@ -172,11 +180,12 @@ class NonLinearProjection(nn.Module):
     lrc_roles = {"coefficient1": "nll_id", "coefficient2": "nll_res"}
 
     def __init__(self, dim: int, ratio: float = 1.0, lrc: str = "both", drop: float = 0.,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU):
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU, device=None, dtype=None):
         super().__init__()
-        self.norm1 = norm_layer(dim)
-        self.mlp = Mlp(dim, int(dim * ratio), act_layer=act_layer, drop=drop)
-        self.coefficient1, self.coefficient2 = _coefficients(lrc)
+        dd = {"device": device, "dtype": dtype}
+        self.norm1 = norm_layer(dim, **dd)
+        self.mlp = Mlp(dim, int(dim * ratio), act_layer=act_layer, drop=drop, **dd)
+        self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.coefficient1(x) + self.coefficient2(self.mlp(self.norm1(x)))
@@ -210,12 +219,13 @@ def lrc_coefficients(model: nn.Module) -> dict[str, dict[str, float]]:
 class ConvStem(nn.Module):
     """Three [conv3×3/s2 → BN → ReLU] (stride 8, DSOD-style). Official ``conv_embedding`` keys."""
 
-    def __init__(self, in_chans: int, channels: Sequence[int]):
+    def __init__(self, in_chans: int, channels: Sequence[int], device=None, dtype=None):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
         c1, c2, c3 = channels
-        self.conv1, self.bn1 = nn.Conv2d(in_chans, c1, 3, 2, 1), nn.BatchNorm2d(c1)
-        self.conv2, self.bn2 = nn.Conv2d(c1, c2, 3, 2, 1), nn.BatchNorm2d(c2)
-        self.conv3, self.bn3 = nn.Conv2d(c2, c3, 3, 2, 1), nn.BatchNorm2d(c3)
+        self.conv1, self.bn1 = nn.Conv2d(in_chans, c1, 3, 2, 1, **dd), nn.BatchNorm2d(c1, **dd)
+        self.conv2, self.bn2 = nn.Conv2d(c1, c2, 3, 2, 1, **dd), nn.BatchNorm2d(c2, **dd)
+        self.conv3, self.bn3 = nn.Conv2d(c2, c3, 3, 2, 1, **dd), nn.BatchNorm2d(c3, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
@@ -232,10 +242,10 @@ class ConvStem(nn.Module):
 class PatchStem(nn.Module):
     """PiT's patch embedding (one conv, kernel 16, stride 8) — Table 3's rows without the stem [assumption]."""
 
-    def __init__(self, in_chans: int, dim: int, patch_size: int = 16, stride: int = 8):
+    def __init__(self, in_chans: int, dim: int, patch_size: int = 16, stride: int = 8, device=None, dtype=None):
         super().__init__()
         self.patch_size, self.stride = patch_size, stride
-        self.conv = nn.Conv2d(in_chans, dim, patch_size, stride)
+        self.conv = nn.Conv2d(in_chans, dim, patch_size, stride, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x)
@@ -247,10 +257,10 @@ class PatchStem(nn.Module):
 class ConvPooling(nn.Module):
     """Depthwise-style 3×3/s2 conv, C → 2C (official ``conv_head_pooling``); ``fc`` maps a class token if any."""
 
-    def __init__(self, dim: int, out_dim: int, class_token: bool = False):
+    def __init__(self, dim: int, out_dim: int, class_token: bool = False, device=None, dtype=None):
         super().__init__()
-        self.conv = nn.Conv2d(dim, out_dim, 3, 2, 1, groups=dim)
-        self.fc = nn.Linear(dim, out_dim) if class_token else None
+        self.conv = nn.Conv2d(dim, out_dim, 3, 2, 1, groups=dim, device=device, dtype=dtype)
+        self.fc = nn.Linear(dim, out_dim, device=device, dtype=dtype) if class_token else None
 
     def forward(self, x: torch.Tensor, cls: torch.Tensor | None = None):
         return self.conv(x), (self.fc(cls) if cls is not None else None)
@@ -271,19 +281,21 @@ class RecursiveStage(nn.Module):
 
     def __init__(self, dim: int, num_blocks: int, loops: int, num_heads: int, mlp_ratio: float, nll_ratio: float,
                  drop_path: Sequence[float], lrc: str, nll: bool, attn_drop: float = 0., proj_drop: float = 0.,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6)):
+                 norm_layer=partial(nn.LayerNorm, eps=1e-6), device=None, dtype=None):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
         self.num_blocks, self.loops = num_blocks, loops
         modules, self.schedule = [], []  # schedule: (block index, NLL index or None, loop) per application
         for j in range(num_blocks):
             block = LRCBlock(dim, num_heads, lrc=lrc, mlp_ratio=mlp_ratio, qkv_bias=True, proj_drop=proj_drop,
                              attn_drop=attn_drop, drop_path=drop_path[j], norm_layer=norm_layer,
-                             attn_layer=SlicedGroupAttention)
+                             attn_layer=SlicedGroupAttention, **dd)
             for loop in range(loops):
                 modules.append(block)
                 block_index = len(modules) - 1
                 if nll:
-                    modules.append(NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer))
+                    modules.append(NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer,
+                                                       **dd))
                 self.schedule.append((block_index, len(modules) - 1 if nll else None, loop))
         self.blocks = nn.ModuleList(modules)
 
@@ -310,7 +322,7 @@ class RecursiveStage(nn.Module):
 class SlicedRecursiveTransformer(nn.Module):
     """SReT: spatial-pyramid recursive transformer with LRC, NLLs and sliced group self-attention.
 
-    Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = the spec's choice):
+    Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = our choice where the paper is silent, docs/sret.md):
         img_size: input side; the positional embedding is fixed to it (``img_size/8`` squared), as officially.
         base_dims, heads: per-stage head dim and head count; stage width = ``base_dims[s]·heads[s]``.
         num_blocks: distinct blocks per stage (official ``recursive_num``), default (2, 5, 3).
@@ -321,7 +333,7 @@ class SlicedRecursiveTransformer(nn.Module):
         mlp_ratio, nll_ratio: FFN and NLL hidden ratios (hidden = ``int(dim·ratio)`` [code]).
         drop_path_rate: stochastic depth; ``drop_path_schedule="official"`` gives distinct block j of stage s the
             rate ``rate·(start_s + j)/total`` with ``start_s`` the applications before the stage [code quirk,
-            spec §2.6.8]; ``"linear"`` ramps linearly over the distinct blocks [assumption, the alternative].
+            docs/sret.md]; ``"linear"`` ramps linearly over the distinct blocks [assumption, the alternative].
         lrc: LRC design (Table 11): ``both`` (SReT), ``identity``, ``branch``, ``none``.
         nll: with NLLs (True, SReT) or without.
         stem: ``"conv"`` (SReT) or ``"patch"`` (Table 3 w/o stem [assumption: PiT conv16/s8]);
@@ -348,8 +360,16 @@ class SlicedRecursiveTransformer(nn.Module):
                  patch_size: int = 16, patch_stride: int = 8, class_token: bool = False,
                  permutation: str = "P+I-L", eval_permutation: str = "fixed", permutation_seed: int = 0,
                  mixed_depth: bool = False, mixed_depth_fusion: str = "sum_losses", distill_head: bool = False,
-                 global_pool: str = "avg"):
+                 global_pool: str | None = None, device=None, dtype=None):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        if not isinstance(img_size, int):  # timm's factory passes (H, W) for fixed-size models
+            if len(img_size) != 2 or img_size[0] != img_size[1]:
+                raise ValueError(f"img_size={img_size}: SReT's positional embedding is square; give one side")
+            img_size = int(img_size[0])
+        if global_pool is None:
+            global_pool = "token" if class_token else "avg"
+        _choice("global_pool", global_pool, ("avg", "token", ""))
         for name, value, allowed in (("permutation", permutation, PERMUTATION_DESIGNS),
                                      ("eval_permutation", eval_permutation, EVAL_PERMUTATIONS),
                                      ("mixed_depth_fusion", mixed_depth_fusion, FUSIONS),
@@ -376,29 +396,28 @@ class SlicedRecursiveTransformer(nn.Module):
             raise ValueError(f"class_token=True needs groups of 1 everywhere (got {groups}): "
                              "a class token makes the token count indivisible")
 
-        self.num_classes, self.global_pool = num_classes, global_pool
+        self.num_classes, self.global_pool, self.in_chans = num_classes, global_pool, in_chans
         self.img_size, self.loops, self.groups = img_size, loops, groups
         self.permutation, self.eval_permutation, self.permutation_seed = permutation, eval_permutation, permutation_seed
         self.mixed_depth, self.mixed_depth_fusion = mixed_depth, mixed_depth_fusion
         self.has_class_token = class_token
-        self._eval_perms: dict = {}
         dims = [b * h for b, h in zip(base_dims, heads)]
         self.dims = dims
         self.num_features = self.head_hidden_size = dims[-1]
 
         if stem == "conv":
-            self.patch_embed = ConvStem(in_chans, stem_channels or (dims[0] // 2, dims[0], dims[0]))
+            self.patch_embed = ConvStem(in_chans, stem_channels or (dims[0] // 2, dims[0], dims[0]), **dd)
             grid = ConvStem.out_size(img_size)
             stem_out = (stem_channels or (0, 0, dims[0]))[-1]
         else:
-            self.patch_embed = PatchStem(in_chans, dims[0], patch_size, patch_stride)
+            self.patch_embed = PatchStem(in_chans, dims[0], patch_size, patch_stride, **dd)
             grid = self.patch_embed.out_size(img_size)
             stem_out = dims[0]
         if stem_out != dims[0]:
             raise ValueError(f"the stem ends with {stem_out} channels but stage 1 is {dims[0]} wide; "
                              f"make stem_channels[-1] == base_dims[0]*heads[0]")
-        self.pos_embed = nn.Parameter(torch.zeros(1, dims[0], grid, grid))
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dims[0])) if class_token else None
+        self.pos_embed = nn.Parameter(torch.zeros(1, dims[0], grid, grid, **dd))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dims[0], **dd)) if class_token else None
         self.pos_drop = nn.Dropout(drop_rate)
 
         total = sum(num_blocks) * loops
@@ -407,9 +426,9 @@ class SlicedRecursiveTransformer(nn.Module):
             rates = [[drop_path_rate * (starts[s] + j) / total for j in range(num_blocks[s])]
                      for s in range(num_stages)]
         else:
-            ramp = torch.linspace(0, drop_path_rate, sum(num_blocks)).tolist()
+            ramp = torch.linspace(0, drop_path_rate, sum(num_blocks), device="cpu").tolist()
             rates = [ramp[sum(num_blocks[:s]):sum(num_blocks[:s + 1])] for s in range(num_stages)]
-        self.grid_sizes = []
+        self.grid_sizes, self.feature_info = [], []
         transformers, pools = [], []
         for s in range(num_stages):
             self.grid_sizes.append(grid)
@@ -419,19 +438,35 @@ class SlicedRecursiveTransformer(nn.Module):
                 raise ValueError(f"stage {s + 1} has {tokens} tokens at img_size={img_size}, not divisible by "
                                  f"group count(s) {bad}; choose groups that divide it")
             transformers.append(RecursiveStage(dims[s], num_blocks[s], loops, heads[s], mlp_ratio, nll_ratio,
-                                               rates[s], lrc, nll, attn_drop=attn_drop_rate, proj_drop=drop_rate))
+                                               rates[s], lrc, nll, attn_drop=attn_drop_rate, proj_drop=drop_rate,
+                                               **dd))
+            self.feature_info.append(dict(num_chs=dims[s], reduction=(8 if stem == "conv" else patch_stride) * 2 ** s,
+                                          module=f"transformers.{s}"))
             if s < num_stages - 1:
-                pools.append(ConvPooling(dims[s], dims[s + 1], class_token))
+                pools.append(ConvPooling(dims[s], dims[s + 1], class_token, **dd))
                 grid = ConvPooling.out_size(grid)
         self.transformers = nn.ModuleList(transformers)
         self.pools = nn.ModuleList(pools)
         self.num_applications = total
+        # The fixed evaluation permutations (see the module docstring), drawn once here: the token counts are
+        # fixed by img_size. Non-persistent buffers: they follow .to() and never enter the state dict.
+        self._fixed_perm_names: dict[int, str] = {}
+        application = 0
+        for s, stage in enumerate(transformers):
+            length = self.grid_sizes[s] ** 2 + int(class_token)
+            for _, _, loop in stage.schedule:
+                if self._permutes(loop, groups[s][min(loop, len(groups[s]) - 1)]):
+                    generator = torch.Generator(device="cpu").manual_seed(permutation_seed + application)
+                    perm = torch.randperm(length, generator=generator, device="cpu")
+                    self._fixed_perm_names[application] = name = f"fixed_perm_{application}"
+                    self.register_buffer(name, perm.to(device=device), persistent=False)
+                application += 1
 
-        self.norm = nn.LayerNorm(dims[-1], eps=1e-6)
-        self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
+        self.norm = nn.LayerNorm(dims[-1], eps=1e-6, **dd)
+        self.head = nn.Linear(dims[-1], num_classes, **dd) if num_classes > 0 else nn.Identity()
         self.head_dist = None
         if distill_head:
-            self.head_dist = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
+            self.head_dist = nn.Linear(dims[-1], num_classes, **dd) if num_classes > 0 else nn.Identity()
 
         trunc_normal_(self.pos_embed, std=.02)
         if self.cls_token is not None:
@@ -452,10 +487,16 @@ class SlicedRecursiveTransformer(nn.Module):
         return self.head
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        dd = get_device_dtype(self)
+        if global_pool is not None:
+            _choice("global_pool", global_pool, ("avg", "token", ""))
+            self.global_pool = global_pool
         self.num_classes = num_classes
-        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.head.train(self.training)
         if self.head_dist is not None:
-            self.head_dist = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+            self.head_dist = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
+            self.head_dist.train(self.training)
 
     @property
     def unsliced_twin_kwargs(self) -> dict:
@@ -467,59 +508,116 @@ class SlicedRecursiveTransformer(nn.Module):
         return lrc_coefficients(self)
 
     # ---- permutations
+    def _permutes(self, loop: int, groups: int) -> bool:
+        """Whether a block application in ``loop`` with ``groups`` groups permutes its tokens (the design)."""
+        return not (loop == 0 or self.permutation == "none" or (self.permutation == "P+I-L" and groups == 1))
+
     def _permutation(self, length: int, device: torch.device, application: int, loop: int, groups: int):
         """(index or None, inverse?) for one block application, following the permutation design and mode."""
-        if loop == 0 or self.permutation == "none" or (self.permutation == "P+I-L" and groups == 1):
+        if not self._permutes(loop, groups):
             return None, True
         inverse = self.permutation != "P"
         if self.training or self.eval_permutation == "random":
             return torch.randperm(length, device=device), inverse
         if self.eval_permutation == "identity":
             return None, inverse
-        key = (length, str(device), self.permutation_seed, application)
-        if key not in self._eval_perms:
-            generator = torch.Generator(device="cpu").manual_seed(self.permutation_seed + application)
-            self._eval_perms[key] = torch.randperm(length, generator=generator, device="cpu").to(device)
-        return self._eval_perms[key], inverse
+        return getattr(self, self._fixed_perm_names[application]), inverse
 
     # ---- forward
+    @torch.jit.ignore
     def _check_input(self, x: torch.Tensor) -> None:
+        if isinstance(x, torch.fx.Proxy):
+            return  # symbolic tracing: no sizes to check
         if x.shape[-2:] != (self.img_size, self.img_size):
             raise ValueError(f"input is {tuple(x.shape[-2:])} but the model was built for img_size={self.img_size}; "
                              f"build it with img_size={x.shape[-1]} (checkpoints' pos_embed is resized on load)")
 
-    def _forward_stages(self, x: torch.Tensor, max_loops: int | None):
+    def _forward_stages(self, x: torch.Tensor, max_loops: int | None = None, last: int | None = None):
+        """Stage maps (B×C×H×W, strides 8/16/32) of stages 0..``last`` (all by default), and the class token."""
         self._check_input(x)
         x = self.pos_drop(self.patch_embed(x) + self.pos_embed)
         cls = self.cls_token.expand(x.shape[0], -1, -1) if self.cls_token is not None else None
         maps, application = [], 0
-        for s, stage in enumerate(self.transformers):
+        last = len(self.transformers) - 1 if last is None else last
+        # a token permutation is drawn right before its block application (the RNG order of training)
+        length = 0
+        for s in range(last + 1):
+            stage = self.transformers[s]
             h, w = x.shape[-2:]
+            length = self.grid_sizes[s] ** 2 + int(cls is not None)
             tokens = x.flatten(2).transpose(1, 2)
             if cls is not None:
                 tokens = torch.cat([cls, tokens], dim=1)
-            tokens = stage(tokens, self.groups[s], self._permutation, application, max_loops)
+            tokens = stage(tokens, self.groups[s], partial(self._stage_permutation, length), application, max_loops)
             application += len(stage.schedule)
             if cls is not None:
                 cls, tokens = tokens[:, :1], tokens[:, 1:]
             x = tokens.transpose(1, 2).reshape(x.shape[0], -1, h, w)
             maps.append(x)
-            if s < len(self.pools):
+            if s < len(self.pools) and s < last:
                 x, cls = self.pools[s](x, cls)
         return maps, cls
+
+    def _stage_permutation(self, length: int, _tokens: int, device: torch.device, application: int, loop: int,
+                           groups: int):
+        # the token count is the static one (img_size is fixed), so tracing never needs the input's size
+        return self._permutation(length, device, application, loop, groups)
+
+    def _features(self, last_map: torch.Tensor, cls: torch.Tensor | None) -> torch.Tensor:
+        if cls is None:
+            return last_map
+        return torch.cat([cls, last_map.flatten(2).transpose(1, 2)], dim=1)  # (B, 1 + H·W, C), class token first
 
     def forward_stages(self, x: torch.Tensor, max_loops: int | None = None) -> list[torch.Tensor]:
         """Feature maps after each stage (strides 8/16/32), B×C×H×W; ``max_loops`` truncates the recursion."""
         return self._forward_stages(x, max_loops)[0]
 
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+        """timm's feature API (``features_only=True`` uses it): the output maps of the stages ``indices`` (timm's
+        semantics: None = all, int n = the last n, a list = those) as B×C×H×W, strides 8/16/32. The final
+        LayerNorm follows the global pooling (Fig. 2 of the paper), so it applies to no map; ``norm`` is moot.
+        Returns ``(forward_features output, maps)``, or only the maps."""
+        if output_fmt != "NCHW":
+            raise ValueError(f"output_fmt must be 'NCHW', not {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.transformers), indices)
+        last = max_index if (stop_early or intermediates_only) else None
+        maps, cls = self._forward_stages(x, last=last)
+        intermediates = [maps[i] for i in take_indices]
+        return intermediates if intermediates_only else (self._features(maps[-1], cls), intermediates)
+
+    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        """Drop the stages after the last of ``indices`` (and the head, and the final norm with ``prune_norm``)."""
+        take_indices, max_index = feature_take_indices(len(self.transformers), indices)
+        prune_end = max_index < len(self.transformers) - 1
+        self.transformers = self.transformers[:max_index + 1]
+        self.pools = self.pools[:max_index]
+        if prune_end:  # features now end at the last kept stage; norm and head were sized for the final one
+            self.num_features = self.head_hidden_size = self.dims[max_index]
+        if prune_norm or prune_end:
+            self.norm = nn.Identity()
+        if prune_head or prune_end:
+            self.reset_classifier(0, "")
+        return take_indices
+
     def forward_features(self, x: torch.Tensor, max_loops: int | None = None) -> torch.Tensor:
-        """Pooled, normalised feature (B×C): GAP of the last map (or the class token) → LayerNorm."""
+        """The last stage's map, B×C×H×W (with a class token: the B×(1+H·W)×C tokens, class token first)."""
         maps, cls = self._forward_stages(x, max_loops)
-        return self.norm(cls[:, 0] if cls is not None else maps[-1].mean(dim=(2, 3)))
+        return self._features(maps[-1], cls)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False):
-        if pre_logits:
-            return x
+        """Pool (GAP, or the class token) → LayerNorm → classifier. ``global_pool=''``: the LayerNorm per
+        position, no pooling."""
+        if self.global_pool == "avg":
+            x = self.norm(x.mean(dim=(2, 3)) if self.cls_token is None else x[:, 1:].mean(dim=1))
+        elif self.global_pool == "token":
+            x = self.norm(x[:, 0])
+        else:
+            x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2) if self.cls_token is None else self.norm(x)
+        return x if pre_logits else self._classify(x)
+
+    def _classify(self, x: torch.Tensor):
         if self.head_dist is None:
             return self.head(x)
         logits, dist = self.head(x), self.head_dist(x)
@@ -528,12 +626,13 @@ class SlicedRecursiveTransformer(nn.Module):
     def forward(self, x: torch.Tensor):
         if not self.mixed_depth:
             return self.forward_head(self.forward_features(x))
-        deep = self.forward_features(x)
+        deep = self.forward_head(self.forward_features(x), pre_logits=True)
         if self.mixed_depth_fusion == "mean_features":
-            return self.forward_head((deep + self.forward_features(x, max_loops=1)) / 2)
+            return self._classify((deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2)
         if not self.training:
-            return self.forward_head(deep)
-        return MixedDepthLogits(self.forward_head(deep), self.forward_head(self.forward_features(x, max_loops=1)))
+            return self._classify(deep)
+        shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
+        return MixedDepthLogits(self._classify(deep), self._classify(shallow))
 
 
 # ------------------------------------------------------------------------------------------ checkpoint loading
@@ -553,7 +652,7 @@ def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) ->
     Takes an already unwrapped flat state dict (timm's loaders unwrap ``{'model': …}`` and ``module.``); fills in
     a shared block's missing copies from the copy that is present and refuses copies that disagree (they are one
     tensor in the model); resizes ``pos_embed`` bicubically when the checkpoint was trained at another
-    resolution [assumption, spec §2.6.9].
+    resolution [assumption, docs/sret.md].
     """
     state_dict = dict(state_dict)
     for names in _shared_key_groups(model):
@@ -639,6 +738,42 @@ class RecursiveVisionTransformer(VisionTransformer):
                 x = self.nlls[application](x)
         return self.norm(x)
 
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
+                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
+                              output_fmt: str = "NCHW", intermediates_only: bool = False):
+        """timm's ViT feature API over the recursion: intermediate i is distinct block i's output after its last
+        application (and NLL); the final output is ``forward_features``'s."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', not {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        B, _, height, width = x.shape
+        x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
+        schedule = self._schedule(self.loops)
+        last_use = {j: a for a, j in enumerate(schedule)}
+        stop = last_use[max_index] if stop_early else len(schedule) - 1
+        intermediates = []
+        for application, j in enumerate(schedule[:stop + 1]):
+            x = self.blocks[j](x)
+            if self.nlls is not None:
+                x = self.nlls[application](x)
+            if application == last_use[j] and j in take_indices:
+                intermediates.append(self.norm(x) if norm else x)
+        prefix = [y[:, :self.num_prefix_tokens] for y in intermediates] if self.num_prefix_tokens else None
+        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        if output_fmt == "NCHW":
+            H, W = self.patch_embed.dynamic_feat_size((height, width))
+            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+        if return_prefix_tokens and prefix is not None:
+            intermediates = list(zip(intermediates, prefix))
+        return intermediates if intermediates_only else (self.norm(x), intermediates)
+
+    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        if self.loop_order == "external" and self.nlls is not None:
+            raise ValueError("pruning an external-loop model with NLLs would re-index its NLLs; prune the "
+                             "internal-loop model or build a shallower one")
+        return super().prune_intermediate_layers(indices, prune_norm=prune_norm, prune_head=prune_head)
+
     def lrc_coefficients(self) -> dict[str, dict[str, float]]:
         return lrc_coefficients(self)
 
@@ -689,6 +824,26 @@ class RecursiveMlpMixer(MlpMixer):
                 x = block(x)
         return self.norm(x)
 
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+        """timm's Mixer feature API over the recursion: intermediate i is block i's output after its ``loops``
+        applications; the final output is ``forward_features``'s."""
+        if output_fmt not in ("NCHW", "NLC"):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', not {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        B, _, height, width = x.shape
+        x = self.stem(x)
+        intermediates = []
+        for i, block in enumerate(self.blocks[:max_index + 1] if stop_early else self.blocks):
+            for _ in range(self.loops):
+                x = block(x)
+            if i in take_indices:
+                intermediates.append(self.norm(x) if norm else x)
+        if output_fmt == "NCHW":
+            H, W = self.stem.dynamic_feat_size((height, width))
+            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+        return intermediates if intermediates_only else (self.norm(x), intermediates)
+
     def lrc_coefficients(self) -> dict[str, dict[str, float]]:
         return lrc_coefficients(self)
 
@@ -696,7 +851,9 @@ class RecursiveMlpMixer(MlpMixer):
 # -------------------------------------------------------------------------------------------- registration
 
 def _cfg(input_size: int = 224, **kwargs) -> dict:
-    return {"num_classes": 1000, "input_size": (3, input_size, input_size), "pool_size": None,
+    # the positional embedding is fixed to img_size (Sec. 4 of the paper; official code), hence fixed_input_size
+    return {"num_classes": 1000, "input_size": (3, input_size, input_size), "pool_size": (input_size // 32,) * 2,
+            "fixed_input_size": True,
             "crop_pct": 0.875 if input_size == 224 else 1.0, "interpolation": "bicubic",
             "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
             "first_conv": "patch_embed.conv1", "classifier": "head", **kwargs}
@@ -713,14 +870,15 @@ _FINETUNE_NAMES = {"SReT_T_finetune_384": 384, "SReT_LT_finetune_384": 384, "SRe
 default_cfgs = generate_default_cfgs({
     **{name: _cfg() for name in _SRET_NAMES},
     **{name: _cfg(size) for name, size in _FINETUNE_NAMES.items()},
-    "deit_tiny_naive_recursive": _cfg(first_conv="patch_embed.proj"),
-    "SReT_108": _cfg(first_conv="patch_embed.proj"),
-    "SReT_108_mixed_depth": _cfg(first_conv="patch_embed.proj"),
-    "mixer_b16_224_recursive": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
-    "mixer_b16_224_recursive_lrc": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
+    "deit_tiny_naive_recursive": _cfg(first_conv="patch_embed.proj", pool_size=None),
+    "SReT_108": _cfg(first_conv="patch_embed.proj", pool_size=None),
+    "SReT_108_mixed_depth": _cfg(first_conv="patch_embed.proj", pool_size=None),
+    "mixer_b16_224_recursive": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pool_size=None),
+    "mixer_b16_224_recursive_lrc": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
+                                        pool_size=None),
 })
 
-# Variant configs (spec §3). Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
+# Variant configs (Table 10, App. G; the official code's stems and ratios). Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
 _TINY = dict(base_dims=(32, 32, 32), heads=(2, 4, 8), num_blocks=(2, 5, 3), mlp_ratio=3.6, nll_ratio=1.0,
              drop_path_rate=0.1)
 _TINY_LARGE = dict(_TINY, mlp_ratio=4.0)
@@ -731,8 +889,10 @@ _NOT_SLICED = dict(groups=((1, 1), (1, 1), (1, 1)))
 
 
 def _create_sret(variant: str, pretrained: bool = False, **kwargs) -> SlicedRecursiveTransformer:
+    out_indices = kwargs.pop("out_indices", (0, 1, 2))
     return build_model_with_cfg(SlicedRecursiveTransformer, variant, pretrained,
-                                pretrained_filter_fn=checkpoint_filter_fn, **kwargs)
+                                pretrained_filter_fn=checkpoint_filter_fn,
+                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
 
 
 def _sret(variant: str, config: dict, pretrained: bool, kwargs: dict, **extra) -> SlicedRecursiveTransformer:
@@ -849,7 +1009,7 @@ def SReT_S_wo_slice_finetune_512(pretrained=False, **kwargs) -> SlicedRecursiveT
 
 @register_model
 def SReT_ExT_placeholder(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
-    """PLACEHOLDER for SReT-ExT, whose architecture the paper does not give [assumption, spec §3].
+    """PLACEHOLDER for SReT-ExT, whose architecture the paper does not give [assumption, docs/sret.md].
 
     T widths, blocks (1, 2, 4), FFN 3.0, NLL 0.5, groups [2,2][2,2][1,1]: fitted to the printed 4.0M / 0.7G
     (3,981,856 params, 0.707 GMACs). Not the paper's model.
@@ -860,8 +1020,8 @@ def SReT_ExT_placeholder(pretrained=False, **kwargs) -> SlicedRecursiveTransform
 
 @register_model
 def SReT_B_as_printed(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
-    """SReT-B built exactly as Table 10 prints it — 144.7M params (145.6M with the usual C0/2→C0→C0 stem, the
-    spec's count), NOT the printed 71.2M (spec §8.1).
+    """SReT-B built exactly as Table 10 prints it — 144.7M params (145.6M with the usual C0/2→C0→C0 stem), NOT the
+    printed 71.2M (Table 10; docs/sret.md).
 
     Stem 96→168→336, widths 336/672/1344, FFN 3.0, NLL 2.0, no slicing; heads are not given (head dim 42 as in
     SReT-S [assumption]). The paper's SReT-B cannot be reconstructed; use this only as a B-size config.
@@ -889,7 +1049,7 @@ def deit_tiny_naive_recursive(pretrained=False, **kwargs) -> RecursiveVisionTran
 
 @register_model
 def SReT_108(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
-    """SReT-108 [assumption, spec §2.7]: 36 DeiT-Tiny blocks × 3 internal loops = 108 layers, LRC, class token.
+    """SReT-108 [assumption, App. B; docs/sret.md]: 36 DeiT-Tiny blocks × 3 internal loops = 108 layers, LRC, class token.
 
     The paper gives only "one-third of DeiT-108" (48.4M); this is 16.4M. ``nll_ratio=1.0`` adds NLLs.
     """

@@ -26,8 +26,16 @@ Parameter names and shapes are exactly the official ones (``patch_embed{i}``, ``
 ``mlp.fc1/dwconv.dwconv/fc2``, ``norm{i}``, ``head``), so official checkpoints load with ``strict=True``
 at any input size and in any mode (see ``checkpoint_filter_fn`` and docs/transnext.md).
 
-Ground truth: shared/specs/transnext.md (mechanism §2, variants §3, checks §7). Values marked [ASSUMED]
-there are constructor arguments here (``length_scaling``, the interpolation reference size ``img_size``).
+Paper: aggregated attention Sec. 3.1 (eqs. 10-14, length scaling eq. 9, multi-scale input Sec. 3.1.3),
+ConvGLU Sec. 3.2 (eq. 19), architecture Sec. 3.3, variants Table 3 (App. C.1), multi-scale inference modes
+Sec. 4.1 / App. D.2. What the code relies on beyond the paper (official code's layout and constants, choices
+where the paper is silent) is listed in docs/transnext.md; where the paper leaves a procedure open it is a
+constructor argument (``length_scaling``, the interpolation reference size ``img_size``).
+
+timm's model API: ``forward_features``/``forward_head``, ``forward_intermediates`` + ``feature_info`` +
+``prune_intermediate_layers`` (so ``timm.create_model(name, features_only=True)`` gives the 4 stage maps),
+``device``/``dtype`` construction. torch.fx traces it (the attention mixers and the geometry lookup are leaf
+modules); TorchScript does not compile it (see docs/transnext.md).
 """
 from __future__ import annotations
 
@@ -42,8 +50,9 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import DropPath, to_2tuple, trunc_normal_
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.layers import DropPath, get_device_dtype, to_2tuple, trunc_normal_
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model, register_notrace_module
+from timm.models._features import feature_take_indices
 from torch import Tensor, nn
 from torch.utils.flop_counter import register_flop_formula
 
@@ -340,9 +349,9 @@ class StageGeometry:
 class DWConv(nn.Module):
     """3×3 depthwise conv on a token sequence laid out as an H×W map (official name: ``dwconv.dwconv``)."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, device=None, dtype=None):
         super().__init__()
-        self.dwconv = nn.Conv2d(dim, dim, 3, 1, 1, bias=True, groups=dim)
+        self.dwconv = nn.Conv2d(dim, dim, 3, 1, 1, bias=True, groups=dim, device=device, dtype=dtype)
 
     def forward(self, x: Tensor, height: int, width: int) -> Tensor:
         b, n, c = x.shape
@@ -359,14 +368,15 @@ class ConvolutionalGLU(nn.Module):
     """
 
     def __init__(self, in_features: int, hidden_features: Optional[int] = None,
-                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0.):
+                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
         out_features = out_features or in_features
         hidden_features = int(2 * (hidden_features or in_features) / 3)
-        self.fc1 = nn.Linear(in_features, hidden_features * 2)
-        self.dwconv = DWConv(hidden_features)
+        self.fc1 = nn.Linear(in_features, hidden_features * 2, **dd)
+        self.dwconv = DWConv(hidden_features, **dd)
         self.act = act_layer()
-        self.fc2 = nn.Linear(hidden_features, out_features)
+        self.fc2 = nn.Linear(hidden_features, out_features, **dd)
         self.drop = nn.Dropout(drop)
 
     def forward(self, x: Tensor, height: int, width: int) -> Tensor:
@@ -383,22 +393,23 @@ class ConvolutionalGLU(nn.Module):
 class _CosineAttentionBase(nn.Module):
     """Parameters and helpers shared by both mixers: learnable temperature, query embedding, log-CPB MLP."""
 
-    def __init__(self, dim: int, num_heads: int, query_embedding: bool = True):
+    def __init__(self, dim: int, num_heads: int, query_embedding: bool = True, device=None, dtype=None):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
         if dim % num_heads:
             raise ValueError(f"dim {dim} is not divisible by num_heads {num_heads}; choose heads that divide it")
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         # softplus(temperature) starts at 1/0.24, the entropy-invariance estimate of the paper (eq. 9)
-        self.temperature = nn.Parameter(torch.log((torch.ones(num_heads, 1, 1) / 0.24).exp() - 1))
+        self.temperature = nn.Parameter(torch.log((torch.ones(num_heads, 1, 1, **dd) / 0.24).exp() - 1))
         if query_embedding:
             self.query_embedding = nn.Parameter(
-                nn.init.trunc_normal_(torch.empty(num_heads, 1, self.head_dim), mean=0, std=0.02))
+                nn.init.trunc_normal_(torch.empty(num_heads, 1, self.head_dim, **dd), mean=0, std=0.02))
         else:
             self.query_embedding = None
-        self.cpb_fc1 = nn.Linear(2, 512, bias=True)
+        self.cpb_fc1 = nn.Linear(2, 512, bias=True, **dd)
         self.cpb_act = nn.ReLU(inplace=True)
-        self.cpb_fc2 = nn.Linear(512, num_heads, bias=True)
+        self.cpb_fc2 = nn.Linear(512, num_heads, bias=True, **dd)
 
     def scaled_query(self, q_norm: Tensor, geometry: StageGeometry) -> Tensor:
         """(q̂ + QE)·softplus(τ)·log N_eff for token-major queries (B, N, heads, d)."""
@@ -426,15 +437,16 @@ class _CosineAttentionBase(nn.Module):
         return bias.reshape(self.num_heads, -1, num_keys)
 
 
+@register_notrace_module  # reason: FX can't trace the size-dependent position bias (control flow on sizes)
 class Attention(_CosineAttentionBase):
     """Full MHSA of the ``sr_ratio == 1`` stages: length-scaled cosine attention, query embedding, log-CPB."""
 
     def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, attn_drop: float = 0.,
-                 proj_drop: float = 0., query_embedding: bool = True):
-        super().__init__(dim, num_heads, query_embedding)
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+                 proj_drop: float = 0., query_embedding: bool = True, device=None, dtype=None):
+        super().__init__(dim, num_heads, query_embedding, device=device, dtype=dtype)
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias, device=device, dtype=dtype)
         self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim, device=device, dtype=dtype)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
@@ -448,6 +460,7 @@ class Attention(_CosineAttentionBase):
         return self.proj_drop(self.proj(x))
 
 
+@register_notrace_module  # reason: FX can't trace the size-dependent window/pool geometry (control flow on sizes)
 class AggregatedAttention(_CosineAttentionBase):
     """Aggregated attention (eqs. 10–14): window path + pooled path in one softmax, positional attention.
 
@@ -459,8 +472,9 @@ class AggregatedAttention(_CosineAttentionBase):
 
     def __init__(self, dim: int, num_heads: int = 8, window_size: int = 3, qkv_bias: bool = True,
                  attn_drop: float = 0., proj_drop: float = 0., query_embedding: bool = True,
-                 positional_attention: bool = True, attention_backend: str = "auto"):
-        super().__init__(dim, num_heads, query_embedding)
+                 positional_attention: bool = True, attention_backend: str = "auto", device=None, dtype=None):
+        super().__init__(dim, num_heads, query_embedding, device=device, dtype=dtype)
+        dd = {"device": device, "dtype": dtype}
         if window_size % 2 != 1:
             raise ValueError(f"window_size must be odd (query-centred windows), got {window_size}")
         if attention_backend not in ("auto", "native", "swattention"):
@@ -468,20 +482,20 @@ class AggregatedAttention(_CosineAttentionBase):
         self.window_size = window_size
         self.local_len = window_size ** 2
         self.attention_backend = attention_backend
-        self.q = nn.Linear(dim, dim, bias=qkv_bias)
-        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias)
+        self.q = nn.Linear(dim, dim, bias=qkv_bias, **dd)
+        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias, **dd)
         self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim, **dd)
         self.proj_drop = nn.Dropout(proj_drop)
-        self.sr = nn.Conv2d(dim, dim, kernel_size=1, stride=1)
-        self.norm = nn.LayerNorm(dim)
+        self.sr = nn.Conv2d(dim, dim, kernel_size=1, stride=1, **dd)
+        self.norm = nn.LayerNorm(dim, **dd)
         self.act = nn.GELU()
         self.relative_pos_bias_local = nn.Parameter(
-            nn.init.trunc_normal_(torch.empty(num_heads, self.local_len), mean=0, std=0.0004))
+            nn.init.trunc_normal_(torch.empty(num_heads, self.local_len, **dd), mean=0, std=0.0004))
         if positional_attention:
             self.learnable_tokens = nn.Parameter(
-                nn.init.trunc_normal_(torch.empty(num_heads, self.head_dim, self.local_len), mean=0, std=0.02))
-            self.learnable_bias = nn.Parameter(torch.zeros(num_heads, 1, self.local_len))
+                nn.init.trunc_normal_(torch.empty(num_heads, self.head_dim, self.local_len, **dd), mean=0, std=0.02))
+            self.learnable_bias = nn.Parameter(torch.zeros(num_heads, 1, self.local_len, **dd))
         else:
             self.learnable_tokens = self.learnable_bias = None
 
@@ -548,17 +562,18 @@ class Block(nn.Module):
     def __init__(self, dim: int, num_heads: int, window_size: int = 3, mlp_ratio: float = 4., qkv_bias: bool = True,
                  drop: float = 0., attn_drop: float = 0., drop_path: float = 0., act_layer=nn.GELU,
                  norm_layer=nn.LayerNorm, sr_ratio: int = 1, query_embedding: bool = True,
-                 positional_attention: bool = True, attention_backend: str = "auto"):
+                 positional_attention: bool = True, attention_backend: str = "auto", device=None, dtype=None):
         super().__init__()
-        self.norm1 = norm_layer(dim)
+        dd = {"device": device, "dtype": dtype}
+        self.norm1 = norm_layer(dim, **dd)
         if sr_ratio == 1:
-            self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, query_embedding)
+            self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, query_embedding, **dd)
         else:
             self.attn = AggregatedAttention(dim, num_heads, window_size, qkv_bias, attn_drop, drop, query_embedding,
-                                            positional_attention, attention_backend)
+                                            positional_attention, attention_backend, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
-        self.norm2 = norm_layer(dim)
-        self.mlp = ConvolutionalGLU(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop)
+        self.norm2 = norm_layer(dim, **dd)
+        self.mlp = ConvolutionalGLU(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop, **dd)
 
     def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
         x = x + self.drop_path(self.attn(self.norm1(x), height, width, geometry))
@@ -568,12 +583,13 @@ class Block(nn.Module):
 class OverlapPatchEmbed(nn.Module):
     """Overlapping patch embedding (PVTv2): conv with kernel > stride, then LayerNorm (eps 1e-5)."""
 
-    def __init__(self, patch_size: int = 7, stride: int = 4, in_chans: int = 3, embed_dim: int = 768):
+    def __init__(self, patch_size: int = 7, stride: int = 4, in_chans: int = 3, embed_dim: int = 768,
+                 device=None, dtype=None):
         super().__init__()
         patch_size = to_2tuple(patch_size)
         self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=stride,
-                              padding=(patch_size[0] // 2, patch_size[1] // 2))
-        self.norm = nn.LayerNorm(embed_dim)
+                              padding=(patch_size[0] // 2, patch_size[1] // 2), device=device, dtype=dtype)
+        self.norm = nn.LayerNorm(embed_dim, device=device, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tuple[Tensor, int, int]:
         x = self.proj(x)
@@ -584,6 +600,80 @@ class OverlapPatchEmbed(nn.Module):
 # ----------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------
+
+@register_notrace_module  # reason: builds/looks up size-dependent tensors with Python control flow on sizes
+class StageGeometries(nn.Module):
+    """The size-dependent tensors of every stage (:class:`StageGeometry`), derived from each input's actual
+    stage sizes and kept in a small LRU cache per (stage, size, device). No parameters or buffers: nothing
+    here is in the state dict. The arguments are the model's (see :class:`TransNeXt`), fixed at construction.
+    """
+    cache_size = 32
+
+    def __init__(self, img_size: Tuple[int, int], pretrain_size: Tuple[int, int], patch_size: int,
+                 sr_ratios: Tuple[int, ...], window_sizes: Tuple[int, ...],
+                 fixed_pool_size: Optional[Tuple[int, int]], length_scaling: bool, position_bias: str):
+        super().__init__()
+        self.img_size, self.pretrain_size, self.patch_size = img_size, pretrain_size, patch_size
+        self.sr_ratios, self.window_sizes, self.fixed_pool_size = sr_ratios, window_sizes, fixed_pool_size
+        self.length_scaling, self.position_bias = length_scaling, position_bias
+        self._cache: "OrderedDict[tuple, StageGeometry]" = OrderedDict()
+
+    def forward(self, x: Tensor, stage: int, height: int, width: int) -> StageGeometry:
+        """The geometry of ``stage`` for an H×W token grid, on ``x``'s device."""
+        return self.get(stage, (height, width), x.device)
+
+    def get(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
+        """The cached geometry of ``stage`` (0-based) for a ``size`` = (H, W) token grid on ``device``.
+
+        Computed on the CPU from the sizes alone (so it also serves meta-device audits) and moved to
+        ``device`` once; an LRU of recent (stage, size, device) keys is kept.
+        """
+        key = (stage, tuple(size), str(device))
+        geometry = self._cache.get(key)
+        if geometry is None:
+            geometry = self._build(stage, tuple(size), torch.device(device))
+            self._cache[key] = geometry
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return geometry
+
+    def pool_size(self, stage: int, size: Tuple[int, int]) -> Tuple[int, int]:
+        sr = self.sr_ratios[stage]
+        if sr == 1:
+            return size  # full attention: keys are the tokens themselves
+        if self.fixed_pool_size is not None:
+            return self.fixed_pool_size
+        return max(1, size[0] // sr), max(1, size[1] // sr)
+
+    def _build(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
+        pool = self.pool_size(stage, size)
+        ref_size = stage_size(self.img_size, stage, self.patch_size)
+        ref_pool = self.pool_size(stage, ref_size)
+        pretrain = stage_size(self.pretrain_size, stage, self.patch_size)
+        counted_keys = pool if self.length_scaling else ref_pool
+        if self.sr_ratios[stage] == 1:
+            local_mask = None
+            seq_len = torch.full((size[0] * size[1], 1), float(counted_keys[0] * counted_keys[1]), dtype=torch.float64)
+        else:
+            valid = window_validity(size, self.window_sizes[stage])
+            local_mask = torch.zeros(valid.shape, dtype=torch.float32).masked_fill(~valid, float("-inf"))
+            seq_len = (valid.sum(-1, keepdim=True) + counted_keys[0] * counted_keys[1]).double()
+        if self.position_bias == "interpolate":
+            bias_query, bias_key = ref_size, ref_pool
+        else:
+            bias_query, bias_key = size, pool
+        index_h, index_w, table = relative_position_cpb(bias_query, bias_key, pretrain)
+        # float64 where the device has it: each forward casts to its own dtype, so float64 models see exact values
+        real = torch.float32 if device.type == "mps" else torch.float64
+        return StageGeometry(size=size, pool_size=pool, seq_length_scale=seq_len.log().to(device, real),
+                             local_mask=local_mask.to(device) if local_mask is not None else None,
+                             bias_index_h=index_h.to(device), bias_index_w=index_w.to(device),
+                             bias_table=table.to(device, real),
+                             bias_table_shape=(int(index_h.max()) + 1, int(index_w.max()) + 1),
+                             bias_query=bias_query, bias_key=bias_key)
+
 
 def _per_stage(value, num_stages: int, name: str) -> tuple:
     if isinstance(value, (list, tuple)):
@@ -614,7 +704,7 @@ class TransNeXt(nn.Module):
             the official alias.
         length_scaling: True (paper): the attention scale uses each query's actual key count. False: the
             key counts at ``img_size`` are kept (window positions still counted per query) — the paper's
-            "No Length-scaling" multi-scale ablation [ASSUMED procedure, spec §8.4].
+            "No Length-scaling" multi-scale ablation (Table 5; the paper gives no procedure, docs/transnext.md).
         window_size: window side per stage (odd); ignored by full-attention stages.
         sr_ratios: per stage; 1 selects full attention (M), > 1 aggregated attention (A) with that pooling.
         query_embedding / positional_attention: False removes QE / the learnable tokens and bias (the
@@ -653,8 +743,11 @@ class TransNeXt(nn.Module):
             positional_attention: bool = True,
             attention_backend: str = "auto",
             global_pool: str = "avg",
+            device=None,
+            dtype=None,
     ):
         super().__init__()
+        dd = {"device": device, "dtype": dtype}
         if pool_mode is None:
             pool_mode = "normal" if fixed_pool_size is None else "linear"
         if pool_mode not in ("normal", "linear"):
@@ -671,6 +764,7 @@ class TransNeXt(nn.Module):
         if global_pool not in ("avg", ""):
             raise ValueError(f"global_pool must be 'avg' or '' (no pooling), not {global_pool!r}")
         self.num_classes = num_classes
+        self.in_chans = in_chans
         self.num_stages = num_stages
         self.depths = _per_stage(depths, num_stages, "depths")
         self.embed_dims = _per_stage(embed_dims, num_stages, "embed_dims")
@@ -693,7 +787,8 @@ class TransNeXt(nn.Module):
         self.length_scaling = length_scaling
         self.global_pool = global_pool
         self.num_features = self.head_hidden_size = self.embed_dims[-1]
-        self._geometry: "OrderedDict[tuple, StageGeometry]" = OrderedDict()
+        self.geometries = StageGeometries(self.img_size, self.pretrain_size, patch_size, self.sr_ratios,
+                                          self.window_sizes, self.fixed_pool_size, length_scaling, position_bias)
         self.feature_info = []
 
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths), device="cpu").tolist()
@@ -702,20 +797,20 @@ class TransNeXt(nn.Module):
             patch_embed = OverlapPatchEmbed(patch_size=patch_size * 2 - 1 if i == 0 else 3,
                                             stride=patch_size if i == 0 else 2,
                                             in_chans=in_chans if i == 0 else self.embed_dims[i - 1],
-                                            embed_dim=self.embed_dims[i])
+                                            embed_dim=self.embed_dims[i], **dd)
             block = nn.ModuleList([Block(
                 dim=self.embed_dims[i], num_heads=num_heads[i], window_size=self.window_sizes[i],
                 mlp_ratio=mlp_ratios[i], qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate,
                 drop_path=dpr[cur + j], norm_layer=norm_layer, sr_ratio=self.sr_ratios[i],
                 query_embedding=query_embedding, positional_attention=positional_attention,
-                attention_backend=attention_backend) for j in range(self.depths[i])])
+                attention_backend=attention_backend, **dd) for j in range(self.depths[i])])
             cur += self.depths[i]
             setattr(self, f"patch_embed{i + 1}", patch_embed)
             setattr(self, f"block{i + 1}", block)
-            setattr(self, f"norm{i + 1}", norm_layer(self.embed_dims[i]))
+            setattr(self, f"norm{i + 1}", norm_layer(self.embed_dims[i], **dd))
             self.feature_info.append(dict(num_chs=self.embed_dims[i], reduction=patch_size * 2 ** i,
                                           module=f"norm{i + 1}"))
-        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
 
         self.apply(self._init_weights)  # temperature, QE, tokens and biases keep their own initialisations
 
@@ -759,112 +854,68 @@ class TransNeXt(nn.Module):
         return self.head
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        self.num_classes = num_classes
+        dd = get_device_dtype(self)
         if global_pool is not None:
+            if global_pool not in ("avg", ""):
+                raise ValueError(f"global_pool must be 'avg' or '' (no pooling), not {global_pool!r}")
             self.global_pool = global_pool
-        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
-
-    # ---- geometry -------------------------------------------------------------------------------------
-
-    _GEOMETRY_CACHE_SIZE = 32
+        self.num_classes = num_classes
+        self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
+        self.head.train(self.training)
 
     def geometry(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
-        """The cached geometry of ``stage`` (0-based) for a ``size`` = (H, W) token grid on ``device``.
-
-        Computed on the CPU from the sizes alone (so it also serves meta-device audits) and moved to
-        ``device`` once; an LRU of recent (stage, size, device) keys is kept.
-        """
-        key = (stage, tuple(size), str(device))
-        geometry = self._geometry.get(key)
-        if geometry is None:
-            geometry = self._build_geometry(stage, tuple(size), torch.device(device))
-            self._geometry[key] = geometry
-            if len(self._geometry) > self._GEOMETRY_CACHE_SIZE:
-                self._geometry.popitem(last=False)
-        else:
-            self._geometry.move_to_end(key)
-        return geometry
-
-    def _pool_size(self, stage: int, size: Tuple[int, int]) -> Tuple[int, int]:
-        sr = self.sr_ratios[stage]
-        if sr == 1:
-            return size  # full attention: keys are the tokens themselves
-        if self.fixed_pool_size is not None:
-            return self.fixed_pool_size
-        return max(1, size[0] // sr), max(1, size[1] // sr)
-
-    def _build_geometry(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
-        pool = self._pool_size(stage, size)
-        ref_size = stage_size(self.img_size, stage, self.patch_size)
-        ref_pool = self._pool_size(stage, ref_size)
-        pretrain = stage_size(self.pretrain_size, stage, self.patch_size)
-        counted_keys = pool if self.length_scaling else ref_pool
-        if self.sr_ratios[stage] == 1:
-            local_mask = None
-            seq_len = torch.full((size[0] * size[1], 1), float(counted_keys[0] * counted_keys[1]), dtype=torch.float64)
-        else:
-            valid = window_validity(size, self.window_sizes[stage])
-            local_mask = torch.zeros(valid.shape, dtype=torch.float32).masked_fill(~valid, float("-inf"))
-            seq_len = (valid.sum(-1, keepdim=True) + counted_keys[0] * counted_keys[1]).double()
-        if self.position_bias == "interpolate":
-            bias_query, bias_key = ref_size, ref_pool
-        else:
-            bias_query, bias_key = size, pool
-        index_h, index_w, table = relative_position_cpb(bias_query, bias_key, pretrain)
-        # float64 where the device has it: each forward casts to its own dtype, so float64 models see exact values
-        real = torch.float32 if device.type == "mps" else torch.float64
-        return StageGeometry(size=size, pool_size=pool, seq_length_scale=seq_len.log().to(device, real),
-                             local_mask=local_mask.to(device) if local_mask is not None else None,
-                             bias_index_h=index_h.to(device), bias_index_w=index_w.to(device),
-                             bias_table=table.to(device, real),
-                             bias_table_shape=(int(index_h.max()) + 1, int(index_w.max()) + 1),
-                             bias_query=bias_query, bias_key=bias_key)
+        """The cached size-dependent tensors of ``stage`` (0-based) for an H×W token grid on ``device``."""
+        return self.geometries.get(stage, size, device)
 
     # ---- forward --------------------------------------------------------------------------------------
 
-    def _forward_stages(self, x: Tensor, out_indices: Sequence[int] = (), stop_at: Optional[int] = None):
+    def _forward_stages(self, x: Tensor, take_indices: Sequence[int] = (), last: Optional[int] = None):
+        """Run stages 0..``last`` (all by default); returns the last stage map and the maps of ``take_indices``."""
         b = x.shape[0]
-        outs = []
-        last = self.num_stages - 1 if stop_at is None else stop_at
+        outs: List[Tensor] = []
+        last = self.num_stages - 1 if last is None else last
         for i in range(last + 1):
             x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
-            geometry = self.geometry(i, (h, w), x.device)
+            geometry = self.geometries(x, i, h, w)
             for blk in getattr(self, f"block{i + 1}"):
                 x = blk(x, h, w, geometry)
             x = getattr(self, f"norm{i + 1}")(x)
             x = x.reshape(b, h, w, -1).permute(0, 3, 1, 2)  # NCHW view of channels-last memory
-            if i in out_indices:
+            if i in take_indices:
                 outs.append(x.contiguous())
         return x, outs
 
-    def _stage_indices(self, indices: Sequence[int], name: str) -> List[int]:
-        """Sorted, validated 0-based stage numbers (negative ones count from the last stage)."""
-        stages = sorted({i if i >= 0 else self.num_stages + i for i in indices})
-        if not stages or stages[0] < 0 or stages[-1] >= self.num_stages:
-            raise ValueError(f"{name} must be stage numbers in 0..{self.num_stages - 1}, got {list(indices)}")
-        return stages
-
-    def forward_features_pyramid(self, x: Tensor, out_indices: Sequence[int] = (0, 1, 2, 3)) -> List[Tensor]:
-        """The normed outputs of the requested stages (0-based) as (B, C_i, H_i, W_i) maps (strides 4..32),
-        what detection/segmentation necks take. Stops after the last requested stage."""
-        out_indices = self._stage_indices(out_indices, "out_indices")
-        return self._forward_stages(x, out_indices, stop_at=out_indices[-1])[1]
-
     def forward_intermediates(self, x: Tensor, indices: Optional[Union[int, List[int]]] = None, norm: bool = False,
                               stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
-        """timm's feature API (used by ``features_only=True``); stage outputs are always normed."""
+        """timm's feature API (``features_only=True`` uses it): the outputs of the stages ``indices`` (timm's
+        semantics: None = all, int n = the last n, a list = those, negative from the end) as NCHW maps,
+        strides 4/8/16/32. Every stage ends in its own LayerNorm (``norm{i}``, official), so the maps are
+        always normed and ``norm`` changes nothing. Returns ``(final map, maps)``, or only the maps."""
         if output_fmt != "NCHW":
             raise ValueError(f"output_fmt must be 'NCHW', not {output_fmt!r}")
-        if indices is None:
-            indices = range(self.num_stages)
-        elif isinstance(indices, int):  # timm: the last `indices` stages
-            indices = range(self.num_stages - indices, self.num_stages)
-        take = self._stage_indices(indices, "indices")
-        x, outs = self._forward_stages(x, take, stop_at=max(take) if (stop_early or intermediates_only) else None)
+        take_indices, max_index = feature_take_indices(self.num_stages, indices)
+        stop = max_index if (stop_early or intermediates_only) else None
+        x, outs = self._forward_stages(x, take_indices, stop)
         return outs if intermediates_only else (x, outs)
 
+    def prune_intermediate_layers(self, indices: Union[int, List[int]] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> List[int]:
+        """Drop the stages after the last of ``indices`` (and the classifier); returns the absolute indices.
+        The stage norms stay (each feeds the next stage and ends its stage's output), so ``prune_norm`` is moot."""
+        take_indices, max_index = feature_take_indices(self.num_stages, indices)
+        prune_end = max_index < self.num_stages - 1
+        for i in range(max_index + 1, self.num_stages):
+            for name in (f"patch_embed{i + 1}", f"block{i + 1}", f"norm{i + 1}"):
+                delattr(self, name)
+        self.num_stages = max_index + 1
+        if prune_end:  # features now end at the last kept stage; the head was sized for the final one
+            self.num_features = self.head_hidden_size = self.embed_dims[max_index]
+        if prune_head or prune_end:
+            self.reset_classifier(0, "")
+        return take_indices
+
     def forward_features(self, x: Tensor) -> Tensor:
-        """The normed stage-4 map, (B, C4, H/32, W/32)."""
+        """The normed map of the last stage, (B, C4, H/32, W/32)."""
         return self._forward_stages(x)[0]
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
@@ -901,21 +952,21 @@ def _create_transnext(variant: str, pretrained: bool = False, **kwargs) -> Trans
 
 
 def _cfg(**kwargs) -> dict:
-    return {"url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": None, "crop_pct": 0.875,
+    return {"url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": (7, 7), "crop_pct": 0.875,
             "interpolation": "bicubic", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
             "first_conv": "patch_embed1.proj", "classifier": "head", "fixed_input_size": False,
             "license": "apache-2.0", **kwargs}
 
 
-# 384² fine-tunes are evaluated by warping to 384² without a crop (spec §4.1)
-_CFG_384 = dict(input_size=(3, 384, 384), crop_pct=1.0, crop_mode="squash")
+# 384² fine-tunes are evaluated by warping to 384² without a crop (App. C.2)
+_CFG_384 = dict(input_size=(3, 384, 384), pool_size=(12, 12), crop_pct=1.0, crop_mode="squash")
 
 default_cfgs = generate_default_cfgs({
     "transnext_micro": _cfg(),
     "transnext_tiny": _cfg(),
     "transnext_small": _cfg(),
     "transnext_base": _cfg(),
-    "transnext_micro_AAAA": _cfg(input_size=(3, 256, 256)),
+    "transnext_micro_AAAA": _cfg(input_size=(3, 256, 256), pool_size=(8, 8)),
     "transnext_small_384": _cfg(**_CFG_384),
     "transnext_base_384": _cfg(**_CFG_384),
     "transnext_micro_aamm": _cfg(),

@@ -417,7 +417,7 @@ def test_distill_head_option():
     assert cls.shape == dist.shape == (2, 1000)
     model.eval()
     with torch.no_grad():
-        feat = model.forward_features(x)
+        feat = model.forward_head(model.forward_features(x), pre_logits=True)
         torch.testing.assert_close(model(x), (model.head(feat) + model.head_dist(feat)) / 2)
 
 

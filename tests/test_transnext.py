@@ -232,10 +232,31 @@ def test_convglu_gate_is_first_half_and_delta_dwconv_gives_glu():
 
 def test_pyramid_shapes_tiny_512_on_meta():
     model = build_model("transnext_tiny")
-    feats = model.forward_features_pyramid(torch.empty(2, 3, 512, 512, device="meta"))
+    feats = model.forward_intermediates(torch.empty(2, 3, 512, 512, device="meta"), intermediates_only=True)
     assert [tuple(f.shape) for f in feats] == [(2, 72, 128, 128), (2, 144, 64, 64), (2, 288, 32, 32), (2, 576, 16, 16)]
-    dino_4scale = model.forward_features_pyramid(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3))
+    dino_4scale = model.forward_intermediates(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3),
+                                              intermediates_only=True)
     assert [tuple(f.shape) for f in dino_4scale] == [(1, 144, 64, 64), (1, 288, 32, 32), (1, 576, 16, 16)]
+
+
+def test_features_only_is_the_stage_maps_and_pruning_keeps_them():
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model("transnext_micro", depths=(1, 1, 1, 1)).eval()
+    torch.manual_seed(0)  # the same initialisation: features_only builds the whole model, then prunes it
+    features = timm.create_model("transnext_micro", depths=(1, 1, 1, 1), features_only=True, out_indices=(1, 2)).eval()
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        final, maps = model.forward_intermediates(x)
+        assert torch.equal(final, model.forward_features(x))
+        assert [tuple(m.shape[1:]) for m in maps] == [(48, 24, 32), (96, 12, 16), (192, 6, 8), (384, 3, 4)]
+        assert features.feature_info.channels() == [96, 192] and features.feature_info.reduction() == [8, 16]
+        kept = {k.split(".")[1] for k in features.state_dict()}
+        assert kept == {"patch_embed1", "block1", "norm1", "patch_embed2", "block2", "norm2", "patch_embed3", "block3",
+                        "norm3"}  # stage 4 and the head are pruned
+        for ours, full in zip(features(x), maps[1:3]):
+            assert torch.equal(ours, full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -341,7 +362,7 @@ def test_geometry_cache_follows_the_input_size():
         model(b)
         again = model(a)
     assert torch.equal(first, again)
-    keys = {(stage, size) for stage, size, _ in model._geometry}
+    keys = {(stage, size) for stage, size, _ in model.geometries._cache}
     assert {(0, (16, 16)), (0, (24, 20)), (3, (2, 2)), (3, (3, 3))} <= keys
     assert model.geometry(0, (24, 20), CPU).pool_size == (3, 2)
     assert not any("geometry" in k or "seq_length" in k for k in model.state_dict())
@@ -445,10 +466,10 @@ def test_bad_arguments_say_what_to_do():
         small_model(position_bias="nearest")
     with pytest.raises(ValueError, match="depths has 3 entries"):
         small_model(depths=(1, 1, 1))
-    with pytest.raises(ValueError, match="out_indices must be stage numbers"):
-        small_model().forward_features_pyramid(torch.empty(1, 3, 64, 64, device="meta"), (0, 4))
-    with pytest.raises(ValueError, match="indices must be stage numbers"):
-        small_model().forward_intermediates(torch.empty(1, 3, 64, 64, device="meta"), indices=[1, -5])
+    with pytest.raises(AssertionError, match="feature index 4 is out of range"):  # timm's index check
+        small_model().forward_intermediates(torch.empty(1, 3, 64, 64, device="meta"), (0, 4))
+    with pytest.raises(ValueError, match="output_fmt must be 'NCHW'"):
+        small_model().forward_intermediates(torch.empty(1, 3, 64, 64, device="meta"), output_fmt="NHWC")
 
 
 def test_swattention_detected_with_importlib(monkeypatch):
