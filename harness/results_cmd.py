@@ -35,7 +35,8 @@ def add_parser(subparsers) -> None:
                    help="one value per run: the best evaluation, the last, or the mean of the last 5 (default best)")
     p.add_argument("--status", action="store_true", help="print the reproduction status per paper and table")
     p.add_argument("--bench", action="append", metavar="CSV",
-                   help="throughput CSVs in timm's benchmark schema for the throughput-accuracy figure; repeatable")
+                   help="throughput CSVs in timm's benchmark schema (depthbench bench --out) for the throughput-accuracy "
+                        "figure (default: results/bench/*.csv, benchmarks/results/*/*.csv); repeatable")
     p.add_argument("--no-audit", action="store_true", help="leave the architecture columns out (no model is built)")
     p.set_defaults(func=main)
 
@@ -82,9 +83,11 @@ def _bench_frames(paths):
     frames = []
     for path in paths:
         try:
-            frames.append(pd.read_csv(path))
+            frame = pd.read_csv(path)
         except (ValueError, pd.errors.ParserError) as e:
             raise DepthbenchError(f"--bench {path} is not a CSV ({str(e).splitlines()[0]})") from None
+        if {"model", "infer_samples_per_sec"} <= set(frame.columns):  # timm's benchmark schema; others skipped
+            frames.append(frame)
     return pd.concat(frames) if frames else None
 
 
@@ -107,7 +110,8 @@ def main(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    bench_paths = args.bench or sorted(Path("results/bench").glob("*.csv"))
+    bench_paths = args.bench or sorted(Path("results/bench").glob("*.csv")) + sorted(
+        Path("benchmarks/results").glob("*/*.csv"))  # where `depthbench bench --out` results are kept
     if args.status:
         text = status_text(views)
         print(text, end="")

@@ -1,10 +1,11 @@
 """Architecture columns (params, FLOPs, #layers, #blocks, ...) of the table rows, from ``depthbench verify``'s
 measures, cached so a report does not rebuild every model each time.
 
-The cache is one JSON file per *code fingerprint* (a hash of models/, harness/flops.py, harness/verify.py and the
-timm version): a change to any of them starts a new file, so a cached number is never stale. Entries are keyed by
-(column, model, model kwargs, input size, FLOPs kwargs, base). Location: ``$DEPTHBENCH_CACHE`` or
-``~/.cache/depthbench`` (where ``make setup`` keeps its wheel cache).
+Cache entries are keyed by (column, model, model kwargs, input size, FLOPs kwargs, base) *and* a hash of the code
+the number depends on: the source file that registers the row's model (and its base's), harness/flops.py,
+harness/verify.py and the timm version. Editing models/stepsnet.py re-measures the StepsNet rows only; a cached
+number is never stale. File: ``audit.json`` in ``$DEPTHBENCH_CACHE`` or ``~/.cache/depthbench`` (where
+``make setup`` keeps its wheel cache).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from results.paper_tables import Row
@@ -31,19 +33,41 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DEPTHBENCH_CACHE") or Path.home() / ".cache" / "depthbench")
 
 
+@lru_cache(maxsize=None)
+def _file_hash(path: str) -> str:
+    try:
+        return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "missing"
+
+
+@lru_cache(maxsize=None)
 def fingerprint() -> str:
-    digest = hashlib.sha1()
-    files = sorted((REPO / "models").glob("*.py")) + [REPO / "harness" / "flops.py", REPO / "harness" / "verify.py"]
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+    """The shared part of every key: the measuring code and timm's version."""
+    parts = [_file_hash(str(REPO / "harness" / name)) for name in ("flops.py", "verify.py")]
     try:
         from importlib.metadata import version
 
-        digest.update(version("timm").encode())
-    except Exception:  # no timm metadata: the fingerprint is the code alone
+        parts.append(version("timm"))
+    except Exception:  # no timm metadata: the code alone
         pass
-    return digest.hexdigest()[:16]
+    return "-".join(parts)
+
+
+@lru_cache(maxsize=None)
+def model_code(model: str | None) -> str:
+    """A hash of the source file that registers ``model`` (ours or timm's)."""
+    if not model:
+        return ""
+    try:
+        import timm
+
+        import models  # noqa: F401  (registers the paper models)
+
+        fn = timm.models.get_model_entrypoint(model)
+        return _file_hash(sys.modules[fn.__module__].__file__)
+    except Exception:  # unknown model: its measurement is an error entry, keyed by name alone
+        return "unknown"
 
 
 def measured_columns(row: Row) -> list[str]:
@@ -53,15 +77,15 @@ def measured_columns(row: Row) -> list[str]:
 
 
 def _key(column: str, row: Row) -> str:
-    return json.dumps([column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base],
-                      sort_keys=True, default=str)
+    return json.dumps([column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
+                       fingerprint(), model_code(row.model), model_code(row.base)], sort_keys=True, default=str)
 
 
 class Audit:
     """``Audit().row(row)`` → ``{column: ArchValue}`` for every measured column of a table row."""
 
     def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True):
-        self.path = cache_dir() / f"audit-{fingerprint()}.json" if cache else None
+        self.path = cache_dir() / "audit.json" if cache else None
         self.values: dict = {}
         if self.path and self.path.exists():
             try:

@@ -151,7 +151,12 @@ def setting_of(run: dict, row: Row, known_configs: set | None = None) -> str | N
                  and o.lstrip("+") != f"model.name={row.model}"]
     if overrides:
         reasons.append("overrides " + " ".join(overrides))
-    return "; ".join(reasons) or None
+    if not reasons:
+        return None
+    epochs = run.get("epochs")
+    epochs = f"{epochs:g} epochs" if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) else None
+    where = ", ".join(x for x in (run.get("dataset"), epochs) if x)
+    return "; ".join(([where] if where else []) + reasons)
 
 
 class RunIndex:

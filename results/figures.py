@@ -299,7 +299,7 @@ def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
     seen, papers = set(), []
     for view in views:
         acc = _accuracy_column(view)
-        if acc is None or "flops_g" not in view.table.columns or acc == "top1" and view.paper == "horesnet":
+        if acc is None or "flops_g" not in view.table.columns:
             continue
         color = PAPER_COLORS.get(view.paper, "C7")
         for line in _main_lines(view):

@@ -76,7 +76,7 @@ def test_table_cells_paper_ours_delta_mean_std(audit):
     assert t1["↳ reduced: embedded digits 16px, 20 epochs"] == {"top1": "95.0"}
     # DeiT-T: the digits preset is a smaller model: labelled by what differs, no paper value, no delta
     assert t1["DeiT-T"]["top1"] == "72.2 / —"
-    assert t1["↳ reduced: model depth=4, img_size=16, patch_size=4"] == {"top1": "88.3"}
+    assert t1["↳ reduced: digits 16px, 30 epochs; model depth=4, img_size=16, patch_size=4"] == {"top1": "88.3"}
     assert t1["Lost row"]["top1"] == "60.0 / —"
     # detection: mmengine's coco/bbox_mAP fractions become percent
     assert t2["Swin-T"] == {"schedule": "1x", "ap_b": "43.7 / 44.1 / +0.4", "ap_m": "39.8 / 40.2 / +0.4"}
@@ -116,24 +116,31 @@ def test_status_counts(audit):
     assert (s1.rows, s1.expressed, s1.checkable, s1.verified) == (4, 3, 2, 2)
     assert (s1.run_paper, s1.run_reduced, s1.rendered) == (2, 1, 3)
     assert s1.reasons == [("Lost row", "the OCR lost this row")]
-    assert s1.scales == ["embedded digits 16px, 20 epochs", "model depth=4, img_size=16, patch_size=4"]
+    assert s1.scales == ["digits 16px, 30 epochs; model depth=4, img_size=16, patch_size=4", "embedded digits 16px, 20 epochs"]
     assert (s2.rows, s2.expressed, s2.checkable, s2.run_paper, s2.run_reduced, s2.rendered) == (2, 2, 0, 1, 0, 1)
 
 
 def test_audit_is_cached_per_code_version(monkeypatch, tmp_path):
     monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
-    monkeypatch.setattr("results.audit.fingerprint", lambda: "code-version-1")  # others edit models/ meanwhile
+    monkeypatch.setattr("results.audit.fingerprint", lambda: "measuring-code-1")
     row = paper_tables.load(DEMO)[0].rows[0]
     audit = Audit(progress=False)
     assert audit.row(row)["params_m"].ours == pytest.approx(11.689512)
     audit.save()
-    assert audit.path == tmp_path / "audit-code-version-1.json"
+    assert audit.path == tmp_path / "audit.json"
     cached = json.loads(audit.path.read_text())
-    assert any('"resnet18"' in key for key in cached)
-    # a second audit reads the cache and builds nothing
-    monkeypatch.setattr("harness.verify.RowContext.model", property(lambda self: pytest.fail("rebuilt a model")))
+    assert len(cached) == 1 and '"resnet18"' in next(iter(cached))
+    # a second audit reads the cache and builds nothing ...
+    from harness.verify import RowContext
+
+    build = RowContext.model
+    monkeypatch.setattr(RowContext, "model", property(lambda self: pytest.fail("rebuilt a model")))
+    assert Audit(progress=False).row(row)["params_m"].ours == pytest.approx(11.689512)
+    # ... until the file that defines the model changes: then it measures again
+    monkeypatch.setattr("results.audit.model_code", lambda model: "edited")
+    monkeypatch.setattr(RowContext, "model", build)
     again = Audit(progress=False)
-    assert again.row(row)["params_m"].ours == pytest.approx(11.689512)
+    assert again.row(row)["params_m"].ours == pytest.approx(11.689512) and again.dirty
 
 
 def test_an_override_or_another_config_is_not_the_papers_setting():
@@ -343,14 +350,6 @@ def test_aggregation_of_an_empty_or_missing_root():
 
 
 # ------------------------------------------------------------------------------------------------- CLI
-def test_cli_markdown_as_a_user_runs_it(cli, tmp_path):
-    out = cli("results", "--file", DEMO, "--runs", RUNS, "--table", "2", "--no-audit",
-              env={"DEPTHBENCH_CACHE": str(tmp_path / "cache")})
-    assert out.returncode == 0, out.stderr
-    assert "| Swin-T | 1x | 43.7 / 44.1 / +0.4 | 39.8 / 40.2 / +0.4 |" in out.stdout
-    assert "8 run(s) collected" in out.stderr
-
-
 def depthbench(capsys, *args) -> tuple[int, str, str]:
     from harness.cli import main
 
@@ -359,8 +358,11 @@ def depthbench(capsys, *args) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_cli_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
+def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
+    code, out, err = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--table", "2", "--no-audit")
+    assert code == 0 and "| Swin-T | 1x | 43.7 / 44.1 / +0.4 | 39.8 / 40.2 / +0.4 |" in out
+    assert "8 run(s) collected" in err
     code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--status", "--no-audit")
     assert code == 0 and "Lost row — the OCR lost this row" in out
     assert "demo: 6 rows, 5 expressed" in out
