@@ -1,7 +1,8 @@
 """HO-ResNet: residual stacks wired as explicit Runge–Kutta steps.
 
 Paper: Z. Luo, Z. Sun, W. Zhou, Z. Wu, S. Kamata, "Rethinking ResNets: Improved Stacking Strategies With High
-Order Schemes", arXiv:2103.15244. Ground truth: ``shared/specs/horesnet.md`` (section numbers below refer to it).
+Order Schemes", arXiv:2103.15244. Sections, equations and figures below are the paper's; what the paper leaves
+open (marked [ASSUMED]) and what the official code does differently are in ``docs/horesnet.md``.
 
 A plain ResNet block is one forward-Euler step x + F(x). HO-ResNet keeps the sub-block F (pre-activation
 BN-ReLU-conv3x3-BN-ReLU-conv3x3, 64 channels) and the number of F in the network fixed, and only changes how
@@ -9,15 +10,15 @@ they are wired: s consecutive F become the s stages of one explicit Runge–Kutt
 
     k_1 = F_1(x)
     k_i = F_i(x + h * sum_{j<i} a_ij k_j)        i = 2..s   (each stage has its own weights)
-    y   = ReLU(x + h * sum_i b_i k_i)                        (ReLU as in the official code, §2.9)
+    y   = ReLU(x + h * sum_i b_i k_i)                        (ReLU as in the official code, docs/horesnet.md)
 
 Every scheme is therefore a Butcher tableau (A, b, c) — ``TABLEAUX`` / ``get_tableau(name)`` — driving one
-generic block, ``RKBlock``. The nodes c are not used by the network (§2.1: the time dependence is carried by
+generic block, ``RKBlock``. The nodes c are not used by the network (§2: the time dependence is carried by
 the stages' distinct weights); they are kept for consistency checks (row sums of A equal c).
 
 Schemes: ``euler`` (= ResNet), ``midpoint``, ``rk4``, ``verner`` (Verner 1978 8(9) pair, 8th-order weights,
-truncated to the 14 stages they use, §2.6) from the paper; ``heun3``, ``rk3``, ``gill4``, ``kutta_nystrom5``
-as extras. Options the spec lists: ``rk4_output`` ("blend" | "k4_only" | "k4_sixth"), ``verner_coeffs``
+truncated to the 14 stages they use, §2.4 and Fig. 7) from the paper; ``heun3``, ``rk3``, ``gill4``,
+``kutta_nystrom5`` as extras. Options: ``rk4_output`` ("blend" | "k4_only" | "k4_sixth"), ``verner_coeffs``
 ("standard" | "official_code"), ``learnable_h`` (the paper's adaptive Verner: one scalar h per block).
 
 Registered names: ``horesnet{L}_{scheme}`` for every depth/scheme of Tables 3–4 and Figs. 10–11, where
@@ -25,19 +26,19 @@ Registered names: ``horesnet{L}_{scheme}`` for every depth/scheme of Tables 3–
 and the extras at depths their stage count divides. ``num_classes`` (default 10) and ``in_chans`` (3) are
 timm kwargs; the default input is 32×32.
 """
-from __future__ import annotations
-
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from timm.layers import SelectAdaptivePool2d
+from timm.layers import DropPath, create_classifier, get_device_dtype
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._features import feature_take_indices
+from timm.models._manipulate import checkpoint_seq
 
 __all__ = ["ButcherTableau", "TABLEAUX", "SCHEMES", "get_tableau", "register_tableau", "PreActSubBlock", "RKBlock",
            "HOResNet", "checkpoint_filter_fn", "subblocks_for_depth"]
@@ -164,7 +165,8 @@ def _explicit(name: str, rows: Sequence[Sequence[float]], b: Sequence[float], c:
 _S6 = math.sqrt(6.0)
 _S2 = math.sqrt(2.0)
 
-# Verner (1978) 8(9) pair, stages 1..14 with the 8th-order weights (spec §2.6 table; c5..c7 involve √6).
+# Verner (1978) 8(9) pair, stages 1..14 with the 8th-order weights (paper §2.4, eqs. (14)-(15), with its typos
+# corrected from Verner 1978, docs/horesnet.md; c5..c7 involve √6).
 _VERNER_ROWS = [
     [1 / 12],
     [1 / 27, 2 / 27],
@@ -191,7 +193,7 @@ _VERNER_C = [0, 1 / 12, 1 / 9, 1 / 6, (2 + 2 * _S6) / 15, (6 + _S6) / 15, (6 - _
 
 
 def _verner_official_code() -> ButcherTableau:
-    """Verner as the official HO-ResNet code has it: the four deviations of spec §2.6 marked ✗."""
+    """Verner as the official HO-ResNet code has it: the four deviations listed in docs/horesnet.md."""
     rows = [list(r) for r in _VERNER_ROWS]
     rows[6 - 2][0] = 8 / 150  # a61: 0.053333 in the code (standard (9-√6)/150 = 0.043670)
     rows[12 - 2][6] = (154922 - 40458) / 135  # a12,7 = 847.88: √6 dropped
@@ -200,7 +202,7 @@ def _verner_official_code() -> ButcherTableau:
     b[8 - 1] = 27 / 140  # `outx -= -27/140.*k8` flips the sign of b8
     c = [sum(r) for r in [[]] + rows]  # keep c = row sums so only the weights differ from the code's values
     return _explicit("verner_official_code", rows, b, c, 0, "official HO-ResNet code (zlannnn/HO-ResNet)",
-                     "sensitivity ablation: not a convergent method (Σb = 1.3857, spec §2.6/§7 C2-C3)")
+                     "sensitivity ablation: not a convergent method (Σb = 1.3857, docs/horesnet.md)")
 
 
 TABLEAUX: dict[str, ButcherTableau] = {t.name: t for t in [
@@ -219,7 +221,7 @@ TABLEAUX: dict[str, ButcherTableau] = {t.name: t for t in [
                                  [2 / 25, 12 / 25, 2 / 15, 8 / 75, 0]],
               [23 / 192, 0, 125 / 192, 0, -27 / 64, 125 / 192], [0, 1 / 3, 2 / 5, 1, 2 / 3, 4 / 5], 5,
               "Kutta's 6-stage fifth-order method as corrected by Nystrom (1925)"),
-    # Options of the paper's schemes (spec §2.5, §2.6, §8 items 3-4); not schemes of their own.
+    # Options of the paper's schemes (§2.3 and Table 2; docs/horesnet.md); not schemes of their own.
     _explicit("rk4_k4_only", [[1 / 2], [0, 1 / 2], [0, 0, 1]], [0, 0, 0, 1], [0, 1 / 2, 1 / 2, 1], 1,
               "paper §2.5 / Table 2 '(1x)' ablation: y = x + k4", "first order as an ODE solver"),
     _explicit("rk4_k4_sixth", [[1 / 2], [0, 1 / 2], [0, 0, 1]], [0, 0, 0, 1 / 6], [0, 1 / 2, 1 / 2, 1], 0,
@@ -234,7 +236,7 @@ _VERNER_COEFFS = {"standard": "verner", "official_code": "verner_official_code"}
 
 def get_tableau(name: str | ButcherTableau, rk4_output: str = "blend",
                 verner_coeffs: str = "standard") -> ButcherTableau:
-    """The tableau of scheme ``name`` (a key of ``TABLEAUX``), with the spec's options applied.
+    """The tableau of scheme ``name`` (a key of ``TABLEAUX``), with the options applied.
 
     ``rk4_output`` applies to ``rk4`` only and ``verner_coeffs`` to ``verner`` only; a non-default option for
     another scheme is an error rather than silently ignored.
@@ -287,19 +289,20 @@ def register_tableau(tableau: ButcherTableau, check_order: bool = True) -> Butch
 # Blocks
 # --------------------------------------------------------------------------------------------------------------
 
-def _conv3x3(in_chs: int, out_chs: int, stride: int = 1) -> nn.Conv2d:
-    return nn.Conv2d(in_chs, out_chs, kernel_size=3, stride=stride, padding=1, bias=False)
+def _conv3x3(in_chs: int, out_chs: int, stride: int = 1, device=None, dtype=None) -> nn.Conv2d:
+    return nn.Conv2d(in_chs, out_chs, kernel_size=3, stride=stride, padding=1, bias=False, device=device, dtype=dtype)
 
 
 class PreActSubBlock(nn.Module):
-    """The sub-block F of §2.2: BN-ReLU-conv3x3-BN-ReLU-conv3x3, bias-free (73,984 params at width 64)."""
+    """The sub-block F (§2, Figs. 5-6): BN-ReLU-conv3x3-BN-ReLU-conv3x3, bias-free (73,984 params at width 64)."""
 
-    def __init__(self, channels: int = 64):
+    def __init__(self, channels: int = 64, device=None, dtype=None):
         super().__init__()
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.conv1 = _conv3x3(channels, channels)
-        self.bn2 = nn.BatchNorm2d(channels)
-        self.conv2 = _conv3x3(channels, channels)
+        dd = dict(device=device, dtype=dtype)
+        self.bn1 = nn.BatchNorm2d(channels, **dd)
+        self.conv1 = _conv3x3(channels, channels, **dd)
+        self.bn2 = nn.BatchNorm2d(channels, **dd)
+        self.conv2 = _conv3x3(channels, channels, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # In-place ReLU on fresh BN outputs: BN's backward needs its input, not its output.
@@ -314,22 +317,33 @@ class RKBlock(nn.Module):
         tableau: the scheme (``get_tableau(...)``); zero coefficients are skipped.
         make_stage: called once per stage with its index, returns that stage's F (a fresh module each time).
         h: step size; a constant unless ``learnable_h``, then the initial value of the block's one scalar
-            parameter ``h`` (the paper's adaptive Verner, §2.6; init 1.0 is [ASSUMED], the paper gives none).
-        learnable_h: make h a trainable scalar shared by all stages of this block (unconstrained, §2.10).
-        post_relu: apply ReLU to the block output (official code; the paper's equations have none, §2.9).
+            parameter ``h`` (the paper's adaptive Verner, Fig. 7; init 1.0 is [ASSUMED], the paper gives none).
+        learnable_h: make h a trainable scalar shared by all stages of this block (unconstrained, Fig. 7).
+        post_relu: apply ReLU to the block output (official code; the paper's equations have none).
+        drop_path: stochastic depth on the block's increment ``h * sum_i b_i k_i`` (timm's ``drop_path_rate``).
 
     Each k_j is released as soon as no later stage input needs it, and the output sum is accumulated as the
-    stages finish, so RK4 keeps one extra map rather than four (the "can be optimised to one" of §2.11).
+    stages finish, so RK4 keeps one extra map rather than four (the "could be optimised to one" of §2.5).
     """
 
+    # attribute types for TorchScript (the nested lists may start with an empty one)
+    _stage_terms: List[List[Tuple[int, float]]]
+    _release_at: List[List[int]]
+    _out_weight: List[float]
+    _read_later: List[bool]
+    learnable_h: torch.jit.Final[bool]  # a constant, so TorchScript and torch.fx see one branch per model
+
     def __init__(self, tableau: ButcherTableau, make_stage: Callable[[int], nn.Module], h: float = 1.0,
-                 learnable_h: bool = False, post_relu: bool = True):
+                 learnable_h: bool = False, post_relu: bool = True, drop_path: float = 0.0, device=None, dtype=None):
         super().__init__()
         self.tableau = tableau
         self.stages = nn.ModuleList(make_stage(i) for i in range(tableau.stages))
+        self.num_run = tableau.stages  # stages that run; fewer after prune_intermediate_layers
         self.post_relu = post_relu
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else None
+        self.learnable_h = learnable_h
         if learnable_h:
-            self.h = nn.Parameter(torch.tensor(float(h)))
+            self.h = nn.Parameter(torch.tensor(float(h), device=device, dtype=dtype))
         else:
             self.h = float(h)
         s = tableau.stages
@@ -342,51 +356,86 @@ class RKBlock(nn.Module):
         self._release_at = [[j for j in range(s) if last_use[j] == i] for i in range(s)]
         self._read_later = [last_use[j] > j for j in range(s)]
 
-    @staticmethod
-    def _lincomb(terms: list[tuple[float, torch.Tensor]]) -> torch.Tensor:
-        acc = terms[0][1] * terms[0][0]
-        for coef, k in terms[1:]:
-            acc = torch.add(acc, k, alpha=coef)
-        return acc
-
-    def _step(self, x: torch.Tensor, terms: list[tuple[float, torch.Tensor]]) -> torch.Tensor:
-        """x + h · Σ coef·k, folding a constant h into the coefficients."""
-        if isinstance(self.h, torch.Tensor):
-            return torch.addcmul(x, self.h, self._lincomb(terms))
+    def _stage_value(self, x: torch.Tensor, ks: List[Optional[torch.Tensor]], i: int) -> torch.Tensor:
+        """Input of stage ``i``: x + h · Σ_j a_ij k_j, folding a constant h into the coefficients."""
+        terms = self._stage_terms[i]
+        if len(terms) == 0:
+            return x
+        if self.learnable_h:
+            acc: Optional[torch.Tensor] = None
+            for j, coef in terms:
+                k = ks[j]
+                assert k is not None
+                acc = k * coef if acc is None else torch.add(acc, k, alpha=coef)
+            assert acc is not None
+            return torch.addcmul(x, self.h, acc)
         out = x
-        for coef, k in terms:
+        for j, coef in terms:
+            k = ks[j]
+            assert k is not None
             out = torch.add(out, k, alpha=coef * self.h)
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ks: list[torch.Tensor | None] = [None] * len(self.stages)
-        acc: torch.Tensor | None = None  # Σ b_i k_i so far (learnable h) or x + h Σ b_i k_i (constant h)
+        return self.forward_stages(x)[0]
+
+    def forward_stages(self, x: torch.Tensor, take_indices: Optional[List[int]] = None, stop_index: int = -1
+                       ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """The block output and the states after the stages in ``take_indices``: after stage i < s-1 the state
+        is the next stage's input x + h·Σ_j a_{i+1,j} k_j (the RK stage value), after the last the block output.
+        With ``stop_index`` >= 0 (or after pruning) the later stages do not run and the output is that state.
+        Control flow depends on the tableau (Python numbers) only, so TorchScript and torch.fx follow it."""
+        take = take_indices if take_indices is not None else [-2]
+        last = self.num_run - 1 if stop_index < 0 else min(stop_index, self.num_run - 1)
+        states: List[torch.Tensor] = []
+        ks: List[Optional[torch.Tensor]] = [None for _ in range(len(self.stages))]
+        acc: Optional[torch.Tensor] = None  # Σ b_i k_i so far (learnable h / drop path) or x + h Σ b_i k_i
+        stopped: Optional[torch.Tensor] = None
         for i, stage in enumerate(self.stages):
-            terms = [(a, ks[j]) for j, a in self._stage_terms[i]]
-            stage_input = self._step(x, terms) if terms else x
-            del terms
-            for j in self._release_at[i]:
-                ks[j] = None
-            k = stage(stage_input)
-            del stage_input
-            b = self._out_weight[i]
-            if b != 0.0:
-                if isinstance(self.h, torch.Tensor):
-                    acc = k * b if acc is None else torch.add(acc, k, alpha=b)
+            if i <= last + 1:
+                stage_input = self._stage_value(x, ks, i)
+                if i - 1 in take:
+                    states.append(stage_input)
+                if i == last + 1:  # stopped: the output is the input the next stage would get
+                    stopped = stage_input
                 else:
-                    acc = torch.add(x if acc is None else acc, k, alpha=b * self.h)
-            if self._read_later[i]:
-                ks[i] = k
-            del k
+                    for j in self._release_at[i]:
+                        ks[j] = None
+                    k = stage(stage_input)
+                    stage_input = x  # drop the reference now (TorchScript has no `del` here): frees the map early
+                    b = self._out_weight[i]
+                    if b != 0.0:
+                        if self.learnable_h:
+                            acc = k * b if acc is None else torch.add(acc, k, alpha=b)
+                        elif self.drop_path is not None:
+                            acc = k * (b * self.h) if acc is None else torch.add(acc, k, alpha=b * self.h)
+                        else:
+                            acc = torch.add(x if acc is None else acc, k, alpha=b * self.h)
+                    if self._read_later[i]:
+                        ks[i] = k
+                    k = x
+        if stopped is not None:
+            return stopped, states
         if acc is None:  # no output weight at all: y = x (only a custom tableau can do this)
             out = x
-        elif isinstance(self.h, torch.Tensor):
+        elif self.drop_path is not None:
+            out = x + self.drop_path(acc * self.h if self.learnable_h else acc)
+        elif self.learnable_h:
             out = torch.addcmul(x, self.h, acc)
         else:
             out = acc
         if self.post_relu:
-            return F.relu(out, inplace=out is not x)  # `out` is a fresh sum; never modify the block input
-        return out
+            out = F.relu(out, inplace=acc is not None)  # `out` is a fresh sum; never modify the block input
+        if len(self.stages) - 1 in take:
+            states.append(out)
+        return out, states
+
+    def truncate(self, num_stages: int) -> None:
+        """Run only the first ``num_stages`` stages (timm's ``prune_intermediate_layers``); the block then
+        outputs the next stage's input. The dropped stages become ``nn.Identity`` (no parameters)."""
+        self.num_run = max(1, min(num_stages, len(self.stages)))
+        for i in range(self.num_run, len(self.stages)):
+            self.stages[i] = nn.Identity()
 
     def extra_repr(self) -> str:
         h = "learnable" if isinstance(self.h, torch.Tensor) else self.h
@@ -406,27 +455,29 @@ def subblocks_for_depth(depth: int) -> int:
 
 
 class HOResNet(nn.Module):
-    """The paper's CIFAR network (§2.8): conv3x3(in_chans→64) + BN + ReLU, n_F/s RK blocks of s stages each at
+    """The paper's CIFAR network (§3.1): conv3x3(in_chans→64) + BN + ReLU, n_F/s RK blocks of s stages each at
     width 64 (one stage, no downsampling), global average pooling, Linear(64→num_classes).
 
     Args:
         depth: "ResNet-L", L = 2·n_F + 2; n_F must be a multiple of the scheme's stage count.
         scheme: a name in ``TABLEAUX`` or a ``ButcherTableau``.
         rk4_output: "blend" (eq. 11, default), "k4_only" (Table 2 ablation) or "k4_sixth" (first-commit bug);
-            which one produced Table 3 is unknown [ASSUMED blend, §8 item 3].
+            which one produced Table 3 is unknown [ASSUMED blend].
         verner_coeffs: "standard" (Verner 1978, default) or "official_code" (the code's 4 deviations).
         learnable_h: one trainable step size per block (the paper's adaptive Verner).
-        h: the (initial) step size; 1.0 everywhere in the paper (the learnable h's init is [ASSUMED], §8 item 5).
-        post_block_relu: ReLU after each block output (official code, default True) [ASSUMED, §8 item 2].
-        stem_stride: 1 (default, 32×32 maps) or 2 (official CFResNet stem, 16×16 maps) [ASSUMED, §8 item 1].
+        h: the (initial) step size; 1.0 everywhere in the paper (Fig. 7; the learnable h's init is [ASSUMED]).
+        post_block_relu: ReLU after each block output (official code, default True) [ASSUMED].
+        stem_stride: 1 (default, 32×32 maps) or 2 (official CFResNet stem, 16×16 maps) [ASSUMED].
         width: channels of the single stage (64 in the paper).
     """
 
     def __init__(self, depth: int = 58, scheme: str | ButcherTableau = "euler", num_classes: int = 10,
                  in_chans: int = 3, width: int = 64, rk4_output: str = "blend", verner_coeffs: str = "standard",
                  learnable_h: bool = False, h: float = 1.0, post_block_relu: bool = True, stem_stride: int = 1,
-                 global_pool: str = "avg", drop_rate: float = 0.0):
+                 global_pool: str = "avg", drop_rate: float = 0.0, drop_path_rate: float = 0.0, device=None,
+                 dtype=None):
         super().__init__()
+        dd = dict(device=device, dtype=dtype)
         tableau = get_tableau(scheme, rk4_output=rk4_output, verner_coeffs=verner_coeffs)
         n_sub = subblocks_for_depth(depth)
         if n_sub % tableau.stages:
@@ -439,19 +490,28 @@ class HOResNet(nn.Module):
         self.num_classes, self.in_chans, self.num_features = num_classes, in_chans, width
         self.head_hidden_size = width
         self.drop_rate = drop_rate
+        self.grad_checkpointing = False
 
-        self.conv1 = nn.Conv2d(in_chans, width, kernel_size=3, stride=stem_stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
+        self.conv1 = nn.Conv2d(in_chans, width, kernel_size=3, stride=stem_stride, padding=1, bias=False, **dd)
+        self.bn1 = nn.BatchNorm2d(width, **dd)
+        self.act1 = nn.ReLU()
+        n_blocks = n_sub // tableau.stages
         self.layer1 = nn.Sequential(*[
-            RKBlock(tableau, lambda _: PreActSubBlock(width), h=h, learnable_h=learnable_h, post_relu=post_block_relu)
-            for _ in range(n_sub // tableau.stages)])
-        self.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=True)
-        self.linear = nn.Linear(width, num_classes) if num_classes > 0 else nn.Identity()
-        self.feature_info = [dict(num_chs=width, reduction=stem_stride, module="layer1")]
+            RKBlock(tableau, lambda _: PreActSubBlock(width, **dd), h=h, learnable_h=learnable_h,
+                    post_relu=post_block_relu, drop_path=drop_path_rate * b / max(n_blocks - 1, 1), **dd)
+            for b in range(n_blocks)])
+        self.global_pool, self.linear = create_classifier(width, num_classes, pool_type=global_pool, **dd)
+        # features: the stem, then the state after every sub-block F — the RK stage value that the next
+        # sub-block reads, the block output after a block's last stage (RKBlock.forward_stages). The network
+        # has a single resolution, so, as for timm's ViT, every feature is one of its layers.
+        self.feature_info = [dict(num_chs=width, reduction=stem_stride, module="act1")] + [
+            dict(num_chs=width, reduction=stem_stride, module=f"layer1.{b}.stages.{i}")
+            for b in range(n_blocks) for i in range(tableau.stages)]
         self._init_weights()
 
     def _init_weights(self):
-        # He init on every conv and linear weight (§2.8); BN at 1/0; Linear bias keeps PyTorch's default.
+        # He init on every conv and linear weight (§3.1, "weight initialisation in [22]"); BN at 1/0; Linear bias
+        # keeps PyTorch's default.
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
@@ -460,17 +520,73 @@ class HOResNet(nn.Module):
                 nn.init.zeros_(m.bias)
 
     @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> dict:
+        return dict(stem=r"^conv1|bn1", blocks=r"^layer1\.(\d+)" if coarse else r"^layer1\.(\d+)\.stages\.(\d+)")
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        self.grad_checkpointing = enable
+
+    @torch.jit.ignore
     def get_classifier(self) -> nn.Module:
         return self.linear
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None):
+        dd = get_device_dtype(self)
         self.num_classes = num_classes
-        if global_pool is not None:
-            self.global_pool = SelectAdaptivePool2d(pool_type=global_pool, flatten=True)
-        self.linear = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        if global_pool is None:
+            global_pool = self.global_pool.pool_type
+        self.global_pool, self.linear = create_classifier(self.num_features, num_classes, pool_type=global_pool, **dd)
+        self.head_hidden_size = self.num_features * self.global_pool.feat_mult()
+        self.global_pool.train(self.training)
+        self.linear.train(self.training)
+
+    def _sub_block_index(self, index: int) -> tuple[int, int]:
+        """(block, stage) of feature ``index`` >= 1."""
+        return (index - 1) // self.tableau.stages, (index - 1) % self.tableau.stages
+
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
+                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+        """timm's ``forward_intermediates``: features ``feature_info`` lists (the stem, then one per sub-block).
+        There is no final norm, so ``norm`` changes nothing."""
+        if output_fmt != "NCHW":
+            raise ValueError(f"HO-ResNet features are NCHW, not {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.feature_info), indices)
+        intermediates = []
+        x = self.act1(self.bn1(self.conv1(x)))
+        if 0 in take_indices:
+            intermediates.append(x)
+        s = self.tableau.stages
+        stop_block, stop_stage = self._sub_block_index(max_index) if stop_early and max_index > 0 else (-1, -1)
+        if not (stop_early and max_index == 0):
+            for b, block in enumerate(self.layer1):
+                take = [i - 1 - b * s for i in take_indices if 1 + b * s <= i <= b * s + s]
+                x, states = block.forward_stages(x, take, stop_stage if b == stop_block else -1)
+                intermediates.extend(states)
+                if b == stop_block:
+                    break
+        if intermediates_only:
+            return intermediates
+        return x, intermediates
+
+    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        take_indices, max_index = feature_take_indices(len(self.feature_info), indices)
+        if max_index == 0:
+            self.layer1 = nn.Sequential()
+        else:
+            block, stage = self._sub_block_index(max_index)
+            self.layer1 = self.layer1[:block + 1]
+            self.layer1[block].truncate(stage + 1)
+        self.feature_info = self.feature_info[:max_index + 1]
+        if prune_head:
+            self.reset_classifier(0, "")
+        return take_indices
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.act1(self.bn1(self.conv1(x)))
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            return checkpoint_seq(self.layer1, x)
         return self.layer1(x)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
@@ -502,49 +618,236 @@ def checkpoint_filter_fn(state_dict: dict, model: HOResNet) -> dict:
 # --------------------------------------------------------------------------------------------------------------
 
 def _cfg(**kwargs) -> dict:
-    return {"url": "", "num_classes": 10, "input_size": (3, 32, 32), "pool_size": None, "crop_pct": 1.0,
+    return {"url": "", "num_classes": 10, "input_size": (3, 32, 32), "pool_size": (32, 32), "crop_pct": 1.0,
             "interpolation": "bilinear", "mean": CIFAR10_MEAN, "std": CIFAR10_STD, "first_conv": "conv1",
             "classifier": "linear", "paper_ids": "arXiv:2103.15244", **kwargs}
 
 
-# name suffix -> (scheme, fixed model kwargs); the depths follow Tables 3-4 and Figs. 10-11 (spec §3).
-_SUFFIXES = {
-    "euler": ("euler", {}), "midpoint": ("midpoint", {}), "rk4": ("rk4", {}), "verner": ("verner", {}),
-    "verner_ada": ("verner", {"learnable_h": True}),
-    "heun3": ("heun3", {}), "rk3": ("rk3", {}), "gill4": ("gill4", {}), "kutta_nystrom5": ("kutta_nystrom5", {}),
-}
-_VARIANT_DEPTHS = {
-    "euler": (6, 10, 18, 30, 58, 86),
-    "midpoint": (6, 10, 18, 30, 58, 86),
-    "rk4": (10, 18, 26, 58, 82),
-    "verner": (30, 58, 86),
-    "verner_ada": (30, 58, 86),
-    # extras (not in the paper): every paper depth whose n_F their stage count divides
-    "heun3": (26, 86), "rk3": (26, 86), "gill4": (10, 18, 26, 58, 82), "kutta_nystrom5": (26, 86),
-}
-VARIANTS = {f"horesnet{depth}_{suffix}": (depth, *_SUFFIXES[suffix])
-            for suffix, depths in _VARIANT_DEPTHS.items() for depth in depths}
-
-default_cfgs = generate_default_cfgs({name: _cfg() for name in VARIANTS})
+# Registered names: the depths follow Tables 3-4 and Figs. 4, 9-11 of the paper; the extra schemes (heun3, rk3,
+# gill4, kutta_nystrom5) get every paper depth whose number of sub-blocks their stage count divides.
+default_cfgs = generate_default_cfgs({name: _cfg() for name in (
+    "horesnet6_euler", "horesnet6_midpoint", "horesnet10_euler", "horesnet10_midpoint", "horesnet10_rk4",
+    "horesnet10_gill4", "horesnet18_euler", "horesnet18_midpoint", "horesnet18_rk4", "horesnet18_gill4",
+    "horesnet26_rk4", "horesnet26_heun3", "horesnet26_rk3", "horesnet26_gill4", "horesnet26_kutta_nystrom5",
+    "horesnet30_euler", "horesnet30_midpoint", "horesnet30_verner", "horesnet30_verner_ada", "horesnet58_euler",
+    "horesnet58_midpoint", "horesnet58_rk4", "horesnet58_verner", "horesnet58_verner_ada", "horesnet58_gill4",
+    "horesnet82_rk4", "horesnet82_gill4", "horesnet86_euler", "horesnet86_midpoint", "horesnet86_verner",
+    "horesnet86_verner_ada", "horesnet86_heun3", "horesnet86_rk3", "horesnet86_kutta_nystrom5",
+)})
 
 
 def _create_horesnet(variant: str, pretrained: bool = False, **kwargs) -> HOResNet:
+    # features come from forward_intermediates (a feature is a state inside an RK block, not a module output);
+    # by default the last 3, as timm's single-resolution ViTs
+    out_indices = kwargs.pop("out_indices", 3)
     return build_model_with_cfg(HOResNet, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                feature_cfg=dict(flatten_sequential=False, out_indices=(0,)), **kwargs)
+                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
 
 
-def _make_entrypoint(name: str, depth: int, scheme: str, fixed: dict) -> Callable[..., HOResNet]:
-    def entrypoint(pretrained: bool = False, **kwargs) -> HOResNet:
-        return _create_horesnet(name, pretrained, **dict(dict(depth=depth, scheme=scheme, **fixed), **kwargs))
-
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    extra = " with a learnable step h per block" if fixed.get("learnable_h") else ""
-    entrypoint.__doc__ = (f"HO-ResNet-{depth}, {scheme} scheme{extra} "
-                          f"({subblocks_for_depth(depth)} sub-blocks, CIFAR 32×32).")
-    return entrypoint
+@register_model
+def horesnet6_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-6, euler: 2 sub-blocks in 2 blocks (Fig. 10)."""
+    return _create_horesnet("horesnet6_euler", pretrained, **dict(dict(depth=6, scheme="euler"), **kwargs))
 
 
-# One @register_model entry point per variant: the table above is the list of `def horesnet58_rk4(...)` etc.
-for _name, (_depth, _scheme, _fixed) in VARIANTS.items():
-    globals()[_name] = register_model(_make_entrypoint(_name, _depth, _scheme, _fixed))
-del _name, _depth, _scheme, _fixed
+@register_model
+def horesnet6_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-6, midpoint: 2 sub-blocks in 1 block (Fig. 10)."""
+    return _create_horesnet("horesnet6_midpoint", pretrained, **dict(dict(depth=6, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet10_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-10, euler: 4 sub-blocks in 4 blocks (Table 3, Fig. 11)."""
+    return _create_horesnet("horesnet10_euler", pretrained, **dict(dict(depth=10, scheme="euler"), **kwargs))
+
+
+@register_model
+def horesnet10_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-10, midpoint: 4 sub-blocks in 2 blocks (Table 3, Fig. 11)."""
+    return _create_horesnet("horesnet10_midpoint", pretrained, **dict(dict(depth=10, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet10_rk4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-10, rk4: 4 sub-blocks in 1 block (Table 3, Fig. 11)."""
+    return _create_horesnet("horesnet10_rk4", pretrained, **dict(dict(depth=10, scheme="rk4"), **kwargs))
+
+
+@register_model
+def horesnet10_gill4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-10, gill4: 4 sub-blocks in 1 block (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet10_gill4", pretrained, **dict(dict(depth=10, scheme="gill4"), **kwargs))
+
+
+@register_model
+def horesnet18_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-18, euler: 8 sub-blocks in 8 blocks (Table 3, Fig. 4)."""
+    return _create_horesnet("horesnet18_euler", pretrained, **dict(dict(depth=18, scheme="euler"), **kwargs))
+
+
+@register_model
+def horesnet18_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-18, midpoint: 8 sub-blocks in 4 blocks (Table 3, Fig. 4)."""
+    return _create_horesnet("horesnet18_midpoint", pretrained, **dict(dict(depth=18, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet18_rk4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-18, rk4: 8 sub-blocks in 2 blocks (Table 3, Fig. 4)."""
+    return _create_horesnet("horesnet18_rk4", pretrained, **dict(dict(depth=18, scheme="rk4"), **kwargs))
+
+
+@register_model
+def horesnet18_gill4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-18, gill4: 8 sub-blocks in 2 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet18_gill4", pretrained, **dict(dict(depth=18, scheme="gill4"), **kwargs))
+
+
+@register_model
+def horesnet26_rk4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-26, rk4: 12 sub-blocks in 3 blocks (Table 3)."""
+    return _create_horesnet("horesnet26_rk4", pretrained, **dict(dict(depth=26, scheme="rk4"), **kwargs))
+
+
+@register_model
+def horesnet26_heun3(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-26, heun3: 12 sub-blocks in 4 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet26_heun3", pretrained, **dict(dict(depth=26, scheme="heun3"), **kwargs))
+
+
+@register_model
+def horesnet26_rk3(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-26, rk3: 12 sub-blocks in 4 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet26_rk3", pretrained, **dict(dict(depth=26, scheme="rk3"), **kwargs))
+
+
+@register_model
+def horesnet26_gill4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-26, gill4: 12 sub-blocks in 3 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet26_gill4", pretrained, **dict(dict(depth=26, scheme="gill4"), **kwargs))
+
+
+@register_model
+def horesnet26_kutta_nystrom5(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-26, kutta_nystrom5: 12 sub-blocks in 2 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet26_kutta_nystrom5", pretrained,
+                            **dict(dict(depth=26, scheme="kutta_nystrom5"), **kwargs))
+
+
+@register_model
+def horesnet30_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-30, euler: 14 sub-blocks in 14 blocks (Table 3)."""
+    return _create_horesnet("horesnet30_euler", pretrained, **dict(dict(depth=30, scheme="euler"), **kwargs))
+
+
+@register_model
+def horesnet30_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-30, midpoint: 14 sub-blocks in 7 blocks (Table 3)."""
+    return _create_horesnet("horesnet30_midpoint", pretrained, **dict(dict(depth=30, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet30_verner(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-30, verner: 14 sub-blocks in 1 block (Table 3)."""
+    return _create_horesnet("horesnet30_verner", pretrained, **dict(dict(depth=30, scheme="verner"), **kwargs))
+
+
+@register_model
+def horesnet30_verner_ada(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-30, verner with a learnable step h per block: 14 sub-blocks in 1 block (Table 3)."""
+    return _create_horesnet("horesnet30_verner_ada", pretrained,
+                            **dict(dict(depth=30, scheme="verner", learnable_h=True), **kwargs))
+
+
+@register_model
+def horesnet58_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, euler: 28 sub-blocks in 28 blocks (Tables 2-4)."""
+    return _create_horesnet("horesnet58_euler", pretrained, **dict(dict(depth=58, scheme="euler"), **kwargs))
+
+
+@register_model
+def horesnet58_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, midpoint: 28 sub-blocks in 14 blocks (Tables 2-4)."""
+    return _create_horesnet("horesnet58_midpoint", pretrained, **dict(dict(depth=58, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet58_rk4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, rk4: 28 sub-blocks in 7 blocks (Tables 2-4)."""
+    return _create_horesnet("horesnet58_rk4", pretrained, **dict(dict(depth=58, scheme="rk4"), **kwargs))
+
+
+@register_model
+def horesnet58_verner(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, verner: 28 sub-blocks in 2 blocks (Tables 2-4)."""
+    return _create_horesnet("horesnet58_verner", pretrained, **dict(dict(depth=58, scheme="verner"), **kwargs))
+
+
+@register_model
+def horesnet58_verner_ada(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, verner with a learnable step h per block: 28 sub-blocks in 2 blocks (Tables 2-4)."""
+    return _create_horesnet("horesnet58_verner_ada", pretrained,
+                            **dict(dict(depth=58, scheme="verner", learnable_h=True), **kwargs))
+
+
+@register_model
+def horesnet58_gill4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-58, gill4: 28 sub-blocks in 7 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet58_gill4", pretrained, **dict(dict(depth=58, scheme="gill4"), **kwargs))
+
+
+@register_model
+def horesnet82_rk4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-82, rk4: 40 sub-blocks in 10 blocks (Table 3, Fig. 9)."""
+    return _create_horesnet("horesnet82_rk4", pretrained, **dict(dict(depth=82, scheme="rk4"), **kwargs))
+
+
+@register_model
+def horesnet82_gill4(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-82, gill4: 40 sub-blocks in 10 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet82_gill4", pretrained, **dict(dict(depth=82, scheme="gill4"), **kwargs))
+
+
+@register_model
+def horesnet86_euler(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, euler: 42 sub-blocks in 42 blocks (Table 3, Fig. 9)."""
+    return _create_horesnet("horesnet86_euler", pretrained, **dict(dict(depth=86, scheme="euler"), **kwargs))
+
+
+@register_model
+def horesnet86_midpoint(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, midpoint: 42 sub-blocks in 21 blocks (Table 3, Fig. 9)."""
+    return _create_horesnet("horesnet86_midpoint", pretrained, **dict(dict(depth=86, scheme="midpoint"), **kwargs))
+
+
+@register_model
+def horesnet86_verner(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, verner: 42 sub-blocks in 3 blocks (Table 3, Fig. 9)."""
+    return _create_horesnet("horesnet86_verner", pretrained, **dict(dict(depth=86, scheme="verner"), **kwargs))
+
+
+@register_model
+def horesnet86_verner_ada(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, verner with a learnable step h per block: 42 sub-blocks in 3 blocks (Table 3, Fig. 9)."""
+    return _create_horesnet("horesnet86_verner_ada", pretrained,
+                            **dict(dict(depth=86, scheme="verner", learnable_h=True), **kwargs))
+
+
+@register_model
+def horesnet86_heun3(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, heun3: 42 sub-blocks in 14 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet86_heun3", pretrained, **dict(dict(depth=86, scheme="heun3"), **kwargs))
+
+
+@register_model
+def horesnet86_rk3(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, rk3: 42 sub-blocks in 14 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet86_rk3", pretrained, **dict(dict(depth=86, scheme="rk3"), **kwargs))
+
+
+@register_model
+def horesnet86_kutta_nystrom5(pretrained=False, **kwargs) -> HOResNet:
+    """HO-ResNet-86, kutta_nystrom5: 42 sub-blocks in 7 blocks (extra scheme, not in the paper)."""
+    return _create_horesnet("horesnet86_kutta_nystrom5", pretrained,
+                            **dict(dict(depth=86, scheme="kutta_nystrom5"), **kwargs))

@@ -1,20 +1,21 @@
 """ScaleNet: deepen a pretrained DeiT/Swin with weight-shared layers and small per-layer adjustments.
 
-Paper: "ScaleNet: Scaling up Pretrained Neural Networks with Incremental Parameters" (Hao et al.); spec
-``shared/specs/scalenet.md`` (section numbers below refer to it). There is no official code.
+Paper: "ScaleNet: Scaling up Pretrained Neural Networks with Incremental Parameters" (Hao et al.); sections,
+equations and tables below are the paper's, and what it leaves open is in ``docs/scalenet.md``. There is no
+official code.
 
 What this module provides (user docs: ``docs/scalenet.md``):
 
 * :func:`expand` — WSPT depth expansion of a timm ``VisionTransformer`` (DeiT) or ``SwinTransformer``, in
   place. Every new layer instance *shares* the attention and MLP weight tensors of its source layer (the same
   ``nn.Parameter`` objects; for Swin also the relative-position-bias table) and has its own LayerNorms
-  (copied from the source), drop-path rate and, for Swin, shift/attention mask by position (§2.2–2.3).
+  (copied from the source), drop-path rate and, for Swin, shift/attention mask by position (§III-B, Eqs. 5-6).
   Each adjusted instance gets its own adjustment branch beside the shared linears: a parallel adapter on
   fc1 and fc2 (default, rank 16, no bias, up-projection zero-initialised so the expanded model starts as the
-  pure weight-shared model, §2.4) or LoRA on qkv/proj/fc1/fc2 (Table VI). Which parameters train is set by
-  ``trainable`` (spec default §2.6).
+  pure weight-shared model, Eq. 9) or LoRA on qkv/proj/fc1/fc2 (Table VI). Which parameters train is set by
+  ``trainable`` (default: §III-C, Eq. 10, and §IV-A).
 * :func:`grow` — the Table I baselines (Random / Stack / Interpolate / SWA): new *independent* blocks,
-  parameter-matched (§2.7).
+  parameter-matched (Table I).
 * :class:`GrowthSchedule` — WSPT as a schedule the training engine calls between epochs.
 * Tying that survives checkpoints: the state dict of an expanded model holds each shared tensor once,
   loading fills the aliases back in (and refuses a checkpoint whose "tied" tensors differ), and a load with
@@ -34,6 +35,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -42,8 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from timm.layers import DropPath, trunc_normal_
-from timm.models import (create_model, generate_default_cfgs, load_state_dict, register_model, swin_transformer,
-                         vision_transformer)
+from timm.models import (build_model_with_cfg, create_model, generate_default_cfgs, load_state_dict, register_model,
+                         swin_transformer, vision_transformer)
 from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
@@ -82,7 +84,7 @@ class LowRankBranch(nn.Module):
 
     def reset_parameters(self) -> None:
         # nn.Linear's own init (kaiming-uniform, a=√5) for the down-projection; zero up-projection, so a new
-        # branch leaves the layer's function unchanged (spec §2.4).
+        # branch leaves the layer's function unchanged (as LoRA's zero B, §III-B).
         self.down.reset_parameters()
         nn.init.zeros_(self.up.weight)
 
@@ -137,7 +139,7 @@ class AdjustedLinear(nn.Linear):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Layer mappings (§2.2, §2.7)
+# Layer mappings (Eq. 6; Table I baselines)
 # ---------------------------------------------------------------------------------------------------------
 
 def layer_mapping(num_layers: int, k: int = 2, order: str = "interpolate",
@@ -165,7 +167,7 @@ def layer_mapping(num_layers: int, k: int = 2, order: str = "interpolate",
 def growth_mapping(num_layers: int, new_blocks: int, init: str) -> list[int | None]:
     """Positions of a baseline-grown stack: source index of each block, ``None`` for a block that is new and
     not a copy (Random, SWA). Stack copies θ_{p mod L} at the tail; Interpolate uses g(p) = ⌊p·L/L'⌋
-    [ASSUMED, spec §2.7] so 1–2 new layers are spread through the stack; Random/SWA append at the tail."""
+    [ASSUMED, docs/scalenet.md] so 1–2 new layers are spread through the stack; Random/SWA append at the tail."""
     if init not in GROWTH_INITS:
         raise ValueError(f"unknown growth init {init!r}; use one of {GROWTH_INITS}")
     total = num_layers + new_blocks
@@ -235,7 +237,7 @@ def _independent_copy(block: nn.Module) -> nn.Module:
 
 def _set_swin_shift(block: nn.Module, position: int) -> None:
     """Swin alternates W-MSA / SW-MSA by position in the stage (even: no shift); a copy placed at a position
-    of the other parity takes that position's shift and mask (spec §2.2). timm zeroes the shift when the
+    of the other parity takes that position's shift and mask (§III-B). timm zeroes the shift when the
     resolution fits in one window, and so does this."""
     window = tuple(block.window_size)
     block.target_shift_size = (window[0] // 2, window[1] // 2) if position % 2 else (0, 0)
@@ -250,7 +252,7 @@ def _drop_path_rate(model: nn.Module) -> float:
 
 
 def _respread_drop_path(model: nn.Module, rate: float) -> None:
-    """timm's linear rule over the scaled depth: block i of T gets rate·i/(T−1) [ASSUMED, spec §2.6]."""
+    """timm's linear rule over the scaled depth: block i of T gets rate·i/(T−1) [ASSUMED, docs/scalenet.md]."""
     blocks = [b for owner in _stage_owners(model) for b in owner.blocks]
     rates = torch.linspace(0, rate, len(blocks), device="cpu").tolist()
     for block, r in zip(blocks, rates):
@@ -331,7 +333,7 @@ def parameter_groups(model: nn.Module) -> dict[str, list[str]]:
 
 
 def _spec_trainable(model: nn.Module) -> tuple[str, ...]:
-    """§2.6: DeiT-Tiny/Small train everything; DeiT-Base and every Swin only adjustments + norms (head
+    """§III-C / §IV-A: DeiT-Tiny/Small train everything; DeiT-Base and every Swin only adjustments + norms (head
     frozen [ASSUMED], literal reading). Decided by width: a ViT of embed_dim ≤ 384 is Tiny/Small-like."""
     if _family(model) == "deit" and model.embed_dim <= 384:
         return TRAINABLE_GROUPS
@@ -353,7 +355,7 @@ def _resolve_trainable(model: nn.Module, trainable) -> tuple[str, ...]:
 
 
 def set_trainable(model: nn.Module, trainable="spec") -> tuple[str, ...]:
-    """Set ``requires_grad`` per group (``'spec'`` = §2.6 default, ``'all'``, ``'none'``, or a list/comma
+    """Set ``requires_grad`` per group (``'spec'`` = the paper's default, §IV-A, ``'all'``, ``'none'``, or a list/comma
     string of group names); returns the groups that train. The engine optimises ``requires_grad`` params."""
     model = _unwrap(model)
     groups = _resolve_trainable(model, trainable)
@@ -394,7 +396,7 @@ def _selected_stages(model: nn.Module, layers) -> dict[int, list[int] | None]:
         return {0: sorted(set(int(i) for i in ([layers] if isinstance(layers, int) else layers)))}
     num_stages = len(model.layers)
     if layers is None:
-        stages = [num_stages - 1]  # §2.2: Swin scales its last stage by default
+        stages = [num_stages - 1]  # §IV-A: Swin scales its last stage by default
     elif layers == "all":
         stages = list(range(num_stages))
     else:
@@ -428,10 +430,10 @@ def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = 
         adapter_scale: adapter output scale s [ASSUMED 1]. lora_alpha: LoRA alpha [ASSUMED = rank].
         coverage: which instances get an adjustment branch: ``'groups'`` (every instance of a selected layer:
             source and copies; DeiT default, Table III counts) or ``'all'`` (every block of the model; Swin
-            default, §2.4). Instances that already carry a branch keep it.
+            default, Eq. 9). Instances that already carry a branch keep it.
         drop_path: max stochastic-depth rate, spread linearly over the scaled depth; ``None`` keeps the rate
             the model was built with (its largest DropPath), re-spread.
-        trainable: ``'spec'`` (§2.6: DeiT ≤ Small all; DeiT-B/Swin adjustments + norms), ``'all'``, ``'none'``
+        trainable: ``'spec'`` (§IV-A: DeiT ≤ Small all; DeiT-B/Swin adjustments + norms), ``'all'``, ``'none'``
             or groups from :data:`TRAINABLE_GROUPS`.
 
     Returns the same model object, with ``model.scalenet`` (an :class:`ExpansionRecord`) describing the
@@ -499,7 +501,7 @@ def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = 
 
 def _reinit_block(block: nn.Module) -> None:
     """timm's init for a fresh block: Linear trunc-normal(0.02) + zero bias, norms 1/0, Swin bias table
-    trunc-normal(0.02) [ASSUMED, spec §2.7]."""
+    trunc-normal(0.02) [ASSUMED, docs/scalenet.md]."""
     with torch.no_grad():
         for module in block.modules():
             if isinstance(module, nn.Linear):
@@ -527,7 +529,7 @@ def _averaged_block(blocks: list[nn.Module], count: int, generator: torch.Genera
 
 def matched_new_blocks(model: nn.Module, target_params: int, stage: int | None = None) -> int:
     """Blocks to add (each a copy of the last block of the grown stack) until the count is ≥ target_params —
-    the paper's parameter-matching rule for the baselines (spec §2.7/§7.7)."""
+    the paper's parameter-matching rule for the baselines (Table I; docs/scalenet.md)."""
     base = sum(p.numel() for p in model.parameters())
     owner = _stage_owners(model)[_grow_stage(model, stage)]
     per_block = sum(p.numel() for p in owner.blocks[-1].parameters())
@@ -537,7 +539,7 @@ def matched_new_blocks(model: nn.Module, target_params: int, stage: int | None =
 def _grow_stage(model: nn.Module, stage: int | None) -> int:
     if _family(model) == "deit":
         return 0
-    stage = len(model.layers) - 2 if stage is None else stage  # Swin: stage 3 (index 2) per the counts, §2.7
+    stage = len(model.layers) - 2 if stage is None else stage  # Swin: stage 3 (index 2), as Table I's counts give
     if not 0 <= stage < len(model.layers):
         raise ValueError(f"stage={stage}: Swin has stages 0..{len(model.layers) - 1} (0-based)")
     return stage
@@ -550,7 +552,7 @@ def grow(model: nn.Module, *, new_blocks: int | str = "match", init: str = "stac
 
     Args:
         new_blocks: number of blocks, or ``'match'`` to add blocks until the parameter count reaches that of
-            ``expand(model, **match)`` (default ScaleNet settings) — DeiT-T +2, DeiT-S/B +1, Swin +1 (§2.7).
+            ``expand(model, **match)`` (default ScaleNet settings) — DeiT-T +2, DeiT-S/B +1, Swin +1 (Table I).
         init: ``'random'`` (tail, timm init), ``'stack'`` (tail, copies of θ_{p mod L}), ``'interpolate'``
             (g(p) = ⌊p·L/L'⌋ [ASSUMED]) or ``'swa'`` (tail, average of ``swa_layers`` random layers [ASSUMED 2]).
         stage: Swin stage to grow (0-based; default 2 = stage 3, which the paper's counts imply). DeiT: ignored.
@@ -822,7 +824,7 @@ class GrowthSchedule:
 # Registered models
 # ---------------------------------------------------------------------------------------------------------
 
-_BASES = {  # base arch, timm pretrained tag (ImageNet-1k only, §2.1), spec drop-path rate (§2.6)
+_BASES = {  # base arch, timm pretrained tag (official ImageNet-1k checkpoints, §IV-A), drop-path rate (docs)
     "deit_tiny": ("deit_tiny_patch16_224", "fb_in1k", 0.0),
     "deit_small": ("deit_small_patch16_224", "fb_in1k", 0.2),
     "deit_base": ("deit_base_patch16_224", "fb_in1k", 0.5),
@@ -831,18 +833,19 @@ _BASES = {  # base arch, timm pretrained tag (ImageNet-1k only, §2.1), spec dro
     "swin_base": ("swin_base_patch4_window7_224", "ms_in1k", 0.5),
 }
 
-# Every registered name, written out (so each can be found by searching for it): name → (base, method,
-# arguments). method "scalenet" builds expand(base, **arguments), "grow" a Table I baseline grow(base, **arguments),
-# "scratch" the deeper timm model itself; _register() at the bottom turns each entry into a timm entrypoint.
+# Every registered name → (base, method, arguments): method "scalenet" builds expand(base, **arguments), "grow" a
+# Table I baseline grow(base, **arguments), "scratch" the deeper timm model itself. The @register_model functions
+# at the bottom of the file build their entry through _create_scalenet.
 _VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    # Tables I/II ScaleNet, spec defaults: DeiT 12 → 24 layers, Interpolate; Swin stage 4 doubled, Stack; adapters
+    # Tables I/II ScaleNet, §IV-A defaults: DeiT 12 → 24 layers, Interpolate; Swin stage 4 doubled, Stack; adapters
     "scalenet_deit_tiny_2x": ("deit_tiny", "scalenet", {}),
     "scalenet_deit_small_2x": ("deit_small", "scalenet", {}),
     "scalenet_deit_base_2x": ("deit_base", "scalenet", {}),
     "scalenet_swin_tiny_2x": ("swin_tiny", "scalenet", {}),
     "scalenet_swin_small_2x": ("swin_small", "scalenet", {}),
     "scalenet_swin_base_2x": ("swin_base", "scalenet", {}),
-    # Table II: ✓ WSPT without adjustment; ✗ WSPT = original depth + an adjustment sized to ScaleNet's count (§2.5)
+    # Table II: ✓ WSPT without adjustment; ✗ WSPT = original depth + an adjustment sized to ScaleNet's count
+    # (docs/scalenet.md)
     "scalenet_deit_tiny_2x_noadjust": ("deit_tiny", "scalenet", {"adjust": "none"}),
     "scalenet_deit_tiny_1x_adapter32": ("deit_tiny", "scalenet", {"k": 1, "rank": 32}),
     "scalenet_deit_tiny_1x_lora16": ("deit_tiny", "scalenet", {"k": 1, "adjust": "lora", "rank": 16}),
@@ -862,7 +865,7 @@ _VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "scalenet_swin_base_1x_adapter16": ("swin_base", "scalenet", {"k": 1, "rank": 16}),
     "scalenet_swin_base_1x_lora8": ("swin_base", "scalenet", {"k": 1, "adjust": "lora", "rank": 8}),
     # Table III: which layers are shared. DeiT sets are 1-based in the names (as printed), 0-based in `layers`;
-    # for Swin `layers` names stages (Swin-B rows; stage 3 of Swin-T also fits its printed 29.37M, §8.1)
+    # for Swin `layers` names stages (Swin-B rows; stage 3 of Swin-T also fits its printed 29.37M, docs/scalenet.md)
     "scalenet_deit_base_2x_layers1to3": ("deit_base", "scalenet", {"layers": [0, 1, 2]}),
     "scalenet_deit_base_2x_layers4to6": ("deit_base", "scalenet", {"layers": [3, 4, 5]}),
     "scalenet_deit_base_2x_layers7to9": ("deit_base", "scalenet", {"layers": [6, 7, 8]}),
@@ -891,7 +894,7 @@ _VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "scalenet_deit_base_2x_lora16": ("deit_base", "scalenet", {"adjust": "lora", "rank": 16}),
     "scalenet_deit_base_2x_adapter8": ("deit_base", "scalenet", {"rank": 8}),
     "scalenet_deit_base_2x_adapter32": ("deit_base", "scalenet", {"rank": 32}),
-    # Table I baselines: independent new blocks, as many as parameter matching gives (§2.7): DeiT-T +2,
+    # Table I baselines: independent new blocks, as many as parameter matching gives (Table I): DeiT-T +2,
     # DeiT-S/B +1, Swin +1 (in stage 3)
     "scalenet_deit_tiny_grow_random": ("deit_tiny", "grow", {"init": "random", "new_blocks": 2}),
     "scalenet_deit_tiny_grow_stack": ("deit_tiny", "grow", {"init": "stack", "new_blocks": 2}),
@@ -926,7 +929,7 @@ _VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
 def _cfg(base: str, **kwargs) -> dict[str, Any]:
     swin = base.startswith("swin")
     return {
-        "url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": None,
+        "url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": (7, 7) if swin else None,
         "crop_pct": 0.9 if swin else 0.875, "interpolation": "bicubic", "fixed_input_size": True,
         "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225),
         "first_conv": "patch_embed.proj", "classifier": "head.fc" if swin else "head",
@@ -937,20 +940,18 @@ def _cfg(base: str, **kwargs) -> dict[str, Any]:
 default_cfgs = generate_default_cfgs({name: _cfg(base) for name, (base, _, _) in _VARIANTS.items()})
 
 
-def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Module:
-    """Build a registered variant: the timm base (random, ``pretrained=True`` = timm's ImageNet-1k weights, or
-    ``base_checkpoint=PATH``), then expand()/grow() with the variant's arguments, overridable by kwargs.
-    Every other kwarg (img_size, num_classes, drop_path_rate, embed_dim, window_size, …) goes to the base."""
+def _scaled_model(variant: str, pretrained: bool = False, base_checkpoint: str | None = None, **kwargs) -> nn.Module:
+    """The model class ``build_model_with_cfg`` builds for a variant: the timm base (random, ``pretrained=True``
+    = timm's ImageNet-1k weights, or ``base_checkpoint=PATH``), then expand()/grow() with the variant's
+    arguments, overridable by kwargs. Every other kwarg (img_size, num_classes, drop_path_rate, embed_dim,
+    window_size, device, …) goes to the base."""
     base, method, arguments = _VARIANTS[variant]
     arch, tag, drop_path_rate = _BASES[base]
-    for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
-        kwargs.pop(key, None)
-    base_checkpoint = kwargs.pop("base_checkpoint", None)
     own_keys = _EXPAND_KEYS if method == "scalenet" else _GROW_KEYS if method == "grow" else set()
     arguments = {**arguments, **{key: kwargs.pop(key) for key in list(kwargs) if key in own_keys - {"drop_path"}}}
     if method == "scratch":
         kwargs.setdefault("depth", arguments["depth"])
-        drop_path_rate = 0.1  # DeiT's own recipe for the from-scratch 24-layer models (§4.2)
+        drop_path_rate = 0.1  # DeiT's own recipe for the from-scratch 24-layer models (Table VII)
     kwargs.setdefault("drop_path_rate", kwargs.pop("drop_path", drop_path_rate))
     if pretrained and base_checkpoint:
         raise ValueError("give pretrained=True (timm's weights) or base_checkpoint=PATH, not both")
@@ -961,24 +962,465 @@ def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Mod
         expand(model, **arguments)
     elif method == "grow":
         grow(model, **arguments)
-    model.pretrained_cfg = model.default_cfg = default_cfgs[variant].default.to_dict()
     return model
 
 
-def _register(name: str) -> None:
-    """Register ``name`` as timm's ``@register_model`` would register a hand-written
-    ``def name(pretrained=False, **kwargs)``: same function name, module, ``__all__`` entry and default cfg."""
-    def entrypoint(pretrained: bool = False, **kwargs) -> nn.Module:
-        return _create_scalenet(name, pretrained=pretrained, **kwargs)
-    base, method, arguments = _VARIANTS[name]
-    call = {"scalenet": "expand", "grow": "grow", "scratch": "timm.create_model"}[method]
-    args = ", ".join(f"{key}={value!r}" for key, value in arguments.items())
-    entrypoint.__name__ = entrypoint.__qualname__ = name
-    entrypoint.__module__ = __name__
-    entrypoint.__doc__ = f"{call}({_BASES[base][0]}{', ' + args if args else ''}); see _VARIANTS and docs/scalenet.md."
-    globals()[name] = register_model(entrypoint)
+def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Module:
+    # timm's builder (cfg, kwargs, features_only). The pretrained weights are the *base's*, loaded by timm in
+    # _scaled_model before the expansion, so the builder itself loads nothing (pretrained=False here).
+    if _VARIANTS[variant][0].startswith("swin"):  # as timm's _create_swin_transformer / _create_vision_transformer
+        feature_cfg = dict(flatten_sequential=True, out_indices=kwargs.pop("out_indices", (0, 1, 2, 3)))
+    else:
+        feature_cfg = dict(out_indices=kwargs.pop("out_indices", 3), feature_cls="getter")
+    return build_model_with_cfg(partial(_scaled_model, variant, pretrained), variant, False, feature_cfg=feature_cfg,
+                                **kwargs)
 
 
-for _variant_name in _VARIANTS:
-    _register(_variant_name)
-del _variant_name
+@register_model
+def scalenet_deit_tiny_2x(pretrained=False, **kwargs) -> VisionTransformer:
+    """Tables I and II: expand(deit_tiny_patch16_224)."""
+    return _create_scalenet("scalenet_deit_tiny_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_2x(pretrained=False, **kwargs) -> VisionTransformer:
+    """Tables I and II: expand(deit_small_patch16_224)."""
+    return _create_scalenet("scalenet_deit_small_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x(pretrained=False, **kwargs) -> VisionTransformer:
+    """Tables I and II: expand(deit_base_patch16_224)."""
+    return _create_scalenet("scalenet_deit_base_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x(pretrained=False, **kwargs) -> SwinTransformer:
+    """Tables I and II: expand(swin_tiny_patch4_window7_224)."""
+    return _create_scalenet("scalenet_swin_tiny_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x(pretrained=False, **kwargs) -> SwinTransformer:
+    """Tables I and II: expand(swin_small_patch4_window7_224)."""
+    return _create_scalenet("scalenet_swin_small_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x(pretrained=False, **kwargs) -> SwinTransformer:
+    """Tables I and II: expand(swin_base_patch4_window7_224)."""
+    return _create_scalenet("scalenet_swin_base_2x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_2x_noadjust(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_tiny_patch16_224, adjust='none')."""
+    return _create_scalenet("scalenet_deit_tiny_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_1x_adapter32(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_tiny_patch16_224, k=1, rank=32)."""
+    return _create_scalenet("scalenet_deit_tiny_1x_adapter32", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_1x_lora16(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_tiny_patch16_224, k=1, adjust='lora', rank=16)."""
+    return _create_scalenet("scalenet_deit_tiny_1x_lora16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_2x_noadjust(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_small_patch16_224, adjust='none')."""
+    return _create_scalenet("scalenet_deit_small_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_1x_adapter32(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_small_patch16_224, k=1, rank=32)."""
+    return _create_scalenet("scalenet_deit_small_1x_adapter32", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_1x_lora16(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_small_patch16_224, k=1, adjust='lora', rank=16)."""
+    return _create_scalenet("scalenet_deit_small_1x_lora16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_noadjust(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_base_patch16_224, adjust='none')."""
+    return _create_scalenet("scalenet_deit_base_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_1x_adapter32(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_base_patch16_224, k=1, rank=32)."""
+    return _create_scalenet("scalenet_deit_base_1x_adapter32", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_1x_lora16(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table II: expand(deit_base_patch16_224, k=1, adjust='lora', rank=16)."""
+    return _create_scalenet("scalenet_deit_base_1x_lora16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x_noadjust(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_tiny_patch4_window7_224, adjust='none')."""
+    return _create_scalenet("scalenet_swin_tiny_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_1x_adapter16(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_tiny_patch4_window7_224, k=1, rank=16)."""
+    return _create_scalenet("scalenet_swin_tiny_1x_adapter16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_1x_lora8(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_tiny_patch4_window7_224, k=1, adjust='lora', rank=8)."""
+    return _create_scalenet("scalenet_swin_tiny_1x_lora8", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x_noadjust(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_small_patch4_window7_224, adjust='none')."""
+    return _create_scalenet("scalenet_swin_small_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_1x_adapter16(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_small_patch4_window7_224, k=1, rank=16)."""
+    return _create_scalenet("scalenet_swin_small_1x_adapter16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_1x_lora8(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_small_patch4_window7_224, k=1, adjust='lora', rank=8)."""
+    return _create_scalenet("scalenet_swin_small_1x_lora8", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_noadjust(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_base_patch4_window7_224, adjust='none')."""
+    return _create_scalenet("scalenet_swin_base_2x_noadjust", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_1x_adapter16(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_base_patch4_window7_224, k=1, rank=16)."""
+    return _create_scalenet("scalenet_swin_base_1x_adapter16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_1x_lora8(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table II: expand(swin_base_patch4_window7_224, k=1, adjust='lora', rank=8)."""
+    return _create_scalenet("scalenet_swin_base_1x_lora8", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_layers1to3(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table III: expand(deit_base_patch16_224, layers=[0, 1, 2])."""
+    return _create_scalenet("scalenet_deit_base_2x_layers1to3", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_layers4to6(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table III: expand(deit_base_patch16_224, layers=[3, 4, 5])."""
+    return _create_scalenet("scalenet_deit_base_2x_layers4to6", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_layers7to9(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table III: expand(deit_base_patch16_224, layers=[6, 7, 8])."""
+    return _create_scalenet("scalenet_deit_base_2x_layers7to9", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_layers10to12(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table III: expand(deit_base_patch16_224, layers=[9, 10, 11])."""
+    return _create_scalenet("scalenet_deit_base_2x_layers10to12", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x_stage1(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_tiny_patch4_window7_224, layers=[0])."""
+    return _create_scalenet("scalenet_swin_tiny_2x_stage1", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x_stage2(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_tiny_patch4_window7_224, layers=[1])."""
+    return _create_scalenet("scalenet_swin_tiny_2x_stage2", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x_stage3(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_tiny_patch4_window7_224, layers=[2])."""
+    return _create_scalenet("scalenet_swin_tiny_2x_stage3", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_2x_allstages(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_tiny_patch4_window7_224, layers='all')."""
+    return _create_scalenet("scalenet_swin_tiny_2x_allstages", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x_stage1(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_small_patch4_window7_224, layers=[0])."""
+    return _create_scalenet("scalenet_swin_small_2x_stage1", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x_stage2(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_small_patch4_window7_224, layers=[1])."""
+    return _create_scalenet("scalenet_swin_small_2x_stage2", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x_stage3(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_small_patch4_window7_224, layers=[2])."""
+    return _create_scalenet("scalenet_swin_small_2x_stage3", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_2x_allstages(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_small_patch4_window7_224, layers='all')."""
+    return _create_scalenet("scalenet_swin_small_2x_allstages", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_stage1(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_base_patch4_window7_224, layers=[0])."""
+    return _create_scalenet("scalenet_swin_base_2x_stage1", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_stage2(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_base_patch4_window7_224, layers=[1])."""
+    return _create_scalenet("scalenet_swin_base_2x_stage2", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_stage3(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_base_patch4_window7_224, layers=[2])."""
+    return _create_scalenet("scalenet_swin_base_2x_stage3", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_allstages(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table III: expand(swin_base_patch4_window7_224, layers='all')."""
+    return _create_scalenet("scalenet_swin_base_2x_allstages", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_3x(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table IV: expand(deit_base_patch16_224, k=3)."""
+    return _create_scalenet("scalenet_deit_base_3x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_3x(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table IV: expand(swin_base_patch4_window7_224, k=3)."""
+    return _create_scalenet("scalenet_swin_base_3x", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_stack(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table V: expand(deit_base_patch16_224, order='stack')."""
+    return _create_scalenet("scalenet_deit_base_2x_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_2x_interp(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table V: expand(swin_base_patch4_window7_224, order='interpolate')."""
+    return _create_scalenet("scalenet_swin_base_2x_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_lora4(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VI: expand(deit_base_patch16_224, adjust='lora', rank=4)."""
+    return _create_scalenet("scalenet_deit_base_2x_lora4", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_lora8(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VI: expand(deit_base_patch16_224, adjust='lora', rank=8)."""
+    return _create_scalenet("scalenet_deit_base_2x_lora8", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_lora16(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VI: expand(deit_base_patch16_224, adjust='lora', rank=16)."""
+    return _create_scalenet("scalenet_deit_base_2x_lora16", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_adapter8(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VI: expand(deit_base_patch16_224, rank=8)."""
+    return _create_scalenet("scalenet_deit_base_2x_adapter8", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_2x_adapter32(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VI: expand(deit_base_patch16_224, rank=32)."""
+    return _create_scalenet("scalenet_deit_base_2x_adapter32", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_grow_random(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_tiny_patch16_224, init='random', new_blocks=2)."""
+    return _create_scalenet("scalenet_deit_tiny_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_grow_stack(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_tiny_patch16_224, init='stack', new_blocks=2)."""
+    return _create_scalenet("scalenet_deit_tiny_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_grow_interp(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_tiny_patch16_224, init='interpolate', new_blocks=2)."""
+    return _create_scalenet("scalenet_deit_tiny_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_tiny_grow_swa(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_tiny_patch16_224, init='swa', new_blocks=2)."""
+    return _create_scalenet("scalenet_deit_tiny_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_grow_random(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_small_patch16_224, init='random', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_small_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_grow_stack(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_small_patch16_224, init='stack', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_small_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_grow_interp(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_small_patch16_224, init='interpolate', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_small_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_grow_swa(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_small_patch16_224, init='swa', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_small_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_grow_random(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_base_patch16_224, init='random', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_base_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_grow_stack(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_base_patch16_224, init='stack', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_base_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_grow_interp(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_base_patch16_224, init='interpolate', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_base_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_grow_swa(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table I baseline: grow(deit_base_patch16_224, init='swa', new_blocks=1)."""
+    return _create_scalenet("scalenet_deit_base_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_grow_random(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_tiny_patch4_window7_224, init='random', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_tiny_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_grow_stack(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_tiny_patch4_window7_224, init='stack', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_tiny_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_grow_interp(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_tiny_patch4_window7_224, init='interpolate', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_tiny_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_tiny_grow_swa(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_tiny_patch4_window7_224, init='swa', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_tiny_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_grow_random(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_small_patch4_window7_224, init='random', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_small_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_grow_stack(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_small_patch4_window7_224, init='stack', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_small_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_grow_interp(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_small_patch4_window7_224, init='interpolate', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_small_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_small_grow_swa(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_small_patch4_window7_224, init='swa', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_small_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_grow_random(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_base_patch4_window7_224, init='random', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_base_grow_random", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_grow_stack(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_base_patch4_window7_224, init='stack', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_base_grow_stack", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_grow_interp(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_base_patch4_window7_224, init='interpolate', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_base_grow_interp", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_swin_base_grow_swa(pretrained=False, **kwargs) -> SwinTransformer:
+    """Table I baseline: grow(swin_base_patch4_window7_224, init='swa', new_blocks=1)."""
+    return _create_scalenet("scalenet_swin_base_grow_swa", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_small_depth24(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VII: timm.create_model(deit_small_patch16_224, depth=24)."""
+    return _create_scalenet("scalenet_deit_small_depth24", pretrained, **kwargs)
+
+
+@register_model
+def scalenet_deit_base_depth24(pretrained=False, **kwargs) -> VisionTransformer:
+    """Table VII: timm.create_model(deit_base_patch16_224, depth=24)."""
+    return _create_scalenet("scalenet_deit_base_depth24", pretrained, **kwargs)

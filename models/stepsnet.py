@@ -12,11 +12,12 @@ case is the plain residual stack. ``StepsNet`` below is that macro; every model 
 around timm's own blocks (``Block``, ``SwinTransformerBlock``, ``BasicBlock``, ``Bottleneck``) inside timm's
 own model classes, so a baseline and its Steps twin differ only in the macro.
 
-Ground truth is the reproduction spec (``specs/stepsnet.md``); values it marks [ASSUMED] are constructor
-arguments with the spec's default. Registered models (``depthbench models --family stepsnet``):
+Citations are to the paper (§, Eq., Table); what the paper leaves open is a constructor argument whose default
+is marked [ASSUMED] or [DERIVED] here and explained in ``docs/stepsnet.md`` ("Facts the code relies on").
+Registered models (``depthbench models --family stepsnet``):
 
 * Table 1 / 12-14: ``steps_resnet{18,34,50}``, ``steps_deit_{tiny,small,base}``, ``steps_swin_{tiny,small,base}``;
-  ``steps_deit_base_302l`` is the second, 5-step Steps-DeiT-B of Table 13 and the text (spec §3.2).
+  ``steps_deit_base_302l`` is the second, 5-step Steps-DeiT-B of Table 13 and the text (docs/stepsnet.md).
 * Table 4: ``transformer_lm_{30m,44m,63m}`` (baselines) and ``steps_lm_{30m,45m,64m}``.
 * Table 5(a): ``deit_w136_d{24,36,48,72,96}`` and ``steps_deit_w136_d{24,36,48,72,96}``;
   Table 5(b): ``swin_fixflops_d{24,48,72,96}`` and ``steps_swin_fixflops_d14``.
@@ -28,11 +29,9 @@ Analysis hooks for Tables 6 and 7 (on a trained model, no retraining): ``StepsNe
 the last blocks of step i; ``stepsnet_analysis(model, ...)`` sets them for the duration of a ``with`` block.
 ``StepsNet.register_state_hook`` reports the full-width state after every block (the shortcut-ratio probe).
 """
-from __future__ import annotations
-
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +43,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import (Attention, ClassifierHead, DropPath, LayerNorm, Mlp, RmsNorm, SwiGLU, get_act_layer,
                          get_norm_layer)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._features import feature_take_indices
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.swin_transformer import (PatchMerging, SwinTransformer, SwinTransformerBlock,
                                           resolve_stage_window_sizes)
@@ -55,7 +55,7 @@ __all__ = ["StepsNet", "ReverseStepsNet", "StepsVisionTransformer", "StepsSwinTr
 
 # ----------------------------------------------------------------------------------------------- the macro
 class StepsNet(nn.Module):
-    """n-step network over channel slices (spec §2.2).
+    """n-step network over channel slices (§4.1, Eq. 5).
 
     Args:
         widths: step widths ``C_1 < ... < C_n``; ``C_n`` is the nominal full width.
@@ -63,7 +63,7 @@ class StepsNet(nn.Module):
         make_block: ``make_block(step, index, width) -> nn.Module``, a residual block at ``width`` channels.
         in_width: channels the module actually receives (default ``C_n``). Must be one of ``widths``; the
             steps wider than it must be empty. This is how Steps-Swin's stage 4 runs at 544 channels while the
-            table lists an empty 768-wide step (spec §2.6).
+            table lists an empty 768-wide step (Table 14; docs/stepsnet.md, "stage-4 width").
         channel_dim: the channel axis (-1 for tokens / channels-last, 1 for NCHW convnets).
 
     Analysis attributes (eval-time, Tables 6/7): ``mask_first`` / ``mask_last`` zero that many leading /
@@ -90,6 +90,7 @@ class StepsNet(nn.Module):
         self.widths, self.depths, self.in_width, self.channel_dim = widths, depths, in_width, channel_dim
         self.steps = nn.ModuleList(
             nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths)))
+        self._slices = self.slices()
         self.mask_first = 0
         self.mask_last = 0
         self.skip_last = [0] * len(widths)
@@ -117,7 +118,7 @@ class StepsNet(nn.Module):
 
     def register_state_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(stepsnet, step, index, state)`` after every block with the full-width state
-        ``[current step output, untouched slices x_{i+1..n}]`` (spec §7.6)."""
+        ``[current step output, untouched slices x_{i+1..n}]`` (the state of §3.1 / Fig. 2's shortcut ratio)."""
         handle = RemovableHandle(self._state_hooks)
         self._state_hooks[handle.id] = hook
         return handle
@@ -133,37 +134,83 @@ class StepsNet(nn.Module):
         shape[d] = -1
         return x * keep.view(shape)
 
-    def _block(self, block: nn.Module, y: torch.Tensor) -> torch.Tensor:
-        if self.grad_checkpointing and torch.is_grad_enabled() and not torch.jit.is_scripting():
-            return torch.utils.checkpoint.checkpoint(block, y, use_reentrant=False)
-        return block(y)
+    @torch.jit.unused
+    def _check_input(self, x: torch.Tensor) -> None:
+        if isinstance(x, torch.Tensor) and x.shape[self.channel_dim] != self.in_width:  # (not an fx Proxy)
+            raise ValueError(f"StepsNet expects {self.in_width} channels on dim {self.channel_dim}, got shape "
+                             f"{tuple(x.shape)}")
+
+    @torch.jit.unused  # analysis hooks are Python callables; a scripted model never calls this
+    def _has_state_hooks(self) -> bool:
+        return bool(self._state_hooks)
+
+    @torch.jit.unused
+    def _report_state(self, x: torch.Tensor, y: torch.Tensor, i: int, j: int) -> None:
+        state = self.full_state(x, y, i)
+        for hook in list(self._state_hooks.values()):
+            hook(self, i, j, state)
+
+    def full_state(self, x: torch.Tensor, y: torch.Tensor, step: int) -> torch.Tensor:
+        """``[y_i, x_{i+1..n}]``: the output ``y`` of step ``step`` followed by the slices no step has read yet,
+        i.e. the network state at full width after a block of that step."""
+        width = self._slices[step][1]  # a Python int (not y.shape), so torch.fx traces this
+        rest = self.in_width - width
+        if rest == 0:
+            return y
+        return torch.cat([y, x.narrow(self.channel_dim, width, rest)], self.channel_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_intermediates(x, [])[0]
+
+    def forward_intermediates(self, x: torch.Tensor, take_indices: List[int], stop_index: int = -1
+                              ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        """The output and the full-width states (``full_state``) after the blocks at ``take_indices`` (forward
+        order); with ``stop_index`` >= 0 the blocks after that one are not run and the output is the state
+        there. Python-int control flow only, so TorchScript and torch.fx follow it."""
         d = self.channel_dim
-        if x.shape[d] != self.in_width:
-            raise ValueError(f"StepsNet expects {self.in_width} channels on dim {d}, got shape {tuple(x.shape)}")
+        if not torch.jit.is_scripting():
+            self._check_input(x)
         if self.mask_first or self.mask_last:
             x = self._masked(x)
-        y = None
-        for i, ((lo, hi), step) in enumerate(zip(self.slices(), self.steps)):
-            if hi > lo:  # previous output first, then the new raw slice
-                piece = x.narrow(d, lo, hi - lo)
-                y = piece if y is None else torch.cat([y, piece], dim=d)
-            for j in range(len(step) - self.skip_last[i]):
-                y = self._block(step[j], y)
-                if self._state_hooks:
-                    width = y.shape[d]
-                    rest = self.in_width - width
-                    state = torch.cat([y, x.narrow(d, width, rest)], d) if rest else y
-                    for hook in list(self._state_hooks.values()):
-                        hook(self, i, j, state)
-        return y
+        states: List[torch.Tensor] = []
+        y = x.narrow(d, 0, self.widths[0])  # x_1; later steps put the previous output first, then x_i
+        index = 0
+        stopped = False
+        for i, step in enumerate(self.steps):
+            lo, hi = self._slices[i]
+            if i > 0 and hi > lo and not stopped:
+                y = torch.cat([y, x.narrow(d, lo, hi - lo)], dim=d)
+            run = len(step) - self.skip_last[i]
+            for j, block in enumerate(step):
+                if j < run and not stopped:
+                    if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+                        y = torch.utils.checkpoint.checkpoint(block, y, use_reentrant=False)
+                    else:
+                        y = block(y)
+                    if not torch.jit.is_scripting() and self._has_state_hooks():
+                        self._report_state(x, y, i, j)
+                    if index in take_indices:
+                        states.append(self.full_state(x, y, i))
+                    if index == stop_index:
+                        stopped = True
+                        y = self.full_state(x, y, i)
+                index += 1
+        return y, states
+
+    def truncate(self, num_blocks: int) -> None:
+        """Keep only the first ``num_blocks`` blocks (timm's ``prune_intermediate_layers``): the later steps
+        keep their raw slices and no blocks, so the output is the full-width state after the last kept one."""
+        for step in self.steps:
+            keep = max(0, min(len(step), num_blocks))
+            num_blocks -= len(step)
+            while len(step) > keep:
+                del step[len(step) - 1]
 
 
 class ReverseStepsNet(nn.Module):
     """The wide-to-narrow ablation of Table 10 (Eq. 6): ``x_{i+1}, y_i = Split(F_i(x_i))``, ``y_n = F_n(x_n)``.
 
-    ``widths`` decrease (``widths[0]`` = input width). [ASSUMED, spec §2.8] the first ``widths[i+1]`` channels
+    ``widths`` decrease (``widths[0]`` = input width). [ASSUMED, docs/stepsnet.md] the first ``widths[i+1]`` channels
     continue to the next step, the rest are ``y_i``; the output is ``[y_1, ..., y_n]`` in the paper's order.
     Parameters and FLOPs equal those of the StepsNet with the same blocks.
     """
@@ -195,14 +242,15 @@ class ReverseStepsNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         d = self.channel_dim
-        outputs = []
+        outputs: List[torch.Tensor] = []
         for i, step in enumerate(self.steps):
             x = step(x)
-            if i + 1 < len(self.steps):
+            if i + 1 < len(self.widths):  # widths are Python ints, so TorchScript and torch.fx follow this
                 keep = self.widths[i + 1]
-                outputs.append(x.narrow(d, keep, x.shape[d] - keep))
+                outputs.append(x.narrow(d, keep, self.widths[i] - keep))
                 x = x.narrow(d, 0, keep)
-        return torch.cat(outputs + [x], dim=d)
+        outputs.append(x)
+        return torch.cat(outputs, dim=d)
 
 
 def stepsnet_modules(model: nn.Module) -> list[StepsNet]:
@@ -250,7 +298,7 @@ def residual_blocks(model: nn.Module) -> list[nn.Module]:
 
 
 def _set_drop_path(blocks: Sequence[nn.Module], max_rate: float) -> None:
-    """Stochastic depth rising linearly over *all* blocks in forward order (spec §2.7)."""
+    """Stochastic depth rising linearly over *all* blocks in forward order (timm's rule; Appendix A recipes)."""
     n = len(blocks)
     for k, block in enumerate(blocks):
         rate = max_rate * k / (n - 1) if n > 1 else 0.
@@ -274,7 +322,7 @@ def _check_steps(steps, what: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ DeiT
 class StepsVisionTransformer(VisionTransformer):
-    """Steps-DeiT: timm's VisionTransformer with its block stack replaced by a StepsNet (spec §2.5).
+    """Steps-DeiT: timm's VisionTransformer with its block stack replaced by a StepsNet (Appendix B, Table 13).
 
     Patch embedding, cls token, position embedding, final norm and head stay at the full width (the widest
     step). The split covers the whole token sequence including the cls token.
@@ -315,7 +363,10 @@ class StepsVisionTransformer(VisionTransformer):
         self.blocks = StepsNet(widths, depths, make_block)
         _set_drop_path(list(self.blocks), drop_path_rate)
         self.step_heads = heads
-        self.feature_info = [dict(module="blocks", num_chs=widths[-1], reduction=self.patch_embed.patch_size[0])]
+        # one feature per block, as timm's ViT; each is the full-width state [y_i, x_{i+1..n}] (StepsNet.full_state)
+        reduction = self.patch_embed.feat_ratio(as_scalar=True)
+        self.feature_info = [dict(module=f"blocks.steps.{i}.{j}", num_chs=widths[-1], reduction=reduction)
+                             for i, d in enumerate(depths) for j in range(d)]
         self.weight_init_mode = 'reset' if weight_init == 'skip' else weight_init
         if weight_init != 'skip' and not _on_meta():
             self.init_weights(needs_reset=False)
@@ -323,9 +374,50 @@ class StepsVisionTransformer(VisionTransformer):
     def set_grad_checkpointing(self, enable: bool = True) -> None:
         self.blocks.grad_checkpointing = enable  # per block inside the macro; timm's checkpoint_seq would skip it
 
-    def forward_intermediates(self, *args, **kwargs):
-        raise NotImplementedError("Steps-DeiT has no per-block intermediates of one width; use "
-                                  "StepsNet.register_state_hook for full-width block states")
+    # No attn_mask/is_causal arguments (timm's ViT applies them block by block; the StepsNet runs its blocks
+    # on slices of different widths), which also keeps forward traceable by torch.fx.
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
+        return self.norm(self.blocks(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
+                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
+                              output_fmt: str = 'NCHW', intermediates_only: bool = False):
+        """timm's ViT ``forward_intermediates``: one feature per block (in forward order), each the full-width
+        state ``[y_i, x_{i+1..n}]`` after that block, so every feature has ``embed_dim`` channels."""
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NLC', not {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        B, _, height, width = x.shape
+        x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
+        x, intermediates = self.blocks.forward_intermediates(x, take_indices, max_index if stop_early else -1)
+        if norm:
+            intermediates = [self.norm(y) for y in intermediates]
+        prefix_tokens = [y[:, :self.num_prefix_tokens] for y in intermediates]
+        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        if output_fmt == 'NCHW':
+            H, W = self.patch_embed.dynamic_feat_size((height, width))
+            intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
+        if return_prefix_tokens and self.num_prefix_tokens:
+            intermediates = list(zip(intermediates, prefix_tokens))
+        if intermediates_only:
+            return intermediates
+        return self.norm(x), intermediates
+
+    def prune_intermediate_layers(self, indices: Union[int, List[int]] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> List[int]:
+        take_indices, max_index = feature_take_indices(len(self.blocks), indices)
+        self.blocks.truncate(max_index + 1)
+        self.feature_info = self.feature_info[:max_index + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.fc_norm = nn.Identity()
+            self.reset_classifier(0, '')
+        return take_indices
 
 
 # ------------------------------------------------------------------------------------------------ Swin
@@ -337,10 +429,10 @@ class StepsSwinTransformer(SwinTransformer):
         stage_steps: per stage, ``None`` (plain Swin stage) or ``((width, heads, depth), ...)``. The StepsNet
             input is the stage's PatchMerging output; the stage width is the widest *non-empty* step, so
             Steps-Swin-T's stage 4 runs at 544 channels: PatchMerging 1536→544, final norm and head at 544
-            (spec §2.6; this is what the parameter counts require).
+            (Tables 1/14 parameter counts require it; docs/stepsnet.md, "stage-4 width").
         reverse: use the wide-to-narrow ReverseStepsNet (Table 10) with the same blocks, reversed.
         drop_path_rate: max stochastic depth, linear over all blocks in forward order.
-    Shifted windows restart in every step: block j of a step is shifted when j is odd [ASSUMED, spec §2.7].
+    Shifted windows restart in every step: block j of a step is shifted when j is odd [ASSUMED, docs/stepsnet.md].
     """
 
     def __init__(self, stage_steps: Sequence[Optional[Sequence[Sequence[int]]]], embed_dim: int = 96,
@@ -417,8 +509,8 @@ class StepsSwinTransformer(SwinTransformer):
 # ---------------------------------------------------------------------------------------------- ResNet
 class StepsResNet(ResNet):
     """Steps-ResNet: timm's ResNet where, in selected stages, the blocks after the first (stride-2,
-    projection-shortcut) block form a StepsNet (spec §2.5). The stage width is kept even when the widest
-    step is empty (its slice bypasses all blocks, spec §2.6).
+    projection-shortcut) block form a StepsNet (Table 12). The stage width is kept even when the widest
+    step is empty (its slice bypasses all blocks; Table 12's "×0" steps).
 
     Args:
         block: ``BasicBlock`` or ``Bottleneck``.
@@ -438,7 +530,7 @@ class StepsResNet(ResNet):
                 continue
             if any(len(t) != 2 or t[0] <= 0 or t[1] < 0 for t in steps):
                 raise ValueError(f"Steps-ResNet steps are (bottleneck width, depth) pairs, got {steps}")
-            if steps[-1][0] != channels[s]:  # the stage width is kept (spec §2.6), so the widest step must span it
+            if steps[-1][0] != channels[s]:  # the stage width is kept (Table 12), so the widest step must span it
                 raise ValueError(f"Steps-ResNet stage {s + 1}: the widest step must be the stage width "
                                  f"{channels[s]} (Table 12 widths, possibly ×0), got {steps[-1][0]}")
         super().__init__(block=block, layers=[n if s is None else 1 for n, s in zip(layers, stage_steps)],
@@ -517,7 +609,7 @@ class TransformerLM(nn.Module):
     """Decoder-only language model of Table 4 with a StepsNet trunk (1 step = the plain Transformer).
 
     Token embedding → StepsNet of DecoderBlocks → RMSNorm → LM head (tied to the embedding).
-    [ASSUMED, spec §3.8; the paper gives only #Params/#Blocks/#Layers]: LLaMA-style blocks, SwiGLU hidden
+    [ASSUMED, docs/stepsnet.md; Table 4 gives only #Params/#Blocks/#Layers]: LLaMA-style blocks, SwiGLU hidden
     ``int(8d/3)``, tied embeddings, no biases, ``vocab_size`` 50,000 (the paper's "vocabulary of size 50K"),
     sequence length 128. With these, all six Table 4 parameter counts round to the printed values.
 
@@ -586,20 +678,21 @@ def _deit_cfg(**kwargs):
 
 
 def _swin_cfg(**kwargs):
-    return _cfg(first_conv="patch_embed.proj", classifier="head.fc", **kwargs)
+    return _cfg(first_conv="patch_embed.proj", classifier="head.fc", pool_size=(7, 7), **kwargs)
 
 
 def _resnet_cfg(**kwargs):
-    return _cfg(first_conv="conv1", classifier="fc", fixed_input_size=False, interpolation="bilinear", **kwargs)
+    return _cfg(first_conv="conv1", classifier="fc", fixed_input_size=False, interpolation="bilinear", pool_size=(7, 7),
+                **kwargs)
 
 
 def _lm_cfg(**kwargs):
     return {"num_classes": 0, "input_size": (128,), "license": "apache-2.0", **kwargs}
 
 
-# Table 5(a): 7 steps at 136·2^((i-5)/2) with the halving allocation (2k, k, ..., k) [DERIVED, spec §3.7]
+# Table 5(a): 7 steps at 136·2^((i-5)/2) with the halving allocation (2k, k, ..., k) [DERIVED, docs/stepsnet.md]
 _W136_WIDTHS = (34, 48, 68, 96, 136, 192, 272)
-_W136_HEADS = (1, 1, 1, 2, 2, 3, 4)  # head dim ≈ 64 [ASSUMED, spec §2.7]
+_W136_HEADS = (1, 1, 1, 2, 2, 3, 4)  # head dim ≈ 64 as DeiT's [ASSUMED]
 _W136_ALLOC = {24: (6, 3, 3, 3, 3, 3, 3), 36: (9, 4, 5, 4, 5, 4, 5), 48: (12, 6, 6, 6, 6, 6, 6),
                72: (18, 9, 9, 9, 9, 9, 9), 96: (24, 12, 12, 12, 12, 12, 12)}
 
@@ -620,7 +713,7 @@ _STEPS_SWIN_S_STAGE3 = ((192, 6, 6), (272, 8, 3), (384, 12, 15))
 _STEPS_SWIN_B_STAGE3 = ((256, 8, 6), (360, 12, 3), (512, 16, 15))
 _STEPS_SWIN_B_STAGE4 = ((256, 8, 4), (360, 12, 2), (512, 16, 2), (720, 24, 2), (1024, 32, 0))
 
-# Table 5(b) baselines [DERIVED, spec §3.7]: m·[2,2,18,2]-style depths at base width ≈ 96/√m
+# Table 5(b) baselines [DERIVED, docs/stepsnet.md]: m·[2,2,18,2]-style depths at base width ≈ 96/√m
 _SWIN_FIXFLOPS = {24: (68, (2, 2, 18, 2)), 48: (48, (4, 4, 36, 4)), 72: (39, (6, 6, 54, 6)), 96: (34, (8, 8, 72, 8))}
 
 # Table 12 (bottleneck dims; the first, downsample block of each stage is not listed)
@@ -629,7 +722,7 @@ _STEPS_R18 = (None, None, ((64, 2), (90, 1), (128, 1), (181, 1), (256, 0)),
 _STEPS_R34 = (None, None, ((64, 6), (90, 3), (128, 3), (181, 3), (256, 2)),
               ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 1)))
 
-# Table 4 [ASSUMED, spec §3.8]; 368 = 8 heads × 46 for 512/√2 (the spec's 362/360/368 candidates)
+# Table 4 [ASSUMED, docs/stepsnet.md]; 368 = 8 heads × 46 for 512/√2 (362, 360 and 368 all round 512/√2)
 _LM = {"transformer_lm_30m": ((384, 6, 6),),
        "steps_lm_30m": ((192, 3, 6), (272, 4, 3), (384, 6, 3)),
        "transformer_lm_44m": ((512, 8, 6),),
@@ -639,7 +732,7 @@ _LM = {"transformer_lm_30m": ((384, 6, 6),),
 
 
 def _swin_fixflops_heads(c0: int) -> tuple:
-    h0 = max(1, round(c0 / 32))  # head dim ≈ 32-34 [ASSUMED, spec §3.7]
+    h0 = max(1, round(c0 / 32))  # head dim ≈ 32-34 as Swin's [ASSUMED]
     return tuple(h0 * 2 ** i for i in range(4))
 
 
@@ -660,7 +753,9 @@ default_cfgs = generate_default_cfgs({
 
 
 def _create_steps_deit(variant: str, pretrained: bool = False, **kwargs) -> StepsVisionTransformer:
-    return build_model_with_cfg(StepsVisionTransformer, variant, pretrained, **kwargs)
+    out_indices = kwargs.pop('out_indices', 3)  # timm's ViT default: the last 3 blocks
+    return build_model_with_cfg(StepsVisionTransformer, variant, pretrained,
+                                feature_cfg=dict(out_indices=out_indices, feature_cls='getter'), **kwargs)
 
 
 def _create_vit(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
@@ -692,6 +787,8 @@ def _create_steps_resnet(variant: str, pretrained: bool = False, **kwargs) -> St
 
 
 def _create_lm(variant: str, pretrained: bool = False, **kwargs) -> TransformerLM:
+    # Not build_model_with_cfg: timm's builder reads the cfg as an image's (C, H, W) (it asserts a 3-element
+    # input_size to derive in_chans/img_size); a language model's input is a token sequence, (seq_len,).
     if pretrained:
         raise ValueError(f"{variant} has no pretrained weights; build it with pretrained=False")
     for key in ("pretrained_cfg", "pretrained_cfg_overlay", "cache_dir"):
@@ -715,7 +812,7 @@ def steps_resnet18(pretrained=False, **kwargs) -> StepsResNet:
 
 @register_model
 def steps_resnet34(pretrained=False, **kwargs) -> StepsResNet:
-    """Steps-ResNet-34 (Table 12, stages 1-2 as ResNet-34 per the spec's OCR fix): 34 blocks / 70 layers."""
+    """Steps-ResNet-34 (Table 12, stages 1-2 as ResNet-34: a transcription fix, docs/stepsnet.md): 34 blocks."""
     args = dict(block=BasicBlock, layers=(3, 4, 6, 3), stage_steps=_STEPS_R34)
     return _create_steps_resnet("steps_resnet34", pretrained, **dict(args, **kwargs))
 
@@ -741,7 +838,7 @@ def steps_deit_small(pretrained=False, **kwargs) -> StepsVisionTransformer:
 
 @register_model
 def steps_deit_base(pretrained=False, **kwargs) -> StepsVisionTransformer:
-    """Steps-DeiT-B of Table 1 (24 blocks, 86.7M, 17.9G): [384,6]×12, [544,8]×6, [768,12]×6 [DERIVED, spec §3.2]."""
+    """Steps-DeiT-B of Table 1 (24 blocks, 86.7M, 17.9G): [384,6]×12, [544,8]×6, [768,12]×6 [DERIVED]."""
     return _steps_deit("steps_deit_base", ((384, 6, 12), (544, 8, 6), (768, 12, 6)), pretrained, kwargs)
 
 
@@ -768,7 +865,7 @@ def steps_swin_small(pretrained=False, **kwargs) -> StepsSwinTransformer:
 
 @register_model
 def steps_swin_base(pretrained=False, **kwargs) -> StepsSwinTransformer:
-    """Steps-Swin-B (Table 14, stage 4's widest step ×0 per the spec's OCR fix); stage 4 runs at 720 channels."""
+    """Steps-Swin-B (Table 14, stage 4's widest step ×0, a transcription fix); stage 4 runs at 720 channels."""
     args = dict(_SWIN_B, window_size=7, stage_steps=(None, None, _STEPS_SWIN_B_STAGE3, _STEPS_SWIN_B_STAGE4))
     return _create_steps_swin("steps_swin_base", pretrained, **dict(args, **kwargs))
 
@@ -861,8 +958,8 @@ def steps_deit_w136_d24(pretrained=False, **kwargs) -> StepsVisionTransformer:
 
 @register_model
 def steps_deit_w136_d36(pretrained=False, **kwargs) -> StepsVisionTransformer:
-    """Steps-DeiT-182L (Table 5a). The paper's allocation is unknown; (9,4,5,4,5,4,5) is the spec's near-rule
-    guess [ASSUMED] (8.86M / 1.99G against the printed 8.8M / 2.0G)."""
+    """Steps-DeiT-182L (Table 5a). The paper's allocation is unknown; (9,4,5,4,5,4,5) is the nearest to the
+    halving rule [ASSUMED] (8.86M / 1.99G against the printed 8.8M / 2.0G)."""
     return _steps_deit_w136(36, pretrained, kwargs)
 
 
@@ -1002,14 +1099,14 @@ def steps_deit_small_d22_11_1(pretrained=False, **kwargs) -> StepsVisionTransfor
 @register_model
 def steps_swin_tiny_reverse(pretrained=False, **kwargs) -> StepsSwinTransformer:
     """Table 10's reverse (wide-to-narrow) design on Steps-Swin-T: stage 3 384×3 → 272×3 → 192×6, stage 4
-    544×2 → 384×2 → 272×2 → 192×4 at a 544-wide stage 4 [ASSUMED, spec §2.8]."""
+    544×2 → 384×2 → 272×2 → 192×4 at a 544-wide stage 4 [ASSUMED, docs/stepsnet.md]."""
     args = dict(_SWIN_T, window_size=7, reverse=True,
                 stage_steps=(None, None, _STEPS_SWIN_T_STAGE3, _STEPS_SWIN_TS_STAGE4))
     return _create_steps_swin("steps_swin_tiny_reverse", pretrained, **dict(args, **kwargs))
 
 
 def _table11(stage, pretrained, kwargs):
-    steps = {1: ((68, 2, 2), (96, 3, 1)), 2: ((136, 4, 2), (192, 6, 1)),  # [ASSUMED] 2-step (2, 1), spec §3.5
+    steps = {1: ((68, 2, 2), (96, 3, 1)), 2: ((136, 4, 2), (192, 6, 1)),  # [ASSUMED] 2-step (2, 1), Table 11
              3: _STEPS_SWIN_T_STAGE3, 4: _STEPS_SWIN_TS_STAGE4}[stage]
     stage_steps = tuple(steps if s == stage else None for s in range(1, 5))
     args = dict(_SWIN_T, window_size=7, stage_steps=stage_steps)

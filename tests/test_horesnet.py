@@ -13,8 +13,10 @@ import torch
 from torch import nn
 
 import models  # noqa: F401  (registers the models)
-from models.horesnet import (SCHEMES, TABLEAUX, VARIANTS, HOResNet, PreActSubBlock, RKBlock, _rooted_trees,
-                             checkpoint_filter_fn, get_tableau)
+from models.horesnet import (SCHEMES, TABLEAUX, HOResNet, PreActSubBlock, RKBlock, _rooted_trees, checkpoint_filter_fn,
+                             get_tableau)
+
+VARIANTS = timm.list_models("horesnet*")  # every registered HO-ResNet name
 
 # Classical orders from the literature (Butcher, "Numerical Methods for ODEs"; Verner 1978).
 LITERATURE_ORDER = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 8, "heun3": 3, "rk3": 3, "gill4": 4,
@@ -24,7 +26,7 @@ STAGES = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 14, "heun3": 3, "rk3": 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-# Every depth/scheme of Tables 3-4 (spec §3) and the ResNet-6 pair of Fig. 10.
+# Every depth/scheme of Tables 3-4 and the ResNet-6 pair of Fig. 10.
 PAPER_MODELS = [f"horesnet{d}_{s}" for d, ss in {
     6: ["euler", "midpoint"], 10: ["euler", "midpoint", "rk4"], 18: ["euler", "midpoint", "rk4"], 26: ["rk4"],
     30: ["euler", "midpoint", "verner", "verner_ada"], 58: ["euler", "midpoint", "rk4", "verner", "verner_ada"],
