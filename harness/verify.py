@@ -18,6 +18,10 @@ measure        what                                     passes when
                (ScaleNet's parameter increments)         printed to 0.01 M)
 ``params_inc_nonorm_m``  the same, norm-layer params left   as ``params_inc_m``
                out of both (rows whose paper count omits the new layers' LayerNorms)
+``det_params_m``  whole detector / segmentor built from     as ``params_m`` / ``flops_g``
+``seg_params_m``  the row's config in configs/det|seg
+``det_flops_g``   (downstream/audit.py: which config, and
+``seg_flops_g``   the papers' dense FLOP conventions)
 =============  =======================================  ===========================================
 
 Rows with a ``reason`` (and columns listed in ``unchecked``) are printed with that reason, never skipped
@@ -52,8 +56,9 @@ class RowContext:
     _models: dict = {}
     _base_counts: dict = {}  # (base model, with norms) → parameter count, for the increment measures
 
-    def __init__(self, row: Row):
+    def __init__(self, row: Row, paper: str = ""):
         self.row = row
+        self.paper = paper
 
     @property
     def model(self) -> nn.Module:
@@ -145,6 +150,22 @@ MEASURES: dict[str, Measure] = {
 }
 
 
+def _dense(column: str) -> Callable[["RowContext"], float]:
+    def measure(ctx: "RowContext") -> float:
+        from downstream.audit import measure_row  # imports mmdet/mmseg: only when a dense row is checked
+
+        return measure_row(ctx.paper, ctx.row.table, ctx.row.name, column)
+    return measure
+
+
+# Whole detectors/segmentors of the dense tables, built from configs/det and configs/seg (downstream/audit.py)
+DENSE_MEASURES = {"det_params_m": Measure(_dense("det_params_m"), 0.005, "M"),
+                  "det_flops_g": Measure(_dense("det_flops_g"), 0.02, "G"),
+                  "seg_params_m": Measure(_dense("seg_params_m"), 0.005, "M"),
+                  "seg_flops_g": Measure(_dense("seg_flops_g"), 0.02, "G")}
+MEASURES.update(DENSE_MEASURES)
+
+
 def within(paper: float, ours: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
     """Equal within ``rel_tol`` (or ``abs_tol``), or ``ours`` rounds to the value as printed (its decimals)."""
     decimals = getattr(paper, "decimals", None)
@@ -177,6 +198,8 @@ def _measure_cached(column: str, measure: Measure, ctx: RowContext) -> float:
     row = ctx.row
     key = (column, row.model, repr(sorted(row.model_kwargs.items())), repr(row.input_size),
            repr(sorted(row.flops_model_kwargs.items())), row.base)
+    if column in DENSE_MEASURES:  # measured on the row's own config, not on its (backbone) model
+        key += (ctx.paper, row.table, row.name)
     if key not in _measured:
         _measured[key] = float(measure.fn(ctx))
     return _measured[key]
@@ -193,7 +216,7 @@ def check_row(paper: str, row: Row) -> list[Check]:
                           note=f"paper values for {measured} but no 'model' and no 'reason'")]
         return []
     checks = []
-    ctx = RowContext(row)
+    ctx = RowContext(row, paper)
     for column in measured:
         value = row.paper[column]
         if column in row.unchecked:

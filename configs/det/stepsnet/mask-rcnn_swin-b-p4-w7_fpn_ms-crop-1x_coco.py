@@ -1,0 +1,8 @@
+# StepsNet Table 2a, Swin-B row: mmdet's Swin-B (C=128, depths 2-2-18-2, heads 4-8-16-32), drop path 0.3 as in
+# the Swin detection configs, same recipe as the Swin-T config.
+_base_ = ['./mask-rcnn_swin-t-p4-w7_fpn_ms-crop-1x_coco.py']
+pretrained = 'https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_base_patch4_window7_224.pth'  # noqa
+model = dict(
+    backbone=dict(embed_dims=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], drop_path_rate=0.3,
+                  init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    neck=dict(in_channels=[128, 256, 512, 1024]))
