@@ -59,7 +59,13 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
         raise DepthbenchError(f"{name}: no such file")
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            try:
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            except RuntimeError as e:
+                if not (mmap and "mmap" in str(e)):
+                    raise
+                # only zip-format files map; read the others (and learn what is wrong with a broken one)
+                checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt, truncated, not a torch file, or an unsafe pickle
         raise DepthbenchError(f"{name} is not a readable PyTorch state dict ({_reason(e, path)})") from None
     if not isinstance(checkpoint, Mapping):
@@ -69,18 +75,21 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
 
 
 def _reason(error: Exception, path) -> str:
+    """What torch's (many-line) load error means, in one line."""
     text = str(error).strip()
-    if "Weights only load failed" in text or "weights_only" in text.lower():
-        names = []
+    found = re.findall(r"GLOBAL ([\w.]+)", text)
+    if found or "Unsupported global" in text:
+        names = set(found)
         try:
             if isinstance(path, (str, Path)):
-                names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+                names |= set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
         except Exception:
             pass
-        found = re.findall(r"GLOBAL ([\w.]+)", text)
-        names = sorted(set(names) | set(found))
         return ("it pickles Python objects that a weights-only load refuses"
-                + (f": {', '.join(names)}" if names else "") + "; only tensors and plain values are accepted")
+                + (f": {', '.join(sorted(names))}" if names else "") + "; only tensors and plain values are accepted")
+    if "Weights only load failed" in text:  # not a pickle torch wrote: garbage, text, another format
+        detail = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|Check the documentation|$)", text, re.S)
+        return "not a PyTorch file" + (f": {' '.join(detail.group(1).split())}" if detail else "")
     return text.splitlines()[0] if text else type(error).__name__
 
 

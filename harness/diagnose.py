@@ -41,7 +41,8 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
     blocks = residual_blocks(model)
     if not blocks:
-        raise DepthbenchError(f"{type(model).__name__} has no residual blocks of the known types {RESIDUAL_BLOCK_TYPES}")
+        raise DepthbenchError(f"{type(model).__name__} has no residual blocks of the known types "
+                              f"{RESIDUAL_BLOCK_TYPES}")
     owner = {}  # id(block) -> the StepsNet that runs it
     for net in model.modules():
         if isinstance(net, (StepsNet, ReverseStepsNet)):
@@ -93,16 +94,20 @@ def _check_model_name(name: str) -> None:
     require_registered(name)
 
 
-def _build(name: str, input_size: int | None, device: str) -> nn.Module:
+def _build(name: str | None, input_size: int | None, device: str, model_kwargs: dict | None = None,
+           config: str | None = None, config_overrides=()) -> nn.Module:
+    """The model as it was trained (:func:`harness.builders.build_trained_model`: a config's model with its
+    arguments, or a name with ``--model-kwargs``), initialised in place on the target device."""
     import timm
 
-    from harness.flops import build_model
+    from harness.builders import build_trained_model
 
-    cfg = timm.models.get_pretrained_cfg(name)
-    kwargs = {}
+    kwargs = dict(model_kwargs or {})
+    cfg = timm.models.get_pretrained_cfg(name) if name else None
     if input_size and cfg is not None and cfg.fixed_input_size and len(cfg.input_size or ()) == 3:
-        kwargs["img_size"] = input_size  # ViT/Swin fix their resolution at build time
-    return build_model(name, device=device, **kwargs).eval()  # initialised in place on the target device
+        kwargs.setdefault("img_size", input_size)  # ViT/Swin fix their resolution at build time
+    return build_trained_model(config, config_overrides, name=None if config else name, model_kwargs=kwargs,
+                               device=device).eval()
 
 
 def load_checkpoint(model: nn.Module, path: str) -> None:
@@ -141,10 +146,20 @@ def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int
 
 def run(model_names: list[str], checkpoints: list[str] | None = None, data: str = "random",
         input_size: int | None = None, batch_size: int = 8, out_dir: str | None = None, seed: int = 0,
-        device: str = "cpu"):
-    """Measure every model, write the run directory and return it."""
+        device: str = "cpu", config: str | None = None, config_overrides=(), model_kwargs: dict | None = None):
+    """Measure every model, write the run directory and return it. ``config``: a training config whose model
+    (with its arguments, e.g. the digits preset's width=32) is measured first; ``model_kwargs``: arguments for
+    the named models (timm's ``--model-kwargs``)."""
+    from harness.config import load_config
     from harness.rundir import RunDir
 
+    model_names = list(model_names or [])
+    configs = [None] * len(model_names)
+    if config is not None:
+        model_names.insert(0, load_config(config, list(config_overrides)).model.get("name") or "")
+        configs.insert(0, config)
+    if not model_names:
+        raise DepthbenchError("name at least one model, or give --config with a training config")
     for name in model_names:
         _check_model_name(name)
     checkpoints = list(checkpoints or [])
@@ -174,10 +189,14 @@ def run(model_names: list[str], checkpoints: list[str] | None = None, data: str 
     try:
         for k, name in enumerate(model_names):
             torch.manual_seed(seed)
-            model = _build(name, input_size, device)
+            model = _build(name, input_size, device, None if configs[k] else model_kwargs, configs[k],
+                           config_overrides)
             if checkpoints and checkpoints[k] != "-":
                 load_checkpoint(model, checkpoints[k])
-            records = shortcut_ratio(model, _inputs(model, data, input_size, batch_size, seed, device))
+            # the size it was built for: --input-size, else the config's data.input_size or an img_size kwarg
+            size = input_size or (load_config(configs[k], list(config_overrides)).data.get("input_size")
+                                  if configs[k] else (model_kwargs or {}).get("img_size"))
+            records = shortcut_ratio(model, _inputs(model, data, size, batch_size, seed, device))
             curves[name] = records
             for r in records:
                 run_dir.log_metrics(model=name, **r)
@@ -237,7 +256,11 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(dest="diagnostic", metavar="DIAGNOSTIC")
     s = sub.add_parser("shortcut-ratio", help="γ_l = σ_0/σ_l per block (StepsNet Sec. 3, Fig. 2)",
                        description=__doc__.split("\n\n")[1])
-    s.add_argument("models", nargs="+", metavar="MODEL", help="registered model name(s), one curve each")
+    s.add_argument("models", nargs="*", metavar="MODEL", help="registered model name(s), one curve each")
+    s.add_argument("--config", help="a training config: measure the model it trains (its model.* arguments, e.g. "
+                                    "the digits preset's width=32), first; pair it with that run's --checkpoint")
+    s.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
+                   help="arguments for the named models, as timm's benchmark (e.g. --model-kwargs width=32)")
     s.add_argument("--checkpoint", action="append", metavar="PATH",
                    help="state dict to load, one per model in order ('-' = at init); default: all at init")
     s.add_argument("--data", default="random", help="'random' (Gaussian images, default) or an ImageFolder directory")
@@ -252,8 +275,16 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
-    run_dir, curves = run(args.models, args.checkpoint, args.data, args.input_size, args.batch_size,
-                          args.out_dir, args.seed, args.device)
+    from harness.builders import parse_model_kwargs
+
+    names = [m for m in args.models if "=" not in m]
+    overrides = [m for m in args.models if "=" in m]  # key=value words override --config keys
+    if overrides and not args.config:
+        raise DepthbenchError(f"key=value overrides ({' '.join(overrides)}) need --config; for a model name use "
+                              "--model-kwargs")
+    run_dir, curves = run(names, args.checkpoint, args.data, args.input_size, args.batch_size,
+                          args.out_dir, args.seed, args.device, config=args.config, config_overrides=overrides,
+                          model_kwargs=parse_model_kwargs(args.model_kwargs))
     summary = {n: _summary(r) for n, r in curves.items()}
     if args.json:
         print(json.dumps({"run_dir": str(run_dir.path), "models": summary}, indent=1))

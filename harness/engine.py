@@ -333,13 +333,19 @@ def build_backend(cfg, micro_batch: int) -> Backend:
 
 
 # ----------------------------------------------------------------------------------------- training
-def train_one_epoch(model, criterion, loader, optimizer, scheduler, backend: Backend, state: TrainState, cfg, log,
-                    mixup_fn=None, ema=None, teacher=None, distill_loss=None, checkpoint=None) -> str:
+def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, log, checkpoint=None) -> str:
     """Train ``state.epoch`` from micro-batch ``state.batch_in_epoch`` to its end.
 
-    Returns ``"done"``, or ``"preempted"`` right after the optimizer step during which a stop was requested.
-    ``checkpoint()`` is called on every rank when a periodic checkpoint is due.
+    ``objects``: the run's :class:`harness.builders.TrainingObjects` (model, optimizer, scheduler, EMA, criterion,
+    mixup). The criterion composes the loss (``criterion(images, outputs, targets)``, DeiT-style): the loop does
+    not know about teachers or multi-branch outputs. Returns ``"done"``, or ``"preempted"`` right after the
+    optimizer step during which a stop was requested. ``checkpoint()`` is called on every rank when a periodic
+    checkpoint is due.
     """
+    from harness.losses import primary_logits
+
+    model, optimizer, scheduler, ema = objects.model, objects.optimizer, objects.scheduler, objects.ema
+    criterion, mixup_fn = objects.criterion, objects.mixup_fn
     model.train()
     total = batches_per_epoch(loader) // cfg.grad_accum * cfg.grad_accum
     if state.batch_in_epoch == 0:
@@ -366,13 +372,8 @@ def train_one_epoch(model, criterion, loader, optimizer, scheduler, backend: Bac
         with backend.accumulate(model, boundary):
             with backend.autocast():
                 outputs = model(images)
-                logits = (outputs[0] if isinstance(outputs, (tuple, list)) else outputs).float()
-                loss = criterion(logits, targets)
-                if teacher is not None:
-                    with torch.no_grad():
-                        teacher_outputs = teacher(images)
-                    weight = cfg.distill.weight
-                    loss = (1 - weight) * loss + weight * distill_loss(outputs, teacher_outputs)
+                loss = criterion(images, outputs, targets)
+            logits = primary_logits(outputs)
             correct = (logits.argmax(dim=1) == hard_targets).sum() if mixup_fn is None else loss.new_zeros(())
             loss_value, correct, stop, save_by_time = backend.agree(loss, correct, stop_requested(),
                                                                     log.checkpoint_due_by_time())

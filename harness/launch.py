@@ -79,13 +79,37 @@ def launched() -> bool:
     return "RANK" in os.environ or distributed_env()["WORLD_SIZE"] != "1"
 
 
-def spawn(nproc: int, argv: list[str], grace_s: float = 10.0) -> int:
+def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: bool = True) -> int:
+    """The intra-op threads of each of ``local_processes`` processes on this machine (and set them unless
+    ``apply=False``).
+
+    ``OMP_NUM_THREADS``, when set, wins (torch reads it itself). Otherwise the cores this process may run on,
+    less what other processes already keep busy (the 1-minute load average), are shared by the local processes,
+    each also feeding ``loader_workers`` data-loader processes; at least 1. Why not torch's default (one thread
+    per core): on a shared or oversubscribed node OpenMP threads spin-wait for cores other jobs hold, and a run
+    gets several times slower than with one thread (docs/training.md, "Threads").
+    """
+    configured = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    threads = max(1, max(cores - busy, 1) // max(local_processes, 1) - loader_workers)
+    if apply:
+        import torch
+
+        torch.set_num_threads(threads)
+    return threads
+
+
+def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | None = None) -> int:
     """Run ``python -m harness.cli <argv>`` as ``nproc`` ranks on this machine; returns the run's exit code.
 
+    Each rank gets ``OMP_NUM_THREADS=threads`` (default :func:`configure_threads`) unless it is set already.
     Codes: 0 if every rank finished, the preemption code if they were preempted, else the first failure's code.
     """
     port = free_port()
-    threads = str(max(1, (os.cpu_count() or 1) // nproc))
+    threads = str(threads or configure_threads(nproc, apply=False))
     procs = []
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),

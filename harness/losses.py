@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SoftLabelKDLoss", "HardDistillationLoss", "BranchSumLoss", "is_branch_output"]
+__all__ = ["SoftLabelKDLoss", "HardDistillationLoss", "BranchSumLoss", "TrainingLoss", "is_branch_output",
+           "primary_logits"]
 
 
 def is_branch_output(output) -> bool:
@@ -137,3 +138,49 @@ class BranchSumLoss(nn.Module):
         if is_branch_output(output):
             return sum(self.criterion(branch, *args, **kwargs) for branch in output)
         return self.criterion(output, *args, **kwargs)
+
+
+def primary_logits(outputs) -> torch.Tensor:
+    """The logits a prediction is read from: the tensor, the class head of a ``(cls, dist)`` pair, or the first
+    (deepest) branch of a per-branch NamedTuple."""
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+
+
+class TrainingLoss(nn.Module):
+    """The training criterion, composed DeiT-style: the loop calls ``criterion(images, outputs, targets)`` and
+    knows nothing of teachers or branches.
+
+    * the task loss ``base_criterion`` (CE, label smoothing or soft-target CE under mixup) on every branch of a
+      per-branch NamedTuple, summed (:class:`BranchSumLoss`; SReT mixed depth: the deep and the shallow branch
+      both train), on the class head of a ``(cls, dist)`` pair, else on the logits;
+    * with a ``teacher`` and :class:`SoftLabelKDLoss` (SReT Eq. 17):
+      ``(1 - weight) * task + weight * KD(outputs, teacher(images))`` -- SReT trains with ``weight=1``;
+    * with a ``teacher`` and :class:`HardDistillationLoss` (DeiT's hard distillation, SReT Table 3's baseline):
+      that loss, which holds the ground-truth term itself (its ``alpha`` is the weight).
+
+    The teacher runs without gradients and is a submodule (it moves with ``.to()``; it has no trainable
+    parameters for an optimizer to see).
+    """
+
+    def __init__(self, base_criterion: nn.Module, teacher: nn.Module | None = None,
+                 distill_loss: nn.Module | None = None, weight: float = 1.0):
+        super().__init__()
+        if (teacher is None) != (distill_loss is None):
+            raise ValueError("give both a teacher and a distillation loss, or neither")
+        self.task = BranchSumLoss(base_criterion)
+        self.teacher, self.distill_loss, self.weight = teacher, distill_loss, float(weight)
+
+    def task_loss(self, outputs, targets) -> torch.Tensor:
+        if is_branch_output(outputs):
+            return self.task(type(outputs)(*(branch.float() for branch in outputs)), targets)
+        return self.task(primary_logits(outputs).float(), targets)
+
+    def forward(self, images: torch.Tensor, outputs, targets: torch.Tensor) -> torch.Tensor:
+        if self.teacher is None:
+            return self.task_loss(outputs, targets)
+        with torch.no_grad():
+            teacher_outputs = self.teacher(images)
+        if isinstance(self.distill_loss, HardDistillationLoss):
+            return self.distill_loss(outputs, teacher_outputs, targets)
+        return (1 - self.weight) * self.task_loss(outputs, targets) + \
+            self.weight * self.distill_loss(outputs, teacher_outputs)

@@ -111,3 +111,23 @@ def test_image_folder_data(tmp_path, capsys):
     rc = cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--data", str(tmp_path / "data"),
                    "--input-size", "32", "--batch-size", "2", "--out-dir", str(tmp_path / "runs"), "--json"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["models"]["steps_deit_tiny"]["blocks"] == 24
+
+
+def test_a_model_trained_with_model_kwargs_is_rebuilt_from_its_config_or_model_kwargs(tmp_path, capsys):
+    """The DeiT digits preset trains deit_tiny with img_size=16, patch_size=4, depth=4 and 10 classes: its
+    checkpoint fits only that architecture, which --config (or --model-kwargs) rebuilds."""
+    config = "configs/deit/deit-tiny-p4_1xb64-30e_digits.py"
+    torch.manual_seed(0)
+    trained = timm.create_model("deit_tiny_patch16_224", img_size=16, patch_size=4, depth=2, num_classes=10)
+    torch.save({"model": trained.state_dict(), "ema": None}, tmp_path / "best.pth")
+    common = ["--checkpoint", str(tmp_path / "best.pth"), "--batch-size", "2", "--out-dir", str(tmp_path), "--json"]
+    assert cli.main(["diagnose", "shortcut-ratio", "--config", config, "model.depth=2", *common]) == 0
+    assert json.loads(capsys.readouterr().out)["models"]["deit_tiny_patch16_224"]["blocks"] == 2
+    kwargs = ["--model-kwargs", "img_size=16", "patch_size=4", "depth=2", "num_classes=10"]
+    assert cli.main(["diagnose", "shortcut-ratio", "deit_tiny_patch16_224", *kwargs, *common]) == 0
+    assert json.loads(capsys.readouterr().out)["models"]["deit_tiny_patch16_224"]["blocks"] == 2
+    # the bare name builds the 224px ImageNet model: one line naming what does not fit, exit 2
+    assert cli.main(["diagnose", "shortcut-ratio", "deit_tiny_patch16_224", *common]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not fit deit_tiny_patch16_224" in err
+    assert "missing from the checkpoint: blocks.{2-11}." in err and "head.bias (checkpoint 10, model 1000)" in err

@@ -94,3 +94,64 @@ def test_bad_arguments(kwargs):
 def test_shape_mismatch_is_reported():
     with pytest.raises(ValueError, match="differ in shape"):
         SoftLabelKDLoss()(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+# ------------------------------------------------------------------------------- the training criterion and loop
+class TwoBranch(torch.nn.Module):
+    """A mixed-depth stand-in: each branch has its own head, so a branch left out of the loss gets no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.deep, self.shallow = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return MixedDepthLogits(self.deep(x), self.shallow(x))
+
+
+def test_training_loss_sums_branches_and_composes_distillation():
+    from harness.losses import TrainingLoss
+
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    model = TwoBranch()
+    out = model(x)
+    by_hand = F.cross_entropy(out.deep, y) + F.cross_entropy(out.shallow, y)
+    assert TrainingLoss(torch.nn.CrossEntropyLoss())(x, out, y).item() == pytest.approx(by_hand.item(), rel=1e-6)
+    pair = (out.deep, out.shallow)  # a (cls, dist) pair without a teacher: the class head only, as DeiT
+    assert TrainingLoss(torch.nn.CrossEntropyLoss())(x, pair, y).item() == pytest.approx(
+        F.cross_entropy(out.deep, y).item(), rel=1e-6)
+    teacher = torch.nn.Linear(4, 3)
+    kd = SoftLabelKDLoss()(out, teacher(x)).item()
+    soft = TrainingLoss(torch.nn.CrossEntropyLoss(), teacher=teacher, distill_loss=SoftLabelKDLoss(), weight=0.25)
+    assert soft(x, out, y).item() == pytest.approx(0.75 * by_hand.item() + 0.25 * kd, rel=1e-5)
+    hard = TrainingLoss(torch.nn.CrossEntropyLoss(), teacher=teacher, distill_loss=HardDistillationLoss())
+    assert hard(x, out, y).item() == pytest.approx(HardDistillationLoss()(out, teacher(x), y).item(), rel=1e-6)
+
+
+def test_the_loop_trains_every_branch_of_a_mixed_depth_model():
+    """The bug: the loop kept outputs[0] of a tuple, so SReT_108_mixed_depth's shallow branch never trained."""
+    from types import SimpleNamespace
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from harness.builders import TrainingObjects
+    from harness.engine import AccelerateBackend, TrainState, train_one_epoch
+    from harness.losses import TrainingLoss
+
+    torch.manual_seed(0)
+    model = TwoBranch()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    scheduler = SimpleNamespace(step=lambda epoch: None, step_update=lambda num_updates: None)
+    objects = TrainingObjects(model, optimizer, scheduler, None, TrainingLoss(torch.nn.CrossEntropyLoss()), None)
+    loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randint(0, 3, (16,))), batch_size=8)
+    logged = []
+    log = SimpleNamespace(progress=lambda *a: SimpleNamespace(update=lambda n: None, close=lambda: None),
+                          metrics=lambda kind, **v: logged.append((kind, v)),
+                          train_step=lambda state, **v: logged.append(("train", v)),
+                          checkpoint_due_by_time=lambda: False)
+    cfg = SimpleNamespace(grad_accum=1, clip_grad=None, log_interval=1, ckpt=SimpleNamespace(interval_steps=0))
+    assert train_one_epoch(objects, loader, AccelerateBackend("fp32", 1), TrainState(), cfg, log) == "done"
+    for name in ("deep.weight", "shallow.weight"):
+        assert not torch.equal(model.state_dict()[name], before[name]), f"{name} did not train"
+    assert [kind for kind, _ in logged] == ["train", "train", "epoch"]

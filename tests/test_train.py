@@ -208,6 +208,8 @@ BAD_INPUTS = {  # overrides, options, expected text, environment
     "unknown override key": (["optim.lrr=0.2"], [], "optim.lr", {}),
     "EMA metric without EMA": (["ckpt.best_metric=ema_top1"], [], "ema.enable", {}),
     "missing resume checkpoint": ([], ["--resume", "/nonexistent/run"], "no checkpoint at /nonexistent/run", {}),
+    "no processes": ([], ["--nproc", "0"], "--nproc 0: give the number of processes to start, 1 or more", {}),
+    "negative processes": ([], ["--nproc", "-1"], "--nproc -1", {}),
 }
 
 
@@ -276,6 +278,10 @@ def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, ca
     assert main(["eval", PRESET, "--checkpoint", str(torn)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a readable PyTorch state dict" in err
+    # --ema on a run trained without EMA: an error, not the plain weights under an "EMA" label
+    assert main(["eval", PRESET, "--checkpoint", str(run), "--ema"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "best.pth holds no EMA weights" in err
 
 
 def test_deit_recipe_features(env, tmp_path):
@@ -328,3 +334,95 @@ def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
     model.load_state_dict(load(run)["model"])
     assert_tied(model)
     assert model.blocks[1].attn.qkv.weight is model.blocks[0].attn.qkv.weight  # interleaved copy of block 0
+
+
+def crafted_checkpoints(tmp_path, marker) -> dict:
+    """Resume files that must be refused: garbage, torn, weights only, and two DeepSpeed checkpoints whose
+    optimizer partitions would run code (a pickled os.system; a plain-value record naming os.system)."""
+    class Evil:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    base = {"format": "depthbench-train/1", "engine": "deepspeed", "world_size": 1, "epoch": 0, "batch_in_epoch": 0,
+            "model": {}, "rng": [], "config": ""}
+    files = {"garbage": b"not a checkpoint", "weights only": {"model": {"w": torch.ones(1)}},
+             "pickled code": {**base, "optimizer": {"zero_stage": 2, "partitions": [{"loss_scaler": Evil()}]}}}
+    paths = {}
+    for name, content in files.items():
+        paths[name] = tmp_path / f"{name.replace(' ', '_')}.pth"
+        if isinstance(content, bytes):
+            paths[name].write_bytes(content)
+        else:
+            torch.save(content, paths[name])
+    torn = tmp_path / "torn.pth"
+    torch.save({"model": {"w": torch.zeros(100_000)}}, torn)
+    torn.write_bytes(torn.read_bytes()[:5000])
+    paths["torn"] = torn
+    return paths
+
+
+def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    from harness import rundir
+    from harness.cli import main
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(rundir, "DEFAULT_ROOT", tmp_path / "runs")
+    marker = tmp_path / "pwned"
+    expected = {"garbage": "not a PyTorch file", "torn": "not a readable PyTorch state dict",
+                "weights only": "not a depthbench training checkpoint", "pickled code": "weights-only load refuses"}
+    for name, path in crafted_checkpoints(tmp_path, marker).items():
+        engine = ["--engine", "deepspeed"] if name == "pickled code" else []
+        rc = main(["train", PRESET, *TINY, "--resume", str(path), *engine])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and len(err.splitlines()) == 1 and expected[name] in err and str(path) in err, (name, err)
+    assert not marker.exists() and not (tmp_path / "runs").exists()  # nothing ran, no stray run directory
+
+    # an existing run: `--resume auto` on a broken last.pth must not touch it (its meta.json keeps its status)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"status": "preempted"}))
+    (run / "last.pth").write_bytes(b"torn")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert main(["train", PRESET, *TINY, "--work-dir", str(run), "--resume", "auto"]) == 2
+    assert "last.pth is not a readable PyTorch state dict" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_deepspeed_optimizer_state_rebuilds_only_allow_listed_classes():
+    from harness.checkpoint import from_plain, to_plain
+    from harness.errors import DepthbenchError
+
+    with pytest.raises(DepthbenchError, match="'posix.system', which is not one of the DeepSpeed classes"):
+        from_plain({"partitions": [{"__object__": "posix.system", "state": {}}]})
+    with pytest.raises(TypeError, match="cannot store"):
+        to_plain({"x": object()})
+    import enum
+
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+    state = {"zero_stage": ZeroStageEnum.gradients, "map": {"w": fragment_address(numel=4, start=2)},
+             "t": [torch.ones(2)], "pair": (1, "a")}
+    plain = to_plain(state)
+    assert not isinstance(plain["zero_stage"], enum.Enum) and isinstance(plain["map"]["w"], dict)
+    back = from_plain(plain)
+    assert back["zero_stage"] is ZeroStageEnum.gradients and back["map"]["w"] == fragment_address(numel=4, start=2)
+    assert torch.equal(back["t"][0], torch.ones(2)) and back["pair"] == (1, "a")
+
+
+def test_work_dir_that_is_a_file_or_not_writable(tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    assert main(["train", PRESET, *TINY, "--work-dir", str(afile)]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    # we run as root in CI, which writes anywhere: ask the same question the check asks, answered "no"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == readonly else real_access(p, mode))
+    assert main(["train", PRESET, *TINY, "--work-dir", str(readonly / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{readonly} is not writable" in err
+    assert not (readonly / "run").exists()

@@ -28,13 +28,14 @@ model = dict(
     name=None,             # any timm-registered name, ours included (`depthbench models`)
     pretrained=None,       # path to weights to start from (loaded with weights_only=True)
     # every other key is passed to timm.create_model (drop_path_rate=..., img_size=...); ScaleNet adds
-    # expand=dict(...) (depth expansion after loading `pretrained`) and grow=dict(...) (growth during training)
+    # grow=dict(k=2, ...) (expand once after loading `pretrained`) or grow=dict(stages=[dict(epoch=.., ...)])
 )
 ema = dict(enable=False, decay=0.99996, warmup=False)
-distill = dict(            # soft-label distillation (SReT) when `teacher` is set:
+distill = dict(            # distillation when `teacher` is set (harness.losses.TrainingLoss):
+    kind='soft',           # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
     teacher=None,          # timm name of the teacher, e.g. 'regnety_160'
     teacher_checkpoint=None,
     teacher_kwargs=dict(),
     temperature=1.0,
-    weight=1.0,            # loss = (1 - weight) * task loss + weight * KD loss; SReT: 1 (no one-hot term)
+    weight=1.0,            # soft: loss = (1 - weight) * task + weight * KD, SReT: 1 (no one-hot term); hard: alpha
 )

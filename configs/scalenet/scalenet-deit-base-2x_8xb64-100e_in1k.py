@@ -6,5 +6,5 @@
 _base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/scalenet_100e.py']
 model = dict(name='deit_base_patch16_224',
              pretrained='checkpoints/deit_base_patch16_224-in1k.pth', drop_path_rate=0.5,
-             expand=dict(k=2, order='interpolate', adjust='adapter', rank=16))
+             grow=dict(k=2, order='interpolate', adjust='adapter', rank=16))
 data = dict(repeated_aug=False)

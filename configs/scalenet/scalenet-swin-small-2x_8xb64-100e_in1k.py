@@ -6,5 +6,5 @@
 _base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/scalenet_100e.py']
 model = dict(name='swin_small_patch4_window7_224',
              pretrained='checkpoints/swin_small_patch4_window7_224.pth', drop_path_rate=0.2,
-             expand=dict(k=2, order='stack', adjust='adapter', rank=16))
+             grow=dict(k=2, order='stack', adjust='adapter', rank=16))
 data = dict(repeated_aug=False)

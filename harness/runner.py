@@ -1,0 +1,349 @@
+"""One process of a ``depthbench train`` run: check, build, open the run directory, resume, loop, checkpoint.
+
+DeiT's ``main()`` body, below the command line: :func:`prepare_run` checks every input (config, run directory,
+the checkpoint to resume) before anything is written; :func:`train_process` builds the training objects
+(``harness/builders.py``), opens the run directory (``harness/rundir.py``) and runs the epochs of
+``harness/engine.py``. Model-specific behaviour enters through the criterion (``harness.losses.TrainingLoss``)
+and between-epoch hooks (``harness.builders.EpochHook``), never as branches here.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.builders import (build_hooks, build_model, build_optimization, build_training, check_config,
+                              seed_everything)
+from harness.config import ConfigError
+from harness.errors import DepthbenchError
+from harness.launch import EXIT_PREEMPTED
+
+EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+STATUS_BY_EXIT = {EXIT_DONE: "done", EXIT_PREEMPTED: "preempted"}
+
+
+@dataclass
+class RunResult:
+    """How a training run ended: ``status`` done/failed/preempted, the command's ``exit_code``, its run
+    directory and the best value of ``ckpt.best_metric`` (None before the first evaluation)."""
+    status: str
+    exit_code: int
+    run_dir: Path
+    best_metric: float | None = None
+
+    @classmethod
+    def from_exit(cls, exit_code: int, run_dir: Path) -> "RunResult":
+        import json
+
+        try:
+            meta = json.loads((Path(run_dir) / "meta.json").read_text())
+        except (OSError, ValueError):
+            meta = {}
+        return cls(STATUS_BY_EXIT.get(exit_code, "failed"), exit_code, Path(run_dir), meta.get("best_metric"))
+
+
+@dataclass
+class RunPlan:
+    """The checked inputs of one run: where it writes and what it resumes."""
+    config_file: str
+    run_path: Path | None          # None: rank 0 of a launcher-started run picks a new one
+    resume_path: Path | None       # the last.pth to continue from
+    command: str = ""
+
+
+# ----------------------------------------------------------------------------------------- checks
+def check_work_dir(work_dir: str | Path) -> Path:
+    """``--work-dir``: a directory we can create and write, not a file."""
+    path = Path(work_dir).expanduser()
+    if path.exists() and not path.is_dir():
+        raise DepthbenchError(f"--work-dir {work_dir} is a file, not a directory; give a directory for the run")
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise DepthbenchError(f"--work-dir {work_dir}: {existing} is a file; give a directory for the run")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DepthbenchError(f"--work-dir {work_dir}: {existing} is not writable; choose a directory you can write")
+    return path
+
+
+def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
+    """The checkpoint to resume is a readable depthbench training checkpoint this run can continue
+    (memory-mapped: checks the file without reading its tensors)."""
+    from harness.checkpoint import FORMAT, read_checkpoint
+
+    checkpoint = read_checkpoint(path, mmap=True)
+    if checkpoint.get("format") != FORMAT:
+        raise DepthbenchError(f"{path} is not a depthbench training checkpoint ({FORMAT}); to start from weights "
+                              f"only, set model.pretrained={path}")
+    if checkpoint.get("engine") != engine:
+        raise DepthbenchError(f"{path} was written by the {checkpoint.get('engine')} engine; resume with "
+                              f"--engine {checkpoint.get('engine')}")
+    optimizer = checkpoint.get("optimizer") or {}
+    if engine == "deepspeed" and len(optimizer.get("partitions", ())) != world_size:
+        raise DepthbenchError(f"{path} holds DeepSpeed optimizer partitions of {len(optimizer.get('partitions', ()))} "
+                              f"processes; resume with the same number of processes ({world_size} now)")
+
+
+def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
+                pick_new: bool = True) -> RunPlan:
+    """Check the run's inputs and decide its directory and resume checkpoint; writes nothing."""
+    from harness.checkpoint import latest_run
+    from harness.rundir import DEFAULT_ROOT, new_run_path
+
+    check_config(cfg, world_size, model=world_size == 1 or pick_new is False)
+    if resume is not None and not isinstance(resume, (str, Path)):
+        raise DepthbenchError(f"resume={resume!r}: give 'auto' or a checkpoint path")
+    run_path = check_work_dir(work_dir) if work_dir else None
+    resume_path = None
+    if resume == "auto":
+        if run_path is None:
+            run_path = latest_run(DEFAULT_ROOT / cfg.experiment)
+        if run_path is not None and (run_path / "last.pth").is_file():
+            resume_path = run_path / "last.pth"
+    elif resume:
+        resume_path = Path(resume).expanduser()
+        if resume_path.is_dir():
+            resume_path = resume_path / "last.pth"
+        if not resume_path.is_file():
+            raise DepthbenchError(f"--resume {resume}: no checkpoint at {resume_path}")
+        if run_path is None and (resume_path.parent / "meta.json").is_file():
+            run_path = resume_path.parent  # continue that run in its own directory
+    elif run_path is not None and (run_path / "last.pth").exists():
+        raise DepthbenchError(f"--work-dir {work_dir} already holds a checkpoint; add --resume auto to continue it "
+                              f"or choose another directory")
+    if resume_path is not None:
+        check_resume_checkpoint(resume_path, cfg.engine, world_size)
+    if run_path is None and pick_new:
+        run_path = new_run_path(cfg.experiment)
+    return RunPlan(str(config_file), run_path, resume_path, " ".join(sys.argv))
+
+
+def check_epoch_length(cfg, train_loader) -> None:
+    """An epoch must hold at least one optimizer step (small data, a large batch or repeated augmentation's
+    rounding would otherwise train nothing and report "done")."""
+    from harness.data import batches_per_epoch
+
+    batches = batches_per_epoch(train_loader)
+    if batches < cfg.grad_accum:
+        hint = (" (data.repeated_aug rounds an epoch down to a multiple of 256 images: set it False for small data)"
+                if cfg.data.repeated_aug else "")
+        raise ConfigError(f"an epoch has {batches} batches of {train_loader.batch_size} images per process, "
+                          f"no optimizer step (grad_accum={cfg.grad_accum}); lower batch_size or train on more "
+                          f"images{hint}")
+
+
+# ----------------------------------------------------------------------------------------- one process
+def train_process(cfg, plan: RunPlan) -> int:
+    """One process of a training run (rank/world from the environment); returns the exit code."""
+    import torch
+
+    from harness.data import batches_per_epoch, build_loaders
+    from harness.engine import build_backend, install_stop_handlers
+    from harness.launch import export_distributed_env
+
+    install_stop_handlers()
+    env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
+    micro_batch = cfg.batch_size // (int(env["WORLD_SIZE"]) * cfg.grad_accum)
+    torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
+    torch.backends.cudnn.benchmark = not cfg.deterministic
+    backend = build_backend(cfg, micro_batch)
+    try:
+        seed_everything(cfg.seed + backend.rank)
+        loaders = build_loaders(cfg, backend.rank, backend.world_size, micro_batch)
+        check_epoch_length(cfg, loaders[0])
+        updates_per_epoch = batches_per_epoch(loaders[0]) // cfg.grad_accum
+        # everything that can still be wrong with the inputs is found here, before the run directory is touched
+        checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
+        run = open_run(cfg, plan, backend)
+        try:
+            return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
+        except BaseException as e:  # a crash or Ctrl-C: say so in meta.json (SIGKILL leaves "running")
+            run.finish("failed", error=f"{type(e).__name__}: {e}")
+            raise
+    finally:
+        backend.close()
+
+
+def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
+    """The training objects, with the model at the architecture and weights it resumes from."""
+    from harness.checkpoint import load_weights, read_checkpoint
+
+    checkpoint = read_checkpoint(plan.resume_path) if plan.resume_path else None
+    model = build_model(cfg, pretrained=checkpoint is None)
+    hooks = build_hooks(cfg)
+    # the architecture at the start point: a fresh run's epoch 0, or what the checkpoint was saved from (a
+    # checkpoint written at an epoch's end precedes that epoch's hooks, which the loop then runs)
+    epoch = 0 if checkpoint is None else checkpoint["epoch"] - (checkpoint["batch_in_epoch"] == 0)
+    for hook in hooks:
+        model = hook.before_epoch(model, epoch) or model
+    if checkpoint is not None:
+        load_weights(model, {"model": checkpoint["model"]})  # strict: refuses a checkpoint of another model
+        for hook in hooks:
+            hook.after_load(model)
+    return checkpoint, build_training(model, cfg, backend, updates_per_epoch), hooks
+
+
+def open_run(cfg, plan: RunPlan, backend):
+    """Rank 0's run directory (the plan's, or a new one under a launcher); all ranks agree on it."""
+    from harness.rundir import RunDir, new_run_path, slurm_meta
+
+    path = None
+    if backend.is_main:
+        path = str(plan.run_path or new_run_path(cfg.experiment))
+    path = Path(backend.broadcast_object(path))
+    plan.run_path = path
+    hosts = backend.gather_object(os.uname().nodename)
+    fields = dict(engine=backend.name, world_size=backend.world_size, hosts=sorted(set(hosts or [])),
+                  config_file=plan.config_file, command=plan.command, **slurm_meta())
+    if (path / "meta.json").is_file():
+        run = RunDir.open(path, writer=backend.is_main)
+        run.update_meta(status="running", **fields)
+    else:
+        run = RunDir.create(cfg.experiment, path=path, writer=backend.is_main, **fields)
+    backend.barrier()
+    return run
+
+
+# ----------------------------------------------------------------------------------------- checkpoints
+def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
+    """Write ``last.pth`` (collective: every rank calls it, rank 0 writes)."""
+    from harness.checkpoint import FORMAT, rng_state, save_atomic
+
+    checkpoint = {
+        "format": FORMAT, "engine": backend.name, "world_size": backend.world_size, **asdict(state),
+        "model": backend.model_state(objects.model), "optimizer": backend.optimizer_state(objects.optimizer),
+        "scheduler": objects.scheduler.state_dict(), "scaler": backend.scaler_state(),
+        "ema": objects.ema.module.state_dict() if objects.ema is not None else None,
+        "rng": backend.gather_object(rng_state()), "config": cfg_text,
+    }
+    if backend.is_main:
+        save_atomic(checkpoint, path)
+    backend.barrier()
+
+
+def restore(checkpoint: dict, same_run: bool, backend, objects):
+    """Restore the optimizer, schedule, scaler, EMA and RNG states of a ``last.pth`` (the model weights were
+    loaded before wrapping); returns the TrainState to continue from."""
+    from harness.checkpoint import set_rng_state
+    from harness.engine import TrainState
+
+    backend.load_model_state(objects.model, checkpoint["model"])
+    backend.load_optimizer_state(objects.optimizer, checkpoint["optimizer"])
+    objects.scheduler.load_state_dict(checkpoint["scheduler"])
+    backend.load_scaler_state(checkpoint["scaler"])
+    if objects.ema is not None and checkpoint["ema"] is not None:
+        objects.ema.module.load_state_dict(checkpoint["ema"])
+    state = TrainState(**{k: checkpoint[k] for k in TrainState.__dataclass_fields__})
+    if len(checkpoint["rng"]) == backend.world_size:
+        set_rng_state(checkpoint["rng"][backend.rank])
+    elif backend.is_main:
+        print(f"depthbench train: checkpoint from {len(checkpoint['rng'])} processes, now {backend.world_size}: "
+              "training continues, but not bit-identically", file=sys.stderr)
+    if not same_run:  # a new run directory: its metrics.jsonl starts empty
+        state.records = 0
+    return state
+
+
+# ----------------------------------------------------------------------------------------- the loop
+def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_loader, val_loader) -> int:
+    """Resume, train and evaluate: the body of the run."""
+    import torch
+
+    from harness import checkpoint as ckpt
+    from harness.data import batches_per_epoch
+    from harness.engine import NonFiniteLoss, RunLog, TrainState, evaluate, stop_requested, train_one_epoch
+    from harness.rundir import now
+
+    cfg_text = cfg.pretty_text
+    run.write_config(cfg_text)
+    updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
+    state = TrainState()
+    if checkpoint is not None:
+        state = restore(checkpoint, plan.resume_path.parent == run.path, backend, objects)
+        record = {"time": now(), "from": str(plan.resume_path), "epoch": state.epoch,
+                  "global_step": state.global_step}
+        run.update_meta(resumes=run.meta().get("resumes", []) + [record])
+        del checkpoint
+    if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
+        ckpt.remove_stale_temporaries(run.path)
+        _trim_lines(run.file("metrics.jsonl"), state.records)
+    log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes)
+    described = "; ".join(filter(None, (hook.describe() for hook in hooks)))
+    log.info(f"{cfg.experiment}: {cfg.model.name}{f' ({described})' if described else ''} on {cfg.data.type}, "
+             f"{backend.name} x{backend.world_size} ({backend.precision}), batch {cfg.batch_size} = "
+             f"{train_loader.batch_size}/process x {backend.world_size} x {cfg.grad_accum} accum, "
+             f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, run dir {run.path}"
+             + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
+
+    def save_last():
+        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects)
+        log.checkpoint_written()
+
+    try:
+        for epoch in range(state.epoch, cfg.epochs):
+            state.epoch = epoch
+            if state.batch_in_epoch == 0:
+                for hook in hooks:
+                    changed = hook.before_epoch(backend.unwrap(objects.model), epoch)
+                    if changed is not None:
+                        log.info(f"epoch {epoch}: model {hook.change}; optimizer and schedule rebuilt")
+                        objects.model, objects.optimizer, objects.scheduler, objects.ema = build_optimization(
+                            changed.to(backend.device), cfg, backend, updates_per_epoch)
+            outcome = train_one_epoch(objects, train_loader, backend, state, cfg, log, checkpoint=save_last)
+            if outcome == "preempted":
+                return _preempted(save_last, run, log, state)
+            if (epoch + 1) % cfg.eval_interval == 0 or epoch + 1 == cfg.epochs:
+                metrics = evaluate(backend.unwrap(objects.model), val_loader, backend)
+                if objects.ema is not None:
+                    metrics.update({f"ema_{k}": v for k, v in evaluate(objects.ema.module, val_loader, backend).items()
+                                    if k != "images"})
+                log.metrics("eval", **metrics)
+                log.info(f"epoch {epoch}: top-1 {metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  "
+                         f"loss {metrics['loss']:.4f}"
+                         + (f"  EMA top-1 {metrics['ema_top1']:.2f}" if objects.ema is not None else ""))
+                value = metrics[cfg.ckpt.best_metric]
+                if state.best_metric is None or value > state.best_metric:
+                    state.best_metric, state.best_epoch = value, epoch
+                    _save_best(run, state, cfg_text, backend, objects)
+            state.epoch, state.batch_in_epoch = epoch + 1, 0
+            save_last()
+            zero = torch.zeros((), device=backend.device)
+            if backend.agree(zero, zero, stop_requested())[2]:
+                return _preempted(None, run, log, state)
+    except NonFiniteLoss as e:
+        log.info(f"depthbench train: error: {e}")
+        run.finish("failed", error=str(e))
+        return EXIT_FAILED
+    finally:
+        log.close()
+    run.finish("done", best_metric=state.best_metric, best_epoch=state.best_epoch, global_step=state.global_step)
+    best = f"{state.best_metric:.2f}" if state.best_metric is not None else "-"
+    log.info(f"done: best {cfg.ckpt.best_metric} {best} at epoch {state.best_epoch}; {run.path}")
+    return EXIT_DONE
+
+
+def _preempted(save_last, run, log, state) -> int:
+    if save_last is not None:
+        save_last()
+    log.info(f"preempted: checkpoint at epoch {state.epoch} batch {state.batch_in_epoch} (step {state.global_step}); "
+             f"continue with --resume auto --work-dir {run.path}")
+    run.finish("preempted", global_step=state.global_step)
+    return EXIT_PREEMPTED
+
+
+def _save_best(run, state, cfg_text, backend, objects) -> None:
+    from harness.checkpoint import save_atomic
+
+    weights = backend.model_state(objects.model)  # collective under ZeRO-3
+    if backend.is_main:
+        save_atomic({"model": weights, "ema": objects.ema.module.state_dict() if objects.ema is not None else None,
+                     "epoch": state.epoch, "global_step": state.global_step, "metric": state.best_metric,
+                     "config": cfg_text}, run.file("best.pth"))
+
+
+def _trim_lines(path: Path, keep: int) -> None:
+    from harness.rundir import atomic_write
+
+    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    if len(lines) > keep:
+        atomic_write(path, "".join(lines[:keep]))
