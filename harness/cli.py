@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("depthbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `depthbench models | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _has_cuda_device() -> bool:

@@ -45,7 +45,8 @@ def describe(name: str, family: str, with_flops: bool = True) -> dict:
         if with_flops:
             entry["flops_g"] = round(count_flops(model, input_size).giga, 3)
     except Exception as e:  # list the model anyway, with what went wrong
-        entry["error"] = f"{type(e).__name__}: {e}"[:200]
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        entry["error"] = f"{type(e).__name__}: {first}"  # the first line, whole
     return entry
 
 
@@ -59,28 +60,32 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
+    from harness.errors import DepthbenchError
+    from harness.launch import configure_threads
+
     selected = [(n, f) for n, f in registered()
                 if fnmatch.fnmatch(n, args.pattern) and (not args.family or f.startswith(args.family))]
     if not selected:
-        print(f"depthbench models: no model matches {args.pattern!r}"
-              + (f" in family {args.family}" if args.family else ""), file=sys.stderr)
-        return 1
-    items = selected
-    if sys.stderr.isatty() and not args.json:
-        from tqdm import tqdm
-        items = tqdm(selected, desc="counting", unit="model", leave=False)
-    entries = [describe(n, f, not args.no_flops) for n, f in items]
-    if args.json:
-        print(json.dumps(entries, indent=1))
+        raise DepthbenchError(f"no model matches {args.pattern!r}" + (f" in family {args.family}" if args.family else "")
+                              + "; patterns are shell-style, e.g. 'steps_*' or '*rk4*'")
+    configure_threads()
+    if args.json:  # one JSON document at the end; a progress bar meanwhile when someone watches
+        items = selected
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+            items = tqdm(selected, desc="counting", unit="model", leave=False)
+        print(json.dumps([describe(n, f, not args.no_flops) for n, f in items], indent=1))
         return 0
-    width = max(len(e["name"]) for e in entries)
-    print(f"{'model':<{width}}  {'family':<16} {'input':>9}  {'params':>9}  {'FLOPs':>8}")
-    for e in entries:
+    # a table printed row by row as each model is counted (all of them take about a minute on 2 cores)
+    width = max(len(name) for name, _ in selected)
+    print(f"{'model':<{width}}  {'family':<16} {'input':>9}  {'params':>9}  {'FLOPs':>8}", flush=True)
+    for name, family in selected:
+        e = describe(name, family, not args.no_flops)
         size = "x".join(str(s) for s in e["input_size"][-2:])
         if "error" in e:
-            print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  ERROR {e['error']}")
+            print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  ERROR {e['error']}", flush=True)
             continue
         flops = f"{e['flops_g']:.2f}G" if "flops_g" in e else "-"
-        print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  {e['params_m']:>8.2f}M  {flops:>8}")
-    print(f"\n{len(entries)} models")
+        print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  {e['params_m']:>8.2f}M  {flops:>8}", flush=True)
+    print(f"\n{len(selected)} models")
     return 0

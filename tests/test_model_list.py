@@ -1,0 +1,43 @@
+"""``depthbench models`` (harness/model_list.py)."""
+import pytest
+
+from harness import cli, model_list
+
+
+def test_rows_are_printed_as_each_model_is_counted(capsys, monkeypatch):
+    real_describe = model_list.describe
+    printed_before = []
+
+    def describe(name, family, with_flops=True):
+        printed_before.append(capsys.readouterr().out)  # what the user saw before this model was counted
+        return real_describe(name, family, with_flops)
+
+    monkeypatch.setattr(model_list, "describe", describe)
+    assert cli.main(["models", "horesnet10_*", "--no-flops"]) == 0
+    names = [n for n, _ in model_list.registered() if n.startswith("horesnet10_")]
+    assert len(printed_before) == len(names) > 2
+    assert printed_before[0].startswith("model ")  # the header comes first
+    for k in range(1, len(names)):
+        assert printed_before[k].split()[0] == names[k - 1]  # the previous row, before the next count
+
+
+def test_no_match_is_one_line_and_exit_2(capsys):
+    assert cli.main(["models", "no_such_model*"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("depthbench models: error: no model matches 'no_such_model*'; patterns are shell-style, "
+                   "e.g. 'steps_*' or '*rk4*'")
+
+
+@pytest.mark.parametrize("threads,expected", [("3", 3), ("", None)])
+def test_thread_default_respects_omp_num_threads(monkeypatch, threads, expected):
+    from harness.launch import configure_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr("os.getloadavg", lambda: (1.2, 1.0, 1.0))  # another job keeps one of the 2 cores busy
+    got = configure_threads(1, 0, apply=False)
+    assert got == (expected if expected is not None else 1)
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert configure_threads(1, 0, apply=False) == (expected or 2)  # idle: both cores
+    assert configure_threads(2, 0, apply=False) == (expected or 1)  # two processes share them
+    assert configure_threads(1, 4, apply=False) == (expected or 1)  # loader workers count, at least 1
