@@ -97,11 +97,12 @@ def config_model_kwargs(config: str) -> str | None:
     Read with runs.read_config_fields rather than MMEngine's Config.fromfile: ~60 recipes at ~50 ms each would
     be most of the time of a results call, and only the ``model`` dict is needed (merged as MMEngine merges).
     """
+    from results.runs import model_identity
+
     model = _config_model(REPO / config, 0)
     if model is None:
         return None
-    return json.dumps({k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand", "grow")},
-                      sort_keys=True, default=str)
+    return json.dumps(model_identity(model)[1], sort_keys=True, default=str)
 
 
 def _config_model(path: Path, depth: int) -> dict | None:
@@ -118,8 +119,17 @@ def _config_model(path: Path, depth: int) -> dict | None:
             model.update(_config_model((path.parent / base).resolve(), depth + 1) or {})
     own = fields.get("model")
     if isinstance(own, dict):
-        model.update(own)
+        _merge(model, own)
     return model
+
+
+def _merge(base: dict, update: dict) -> None:
+    """Nested dict merge, as MMEngine merges a config over its ``_base_``."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and not value.get("_delete_"):
+            _merge(base[key], value)
+        else:
+            base[key] = value
 
 
 def _arch_kwargs(kwargs: dict) -> dict:

@@ -141,6 +141,8 @@ _ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)\s*=")
 def _literal(node):
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
         return {kw.arg: _literal(kw.value) for kw in node.keywords}
+    if isinstance(node, ast.Name):  # a variable of an unresolved config (a resolved one has none): keep its name
+        return f"<{node.id}>"
     return ast.literal_eval(node)
 
 
@@ -288,6 +290,7 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
         status=status if status in ("running", "done", "failed", "preempted") else "unknown",
         start=meta.get("start"), end=meta.get("end"), git_commit=meta.get("git_commit"),
         engine=meta.get("engine"), world_size=meta.get("world_size"), slurm_job_id=meta.get("slurm_job_id"),
+        slurm_array_task_id=meta.get("slurm_array_task_id"), slurm_restart_count=meta.get("slurm_restart_count"),
         scale=meta.get("scale"), task=meta.get("task"),
         config_file=normalise_config(meta.get("config_file")),
         overrides=" ".join(overrides_of(meta.get("command"))))
@@ -298,11 +301,13 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
             cfg = read_config_fields(config_file.read_text(errors="replace"))
         except OSError:
             problems.add(path, "config.py unreadable")
-    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-    name = meta.get("model") or model.get("name") or (model.get("backbone") or {}).get("type")
+    config_name, config_kwargs = model_identity(cfg.get("model"))
+    name = meta.get("model") or config_name
     kwargs = meta.get("model_kwargs")
     if kwargs is None:
-        kwargs = {k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand", "grow")}
+        kwargs = config_kwargs
+    if not record["config_file"]:  # runs name their experiment after the config by default
+        record["config_file"] = config_by_stem().get(record["experiment"])
     record.update(model=name, model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
                   epochs=cfg.get("epochs", meta.get("epochs")), seed=cfg.get("seed", meta.get("seed")),
                   lr=(cfg.get("optim") or {}).get("lr") if isinstance(cfg.get("optim"), dict) else None,
@@ -319,6 +324,29 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
         record["eval_epoch"] = values.pop("epoch")
     record.update({f"metric.{k}": v for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)})
     return record
+
+
+def model_identity(model) -> tuple[str | None, dict]:
+    """(timm model name, its kwargs) of a config's ``model`` dict: a pretraining config's ``name`` and the other
+    keys, or a downstream (mmdet/mmseg) config's backbone — downstream's ``DepthbenchBackbone(model_name=...,
+    model_kwargs=...)``, or a stock backbone's ``type``."""
+    if not isinstance(model, dict):
+        return None, {}
+    backbone = model.get("backbone")
+    if isinstance(backbone, dict):
+        kwargs = backbone.get("model_kwargs")
+        return backbone.get("model_name") or backbone.get("type"), kwargs if isinstance(kwargs, dict) else {}
+    return model.get("name"), {k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand",
+                                                                              "grow")}
+
+
+@lru_cache(maxsize=1)
+def config_by_stem() -> dict:
+    """Config file stem -> path under configs/ (stems that occur once)."""
+    found = {}
+    for path in sorted((REPO / "configs").rglob("*.py")):
+        found.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    return {stem: paths[0] for stem, paths in found.items() if len(paths) == 1 and not stem.startswith("_")}
 
 
 def _dataset(data) -> str | None:

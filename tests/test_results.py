@@ -63,6 +63,16 @@ def test_config_fields_are_read_without_executing_the_file():
                       "optim": {"lr": 1e-3, "betas": [0.9, 0.999]}}
 
 
+def test_a_downstream_config_names_its_backbone():
+    text = ("model = dict(\n    type='MaskRCNN',\n    backbone=dict(\n        type='DepthbenchBackbone',\n"
+            "        model_name='steps_swin_tiny',\n        model_kwargs=dict(strict_img_size=False),\n"
+            "        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),\n    neck=dict(type='FPN'))\n")
+    model = runs.read_config_fields(text)["model"]
+    assert runs.model_identity(model) == ("steps_swin_tiny", {"strict_img_size": False})
+    assert runs.model_identity({"name": "resnet18", "drop_path_rate": 0.05, "pretrained": None}) == \
+        ("resnet18", {"drop_path_rate": 0.05})
+
+
 # ------------------------------------------------------------------------------------------------- tables
 def test_table_cells_paper_ours_delta_mean_std(audit):
     views, _, _ = views_of(audit=audit)
