@@ -14,7 +14,7 @@ from harness.errors import DepthbenchError
 
 # module (under harness/) for each sub-command, in the order `depthbench --help` lists them
 COMMANDS = ["env_report", "model_list", "verify", "bench", "train", "evaluate_cmd", "finetune", "diagnose",
-            "results_cmd"]
+            "results_cmd", "submit"]
 
 
 def build_parser() -> argparse.ArgumentParser:
