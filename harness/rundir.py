@@ -22,6 +22,8 @@ import subprocess
 from pathlib import Path
 from typing import BinaryIO, Callable
 
+from harness.errors import DepthbenchError
+
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 STATUSES = ("running", "done", "failed", "preempted")
 VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate", "deepspeed")
@@ -127,7 +129,7 @@ class RunDir:
     def open(cls, path: str | Path, writer: bool = True) -> "RunDir":
         path = Path(path)
         if not (path / "meta.json").exists():
-            raise FileNotFoundError(f"{path} is not a run directory (no meta.json)")
+            raise DepthbenchError(f"{path} is not a run directory (no meta.json)")
         return cls(path, writer)
 
     # ---------------------------------------------------------------- meta.json
@@ -182,7 +184,7 @@ def read_metrics(path: str | Path) -> list[dict]:
         except json.JSONDecodeError:
             if i == len(lines) - 1:
                 break
-            raise ValueError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
+            raise DepthbenchError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
     return records
 
 

@@ -289,11 +289,12 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
+    from harness.errors import DepthbenchError
+
     try:
         checks = run(args.paper, args.file, args.table)
-    except paper_tables.TableError as e:
-        print(f"depthbench verify: error: {e}", file=sys.stderr)
-        return 2
+    except paper_tables.TableError as e:  # a missing or malformed tables file, an unknown paper or table
+        raise DepthbenchError(str(e)) from None
     shown = [c for c in checks if c.status in ("fail", "error")] if args.failed else checks
     if args.json:
         print(json.dumps([asdict(c) for c in shown], indent=1))

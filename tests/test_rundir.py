@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from harness.errors import DepthbenchError
 from harness.rundir import RunDir, read_metrics
 
 
@@ -36,7 +37,7 @@ def test_bad_status_and_missing_run(tmp_path):
     run = RunDir.create("exp", root=tmp_path)
     with pytest.raises(ValueError, match="status must be one of"):
         run.update_meta(status="finished")
-    with pytest.raises(FileNotFoundError, match="not a run directory"):
+    with pytest.raises(DepthbenchError, match="not a run directory"):
         RunDir.open(tmp_path / "nothing")
 
 
