@@ -4,7 +4,7 @@
 ``γ_l = σ_0 / σ_l`` after every residual block l, where σ is the per-token standard deviation over channels
 (what a LayerNorm sees), averaged over tokens and the batch; σ_0 is taken on the input of the first block
 (for DeiT: patch embedding + cls + position embedding). For StepsNet models the state after a block is the
-full-width ``[current step output, untouched slices]`` (spec §7.6), so StepsNet and its baseline are
+full-width ``[current step output, untouched slices]`` (docs/stepsnet.md, "Depth diagnostic"), so StepsNet and its baseline are
 measured on the same C channels. γ near 0 means the block input is dominated by accumulated residuals.
 
 Writes a run directory (``harness/rundir.py``): ``meta.json``, ``metrics.jsonl`` (one record per block),
@@ -184,7 +184,7 @@ def run(model_names: list[str], checkpoints: list[str] | None = None, data: str 
                             checkpoints=checkpoints or None, data=data, input_size=input_size,
                             batch_size=batch_size, seed=seed, device=device,
                             definition="gamma_l = sigma_0/sigma_l, per-token std over channels; StepsNet state "
-                                       "= full width [step output, untouched slices] (spec 7.6)")
+                                       "= full width [step output, untouched slices] (StepsNet Sec. 3)")
     curves = {}
     try:
         for k, name in enumerate(model_names):

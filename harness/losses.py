@@ -1,6 +1,6 @@
 """Distillation losses of the papers, for the pretraining engine.
 
-SReT trains with soft labels only (spec §2.9, §4.2): no one-hot term, the teacher's (RegNetY-16GF) softmax is
+SReT trains with soft labels only (Sec. 5.1, Eq. 17, Table 7): no one-hot term, the teacher's (RegNetY-16GF) softmax is
 the target of the student's single head. Eq. 17 is the soft cross-entropy ``-Σ_c p_T log p_S`` averaged over
 the batch; it differs from ``KL(p_T‖p_S)`` only by the teacher's entropy, which does not depend on the student,
 so both give the same gradients. :class:`SoftLabelKDLoss` returns the KL by default (0 when the student matches
@@ -13,7 +13,7 @@ Student outputs the losses accept (whatever the model returns in training mode):
   ``*_distilled_*`` models in distilled training, SReT built with ``distill_head=True``): the teacher term uses
   the distillation output, as DeiT does;
 * a NamedTuple of branch logits, e.g. ``models.sret.MixedDepthLogits(deep, shallow)`` — mixed-depth training:
-  the loss is computed for every branch and summed (spec §2.7 [assumption]).
+  the loss is computed for every branch and summed (App. B leaves the fusion open; [ASSUMED], docs/sret.md).
 
 A teacher that returns a tuple (a distilled teacher in training mode) is reduced to the mean of its outputs.
 """
@@ -52,7 +52,7 @@ class SoftLabelKDLoss(nn.Module):
     """Soft-label distillation (SReT Eq. 17): teacher softmax as the target, no ground-truth term.
 
     Args:
-        temperature: T; both distributions are ``softmax(logits / T)``. The paper does not state T (spec §8.11);
+        temperature: T; both distributions are ``softmax(logits / T)``. The paper does not state T (docs/sret.md);
             1 is its default. The loss is multiplied by T² so that gradient sizes do not shrink with T
             (Hinton et al.); at T = 1 the factor is 1.
         form: ``"kl"`` (default) — ``KL(p_T‖p_S)`` per sample, batch mean; ``"cross_entropy"`` — Eq. 17 exactly,
@@ -97,7 +97,7 @@ class HardDistillationLoss(nn.Module):
     """"GT one-hot + hard distillation" (DeiT), SReT's comparison baseline (Table 3, Fig. 10(1)).
 
     ``0.5·CE(cls, y) + 0.5·CE(dist, argmax teacher)``. With a single-head student (SReT has no distillation
-    token) both terms use the same logits [assumption, spec §2.9]; with a ``(cls, dist)`` pair each head gets
+    token) both terms use the same logits [ASSUMED, docs/sret.md]; with a ``(cls, dist)`` pair each head gets
     its term, as in DeiT. ``base_criterion`` (default: cross-entropy) handles ``y`` — pass timm's
     ``SoftTargetCrossEntropy`` when ``y`` is a mixup soft target.
 

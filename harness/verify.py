@@ -86,7 +86,7 @@ class RowContext:
 
 
 def count_layers(model: nn.Module) -> int:
-    """#Layers as StepsNet's Table 1 counts them (its spec §7.2), for any model.
+    """#Layers as StepsNet's Table 1 counts them (Sec. 4 and Appendix B; docs/stepsnet.md), for any model.
 
     Every conv or linear layer counts one, and every attention (the q@kᵀ/attn@v products) counts one, so a
     Transformer block is 5 layers (qkv, attention, proj, fc1, fc2). ResNet's 1×1 projection shortcuts

@@ -14,7 +14,7 @@ HORESNET58_RK4 = CONFIGS / "horesnet/horesnet58-rk4_1xb128-260e_cifar10.py"
 
 def test_base_inheritance_gives_the_spec_recipe():
     cfg = load_config(HORESNET58_RK4)
-    # HO-ResNet spec §4.1: SGD momentum 0.9 without Nesterov, lr 0.1, wd 1e-4, milestones 100/150/200/230,
+    # HO-ResNet §3.1: SGD momentum 0.9 without Nesterov, lr 0.1, wd 1e-4, milestones 100/150/200/230,
     # gamma 0.1, 260 epochs, batch 128, AutoAugment with the CIFAR-10 policy, no label smoothing.
     assert cfg.optim.opt == "momentum" and cfg.optim.lr == 0.1 and cfg.optim.weight_decay == 1e-4
     assert cfg.optim.lr_base_batch is None
@@ -80,7 +80,7 @@ def test_missing_config_file_is_one_line():
 def test_learning_rate_sweep_definition():
     cfg = load_config(CONFIGS / "horesnet/horesnet86_lr-sweep_cifar10.py")
     points = sweep_points(cfg)
-    # spec §4.3: 4 schemes (Euler, mid-point, RK4 (82 layers), Verner) x the 10 suggested learning rates
+    # HO-ResNet §3.3/Fig. 9 (grid: docs/horesnet.md): 4 schemes (Euler, mid-point, RK4 (82 layers), Verner) x the 10 suggested learning rates
     assert len(points) == 4 * 10
     names = {dict(p.split("=", 1) for p in overrides)["model.name"] for _, overrides in points}
     assert names == {"'horesnet86_euler'", "'horesnet86_midpoint'", "'horesnet82_rk4'", "'horesnet86_verner'"}
@@ -124,7 +124,7 @@ def learning_rates(cfg, epochs, updates_per_epoch=10):
 
 
 def test_horesnet_schedule_matches_the_paper_epoch_by_epoch():
-    # spec §4.1: lr 0.1 for epochs 0-99, 1e-2 for 100-149, 1e-3 for 150-199, 1e-4 for 200-229, 1e-5 for 230-259
+    # HO-ResNet §3.1: lr 0.1 for epochs 0-99, 1e-2 for 100-149, 1e-3 for 150-199, 1e-4 for 200-229, 1e-5 for 230-259
     rates = learning_rates(load_config(HORESNET58_RK4), [0, 99, 100, 149, 150, 199, 200, 229, 230, 259])
     assert rates == pytest.approx([0.1, 0.1, 1e-2, 1e-2, 1e-3, 1e-3, 1e-4, 1e-4, 1e-5, 1e-5])
 

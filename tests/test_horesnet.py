@@ -1,6 +1,6 @@
 """HO-ResNet (models/horesnet.py): the tableaux as ODE solvers, the block's wiring, the registered networks and
-the paper-table rows. Reference numbers come from the spec (shared/specs/horesnet.md) and the literature
-orders of the methods, never from running the code under test."""
+the paper-table rows. Reference numbers come from the paper (docs/horesnet.md for what it leaves open) and the
+literature orders of the methods, never from running the code under test."""
 from __future__ import annotations
 
 import math

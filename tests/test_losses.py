@@ -25,7 +25,7 @@ def test_cross_entropy_form_is_eq17_and_equals_kl_plus_teacher_entropy():
     ce_by_hand = -(0.75 * math.log(0.5) + 0.25 * math.log(0.5))  # -Σ p_T log p_S = ln 2
     loss = SoftLabelKDLoss(form="cross_entropy")(STUDENT, TEACHER).item()
     assert loss == pytest.approx(ce_by_hand, abs=1e-6)
-    assert loss == pytest.approx(KL_BY_HAND + TEACHER_ENTROPY, abs=1e-6)  # spec §7.16
+    assert loss == pytest.approx(KL_BY_HAND + TEACHER_ENTROPY, abs=1e-6)  # Eq. 17 = KL + H(p_T)
 
 
 def test_temperature_softens_both_and_scales_by_t_squared():

@@ -1,7 +1,7 @@
 """ScaleNet (models/scalenet.py): weight-shared depth expansion, adjustments, tying through save/load and
 distributed wrappers, the WSPT growth schedule, the baselines, the registered variants and the paper-table rows.
 
-Expected numbers come from the spec (shared/specs/scalenet.md, § cited) or from independent arithmetic, never
+Expected numbers come from the paper (section cited; docs/scalenet.md) or from independent arithmetic, never
 from running the code under test. Functional checks compare against models the tests build themselves."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SReT models (models/sret.py) against shared/specs/sret.md: counts, mechanism, checkpoints, determinism.
+"""SReT models (models/sret.py) against the paper and docs/sret.md: counts, mechanism, checkpoints, determinism.
 
 Expected numbers come from the spec (§3, §7) or from reasoning written out here, never from running the code.
 Real forward passes use tiny inputs (32² images: 16/4/1 tokens per stage) to stay fast on CPU.

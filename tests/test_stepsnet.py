@@ -1,7 +1,7 @@
 """StepsNet (models/stepsnet.py): the macro, every registered variant, the Table 6/7 hooks and the audit.
 
-Expected numbers come from the paper and from the reproduction spec's analytic counts (specs/stepsnet.md
-§7.3/§7.4), never from running this code.
+Expected numbers come from the paper and from analytic counts of its architectures (docs/stepsnet.md),
+never from running this code.
 """
 import pytest
 import timm

@@ -1,4 +1,4 @@
-"""TransNeXt (models/transnext.py) against the paper, the spec (shared/specs/transnext.md §7) and a slow
+"""TransNeXt (models/transnext.py) against the paper, docs/transnext.md and a slow
 per-query reference (tests/transnext_reference.py)."""
 from __future__ import annotations
 

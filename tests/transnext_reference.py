@@ -1,6 +1,6 @@
 """Slow, obvious reference of TransNeXt's attention mixers, for tests only.
 
-Written from the paper's equations (10-14) and the spec (shared/specs/transnext.md §2.2-2.4), one query at
+Written from the paper's equations (10-14) and Sec. 3 (docs/transnext.md), one query at
 a time, sharing nothing with models/transnext.py but the module's parameters: every query gathers its own
 window keys and the pooled keys, computes its own relative coordinates and log-CPB bias, and takes one
 softmax over the concatenation (the Appendix-A "concat" form). Python loops over positions are the point.

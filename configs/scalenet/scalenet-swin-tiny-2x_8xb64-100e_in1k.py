@@ -1,5 +1,5 @@
 # ScaleNet: swin_tiny_patch4_window7_224 expanded 2x in depth by weight sharing (order 'stack') with rank-16 parallel
-# adapters, then trained 100 epochs on ImageNet-1K (spec §2.6/§4.1). The trainable set follows §2.6 (expand's
+# adapters, then trained 100 epochs on ImageNet-1K (paper Sec. III-C/IV-A). The trainable set follows Sec. III-C (expand's
 # trainable='spec': DeiT-T/S all parameters, DeiT-B/Swin adapters + LayerNorms); the optimizer gets only trainable
 # parameters. Set model.pretrained to the ImageNet-1K-only base weights (official DeiT/Swin files or a run's
 # best.pth).

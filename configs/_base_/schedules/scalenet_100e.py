@@ -1,4 +1,4 @@
-# ScaleNet's ImageNet recipe for the expanded model (spec §4.1): AdamW, peak lr 2e-4 cosine to 2e-6, 100 epochs,
+# ScaleNet's ImageNet recipe for the expanded model (paper Sec. IV-A): AdamW, peak lr 2e-4 cosine to 2e-6, 100 epochs,
 # global batch 512 (8 x 64, no linear scaling needed), Swin's other defaults [assumed]: wd 0.05, eps 1e-8,
 # clip 5.0, warm-up 5 epochs from 5e-7 (not stated for 100 epochs), no EMA; Swin augmentation (no repeated aug).
 _base_ = ['./swin_300e.py']

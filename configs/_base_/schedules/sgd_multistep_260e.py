@@ -1,4 +1,4 @@
-# HO-ResNet's CIFAR-10 recipe (spec §4.1): SGD momentum 0.9 (no Nesterov: timm's 'momentum'), lr 0.1, weight
+# HO-ResNet's CIFAR-10 recipe (paper §3.1): SGD momentum 0.9 (no Nesterov: timm's 'momentum'), lr 0.1, weight
 # decay 1e-4 on every parameter, MultiStepLR x0.1 at epochs 100/150/200/230 stepped per epoch, no warm-up,
 # 260 epochs, batch 128, plain cross-entropy.
 _base_ = ['../default_runtime.py']
@@ -13,7 +13,7 @@ optim = dict(
     momentum=0.9,
     eps=None,
     betas=None,
-    filter_bias_and_bn=False,   # decay on BN and the step size h too (spec: the plausible default)
+    filter_bias_and_bn=False,   # decay on BN and the step size h too (the paper does not say; docs/horesnet.md)
     layer_decay=None,
 )
 sched = dict(
