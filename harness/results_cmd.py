@@ -74,20 +74,27 @@ def _validate(args):
     for path in args.bench or []:
         if not Path(path).is_file():
             raise DepthbenchError(f"--bench {path}: no such file (a CSV from depthbench bench or timm's benchmark.py)")
+    args.bench_frame = _bench_frames(args.bench or [], strict=True)  # read now: bad input fails before the audit
     return tables
 
 
-def _bench_frames(paths):
+def _bench_frames(paths, strict: bool):
+    """The throughput CSVs in timm's benchmark schema; ``strict``: a bad file is an error, else it is skipped."""
     import pandas as pd
 
     frames = []
     for path in paths:
         try:
             frame = pd.read_csv(path)
-        except (ValueError, pd.errors.ParserError) as e:
-            raise DepthbenchError(f"--bench {path} is not a CSV ({str(e).splitlines()[0]})") from None
-        if {"model", "infer_samples_per_sec"} <= set(frame.columns):  # timm's benchmark schema; others skipped
+        except (OSError, ValueError, pd.errors.ParserError) as e:
+            if strict:
+                raise DepthbenchError(f"--bench {path} is not a CSV ({str(e).splitlines()[0]})") from None
+            continue
+        if {"model", "infer_samples_per_sec"} <= set(frame.columns):
             frames.append(frame)
+        elif strict:
+            raise DepthbenchError(f"--bench {path} has no 'model' and 'infer_samples_per_sec' columns "
+                                  "(timm's benchmark CSV, as depthbench bench --out writes it)")
     return pd.concat(frames) if frames else None
 
 
@@ -110,8 +117,8 @@ def main(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    bench_paths = args.bench or sorted(Path("results/bench").glob("*.csv")) + sorted(
-        Path("benchmarks/results").glob("*/*.csv"))  # where `depthbench bench --out` results are kept
+    bench = args.bench_frame if args.bench else _bench_frames(  # where `depthbench bench --out` results are kept
+        sorted(Path("results/bench").glob("*.csv")) + sorted(Path("benchmarks/results").glob("*/*.csv")), strict=False)
     if args.status:
         text = status_text(views)
         print(text, end="")
@@ -122,12 +129,12 @@ def main(args) -> int:
 
         diagnose_csvs = [Path(p) / "shortcut_ratio.csv" for p in frame.get("path", [])
                          if (Path(p) / "shortcut_ratio.csv").is_file()]
-        pages = report.build(views, frame, problems, out, _bench_frames(bench_paths), diagnose_csvs)
+        pages = report.build(views, frame, problems, out, bench, diagnose_csvs)
         print(f"wrote {len(pages)} pages and their figures to {out}/ — open {out / 'index.html'}")
     else:
         _write_tables(views, args.format, out, render)
         if out:
-            _write_figures(views, frame, out, _bench_frames(bench_paths))
+            _write_figures(views, frame, out, bench)
     print(problems.summary() if len(problems) else f"{len(frame)} run(s) collected from {', '.join(map(str, roots))}",
           file=sys.stderr)
     return 0

@@ -387,6 +387,8 @@ def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
         (("--format", "html"), "give --out DIR"),
         (("--file", tmp_path / "nope.yaml"), "no such tables file"),
         (("--out", tmp_path / "o" / "results.csv"), "is a file"),
+        (("--bench", tmp_path / "o" / "results.csv"), "has no 'model' and 'infer_samples_per_sec' columns"),
+        (("--bench", tmp_path / "missing.csv"), "--bench"),
     ]:
         code, out, err = depthbench(capsys, *args)
         lines = err.strip().splitlines()
