@@ -521,7 +521,7 @@ class HOResNet(nn.Module):
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> dict:
-        return dict(stem=r"^conv1|bn1", blocks=r"^layer1\.(\d+)" if coarse else r"^layer1\.(\d+)\.stages\.(\d+)")
+        return dict(stem=r"^conv1|^bn1", blocks=r"^layer1\.(\d+)" if coarse else r"^layer1\.(\d+)\.stages\.(\d+)")
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
