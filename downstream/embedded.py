@@ -11,7 +11,8 @@ sets are generated deterministically (same files, byte for byte, on every machin
 - ``ade-shapes``: ADE20K-format semantic segmentation: ``images/{training,validation}/*.jpg`` and
   ``annotations/{training,validation}/*.png`` label maps with ADE's convention (0 = unlabelled, class ``i``
   stored as ``i + 1``, read with ``reduce_zero_label=True``) for five classes (background and the four
-  shapes, which may overlap here: the label map is what was painted last). ``EmbeddedADE20KDataset`` is
+  shapes, which may overlap here: the label map is what was painted last; each shape class is filled with its
+  own texture, a tinted crop of one of ``ADE_TEXTURES``, on crops of the other photographs). ``EmbeddedADE20KDataset`` is
   ADE20K's dataset class with these classes.
 
 Sets are cached under ``$DEPTHBENCH_CACHE/data`` (default ``~/.cache/depthbench/data``), one folder per set
@@ -37,13 +38,16 @@ import numpy as np
 from harness.errors import DepthbenchError
 
 SCHEME = "embedded://"
-VERSION = 1  # bump when the generator's output changes; the cache folder name carries it
+VERSION = 2  # bump when the generator's output changes; the cache folder name carries it
 COCO_SHAPES_CLASSES = ("ellipse", "triangle", "rectangle", "star")
 ADE_SHAPES_CLASSES = ("background",) + COCO_SHAPES_CLASSES
 ADE_SHAPES_PALETTE = [[120, 120, 120], [220, 20, 60], [0, 130, 230], [250, 170, 30], [60, 180, 75]]
 # scikit-image's photographs that are bundled with the package (no download); colour and grey-level
 PHOTOS = ("astronaut", "brick", "camera", "cat", "coffee", "coins", "grass", "gravel", "hubble_deep_field",
           "immunohistochemistry", "moon", "retina", "rocket")
+# ade-shapes: each shape class is filled with its own texture (a tinted crop of one of these photographs), as
+# semantic classes have characteristic appearance; its backgrounds come from the other photographs
+ADE_TEXTURES = ("brick", "grass", "gravel", "coins")
 SETS = {
     # name: image side, images per split (train, val)
     "coco-shapes": dict(size=128, train=400, val=100),
@@ -110,14 +114,14 @@ def resolve_embedded_roots(cfg) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- drawing
-def _photos() -> list[np.ndarray]:
+def _photos(names=PHOTOS) -> list[np.ndarray]:
     try:
         from skimage import data
     except ImportError:
         raise DepthbenchError("the embedded detection/segmentation data needs scikit-image's sample photographs; "
                               "install it (make setup, or pip install scikit-image)") from None
     photos = []
-    for name in PHOTOS:
+    for name in names:
         img = np.asarray(getattr(data, name)())
         if img.ndim == 2:
             img = np.repeat(img[..., None], 3, axis=2)
@@ -157,8 +161,9 @@ def _shape_polygon(rng: np.random.Generator, cls: int, cx: float, cy: float, r: 
     return pts @ rot.T * r + np.array([cx, cy])
 
 
-def _paint(img: np.ndarray, poly: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Fill ``poly`` on ``img`` with a random colour under a linear shading; returns the filled mask."""
+def _paint(img: np.ndarray, poly: np.ndarray, rng: np.random.Generator, texture: np.ndarray | None = None) -> np.ndarray:
+    """Fill ``poly`` on ``img`` with a random colour under a linear shading, or modulating ``texture`` (an
+    image of ``img``'s size); returns the filled mask."""
     from PIL import Image, ImageDraw
 
     h, w = img.shape[:2]
@@ -169,6 +174,8 @@ def _paint(img: np.ndarray, poly: np.ndarray, rng: np.random.Generator) -> np.nd
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     direction = rng.normal(size=2)
     shade = 1 + 0.25 * np.tanh((xx * direction[0] + yy * direction[1]) / max(h, w))
+    if texture is not None:
+        shade = 0.3 + 1.2 * texture.mean(axis=2) / 255.0
     fill = np.clip(colour[None, None] * shade[..., None] + rng.normal(0, 6, (h, w, 3)), 0, 255)
     img[mask] = fill[mask].astype(np.uint8)
     return mask
@@ -236,7 +243,8 @@ def generate_ade(root: Path, size: int, train: int, val: int) -> None:
     """ADE20K-format semantic segmentation (see the module docstring) under ``root``."""
     from PIL import Image
 
-    photos = _photos()
+    photos = _photos(tuple(p for p in PHOTOS if p not in ADE_TEXTURES))
+    textures = _photos(ADE_TEXTURES)
     for split, folder, count in (("train", "training", train), ("val", "validation", val)):
         rng = np.random.default_rng(_seed("ade-shapes", split))
         (root / "images" / folder).mkdir(parents=True)
@@ -247,7 +255,8 @@ def generate_ade(root: Path, size: int, train: int, val: int) -> None:
             for _ in range(rng.integers(1, 6)):
                 cx, cy, r, _box = _place(rng, size, [], allow_overlap=True, r_range=(0.08 * size, 0.3 * size))
                 cls = int(rng.integers(len(COCO_SHAPES_CLASSES)))
-                mask = _paint(img, _shape_polygon(rng, cls, cx, cy, r), rng)
+                texture = _background(rng, textures[cls:cls + 1], size)
+                mask = _paint(img, _shape_polygon(rng, cls, cx, cy, r), rng, texture=texture)
                 label[mask] = cls + 2
             name = f"ADE_{split}_{i:08d}"
             Image.fromarray(img).save(root / "images" / folder / f"{name}.jpg", quality=95)

@@ -274,7 +274,16 @@ def run_finetune(cfg, work_dir: Path, resume_from: Path | None, args) -> int:
     except BaseException as e:
         _mark_failed(RunDir, work_dir, e)
         raise
+    finally:
+        close_distributed()
     return 0
+
+
+def close_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def build_runner(cfg):
@@ -357,7 +366,9 @@ def test_main(args) -> int:
         raise
     from mmengine.dist import is_main_process
 
-    if is_main_process():
+    main = is_main_process()
+    close_distributed()
+    if main:
         numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
         print(json.dumps(numbers) if args.json else
               "  ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + f"  ({work_dir})")

