@@ -552,8 +552,14 @@ def _check_out(path: str | None) -> list[dict]:
     ancestor = out.parent
     while not ancestor.exists():
         ancestor = ancestor.parent
-    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
-        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor}; choose a writable path")
+    try:  # really create a file there (os.access says yes to root on read-only or virtual file systems)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
+            pass
+    except OSError as e:
+        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a "
+                              f"writable path") from None
     if not out.exists():
         return []
     try:
@@ -578,8 +584,12 @@ def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=columns)
     writer.writeheader()
     writer.writerows(old_rows + rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(Path(path), buffer.getvalue())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(path), buffer.getvalue())
+    except OSError as e:  # the disk filled up or the folder went away during the run; the table was printed
+        raise DepthbenchError(f"cannot write {path}: {e.strerror or e}; the results are printed above",
+                              exit_code=1) from None
 
 
 def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
@@ -627,11 +637,15 @@ def resolve(args) -> tuple[list[Participant], list[Pair]]:
             p.kwargs = {**p.kwargs, **kwargs}
             if args.input_size:
                 p.input_size = input_size_of(p.name, args.input_size)
+    # `key=value` words after the model names are config overrides (argparse hands them over as model names)
+    names = [m for m in args.models if "=" not in m]
+    overrides = list(args.overrides) + [m for m in args.models if "=" in m]
     if args.config:
-        participants.append(participant_from_config(args.config, args.overrides, kwargs, args.input_size))
-    elif args.overrides:
-        raise DepthbenchError(f"key=value overrides ({' '.join(args.overrides)}) need --config")
-    for name in args.models:
+        participants.append(participant_from_config(args.config, overrides, kwargs, args.input_size))
+    elif overrides:
+        raise DepthbenchError(f"key=value overrides ({' '.join(overrides)}) need --config; model keywords go "
+                              f"after --model-kwargs")
+    for name in names:
         participants.append(Participant(name, dict(kwargs), input_size_of(name, args.input_size, kwargs)))
     for p in participants:
         if p.input_size is None or None in p.input_size:
@@ -668,7 +682,8 @@ def main(args) -> int:
         except Exception as e:
             raise DepthbenchError(f"model {p.label} does not run on {'x'.join(map(str, p.input_size))} inputs: "
                                   f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-                                  f"; choose another --input-size") from None
+                                  f"; choose another --input-size, or pass the size to the model (--model-kwargs "
+                                  f"img_size={p.input_size[-1]})") from None
     by_label = {p.label: p for p in participants}
     info = machine(args.device, threads, cores)
     amp = AMP_DTYPES.get(args.amp)
@@ -759,7 +774,7 @@ def format_table(rows: list[dict], modes) -> str:
             mem = r.get(f"{m}_peak_mem_mb")
             lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
                          f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
-                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.2f} {r[f'{m}_gflops']:8.1f} "
+                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
                          f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}'}")
     first = rows[0]
     peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))

@@ -145,6 +145,9 @@ def test_pairs_report_ratios_with_claims(capsys, monkeypatch):
     (["bench", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
     (["bench", "resnet18", "--threads", "999"], "--threads 999: this process may use"),
     (["bench"], "name at least one model"),
+    (["bench", "resnet18", "model.width=3"], "key=value overrides (model.width=3) need --config"),
+    (["bench", "--config", DIGITS_HORESNET, "model.widht=8"], "unknown config key 'model.widht'"),
+    (["bench", "steps_deit_small", "--input-size", "100"], "--model-kwargs img_size=100"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert cli_main(argv) == 2
