@@ -511,7 +511,15 @@ def slurm_states(job_ids: set[str]) -> tuple[dict, str]:
     if shutil.which("squeue") is None:
         return states, "no squeue on PATH: Slurm states unknown, run states from the run directories"
     ids = ",".join(sorted(job_ids))
-    out = _run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ids])
+    try:
+        queue = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ids], capture_output=True, text=True,
+                               timeout=30)
+    except subprocess.TimeoutExpired:
+        return states, "squeue did not answer within 30 s: Slurm states unknown"
+    if queue.returncode != 0 and "Invalid job id" not in queue.stderr:  # all jobs gone from the queue: that error
+        problem = (queue.stderr.strip().splitlines() or [f"exit code {queue.returncode}"])[-1]
+        return states, f"squeue failed ({problem}): Slurm states unknown, run states from the run directories"
+    out = queue.stdout
     for line in (out or "").splitlines():
         key, _, state = line.partition("|")
         states[key.strip()] = (state.strip(), None)
@@ -638,11 +646,15 @@ def cancel_main(args) -> int:
         what = f"job {job} ({_short(str(path))})"
     if shutil.which("scancel") is None:
         raise DepthbenchError("scancel is not on PATH: run this on the cluster's login node")
-    info = _run(["scontrol", "-o", "show", "job", job])  # scancel itself exits 0 on unknown jobs
-    if info is None:
-        raise DepthbenchError(f"Slurm does not know job {job} (a typo, or it ended long ago); `depthbench jobs` lists "
-                              "the submitted runs")
-    states = set(re.findall(r"JobState=(\S+)", info))
+    # scancel itself exits 0 on unknown jobs: look the job up first
+    lookup = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=60)
+    if lookup.returncode != 0:
+        problem = (lookup.stderr.strip().splitlines() or [f"exit code {lookup.returncode}"])[-1]
+        if "Invalid job id" in problem:
+            raise DepthbenchError(f"Slurm does not know job {job} (a typo, or it ended long ago); `depthbench jobs` "
+                                  "lists the submitted runs")
+        raise DepthbenchError(f"cannot ask Slurm about job {job}: {problem}")
+    states = set(re.findall(r"JobState=(\S+)", lookup.stdout))
     if states and states <= FINISHED:
         raise DepthbenchError(f"job {job} has already ended ({', '.join(sorted(states))}); nothing to cancel")
     out = subprocess.run(["scancel", job], capture_output=True, text=True, timeout=60)
