@@ -721,7 +721,8 @@ class RecursiveVisionTransformer(VisionTransformer):
         depth = len(self.blocks)
         self.nlls = None
         if nll_ratio:
-            self.nlls = nn.ModuleList(NonLinearProjection(self.embed_dim, nll_ratio, lrc=lrc)
+            dd = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
+            self.nlls = nn.ModuleList(NonLinearProjection(self.embed_dim, nll_ratio, lrc=lrc, **dd)
                                       for _ in range(depth * loops))
 
     def _schedule(self, loops: int) -> list[int]:
@@ -796,8 +797,9 @@ class LRCMixerBlock(MixerBlock):
 
     def __init__(self, dim: int, seq_len: int, *args, lrc: str = "both", **kwargs):
         super().__init__(dim, seq_len, *args, **kwargs)
-        self.coefficient1, self.coefficient2 = _coefficients(lrc)
-        self.coefficient3, self.coefficient4 = _coefficients(lrc)
+        dd = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
+        self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
+        self.coefficient3, self.coefficient4 = _coefficients(lrc, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.coefficient1(x) + self.coefficient2(
