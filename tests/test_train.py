@@ -257,13 +257,25 @@ def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, ca
     run = tmp_path / "run"
     run.mkdir()  # a run directory whose first attempt was killed before its first checkpoint: it starts anew
     (run / "metrics.jsonl").write_text(json.dumps({"kind": "train", "epoch": 0, "global_step": 7}) + "\n")
-    # the preset, shortened to 4 epochs (lr decay at epoch 3); the full preset reaches ~99 %
-    train(env, run, overrides=["epochs=4", "sched.decay_milestones=[3]"])
+    # the preset, shortened to 4 epochs (lr decay at epoch 3); the full preset reaches ~99 %. In this process,
+    # through the programmatic entry point the Slurm/results code calls (harness.train.run, CONTRACTS.md)
+    from harness.train import run as train_run
+
+    for name in ("OMP_NUM_THREADS", "DEPTHBENCH_DATA"):
+        monkeypatch.setenv(name, env[name])
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        result = train_run(PRESET, work_dir=run, overrides=["epochs=4", "sched.decay_milestones=[3]"])
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert (result.status, result.exit_code, result.run_dir) == ("done", 0, run)
     assert curve(run)[0]["global_step"] == 5  # log_interval 5: the stale step-7 line is gone
     evals = [r for r in curve(run) if r["kind"] == "eval"]
     best = max(evals, key=lambda r: r["top1"])
     assert best["top1"] > 60.0  # 10 classes: chance is 10 %
     assert best["images"] == 360  # the whole validation split
+    assert result.best_metric == pytest.approx(best["top1"])
     epochs = [r for r in curve(run) if r["kind"] == "epoch"]
     assert len(epochs) == 4 and epochs[-1]["train_top1"] > epochs[0]["train_top1"]
     assert (run / "best.pth").exists() and (run / "config.py").exists()
