@@ -40,3 +40,50 @@ def test_exclusions_name_the_test_kind():
     assert timm_suite.exclusion("test_model_forward_torchscript", "transnext_tiny")
     assert timm_suite.exclusion("test_model_forward_fx", "transnext_tiny") is None
     assert timm_suite.exclusion("test_model_forward", "SReT_T") is None
+
+
+def _setup_env(monkeypatch, cache):
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "tools" / "setup_env.py"
+    spec = importlib.util.spec_from_file_location("setup_env_for_timm_tests", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "CACHE", cache)
+    monkeypatch.setattr(module, "pip", lambda *a, **k: pytest.fail("the sdist is cached; nothing to download"))
+    return module
+
+
+def _sdist(path, version, files):
+    import io
+    import tarfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"timm-{version}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_setup_unpacks_only_timms_tests_from_the_pinned_sdist(monkeypatch, tmp_path):
+    setup_env = _setup_env(monkeypatch, tmp_path)
+    version = setup_env.pinned_version("timm")
+    assert version == timm.__version__  # the suite matches the installed timm
+    _sdist(tmp_path / "sdist" / f"timm-{version}.tar.gz", version,
+           {"tests/test_models.py": "def test_x(): pass\n", "tests/conftest.py": "", "timm/__init__.py": ""})
+    setup_env.ensure_timm_tests()
+    tests = tmp_path / "timm-tests" / f"timm-{version}" / "tests"
+    assert (tests / "test_models.py").read_text() == "def test_x(): pass\n"
+    assert not (tmp_path / "timm-tests" / f"timm-{version}" / "timm").exists()
+    setup_env.ensure_timm_tests()  # a second setup is a no-op
+
+
+def test_setup_refuses_an_sdist_without_the_model_tests(monkeypatch, tmp_path):
+    setup_env = _setup_env(monkeypatch, tmp_path)
+    version = setup_env.pinned_version("timm")
+    _sdist(tmp_path / "sdist" / f"timm-{version}.tar.gz", version, {"timm/__init__.py": ""})
+    with pytest.raises(setup_env.SetupError, match="has no .*test_models.py; delete it and re-run make setup"):
+        setup_env.ensure_timm_tests()
