@@ -94,6 +94,8 @@ def load_config(path: str | Path):
 
     from downstream import backbone  # noqa: F401  (registers DepthbenchBackbone)
 
+    _memoize_package_config_index()
+
     if str(path).startswith(("mmdet::", "mmseg::")):
         from mmengine.hub import get_config
 
@@ -108,6 +110,27 @@ def load_config(path: str | Path):
     cfg = Config.fromfile(str(path))
     init_default_scope(cfg.get("default_scope", "mmdet"))
     return cfg
+
+
+def _memoize_package_config_index() -> None:
+    """MMEngine 0.10.7 parses every metafile of mmdet/mmseg (~50 YAML files, ~1 s) for each ``mmdet::``/``mmseg::``
+    base a config names (and then falls back to the plain path: its lookup never matches a name given with
+    ``.py``). The files belong to the installed package, so each is parsed once per process here."""
+    import mmengine.config.utils as config_utils
+
+    if getattr(config_utils.load, "memoized", False):
+        return
+    parse, parsed = config_utils.load, {}
+
+    def load(file, *args, **kwargs):
+        if args or kwargs or not isinstance(file, str) or ".mim" not in file:
+            return parse(file, *args, **kwargs)
+        if file not in parsed:
+            parsed[file] = parse(file)
+        return parsed[file]
+
+    load.memoized = True
+    config_utils.load = load
 
 
 def _without_weights(model_cfg) -> dict:
@@ -191,12 +214,18 @@ def count_model_flops(model: nn.Module, size: tuple[int, int]) -> int:
     return count_flops(_FlopsForward(model), inputs=(image,)).total
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=None)
+def meta_model(config: str) -> nn.Module:
+    """:func:`build_model` on the meta device, once per config and process (no weights: cheap to keep)."""
+    return build_model(config)
+
+
+@functools.lru_cache(maxsize=None)
 def measure(config: str, what: str) -> float:
     """``what`` = 'params' (millions) or 'flops' (G, at the size of the config's task) of a config's model."""
     from harness.flops import count_params
 
-    model = build_model(config)
+    model = meta_model(config)
     if what == "params":
         return count_params(model) / 1e6
     size = SEG_FLOPS_SIZE if hasattr(model, "decode_head") else DET_FLOPS_SIZE
