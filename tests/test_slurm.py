@@ -271,6 +271,17 @@ def test_dry_run_paper_table_rows(runs, fake_datasets):
     assert re.search(r"^ +1\) NAME=Steps-ResNet-18$", script, re.M)
 
 
+def test_dry_run_fine_tuning_config(runs):
+    """A downstream (MMDetection) config runs `depthbench finetune` through the same template and rank logic."""
+    det = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
+    script = dry_run(det, "train_cfg.max_iters=10", "--ntasks-per-node", 2)
+    check_rank_logic(script, nodes=1, tasks_per_node=2)
+    (work_dir, cmd), = element_commands(script).values()
+    assert cmd == ["python", "-m", "harness.cli", "finetune", det, "--work-dir", "$WORK_DIR", "--resume", "auto",
+                   "train_cfg.max_iters=10"]
+    assert work_dir.startswith("$DEPTHBENCH_RUNS/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco/$RUN_ID")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--time", "2", "--warning", "90"], "--time 2 (120 s) is too short for the 90 s checkpoint warning"),
     (["--time", "10", "--warning", "30"], "--warning 30: the run needs at least 60 s"),
