@@ -80,20 +80,22 @@ def add_parser(subparsers) -> None:
     p.add_argument("--table", metavar="PAPER:TABLE",
                    help="every row of a paper table that has a config, e.g. stepsnet:1")
     p.add_argument("--rows", action="append", metavar="NAME[,NAME...]", help="only these rows of --table")
-    p.add_argument("--nodes", type=int, default=1, help="nodes per run (default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node, one rank each (default 0: CPU)")
-    p.add_argument("--ntasks-per-node", type=int, help="ranks per node on CPU partitions (default 1)")
-    p.add_argument("--cpus-per-task", type=int, help="CPU cores per rank (data-loading workers + 1)")
-    p.add_argument("--mem", help="memory per node, e.g. 64G")
-    p.add_argument("--time", help="time limit per run: minutes, HH:MM:SS or D-HH:MM:SS (a requeue restarts it)")
-    p.add_argument("--warning", type=int, default=120,
+    p.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes per run (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+                   help="GPUs per node, one rank each (default 0: CPU)")
+    p.add_argument("--ntasks-per-node", type=int, metavar="T", help="ranks per node on CPU partitions (default 1)")
+    p.add_argument("--cpus-per-task", type=int, metavar="C", help="CPU cores per rank (data-loading workers + 1)")
+    p.add_argument("--mem", metavar="SIZE", help="memory per node, e.g. 64G")
+    p.add_argument("--time", metavar="LIMIT",
+                   help="time limit per run: minutes, HH:MM:SS or D-HH:MM:SS (a requeue restarts it)")
+    p.add_argument("--warning", type=int, default=120, metavar="SECONDS",
                    help=f"seconds before the time limit when Slurm sends USR1 to checkpoint (>= {MIN_WARNING_S}, "
                         "default 120)")
     for name in ("partition", "account", "qos", "constraint"):
         p.add_argument(f"--{name}")
     p.add_argument("--exclusive", action="store_true", help="whole nodes")
     p.add_argument("--max-concurrent", type=int, metavar="K", help="array elements running at once (%%K)")
-    p.add_argument("--job-name", help="default: db-<experiment>, db-<paper>-table<id> or db-<sweep>")
+    p.add_argument("--job-name", metavar="NAME", help="default: db-<config>, db-<N>configs or db-<paper>-table<id>")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                    help="any other sbatch option, e.g. --sbatch=--reservation=x (repeatable)")
     p.add_argument("--engine", choices=["accelerate", "deepspeed"], help="default: each config's `engine`")
