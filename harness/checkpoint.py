@@ -228,6 +228,13 @@ def load_weights(model: torch.nn.Module, source, *, ema: bool = False, strict: b
     else:
         path = resolve_source(source)
         name, checkpoint = str(path), read_checkpoint(path)
+    return load_checkpoint_weights(model, checkpoint, name, ema=ema, strict=strict,
+                                   ignore_classifier=ignore_classifier)
+
+
+def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Mapping, name: str, *, ema: bool = False,
+                            strict: bool = True, ignore_classifier: bool = False) -> LoadReport:
+    """:func:`load_weights` for a checkpoint already read (``name`` says where it came from in messages)."""
     model_name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture") or type(model).__name__
     weights = extract_weights(checkpoint, ema=ema, source=name)
     filter_fn = getattr(sys.modules.get(type(model).__module__), "checkpoint_filter_fn", None)

@@ -166,7 +166,7 @@ def train_process(cfg, plan: RunPlan) -> int:
 
 def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
     """The training objects, with the model at the architecture and weights it resumes from."""
-    from harness.checkpoint import load_weights, read_checkpoint
+    from harness.checkpoint import load_checkpoint_weights, read_checkpoint
 
     checkpoint = read_checkpoint(plan.resume_path) if plan.resume_path else None
     model = build_model(cfg, pretrained=checkpoint is None)
@@ -177,7 +177,8 @@ def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
     for hook in hooks:
         model = hook.before_epoch(model, epoch) or model
     if checkpoint is not None:
-        load_weights(model, {"model": checkpoint["model"]})  # strict: refuses a checkpoint of another model
+        # strict: a checkpoint of another model (or other model arguments) is refused, naming every key
+        load_checkpoint_weights(model, {"model": checkpoint["model"]}, str(plan.resume_path))
         for hook in hooks:
             hook.after_load(model)
     return checkpoint, build_training(model, cfg, backend, updates_per_epoch), hooks

@@ -398,6 +398,18 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
     assert main(["train", PRESET, *TINY, "--work-dir", str(run), "--resume", "auto"]) == 2
     assert "last.pth is not a readable PyTorch state dict" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    # ... nor on a last.pth of another architecture (the config now asks for width 16)
+    import timm
+
+    import models  # noqa: F401
+    width8 = timm.create_model("horesnet10_rk4", width=8, num_classes=10).state_dict()
+    torch.save({"format": "depthbench-train/1", "engine": "accelerate", "world_size": 1, "epoch": 1,
+                "batch_in_epoch": 0, "model": width8, "optimizer": {}}, run / "last.pth")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert main(["train", PRESET, *TINY, "model.width=16", "--work-dir", str(run), "--resume", "auto"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{run / 'last.pth'} does not fit horesnet10_rk4" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 
 def test_deepspeed_optimizer_state_rebuilds_only_allow_listed_classes():
