@@ -59,7 +59,7 @@ def _figure(paths: list[Path], out_dir: Path, caption: str) -> str:
     svg = next((p for p in paths if p.suffix == ".svg"), None)
     rel = png.relative_to(out_dir).as_posix()
     link = f' (<a href="{e(svg.relative_to(out_dir).as_posix())}">SVG</a>)' if svg else ""
-    return (f'<figure><img src="{e(rel)}" alt="{e(caption)}" loading="lazy">'
+    return (f'<figure><img src="{e(rel)}" alt="{e(caption)}">'
             f"<figcaption>{e(caption)}{link}</figcaption></figure>")
 
 
