@@ -74,7 +74,8 @@ def main() -> int:
     from harness.data import SeededSamples, TrainSampler
     from harness.engine import AccelerateBackend, RunLog, TrainState, train_one_epoch
     from harness.rundir import RunDir
-    from harness.train import build_optimizer, build_scheduler
+    from harness.builders import TrainingObjects, build_optimizer, build_scheduler
+    from harness.losses import TrainingLoss
 
     cfg = Config.fromfile(str(Path(__file__).resolve().parent.parent / "configs/_base_/schedules/deit_300e.py"))
     cfg.merge_from_dict({"optim.opt": "momentum", "optim.lr": 0.01, "optim.lr_base_batch": None,
@@ -95,7 +96,7 @@ def main() -> int:
     scheduler = build_scheduler(optimizer, cfg, args.steps)
     loader = DataLoader(SeededSamples(dataset), batch_size=args.batch_size, drop_last=True,
                         sampler=TrainSampler(dataset, 0, 1, seed=0))
-    criterion = torch.nn.CrossEntropyLoss()
+    objects = TrainingObjects(model, optimizer, scheduler, None, TrainingLoss(torch.nn.CrossEntropyLoss()), None)
     state = TrainState()
     run = RunDir.create("engine-overhead", path=Path(tempfile.mkdtemp()) / "run")
     log = RunLog(run, state, True, tensorboard=True)
@@ -103,7 +104,7 @@ def main() -> int:
     def engine_epoch() -> float:
         start = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):  # the engine's log lines (still written, not shown)
-            train_one_epoch(model, criterion, loader, optimizer, scheduler, backend, state, cfg, log)
+            train_one_epoch(objects, loader, backend, state, cfg, log)
         state.epoch, state.batch_in_epoch = state.epoch + 1, 0
         return time.perf_counter() - start
 
