@@ -28,48 +28,48 @@ REPO = Path(__file__).resolve().parent.parent
 
 # (paper, table id, row name as printed) -> the config that builds the row's detector/segmentor: ours, or a
 # stock mmdet/mmseg one (``mmdet::``/``mmseg::``) for a comparison row the papers took from those model zoos
+_DET, _SEG = "configs/det/", "configs/seg/"
+_SWIN_UPERNET = "-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py"
+_MASK2FORMER = "-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py"
+_SCALENET_UPERNET = "-in1k-pre_upernet_8xb2-40k_ade20k-512x512.py"
 DENSE_CONFIGS: dict[tuple[str, str, str], str] = {
-    **{("stepsnet", "2a", name): f"configs/det/stepsnet/mask-rcnn_{arch}-p4-w7_fpn_ms-crop-1x_coco.py"
+    **{("stepsnet", "2a", name): f"{_DET}stepsnet/mask-rcnn_{arch}-p4-w7_fpn_ms-crop-1x_coco.py"
        for name, arch in [("Swin-T", "swin-t"), ("Steps-Swin-T", "steps-swin-t"), ("Swin-S", "swin-s"),
                           ("Steps-Swin-S", "steps-swin-s"), ("Swin-B", "swin-b"), ("Steps-Swin-B", "steps-swin-b")]},
-    **{("stepsnet", "2b", name): f"configs/det/stepsnet/cascade-mask-rcnn_{arch}-p4-w7_fpn_4conv1fc-giou_ms-crop-3x_coco.py"
+    **{("stepsnet", "2b", name): f"{_DET}stepsnet/cascade-mask-rcnn_{arch}-p4-w7_fpn_4conv1fc-giou_ms-crop-3x_coco.py"
        for name, arch in [("Swin-T", "swin-t"), ("Steps-Swin-T", "steps-swin-t"), ("Swin-S", "swin-s")]},
-    ("stepsnet", "3", "Swin-T"):
-        "configs/seg/stepsnet/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    ("stepsnet", "3", "Steps-Swin-T"):
-        "configs/seg/stepsnet/steps-swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    **{("transnext", "12", f"TransNeXt-{v.title()}"): f"configs/det/transnext/mask-rcnn_transnext-{v}_fpn_{amp}1x_coco.py"
+    ("stepsnet", "3", "Swin-T"): f"{_SEG}stepsnet/swin-tiny{_SWIN_UPERNET}",
+    ("stepsnet", "3", "Steps-Swin-T"): f"{_SEG}stepsnet/steps-swin-tiny{_SWIN_UPERNET}",
+    **{("transnext", "12", f"TransNeXt-{v.title()}"): f"{_DET}transnext/mask-rcnn_transnext-{v}_fpn_{amp}1x_coco.py"
        for v, amp in [("tiny", ""), ("small", ""), ("base", "amp-")]},
-    ("transnext", "12", "Swin-T"): "configs/det/stepsnet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-1x_coco.py",
-    ("transnext", "12", "Swin-S"): "configs/det/stepsnet/mask-rcnn_swin-s-p4-w7_fpn_ms-crop-1x_coco.py",
-    ("transnext", "12", "Swin-B"): "configs/det/stepsnet/mask-rcnn_swin-b-p4-w7_fpn_ms-crop-1x_coco.py",
-    ("transnext", "13", "TransNeXt-Tiny (4-scale)"): "configs/det/transnext/dino-4scale_transnext-tiny_8xb2-12e_coco.py",
-    ("transnext", "13", "TransNeXt-Tiny (5-scale)"): "configs/det/transnext/dino-5scale_transnext-tiny_8xb2-12e_coco.py",
-    ("transnext", "13", "TransNeXt-Small"): "configs/det/transnext/dino-5scale_transnext-small_8xb2-12e_coco.py",
-    ("transnext", "13", "TransNeXt-Base"): "configs/det/transnext/dino-5scale_transnext-base_8xb2-12e_coco.py",
-    **{("transnext", "14", f"TransNeXt-{v.title()}"):
-       f"configs/seg/transnext/transnext-{v}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py" for v in ("tiny", "small", "base")},
-    ("transnext", "14", "Swin-T"): "configs/seg/stepsnet/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    ("transnext", "14", "Swin-S"): "configs/seg/scalenet/swin-small-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    **{("transnext", "15", f"TransNeXt-{v.title()}"):
-       f"configs/seg/transnext/transnext-{v}-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py" for v in ("tiny", "small", "base")},
+    **{("transnext", "12", f"Swin-{s}"): f"{_DET}stepsnet/mask-rcnn_swin-{s.lower()}-p4-w7_fpn_ms-crop-1x_coco.py"
+       for s in "TSB"},
+    **{("transnext", "13", f"TransNeXt-Tiny ({n}-scale)"):
+       f"{_DET}transnext/dino-{n}scale_transnext-tiny_8xb2-12e_coco.py" for n in (4, 5)},
+    ("transnext", "13", "TransNeXt-Small"): f"{_DET}transnext/dino-5scale_transnext-small_8xb2-12e_coco.py",
+    ("transnext", "13", "TransNeXt-Base"): f"{_DET}transnext/dino-5scale_transnext-base_8xb2-12e_coco.py",
     ("transnext", "13", "Swin-L"): "mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py",
-    ("transnext", "14", "Swin-B"): "mmseg::swin/swin-base-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
+    **{("transnext", "14", f"TransNeXt-{v.title()}"):
+       f"{_SEG}transnext/transnext-{v}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py"
+       for v in ("tiny", "small", "base")},
+    ("transnext", "14", "Swin-T"): f"{_SEG}stepsnet/swin-tiny{_SWIN_UPERNET}",
+    ("transnext", "14", "Swin-S"): f"{_SEG}scalenet/swin-small{_SWIN_UPERNET}",
+    ("transnext", "14", "Swin-B"): f"mmseg::swin/swin-base{_SWIN_UPERNET}",
+    **{("transnext", "15", f"TransNeXt-{v.title()}"): f"{_SEG}transnext/transnext-{v}{_MASK2FORMER}"
+       for v in ("tiny", "small", "base")},
     ("transnext", "15", "Swin-S"): "mmseg::mask2former/mask2former_swin-s_8xb2-160k_ade20k-512x512.py",
     ("transnext", "15", "Swin-B (IN-1K)"):
         "mmseg::mask2former/mask2former_swin-b-in1k-384x384-pre_8xb2-160k_ade20k-640x640.py",
     ("transnext", "15", "Swin-B (IN-22K)"):
         "mmseg::mask2former/mask2former_swin-b-in22k-384x384-pre_8xb2-160k_ade20k-640x640.py",
-    ("scalenet", "VIII", "Swin-Tiny"): "configs/det/scalenet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py",
-    ("scalenet", "VIII", "Swin-Tiny ScaleNet"): "configs/det/scalenet/mask-rcnn_scalenet-swin-t-2x-p4-w7_fpn_1x_coco.py",
-    ("scalenet", "VIII", "Swin-Small"): "configs/det/scalenet/mask-rcnn_swin-s-p4-w7_fpn_amp-ms-crop-3x_coco.py",
-    ("scalenet", "VIII", "Swin-Small ScaleNet"): "configs/det/scalenet/mask-rcnn_scalenet-swin-s-2x-p4-w7_fpn_1x_coco.py",
-    ("scalenet", "IX", "Swin-Tiny"): "configs/seg/scalenet/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    ("scalenet", "IX", "Swin-Tiny ScaleNet"):
-        "configs/seg/scalenet/scalenet-swin-tiny-2x-in1k-pre_upernet_8xb2-40k_ade20k-512x512.py",
-    ("scalenet", "IX", "Swin-Small"): "configs/seg/scalenet/swin-small-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-    ("scalenet", "IX", "Swin-Small ScaleNet"):
-        "configs/seg/scalenet/scalenet-swin-small-2x-in1k-pre_upernet_8xb2-40k_ade20k-512x512.py",
+    ("scalenet", "VIII", "Swin-Tiny"): f"{_DET}scalenet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py",
+    ("scalenet", "VIII", "Swin-Tiny ScaleNet"): f"{_DET}scalenet/mask-rcnn_scalenet-swin-t-2x-p4-w7_fpn_1x_coco.py",
+    ("scalenet", "VIII", "Swin-Small"): f"{_DET}scalenet/mask-rcnn_swin-s-p4-w7_fpn_amp-ms-crop-3x_coco.py",
+    ("scalenet", "VIII", "Swin-Small ScaleNet"): f"{_DET}scalenet/mask-rcnn_scalenet-swin-s-2x-p4-w7_fpn_1x_coco.py",
+    ("scalenet", "IX", "Swin-Tiny"): f"{_SEG}scalenet/swin-tiny{_SWIN_UPERNET}",
+    ("scalenet", "IX", "Swin-Tiny ScaleNet"): f"{_SEG}scalenet/scalenet-swin-tiny-2x{_SCALENET_UPERNET}",
+    ("scalenet", "IX", "Swin-Small"): f"{_SEG}scalenet/swin-small{_SWIN_UPERNET}",
+    ("scalenet", "IX", "Swin-Small ScaleNet"): f"{_SEG}scalenet/scalenet-swin-small-2x{_SCALENET_UPERNET}",
 }
 
 # the verify columns measured here (harness/verify.py DENSE_MEASURES) -> what they count

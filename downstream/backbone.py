@@ -204,7 +204,8 @@ def load_backbone_weights(backbone: DepthbenchBackbone, source, ema: bool = Fals
             f"model or size?): {report.summary()}")
     unused = sorted(set(report.unexpected) & pruned)
     return (f"loaded {report.loaded} tensors from {source}"
-            + (f"; not used by the dense backbone (classifier head / final norm): {', '.join(unused)}" if unused else ""))
+            + (f"; not used by the dense backbone (classifier head / final norm): {', '.join(unused)}"
+               if unused else ""))
 
 
 # ---- ScaleNet from a trained detector/segmentor: mmdet/mmseg Swin weights -> timm Swin --------------------------
@@ -222,7 +223,8 @@ def local_checkpoint(source: str) -> str:
         try:
             torch.hub.download_url_to_file(source, path, progress=True)
         except OSError as e:
-            raise DepthbenchError(f"cannot download {source} ({e}); download it by hand and give the local path") from None
+            raise DepthbenchError(f"cannot download {source} ({e}); download it by hand and give the local "
+                                  f"path") from None
     return path
 
 
@@ -255,7 +257,8 @@ def mmdet_swin_to_timm(state_dict: dict) -> dict:
             out[f"layers.{stage + 1}.downsample.{part}.{kind}"] = value
             continue
         key = key.replace("patch_embed.projection.", "patch_embed.proj.").replace("stages.", "layers.")
-        key = key.replace("attn.w_msa.", "attn.").replace("ffn.layers.0.0.", "mlp.fc1.").replace("ffn.layers.1.", "mlp.fc2.")
+        for theirs, ours in (("attn.w_msa.", "attn."), ("ffn.layers.0.0.", "mlp.fc1."), ("ffn.layers.1.", "mlp.fc2.")):
+            key = key.replace(theirs, ours)
         out[key] = value
     return out
 
