@@ -132,13 +132,11 @@ class Audit:
     def save(self) -> None:
         if not (self.path and self.dirty):
             return
-        from harness import rundir
+        from harness.rundir import atomic_write
 
-        # the one atomic writer; renamed atomic_write_text -> atomic_write by the consolidation (issue 11)
-        write = getattr(rundir, "atomic_write", None) or rundir.atomic_write_text
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write(self.path, json.dumps(self.values, indent=0, sort_keys=True))
+            atomic_write(self.path, json.dumps(self.values, indent=0, sort_keys=True))
             self.dirty = False
         except OSError as e:  # an unwritable cache costs time, not results
             print(f"depthbench results: warning: cannot write the audit cache {self.path} ({e.strerror})",
