@@ -163,14 +163,24 @@ def build_model(path: str | Path, device: str = "meta", **backbone_overrides) ->
         return MODELS.build(model_cfg)
 
 
+# in-place value ops of weight initialisation (none changes a shape)
+_INIT_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "erfinv_", "mul_", "add_", "sub_", "div_", "clamp_",
+                       "clamp_min_", "clamp_max_", "copy_", "exp_", "log_", "sqrt_", "neg_", "abs_", "random_",
+                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_"})
+
+
 class _LinspaceOnCpu(TorchFunctionMode):
-    """``torch.linspace`` on the CPU inside a meta-device build: mmdet's/mmseg's Swin take Python numbers from
-    ``torch.linspace(...).item()`` in ``__init__`` (drop-path rates), which a meta tensor cannot give."""
+    """Inside a meta-device build: ``torch.linspace`` on the CPU (mmdet's/mmseg's Swin take Python numbers from
+    ``torch.linspace(...).item()`` in ``__init__``), and in-place ops on meta tensors skipped — weight
+    initialisation has no data to write there, and meta kernels of the random fills are slow in Python."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.linspace and kwargs.get("device") is None:
             kwargs["device"] = "cpu"
+        elif getattr(func, "__name__", "") in _INIT_OPS and args and isinstance(args[0], torch.Tensor) \
+                and args[0].is_meta:
+            return args[0]
         return func(*args, **kwargs)
 
 
