@@ -69,6 +69,9 @@ def test_frozen_stages_and_norm_eval():
     assert any(n.startswith("block1.") for n in frozen) and not any(n.startswith("block2.") for n in frozen)
     backbone.train()
     assert not backbone.model.block1[0].training and backbone.model.block2[0].training
+    resnet = DepthbenchBackbone("steps_resnet18", norm_eval=True).train()  # BatchNorm statistics stay frozen
+    norms = [m for m in resnet.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and not any(m.training for m in norms) and resnet.model.layer1[0].conv1.training
 
 
 # ---- weights ------------------------------------------------------------------------------------------------
