@@ -6,4 +6,4 @@ Importing the package registers what downstream configs need: ``DepthbenchRunner
 ``EmbeddedADE20KDataset`` (:mod:`downstream.embedded`).
 """
 from . import mmengine_compat  # noqa: F401  (registrations)
-from . import embedded, hooks  # noqa: F401,E402  (registrations)
+from . import backbone, embedded, hooks  # noqa: F401,E402  (registrations)
