@@ -192,6 +192,14 @@ def trusted_run_checkpoint(path) -> bool:
         return False
 
 
+def _is_number(value) -> bool:
+    try:
+        float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -344,10 +352,10 @@ def test_main(args) -> int:
     check_data(cfg, ("test",))
     if not Path(args.checkpoint).is_file():
         raise DepthbenchError(f"checkpoint {args.checkpoint}: no such file")
-    if args.tta:
-        apply_tta(cfg)
     cfg.load_from, cfg.resume = None, False
     check_model(cfg, checkpoint=args.checkpoint)
+    if args.tta:  # after the check: the checkpoint fits the model the TTA wrapper holds
+        apply_tta(cfg)
     cfg.load_from = str(args.checkpoint)
     work_dir = Path(args.work_dir) if args.work_dir else new_run_path(f"{cfg.experiment}-test", DEFAULT_ROOT)
     cfg.work_dir, cfg.launcher = str(work_dir), setup_distributed(cfg)
@@ -369,7 +377,7 @@ def test_main(args) -> int:
     main = is_main_process()
     close_distributed()
     if main:
-        numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        numbers = {k: float(v) for k, v in metrics.items() if _is_number(v)}  # mmseg's are numpy scalars
         print(json.dumps(numbers) if args.json else
               "  ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + f"  ({work_dir})")
     return 0

@@ -217,13 +217,13 @@ def test_upernet_finetune_and_test(cache, tmp_path, capsys):
 
 
 FLOOR_ITERS = 150
-FLOOR = {"coco/bbox_mAP_50": 0.10, "coco/segm_mAP_50": 0.10}  # README: the full 500-iteration preset's numbers
+FLOOR = {"coco/bbox_mAP_50": 0.08, "coco/segm_mAP_50": 0.10}  # measured at 150 iterations: 0.173, 0.224
 
 
 @pytest.mark.slow
 def test_mask_rcnn_preset_reaches_the_ap_floor(cache, tmp_path):
     """The Mask R-CNN preset, shortened to FLOOR_ITERS iterations (its schedule compressed to fit), detects
-    and segments the shapes well above chance on the full validation set. Loose: measured values are ~2x."""
+    and segments the shapes well above chance (AP ~0) on the full validation set; loose (measured ~2x)."""
     schedule = [dict(type="LinearLR", start_factor=0.01, by_epoch=False, begin=0, end=30),
                 dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=False, begin=30, end=FLOOR_ITERS)]
     run = tmp_path / "floor"

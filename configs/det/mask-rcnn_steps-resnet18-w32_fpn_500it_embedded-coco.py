@@ -55,3 +55,4 @@ log_processor = dict(by_epoch=False)
 custom_hooks = [dict(type='RunDirHook')]
 env_cfg = dict(cudnn_benchmark=False, dist_cfg=dict(backend='gloo'))
 auto_scale_lr = dict(enable=False, base_batch_size=4)
+randomness = dict(seed=0)  # MMEngine draws a new seed per run otherwise

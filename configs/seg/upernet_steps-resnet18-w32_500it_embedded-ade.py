@@ -45,3 +45,4 @@ default_hooks = dict(
     visualization=dict(type='SegVisualizationHook', draw=False))
 custom_hooks = [dict(type='RunDirHook')]
 env_cfg = dict(cudnn_benchmark=False, dist_cfg=dict(backend='gloo'))
+randomness = dict(seed=0)  # MMEngine draws a new seed per run otherwise
