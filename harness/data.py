@@ -8,6 +8,7 @@
               ``"train-{0000..1023}.tar|1281167"``), for multi-node runs that stream from a shared file system.
 - ``cifar10`` CIFAR-10's standard python-pickle layout (``data_batch_1..5``, ``test_batch`` in ``<root>`` or in
               ``<root>/cifar-10-batches-py``).
+- ``cifar100`` CIFAR-100's (``train``, ``test`` in ``<root>`` or ``<root>/cifar-100-python``; the 100 fine labels).
 - ``digits``  the embedded default: scikit-learn's bundled handwritten digits (1,797 real 8×8 images, 10 classes),
               exported once to an ImageFolder cache at ``data.input_size`` with a fixed stratified 80/20 split,
               so everything runs on a fresh machine with no download.
@@ -36,6 +37,7 @@ from harness.config import ConfigError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+CIFAR100_FILES = ["train", "test"]
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
@@ -96,7 +98,11 @@ def data_root(data) -> Path:
 
 def check_data(data) -> Path:
     """Fail in one line, before any expensive work, when the dataset is missing or has the wrong layout."""
-    kinds = ("folder", "wds", "cifar10", "digits")
+    from harness.lm import LM_DATA_TYPES, check_text_data
+
+    if data.type in LM_DATA_TYPES:  # token data (harness/lm.py)
+        return check_text_data(data)
+    kinds = ("folder", "wds", "cifar10", "cifar100", "digits")
     if data.type not in kinds:
         raise DataError(f"data.type={data.type!r} is not one of {', '.join(kinds)}")
     root = data_root(data)
@@ -105,8 +111,8 @@ def check_data(data) -> Path:
     if data.type in ("folder", "digits"):
         for split in (data.train_split, data.val_split):
             _check_image_folder(root, split, data)
-    elif data.type == "cifar10":
-        _cifar_folder(root)
+    elif data.type in ("cifar10", "cifar100"):
+        _cifar_folder(root, data.type)
     elif data.type == "wds":
         has_info = any((root / n).is_file() for n in ("_info.json", "info.json", "_info.yaml", "info.yaml"))
         for split in (data.train_split, data.val_split):
@@ -125,6 +131,7 @@ _LAYOUTS = {
     "digits": "expected the ImageFolder layout {root}/{{train,val}}/<class>/<image>",
     "cifar10": f"expected CIFAR-10's python-pickle files ({', '.join(CIFAR10_FILES)}) in {{root}} or "
                "{root}/cifar-10-batches-py",
+    "cifar100": "expected CIFAR-100's python-pickle files (train, test) in {root} or {root}/cifar-100-python",
     "wds": "expected WebDataset shards with timm's {root}/_info.json (splits, shard names, sample counts) or "
            "splits like 'train-{{0000..0099}}.tar|<num_samples>'",
 }
@@ -143,28 +150,35 @@ def _check_image_folder(root: Path, split: str, data) -> None:
                             f"{_layout(data, root)}")
 
 
-def _cifar_folder(root: Path) -> Path:
-    for folder in (root, root / "cifar-10-batches-py"):
-        if all((folder / name).is_file() for name in CIFAR10_FILES):
+def _cifar_folder(root: Path, kind: str = "cifar10") -> Path:
+    files, sub = (CIFAR10_FILES, "cifar-10-batches-py") if kind == "cifar10" else (CIFAR100_FILES, "cifar-100-python")
+    for folder in (root, root / sub):
+        if all((folder / name).is_file() for name in files):
             return folder
-    raise DataError(f"dataset path {root} is not CIFAR-10; {_LAYOUTS['cifar10'].format(root=root)}")
+    raise DataError(f"dataset path {root} is not {kind.upper().replace('R', 'R-')}; "
+                    f"{_LAYOUTS[kind].format(root=root)}")
 
 
 class CIFAR10Pickle(Dataset):
-    """CIFAR-10 from its python-pickle batches (no checksum check, so re-packed copies load too)."""
+    """CIFAR-10 (or, ``kind="cifar100"``, CIFAR-100's fine labels) from its python-pickle batches (no checksum
+    check, so re-packed copies load too)."""
 
-    def __init__(self, root: Path, train: bool, transform=None):
+    def __init__(self, root: Path, train: bool, transform=None, kind: str = "cifar10"):
         import pickle
 
-        folder = _cifar_folder(Path(root))
+        folder = _cifar_folder(Path(root), kind)
+        if kind == "cifar10":
+            names, key, classes = (CIFAR10_FILES[:5] if train else CIFAR10_FILES[5:]), "labels", 10
+        else:
+            names, key, classes = [CIFAR100_FILES[0 if train else 1]], "fine_labels", 100
         images, targets = [], []
-        for name in (CIFAR10_FILES[:5] if train else CIFAR10_FILES[5:]):
+        for name in names:
             with open(folder / name, "rb") as fh:
                 batch = pickle.load(fh, encoding="latin1")
             images.append(np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-            targets += list(batch["labels"])
+            targets += list(batch[key])
         self.images, self.targets, self.transform = np.concatenate(images), targets, transform
-        self.class_to_idx = {str(c): c for c in range(10)}
+        self.class_to_idx = {str(c): c for c in range(classes)}
 
     def __len__(self):
         return len(self.targets)
@@ -206,10 +220,14 @@ def build_transform(data, aug, is_training: bool):
 # ----------------------------------------------------------------------------------------- datasets
 def build_dataset(data, aug, split: str, is_training: bool):
     """The dataset of ``split`` with its transform; ``num_classes`` is checked against the labels found."""
+    from harness.lm import LM_DATA_TYPES, build_token_dataset
+
+    if data.type in LM_DATA_TYPES:  # packed token blocks (harness/lm.py)
+        return build_token_dataset(data, split, is_training)
     root = data_root(data)
     transform = build_transform(data, aug, is_training)
-    if data.type == "cifar10":
-        dataset = CIFAR10Pickle(root, train=is_training, transform=transform)
+    if data.type in ("cifar10", "cifar100"):
+        dataset = CIFAR10Pickle(root, train=is_training, transform=transform, kind=data.type)
     else:
         from timm.data import create_dataset
 
@@ -282,7 +300,9 @@ class SeededSamples(Dataset):
         if seed is not None:
             seed_all(seed)
         image, target = self.dataset[index]
-        return image, (target if valid else -1)
+        if valid:
+            return image, target
+        return image, (torch.full_like(target, -1) if torch.is_tensor(target) else -1)  # per-token targets (LM)
 
 
 class TrainSampler(Sampler):

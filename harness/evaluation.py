@@ -1,0 +1,297 @@
+"""The evaluation protocols of ``depthbench eval --dataset NAME``: robustness sets, ReaL labels, ImageNet-C.
+
+Every protocol reads its data set's standard folder layout through timm's ImageFolder reader (with a class map
+from folder name to ImageNet-1k index where the layout names synsets) and scores a model's logits:
+
+- ``val``              the config's own validation split (``data.*``), top-1/top-5.
+- ``imagenet-a``       ``<root>/<synset>/*.jpg`` (its 200 classes; TransNeXt Table 1). Logits restricted to
+                       the 200-class subset (timm's ``_info/imagenet_a_indices.txt``, Hendrycks et al. 2021).
+- ``imagenet-r``       the same with ImageNet-R's 200 classes (``_info/imagenet_r_indices.txt``).
+- ``imagenet-sketch``  ``<root>/<synset>/*`` over the 1,000 classes, all logits.
+- ``imagenet-v2``      ``<root>/<0..999>/*`` (matched-frequency release: folders named by class index).
+- ``imagenet-real``    ImageNet val images ``ILSVRC2012_val_XXXXXXXX.JPEG`` (flat or in class folders) scored
+                       against the ReaL label sets (Beyer et al. 2020; timm bundles ``imagenet_real_labels.json``).
+- ``imagenet-c``       ``<root>/<corruption>/<severity 1..5>/<class>/*`` for the 15 corruptions; top-1 error
+                       per (corruption, severity), corruption errors normalised by AlexNet's, mCE and relative
+                       mCE (Hendrycks & Dietterich, ICLR 2019, §3). :func:`generate_corruptions` writes that
+                       layout from any image folder with the ``imagecorruptions`` package.
+
+The checks (:func:`check_dataset`) run before any model is built.
+"""
+from __future__ import annotations
+
+import os
+import pkgutil
+from pathlib import Path
+
+from harness.errors import DepthbenchError
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
+
+# The 15 ImageNet-C test corruptions (Hendrycks & Dietterich 2019, Fig. 1), in the paper's order.
+CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
+               "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
+               "jpeg_compression")
+SEVERITIES = (1, 2, 3, 4, 5)
+
+# AlexNet's top-1 error on ImageNet-C, averaged over the 5 severities, per corruption: the normaliser of the
+# Corruption Error, CE_c = sum_s E_{s,c} / sum_s E^AlexNet_{s,c} (Hendrycks & Dietterich, ICLR 2019, §3; the
+# values published with the ImageNet-C release, github.com/hendrycks/robustness, ImageNet-C/test.py).
+ALEXNET_ERROR = {
+    "gaussian_noise": 0.886428, "shot_noise": 0.894468, "impulse_noise": 0.922640, "defocus_blur": 0.819880,
+    "glass_blur": 0.826268, "motion_blur": 0.785948, "zoom_blur": 0.798360, "snow": 0.866816, "frost": 0.826572,
+    "fog": 0.819324, "brightness": 0.564592, "contrast": 0.853204, "elastic_transform": 0.646056,
+    "pixelate": 0.717840, "jpeg_compression": 0.606500,
+}
+# AlexNet's clean ImageNet top-1 error, for relative mCE (same paper, Table 1: 43.5%; 0.434 5 to 4 digits).
+ALEXNET_CLEAN_ERROR = 0.4345
+
+PROTOCOLS = ("val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real", "imagenet-c")
+IMAGENET_PROTOCOLS = PROTOCOLS[1:]
+
+
+# ----------------------------------------------------------------------------------------- timm's label files
+def _timm_info(name: str) -> list[str]:
+    return pkgutil.get_data("timm.data", f"_info/{name}").decode().split()
+
+
+def imagenet_synsets() -> list[str]:
+    return _timm_info("imagenet_synsets.txt")
+
+
+def subset_indices(protocol: str) -> list[int]:
+    """ImageNet-1k indices of ImageNet-A's / ImageNet-R's 200 classes (timm's files)."""
+    return [int(i) for i in _timm_info(f"imagenet_{protocol[-1]}_indices.txt")]
+
+
+def subset_synsets(protocol: str) -> list[str]:
+    return _timm_info(f"imagenet_{protocol[-1]}_synsets.txt")
+
+
+# ----------------------------------------------------------------------------------------- layout checks
+def _class_folders(root: Path) -> list[str]:
+    return sorted(e.name for e in os.scandir(root) if e.is_dir())
+
+
+def _has_images(folder: Path) -> bool:
+    for _, _, files in os.walk(folder):
+        if any(f.lower().endswith(IMAGE_EXTENSIONS) for f in files):
+            return True
+    return False
+
+
+def check_dataset(protocol: str, root, num_classes: int) -> None:
+    """One DepthbenchError line naming the expected layout when ``root`` is not ``protocol``'s data set."""
+    if protocol not in PROTOCOLS:
+        raise DepthbenchError(f"--dataset {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    if protocol == "val":
+        return
+    if protocol != "imagenet-c" and num_classes != 1000:
+        raise DepthbenchError(f"--dataset {protocol} scores ImageNet-1k logits, but the model has {num_classes} "
+                              "classes; evaluate an ImageNet-1k config/checkpoint")
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise DepthbenchError(f"--data {root} does not exist; expected {LAYOUTS[protocol]}")
+    if protocol == "imagenet-c":
+        _check_imagenet_c(root, num_classes)
+        return
+    folders = _class_folders(root)
+    if protocol in ("imagenet-a", "imagenet-r"):
+        expected = subset_synsets(protocol)
+        missing = sorted(set(expected) - set(folders))
+        if missing:
+            raise DepthbenchError(f"--data {root} lacks {len(missing)} of {protocol}'s 200 class folders (e.g. "
+                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+    elif protocol == "imagenet-sketch":
+        missing = sorted(set(imagenet_synsets()) - set(folders))
+        if missing:
+            raise DepthbenchError(f"--data {root} lacks {len(missing)} of ImageNet's 1000 synset folders (e.g. "
+                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+    elif protocol == "imagenet-v2":
+        missing = sorted(set(map(str, range(1000))) - set(folders), key=int)
+        if missing:
+            raise DepthbenchError(f"--data {root} lacks {len(missing)} of the class folders 0..999 (e.g. "
+                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+    elif protocol == "imagenet-real":
+        if not any(name.startswith("ILSVRC2012_val_") for _, _, files in os.walk(root) for name in files):
+            raise DepthbenchError(f"--data {root} holds no ILSVRC2012_val_*.JPEG images; expected "
+                                  f"{LAYOUTS[protocol]}")
+        return
+    if not _has_images(root):
+        raise DepthbenchError(f"--data {root} holds no images; expected {LAYOUTS[protocol]}")
+
+
+def _check_imagenet_c(root: Path, num_classes: int) -> None:
+    for corruption in CORRUPTIONS:
+        for severity in SEVERITIES:
+            folder = root / corruption / str(severity)
+            if not folder.is_dir() or not _has_images(folder):
+                raise DepthbenchError(f"--data {root}: {folder} is missing or holds no images; expected "
+                                      f"{LAYOUTS['imagenet-c']} (or generate it with --corrupt-from FOLDER)")
+    classes = _class_folders(root / CORRUPTIONS[0] / "1")
+    if len(classes) > num_classes:
+        raise DepthbenchError(f"--data {root} has {len(classes)} classes but the model has {num_classes}")
+
+
+LAYOUTS = {
+    "imagenet-a": "ImageNet-A's layout <root>/<synset>/*.jpg with its 200 synset folders (n01498041, ...)",
+    "imagenet-r": "ImageNet-R's layout <root>/<synset>/*.jpg with its 200 synset folders (n01443537, ...)",
+    "imagenet-sketch": "ImageNet-Sketch's layout <root>/<synset>/*.JPEG with the 1000 ImageNet synset folders",
+    "imagenet-v2": "ImageNetV2's layout <root>/<0..999>/*.jpeg (imagenetv2-matched-frequency-format-val)",
+    "imagenet-real": "ImageNet's val images <root>/[<synset>/]ILSVRC2012_val_XXXXXXXX.JPEG (ReaL labels by file)",
+    "imagenet-c": "ImageNet-C's layout <root>/<corruption>/<1..5>/<class>/* for its 15 corruptions",
+}
+
+
+# ----------------------------------------------------------------------------------------- data
+def class_map(folder: Path, protocol: str) -> dict | None:
+    """Folder name -> model class index: synsets/indices to ImageNet-1k positions, else ImageFolder's order."""
+    if protocol == "imagenet-v2":
+        return {str(i): i for i in range(1000)}
+    if protocol in ("imagenet-a", "imagenet-r", "imagenet-sketch") or (
+            protocol == "imagenet-c" and set(_class_folders(folder)) <= set(imagenet_synsets())):
+        return {s: i for i, s in enumerate(imagenet_synsets())}
+    return None
+
+
+def image_folder(folder: Path, transform, protocol: str):
+    from timm.data import create_dataset
+
+    dataset = create_dataset("", root=str(folder), split="", class_map=class_map(folder, protocol) or "",
+                             input_img_mode="RGB")
+    dataset.transform = transform
+    return dataset
+
+
+def predict(model, dataset, batch_size: int, device, workers: int = 0):
+    """``(logits, targets)`` over the whole ``dataset`` in order."""
+    import torch
+
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
+    model.eval()
+    logits, targets = [], []
+    for images, labels in loader:
+        with torch.no_grad():
+            logits.append(model(images.to(device)).float().cpu())
+        targets.append(labels)
+    return torch.cat(logits), torch.cat(targets)
+
+
+def topk_accuracy(logits, targets, ks=(1, 5)) -> dict:
+    top = logits.topk(min(max(ks), logits.shape[1]), dim=1).indices
+    hits = top == targets[:, None]
+    return {f"top{k}": 100.0 * hits[:, :k].any(dim=1).float().mean().item() for k in ks}
+
+
+def restrict_to_subset(logits, indices):
+    """Logits of classes outside ``indices`` set to -inf: the argmax is taken over the subset only, and the
+    prediction stays an ImageNet-1k index (timm's validate.py slices instead; same ranking)."""
+    import torch
+
+    keep = torch.full((logits.shape[1],), float("-inf"))
+    keep[list(indices)] = 0.0
+    return logits + keep
+
+
+def real_accuracy(logits, filenames, real_labels: list, ks=(1, 5)) -> dict:
+    """Top-k against the ReaL label sets; images whose set is empty are left out (Beyer et al. 2020, §4).
+    Hand-written because timm's RealLabelsImagenet asserts the complete 50,000-image val set."""
+    top = logits.topk(max(ks), dim=1).indices.tolist()
+    correct, counted = {k: 0 for k in ks}, 0
+    for pred, name in zip(top, filenames):
+        number = int(Path(name).stem.rsplit("_", 1)[-1])
+        labels = real_labels[number - 1]
+        if not labels:
+            continue
+        counted += 1
+        for k in ks:
+            correct[k] += any(p in labels for p in pred[:k])
+    return {f"top{k}": 100.0 * correct[k] / max(counted, 1) for k in ks} | {"images": counted}
+
+
+def load_real_labels(path=None) -> list:
+    import json
+
+    if path is None:
+        return json.loads(pkgutil.get_data("timm.data", "_info/imagenet_real_labels.json").decode())
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise DepthbenchError(f"--real-labels {path}: not a readable ReaL labels json ({e})") from None
+
+
+# ----------------------------------------------------------------------------------------- ImageNet-C
+def corruption_errors(errors: dict, clean_error: float | None = None) -> dict:
+    """``errors[(corruption, severity)]`` = top-1 error (fraction) -> CE per corruption, mCE and relative mCE
+    (fractions; Hendrycks & Dietterich 2019, §3: CE_c = sum_s E_{s,c} / sum_s E^AlexNet_{s,c},
+    relative CE_c = sum_s (E_{s,c} - E_clean) / sum_s (E^AlexNet_{s,c} - E^AlexNet_clean), means over c)."""
+    import numpy as np
+
+    out = {}
+    ces, rel = [], []
+    for c in CORRUPTIONS:
+        mean = float(np.mean([errors[(c, s)] for s in SEVERITIES]))
+        out[f"error/{c}"] = mean
+        ces.append(mean / ALEXNET_ERROR[c])
+        out[f"CE/{c}"] = ces[-1]
+        if clean_error is not None:
+            rel.append((mean - clean_error) / (ALEXNET_ERROR[c] - ALEXNET_CLEAN_ERROR))
+    out["mean_error"] = float(np.mean([out[f"error/{c}"] for c in CORRUPTIONS]))
+    out["mCE"] = float(np.mean(ces))
+    if clean_error is not None:
+        out["relative_mCE"] = float(np.mean(rel))
+    return out
+
+
+def _at_least_32(image):
+    """imagecorruptions refuses images under 32 px (its noise and frost patterns); smaller ones (the 16 px
+    digits) are upsampled to 32 first; the evaluation transform resizes to the input size anyway."""
+    from PIL import Image
+
+    if min(image.size) >= 32:
+        return image
+    scale = 32 / min(image.size)
+    return image.resize((round(image.width * scale), round(image.height * scale)), Image.BILINEAR)
+
+
+def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEVERITIES) -> Path:
+    """Write ImageNet-C-style corrupted copies of the image folder ``source`` (``<class>/<image>``) to
+    ``target/<corruption>/<severity>/<class>/<image>.png`` with the ``imagecorruptions`` package (images under
+    32 px are upsampled to 32 first, the package's minimum). Written into a
+    temporary folder and renamed, so an interrupted run leaves no half data set; an existing target is kept."""
+    import shutil
+
+    source, target = Path(source).expanduser(), Path(target).expanduser()
+    if all((target / c / str(s)).is_dir() for c in corruptions for s in severities):
+        return target
+    if not source.is_dir() or not _class_folders(source):
+        raise DepthbenchError(f"--corrupt-from {source}: expected an image folder <class>/<image>")
+    try:
+        from imagecorruptions import corrupt
+    except ImportError:
+        raise DepthbenchError("generating corruptions needs the imagecorruptions package: "
+                              "pip install imagecorruptions-imaug (the maintained fork; `make setup` installs it)")
+    import numpy as np
+    from PIL import Image
+
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
+             if p.suffix.lower() in IMAGE_EXTENSIONS]
+    images = [(cls, p.stem, np.asarray(_at_least_32(Image.open(p).convert("RGB")))) for cls, p in files]
+    for c in corruptions:
+        for s in severities:
+            rng_state = np.random.get_state()
+            np.random.seed(1000 * s + corruptions.index(c))  # the package draws noise from numpy's global RNG
+            for cls, stem, pixels in images:
+                out = tmp / c / str(s) / cls
+                out.mkdir(parents=True, exist_ok=True)
+                corrupted = corrupt(pixels, corruption_name=c, severity=s)
+                corrupted = np.clip(np.asarray(corrupted), 0, 255).astype(np.uint8)
+                corrupted = corrupted[: pixels.shape[0], : pixels.shape[1]]  # some corruptions pad odd sizes
+                Image.fromarray(corrupted).save(out / f"{stem}.png")
+            np.random.set_state(rng_state)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(tmp, target)
+    return target
