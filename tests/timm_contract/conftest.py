@@ -10,12 +10,18 @@ How it is wired (details in timm_suite.py):
   from (``EXCLUDE_JIT``/``EXCLUDE_FX``) is deselected; the exclusions and their reasons are printed in the
   header.
 
+The default run (``make test``: one representative per family) runs what timm's own CI runs — the tests that
+carry one of timm's CI markers; the two unmarked ones (``test_prune_intermediate_layers_contract``, "slow,
+excluded from CI" in timm's file, and ``test_model_forward_fx_torchscript``) run when models are named with
+``DEPTHBENCH_TIMM_MODELS`` (``make test-timm-all`` included).
+
 Usage: ``make test`` runs the representatives; ``make test-timm-all`` every paper model;
 ``DEPTHBENCH_TIMM_MODELS=transnext_micro .venv/bin/python -m pytest tests/timm_contract`` one model
 (``-m "not torchscript and not fxforward and not fxbackward"`` for the core contract only).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import timm_suite
@@ -32,6 +38,7 @@ TIMM_MARKERS = {
     "fxbackward": "timm: torch.fx backward tests",
     "timeout": "pytest-timeout: per-test time limit (timm's tests set it)",
 }
+CI_MARKERS = {"base", "cfg", "forward", "backward", "features", "torchscript", "fxforward", "fxbackward"}
 SUITE_FILE = Path(__file__).with_name("test_timm_models.py")
 
 
@@ -50,6 +57,7 @@ def pytest_report_header(config):
 
 def pytest_collection_modifyitems(config, items):
     selected = set(timm_suite.selected_models())
+    ci_only = not os.environ.get(timm_suite.SELECT_ENV, "").strip()
     keep, drop = [], []
     for item in items:
         if Path(str(item.fspath)) != SUITE_FILE:
@@ -58,7 +66,8 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         model = str(params.get("model_name", "")).partition(".")[0]
         test = item.originalname or item.name
-        if model in selected and timm_suite.exclusion(test, model) is None:
+        in_ci = bool(CI_MARKERS & {m.name for m in item.iter_markers()})
+        if model in selected and timm_suite.exclusion(test, model) is None and (in_ci or not ci_only):
             keep.append(item)
         else:
             drop.append(item)
