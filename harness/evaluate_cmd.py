@@ -145,6 +145,11 @@ def run_suite(args) -> list[dict]:
     if args.analysis and not name.startswith("steps_"):
         raise DepthbenchError(f"--analysis needs a StepsNet model (steps_*), not {name}")
     check_model(cfg)
+    for size in sizes:  # every size on the meta device first: a model with a fixed input size fails here
+        if size and size != train_size:
+            cfg.data.input_size = size
+            check_model(cfg)
+    cfg.data.input_size = train_size
     if args.pool_mode and "transnext" not in name:
         raise DepthbenchError(f"--pool-mode is TransNeXt's inference mode (Table 5); {name} has none")
     num_classes = model_kwargs(cfg)["num_classes"]
