@@ -16,6 +16,7 @@ from harness.errors import DepthbenchError
 from harness.losses import TrainingLoss
 
 MODEL_BUILD_KEYS = ("name", "pretrained", "grow")  # model.* keys that are not timm.create_model arguments
+LOWER_IS_BETTER = ("loss", "ppl")  # eval metrics whose best value is the smallest (ckpt.best_metric)
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -34,7 +35,9 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     for key in ("epochs", "batch_size", "grad_accum", "eval_interval", "log_interval"):
         if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
             raise ConfigError(f"{key}={cfg[key]!r}: it must be a positive integer")
-    metrics = ("top1", "top5") + (("ema_top1", "ema_top5") if cfg.ema.enable else ())
+    metrics = ("top1", "top5") + (("ema_top1", "ema_top5") if cfg.ema.enable else ()) + LOWER_IS_BETTER[:1]
+    if is_lm(cfg):
+        metrics += LOWER_IS_BETTER[1:]
     if cfg.ckpt.best_metric not in metrics:
         raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
                           + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
@@ -82,6 +85,17 @@ def check_model(cfg) -> None:
         model = build_on_meta(name, device="meta", **kwargs)
     except Exception as e:
         raise ConfigError(f"model {name} does not build with {kwargs}: {type(e).__name__}: {e}") from None
+    if is_lm(cfg):  # the embedding must cover the tokenizer's ids, and the blocks fit the model's positions
+        vocab, seq_len = getattr(model, "vocab_size", None), getattr(model, "seq_len", None)
+        if vocab is None:
+            raise ConfigError(f"model {name} is not a language model (no vocab_size); data.type={cfg.data.type} "
+                              f"needs one, e.g. transformer_lm_30m or steps_lm_30m")
+        if cfg.data.vocab_size > vocab:
+            raise ConfigError(f"data.vocab_size={cfg.data.vocab_size} is larger than model {name}'s vocab_size="
+                              f"{vocab}; set model.vocab_size={cfg.data.vocab_size}")
+        if seq_len is not None and cfg.data.seq_len > seq_len:
+            raise ConfigError(f"data.seq_len={cfg.data.seq_len} is longer than model {name}'s seq_len={seq_len}")
+        return
     size = cfg.data.input_size
     try:  # on the meta device: no memory, no compute
         with torch.no_grad():
@@ -90,6 +104,13 @@ def check_model(cfg) -> None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"model {name} does not take data.input_size={size} images ({first}); set the model's "
                           f"input size, e.g. +model.img_size={size}") from None
+
+
+def is_lm(cfg) -> bool:
+    """A language-model run (token data, harness/lm.py)."""
+    from harness.lm import LM_DATA_TYPES
+
+    return cfg.data.type in LM_DATA_TYPES
 
 
 def model_kwargs(cfg) -> dict:
@@ -275,6 +296,10 @@ def build_criterion(cfg, device=None, input_dtype=None):
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
     from torch import nn
 
+    if is_lm(cfg):  # next-token cross-entropy; no mixup or teacher for token data
+        from harness.lm import NextTokenLoss
+
+        return None, TrainingLoss(NextTokenLoss())
     a = cfg.aug
     mixup_fn = None
     if a.mixup > 0 or a.cutmix > 0 or a.cutmix_minmax is not None:
@@ -298,6 +323,18 @@ def build_criterion(cfg, device=None, input_dtype=None):
         raise ConfigError(f"distill.kind={kind!r} is not one of soft, hard")
     teacher = build_teacher(cfg, device, input_dtype)
     return mixup_fn, TrainingLoss(base, teacher=teacher, distill_loss=distill_loss, weight=distill.weight)
+
+
+def build_evaluator(cfg):
+    """``evaluate(model, loader, backend) -> metrics`` of the run's task: the engine's top-1/top-5/loss, plus
+    perplexity for language models (harness/lm.py)."""
+    if is_lm(cfg):
+        from harness.lm import evaluate_lm
+
+        return evaluate_lm
+    from harness.engine import evaluate
+
+    return evaluate
 
 
 def build_teacher(cfg, device=None, input_dtype=None):

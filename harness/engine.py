@@ -374,7 +374,9 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
                 outputs = model(images)
                 loss = criterion(images, outputs, targets)
             logits = primary_logits(outputs)
-            correct = (logits.argmax(dim=1) == hard_targets).sum() if mixup_fn is None else loss.new_zeros(())
+            # per sample: the fraction of its targets hit (1 label for an image, one per position for a sequence)
+            correct = ((logits.argmax(dim=-1) == hard_targets).float().reshape(len(hard_targets), -1).mean(1).sum()
+                       if mixup_fn is None else loss.new_zeros(()))
             loss_value, correct, stop, save_by_time = backend.agree(loss, correct, stop_requested(),
                                                                     log.checkpoint_due_by_time())
             if not math.isfinite(loss_value):
@@ -424,7 +426,8 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
 
 @torch.no_grad()
 def evaluate(model, loader, backend: Backend) -> dict:
-    """Top-1, top-5 (%) and cross-entropy over the whole evaluation set, summed over ranks."""
+    """Top-1, top-5 (%) and mean cross-entropy over the whole evaluation set (every target: an image's label,
+    or each position of a sequence), summed over ranks."""
     backend.sync_buffers(model)
     model.eval()
     loss_sum = correct1 = correct5 = count = 0.0
@@ -435,6 +438,8 @@ def evaluate(model, loader, backend: Backend) -> dict:
             images = images.to(backend.input_dtype)
         with backend.autocast():
             outputs = model(images)
+        # a sequence model's (B, T, V) logits count every position as a sample (language models: tokens)
+        outputs, targets = outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1)
         valid = targets >= 0
         outputs, targets = outputs.float()[valid], targets[valid]
         top = outputs.topk(min(5, outputs.shape[1]), dim=1).indices

@@ -252,11 +252,14 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
 
     from harness import checkpoint as ckpt
     from harness.data import batches_per_epoch
-    from harness.engine import NonFiniteLoss, RunLog, TrainState, evaluate, stop_requested, train_one_epoch
+    from harness.builders import LOWER_IS_BETTER, build_evaluator
+    from harness.engine import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
     from harness.rundir import now
 
     cfg_text = cfg.pretty_text
     run.write_config(cfg_text)
+    evaluate = build_evaluator(cfg)
+    sign = -1 if cfg.ckpt.best_metric in LOWER_IS_BETTER else 1  # best.pth keeps the largest sign * value
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
     state = TrainState()
     if checkpoint is not None:
@@ -301,9 +304,10 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                 log.metrics("eval", **metrics)
                 log.info(f"epoch {epoch}: top-1 {metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  "
                          f"loss {metrics['loss']:.4f}"
-                         + (f"  EMA top-1 {metrics['ema_top1']:.2f}" if objects.ema is not None else ""))
+                         + (f"  EMA top-1 {metrics['ema_top1']:.2f}" if objects.ema is not None else "")
+                         + (f"  perplexity {metrics['ppl']:.2f}" if "ppl" in metrics else ""))
                 value = metrics[cfg.ckpt.best_metric]
-                if state.best_metric is None or value > state.best_metric:
+                if state.best_metric is None or sign * value > sign * state.best_metric:
                     state.best_metric, state.best_epoch = value, epoch
                     _save_best(run, state, cfg_text, backend, objects)
             state.epoch, state.batch_in_epoch = epoch + 1, 0

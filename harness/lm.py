@@ -1,0 +1,248 @@
+"""Language-model data for ``depthbench train`` (StepsNet Table 4): text -> byte-level BPE ids -> packed blocks.
+
+``data.type`` (``configs/_base_/datasets/*_lm.py``):
+
+- ``text``  raw text files, one per split, in ``data.root`` -- WikiText-103's ``wiki.train.tokens``,
+            ``wiki.valid.tokens``, ``wiki.test.tokens`` (StepsNet Sec. 4.4 trains on WikiText-103).
+- ``kjv``   the embedded default: the King James Bible (public domain, 1611) from Debian's ``bible-kjv`` package
+            (``make setup`` installs it), exported once by its ``bible`` program to
+            ``~/.cache/depthbench/data/kjv/{train,valid}.txt``: one verse a line, every 20th chapter held out.
+
+Tokenizer: Hugging Face ``tokenizers`` byte-level BPE trained locally on the training split with
+``data.vocab_size`` entries (50K, the paper's "vocabulary of size 50K"; the tokenizer itself is [ASSUMED], see
+docs/lm.md), cached next to the token ids; or ``data.tokenizer=/path/tokenizer.json`` to use a given one.
+Packing: the split's ids (a ``<eos>`` after every line) are concatenated and cut into ``data.seq_len`` + 1
+windows that overlap by one token: sample i is ``(ids[iL:(i+1)L], ids[iL+1:(i+1)L+1])`` -- every token is
+predicted exactly once per epoch; the tail shorter than a block is dropped.
+Each sample is a pair of tensors, so the generic samplers (exact mid-epoch resume) and loop apply unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from harness.data import DataError, data_cache
+
+LM_DATA_TYPES = ("text", "kjv")
+EOS = "<eos>"
+KJV_HELDOUT_EVERY = 20  # every 20th chapter of the Bible is the validation split
+
+
+# ----------------------------------------------------------------------------------------- corpus files
+def export_kjv(root: str | Path | None = None) -> Path:
+    """The embedded corpus: the KJV text from Debian's ``bible-kjv`` (its ``bible`` program decompresses it),
+    written once as ``train.txt`` / ``valid.txt`` (one verse a line, references dropped)."""
+    root = Path(root) if root else data_cache() / "kjv"
+    if (root / "valid.txt").is_file():
+        return root
+    program = shutil.which("bible")
+    if program is None:
+        raise DataError("the embedded text corpus needs Debian's bible-kjv package (the King James Bible): "
+                        "run make setup, or apt-get install bible-kjv; or train on WikiText-103 with "
+                        "configs/stepsnet/*wikitext103* (data.root=/path/to/wikitext-103-raw)")
+    out = subprocess.run([program, "-f", "gen1:1-rev22:21"], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=120)
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) < 30000:
+        raise DataError(f"{program} -f gen1:1-rev22:21 gave {len(lines)} verses (exit {out.returncode}); "
+                        f"reinstall bible-kjv-text (apt-get install --reinstall bible-kjv-text)")
+    splits = {"train": [], "valid": []}
+    chapters = []
+    for line in lines:
+        ref, _, verse = line.partition(" ")
+        chapter = ref.split(":")[0]  # "Ge1:1" -> "Ge1"
+        if not chapters or chapters[-1] != chapter:
+            chapters.append(chapter)
+        held_out = len(chapters) % KJV_HELDOUT_EVERY == 0
+        splits["valid" if held_out else "train"].append(verse.strip())
+    root.mkdir(parents=True, exist_ok=True)
+    for name, verses in splits.items():
+        tmp = root / f".{name}.txt.tmp"
+        tmp.write_text("\n".join(verses) + "\n", encoding="utf-8")
+        tmp.rename(root / f"{name}.txt")  # valid.txt last: its presence means the export is complete
+    return root
+
+
+def split_file(data, split: str) -> Path:
+    """The text file of ``split``, checked (one line naming the path and the layout)."""
+    if data.type == "kjv":
+        root = export_kjv(data.root)
+        path = root / f"{split}.txt"
+        if not path.is_file():
+            raise DataError(f"data.type=kjv has splits train and valid, not {split!r}")
+        return path
+    if not data.root:
+        raise DataError("data.root is not set; point it at the folder holding wiki.train.tokens, "
+                        "wiki.valid.tokens and wiki.test.tokens (WikiText-103 raw)")
+    path = Path(data.root).expanduser() / split
+    if not path.is_file():
+        raise DataError(f"{path} does not exist; data.root must hold the raw text of each split "
+                        f"(WikiText-103: wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens)")
+    return path
+
+
+def check_text_data(data) -> Path:
+    """Cheap checks of an LM data config (files exist, sizes sane, a given tokenizer loads); returns the root."""
+    if data.type not in LM_DATA_TYPES:
+        raise DataError(f"data.type={data.type!r} is not a text type ({', '.join(LM_DATA_TYPES)})")
+    for key in ("seq_len", "vocab_size"):
+        value = data.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (2 if key == "seq_len" else 260):
+            raise DataError(f"data.{key}={value!r}: it must be an integer"
+                            + (" >= 2" if key == "seq_len" else " >= 260 (256 bytes + <eos> + merges)"))
+    paths = [split_file(data, data.train_split), split_file(data, data.val_split)]
+    if data.get("tokenizer"):
+        tokenizer = load_tokenizer(data.tokenizer)
+        if tokenizer.get_vocab_size() > data.vocab_size:
+            raise DataError(f"data.tokenizer={data.tokenizer} has {tokenizer.get_vocab_size()} tokens but "
+                            f"data.vocab_size={data.vocab_size}; set data.vocab_size (and the model's vocab_size) "
+                            f"to at least {tokenizer.get_vocab_size()}")
+    return paths[0].parent
+
+
+# ----------------------------------------------------------------------------------------- tokenizer
+def load_tokenizer(path):
+    from tokenizers import Tokenizer
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"data.tokenizer={path}: no such file (a Hugging Face tokenizer.json)")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:
+        raise DataError(f"data.tokenizer={path} is not a Hugging Face tokenizer.json ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def train_tokenizer(files, vocab_size: int):
+    """Byte-level BPE (GPT-2's scheme) trained on ``files`` with ``tokenizers``; ``<eos>`` is id 0."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train([str(f) for f in files], trainer)
+    return tokenizer
+
+
+def _file_key(path: Path) -> str:
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{int(stat.st_mtime)}"
+
+
+def cache_dir(data) -> Path:
+    """Where this data config's tokenizer and token ids are cached (keyed by the files and the vocabulary)."""
+    train = split_file(data, data.train_split)
+    key = f"{_file_key(train)}|{data.vocab_size}|{data.get('tokenizer') or 'bpe'}"
+    return data_cache() / "lm" / hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def get_tokenizer(data):
+    """The run's tokenizer: ``data.tokenizer``, else the cached local BPE (trained on first use)."""
+    if data.get("tokenizer"):
+        return load_tokenizer(data.tokenizer)
+    path = cache_dir(data) / "tokenizer.json"
+    if not path.is_file():
+        tokenizer = train_tokenizer([split_file(data, data.train_split)], data.vocab_size)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tokenizer.save(str(tmp))
+        tmp.rename(path)
+    return load_tokenizer(path)
+
+
+def encode_lines(tokenizer, lines, batch: int = 4096) -> np.ndarray:
+    """Token ids of ``lines``, each followed by ``<eos>``, concatenated (int32)."""
+    eos = tokenizer.token_to_id(EOS)
+    if eos is None:
+        raise DataError(f"the tokenizer has no {EOS} token; train one with depthbench (leave data.tokenizer unset)")
+    out = []
+    for start in range(0, len(lines), batch):
+        for encoding in tokenizer.encode_batch(lines[start:start + batch]):
+            out.extend(encoding.ids)
+            out.append(eos)
+    return np.asarray(out, dtype=np.int32)
+
+
+def token_ids(data, split: str) -> np.ndarray:
+    """The split's token ids (cached as .npy next to the tokenizer)."""
+    path = cache_dir(data) / f"{Path(split).name}.ids.npy"
+    if path.is_file():
+        return np.load(path)
+    tokenizer = get_tokenizer(data)
+    if tokenizer.get_vocab_size() > data.vocab_size:
+        raise DataError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but data.vocab_size="
+                        f"{data.vocab_size}; the model's embedding would not cover it")
+    text = split_file(data, split).read_text(encoding="utf-8")
+    # WikiText's raw files: one paragraph or heading a line, blank lines between; the blank ones carry no text
+    ids = encode_lines(tokenizer, [line.strip() for line in text.splitlines() if line.strip()])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".tmp"), "wb") as f:
+        np.save(f, ids)
+    path.with_suffix(".tmp").rename(path)
+    return ids
+
+
+# ----------------------------------------------------------------------------------------- dataset
+class PackedTokens(torch.utils.data.Dataset):
+    """Fixed-length next-token samples cut from one long id sequence (see the module docstring)."""
+
+    def __init__(self, ids, seq_len: int):
+        self.ids = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+        self.seq_len = seq_len
+        self.blocks = max(0, (len(self.ids) - 1) // seq_len)
+
+    def __len__(self):
+        return self.blocks
+
+    def __getitem__(self, index):
+        if not 0 <= index < self.blocks:
+            raise IndexError(index)
+        window = self.ids[index * self.seq_len: (index + 1) * self.seq_len + 1]
+        return window[:-1], window[1:]
+
+
+def build_token_dataset(data, split: str, is_training: bool):
+    dataset = PackedTokens(token_ids(data, split), data.seq_len)
+    if len(dataset) == 0:
+        raise DataError(f"split {split} has fewer than {data.seq_len + 1} tokens: no {data.seq_len}-token block")
+    subset = data.train_subset if is_training else data.val_subset
+    if subset and subset < len(dataset):  # a fixed random subset of blocks, as the image datasets do
+        keep = np.sort(np.random.RandomState(0).permutation(len(dataset))[:subset])
+        dataset = torch.utils.data.Subset(dataset, keep.tolist())
+    return dataset
+
+
+# ----------------------------------------------------------------------------------------- loss and metric
+class NextTokenLoss(nn.Module):
+    """Mean cross-entropy of every position's next token (logits ``(B, T, V)``, targets ``(B, T)``; -1 ignored)."""
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+
+
+def perplexity(mean_nll: float) -> float:
+    """exp of the mean per-token negative log-likelihood (nats); inf where it would overflow."""
+    return math.exp(mean_nll) if mean_nll < 700 else float("inf")
+
+
+def evaluate_lm(model, loader, backend) -> dict:
+    """The engine's evaluation over every validation token (loss = mean token NLL, top1/top5 = next-token
+    accuracy %) plus ``ppl`` = exp(loss); ``tokens`` counts what was scored."""
+    from harness.engine import evaluate
+
+    metrics = evaluate(model, loader, backend)
+    metrics["tokens"] = metrics.pop("images")
+    metrics["ppl"] = perplexity(metrics["loss"])
+    return metrics
+
