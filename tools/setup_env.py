@@ -401,6 +401,25 @@ def ensure_chromium() -> None:
         run_logged(install, "apt-chromium", env=env)
 
 
+def ensure_kjv_bible() -> None:
+    """Debian's bible-kjv (the King James Bible, public domain, and the ``bible`` program that decompresses it):
+    the embedded real-text corpus of the language-model presets and tests (harness/lm.py). Installed with apt
+    when we are root and it is missing; otherwise say how."""
+    if shutil.which("bible"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say("bible-kjv is missing: the embedded LM corpus needs it (Debian/Ubuntu: apt-get install bible-kjv)")
+        return
+    say("installing bible-kjv with apt (the embedded language-model corpus)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "bible-kjv", "bible-kjv-text"]
+    try:
+        run_logged(install, "apt-bible-kjv", env=env)
+    except SetupError:  # a stale package list: refresh it once and retry
+        run_logged(["apt-get", "update"], "apt-update", env=env)
+        run_logged(install, "apt-bible-kjv", env=env)
+
+
 def smoke_test() -> None:
     out = subprocess.run([str(VPY), "-c", SMOKE_IMPORTS], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, DS_ACCELERATOR="cpu"))
@@ -419,6 +438,7 @@ def main() -> int:
                 smoke_test()
                 ensure_timm_tests()
                 ensure_chromium()
+                ensure_kjv_bible()
                 say(f"environment up to date ({VENV}); nothing to do ({time.time() - start:.0f} s)")
                 return 0
         ensure_venv()
@@ -429,6 +449,7 @@ def main() -> int:
         smoke_test()
         ensure_timm_tests()
         ensure_chromium()
+        ensure_kjv_bible()
         STAMP.write_text(json.dumps({"digest": stamp_digest(), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
         say(f"done in {(time.time() - start) / 60:.1f} min; activate with: source {VENV}/bin/activate")
         return 0
