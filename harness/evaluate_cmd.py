@@ -169,6 +169,8 @@ def run_suite(args) -> list[dict]:
     if args.real_labels and protocol != "imagenet-real":
         raise DepthbenchError("--real-labels belongs to --dataset imagenet-real")
     real_labels = ev.load_real_labels(args.real_labels) if protocol == "imagenet-real" else None
+    if not Path(args.checkpoint).expanduser().exists():
+        raise DepthbenchError(f"--checkpoint {args.checkpoint}: no such file or run directory")
     run = Path(args.out_run) if args.out_run else checkpoint_run(args.checkpoint)
     if args.out_run and not (run / "meta.json").is_file():
         raise DepthbenchError(f"--out-run {run} is not a run directory (no meta.json)")

@@ -279,18 +279,22 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
              if p.suffix.lower() in IMAGE_EXTENSIONS]
     images = [(cls, p.stem, np.asarray(_at_least_32(Image.open(p).convert("RGB")))) for cls, p in files]
-    for c in corruptions:
-        for s in severities:
-            rng_state = np.random.get_state()
-            np.random.seed(1000 * s + corruptions.index(c))  # the package draws noise from numpy's global RNG
-            for cls, stem, pixels in images:
-                out = tmp / c / str(s) / cls
-                out.mkdir(parents=True, exist_ok=True)
-                corrupted = corrupt(pixels, corruption_name=c, severity=s)
-                corrupted = np.clip(np.asarray(corrupted), 0, 255).astype(np.uint8)
-                corrupted = corrupted[: pixels.shape[0], : pixels.shape[1]]  # some corruptions pad odd sizes
-                Image.fromarray(corrupted).save(out / f"{stem}.png")
-            np.random.set_state(rng_state)
+    try:
+        for c in corruptions:
+            for s in severities:
+                rng_state = np.random.get_state()
+                np.random.seed(1000 * s + corruptions.index(c))  # the package draws noise from numpy's global RNG
+                for cls, stem, pixels in images:
+                    out = tmp / c / str(s) / cls
+                    out.mkdir(parents=True, exist_ok=True)
+                    corrupted = corrupt(pixels, corruption_name=c, severity=s)
+                    corrupted = np.clip(np.asarray(corrupted), 0, 255).astype(np.uint8)
+                    corrupted = corrupted[: pixels.shape[0], : pixels.shape[1]]  # some corruptions pad odd sizes
+                    Image.fromarray(corrupted).save(out / f"{stem}.png")
+                np.random.set_state(rng_state)
+    except BaseException:  # Ctrl-C or a failing image: no half-written temporary folder is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(target, ignore_errors=True)
     os.rename(tmp, target)

@@ -291,6 +291,7 @@ def test_bad_input_is_one_line_before_any_model_is_built(tmp_path, capsys, monke
         (["--analysis", "mask_first=x"], "expected none or comma-joined"),
         (["--pool-mode", "linear"], "TransNeXt's inference mode"),
         (["--input-size", "0"], "positive image side"),
+        (["--analysis", "none", "--checkpoint", str(tmp_path / "missing.pth")], "no such file or run directory"),
         (["--input-size", "16", "24"], "does not take data.input_size=24"),  # Steps-DeiT's fixed 16 px
     ]
     for extra, message in cases:
