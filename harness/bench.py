@@ -46,6 +46,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from harness.builders import build_trained_model, parse_model_kwargs
 from harness.errors import DepthbenchError
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -61,7 +62,7 @@ class Participant:
     kwargs: dict = field(default_factory=dict)
     input_size: tuple = (3, 224, 224)
     label: str = ""
-    config: str | None = None          # built from this config (``_base_`` resolved, ScaleNet ``expand`` applied)
+    config: str | None = None          # built as this config trains it (``model.grow`` stages applied)
     overrides: tuple = ()
 
     def __post_init__(self):
@@ -71,22 +72,6 @@ class Participant:
         """What a memory subprocess needs to rebuild exactly this model (Python literals)."""
         return {"name": self.name, "kwargs": self.kwargs, "input_size": tuple(self.input_size),
                 "config": self.config, "overrides": tuple(self.overrides)}
-
-
-def parse_model_kwargs(items) -> dict:
-    """timm's ``--model-kwargs k=v ...``: values are Python literals, anything else a string."""
-    kwargs = {}
-    for text in items or ():
-        key, sep, raw = text.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise DepthbenchError(f"--model-kwargs {text!r} is not key=value with a Python name as key "
-                                  f"(e.g. --model-kwargs drop_path_rate=0.1 img_size=32)")
-        try:
-            value = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            value = raw.strip()
-        kwargs[key.strip()] = value
-    return kwargs
 
 
 def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
@@ -105,20 +90,19 @@ def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
 
 
 def participant_from_config(path: str, overrides=(), extra_kwargs: dict | None = None, size=None) -> Participant:
-    """The model a training config trains: ``model.name`` with every other ``model.*`` key (as ``depthbench train``
-    passes them to ``timm.create_model``), ``data.num_classes`` and ``data.input_size``."""
+    """The model a training config trains: ``model.name``, its ``timm.create_model`` arguments as ``depthbench
+    train`` passes them (:func:`harness.builders.model_kwargs`: every other ``model.*`` key and
+    ``data.num_classes``) and ``data.input_size``. :func:`build` rebuilds it from the config itself, growth
+    stages included; ``kwargs`` here say what it got (the CSV's ``model_kwargs``) and set the input size."""
+    from harness.builders import model_kwargs
     from harness.config import load_config
 
     cfg = load_config(path, overrides)
-    model_cfg = dict(cfg.get("model") or {})
-    name = model_cfg.get("name")
+    name = (cfg.get("model") or {}).get("name")
     if not name:
         raise DepthbenchError(f"config {path} sets no model.name; bench needs a model to build")
-    kwargs = {k: v for k, v in model_cfg.items() if k not in ("name", "pretrained", "expand", "grow")}
+    kwargs = {**model_kwargs(cfg), **(extra_kwargs or {})}
     data = cfg.get("data") or {}
-    if data.get("num_classes") is not None:
-        kwargs.setdefault("num_classes", data["num_classes"])
-    kwargs.update(extra_kwargs or {})
     if size is None and data.get("input_size"):
         size = data["input_size"]
     return Participant(name, _plain(kwargs), input_size_of(name, size, kwargs), label=Path(path).stem,
@@ -135,33 +119,12 @@ def _plain(value):
 
 
 def build(participant: Participant, device="meta") -> nn.Module:
-    """The participant's model (ours or timm's) on ``device``; one line naming the model for anything wrong."""
-    import timm
-
-    from harness.flops import require_registered
-
-    try:
-        require_registered(participant.name)
-    except ValueError as e:  # UnknownModelError: one line with close names
-        raise DepthbenchError(str(e)) from None
-    import models  # noqa: F401  (registers depthbench's models with timm)
-
-    try:
-        with torch.device(device):
-            model = timm.create_model(participant.name, **participant.kwargs)
-    except Exception as e:  # a keyword the model does not take, a bad value, ...
-        shown = f" with {participant.kwargs}" if participant.kwargs else ""
-        raise DepthbenchError(f"model {participant.name} does not build{shown}: {type(e).__name__}: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
-    if participant.config:
-        from harness.config import load_config
-
-        expand = (load_config(participant.config, participant.overrides).get("model") or {}).get("expand")
-        if expand:  # ScaleNet configs build the base model, then deepen it (as `depthbench train` does)
-            from models.scalenet import expand as expand_model
-
-            model = expand_model(model, **_plain(dict(expand))) or model
-    return model
+    """The participant's model (ours or timm's) on ``device``, as :func:`harness.builders.build_trained_model`
+    builds it: from its config (the trained architecture: ScaleNet's ``model.grow`` expansion applied) or its
+    name, with its keyword arguments. Anything wrong is one line naming the model (close names if unknown)."""
+    return build_trained_model(participant.config, participant.overrides,
+                               name=None if participant.config else participant.name,
+                               model_kwargs=participant.kwargs, device=device)
 
 
 # -------------------------------------------------------------------------------------------------- stepping
@@ -575,10 +538,8 @@ def _check_out(path: str | None) -> list[dict]:
 
 
 def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
-    from harness import rundir
+    from harness.rundir import atomic_write
 
-    # the one atomic writer; `atomic_write_text` is its name until issue 11's consolidation lands
-    atomic_write = getattr(rundir, "atomic_write", None) or rundir.atomic_write_text
     columns = list(dict.fromkeys([c for r in old_rows + rows for c in r]))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns)

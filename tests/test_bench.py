@@ -1,5 +1,6 @@
 """depthbench bench: what it reports and in which order it runs (never how fast: timings are not asserted)."""
 import csv
+import json
 import types
 
 import pytest
@@ -16,6 +17,7 @@ TIMM_COLUMNS = ["model", "infer_samples_per_sec", "infer_step_time", "infer_batc
                 "infer_gmacs", "train_samples_per_sec", "train_step_time", "train_batch_size", "train_img_size",
                 "param_count"]
 DIGITS_HORESNET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"  # model.width=32, 10 classes, 16 px
+SCALENET_DEIT_TINY = "configs/scalenet/scalenet-deit-tiny-2x_8xb64-100e_in1k.py"  # the smallest ScaleNet config
 FAST = ["--batch-size", "2", "--repeats", "2", "--iters", "1", "--warmup", "0", "--peak-size", "256",
         "--threads", "1"]
 
@@ -107,6 +109,27 @@ def test_config_rebuilds_the_trained_model(tmp_path):
     with open(out) as fh:
         (row,) = csv.DictReader(fh)
     assert row["model"] == "horesnet10_rk4" and '"width": 16' in row["model_kwargs"] and row["infer_img_size"] == "16"
+
+
+def test_scalenet_config_measures_the_expanded_model(capsys):
+    # ScaleNet configs train deit_tiny_patch16_224 deepened 2x by `model.grow` (weight sharing + rank-16 adapters):
+    # bench must measure that model, not the 12-block base it starts from
+    from models.scalenet import expand
+
+    import models  # noqa: F401
+    base = timm.create_model("deit_tiny_patch16_224")
+    expanded = expand(timm.create_model("deit_tiny_patch16_224"), k=2, order="interpolate", adjust="adapter",
+                      rank=16)
+    assert len(expanded.blocks) == 2 * len(base.blocks)
+    assert cli_main(["bench", "--config", SCALENET_DEIT_TINY, "--json", "--no-memory", "--batch-size", "1",
+                     "--repeats", "1", "--iters", "1", "--warmup", "0", "--peak-size", "64", "--threads", "1"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["models"]
+    params = float(row["param_count"])  # millions; shared weights once (model.parameters() yields each once)
+    assert params == round(sum(p.numel() for p in expanded.parameters()) / 1e6, 3)
+    assert params > round(sum(p.numel() for p in base.parameters()) / 1e6, 3) + 0.7
+    assert params == pytest.approx(6.45, abs=0.02)  # ScaleNet Table I, DeiT-Tiny ScaleNet: 6.45 M
+    # twice the depth: about twice DeiT-T's 1.3 GMACs (Table I: 2.6 G without the adapters' MACs)
+    assert 2.5 < float(row["infer_gmacs"]) < 2.9
 
 
 def test_pair_presets_resolve_to_registered_models():
