@@ -1,14 +1,20 @@
-# depthbench — the two commands: `make setup` (environment) and `make test` (setup + the test suite).
+# depthbench — `make demo` (the main job), `make setup` (environment), `make test` (setup + the test suite).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-timm-all clean-venv
+.PHONY: setup demo test test-timm-all clean-venv
 
 ## setup: create/update .venv with the pinned stack; builds mmcv's ops once and caches the wheel
 setup:
 	@DEPTHBENCH_VENV=$(abspath $(VENV)) $(PYTHON) tools/setup_env.py
+
+## demo: setup (a no-op when done), then the main job on the bundled data: reduced-scale HO-ResNet/StepsNet
+## comparisons, pretraining + fine-tuning, the papers' tables and the HTML report (DEMO_ARGS=--quick: minutes)
+DEMO_ARGS ?=
+demo: setup
+	@$(VENV)/bin/python -m harness.cli demo $(DEMO_ARGS)
 
 ## test: setup (a no-op when done), then the whole test suite
 test: setup

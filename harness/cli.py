@@ -13,7 +13,7 @@ import sys
 from harness.errors import DepthbenchError
 
 # module (under harness/) for each sub-command, in the order `depthbench --help` lists them
-COMMANDS = ["env_report", "model_list", "verify", "bench", "train", "evaluate_cmd", "finetune", "diagnose",
+COMMANDS = ["demo", "env_report", "model_list", "verify", "bench", "train", "evaluate_cmd", "finetune", "diagnose",
             "results_cmd", "submit"]
 
 

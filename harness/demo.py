@@ -1,0 +1,312 @@
+"""``depthbench demo [--quick] [--out DIR]`` (``make demo``): the main job on the embedded default, end to end.
+
+On a fresh machine with no dataset and no GPU, with the real engine and the bundled data, it runs a reduced-scale
+version of the papers' core comparisons, then renders the tables, figures, status view and HTML report:
+
+1. HO-ResNet Table 3's question -- does a higher-order scheme help at equal depth? -- Euler vs RK4 at depths 10
+   and 18 on the bundled digits (configs/demo/horesnet*);
+2. StepsNet Table 1's question at equal parameters and FLOPs: DeiT vs Steps-DeiT at reduced width and resolution
+   on the digits, both audited with the one FLOP counter (harness/flops.py) before training;
+3. pretraining + fine-tuning: a half-width Steps-ResNet-18 classifier on the digits, whose ``best.pth`` initialises
+   the backbone of UperNet on the embedded ADE20K-format set (``init_cfg`` -> the one weights loader);
+4. ``depthbench results`` over the demo's runs: Markdown tables + figures, the status view and the HTML report.
+
+Each run is a ``depthbench train`` / ``depthbench finetune`` process in a fixed run directory
+``OUT/runs/<experiment>/<run>``: a rerun reuses runs whose ``meta.json`` says done and continues the others with
+``--resume auto``. Ctrl-C asks the running process to checkpoint and stop (SIGTERM, the engines' preemption path:
+every file is written atomically), so the next ``depthbench demo`` continues where it stopped. ``--quick`` is the
+same job at one epoch / 20 iterations per run, for CI.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import DepthbenchError
+
+DEFAULT_OUT = {False: Path("results/demo"), True: Path("results/demo-quick")}
+DIGITS = "embedded digits"
+# Steps-DeiT and DeiT are compared at equal size: the audit refuses the demo configs if they drift further apart
+MAX_SIZE_GAP = 0.03
+
+
+@dataclass
+class DemoRun:
+    name: str                  # run directory name under OUT/runs/<experiment>/
+    config: str
+    kind: str                  # "train" (depthbench train) or "finetune"
+    scale: str                 # meta.json["scale"]: how this run is reduced from the paper's setting
+    overrides: list = field(default_factory=list)
+    total_steps: int | None = None  # finetune: max_iters; train: read from its first log line
+    after: str | None = None        # the run whose best.pth initialises this one's backbone
+
+    def path(self, out: Path) -> Path:
+        return out / "runs" / self.name
+
+
+@dataclass
+class Stage:
+    title: str
+    runs: list
+
+
+def plan(quick: bool) -> list[Stage]:
+    """The demo's stages; ``quick``: one epoch per classification run and 20 fine-tuning iterations."""
+    epochs = 1 if quick else 8
+    train_overrides = ["log.tensorboard=False"] + ([f"epochs={epochs}"] if quick else [])
+
+    def digits(config: str, name: str, px: int, **kw) -> DemoRun:
+        return DemoRun(name, f"configs/demo/{config}", "train",
+                       f"{DIGITS} {px}px, {epochs} epoch{'s' * (epochs > 1)}, reduced width", train_overrides, **kw)
+
+    iters = 20 if quick else 200
+    finetune_overrides = [f"train_cfg.max_iters={iters}", f"train_cfg.val_interval={iters}",
+                          f"default_hooks.checkpoint.interval={iters}"] if quick else []
+    schemes = [digits(f"horesnet{d}-{s}_1xb64-8e_digits.py", f"horesnet{d}-{s}", 16)
+               for d in (10, 18) for s in ("euler", "rk4")]
+    return [
+        Stage("HO-ResNet Table 3: Euler vs RK4 at depths 10 and 18 (digits 16px)", schemes),
+        Stage("StepsNet Table 1: DeiT vs Steps-DeiT at equal params/FLOPs (width 64, digits 16px)",
+              [digits("deit-w64-d4_1xb64-8e_digits.py", "deit-w64-d4", 16),
+               digits("steps-deit-w64-d8_1xb64-8e_digits.py", "steps-deit-w64-d8", 16)]),
+        Stage("Pretraining: half-width Steps-ResNet-18 classifier (digits 32px)",
+              [digits("steps-resnet18-w32_1xb64-8e_digits.py", "steps-resnet18-w32", 32)]),
+        Stage("Fine-tuning: UperNet + the pretrained backbone (embedded ADE20K-format shapes)",
+              [DemoRun("upernet-steps-resnet18-w32", "configs/demo/upernet_steps-resnet18-w32-digits-pre_200it_"
+                       "embedded-ade.py", "finetune", f"embedded ade-shapes 128px, {iters} iterations, backbone "
+                       f"pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})", finetune_overrides,
+                       total_steps=iters, after="steps-resnet18-w32")]),
+    ]
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("demo", help="the main job on bundled data: pretrain, fine-tune, paper tables, report",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="one epoch / 20 iterations per run (a few minutes, for CI)")
+    p.add_argument("--out", metavar="DIR", help="where runs, tables and the report go (default results/demo, "
+                                                "results/demo-quick with --quick)")
+    p.set_defaults(func=main)
+
+
+# ----------------------------------------------------------------------------------------- checks
+def check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise DepthbenchError(f"--out {out} is a file; give a directory for the demo's runs and report")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a directory you can write")
+
+
+def audit_equal_size(out: Path) -> str:
+    """Parameters and FLOPs of the DeiT/Steps-DeiT pair with the one counter; refuse a pair that is not equal."""
+    from harness.config import load_config
+    from harness.flops import build_model, count_flops, count_params
+
+    sizes = {}
+    for name in ("deit-w64-d4_1xb64-8e_digits.py", "steps-deit-w64-d8_1xb64-8e_digits.py"):
+        cfg = load_config(f"configs/demo/{name}")
+        kwargs = {k: v for k, v in cfg.model.items() if k not in ("name", "pretrained", "drop_path_rate")}
+        model = build_model(cfg.model.name, num_classes=cfg.model.get("num_classes", 10), **kwargs)
+        sizes[cfg.model.name] = (count_params(model), count_flops(model, cfg.data.input_size).total)
+    (deit_p, deit_f), (steps_p, steps_f) = sizes.values()
+    gap_p, gap_f = steps_p / deit_p - 1, steps_f / deit_f - 1
+    (out / "audit.json").write_text(json.dumps({k: {"params": p, "flops": f} for k, (p, f) in sizes.items()}))
+    line = (f"DeiT {deit_p / 1e3:.1f}k params {deit_f / 1e6:.2f} MFLOPs, Steps-DeiT {steps_p / 1e3:.1f}k params "
+            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/flops.py at 16x16)")
+    if max(abs(gap_p), abs(gap_f)) > MAX_SIZE_GAP:
+        raise DepthbenchError(f"configs/demo: the DeiT/Steps-DeiT pair is not of equal size ({line}); fix the widths")
+    return line
+
+
+# ----------------------------------------------------------------------------------------- runs
+def run_status(path: Path) -> str | None:
+    try:
+        return json.loads((path / "meta.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def best_metric(path: Path, keys=("top1", "mIoU")) -> str:
+    """The run's best evaluation, e.g. "top-1 91.4"; read from metrics.jsonl (the run contract)."""
+    from harness.rundir import read_metrics
+
+    best = {}
+    for record in read_metrics(path / "metrics.jsonl"):
+        if record.get("kind") == "eval":
+            for key in keys:
+                value = record.get(key)
+                if isinstance(value, (int, float)):
+                    best[key] = max(best.get(key, value), value)
+    return "  ".join(f"{'top-1' if k == 'top1' else k} {v:.2f}" for k, v in best.items()) or "no evaluation"
+
+
+def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
+    """One run as a ``depthbench train``/``finetune`` process with a progress bar; returns its wall-clock and
+    CPU seconds (the CPU time is what to compare on a shared machine)."""
+    import resource
+
+    from tqdm import tqdm
+
+    path = run.path(out)
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "harness.cli", run.kind, run.config, "--work-dir", str(path), "--resume", "auto",
+            *run.overrides, *extra]
+    log_path = logs / f"{run.name}.log"
+    start, cpu_start = time.monotonic(), _children_cpu(resource)
+    with open(log_path, "a") as log, tqdm(total=run.total_steps, desc=f"  {run.name}", unit="step", leave=True,
+                                          file=sys.stdout, dynamic_ncols=True, mininterval=1.0) as bar:
+        log.write(f"\n$ {' '.join(argv)}\n")
+        log.flush()
+        # a session of its own: Ctrl-C reaches the demo only, which then stops the run the preemption way
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while process.poll() is None:
+                time.sleep(0.5)
+                _advance(bar, path, log_path)
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGTERM)  # finish the step, checkpoint, exit 75
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            raise DepthbenchError(f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
+                                  f"command again to continue, finished runs are reused", exit_code=130) from None
+        _advance(bar, path, log_path)
+    if process.returncode != 0 or run_status(path) != "done":
+        lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
+        reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1]).strip()
+        raise DepthbenchError(f"{run.name} ended with exit code {process.returncode}: {reason[:300]} (log {log_path});"
+                              f" fix it and run the demo again to continue")
+    return time.monotonic() - start, _children_cpu(resource) - cpu_start
+
+
+def _children_cpu(resource) -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _advance(bar, path: Path, log_path: Path) -> None:
+    """Move the bar to the run's last logged step; a training run's length comes from its first log line."""
+    if bar.total is None:
+        match = re.search(r"(\d+) steps/epoch", log_path.read_text())
+        if match:
+            bar.total = int(match.group(1)) * _epochs_of(path)
+            bar.refresh()
+    step = 0
+    try:
+        with open(path / "metrics.jsonl", "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            for line in f.read().decode(errors="replace").splitlines()[-5:]:
+                try:
+                    step = max(step, int(json.loads(line).get("global_step", 0)))
+                except (ValueError, AttributeError, TypeError):
+                    continue
+    except OSError:
+        return
+    if step > bar.n:
+        bar.update(step - bar.n)
+
+
+def _epochs_of(path: Path) -> int:
+    """The epochs of a training run, from the resolved config it wrote (config.py)."""
+    match = re.search(r"^epochs\s*=\s*(\d+)", (path / "config.py").read_text() if (path / "config.py").is_file()
+                      else "", re.M)
+    return int(match.group(1)) if match else 1
+
+
+# ----------------------------------------------------------------------------------------- report
+def render(out: Path) -> list[tuple[str, Path]]:
+    """Tables + figures (Markdown), the status view and the HTML report via ``depthbench results`` (in this
+    process: its imports and the cached architecture audit are shared by the three calls); its output goes to
+    ``OUT/logs/results.log``."""
+    import contextlib
+
+    from harness.cli import build_parser
+
+    runs = str(out / "runs")
+    papers = ["--paper", "horesnet", "--paper", "stepsnet"]
+    products = [("tables and figures", ["--format", "md", "--out", str(out / "tables")], out / "tables"),
+                ("status view", ["--status", "--out", str(out / "tables")], out / "tables" / "status.txt"),
+                ("HTML report", ["--format", "html", "--out", str(out / "report")], out / "report" / "index.html")]
+    parser = build_parser()
+    with open(out / "logs" / "results.log", "w") as log, contextlib.redirect_stdout(log), \
+            contextlib.redirect_stderr(log):
+        for _, args, _ in products:
+            parsed = parser.parse_args(["results", "--runs", runs, *papers, *args])
+            parsed.func(parsed)  # a DepthbenchError propagates: one line from the CLI
+    return [(what, where) for what, _, where in products]
+
+
+def summary(stages: list[Stage], out: Path, audit_line: str) -> str:
+    """The demo's own comparison, one Markdown table per stage, each caption naming the reduced setting."""
+    lines = ["# depthbench demo (reduced scale: embedded data, not the papers' setting)", ""]
+    for stage in stages:
+        lines += [f"## {stage.title}", "", f"Setting: {stage.runs[0].scale}.", ""]
+        if "Steps-DeiT" in stage.title:
+            lines += [f"Architecture audit: {audit_line}.", ""]
+        lines += ["| run | config | best |", "|---|---|---|"]
+        lines += [f"| {r.name} | {r.config} | {best_metric(r.path(out))} |" for r in stage.runs]
+        lines.append("")
+    text = "\n".join(lines)
+    (out / "summary.md").write_text(text)
+    return text
+
+
+# ----------------------------------------------------------------------------------------- main
+def main(args) -> int:
+    quick = bool(args.quick)
+    out = Path(args.out) if args.out else DEFAULT_OUT[quick]
+    check_out(out)
+    stages = plan(quick)
+    for stage in stages:
+        for run in stage.runs:
+            if not Path(run.config).is_file():
+                raise DepthbenchError(f"{run.config} is missing; the demo runs from the repository root (cd there)")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    started = time.monotonic()
+    print(f"depthbench demo{' --quick' if quick else ''}: {sum(len(s.runs) for s in stages)} runs in {len(stages)} "
+          f"stages + tables and report, into {out}/ (rerun to reuse finished runs)", flush=True)
+    audit_line = ""
+    for number, stage in enumerate(stages, 1):
+        stage_start = time.monotonic()
+        print(f"[{number}/{len(stages) + 1}] {stage.title}  (elapsed {_clock(stage_start - started)})", flush=True)
+        if "Steps-DeiT" in stage.title:
+            audit_line = audit_equal_size(out)
+            print(f"  audit: {audit_line}", flush=True)
+        for run in stage.runs:
+            path = run.path(out)
+            if run_status(path) == "done":
+                print(f"  {run.name}: reused ({best_metric(path)}; {path})", flush=True)
+                continue
+            extra = []
+            if run.after:
+                weights = next(r for s in stages for r in s.runs if r.name == run.after).path(out) / "best.pth"
+                extra = [f"model.backbone.init_cfg.checkpoint={weights}"]
+            seconds, cpu = execute(run, out, extra)
+            from harness.rundir import RunDir
+
+            RunDir.open(path).update_meta(scale=run.scale, demo=True)
+            print(f"  {run.name}: done in {_clock(seconds)}, {cpu:.0f} s CPU ({best_metric(path)})", flush=True)
+    print(f"[{len(stages) + 1}/{len(stages) + 1}] Tables, figures, status view and HTML report "
+          f"(elapsed {_clock(time.monotonic() - started)})", flush=True)
+    products = render(out)
+    print(summary(stages, out, audit_line), flush=True)
+    print(f"demo finished in {_clock(time.monotonic() - started)}:")
+    for what, where in products + [("this summary", out / "summary.md"), ("run logs", out / "logs")]:
+        print(f"  {what}: {where}")
+    print(f"open the report: xdg-open {out / 'report' / 'index.html'}   (or: python3 -m http.server -d "
+          f"{out / 'report'} 8000, then http://localhost:8000)")
+    return 0
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%M:%S" if seconds < 3600 else "%H:%M:%S", time.gmtime(seconds))
