@@ -109,4 +109,5 @@ def test_depthbench_models_json_lists_baselines_with_counts(cli):
     assert abs(entries["resnet50"]["params_m"] - 25.6) < 0.05
     assert abs(entries["deit_small_patch16_224"]["flops_g"] - 4.6) < 0.05
     assert abs(entries["swin_tiny_patch4_window7_224"]["flops_g"] - 4.5) < 0.05
-    assert cli("models", "no_such_model_*").returncode == 1
+    no_match = cli("models", "no_such_model_*")  # a pattern that matches nothing is bad input: one line, exit 2
+    assert no_match.returncode == 2 and len(no_match.stderr.strip().splitlines()) == 1, no_match.stderr
