@@ -158,6 +158,7 @@ def test_bad_lm_input_is_one_line_before_anything_is_written(corpus, tmp_path, e
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(corpus, tmp_path):
     tokenizer = train_tokenizer([corpus / "train.txt"], vocab_size=400)
     tokenizer.save(str(tmp_path / "tokenizer.json"))
+    overrides = tiny(corpus, **{"data.tokenizer": tmp_path / "tokenizer.json"})
     with pytest.raises(DepthbenchError, match=r"has 4\d\d tokens but data.vocab_size=300"):
-        run(PRESET, work_dir=tmp_path / "run", overrides=tiny(corpus, **{"data.tokenizer": tmp_path / "tokenizer.json"}))
+        run(PRESET, work_dir=tmp_path / "run", overrides=overrides)
     assert not (tmp_path / "run").exists()
