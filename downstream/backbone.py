@@ -15,7 +15,8 @@ Model-specific dense options are the models' own constructor arguments, given in
 ``always_partition=True`` for shifted windows in every odd block at detection sizes, as the Swin papers' dense
 backbones run; ScaleNet ``base_checkpoint``/expansion arguments).
 
-Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=PATH, ema=False)`` goes through depthbench's
+Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=PATH, ema=False)`` (``checkpoint=None``: random
+initialisation, so configs carry the dict and ``model.backbone.init_cfg.checkpoint=PATH`` fills it in) goes through depthbench's
 one weights loader (``harness.checkpoint.load_weights``): a depthbench ``last.pth``/``best.pth`` (its EMA
 weights with ``ema=True``), a run directory, timm/DeiT/MMEngine files, official TransNeXt checkpoints (the
 model family's ``checkpoint_filter_fn`` renames keys). The result is checked here: a missing backbone key, or
@@ -58,8 +59,8 @@ class DepthbenchBackbone(BaseModule):
             Steps-Swin and ScaleNet-Swin), off for models that normalise every stage themselves (TransNeXt).
             With out norms the model's own final norm is pruned (the stage-4 out norm replaces it).
         norm_eval: keep BatchNorm layers in eval mode while training (frozen statistics).
-        init_cfg: ``dict(type='Pretrained', checkpoint=PATH, ema=False)`` (see module docstring) or None
-            (the model's own random initialisation).
+        init_cfg: ``dict(type='Pretrained', checkpoint=PATH, ema=False)`` (see module docstring); ``checkpoint=None``
+            or ``init_cfg=None``: the model's own random initialisation.
     """
 
     def __init__(self, model_name: str, model_kwargs: dict | None = None,
@@ -76,12 +77,18 @@ class DepthbenchBackbone(BaseModule):
             require_registered(model_name, "backbone model")
         except ValueError as e:
             raise DepthbenchError(str(e)) from None
+        # checkpoint=None is "random initialisation": configs carry the dict so that a user gives a checkpoint
+        # with the plain override model.backbone.init_cfg.checkpoint=PATH (overrides only set existing keys)
         if init_cfg is not None and (not isinstance(init_cfg, dict) or init_cfg.get("type") != "Pretrained"
-                                     or not init_cfg.get("checkpoint")):
-            raise DepthbenchError(f"DepthbenchBackbone init_cfg must be dict(type='Pretrained', checkpoint=PATH), "
-                                  f"got {init_cfg!r}")
+                                     or set(init_cfg) - {"type", "checkpoint", "ema"}
+                                     or not (init_cfg.get("checkpoint") is None
+                                             or isinstance(init_cfg["checkpoint"], str) and init_cfg["checkpoint"])):
+            raise DepthbenchError(f"DepthbenchBackbone init_cfg must be dict(type='Pretrained', checkpoint=PATH or "
+                                  f"None, ema=False), got {init_cfg!r}; give a checkpoint with "
+                                  f"model.backbone.init_cfg.checkpoint=PATH")
         self.model_name = model_name
         self.init_cfg = init_cfg
+        self.checkpoint = init_cfg.get("checkpoint") if init_cfg else None
         kwargs = dict(model_kwargs or {})
         if kwargs.get("base_checkpoint"):  # ScaleNet: the base may be an mmdet/mmseg Swin detector or segmentor
             kwargs["base_checkpoint"] = timm_swin_base_checkpoint(kwargs["base_checkpoint"])
@@ -161,12 +168,11 @@ class DepthbenchBackbone(BaseModule):
     def init_weights(self) -> None:
         """Load ``init_cfg``'s checkpoint, or keep the model's own initialisation (timm initialises at
         construction; ScaleNet loads its ``base_checkpoint`` there, so nothing is re-initialised here)."""
-        if self.init_cfg is None:
-            print_log(f"DepthbenchBackbone({self.model_name}): no init_cfg, the backbone is randomly initialised",
+        if self.checkpoint is None:
+            print_log(f"DepthbenchBackbone({self.model_name}): no checkpoint, the backbone is randomly initialised",
                       logger="current")
         else:
-            cfg = dict(self.init_cfg)
-            report = load_backbone_weights(self, cfg["checkpoint"], ema=bool(cfg.get("ema", False)))
+            report = load_backbone_weights(self, self.checkpoint, ema=bool(self.init_cfg.get("ema", False)))
             print_log(f"DepthbenchBackbone({self.model_name}): {report}", logger="current")
         self._is_init = True
 

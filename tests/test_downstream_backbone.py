@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import downstream  # noqa: F401  (registers DepthbenchBackbone)
+import models  # noqa: F401  (registers the paper models with timm, for the classifiers built here)
 from downstream.audit import load_config
 from downstream.backbone import DepthbenchBackbone, mmdet_swin_to_timm
 from harness.checkpoint import FORMAT, save_atomic

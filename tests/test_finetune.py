@@ -151,6 +151,72 @@ def test_bad_input_is_one_line_and_writes_nothing(cache, tmp_path, capsys):
     assert not work.exists()
 
 
+# ------------------------------------------------------------------------------------------- pretrained backbone
+def _preset_backbone_kwargs(config: str) -> dict:
+    from mmengine import Config
+
+    return Config.fromfile(config).backbone_kwargs.to_dict()
+
+
+def _built_backbone(config: str, overrides):
+    """The preset's model with ``overrides``, built and initialised as `depthbench finetune` does."""
+    from mmengine.registry import MODELS, init_default_scope
+
+    from harness.finetune import load_downstream_config
+
+    cfg = load_downstream_config(config, overrides)
+    init_default_scope(cfg.default_scope)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    return model.backbone
+
+
+@pytest.mark.slow
+def test_preset_fine_tunes_a_depthbench_train_checkpoint(cache, tmp_path, capsys):
+    """A `depthbench train` checkpoint of the presets' half-width Steps-ResNet-18 (any head) loads into the
+    preset's backbone with the plain override model.backbone.init_cfg.checkpoint=PATH (a run directory or a
+    file, EMA or not) and no missing key; a checkpoint of another width is one line before anything is written."""
+    import timm
+
+    import models  # noqa: F401
+    from harness.checkpoint import FORMAT, save_atomic
+
+    kwargs = _preset_backbone_kwargs(SEG)
+    assert kwargs == _preset_backbone_kwargs(DET)
+    classifier = timm.create_model("steps_resnet18", num_classes=10, **kwargs)  # e.g. pretrained on digits
+    weights = classifier.state_dict()
+    ema = {k: v + 1.0 if v.is_floating_point() else v for k, v in weights.items()}
+    pretrain = tmp_path / "runs/digits/run1"
+    pretrain.mkdir(parents=True)
+    save_atomic({"format": FORMAT, "model": weights, "ema": ema}, pretrain / "best.pth")
+
+    random_init = _built_backbone(SEG, [])  # the preset as shipped: checkpoint=None, random initialisation
+    assert random_init.checkpoint is None
+    for source, extra, expected in [(str(pretrain), [], weights),
+                                    (str(pretrain / "best.pth"), ["+model.backbone.init_cfg.ema=True"], ema)]:
+        backbone = _built_backbone(SEG, [f"model.backbone.init_cfg.checkpoint={source}", *extra])
+        own = backbone.model.state_dict()
+        assert set(own) <= set(weights)  # zero missing backbone keys (the loader would raise otherwise)
+        assert all(torch.equal(own[k], expected[k]) for k in own)
+        assert not torch.equal(random_init.model.state_dict()["conv1.weight"], own["conv1.weight"])
+    # the whole-dict spelling works too
+    backbone = _built_backbone(DET, [f"model.backbone.init_cfg={{'type': 'Pretrained', 'checkpoint': '{pretrain}'}}"])
+    assert torch.equal(backbone.model.state_dict()["conv1.weight"], weights["conv1.weight"])
+
+    full_width = timm.create_model("steps_resnet18", num_classes=10)  # the paper's width: does not fit
+    save_atomic({"format": FORMAT, "model": full_width.state_dict(), "ema": None}, tmp_path / "wide.pth")
+    work = tmp_path / "run"
+    capsys.readouterr()
+    code = cli.main(["finetune", SEG, "--work-dir", str(work), f"model.backbone.init_cfg.checkpoint={tmp_path}/wide.pth"])
+    line = _one_line_error(capsys, code, "does not fit the steps_resnet18 backbone")
+    assert "mis-shaped" in line and "conv1.weight" in line
+    code = cli.main(["finetune", DET, "--work-dir", str(work), "model.backbone.init_cfg.checkpoint=3"])
+    _one_line_error(capsys, code, "model.backbone.init_cfg.checkpoint=PATH")
+    code = cli.main(["finetune", DET, "--work-dir", str(work), f"model.backbone.init_cfg.checkpoint={tmp_path}/no.pth"])
+    _one_line_error(capsys, code, "no.pth")
+    assert not work.exists()
+
+
 # ------------------------------------------------------------------------------------------- end to end
 def _eval_records(run: Path, kind="eval"):
     return [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == kind]

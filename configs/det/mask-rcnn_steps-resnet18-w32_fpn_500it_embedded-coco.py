@@ -1,8 +1,8 @@
 # Mask R-CNN on the embedded COCO-format shapes set with Steps-ResNet-18 at half width (stage widths
 # 32/64/128/256, the StepsNet steps of Table 12 halved), a 64-channel FPN and lighter heads, so that it trains
 # on 2 CPU cores in minutes (README "Fine-tuning"). Random backbone by default; to fine-tune a `depthbench train`
-# checkpoint of the same model, add
-#   model.backbone.init_cfg="{'type': 'Pretrained', 'checkpoint': 'results/runs/<exp>/<run>/best.pth'}"
+# checkpoint of the same model (a run directory or its best.pth/last.pth), add
+#   model.backbone.init_cfg.checkpoint=results/runs/<exp>/<run>
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     '../_base_/datasets/embedded_coco_instance.py',
@@ -21,7 +21,8 @@ neck_channels = 64
 num_classes = 4
 model = dict(
     backbone=dict(_delete_=True, type='DepthbenchBackbone', model_name='steps_resnet18',
-                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4), init_cfg=None),  # timm: 0 is the stem
+                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
+                  init_cfg=dict(type='Pretrained', checkpoint=None)),  # random init; see the header
     neck=dict(in_channels=[32, 64, 128, 256], out_channels=neck_channels),
     rpn_head=dict(in_channels=neck_channels, feat_channels=neck_channels,
                   anchor_generator=dict(scales=[4])),  # 16-256 px anchors for objects of 20-64 px

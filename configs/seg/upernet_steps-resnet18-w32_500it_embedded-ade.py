@@ -1,7 +1,7 @@
 # UperNet on the embedded ADE20K-format shapes set with Steps-ResNet-18 at half width (stage widths 32/64/128/256,
 # the StepsNet steps of Table 12 halved) and 64-channel heads, so that it trains on 2 CPU cores in minutes
 # (README "Fine-tuning"). Random backbone by default; to fine-tune a `depthbench train` checkpoint of the same
-# model, add  model.backbone.init_cfg="{'type': 'Pretrained', 'checkpoint': 'results/runs/<exp>/<run>/best.pth'}"
+# model (a run directory or its best.pth/last.pth), add  model.backbone.init_cfg.checkpoint=results/runs/<exp>/<run>
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     '../_base_/datasets/embedded_ade.py',
@@ -21,7 +21,8 @@ model = dict(
     data_preprocessor=dict(size=(128, 128)),  # the crop size of the embedded set
     pretrained=None,
     backbone=dict(_delete_=True, type='DepthbenchBackbone', model_name='steps_resnet18',
-                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4), init_cfg=None),  # timm: 0 is the stem
+                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
+                  init_cfg=dict(type='Pretrained', checkpoint=None)),  # random init; see the header
     decode_head=dict(in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg),
     auxiliary_head=dict(in_channels=128, channels=32, num_classes=num_classes, norm_cfg=norm_cfg))
 
