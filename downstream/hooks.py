@@ -84,11 +84,11 @@ class RunDirHook(Hook):
             return
         metrics = self.run.file("metrics.jsonl")
         if metrics.exists():
-            from harness.rundir import atomic_write_text
+            from harness.rundir import atomic_write
             import json
 
             kept = [r for r in read_metrics(metrics) if r.get("global_step", 0) <= runner.iter]
-            atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
+            atomic_write(metrics, "".join(json.dumps(r) + "\n" for r in kept))
         resumes = self.run.meta().get("resumes", [])
         self.run.update_meta(resumes=resumes + [dict(time=now(), epoch=runner.epoch, global_step=runner.iter)])
 

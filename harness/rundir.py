@@ -187,6 +187,3 @@ def read_metrics(path: str | Path) -> list[dict]:
             raise DepthbenchError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
     return records
 
-
-# The earlier name of atomic_write, kept only until downstream/hooks.py calls atomic_write (then delete).
-atomic_write_text = atomic_write

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# check_config/check_model/model_kwargs live in harness.builders; re-exported only until harness/submit.py
-# imports them from there (then delete this line)
-from harness.builders import check_config, check_model, model_kwargs  # noqa: F401
 from harness.errors import DepthbenchError
 from harness.runner import RunResult
 
