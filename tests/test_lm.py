@@ -162,3 +162,83 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_refused(corpus, tmp_path):
     with pytest.raises(DepthbenchError, match=r"has 4\d\d tokens but data.vocab_size=300"):
         run(PRESET, work_dir=tmp_path / "run", overrides=overrides)
     assert not (tmp_path / "run").exists()
+
+
+# ----------------------------------------------------------------------------------------- ScaleNet on Llama
+def tiny_llama(seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                         max_position_embeddings=64)
+    return LlamaForCausalLM(config).eval()
+
+
+def test_llama_expansion_shares_layers_starts_as_duplication_and_counts_by_formula():
+    import copy
+
+    from models.scalenet_llama import AdaptedLinear, expand_llama, llama_parameter_count, unique_parameters
+
+    model = tiny_llama()
+    base = unique_parameters(model)
+    duplicated = copy.deepcopy(model)  # the plain Interpolate duplication, independent copies
+    duplicated.model.layers = torch.nn.ModuleList([copy.deepcopy(layer) for layer in duplicated.model.layers
+                                                   for _ in range(2)])
+    for index, layer in enumerate(duplicated.model.layers):
+        layer.self_attn.layer_idx = index
+    duplicated.config.num_hidden_layers = 4
+    if getattr(duplicated.config, "layer_types", None):
+        duplicated.config.layer_types = duplicated.config.layer_types * 2
+    expand_llama(model, k=2, rank=4)
+    layers = model.model.layers
+    assert len(layers) == 4 and [layer.self_attn.layer_idx for layer in layers] == [0, 1, 2, 3]
+    for a, b in ((0, 1), (2, 3)):
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            assert getattr(layers[a].self_attn, name).weight is getattr(layers[b].self_attn, name).weight
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            ours, theirs = getattr(layers[a].mlp, name), getattr(layers[b].mlp, name)
+            assert isinstance(ours, AdaptedLinear) and ours.base.weight is theirs.base.weight
+            assert ours.adapter_up.weight is not theirs.adapter_up.weight
+        assert layers[a].input_layernorm.weight is not layers[b].input_layernorm.weight
+    assert layers[0].self_attn.q_proj.weight is not layers[2].self_attn.q_proj.weight
+    tokens = torch.randint(0, 64, (2, 10))
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, duplicated(tokens).logits)  # zero-init adapters: no change
+    # 4 instances x 3 adapters x r (in + out) + 2 new instances x 2 RMSNorms of 32
+    assert unique_parameters(model) == base + 4 * 3 * 4 * (32 + 64) + 2 * 2 * 32
+    assert unique_parameters(model) == llama_parameter_count(32, 64, 2, k=2, rank=4, base=base)
+
+
+def test_llama_3_2_1b_counts_on_the_meta_device():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from models.scalenet_llama import expand_llama, llama_parameter_count, unique_parameters
+
+    # Llama-3.2-1B's published architecture (ScaleNet's LLM experiment); no weights needed on the meta device
+    config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+        assert unique_parameters(model) == 1_235_814_400  # the paper's "1236M"
+        expand_llama(model, k=2, rank=16)
+    # 32 instances x 491,520 adapter parameters + 16 new instances x 2 RMSNorms; the paper prints 1265M (flagged)
+    assert unique_parameters(model) == 1_251_608_576 == llama_parameter_count(2048, 8192, 16, base=1_235_814_400)
+
+
+def test_llama_expansion_keeps_sharing_through_save_and_load(tmp_path):
+    from models.scalenet_llama import expand_llama
+
+    model = expand_llama(tiny_llama(), k=2, rank=4)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.up_proj.adapter_up.weight.normal_()  # trained adapters differ per instance
+    torch.save(model.state_dict(), tmp_path / "model.pth")
+    loaded = expand_llama(tiny_llama(seed=1), k=2, rank=4)
+    loaded.load_state_dict(torch.load(tmp_path / "model.pth", weights_only=True), strict=True)
+    layers = loaded.model.layers
+    assert layers[0].mlp.gate_proj.base.weight is layers[1].mlp.gate_proj.base.weight
+    assert loaded.lm_head.weight is loaded.model.embed_tokens.weight  # Llama's tied embeddings
+    tokens = torch.randint(0, 64, (1, 8))
+    with torch.no_grad():
+        assert torch.equal(loaded(tokens).logits, model(tokens).logits)
