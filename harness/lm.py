@@ -246,3 +246,32 @@ def evaluate_lm(model, loader, backend) -> dict:
     metrics["ppl"] = perplexity(metrics["loss"])
     return metrics
 
+
+
+# ----------------------------------------------------------------------------------------- Hugging Face Llama
+def load_llama(source, *, expand: dict | None = None):
+    """A ``LlamaForCausalLM`` from a local checkpoint directory (``save_pretrained``'s: config.json + weights) or a
+    ``config.json`` (random weights), optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
+    :func:`models.scalenet_llama.expand_llama`). Bad paths are one line before anything is loaded."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from models.scalenet_llama import expand_llama
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise DataError(f"{path} has no config.json; give a Hugging Face checkpoint directory (save_pretrained)")
+        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("pytorch_model*.bin"))
+        if not weights:
+            raise DataError(f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
+                            f"download the model's weights there, or pass the config.json for random weights")
+        model = LlamaForCausalLM.from_pretrained(str(path))
+    elif path.is_file() and path.suffix == ".json":
+        try:
+            config = LlamaConfig.from_json_file(str(path))
+        except Exception as e:
+            raise DataError(f"{path} is not a Llama config.json ({type(e).__name__})") from None
+        model = LlamaForCausalLM(config)
+    else:
+        raise DataError(f"{path}: no such checkpoint directory or config.json")
+    return expand_llama(model, **expand) if expand else model

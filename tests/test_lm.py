@@ -242,3 +242,20 @@ def test_llama_expansion_keeps_sharing_through_save_and_load(tmp_path):
     tokens = torch.randint(0, 64, (1, 8))
     with torch.no_grad():
         assert torch.equal(loaded(tokens).logits, model(tokens).logits)
+
+
+def test_load_llama_from_a_directory_and_bad_directories_are_one_line(tmp_path):
+    from harness.lm import load_llama
+
+    model = tiny_llama()
+    model.save_pretrained(tmp_path / "ckpt")
+    loaded = load_llama(tmp_path / "ckpt", expand=dict(k=2, rank=4))
+    assert len(loaded.model.layers) == 4
+    assert torch.equal(loaded.model.embed_tokens.weight, model.model.embed_tokens.weight)
+    (tmp_path / "empty").mkdir()
+    model.config.to_json_file(tmp_path / "empty" / "config.json")
+    with pytest.raises(DepthbenchError, match="holds a config.json but no weights"):
+        load_llama(tmp_path / "empty")
+    with pytest.raises(DepthbenchError, match="no such checkpoint"):
+        load_llama(tmp_path / "missing")
+    assert len(load_llama(tmp_path / "empty" / "config.json").model.layers) == 2  # a config: random weights
