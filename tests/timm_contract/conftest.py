@@ -52,6 +52,15 @@ def pytest_report_header(config):
              f"(set {timm_suite.SELECT_ENV}=all|names to change)"]
     for kind, table in (("TorchScript", timm_suite.EXCLUDE_JIT), ("FX", timm_suite.EXCLUDE_FX)):
         lines += [f"timm contract: no {kind} tests for {pattern}: {reason}" for pattern, reason in table.items()]
+    # the exclusions the models themselves decide (timm_suite.model_kind)
+    kinds = {name: timm_suite.model_kind(name) for name in timm_suite.selected_models()}
+    not_image = [name for name, kind in kinds.items() if not kind.image]
+    frozen = [name for name, kind in kinds.items() if kind.image and kind.frozen]
+    if not_image:
+        lines.append(f"timm contract: no tests for {', '.join(not_image)}: {timm_suite.NOT_IMAGE_REASON}")
+    if frozen:
+        lines.append(f"timm contract: no {', '.join(timm_suite.BACKWARD_TESTS)} for {', '.join(frozen)}: "
+                     f"{timm_suite.FROZEN_REASON}")
     return lines
 
 

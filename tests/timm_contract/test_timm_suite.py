@@ -36,6 +36,38 @@ def test_list_models_applies_timms_filters_to_the_selected_models():
     assert timm.list_models is timm_suite._real_list_models  # the shim is only installed while timm's file imports
 
 
+def test_timm_vits_underneath_are_classified_as_timm_classifies_its_vits():
+    # timm tells sequence-output models by name ('vit_*', 'deit*'); ours are matched by what they are
+    names = ["steps_deit_tiny", "scalenet_deit_tiny_2x", "deit_w136_d24", "steps_swin_tiny", "steps_resnet18",
+             "transnext_micro"]
+    list_models, _ = timm_suite.make_list_models(names)
+    non_std = list_models(filter=["vit_*", "deit*"])
+    assert set(non_std) == {"steps_deit_tiny", "scalenet_deit_tiny_2x", "deit_w136_d24"}
+    assert set(list_models(exclude_filters=["vit_*", "deit*"])) == {"steps_swin_tiny", "steps_resnet18",
+                                                                   "transnext_micro"}
+    assert timm_suite.model_kind("steps_deit_tiny").sequence_output
+    assert not timm_suite.model_kind("steps_swin_tiny").sequence_output
+
+
+def test_language_models_run_no_image_test():
+    for test in ("test_model_forward", "test_model_default_cfgs", "test_model_forward_features"):
+        assert timm_suite.exclusion(test, "steps_lm_30m") == timm_suite.NOT_IMAGE_REASON
+        assert timm_suite.exclusion(test, "transformer_lm_30m") == timm_suite.NOT_IMAGE_REASON
+    assert timm_suite.exclusion("test_model_forward", "steps_deit_tiny") is None
+
+
+def test_models_built_with_frozen_parameters_skip_only_the_backward_tests():
+    # decided by the built model's requires_grad flags, not by its name
+    frozen = "scalenet_swin_tiny_2x"  # Swin trains only adjustments + norms by the paper's recipe
+    assert timm_suite.model_kind(frozen).frozen
+    for test in timm_suite.BACKWARD_TESTS:
+        assert timm_suite.exclusion(test, frozen) == timm_suite.FROZEN_REASON
+        assert timm_suite.exclusion(test, "scalenet_deit_tiny_2x") is None  # DeiT-T trains everything
+        assert timm_suite.exclusion(test, "scalenet_swin_tiny_grow_stack") is None  # the baselines train all
+    for test in ("test_model_forward", "test_model_default_cfgs", "test_model_forward_fx"):
+        assert timm_suite.exclusion(test, frozen) is None
+
+
 def test_exclusions_name_the_test_kind():
     assert timm_suite.exclusion("test_model_forward_torchscript", "transnext_tiny")
     assert timm_suite.exclusion("test_model_forward_fx", "transnext_tiny") is None
