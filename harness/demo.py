@@ -8,7 +8,7 @@ version of the papers' core comparisons, then renders the tables, figures, statu
 2. StepsNet Table 1's question at equal parameters and FLOPs: DeiT vs Steps-DeiT at reduced width and resolution
    on the digits, both audited with the one FLOP counter (harness/flops.py) before training;
 3. pretraining + fine-tuning: a half-width Steps-ResNet-18 classifier on the digits, whose ``best.pth`` initialises
-   the backbone of UperNet on the embedded ADE20K-format set (``init_cfg`` -> the one weights loader);
+   the backbone of Mask R-CNN on the embedded COCO-format set (``init_cfg`` -> the one weights loader);
 4. ``depthbench results`` over the demo's runs: Markdown tables + figures, the status view and the HTML report.
 
 Each run is a ``depthbench train`` / ``depthbench finetune`` process in a fixed run directory
@@ -78,10 +78,10 @@ def plan(quick: bool) -> list[Stage]:
                digits("steps-deit-w64-d8_1xb64-8e_digits.py", "steps-deit-w64-d8", 16)]),
         Stage("Pretraining: half-width Steps-ResNet-18 classifier (digits 32px)",
               [digits("steps-resnet18-w32_1xb64-8e_digits.py", "steps-resnet18-w32", 32)]),
-        Stage("Fine-tuning: UperNet + the pretrained backbone (embedded ADE20K-format shapes)",
-              [DemoRun("upernet-steps-resnet18-w32", "configs/demo/upernet_steps-resnet18-w32-digits-pre_200it_"
-                       "embedded-ade.py", "finetune", f"embedded ade-shapes 128px, {iters} iterations, backbone "
-                       f"pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})", finetune_overrides,
+        Stage("Fine-tuning: Mask R-CNN + the pretrained backbone (embedded COCO-format shapes)",
+              [DemoRun("mask-rcnn-steps-resnet18-w32", "configs/demo/mask-rcnn_steps-resnet18-w32-digits-pre_fpn_"
+                       "200it_embedded-coco.py", "finetune", f"embedded coco-shapes 128px, {iters} iterations, "
+                       f"backbone pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})", finetune_overrides,
                        total_steps=iters, after="steps-resnet18-w32")]),
     ]
 
@@ -133,7 +133,10 @@ def run_status(path: Path) -> str | None:
         return None
 
 
-def best_metric(path: Path, keys=("top1", "mIoU")) -> str:
+NAMES = {"top1": "top-1", "coco/bbox_mAP": "bbox AP", "coco/segm_mAP": "mask AP"}
+
+
+def best_metric(path: Path, keys=tuple(NAMES)) -> str:
     """The run's best evaluation, e.g. "top-1 91.4"; read from metrics.jsonl (the run contract)."""
     from harness.rundir import read_metrics
 
@@ -144,7 +147,9 @@ def best_metric(path: Path, keys=("top1", "mIoU")) -> str:
                 value = record.get(key)
                 if isinstance(value, (int, float)):
                     best[key] = max(best.get(key, value), value)
-    return "  ".join(f"{'top-1' if k == 'top1' else k} {v:.2f}" for k, v in best.items()) or "no evaluation"
+    # MMDetection's COCO metric is a fraction; shown in % like the papers' tables
+    return "  ".join(f"{NAMES[k]} {v * (100 if k.startswith('coco/') else 1):.2f}" for k, v in best.items()) \
+        or "no evaluation"
 
 
 def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:

@@ -40,9 +40,9 @@ def test_every_stage_run_is_done_and_labelled_reduced(demo):
         assert evals, name
         assert f"{name}: done in" in first.stdout
     # the fine-tune started from the demo's own pretraining checkpoint, through the backbone's init_cfg
-    finetune_config = (out / "runs" / "upernet-steps-resnet18-w32" / "config.py").read_text()
+    finetune_config = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "config.py").read_text()
     assert str(out / "runs" / "steps-resnet18-w32" / "best.pth") in finetune_config
-    assert meta(out / "runs" / "upernet-steps-resnet18-w32")["engine"] == "mmengine"
+    assert meta(out / "runs" / "mask-rcnn-steps-resnet18-w32")["engine"] == "mmengine"
     # the equal-size audit of the StepsNet pair ran with the FLOP counter
     sizes = json.loads((out / "audit.json").read_text())
     (p1, f1), (p2, f2) = [(v["params"], v["flops"]) for v in sizes.values()]
@@ -79,14 +79,14 @@ def test_a_rerun_reuses_the_finished_runs(demo):
     out, _ = demo
     before = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
               for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
-    before["upernet"] = (out / "runs" / "upernet-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
+    before["mask-rcnn"] = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
     again = run_cli("demo", "--quick", "--out", out, env={"OMP_NUM_THREADS": "1"}, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count(": reused (") == len(RUN_NAMES)
     assert "done in" not in again.stdout.split("Tables, figures")[0]
     after = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
              for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
-    after["upernet"] = (out / "runs" / "upernet-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
+    after["mask-rcnn"] = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
     assert after == before
 
 
