@@ -84,7 +84,11 @@ def apply_overrides(cfg, overrides) -> None:
         else:
             _check_type(key, _lookup(cfg, key), value)
         updates[key] = value
-    cfg.merge_from_dict(updates)
+    try:
+        cfg.merge_from_dict(updates)
+    except (TypeError, KeyError, ValueError) as e:  # e.g. a dict merged over a key that is None in the config
+        raise ConfigError(f"cannot apply overrides {', '.join(overrides)}: {type(e).__name__}: {e}; set the "
+                          f"inner keys one by one (e.g. a.b.c=value) or check the key's type") from None
 
 
 def _lookup(cfg, key: str):

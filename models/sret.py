@@ -678,16 +678,15 @@ def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) ->
     return state_dict
 
 
-def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, strict: bool = True,
-                             weights_only: bool = True):
+def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, strict: bool = True):
     """Load an official SReT checkpoint (a path, or an already loaded dict) into ``model``.
 
     The official files are loaded as ``torch.load(path)['model']``; this does the same through
-    :func:`checkpoint_filter_fn`. ``weights_only=False`` is needed only for files that pickle other objects
-    (e.g. training arguments) — pass it for files you trust.
+    :func:`checkpoint_filter_fn`, always with ``weights_only=True`` (a file that pickles other objects is
+    refused; ``harness.checkpoint.load_weights`` is the loader the commands use).
     """
     if not isinstance(checkpoint, dict):
-        checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=weights_only)
+        checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=True)
     state_dict = next((checkpoint[k] for k in ("model", "state_dict") if isinstance(checkpoint.get(k), dict)),
                       checkpoint)
     return model.load_state_dict(checkpoint_filter_fn(clean_state_dict(state_dict), model), strict=strict)

@@ -144,3 +144,12 @@ def test_deit_schedule_scales_lr_with_batch_and_warms_up():
     assert 1e-5 <= end < 1.1e-5
     default_batch = load_config(CONFIGS / "deit/deit-small_8xb128-300e_in1k.py")  # 1024: lr 1e-3
     assert learning_rates(default_batch, [5])[0] == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_an_override_mmengine_cannot_merge_is_one_config_error(tmp_path):
+    # a dict over a key that is None in the config: MMEngine raises a TypeError deep in merge_from_dict
+    config = tmp_path / "c.py"
+    config.write_text("model = dict(backbone=dict(init_cfg=None))\nepochs = 1\n")
+    with pytest.raises(ConfigError, match="cannot apply overrides model.backbone.init_cfg=") as error:
+        load_config(config, ["model.backbone.init_cfg={'type': 'Pretrained', 'checkpoint': 'x.pth'}"])
+    assert "\n" not in str(error.value)
