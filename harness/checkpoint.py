@@ -374,8 +374,9 @@ def find_resume(resume: str | None, run_path: Path | None) -> Path | None:
     return path
 
 
-def latest_run(experiment_root: Path) -> Path | None:
-    """The newest run directory of an experiment that has a ``last.pth`` and did not finish."""
+def latest_run(experiment_root: Path, checkpoint_of=lambda run: run / "last.pth") -> Path | None:
+    """The newest run directory of an experiment that did not finish and has a checkpoint
+    (``checkpoint_of(run)``: its ``last.pth``; downstream runs pass MMEngine's ``last_checkpoint`` file)."""
     import json
 
     runs = []
@@ -384,6 +385,7 @@ def latest_run(experiment_root: Path) -> Path | None:
             status = json.loads(meta.read_text()).get("status")
         except (OSError, ValueError):
             continue
-        if status != "done" and (meta.parent / "last.pth").is_file():
-            runs.append(meta.parent)
-    return max(runs, key=lambda p: (p / "last.pth").stat().st_mtime, default=None)
+        checkpoint = checkpoint_of(meta.parent)
+        if status != "done" and checkpoint is not None and checkpoint.is_file():
+            runs.append(checkpoint)
+    return max(runs, key=lambda c: c.stat().st_mtime, default=Path()).parent if runs else None

@@ -253,15 +253,10 @@ def resume_checkpoint(resume: str | None, work_dir: Path) -> Path | None:
 
 def latest_mmengine_run(experiment_root: Path) -> Path | None:
     """The newest unfinished downstream run of an experiment that has a checkpoint."""
-    runs = []
-    for meta in Path(experiment_root).glob("*/meta.json"):
-        try:
-            status = json.loads(meta.read_text()).get("status")
-        except (OSError, ValueError):
-            continue
-        if status != "done" and latest_checkpoint(meta.parent):
-            runs.append(meta.parent)
-    return max(runs, key=lambda p: (p / "last_checkpoint").stat().st_mtime, default=None)
+    from harness.checkpoint import latest_run
+
+    return latest_run(experiment_root, checkpoint_of=lambda run: run / "last_checkpoint"
+                      if latest_checkpoint(run) else None)
 
 
 def run_finetune(cfg, work_dir: Path, resume_from: Path | None, args) -> int:
