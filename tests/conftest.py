@@ -1,20 +1,13 @@
 """Shared test setup: CPU-only DeepSpeed, runs written under pytest's tmp dirs, a helper to run the CLI."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from clitools import run_cli
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args, cwd=None, env=None, timeout=600):
-    """Run ``depthbench ARGS`` in a subprocess exactly as a user would; returns CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 
 from test_results_report import browser, visit  # noqa: F401  (the browser fixture of the report test)
 
+from clitools import run_cli
 from harness.demo import plan
 
 pytestmark = pytest.mark.slow
@@ -16,8 +17,6 @@ RUN_NAMES = [r.name for stage in plan(quick=True) for r in stage.runs]
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    from conftest import run_cli
-
     out = tmp_path_factory.mktemp("demo")
     first = run_cli("demo", "--quick", "--out", out, env={"OMP_NUM_THREADS": "1"}, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -74,8 +73,6 @@ def test_report_renders_in_the_browser(demo, browser):  # noqa: F811
 
 
 def test_a_rerun_reuses_the_finished_runs(demo):
-    from conftest import run_cli
-
     out, _ = demo
     before = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
               for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
@@ -91,8 +88,6 @@ def test_a_rerun_reuses_the_finished_runs(demo):
 
 
 def test_bad_out_is_one_line(tmp_path):
-    from conftest import run_cli
-
     target = tmp_path / "a-file"
     target.write_text("x")
     result = run_cli("demo", "--quick", "--out", target)
