@@ -115,11 +115,11 @@ class RunDirHook(Hook):
     def after_val_epoch(self, runner, metrics=None) -> None:
         if metrics:
             self.run.log_metrics(kind="eval", epoch=runner.epoch, global_step=runner.iter,
-                                 **{k: float(v) for k, v in metrics.items() if _is_number(v)})
+                                 **numeric_metrics(metrics))
 
     def after_test_epoch(self, runner, metrics=None) -> None:
         if metrics:
-            self.run.log_metrics(kind="test", **{k: float(v) for k, v in metrics.items() if _is_number(v)})
+            self.run.log_metrics(kind="test", **numeric_metrics(metrics))
 
     def after_train_epoch(self, runner) -> None:
         if is_main_process():  # the CheckpointHook (same priority, registered earlier) has saved by now
@@ -167,12 +167,16 @@ class RunDirHook(Hook):
         return bool(flag.item() > 0)
 
 
-def _is_number(value) -> bool:
-    try:
-        float(value)
-        return True
-    except (TypeError, ValueError):
-        return False
+def numeric_metrics(metrics: dict) -> dict:
+    """The metrics that are numbers, as floats (mmseg's are numpy scalars; mmdet adds strings such as
+    ``coco/bbox_mAP_copypaste``)."""
+    numbers = {}
+    for key, value in metrics.items():
+        try:
+            numbers[key] = float(value)
+        except (TypeError, ValueError):
+            pass
+    return numbers
 
 
 def _is_main_thread() -> bool:

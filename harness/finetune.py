@@ -192,14 +192,6 @@ def trusted_run_checkpoint(path) -> bool:
         return False
 
 
-def _is_number(value) -> bool:
-    try:
-        float(value)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -369,10 +361,12 @@ def test_main(args) -> int:
         raise
     from mmengine.dist import is_main_process
 
+    from downstream.hooks import numeric_metrics
+
     main = is_main_process()
     close_distributed()
     if main:
-        numbers = {k: float(v) for k, v in metrics.items() if _is_number(v)}  # mmseg's are numpy scalars
+        numbers = numeric_metrics(metrics)
         print(json.dumps(numbers) if args.json else
               "  ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + f"  ({work_dir})")
     return 0
