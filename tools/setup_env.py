@@ -383,41 +383,34 @@ def ensure_timm_tests() -> None:
     say(f"timm {version}'s test-suite unpacked to {target}")
 
 
-def ensure_chromium() -> None:
-    """Debian's chromium for the HTML report's browser test (playwright drives it; its own browser download
-    cannot work without internet). Installed with apt when we are root and it is missing; otherwise say how."""
-    if shutil.which("chromium"):
+def ensure_debian_packages(command: str, packages: list[str], purpose: str) -> None:
+    """Install Debian ``packages`` with apt when ``command`` is missing and we are root (refreshing a stale
+    package list once); otherwise say how. Used for what tests need from Debian rather than PyPI."""
+    if shutil.which(command):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        say("chromium is missing: the HTML report test needs it (Debian/Ubuntu: apt-get install chromium)")
+        say(f"{packages[0]} is missing: {purpose} needs it (Debian/Ubuntu: apt-get install {' '.join(packages)})")
         return
-    say("installing chromium with apt (the HTML report test drives it headless)")
+    say(f"installing {' '.join(packages)} with apt ({purpose})")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     try:
-        run_logged(install, "apt-chromium", env=env)
+        run_logged(install, f"apt-{packages[0]}", env=env)
     except SetupError:  # a stale package list: refresh it once and retry
         run_logged(["apt-get", "update"], "apt-update", env=env)
-        run_logged(install, "apt-chromium", env=env)
+        run_logged(install, f"apt-{packages[0]}", env=env)
+
+
+def ensure_chromium() -> None:
+    """Debian's chromium for the HTML report's browser test (playwright drives it; its own browser download
+    cannot work without internet)."""
+    ensure_debian_packages("chromium", ["chromium"], "the HTML report's headless browser test")
 
 
 def ensure_kjv_bible() -> None:
     """Debian's bible-kjv (the King James Bible, public domain, and the ``bible`` program that decompresses it):
-    the embedded real-text corpus of the language-model presets and tests (harness/lm.py). Installed with apt
-    when we are root and it is missing; otherwise say how."""
-    if shutil.which("bible"):
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        say("bible-kjv is missing: the embedded LM corpus needs it (Debian/Ubuntu: apt-get install bible-kjv)")
-        return
-    say("installing bible-kjv with apt (the embedded language-model corpus)")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "bible-kjv", "bible-kjv-text"]
-    try:
-        run_logged(install, "apt-bible-kjv", env=env)
-    except SetupError:  # a stale package list: refresh it once and retry
-        run_logged(["apt-get", "update"], "apt-update", env=env)
-        run_logged(install, "apt-bible-kjv", env=env)
+    the embedded real-text corpus of the language-model presets and tests (harness/lm.py)."""
+    ensure_debian_packages("bible", ["bible-kjv", "bible-kjv-text"], "the embedded language-model corpus")
 
 
 def smoke_test() -> None:
