@@ -8,7 +8,10 @@ load with ``strict=True`` (see :func:`load_official_checkpoint`).
 timm's model API: ``forward_features`` (the last stage map) / ``forward_head`` (GAP → LayerNorm → classifier),
 ``forward_intermediates`` + ``feature_info`` + ``prune_intermediate_layers`` (``features_only=True`` gives the 3
 stage maps), ``device``/``dtype`` construction, ``fixed_input_size`` cfgs (the positional embedding is fixed to
-``img_size``). torch.fx traces it; TorchScript does not compile it (docs/sret.md says why).
+``img_size``). torch.fx traces it and TorchScript compiles it, with the same outputs (the recursion is a loop
+over the official block list, per-application settings are typed lists; docs/sret.md). A scripted model in
+training mode returns one tensor where the eager one returns two (``distill_head``, mixed depth), as timm's
+distilled DeiT does.
 
 Mechanism (Sec. 3-4, App. D):
 
@@ -52,11 +55,10 @@ evaluation.
 Also here: :class:`RecursiveVisionTransformer` (Table 1's naive recursion of DeiT-Tiny, internal/external loops,
 SReT-108 with mixed depth) and :class:`RecursiveMlpMixer` (recursive Mixer-B/16 ± LRC, Fig. 7(1)).
 """
-from __future__ import annotations
-
+import warnings
 from collections.abc import Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -128,7 +130,7 @@ class SlicedGroupAttention(Attention):
     parameters are the same for any group count.
     """
 
-    def forward(self, x: torch.Tensor, groups: int = 1, perm: torch.Tensor | None = None,
+    def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
                 inverse: bool = True) -> torch.Tensor:
         B, N, C = x.shape
         torch._assert(N % groups == 0, "cannot slice the tokens into equal groups; use a group count that divides "
@@ -157,8 +159,8 @@ class LRCBlock(Block):
     """timm's pre-LN transformer block with learnable residual coefficients (Eq. 9).
 
     ``x = c1·x + c2·DropPath(attn(LN(x)))``, ``x = c3·x + c4·DropPath(mlp(LN(x)))`` (the official order: drop-path
-    inside the branch, before the coefficient). Extra keyword arguments of ``forward`` go to the attention
-    (the group count and permutation for :class:`SlicedGroupAttention`).
+    inside the branch, before the coefficient). ``forward`` has timm's ``Block`` signature (the recursive DeiT uses
+    timm's ``Attention``); :class:`SlicedLRCBlock` is the SReT block with the group count and permutation.
     """
     lrc_roles = {"coefficient1": "attn_id", "coefficient2": "attn_res",
                  "coefficient3": "ffn_id", "coefficient4": "ffn_res"}
@@ -169,8 +171,25 @@ class LRCBlock(Block):
         self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
         self.coefficient3, self.coefficient4 = _coefficients(lrc, **dd)
 
-    def forward(self, x: torch.Tensor, **attn_kwargs) -> torch.Tensor:
-        x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(self.attn(self.norm1(x), **attn_kwargs))))
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
+        x = self.coefficient1(x) + self.coefficient2(
+            self.drop_path1(self.ls1(self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))))
+        x = self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
+        return x
+
+
+class SlicedLRCBlock(LRCBlock):
+    """The SReT block: :class:`LRCBlock` around :class:`SlicedGroupAttention`; ``forward`` takes the application's
+    group count, token permutation and whether to undo it (typed arguments, so TorchScript compiles it)."""
+
+    def __init__(self, dim: int, num_heads: int, *args, **kwargs):
+        super().__init__(dim, num_heads, *args, attn_layer=SlicedGroupAttention, **kwargs)
+
+    def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
+                inverse: bool = True) -> torch.Tensor:
+        attn = self.attn(self.norm1(x), groups=groups, perm=perm, inverse=inverse)
+        x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(attn)))
         x = self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
         return x
 
@@ -262,8 +281,11 @@ class ConvPooling(nn.Module):
         self.conv = nn.Conv2d(dim, out_dim, 3, 2, 1, groups=dim, device=device, dtype=dtype)
         self.fc = nn.Linear(dim, out_dim, device=device, dtype=dtype) if class_token else None
 
-    def forward(self, x: torch.Tensor, cls: torch.Tensor | None = None):
-        return self.conv(x), (self.fc(cls) if cls is not None else None)
+    def forward(self, x: torch.Tensor,
+                cls: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        if self.fc is not None and cls is not None:
+            cls = self.fc(cls)
+        return self.conv(x), cls
 
     @staticmethod
     def out_size(size: int) -> int:
@@ -271,50 +293,92 @@ class ConvPooling(nn.Module):
 
 
 class RecursiveStage(nn.Module):
-    """A stage of distinct recursive blocks (official ``Transformer``).
+    """A stage of distinct recursive blocks (official ``Transformer``), on the stage's B×C×H×W map.
 
     ``blocks`` is the official interleaved ModuleList ``[B0, N0, B0, N1, B1, N2, B1, N3, …]``: each distinct block
     appears once per loop (the same module object), each followed by its own NLL. ``state_dict()`` therefore
     holds one copy of a block's tensors per loop, as the official checkpoints do; ``parameters()`` yields them
-    once.
-    """
+    once. ``forward`` walks ``blocks`` slot by slot (a loop TorchScript unrolls); what each block application
+    needs — its loop, group count and permutation — is kept per slot in typed lists, fixed at construction.
 
+    Permutations (module docstring of :mod:`models.sret`): a block application in loop ≥ 1 permutes its tokens
+    when the design says so (``permutes(loop, groups)``); training (and ``eval_permutation="random"``) draws a
+    fresh one right before the application, evaluation uses row ``slot_perm[i]`` of ``fixed_perms``, drawn here
+    from a CPU generator seeded with ``permutation_seed + application index`` (the index counts every block
+    application of the model, from ``first_application``). The token count is fixed by ``img_size``, so the
+    permutations are drawn for the static ``length`` (FX tracing never needs the input's size).
+    """
     def __init__(self, dim: int, num_blocks: int, loops: int, num_heads: int, mlp_ratio: float, nll_ratio: float,
-                 drop_path: Sequence[float], lrc: str, nll: bool, attn_drop: float = 0., proj_drop: float = 0.,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6), device=None, dtype=None):
+                 drop_path: Sequence[float], lrc: str, nll: bool, groups: Sequence[int] = (1,), length: int = 1,
+                 permutes=None, inverse: bool = True, first_application: int = 0, permutation_seed: int = 0,
+                 attn_drop: float = 0., proj_drop: float = 0., norm_layer=partial(nn.LayerNorm, eps=1e-6),
+                 device=None, dtype=None):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
-        self.num_blocks, self.loops = num_blocks, loops
-        modules, self.schedule = [], []  # schedule: (block index, NLL index or None, loop) per application
+        self.num_blocks, self.loops, self.length, self.inverse = num_blocks, loops, length, inverse
+        modules, self.slot_loop, self.slot_groups, self.slot_perm = [], [], [], []
+        perms = []
+        application = first_application
         for j in range(num_blocks):
-            block = LRCBlock(dim, num_heads, lrc=lrc, mlp_ratio=mlp_ratio, qkv_bias=True, proj_drop=proj_drop,
-                             attn_drop=attn_drop, drop_path=drop_path[j], norm_layer=norm_layer,
-                             attn_layer=SlicedGroupAttention, **dd)
+            block = SlicedLRCBlock(dim, num_heads, lrc=lrc, mlp_ratio=mlp_ratio, qkv_bias=True, proj_drop=proj_drop,
+                                   attn_drop=attn_drop, drop_path=drop_path[j], norm_layer=norm_layer, **dd)
             for loop in range(loops):
+                g = groups[min(loop, len(groups) - 1)]
+                row = -1
+                if permutes is not None and permutes(loop, g):
+                    generator = torch.Generator(device="cpu").manual_seed(permutation_seed + application)
+                    row = len(perms)
+                    perms.append(torch.randperm(length, generator=generator, device="cpu"))
                 modules.append(block)
-                block_index = len(modules) - 1
+                self.slot_loop.append(loop)
+                self.slot_groups.append(g)
+                self.slot_perm.append(row)
                 if nll:
                     modules.append(NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer,
                                                        **dd))
-                self.schedule.append((block_index, len(modules) - 1 if nll else None, loop))
+                    self.slot_loop.append(loop)  # an NLL runs (and is skipped) with its block application
+                    self.slot_groups.append(1)
+                    self.slot_perm.append(-1)
+                application += 1
+        self.num_applications = application - first_application
         self.blocks = nn.ModuleList(modules)
+        fixed = torch.stack(perms) if perms else torch.zeros(0, length, dtype=torch.long)
+        # non-persistent: follows .to(), never in the state dict (the official checkpoints have no such entry)
+        self.register_buffer("fixed_perms", fixed.to(device=device), persistent=False)
 
-    def forward(self, x: torch.Tensor, groups: Sequence[int], permute, first_application: int,
-                max_loops: int | None = None) -> torch.Tensor:
-        """Run the stage's block applications in order.
+    def _permutation(self, slot: int, eval_permutation: str, device: torch.device) -> Optional[torch.Tensor]:
+        """The token permutation of the block application at ``slot`` (None: contiguous groups)."""
+        row = self.slot_perm[slot]
+        if row < 0:
+            return None
+        if self.training or eval_permutation == "random":
+            return torch.randperm(self.length, device=device)
+        if eval_permutation == "identity":
+            return None
+        return self.fixed_perms[row]
 
-        ``groups[l]`` is loop l's group count; ``permute(L, device, application, loop, groups)`` returns
-        ``(index or None, inverse?)``; ``max_loops`` skips the later loops (mixed depth's shallow branch).
+    def forward(self, x: torch.Tensor, cls: Optional[torch.Tensor] = None, eval_permutation: str = "fixed",
+                max_loops: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Run the stage's block applications in order on the map ``x`` (and the class token ``cls``, put first).
+
+        ``max_loops`` skips the later loops (mixed depth's shallow branch). Returns the map and the class token.
         """
-        for application, (block_index, nll_index, loop) in enumerate(self.schedule, start=first_application):
-            if max_loops is not None and loop >= max_loops:
-                continue
-            g = groups[min(loop, len(groups) - 1)]
-            perm, inverse = permute(x.shape[1], x.device, application, loop, g)
-            x = self.blocks[block_index](x, groups=g, perm=perm, inverse=inverse)
-            if nll_index is not None:
-                x = self.blocks[nll_index](x)
-        return x
+        B, C, H, W = x.shape
+        tokens = x.flatten(2).transpose(1, 2)
+        if cls is not None:
+            tokens = torch.cat([cls, tokens], dim=1)
+        for i, module in enumerate(self.blocks):
+            if max_loops is None or self.slot_loop[i] < max_loops:
+                # blocks have an attention, NLLs not; TorchScript decides hasattr per unrolled module (it cannot
+                # narrow a module with isinstance), so each slot compiles only its own call
+                if hasattr(module, "attn"):
+                    perm = self._permutation(i, eval_permutation, tokens.device)
+                    tokens = module(tokens, self.slot_groups[i], perm, self.inverse)
+                else:
+                    tokens = module(tokens)
+        if cls is not None:
+            cls, tokens = tokens[:, :1], tokens[:, 1:]
+        return tokens.transpose(1, 2).reshape(B, C, H, W), cls
 
 
 # ------------------------------------------------------------------------------------------------------ the model
@@ -348,6 +412,7 @@ class SlicedRecursiveTransformer(nn.Module):
             ``(head, head_dist)``, evaluation their mean). Off in every registered variant: SReT removes the
             distillation token (App. E) and the official ``*_distill`` checkpoints have one head.
     """
+    __jit_unused_properties__ = ["unsliced_twin_kwargs"]  # a helper for building models, not for TorchScript
 
     def __init__(self, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000,
                  base_dims: Sequence[int] = (32, 32, 32), heads: Sequence[int] = (2, 4, 8),
@@ -430,6 +495,7 @@ class SlicedRecursiveTransformer(nn.Module):
             rates = [ramp[sum(num_blocks[:s]):sum(num_blocks[:s + 1])] for s in range(num_stages)]
         self.grid_sizes, self.feature_info = [], []
         transformers, pools = [], []
+        application = 0
         for s in range(num_stages):
             self.grid_sizes.append(grid)
             tokens = grid * grid
@@ -437,9 +503,15 @@ class SlicedRecursiveTransformer(nn.Module):
             if bad:
                 raise ValueError(f"stage {s + 1} has {tokens} tokens at img_size={img_size}, not divisible by "
                                  f"group count(s) {bad}; choose groups that divide it")
-            transformers.append(RecursiveStage(dims[s], num_blocks[s], loops, heads[s], mlp_ratio, nll_ratio,
-                                               rates[s], lrc, nll, attn_drop=attn_drop_rate, proj_drop=drop_rate,
-                                               **dd))
+            # the fixed evaluation permutations (module docstring) are drawn by the stages, for the static token
+            # count (img_size is fixed), seeded per block application of the whole model
+            stage = RecursiveStage(dims[s], num_blocks[s], loops, heads[s], mlp_ratio, nll_ratio, rates[s], lrc, nll,
+                                   groups=groups[s], length=tokens + int(class_token), permutes=self._permutes,
+                                   inverse=permutation != "P", first_application=application,
+                                   permutation_seed=permutation_seed, attn_drop=attn_drop_rate,
+                                   proj_drop=drop_rate, **dd)
+            application += stage.num_applications
+            transformers.append(stage)
             self.feature_info.append(dict(num_chs=dims[s], reduction=(8 if stem == "conv" else patch_stride) * 2 ** s,
                                           module=f"transformers.{s}"))
             if s < num_stages - 1:
@@ -448,19 +520,6 @@ class SlicedRecursiveTransformer(nn.Module):
         self.transformers = nn.ModuleList(transformers)
         self.pools = nn.ModuleList(pools)
         self.num_applications = total
-        # The fixed evaluation permutations (see the module docstring), drawn once here: the token counts are
-        # fixed by img_size. Non-persistent buffers: they follow .to() and never enter the state dict.
-        self._fixed_perm_names: dict[int, str] = {}
-        application = 0
-        for s, stage in enumerate(transformers):
-            length = self.grid_sizes[s] ** 2 + int(class_token)
-            for _, _, loop in stage.schedule:
-                if self._permutes(loop, groups[s][min(loop, len(groups[s]) - 1)]):
-                    generator = torch.Generator(device="cpu").manual_seed(permutation_seed + application)
-                    perm = torch.randperm(length, generator=generator, device="cpu")
-                    self._fixed_perm_names[application] = name = f"fixed_perm_{application}"
-                    self.register_buffer(name, perm.to(device=device), persistent=False)
-                application += 1
 
         self.norm = nn.LayerNorm(dims[-1], eps=1e-6, **dd)
         self.head = nn.Linear(dims[-1], num_classes, **dd) if num_classes > 0 else nn.Identity()
@@ -512,17 +571,6 @@ class SlicedRecursiveTransformer(nn.Module):
         """Whether a block application in ``loop`` with ``groups`` groups permutes its tokens (the design)."""
         return not (loop == 0 or self.permutation == "none" or (self.permutation == "P+I-L" and groups == 1))
 
-    def _permutation(self, length: int, device: torch.device, application: int, loop: int, groups: int):
-        """(index or None, inverse?) for one block application, following the permutation design and mode."""
-        if not self._permutes(loop, groups):
-            return None, True
-        inverse = self.permutation != "P"
-        if self.training or self.eval_permutation == "random":
-            return torch.randperm(length, device=device), inverse
-        if self.eval_permutation == "identity":
-            return None, inverse
-        return getattr(self, self._fixed_perm_names[application]), inverse
-
     # ---- forward
     @torch.jit.ignore
     def _check_input(self, x: torch.Tensor) -> None:
@@ -532,59 +580,68 @@ class SlicedRecursiveTransformer(nn.Module):
             raise ValueError(f"input is {tuple(x.shape[-2:])} but the model was built for img_size={self.img_size}; "
                              f"build it with img_size={x.shape[-1]} (checkpoints' pos_embed is resized on load)")
 
-    def _forward_stages(self, x: torch.Tensor, max_loops: int | None = None, last: int | None = None):
-        """Stage maps (B×C×H×W, strides 8/16/32) of stages 0..``last`` (all by default), and the class token."""
-        self._check_input(x)
+    def _stem(self, x: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Stem + positional embedding: the stage-1 map, and the class token (None without one)."""
+        if torch.jit.is_scripting():
+            torch._assert(x.shape[-2] == self.img_size and x.shape[-1] == self.img_size,
+                          "the input size differs from the img_size the model was built for")
+        else:
+            self._check_input(x)
         x = self.pos_drop(self.patch_embed(x) + self.pos_embed)
-        cls = self.cls_token.expand(x.shape[0], -1, -1) if self.cls_token is not None else None
-        maps, application = [], 0
-        last = len(self.transformers) - 1 if last is None else last
-        # a token permutation is drawn right before its block application (the RNG order of training)
-        length = 0
-        for s in range(last + 1):
-            stage = self.transformers[s]
-            h, w = x.shape[-2:]
-            length = self.grid_sizes[s] ** 2 + int(cls is not None)
-            tokens = x.flatten(2).transpose(1, 2)
-            if cls is not None:
-                tokens = torch.cat([cls, tokens], dim=1)
-            tokens = stage(tokens, self.groups[s], partial(self._stage_permutation, length), application, max_loops)
-            application += len(stage.schedule)
-            if cls is not None:
-                cls, tokens = tokens[:, :1], tokens[:, 1:]
-            x = tokens.transpose(1, 2).reshape(x.shape[0], -1, h, w)
-            maps.append(x)
-            if s < len(self.pools) and s < last:
-                x, cls = self.pools[s](x, cls)
-        return maps, cls
+        cls: Optional[torch.Tensor] = None
+        if self.cls_token is not None:
+            cls = self.cls_token.expand(x.shape[0], -1, -1)
+        return x, cls
 
-    def _stage_permutation(self, length: int, _tokens: int, device: torch.device, application: int, loop: int,
-                           groups: int):
-        # the token count is the static one (img_size is fixed), so tracing never needs the input's size
-        return self._permutation(length, device, application, loop, groups)
-
-    def _features(self, last_map: torch.Tensor, cls: torch.Tensor | None) -> torch.Tensor:
+    def _features(self, last_map: torch.Tensor, cls: Optional[torch.Tensor]) -> torch.Tensor:
         if cls is None:
             return last_map
         return torch.cat([cls, last_map.flatten(2).transpose(1, 2)], dim=1)  # (B, 1 + H·W, C), class token first
 
-    def forward_stages(self, x: torch.Tensor, max_loops: int | None = None) -> list[torch.Tensor]:
+    def forward_stages(self, x: torch.Tensor, max_loops: Optional[int] = None) -> List[torch.Tensor]:
         """Feature maps after each stage (strides 8/16/32), B×C×H×W; ``max_loops`` truncates the recursion."""
-        return self._forward_stages(x, max_loops)[0]
+        x, cls = self._stem(x)
+        maps: List[torch.Tensor] = []
+        for stage, pool in zip(self.transformers, self.pools):  # every stage but the last is followed by a pool
+            x, cls = stage(x, cls, self.eval_permutation, max_loops)
+            maps.append(x)
+            x, cls = pool(x, cls)
+        x, cls = self.transformers[-1](x, cls, self.eval_permutation, max_loops)
+        maps.append(x)
+        return maps
 
-    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
+                              norm: bool = False, stop_early: bool = False, output_fmt: str = "NCHW",
+                              intermediates_only: bool = False
+                              ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
         """timm's feature API (``features_only=True`` uses it): the output maps of the stages ``indices`` (timm's
         semantics: None = all, int n = the last n, a list = those) as B×C×H×W, strides 8/16/32. The final
         LayerNorm follows the global pooling (Fig. 2 of the paper), so it applies to no map; ``norm`` is moot.
         Returns ``(forward_features output, maps)``, or only the maps."""
         if output_fmt != "NCHW":
-            raise ValueError(f"output_fmt must be 'NCHW', not {output_fmt!r}")
+            raise ValueError("output_fmt must be 'NCHW', not " + output_fmt)
         take_indices, max_index = feature_take_indices(len(self.transformers), indices)
-        last = max_index if (stop_early or intermediates_only) else None
-        maps, cls = self._forward_stages(x, last=last)
-        intermediates = [maps[i] for i in take_indices]
-        return intermediates if intermediates_only else (self._features(maps[-1], cls), intermediates)
+        x, cls = self._stem(x)
+        if torch.jit.is_scripting() or not (stop_early or intermediates_only):  # TorchScript cannot slice them
+            stages = self.transformers
+            pools = self.pools
+        else:
+            stages = self.transformers[:max_index + 1]
+            pools = self.pools[:max_index]
+        intermediates: List[torch.Tensor] = []
+        last = 0
+        for i, (stage, pool) in enumerate(zip(stages, pools)):
+            x, cls = stage(x, cls, self.eval_permutation, None)
+            if i in take_indices:
+                intermediates.append(x)
+            x, cls = pool(x, cls)
+            last = i + 1
+        x, cls = stages[-1](x, cls, self.eval_permutation, None)
+        if last in take_indices:
+            intermediates.append(x)
+        if intermediates_only:
+            return intermediates
+        return self._features(x, cls), intermediates
 
     def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
                                   prune_head: bool = True) -> list[int]:
@@ -601,10 +658,14 @@ class SlicedRecursiveTransformer(nn.Module):
             self.reset_classifier(0, "")
         return take_indices
 
-    def forward_features(self, x: torch.Tensor, max_loops: int | None = None) -> torch.Tensor:
+    def forward_features(self, x: torch.Tensor, max_loops: Optional[int] = None) -> torch.Tensor:
         """The last stage's map, B×C×H×W (with a class token: the B×(1+H·W)×C tokens, class token first)."""
-        maps, cls = self._forward_stages(x, max_loops)
-        return self._features(maps[-1], cls)
+        x, cls = self._stem(x)
+        for stage, pool in zip(self.transformers, self.pools):
+            x, cls = stage(x, cls, self.eval_permutation, max_loops)
+            x, cls = pool(x, cls)
+        x, cls = self.transformers[-1](x, cls, self.eval_permutation, max_loops)
+        return self._features(x, cls)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False):
         """Pool (GAP, or the class token) → LayerNorm → classifier. ``global_pool=''``: the LayerNorm per
@@ -621,7 +682,9 @@ class SlicedRecursiveTransformer(nn.Module):
         if self.head_dist is None:
             return self.head(x)
         logits, dist = self.head(x), self.head_dist(x)
-        return (logits, dist) if self.training else (logits + dist) / 2
+        if self.training and not torch.jit.is_scripting():
+            return logits, dist  # separate logits for the distillation loss (timm's DeiT does the same)
+        return (logits + dist) / 2
 
     def forward(self, x: torch.Tensor):
         if not self.mixed_depth:
@@ -629,10 +692,12 @@ class SlicedRecursiveTransformer(nn.Module):
         deep = self.forward_head(self.forward_features(x), pre_logits=True)
         if self.mixed_depth_fusion == "mean_features":
             return self._classify((deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2)
-        if not self.training:
-            return self._classify(deep)
-        shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
-        return MixedDepthLogits(self._classify(deep), self._classify(shallow))
+        if self.training and not torch.jit.is_scripting():
+            # both branches for the summed loss; a TorchScript module returns one tensor (the deep branch), as
+            # timm's distilled DeiT does
+            shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
+            return MixedDepthLogits(self._classify(deep), self._classify(shallow))
+        return self._classify(deep)
 
 
 # ------------------------------------------------------------------------------------------ checkpoint loading
@@ -694,6 +759,17 @@ def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, stri
 
 # --------------------------------------------------------------- recursive ViT / Mixer (Table 1, SReT-108, Fig. 7)
 
+with warnings.catch_warnings():  # torch>=2.9 flags all of torch.jit as deprecated; timm still supports it
+    warnings.filterwarnings("ignore", message=".*torch.jit.interface.*", category=FutureWarning)
+
+    @torch.jit.interface
+    class _TokenModule(nn.Module):
+        """What an NLL is to TorchScript (tokens in, tokens out): a ModuleList of them can be indexed at run time."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            pass
+
+
 class RecursiveVisionTransformer(VisionTransformer):
     """timm's ViT with each block applied ``loops`` times (weights shared).
 
@@ -730,12 +806,31 @@ class RecursiveVisionTransformer(VisionTransformer):
             return [j for j in range(depth) for _ in range(loops)]
         return [j for _ in range(loops) for j in range(depth)]
 
-    def forward_features(self, x: torch.Tensor, max_loops: int | None = None) -> torch.Tensor:
+    def _nll(self, x: torch.Tensor, application: int) -> torch.Tensor:
+        """The NLL after block application ``application`` (none without NLLs)."""
+        if self.nlls is not None:
+            # a typed interface lets TorchScript index the ModuleList with a run-time index
+            nll: _TokenModule = self.nlls[application]
+            x = nll.forward(x)
+        return x
+
+    def forward_features(self, x: torch.Tensor, max_loops: Optional[int] = None) -> torch.Tensor:
         x = self.norm_pre(self.patch_drop(self._pos_embed(self.patch_embed(x))))
-        for application, j in enumerate(self._schedule(min(self.loops, max_loops or self.loops))):
-            x = self.blocks[j](x)
-            if self.nlls is not None:
-                x = self.nlls[application](x)
+        loops = self.loops
+        if max_loops is not None and max_loops != 0:  # None/0: every loop
+            loops = min(loops, max_loops)
+        application = 0  # counts the applications that run (the NLL index, as in _schedule)
+        # the same order as _schedule, written as loops over the blocks (TorchScript unrolls those)
+        if self.loop_order == "internal":
+            for block in self.blocks:
+                for _ in range(loops):
+                    x = self._nll(block(x), application)
+                    application += 1
+        else:
+            for _ in range(loops):
+                for block in self.blocks:
+                    x = self._nll(block(x), application)
+                    application += 1
         return self.norm(x)
 
     def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
@@ -783,10 +878,10 @@ class RecursiveVisionTransformer(VisionTransformer):
         deep = self.forward_head(self.forward_features(x), pre_logits=True)
         if self.mixed_depth_fusion == "mean_features":
             return self.head((deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2)
-        if not self.training:
-            return self.head(deep)
-        shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
-        return MixedDepthLogits(self.head(deep), self.head(shallow))
+        if self.training and not torch.jit.is_scripting():  # TorchScript: the deep branch, as in SReT's forward
+            shallow = self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)
+            return MixedDepthLogits(self.head(deep), self.head(shallow))
+        return self.head(deep)
 
 
 class LRCMixerBlock(MixerBlock):

@@ -494,3 +494,42 @@ def test_verify_rows_pass_and_slicing_saves_10_to_35_percent():
     assert by_key[("4", "SReT-S", "flops_cut")].status == "pass"  # the printed ↓10.6 %
     assert by_key[("10", "SReT-B", "-")].status == "reason" and "71.2M" in by_key[("10", "SReT-B", "-")].note
     assert not [c for c in checks if c.status in ("fail", "error")]
+
+
+# ------------------------------------------------------------------------------------------------- TorchScript
+
+def test_torchscript_model_matches_eager_in_eval_and_training():
+    """docs/sret.md: the scripted SReT computes what the eager one does, fixed and freshly drawn permutations alike."""
+    model, x = tiny(num_classes=10, distill_head=True).eval(), image()
+    scripted = torch.jit.script(model)
+    with torch.no_grad():
+        assert torch.equal(scripted(x), model(x))  # fixed evaluation permutations (buffers)
+        model.train()
+        scripted.train()
+        torch.manual_seed(4)
+        cls, dist = model(x)
+        torch.manual_seed(4)
+        # the same randperm / drop-path draws in the same order; TorchScript has one return type, so the
+        # training-mode pair of heads comes back averaged, as from timm's distilled DeiT (docs/sret.md)
+        assert torch.equal(scripted(x), (cls + dist) / 2)
+    scripted.eval()
+    with pytest.raises(Exception, match="img_size"):
+        scripted(torch.zeros(1, 3, 64, 64))
+
+
+def test_torchscript_feature_extraction_matches_eager():
+    from timm.models._features import FeatureGetterNet
+    getter, x = FeatureGetterNet(tiny("SReT_T_wo_slice", class_token=True), out_indices=(0, 2)).eval(), image()
+    with torch.no_grad():
+        maps = getter(x)
+        assert [m.shape[1] for m in maps] == [64, 256]
+        assert all(torch.equal(a, b) for a, b in zip(torch.jit.script(getter)(x), maps))
+
+
+@pytest.mark.parametrize("loop_order", ["internal", "external"])
+def test_torchscript_recursive_deit_with_nlls_matches_eager(loop_order):
+    model = timm.create_model("SReT_108_mixed_depth", img_size=SMALL, depth=2, nll_ratio=0.5,
+                              loop_order=loop_order).eval()
+    x = image()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.jit.script(model)(x), model(x), rtol=0, atol=0)

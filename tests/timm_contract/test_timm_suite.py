@@ -72,6 +72,7 @@ def test_exclusions_name_the_test_kind():
     assert timm_suite.exclusion("test_model_forward_torchscript", "transnext_tiny")
     assert timm_suite.exclusion("test_model_forward_fx", "transnext_tiny") is None
     assert timm_suite.exclusion("test_model_forward", "SReT_T") is None
+    assert timm_suite.exclusion("test_model_forward_torchscript", "SReT_T") is None  # ported (docs/sret.md)
 
 
 def _setup_env(monkeypatch, cache):

@@ -59,13 +59,6 @@ EXCLUDE_JIT: dict[str, str] = {
     "transnext_*": "forward reaches the official numbered stages (patch_embed1..4, block1..4, norm1..4, kept for the "
                    "official checkpoints) by name and builds the per-input-size geometry in Python; "
                    "TorchScript compiles neither (docs/transnext.md)",
-    "SReT_*": "the block applications are scheduled in Python (one shared block at several ModuleList slots, a "
-              "permutation callback per application, keyword-forwarding LRC blocks, tuple/NamedTuple outputs "
-              "of the distillation and mixed-depth heads); not ported to TorchScript (docs/sret.md)",
-    "deit_tiny_naive_recursive": "the recursion indexes the block list with a loop variable, which TorchScript "
-                                 "cannot compile (docs/sret.md)",
-    "mixer_b16_224_recursive*": "the recursion is a Python loop over a shared block; not ported to TorchScript "
-                                "(docs/sret.md)",
 }
 EXCLUDE_FX: dict[str, str] = {}
 JIT_TESTS = ("test_model_forward_torchscript", "test_model_forward_fx_torchscript")
