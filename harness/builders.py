@@ -57,6 +57,10 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
         raise ConfigError("model EMA needs full weights on every rank; use ZeRO stage 1/2 or ema.enable=False")
     if model:
         check_model(cfg)
+    if cfg.data.type == "alpaca":  # a Hugging Face Llama's checkpoint directory (harness/alpaca.py)
+        from harness.alpaca import check_llama_run
+
+        check_llama_run(cfg)
     teacher = cfg.distill.teacher
     if teacher and not cfg.distill.teacher_checkpoint:
         raise ConfigError("distill.teacher_checkpoint is not set; distillation needs trained teacher weights")
@@ -74,6 +78,10 @@ def check_model(cfg) -> None:
     from harness.flops import build_model as build_on_meta
     from harness.flops import require_registered
 
+    if cfg.data.type == "alpaca":  # a Hugging Face Llama, not a timm model (harness/alpaca.py)
+        from harness.alpaca import check_llama_model
+
+        return check_llama_model(cfg)
     name = cfg.model.name
     if not name:
         raise ConfigError("model.name is not set; `depthbench models` lists the registered models")
@@ -135,6 +143,10 @@ def build_model(cfg, pretrained: bool = True):
     import models  # noqa: F401
     from harness.checkpoint import load_weights
 
+    if cfg.data.type == "alpaca":  # a Hugging Face Llama, not a timm model (harness/alpaca.py)
+        from harness.alpaca import build_llama_model
+
+        return build_llama_model(cfg, pretrained)
     model = timm.create_model(cfg.model.name, **model_kwargs(cfg))
     if pretrained and cfg.model.get("pretrained"):
         report = load_weights(model, cfg.model.pretrained, ignore_classifier=True)

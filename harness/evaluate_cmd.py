@@ -29,8 +29,11 @@ def add_parser(subparsers) -> None:
     e.add_argument("--checkpoint", required=True, help="last.pth/best.pth of a run, a run directory, or any "
                                                        "weights file")
     e.add_argument("--ema", action="store_true", help="evaluate the EMA weights")
-    e.add_argument("--dataset", default="val", choices=PROTOCOLS,
-                   help="evaluation protocol (default: the config's validation split)")
+    e.add_argument("--dataset", default="val", choices=(*PROTOCOLS, "lm-eval"),
+                   help="evaluation protocol (default: the config's validation split); lm-eval: zero-shot tasks of "
+                        "a Llama recipe (harness/llm_eval.py)")
+    e.add_argument("--tasks", nargs="+", help="--dataset lm-eval: lm-eval task names (default: ScaleNet Table X's "
+                                              "seven; depthbench_tiny_mc is local)")
     e.add_argument("--data", help="the protocol's data set folder (its standard layout)")
     e.add_argument("--input-size", type=int, nargs="+",
                    help="evaluation resolution(s), one row each (default: the config's data.input_size)")
@@ -276,6 +279,12 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(args) -> int:
+    if args.dataset == "lm-eval":  # language-model tasks through EleutherAI's harness
+        from harness.llm_eval import main as lm_eval_main
+
+        return lm_eval_main(args)
+    if getattr(args, "tasks", None):
+        raise DepthbenchError("--tasks belongs to --dataset lm-eval")
     plain = (args.dataset == "val" and not args.pool_mode and not args.analysis and not args.out and not args.out_run
              and len(args.input_size or [None]) == 1 and not args.data and not args.real_labels
              and not args.corrupt_from)

@@ -31,7 +31,7 @@ from torch.nn import functional as F
 
 from harness.data import DataError, data_cache
 
-LM_DATA_TYPES = ("text", "kjv")
+LM_DATA_TYPES = ("text", "kjv", "alpaca")  # alpaca: instruction tuning of a Hugging Face Llama (harness/alpaca.py)
 EOS = "<eos>"
 KJV_HELDOUT_EVERY = 20  # every 20th chapter of the Bible is the validation split
 
@@ -93,6 +93,10 @@ def check_text_data(data) -> Path:
     """Cheap checks of an LM data config (files exist, sizes sane, a given tokenizer loads); returns the root."""
     if data.type not in LM_DATA_TYPES:
         raise DataError(f"data.type={data.type!r} is not a text type ({', '.join(LM_DATA_TYPES)})")
+    if data.type == "alpaca":
+        from harness.alpaca import check_alpaca_data
+
+        return check_alpaca_data(data)
     for key in ("seq_len", "vocab_size"):
         value = data.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < (2 if key == "seq_len" else 260):
@@ -213,6 +217,10 @@ class PackedTokens(torch.utils.data.Dataset):
 
 
 def build_token_dataset(data, split: str, is_training: bool):
+    if data.type == "alpaca":  # (prompt + response) token sequences, loss on the response (harness/alpaca.py)
+        from harness.alpaca import build_instruction_dataset
+
+        return build_instruction_dataset(data, split, is_training)
     dataset = PackedTokens(token_ids(data, split), data.seq_len)
     if len(dataset) == 0:
         raise DataError(f"split {split} has fewer than {data.seq_len + 1} tokens: no {data.seq_len}-token block")
@@ -225,10 +233,14 @@ def build_token_dataset(data, split: str, is_training: bool):
 
 # ----------------------------------------------------------------------------------------- loss and metric
 class NextTokenLoss(nn.Module):
-    """Mean cross-entropy of every position's next token (logits ``(B, T, V)``, targets ``(B, T)``; -1 ignored)."""
+    """Mean cross-entropy of every position's next token (logits ``(B, T, V)``, targets ``(B, T)``); negative
+    targets carry no loss (-1: the engine's padding of an evaluation batch; -100: Hugging Face's label for
+    prompt tokens and padding, harness/alpaca.py)."""
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+        targets = targets.reshape(-1)
+        targets = torch.where(targets < 0, torch.full_like(targets, -100), targets)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets, ignore_index=-100)
 
 
 def perplexity(mean_nll: float) -> float:
@@ -250,12 +262,13 @@ def evaluate_lm(model, loader, backend) -> dict:
 
 # ----------------------------------------------------------------------------------------- Hugging Face Llama
 def load_llama(source, *, expand: dict | None = None):
-    """A ``LlamaForCausalLM`` from a local checkpoint directory (``save_pretrained``'s: config.json + weights) or a
-    ``config.json`` (random weights), optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
+    """A ``LlamaForCausalLM`` (fp32) from a local checkpoint directory -- ``save_pretrained``'s (config.json +
+    weights) or :func:`models.scalenet_llama.save_llama`'s (an expanded model: its ties rebuilt) -- or from a
+    ``config.json`` (random weights); optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
     :func:`models.scalenet_llama.expand_llama`). Bad paths are one line before anything is loaded."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    from models.scalenet_llama import expand_llama
+    from models.scalenet_llama import build_llama, expand_llama, llama_config, load_saved_llama
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -265,13 +278,27 @@ def load_llama(source, *, expand: dict | None = None):
         if not weights:
             raise DataError(f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
                             f"download the model's weights there, or pass the config.json for random weights")
-        model = LlamaForCausalLM.from_pretrained(str(path))
+        config = _llama_config(path)
+        if getattr(config, "scalenet", None):  # an expanded model: rebuilt and re-tied, then its tensors loaded
+            try:
+                model = load_saved_llama(path)
+            except ValueError as e:
+                raise DataError(str(e)) from None
+        else:
+            model = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32)
     elif path.is_file() and path.suffix == ".json":
-        try:
-            config = LlamaConfig.from_json_file(str(path))
-        except Exception as e:
-            raise DataError(f"{path} is not a Llama config.json ({type(e).__name__})") from None
-        model = LlamaForCausalLM(config)
+        model = build_llama(_llama_config(path))
     else:
         raise DataError(f"{path}: no such checkpoint directory or config.json")
     return expand_llama(model, **expand) if expand else model
+
+
+def _llama_config(path):
+    from models.scalenet_llama import llama_config
+
+    try:
+        return llama_config(path)
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    except Exception as e:  # transformers' own validation of the fields
+        raise DataError(f"{path} is not a Llama config.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None

@@ -65,7 +65,7 @@ class RowContext:
         key = (self.row.model, repr(sorted(self.row.model_kwargs.items())))
         if key not in RowContext._models:
             RowContext._models.clear()  # keep one model alive at a time: Base-size models are big even on meta
-            RowContext._models[key] = build_model(self.row.model, **self.row.model_kwargs)
+            RowContext._models[key] = build_row_model(self.row.model, **self.row.model_kwargs)
         return RowContext._models[key]
 
     def flops(self) -> int:
@@ -83,6 +83,19 @@ class RowContext:
         if key not in RowContext._base_counts:
             RowContext._base_counts[key] = count(build_model(self.row.base))
         return count(self.model) - RowContext._base_counts[key]
+
+
+def build_row_model(name: str, **kwargs) -> nn.Module:
+    """A row's model on the meta device: a registered (timm) model, or one of the Hugging Face Llama models of
+    ScaleNet Table X (``models.scalenet_llama.LLAMA_MODELS``, built from their config arithmetic)."""
+    from models.scalenet_llama import LLAMA_MODELS, build_named_llama
+
+    if name in LLAMA_MODELS:
+        import torch
+
+        with torch.device("meta"):
+            return build_named_llama(name, **kwargs)
+    return build_model(name, **kwargs)
 
 
 def count_layers(model: nn.Module) -> int:
