@@ -85,12 +85,16 @@ def load_tasks(names: list[str]):
                                                                            if close else "")
                                   + f"; Table X's are {' '.join(TABLE_X)}; local: depthbench_tiny_mc")
     try:
-        return list(manager.load(names)["tasks"].values())
+        loaded = manager.load(names)
     except Exception as e:
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         raise DepthbenchError(f"lm-eval could not load the data of {' '.join(names)} ({type(e).__name__}: {first}); "
                               f"the standard tasks download from the Hugging Face Hub: run where it is reachable, "
                               f"or with HF_DATASETS_CACHE holding them") from None
+    for task in loaded["tasks"].values():  # zero-shot (Table X), as simple_evaluate(num_fewshot=0) sets it
+        task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=1234)
+    return loaded
 
 
 def rows_of(results: dict, tasks: list[str], base: dict) -> list[dict]:
@@ -143,12 +147,13 @@ def run_lm_eval(args) -> list[dict]:
     if device.type == "cuda" and cfg.precision == "bf16":
         model = model.to(torch.bfloat16)
     model.to(device)
-    from lm_eval.evaluator import simple_evaluate
+    from lm_eval.evaluator import evaluate
     from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=cfg.data.eval_batch_size or 16)
-    results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=0, bootstrap_iters=100, log_samples=False,
-                              verbosity="ERROR")
+    # lm-eval's evaluate() rather than simple_evaluate(): the latter also gathers environment information
+    # (torch's collect_env runs pip and more: seconds) that is not stored here; the tasks are set up in load_tasks
+    results = evaluate(lm=lm, task_dict=tasks, bootstrap_iters=100, log_samples=False, verbosity="ERROR")
     base = dict(kind="eval_suite", protocol="lm-eval", model=cfg.model.name, input_size=None, pool_mode=None,
                 analysis="none", shots=0, checkpoint=str(args.checkpoint), ema=False)
     rows = rows_of(results, names, base)
