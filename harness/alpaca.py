@@ -171,11 +171,21 @@ def tokenizer_size(data) -> int | None:
 def encode_example(tokenizer, example: dict, max_length: int) -> tuple[list[int], list[int]]:
     """``(ids, labels)`` of one record: the prompt (with the tokenizer's bos) then the response and eos, cut at
     ``max_length``; labels are the ids with the prompt's set to -100 (loss on the response only)."""
-    prompt = tokenizer(format_prompt(example), add_special_tokens=True)["input_ids"]
-    response = tokenizer(example["output"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    ids = (prompt + response)[:max_length]
-    labels = ([IGNORE_INDEX] * len(prompt) + response)[:max_length]
-    return ids, labels
+    return encode_examples(tokenizer, [example], max_length)[0]
+
+
+def encode_examples(tokenizer, examples: list, max_length: int) -> list[tuple[list[int], list[int]]]:
+    """:func:`encode_example` of every record, the texts tokenized in batches (52K records in seconds)."""
+    out = []
+    for start in range(0, len(examples), 4096):
+        chunk = examples[start:start + 4096]
+        prompts = tokenizer([format_prompt(e) for e in chunk], add_special_tokens=True)["input_ids"]
+        outputs = tokenizer([e["output"] for e in chunk], add_special_tokens=False)["input_ids"]
+        for prompt, output in zip(prompts, outputs):
+            response = list(output) + [tokenizer.eos_token_id]
+            out.append(((list(prompt) + response)[:max_length],
+                        ([IGNORE_INDEX] * len(prompt) + response)[:max_length]))
+    return out
 
 
 class InstructionDataset(torch.utils.data.Dataset):
@@ -202,7 +212,7 @@ def _encoded(path: str, stamp: str, tokenizer_path: str, max_length: int, val_si
     """Every record of the file encoded once per process (``stamp``: the file's size and mtime)."""
     tokenizer = _tokenizer(path, tokenizer_path, vocab_size)
     records = read_alpaca(path)
-    encoded = [encode_example(tokenizer, r, max_length) for r in records]
+    encoded = encode_examples(tokenizer, records, max_length)
     kept = [i for i, (_, labels) in enumerate(encoded) if any(t != IGNORE_INDEX for t in labels[1:])]
     if len(kept) < len(encoded):
         print(f"depthbench: {len(encoded) - len(kept)} of {len(encoded)} records of {path} have no response token "
