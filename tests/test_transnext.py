@@ -92,19 +92,71 @@ def test_full_attention_matches_per_query_reference():
     assert (ours - ref).abs().max().item() <= 1e-5
 
 
-def test_window_ops_gradients_and_cpu_blocking(monkeypatch):
-    """Autograd formulas of the three window ops; blocking (whole images vs one row per block) changes nothing."""
+def test_window_ops_match_unfold_and_have_correct_gradients():
+    """The three window ops against nn.Unfold (the official native code's windows), including a non-contiguous
+    (token-major) weights view as the model passes it; and their autograd formulas."""
     torch.manual_seed(0)
-    b, h, w, heads, d, k = 2, 4, 3, 1, 2, 3
-    q = torch.randn(b, h * w, heads, d, dtype=torch.float64, requires_grad=True)
-    v = torch.randn(b, h * w, heads, d, dtype=torch.float64, requires_grad=True)
-    a = torch.randn(b, heads, h * w, k * k, dtype=torch.float64, requires_grad=True)
-    ops = (transnext.window_qk, transnext.window_av, transnext.window_scatter)
-    whole = [op(x, v, h, w, k) for op, x in zip(ops, (q, a, a))]
-    monkeypatch.setattr(transnext, "_CPU_BLOCK_BYTES", 16)  # one row per block
-    assert all(torch.allclose(op(x, v, h, w, k), ref, rtol=0, atol=1e-12) for op, x, ref in zip(ops, (q, a, a), whole))
-    for op, x in zip(ops, (q, a, a)):
-        assert torch.autograd.gradcheck(lambda x, y: op(x, y, h, w, k), (x, v))
+    b, h, w, heads, d, k = 2, 4, 3, 2, 2, 3
+    q = torch.randn(b, heads, d, h * w, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(b, heads, d, h * w, dtype=torch.float64, requires_grad=True)
+    a = torch.randn(b, heads, h * w, k * k, dtype=torch.float64).transpose(-2, -1).requires_grad_()
+    windows = F.unfold(v.detach().reshape(b * heads, d, h, w), k, padding=k // 2).view(b, heads, d, k * k, h * w)
+    assert torch.allclose(transnext.window_qk(q, v, h, w, k),
+                          torch.einsum("bhdn,bhdon->bhon", q.detach(), windows), rtol=0, atol=1e-12)
+    assert torch.allclose(transnext.window_av(a, v, h, w, k),
+                          torch.einsum("bhon,bhdon->bhdn", a.detach(), windows), rtol=0, atol=1e-12)
+    # scatter is av's adjoint in the values: <av(a, v), x> = <v, scatter(a, x)>
+    x = torch.randn_like(v)
+    assert torch.allclose((transnext.window_av(a, v, h, w, k) * x).sum(),
+                          (v * transnext.window_scatter(a, x, h, w, k)).sum(), rtol=0, atol=1e-12)
+    for op, first in zip((transnext.window_qk, transnext.window_av, transnext.window_scatter), (q, a, a)):
+        assert torch.autograd.gradcheck(lambda x, y: op(x, y, h, w, k), (first, v))
+
+
+def test_memory_saving_functions_match_autograd():
+    """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward) give F.normalize's and the plain
+    ConvGLU's values and gradients."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
+    small = torch.full((1, 4), 0.1, dtype=torch.float64, requires_grad=True)  # norm below eps: the clamped branch
+    for t, dim, eps in ((x, 2, 1e-12), (small, -1, 1.0)):
+        assert torch.autograd.gradcheck(lambda t: transnext._L2Normalize.apply(t, dim, eps), (t,))
+        assert torch.equal(transnext._L2Normalize.apply(t, dim, eps), F.normalize(t, dim=dim, eps=eps))
+    glu = transnext.ConvolutionalGLU(6, 12).double()
+    x = torch.randn(2, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
+    fused = glu(x, 4, 5)  # grad enabled: the _GatedConvFC path
+    fused_grads = torch.autograd.grad(fused.square().sum(), [x, *glu.parameters()])
+    hidden = glu.fc2.in_features
+    gate, value = F.linear(x, glu.fc1.weight, glu.fc1.bias).split(hidden, -1)
+    plain = glu.fc2(glu.act(glu.dwconv(gate, 4, 5)) * value)
+    plain_grads = torch.autograd.grad(plain.square().sum(), [x, *glu.parameters()])
+    assert torch.allclose(fused, plain, rtol=0, atol=1e-12)
+    assert all(torch.allclose(f, p, rtol=0, atol=1e-12) for f, p in zip(fused_grads, plain_grads))
+    with torch.no_grad():
+        assert torch.allclose(glu(x, 4, 5), plain, rtol=0, atol=1e-12)  # the in-place inference path
+    gate, value = (t.detach().requires_grad_() for t in (gate, value))
+    assert torch.autograd.gradcheck(
+        lambda g, v: transnext._GatedConvFC.apply(g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias,
+                                                   glu.fc2.weight, glu.fc2.bias, 4, 5, "none"), (gate, value))
+
+
+def test_position_bias_is_cached_without_autograd_and_follows_parameter_updates():
+    torch.manual_seed(0)
+    model = small_model().double().eval()
+    attn = model.block1[0].attn
+    geometry = model.geometry(0, (8, 8), CPU)
+    with torch.no_grad():
+        first = attn.position_bias(geometry, geometry.pool_size)
+        assert attn.position_bias(geometry, geometry.pool_size) is first  # cached
+        attn.cpb_fc2.bias.add_(1.0)  # an in-place update (optimiser step, load_state_dict) bumps the version
+        second = attn.position_bias(geometry, geometry.pool_size)
+    assert torch.allclose(second, first + 1.0, rtol=0, atol=1e-12)
+    with_grad = attn.position_bias(geometry, geometry.pool_size)  # autograd: recomputed, differentiable
+    assert with_grad.requires_grad and with_grad is not second
+    other = model.geometry(0, (8, 16), CPU)
+    with torch.no_grad():
+        assert attn.position_bias(other, other.pool_size).shape == (2, 8 * 16, 2)
+    assert "_bias_cache" not in "".join(model.state_dict())
 
 
 def test_softmax_is_shared_and_padding_contributes_nothing():
