@@ -91,6 +91,7 @@ class StepsNet(nn.Module):
         self.steps = nn.ModuleList(
             nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths)))
         self._slices = self.slices()
+        self._split_sizes = [hi - lo for lo, hi in self._slices]  # Python ints (TorchScript, fx); 0 = empty
         self.mask_first = 0
         self.mask_last = 0
         self.skip_last = [0] * len(widths)
@@ -173,13 +174,16 @@ class StepsNet(nn.Module):
         if self.mask_first or self.mask_last:
             x = self._masked(x)
         states: List[torch.Tensor] = []
-        y = x.narrow(d, 0, self.widths[0])  # x_1; later steps put the previous output first, then x_i
+        # x_1..x_n as one split: in backward their gradients are put together by one concatenation, where
+        # n separate narrows would each allocate a zero-filled full-width gradient and add them up
+        pieces = torch.split(x, self._split_sizes, dim=d)
+        y = pieces[0]  # x_1; later steps put the previous output first, then x_i
         index = 0
         stopped = False
         for i, step in enumerate(self.steps):
             lo, hi = self._slices[i]
             if i > 0 and hi > lo and not stopped:
-                y = torch.cat([y, x.narrow(d, lo, hi - lo)], dim=d)
+                y = torch.cat([y, pieces[i]], dim=d)
             run = len(step) - self.skip_last[i]
             for j, block in enumerate(step):
                 if j < run and not stopped:
