@@ -8,7 +8,10 @@ The model is the config's (with its ``key=value`` overrides); the weights come t
 :func:`harness.checkpoint.load_weights` (a run's ``best.pth``/``last.pth`` or any weights file; ``--ema``: the
 EMA weights, an error for a run trained without EMA). One row per (pool mode, input size, analysis, metric):
 printed as a table, appended to the run directory's ``metrics.jsonl`` as ``{"kind": "eval_suite", ...}`` records
-(the checkpoint's run, or ``--out-run``) and, with ``--out``, written as CSV. Every input is checked before a
+(the checkpoint's run, or ``--out-run``) and, with ``--out``, written as CSV. A record says what was evaluated:
+``dataset``, ``input_size``, ``pool_mode`` (TransNeXt; ``normal`` by default), ``analysis``, ``model_overrides``
+(model arguments built differently from the run's config, e.g. ``+model.length_scaling=False``); that is how
+``depthbench results`` knows the table cell it fills (results/paper_tables.py). Every input is checked before a
 model is built. :func:`evaluate_checkpoint` is the programmatic form of the plain validation-set evaluation.
 """
 from __future__ import annotations
@@ -178,6 +181,7 @@ def run_suite(args) -> list[dict]:
     if args.out_run and not (run / "meta.json").is_file():
         raise DepthbenchError(f"--out-run {run} is not a run directory (no meta.json)")
     _check_checkpoint_model(checkpoint_run(args.checkpoint), name)
+    model_overrides = _model_overrides(cfg, run, args.config)
     if corrupt_from is not None:
         ev.generate_corruptions(corrupt_from, data_dir)
     if protocol != "val":
@@ -199,8 +203,11 @@ def run_suite(args) -> list[dict]:
             transform = build_transform(cfg.data, cfg.aug, is_training=False)
             for spec, kwargs in analyses:
                 base = dict(kind="eval_suite", dataset=protocol, protocol=protocol, model=name,
-                            input_size=cfg.data.input_size, pool_mode=pool_mode or getattr(model, "pool_mode", None),
-                            analysis=spec, checkpoint=str(args.checkpoint), ema=args.ema)
+                            input_size=cfg.data.input_size,
+                            pool_mode=pool_mode or cfg.model.get("pool_mode") or ("normal" if "transnext" in name
+                                                                                 else None),
+                            analysis=spec, model_overrides=model_overrides, checkpoint=str(args.checkpoint),
+                            ema=args.ema)
                 with _analysis(model, kwargs):
                     metrics = _score(ev, protocol, model, cfg, data_dir, corrupt_from, transform, batch, device,
                                      real_labels)
@@ -213,6 +220,31 @@ def run_suite(args) -> list[dict]:
         for row in rows:
             rundir.log_metrics(**row)
     return rows
+
+
+def _plain(value):
+    """A config value as plain JSON data (ConfigDicts, tuples)."""
+    return json.loads(json.dumps(value.to_dict() if hasattr(value, "to_dict") else value, default=str))
+
+
+def _model_overrides(cfg, run: Path | None, config) -> dict:
+    """The model arguments this evaluation builds differently from the run it is recorded into (e.g.
+    ``+model.length_scaling=False`` for TransNeXt Table 5's rows): they say which table row the numbers belong
+    to (results/compare.py). Compared with the run's resolved config.py, so overrides the training run had too
+    (a digits preset's ``model.width=32``) are not differences; without a run config: the config file's own model.
+    ``pool_mode`` (--pool-mode) is recorded on its own."""
+    from harness.config import load_config
+
+    trained = None
+    if run is not None and (run / "config.py").is_file():
+        try:
+            trained = load_config(str(run / "config.py"), []).model
+        except Exception:  # an unreadable run config: compare with the config file instead
+            trained = None
+    if trained is None:
+        trained = load_config(config, []).model
+    trained, now = _plain(trained), _plain(cfg.model)
+    return {k: v for k, v in now.items() if k not in ("pool_mode", "pretrain_size") and trained.get(k) != v}
 
 
 class _analysis:

@@ -13,6 +13,11 @@ How a run is matched to a table row (the rule users can predict):
 
 Runs at the same setting are seeds: ours is their mean ± std (sample std) with n. Only ``done`` runs count when
 there are any; otherwise the running/preempted/failed ones are shown, flagged with their status.
+
+Evaluation-only cells (a row's ``evals``: robustness sets, ImageNet-C, other input sizes, pool modes, StepsNet
+analyses) read the run's ``depthbench eval`` numbers (``eval_suite`` records) instead of its training evaluation:
+the cell's selector (:func:`cell_selector`) names the protocol, input size (default: the run's training size),
+pool mode, analysis, model arguments changed at evaluation time and metric, and exactly that record fills it.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from results.paper_tables import Row, Table
-from results.runs import LOWER_IS_BETTER, NEUTRAL_OVERRIDES, REPO
+from results.runs import LOWER_IS_BETTER, NEUTRAL_OVERRIDES, REPO, suite_key
 
 # table column key -> eval metric it reads (after runs.py's normalisation)
 COLUMN_METRICS = {
@@ -78,7 +83,35 @@ class TableView:
 
 
 def result_columns(table: Table) -> list[str]:
-    return [c for c in table.columns if c in COLUMN_METRICS]
+    """Columns filled from runs: a training metric (COLUMN_METRICS) or an evaluation of some row (``evals``)."""
+    evaluated = {c for row in table.rows for c in row.evals}
+    return [c for c in table.columns if c in COLUMN_METRICS or c in evaluated]
+
+
+def cell_selector(row: Row, column: str) -> dict | None:
+    """What ``depthbench eval`` record fills (row, column): the row's ``eval`` with the column's ``evals`` entry
+    over it, or None for a column the training evaluation fills."""
+    if column not in row.evals:
+        return None
+    return {**row.eval, **(row.evals[column] or {})}
+
+
+def suite_value(run: dict, selector: dict, row: Row):
+    """The run's eval_suite number for ``selector`` (None when it has none). The input size defaults to the
+    run's training size (Table 1 is evaluated at the resolution the model was trained at); for a run that
+    records none, a record without a size or at the row's size."""
+    suite = run.get("suite")
+    if not suite:
+        return None
+    sizes = [selector.get("input_size", run.get("input_size"))]
+    if sizes[0] is None:  # a run without data.input_size (language models: none) or an older run: the row's
+        sizes.append(row.input_size if isinstance(row.input_size, int) else list(row.input_size or [None])[-1])
+    for size in sizes:
+        key = suite_key(selector.get("dataset", "val"), size, selector.get("pool_mode"),
+                        selector.get("analysis", "none"), selector.get("model_kwargs"), selector.get("metric", "top1"))
+        if key in suite:
+            return suite[key]
+    return None
 
 
 def decimals(value) -> int:
@@ -196,15 +229,24 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _result_cell(column: str, paper, runs: list[dict], compare: bool) -> Cell:
+def _value_of(row: Row, column: str):
+    """run -> its number for (row, column): the eval_suite record the cell's selector names, or the training
+    evaluation's metric."""
+    selector = cell_selector(row, column)
+    if selector is not None:
+        return lambda run: suite_value(run, selector, row)
     metric = f"metric.{COLUMN_METRICS[column]}"
-    with_value = [r for r in runs if _finite(r.get(metric))]
+    return lambda run: run.get(metric)
+
+
+def _result_cell(column: str, paper, runs: list[dict], compare: bool, value_of) -> Cell:
+    with_value = [r for r in runs if _finite(value_of(r))]
     done = [r for r in with_value if r.get("status") == "done"]
     used = done or with_value
     cell = Cell(column, "result", paper=paper)
     if not used:
         return cell
-    values = [float(r[metric]) for r in used]
+    values = [float(value_of(r)) for r in used]
     cell.ours, cell.n = statistics.fmean(values), len(values)
     cell.std = statistics.stdev(values) if len(values) > 1 else None
     counts = Counter(r.get("status", "unknown") for r in runs)
@@ -220,6 +262,7 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
     lines = []
     for row in table.rows:
         arch = audit.row(row) if audit is not None and row.model and not row.reason else {}
+        columns = [c for c in results if c in COLUMN_METRICS or c in row.evals]  # this row's run-filled columns
         cells = {}
         for column in table.columns:
             paper = row.paper.get(column)
@@ -228,30 +271,33 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
                 cells[column] = Cell(column, "arch", paper=paper, ours=a.ours, n=1 if a.ours is not None else 0,
                                      delta=(a.ours - float(paper)) if a.ours is not None and _finite(paper) else None,
                                      status=a.status, note=a.note)
-            elif column in results:
+            elif column in columns:
                 cells[column] = Cell(column, "result", paper=paper)
             else:
                 cells[column] = Cell(column, "text", paper=paper)
         line = Line(row, cells)
         lines.append(line)
-        if row.reason or not results:
+        if row.reason or not columns:
             continue
+        value_of = {c: _value_of(row, c) for c in columns}
         groups = defaultdict(list)
         for run in index.candidates(row):
-            if any(_finite(run.get(f"metric.{COLUMN_METRICS[c]}")) for c in results):
+            if any(_finite(value_of[c](run)) for c in columns):
                 groups[setting_of(run, row)].append(run)
         for setting in sorted(groups, key=lambda s: (s is not None, s or "")):
             runs = groups[setting]
-            target = line if setting is None else Line(row, {c: Cell(c, "result") for c in results}, setting)
+            target = line if setting is None else Line(row, {c: Cell(c, "result") for c in columns}, setting)
             target.runs = [r["path"] for r in runs]
-            for column in results:
+            for column in columns:
                 paper = row.paper.get(column) if setting is None else None  # reduced: nothing to compare with
-                target.cells[column] = _result_cell(column, paper, runs, compare=setting is None)
+                target.cells[column] = _result_cell(column, paper, runs, setting is None, value_of[column])
                 target.cells[column].decimals = getattr(row.paper.get(column), "decimals", None)
             if setting is not None:
                 lines.append(target)
     return TableView(table, lines)
 
 
-def lower_is_better(column: str) -> bool:
-    return COLUMN_METRICS.get(column, column) in LOWER_IS_BETTER
+def lower_is_better(column: str, row: Row | None = None) -> bool:
+    selector = cell_selector(row, column) if row is not None else None
+    metric = selector.get("metric", "top1") if selector is not None else COLUMN_METRICS.get(column, column)
+    return metric.lower() in LOWER_IS_BETTER

@@ -28,6 +28,28 @@ row says which registered model (and/or config) reproduces it, or why it cannot 
           - name: Something unbuildable
             reason: "why this row cannot be built or checked"   # shown by verify, never skipped silently
 
+Evaluation-only cells (robustness sets, ImageNet-C, other input sizes, TransNeXt pool modes, StepsNet analyses)
+are filled by ``depthbench eval`` records (``kind: eval_suite``) of the row's runs, not by training. A row says
+which record fills which column with a *selector* per column; usually set once in the table's ``defaults``::
+
+        defaults:
+          evals:                         # column -> selector; a column not listed is a training metric/text
+            in_c: {dataset: imagenet-c, metric: mCE}   # depthbench eval ... --dataset imagenet-c
+            in_a: {dataset: imagenet-a}                # metric defaults to top1
+            r384: {input_size: 384}                    # ... --input-size 384 (default: the run's training size)
+        rows:
+          - name: X (Linear Mode)
+            eval: {pool_mode: linear}    # selector keys shared by all of this row's evals (--pool-mode linear)
+          - name: X (no length scaling)
+            eval: {model_kwargs: {length_scaling: false}}   # ... +model.length_scaling=False at evaluation
+          - name: Slow path
+            evals: {m32: {analysis: "mask_first=32"}}       # --analysis mask_first=32
+
+Selector keys (``SELECTOR_KEYS``): ``dataset`` (a ``depthbench eval --dataset`` protocol, default ``val``),
+``metric`` (default ``top1``; ``mCE``, ``relative_mCE``, ``top5``, ...; an lm-eval task's ``acc``/``acc_norm``
+with ``dataset: <task>``), ``input_size`` (default: the run's ``data.input_size``; none for a run without one), ``pool_mode`` (default ``normal``), ``analysis`` (default ``none``) and ``model_kwargs``
+(model arguments the evaluation changed from the run's config; default none).
+
 Columns whose key names a *measure* of ``harness.verify`` (``params``, ``params_m``, ``flops_g``,
 ``layers``, ...) are checked by ``depthbench verify``; the others (accuracies, AP, mIoU) are the paper's
 results that ``results`` sets beside our runs. Numbers keep the precision they were printed with
@@ -44,7 +66,11 @@ import yaml
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
-              "base", "flops_model_kwargs"}
+              "base", "flops_model_kwargs", "eval", "evals"}
+SELECTOR_KEYS = {"dataset", "metric", "input_size", "pool_mode", "analysis", "model_kwargs"}
+# depthbench eval --dataset choices (harness.evaluation.PROTOCOLS; not imported: results/ reads no harness code)
+EVAL_DATASETS = {"val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real",
+                 "imagenet-c"}
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
 
 
@@ -97,6 +123,8 @@ class Row:
     note: str | None = None
     base: str | None = None
     flops_model_kwargs: dict = field(default_factory=dict)
+    eval: dict = field(default_factory=dict)
+    evals: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -142,9 +170,33 @@ def load(path: str | Path) -> list[Table]:
             unknown_cols = set(r.get("paper") or {}) - set(columns)
             if unknown_cols:
                 raise TableError(f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}")
+            _check_selectors(r, columns, f"{rwhere} ({r['name']})")
             rows.append(Row(table=str(t["id"]), **{k: v for k, v in r.items() if v is not None or k == "reason"}))
         tables.append(Table(paper=paper, id=str(t["id"]), caption=t.get("caption", ""), columns=columns, rows=rows))
     return tables
+
+
+def _check_selectors(row: dict, columns: dict, where: str) -> None:
+    evals, shared = row.get("evals") or {}, row.get("eval") or {}
+    if not isinstance(evals, dict) or not isinstance(shared, dict):
+        raise TableError(f"{where}: 'evals' maps columns to selectors and 'eval' is one selector (mappings)")
+    undeclared = set(evals) - set(columns)
+    if undeclared:
+        raise TableError(f"{where}: evals for undeclared column(s) {sorted(undeclared)}")
+    for column, selector in [(None, shared)] + list(evals.items()):
+        selector = selector or {}
+        place = f"{where}: eval" + (f"s.{column}" if column else "")
+        if not isinstance(selector, dict) or set(selector) - SELECTOR_KEYS:
+            bad = sorted(set(selector) - SELECTOR_KEYS) if isinstance(selector, dict) else selector
+            raise TableError(f"{place}: unknown selector key(s) {bad}; allowed: {sorted(SELECTOR_KEYS)}")
+        dataset = selector.get("dataset", "val")
+        # the image protocols are checked by name (a typo fills nothing); other names are lm-eval tasks (the
+        # dataset field of `depthbench eval --dataset lm-eval` records, harness/llm_eval.py)
+        if not isinstance(dataset, str) or (dataset.startswith("imagenet") and dataset not in EVAL_DATASETS):
+            raise TableError(f"{place}: dataset {dataset!r} is not a depthbench eval protocol "
+                             f"({', '.join(sorted(EVAL_DATASETS))}) or lm-eval task")
+        if "model_kwargs" in selector and not isinstance(selector["model_kwargs"], dict):
+            raise TableError(f"{place}: model_kwargs must be a mapping")
 
 
 def available_papers() -> list[str]:

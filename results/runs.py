@@ -8,14 +8,18 @@ dropped. What a run is comes from its own files only:
   ``model``/``model_kwargs``/``task`` when the writer records them (downstream runs);
 - ``config.py`` (the resolved config): ``model`` (name + kwargs), ``epochs``, ``seed``, ``optim.lr``, ``data``;
 - ``metrics.jsonl``: the ``{"kind": "eval", ...}`` records (top1/top5/loss for pretraining; bbox_mAP/segm_mAP/
-  mIoU/mAcc for downstream, mmengine's ``coco/`` prefixes dropped), reduced per run by ``best``/``last``/``mean``.
+  mIoU/mAcc for downstream, mmengine's ``coco/`` prefixes dropped), reduced per run by ``best``/``last``/``mean``;
+  and ``depthbench eval``'s ``{"kind": "eval_suite", ...}`` rows (robustness sets, ImageNet-C, other input sizes,
+  pool modes, StepsNet analyses), kept in the ``suite`` column as ``{suite_key(...): value}``, the newest record
+  of each key winning (re-evaluating replaces a number; ``--reduce`` is about training evaluations only).
 
 Problems (a garbage metrics line, a directory without meta.json, the same run twice, ...) never stop the
 collection: each is recorded once in :class:`Problems` and the other runs are kept.
 
 Speed: 10,000 run directories in well under 5 s on 2 cores (benchmarks/results_aggregate.py). That is why
 config.py is not executed (MMEngine's Config.fromfile takes ~20 ms a file): only the few top-level
-assignments we need are parsed, and only the eval lines of metrics.jsonl are decoded.
+assignments we need are parsed, and only the eval lines of metrics.jsonl are decoded (eval_suite lines only in
+the files that have any, found by one substring search).
 """
 from __future__ import annotations
 
@@ -152,7 +156,14 @@ def _metric_name(key: str) -> str:
 
 def read_evals(path: Path, problems: Problems, reduce: str = "best") -> tuple[list[dict], int]:
     """The eval records ``reduce`` needs from a metrics.jsonl (normalised metric names, percent) and the number of
-    evaluations; bad lines are reported and skipped.
+    evaluations; bad lines are reported and skipped."""
+    records, n, _ = read_metrics(path, problems, reduce)
+    return records, n
+
+
+def read_metrics(path: Path, problems: Problems, reduce: str = "best") -> tuple[list[dict], int, dict]:
+    """:func:`read_evals`'s records and count, plus the eval_suite values (:func:`read_suite`); the file is read
+    once.
 
     Only the lines ``reduce`` needs are decoded (all of them for ``best``'s ranking would dominate the time of
     10,000 runs): the last (``last``), the last MEAN_LAST (``mean``), or, for ``best``, the primary metric of every
@@ -162,7 +173,7 @@ def read_evals(path: Path, problems: Problems, reduce: str = "best") -> tuple[li
         text = path.read_text(errors="replace")
     except OSError as e:
         problems.add(path.parent, f"cannot read metrics.jsonl ({e.strerror})")
-        return [], 0
+        return [], 0, {}
     all_lines = text.split("\n")
     body = text.rstrip("\n")
     if not body or (body[0] == "{" and body[-1] == "}" and body.count("\n") == body.count("}\n{")):
@@ -182,12 +193,72 @@ def read_evals(path: Path, problems: Problems, reduce: str = "best") -> tuple[li
         if reduce == "best":
             records = [_best_record(lines, record) or record]
             break
+    suite = {}
+    if '"eval_suite"' in text:
+        suite, bad_suite = read_suite(text)
+        undecodable += bad_suite
     if bad or undecodable:
         first = bad[0] if bad else None
         n = len(bad) + undecodable
         where = (f"line {first}" if n == 1 and first else f"{n} lines" + (f" (first: {first})" if first else ""))
         problems.add(path.parent, f"metrics.jsonl {where} not JSON (truncated or garbage); skipped, the rest is used")
-    return records, len(lines)
+    return records, len(lines), suite
+
+
+def canonical_analysis(spec) -> str:
+    """``depthbench eval --analysis`` spec in one spelling: parts sorted, ``none``/empty -> ``none``."""
+    parts = sorted(p.strip().replace(" ", "") for p in str(spec or "none").split(",") if p.strip())
+    parts = [p for p in parts if p != "none"]
+    return ",".join(parts) or "none"
+
+
+def suite_key(dataset="val", input_size=None, pool_mode=None, analysis="none", model_overrides=None,
+              metric="top1") -> str:
+    """The identity of one ``eval_suite`` number: what was evaluated (protocol, input size, TransNeXt pool mode,
+    StepsNet analysis, model arguments changed at evaluation time) and which metric. No pool mode is TransNeXt's
+    default, ``normal``."""
+    size = int(input_size) if isinstance(input_size, (int, float)) and not isinstance(input_size, bool) else None
+    overrides = json.dumps(model_overrides, sort_keys=True, default=str) if model_overrides else "{}"
+    return _suite_key(str(dataset or "val"), size, str(pool_mode or "normal"), str(analysis or "none"), overrides,
+                      str(metric))
+
+
+@lru_cache(maxsize=65536)
+def _suite_key(dataset: str, size, pool_mode: str, analysis: str, overrides: str, metric: str) -> str:
+    """Cached: a results call builds the same few keys for every run (10,000 runs x ~20 evaluations)."""
+    return "|".join((dataset, str(size), pool_mode, canonical_analysis(analysis), overrides, metric))
+
+
+def _suite_lines(text: str):
+    """The lines that name eval_suite, found with str.find (C speed: they are a few lines of a long file)."""
+    pos = text.find('"eval_suite"')
+    while pos != -1:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        end = len(text) if end == -1 else end
+        yield text[start:end]
+        pos = text.find('"eval_suite"', end)
+
+
+def read_suite(text: str) -> tuple[dict, int]:
+    """``{suite_key: value}`` of a metrics.jsonl's eval_suite lines (newest wins) and the number of them that
+    are not JSON (a line cut short is not counted here: the caller's line check already has it); a record without
+    a finite value is left out."""
+    values, bad = {}, 0
+    for line in _suite_lines(text):
+        if line[:1] != "{" or line[-1:] != "}":
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        value = r.get("value") if isinstance(r, dict) and r.get("kind") == "eval_suite" else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            key = suite_key(r.get("dataset", r.get("protocol")), r.get("input_size"), r.get("pool_mode"),
+                            r.get("analysis"), r.get("model_overrides"), r.get("metric"))
+            values[key] = float(value)
+    return values, bad
 
 
 def _decode_eval(line: str) -> dict | None:
@@ -311,12 +382,13 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
     record.update(model=name, model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
                   epochs=cfg.get("epochs", meta.get("epochs")), seed=cfg.get("seed", meta.get("seed")),
                   lr=(cfg.get("optim") or {}).get("lr") if isinstance(cfg.get("optim"), dict) else None,
-                  dataset=_dataset(cfg.get("data")))
+                  dataset=_dataset(cfg.get("data")), input_size=_input_size(cfg.get("data")))
     if not name and status != "unknown" and not record["experiment"].startswith("diagnose"):
         problems.add(path, "no model name in meta.json or config.py; the run cannot be matched to a table row")
     metrics_file = path / "metrics.jsonl"
-    evals, n_evals = read_evals(metrics_file, problems, reduce) if metrics_file.exists() else ([], 0)
+    evals, n_evals, suite = read_metrics(metrics_file, problems, reduce) if metrics_file.exists() else ([], 0, {})
     record["n_evals"] = n_evals
+    record["suite"] = suite or None
     values = reduce_evals(evals, reduce)
     values.pop("global_step", None)
     values.pop("images", None)
@@ -355,6 +427,14 @@ def _dataset(data) -> str | None:
     name = data.get("dataset") or data.get("name") or data.get("type")
     size = data.get("input_size")
     return f"{name} {size}px" if name and size else name
+
+
+def _input_size(data) -> int | None:
+    """The training resolution (``data.input_size``): eval_suite numbers default to it."""
+    size = data.get("input_size") if isinstance(data, dict) else None
+    if isinstance(size, (list, tuple)) and size:
+        size = size[-1]
+    return int(size) if isinstance(size, (int, float)) and not isinstance(size, bool) else None
 
 
 def collect(roots, reduce: str = "best", problems: Problems | None = None) -> tuple[pd.DataFrame, Problems]:

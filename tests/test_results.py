@@ -4,6 +4,7 @@ The expected cells below are computed by hand from the hand-written run fixtures
 (see the comments there and here), never copied from the code's output.
 """
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -395,3 +396,129 @@ def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and message in lines[0], err
         assert lines[0].startswith("depthbench results: error: ") and not out
+
+
+# ------------------------------------------------------------------------------------------------- eval_suite cells
+TRANSNEXT_TINY = "configs/transnext/transnext-tiny_8xb128-300e_in1k.py"
+STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
+
+
+def _suite(dataset, metric, value, size=224, pool=None, analysis="none", overrides=None):
+    """One record as ``depthbench eval`` writes it (harness/evaluate_cmd.py run_suite)."""
+    return {"kind": "eval_suite", "dataset": dataset, "protocol": dataset, "model": "m", "input_size": size,
+            "pool_mode": pool, "analysis": analysis, "model_overrides": overrides or {}, "checkpoint": "best.pth",
+            "ema": False, "metric": metric, "value": value, "images": 10}
+
+
+def _eval_run(root, name, config, model, size, records, scale=None):
+    """A hand-written run of ``config`` (its own model arguments, so at the paper's setting unless ``scale``)."""
+    run = root / Path(config).stem / name
+    run.mkdir(parents=True)
+    meta = {"status": "done", "experiment": Path(config).stem, "run_id": name, "start": name, "config_file": config,
+            "command": f"depthbench train {config}"}
+    if scale:
+        meta["scale"] = scale
+    (run / "meta.json").write_text(json.dumps(meta))
+    kwargs = json.loads(compare.config_model_kwargs(config))
+    arguments = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    (run / "config.py").write_text(f"model = dict(name={model!r}{arguments})\n"
+                                   f"data = dict(type='imagefolder', input_size={size})\nepochs = 300\n")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+def _paper_view(paper, table, root):
+    frame, problems = runs.collect([root])
+    assert len(problems) == 0, problems.summary()
+    index = compare.RunIndex(frame)
+    return cells(compare.view_table(next(t for t in paper_tables.load_paper(paper) if t.id == table), index))
+
+
+def test_eval_suite_records_fill_the_evaluation_only_cells(tmp_path):
+    root = tmp_path / "runs"
+    sizes = (224, 256, 320, 384, 480, 512, 640)
+    _eval_run(root, "tiny", TRANSNEXT_TINY, "transnext_tiny", 224, [
+        {"kind": "eval", "epoch": 299, "top1": 84.1, "top5": 96.0},
+        _suite("imagenet-c", "mCE", 47.0), _suite("imagenet-c", "relative_mCE", 60.0),
+        _suite("imagenet-a", "top1", 38.0), _suite("imagenet-a", "top1", 99.0, size=384),  # another size: not Table 1
+        _suite("imagenet-r", "top1", 50.0), _suite("imagenet-sketch", "top1", 37.5),
+        _suite("imagenet-v2", "top1", 70.0), _suite("imagenet-v2", "top1", 73.0),  # evaluated again: newest wins
+        *[_suite("val", "top1", 80.0 + i / 10, size=s, pool="normal") for i, s in enumerate(sizes)],
+        *[_suite("val", "top1", 70.0 + i / 10, size=s, pool="linear") for i, s in enumerate(sizes)],
+        _suite("val", "top1", 60.0, size=640, overrides={"length_scaling": False}),
+        _suite("val", "top1", 50.0, size=640, overrides={"position_bias": "interpolate"}),
+    ])
+    t1 = _paper_view("transnext", "1", root)["TransNeXt-Tiny"]
+    assert t1["in1k"] == "84.0 / 84.1 / +0.1"  # the training evaluation
+    assert (t1["in_c"], t1["in_a"], t1["in_r"], t1["sketch"], t1["in_v2"]) == (
+        "46.5 / 47.0 / +0.5", "39.9 / 38.0 / -1.9", "49.6 / 50.0 / +0.4", "37.6 / 37.5 / -0.1", "73.8 / 73.0 / -0.8")
+    t5 = _paper_view("transnext", "5", root)
+    # Normal Mode: 80.0 + i/10 at the i-th size; the paper's 224 column is 84.0 -> Δ -4.0
+    assert t5["TransNeXt-Tiny (Normal Mode)"]["r224"] == "84.0 / 80.0 / -4.0"
+    assert t5["TransNeXt-Tiny (Normal Mode)"]["r640"] == "81.6 / 80.6 / -1.0"
+    assert t5["TransNeXt-Tiny (Linear Mode)"]["r256"] == "84.0 / 70.1 / -13.9"
+    assert t5["TransNeXt-Tiny (Linear Mode)"]["r640"] == "80.7 / 70.6 / -10.1"
+    assert t5["TransNeXt-Tiny (No Length-scaling)"]["r640"] == "80.9 / 60.0 / -20.9"
+    assert t5["TransNeXt-Tiny (No Length-scaling)"]["r224"] == "84.0 / —"  # evaluated at 640 only
+    assert t5["TransNeXt-Tiny (Interpolate RPE)"]["r640"] == "79.5 / 50.0 / -29.5"
+    assert t5["TransNeXt-Micro (Normal Mode)"]["r224"] == "82.5 / —"  # another model: no run
+
+    _eval_run(root, "steps", STEPS_DEIT_S, "steps_deit_small", 224, [
+        {"kind": "eval", "epoch": 299, "top1": 81.2},  # the training evaluation fills none of Tables 6-7
+        _suite("val", "top1", 80.0), _suite("val", "top1", 76.0, analysis="mask_first=32"),
+        _suite("val", "top1", 80.5, analysis="mask_last=32"), _suite("val", "top1", 5.0, analysis="mask_first=160"),
+        _suite("val", "top1", 77.5, analysis="drop_last=0:4"), _suite("val", "top1", 80.1, analysis="drop_last=2:1"),
+    ])
+    t6 = _paper_view("stepsnet", "6", root)
+    assert t6["Slow path"] == {"none": "81.0 / 80.0 / -1.0", "m32": "77.3 / 76.0 / -1.3", "m64": "68.3 / —",
+                               "m96": "49.0 / —", "m128": "20.4 / —", "m160": "4.4 / 5.0 / +0.6"}
+    assert t6["Fast path"]["m32"] == "80.9 / 80.5 / -0.4" and t6["Fast path"]["m160"] == "80.3 / —"
+    t7 = _paper_view("stepsnet", "7", root)
+    assert (t7["F_1 (last 4 blocks)"]["acc"], t7["F_2 (last 2 blocks)"]["acc"], t7["F_3 (last 1 block)"]["acc"]) == (
+        "77.0 / 77.5 / +0.5", "78.1 / —", "80.5 / 80.1 / -0.4")
+
+
+def test_eval_suite_of_a_reduced_run_defaults_to_its_training_size(tmp_path):
+    root = tmp_path / "runs"
+    _eval_run(root, "digits", TRANSNEXT_TINY, "transnext_tiny", 32, [
+        _suite("imagenet-c", "mCE", 90.0, size=32), _suite("imagenet-c", "mCE", 10.0, size=224),
+        _suite("val", "top1", 40.0, size=256, pool="linear"),
+    ], scale="embedded digits 32px, 2 epochs")
+    t1 = _paper_view("transnext", "1", root)
+    assert t1["TransNeXt-Tiny"]["in_c"] == "46.5 / —"  # never presented at the paper's setting
+    assert t1["↳ reduced: embedded digits 32px, 2 epochs"] == {"in1k": "—", "in_c": "90.0", "in_a": "—", "in_r": "—",
+                                                              "sketch": "—", "in_v2": "—"}
+    t5 = _paper_view("transnext", "5", root)
+    assert t5["↳ reduced: embedded digits 32px, 2 epochs"]["r256"] == "40.0"
+
+
+def test_eval_selectors_are_validated(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    for row, message in [
+        ("{name: A, evals: {nope: {dataset: imagenet-a}}}", "evals for undeclared column(s) ['nope']"),
+        ("{name: A, evals: {top1: {dataset: imagenet-x}}}", "dataset 'imagenet-x' is not a depthbench eval protocol"),
+        ("{name: A, eval: {size: 224}}", "unknown selector key(s) ['size']"),
+    ]:
+        bad.write_text(f"paper: x\ntables:\n  - {{id: '1', caption: c, columns: {{top1: T}}, rows: [{row}]}}\n")
+        with pytest.raises(paper_tables.TableError, match=re.escape(message)):
+            paper_tables.load(bad)
+
+
+def test_broken_eval_suite_lines_are_reported_once_and_the_rest_is_used(tmp_path):
+    root = tmp_path / "runs"
+    run = _eval_run(root, "tiny", TRANSNEXT_TINY, "transnext_tiny", 224, [_suite("imagenet-a", "top1", 38.0)])
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write('{"kind": "eval_suite", "dataset": "imagenet-r", "value": 5\n')  # cut short
+        fh.write('{"kind": "eval_suite", "dataset": "imagenet-r", oops}\n')  # garbage between braces
+        fh.write(json.dumps(_suite("imagenet-r", "top1", float("nan"))) + "\n")  # no number: left out, not a problem
+        fh.write(json.dumps(_suite("imagenet-sketch", "top1", 37.5)) + "\n")
+    garbled = root / "x" / "garbled-meta"
+    garbled.mkdir(parents=True)
+    (garbled / "meta.json").write_text('{"status": "do')
+    frame, problems = runs.collect([root])
+    assert len(frame) == 2 and len(problems) == 2, problems.summary()
+    summary = problems.summary()
+    assert "metrics.jsonl 2 lines (first: 2) not JSON" in summary and "meta.json unreadable" in summary
+    t1 = cells(compare.view_table(next(t for t in paper_tables.load_paper("transnext") if t.id == "1"),
+                                  compare.RunIndex(frame)))["TransNeXt-Tiny"]
+    assert (t1["in_a"], t1["in_r"], t1["sketch"]) == ("39.9 / 38.0 / -1.9", "49.6 / —", "37.6 / 37.5 / -0.1")
