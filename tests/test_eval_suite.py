@@ -107,12 +107,25 @@ def test_mce_arithmetic_by_hand():
     errors = {(c, s): alexnet[c] for c in CORRUPTIONS for s in range(1, 6)}
     for s, e in zip(range(1, 6), (0.5, 0.6, 0.7, 0.8, 0.9)):
         errors[("gaussian_noise", s)] = e  # mean 0.7
-    out = corruption_errors(errors, clean_error=0.4345)
+    out = corruption_errors(errors, clean_error=0.43478)
     # CE_gauss = 0.7 / 0.886428 = 0.78968625; the other 14 are 1 -> mCE = 14.78968625 / 15
     assert out["CE/gaussian_noise"] == pytest.approx(0.78968625, abs=1e-7)
     assert out["mCE"] == pytest.approx(0.98597908, abs=1e-7)
-    # relative: (0.7 - 0.4345) / (0.886428 - 0.4345) = 0.5874841; the others are 1 at AlexNet's clean error
-    assert out["relative_mCE"] == pytest.approx(14.5874841 / 15, abs=1e-6)
+    # relative: (0.7 - 0.43478) / (0.886428 - 0.43478) = 0.26522 / 0.451648 = 0.58722722; the others are 1 at
+    # AlexNet's own clean error (100 - 56.522 % top-1)
+    assert out["relative_mCE"] == pytest.approx(14.58722722 / 15, abs=1e-7)
+
+
+def test_alexnet_clean_error_is_torchvisions_published_top1():
+    """Relative mCE's E^AlexNet_clean: the torchvision AlexNet the ImageNet-C paper evaluated, as its weights'
+    published metrics say (printed 43.5 % in Hendrycks & Dietterich 2019)."""
+    import torchvision  # a dependency of timm
+
+    from harness.evaluation import ALEXNET_CLEAN_ERROR
+
+    top1 = torchvision.models.AlexNet_Weights.IMAGENET1K_V1.meta["_metrics"]["ImageNet-1K"]["acc@1"]
+    assert ALEXNET_CLEAN_ERROR == pytest.approx(1 - top1 / 100, abs=1e-9)
+    assert round(100 * ALEXNET_CLEAN_ERROR, 1) == 43.5
 
 
 # ----------------------------------------------------------------------------------------- folder protocols
