@@ -37,8 +37,8 @@ SEVERITIES = (1, 2, 3, 4, 5)
 # AlexNet's top-1 error on ImageNet-C, averaged over the 5 severities, per corruption: the normaliser of the
 # Corruption Error, CE_c = sum_s E_{s,c} / sum_s E^AlexNet_{s,c} (Hendrycks & Dietterich, ICLR 2019, §3). The
 # paper prints no per-corruption AlexNet table; these are the values its authors published with the ImageNet-C
-# release (github.com/hendrycks/robustness) and that the field reuses unchanged, checked digit for digit against
-# AugMix's ALEXNET_ERR (google-research/augmix, imagenet.py) and MMPretrain's get_ce_alexnet().
+# release (github.com/hendrycks/robustness) and that the field reuses unchanged; checked digit for digit against
+# the copies in AugMix-style ImageNet-C scripts (ALEXNET_ERR) and MMClassification's get_ce_alexnet().
 ALEXNET_ERROR = {
     "gaussian_noise": 0.886428, "shot_noise": 0.894468, "impulse_noise": 0.922640, "defocus_blur": 0.819880,
     "glass_blur": 0.826268, "motion_blur": 0.785948, "zoom_blur": 0.798360, "snow": 0.866816, "frost": 0.826572,
