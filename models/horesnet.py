@@ -331,6 +331,7 @@ class RKBlock(nn.Module):
     _release_at: List[List[int]]
     _out_weight: List[float]
     _read_later: List[bool]
+    _stage_runs: List[bool]
     learnable_h: torch.jit.Final[bool]  # a constant, so TorchScript and torch.fx see one branch per model
 
     def __init__(self, tableau: ButcherTableau, make_stage: Callable[[int], nn.Module], h: float = 1.0,
@@ -355,6 +356,7 @@ class RKBlock(nn.Module):
                 last_use[j] = i
         self._release_at = [[j for j in range(s) if last_use[j] == i] for i in range(s)]
         self._read_later = [last_use[j] > j for j in range(s)]
+        self._stage_runs = [True] * s  # False: pruned away (see truncate)
 
     def _stage_value(self, x: torch.Tensor, ks: List[Optional[torch.Tensor]], i: int) -> torch.Tensor:
         """Input of stage ``i``: x + h · Σ_j a_ij k_j, folding a constant h into the coefficients."""
@@ -398,7 +400,7 @@ class RKBlock(nn.Module):
                     states.append(stage_input)
                 if i == last + 1:  # stopped: the output is the input the next stage would get
                     stopped = stage_input
-                else:
+                elif self._stage_runs[i]:
                     for j in self._release_at[i]:
                         ks[j] = None
                     k = stage(stage_input)
@@ -432,10 +434,19 @@ class RKBlock(nn.Module):
 
     def truncate(self, num_stages: int) -> None:
         """Run only the first ``num_stages`` stages (timm's ``prune_intermediate_layers``); the block then
-        outputs the next stage's input. The dropped stages become ``nn.Identity`` (no parameters)."""
-        self.num_run = max(1, min(num_stages, len(self.stages)))
-        for i in range(self.num_run, len(self.stages)):
-            self.stages[i] = nn.Identity()
+        outputs the next stage's input. The dropped stages become ``nn.Identity`` (no parameters), and so does a
+        kept stage whose k no kept stage value reads (a zero column below it: Kutta–Nyström's a_54 = 0), since
+        only the final sum used it — timm's contract wants every kept parameter to reach the output."""
+        s = len(self.stages)
+        self.num_run = max(1, min(num_stages, s))
+        if self.num_run == s:
+            return  # the whole step: its output sums every k
+        for i in range(s):
+            # the stage values that stay observable: inputs of stages 1..num_run (taps and the new output)
+            read = any(j == i for m in range(i + 1, self.num_run + 1) for j, _ in self._stage_terms[m])
+            if i >= self.num_run or not read:
+                self.stages[i] = nn.Identity()
+                self._stage_runs[i] = False
 
     def extra_repr(self) -> str:
         h = "learnable" if isinstance(self.h, torch.Tensor) else self.h

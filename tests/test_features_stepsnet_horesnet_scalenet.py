@@ -143,6 +143,27 @@ def test_horesnet_pruned_inside_a_block_outputs_that_stage_value_and_trains(inde
     assert all(p.grad is not None for p in model.parameters())
 
 
+def test_horesnet_pruning_drops_a_kept_stage_whose_k_no_kept_stage_value_reads():
+    # Kutta-Nystrom 5: a_54 = 0 (row [2/25, 12/25, 2/15, 8/75, 0]), so pruned to stage 5's input (tap 5: stem
+    # is tap 0, block 0's stage values are taps 1..5) k_4 is read by nothing kept; only y used it. timm's
+    # contract: every kept parameter reaches the output.
+    torch.manual_seed(0)
+    model = HOResNet(depth=14, scheme="kutta_nystrom5").eval()  # n_F = 6: one block of 6 stages
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        taps = model.forward_intermediates(x, intermediates_only=True)
+    model.prune_intermediate_layers([5])
+    kept_stages = {n.split(".")[3] for n, _ in model.named_parameters() if n.startswith("layer1.")}
+    assert kept_stages == {"0", "1", "2", "3"}
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_features(x), taps[5], rtol=0, atol=0)
+        pruned_taps = model.forward_intermediates(x, indices=[4, 5], intermediates_only=True)
+    torch.testing.assert_close(pruned_taps, taps[4:6], rtol=0, atol=0)
+    model.train()
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
 def test_horesnet_drop_path_is_identity_in_eval_and_drops_block_increments_in_training():
     torch.manual_seed(0)
     plain = HOResNet(depth=10, scheme="midpoint")
