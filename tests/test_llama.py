@@ -105,6 +105,36 @@ def test_the_tiny_preset_trains_its_loss_falls_and_it_reports_response_perplexit
     assert (trained / "best.pth").is_file() and (trained / "last.pth").is_file()
 
 
+@pytest.mark.slow
+def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeypatch):
+    import harness.engine
+
+    timing = {"images_per_s", "step_time", "eta_s", "peak_mem_mb", "epoch_time_s", "train_time_s"}
+
+    def curve(run_dir):
+        return [{k: v for k, v in r.items() if k not in timing}
+                for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+                if r["kind"] in ("train", "eval", "epoch")]
+
+    calls = {"n": 0}
+
+    def stop_after_four():  # a stop request (Slurm's SIGUSR1) during the 4th batch of epoch 0 (a logged step)
+        calls["n"] += 1
+        return calls["n"] == 4
+
+    monkeypatch.setattr(harness.engine, "stop_requested", stop_after_four)
+    stopped = run(PRESET, work_dir=tmp_path / "run", overrides=QUIET)
+    assert stopped.status == "preempted"
+    assert torch.load(stopped.run_dir / "last.pth", map_location="cpu", weights_only=True)["batch_in_epoch"] == 4
+    monkeypatch.setattr(harness.engine, "stop_requested", lambda: False)
+    resumed = run(PRESET, work_dir=tmp_path / "run", resume="auto", overrides=QUIET)
+    assert resumed.status == "done"
+    assert curve(resumed.run_dir) == curve(trained)
+    ours = torch.load(resumed.run_dir / "last.pth", map_location="cpu", weights_only=True)["model"]
+    reference = torch.load(trained / "last.pth", map_location="cpu", weights_only=True)["model"]
+    assert ours.keys() == reference.keys() and all(torch.equal(ours[k], reference[k]) for k in ours)
+
+
 def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
     from harness.alpaca import build_llama_model, get_tokenizer
     from harness.checkpoint import load_weights
