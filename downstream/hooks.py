@@ -95,7 +95,7 @@ class RunDirHook(Hook):
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         step = runner.iter + 1  # MMEngine counts the iteration after this hook
         if outputs and (step % self.interval == 0 or step == runner.max_iters):
-            values = {k: float(v) for k, v in outputs.items()}
+            values = {k: float(v.detach() if hasattr(v, "detach") else v) for k, v in outputs.items()}
             lrs = runner.optim_wrapper.get_lr()
             values["lr"] = float(lrs["lr"][0]) if "lr" in lrs else float(next(iter(lrs.values()))[0])
             self.run.log_metrics(kind="train", epoch=runner.epoch, global_step=step, **values)

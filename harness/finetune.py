@@ -20,7 +20,9 @@ MMEngine's ``pytorch`` launcher. Exit codes: 0 done, 1 failed, 2 bad input, 75 p
 from __future__ import annotations
 
 import json
+import logging
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.errors import DepthbenchError
@@ -131,34 +133,50 @@ def _datasets(dataset, where):
 
 def check_model(cfg, checkpoint: str | None = None) -> None:
     """The model builds and initialises (backbone ``init_cfg`` checkpoints load through the one weights loader,
-    which raises on keys that do not fit), and a ``load_from``/test checkpoint shares keys with it."""
+    which raises on keys that do not fit), and a ``load_from``/test checkpoint shares keys with it. Checkpoint
+    files are read first (an unreadable file fails before the model is built), and MMEngine's per-parameter
+    initialisation report is kept off the console here: the Runner logs it into the run directory."""
     from mmengine.registry import MODELS, init_default_scope
 
-    init_default_scope(cfg.default_scope)
-    try:
-        model = MODELS.build(cfg.model)
-    except DepthbenchError:
-        raise
-    except Exception as e:  # an unknown type (KeyError from the registry), bad arguments, ...
-        raise DepthbenchError(f"model does not build: {type(e).__name__}: {_first_line(e)}") from None
-    try:
-        model.init_weights()
-    except DepthbenchError:
-        raise
-    except Exception as e:
-        raise DepthbenchError(f"model weights do not initialise: {type(e).__name__}: {_first_line(e)}") from None
-    for what, path in (("load_from", cfg.get("load_from")), ("checkpoint", checkpoint)):
-        if path:
-            check_checkpoint_fits(model, path, what)
-
-
-def check_checkpoint_fits(model, path: str, what: str) -> None:
-    """A whole-model checkpoint must share keys with the model; a backbone (classification) checkpoint here is
-    the usual mistake, so say where it belongs."""
     from harness.checkpoint import extract_weights
 
-    checkpoint = read_any_checkpoint(path)
-    weights = extract_weights(checkpoint, source=str(path))
+    given = [(what, path) for what, path in (("load_from", cfg.get("load_from")), ("checkpoint", checkpoint)) if path]
+    weights = [(what, path, extract_weights(read_any_checkpoint(path), source=str(path))) for what, path in given]
+    init_default_scope(cfg.default_scope)
+    with _quiet_mmengine_log():
+        try:
+            model = MODELS.build(cfg.model)
+        except DepthbenchError:
+            raise
+        except Exception as e:  # an unknown type (KeyError from the registry), bad arguments, ...
+            raise DepthbenchError(f"model does not build: {type(e).__name__}: {_first_line(e)}") from None
+        try:
+            model.init_weights()
+        except DepthbenchError:
+            raise
+        except Exception as e:
+            raise DepthbenchError(f"model weights do not initialise: {type(e).__name__}: {_first_line(e)}") from None
+    for what, path, tensors in weights:
+        check_checkpoint_fits(model, path, what, tensors)
+
+
+@contextmanager
+def _quiet_mmengine_log():
+    """MMEngine's current logger at WARNING (``init_weights`` prints a line per parameter without a log file)."""
+    from mmengine.logging import MMLogger
+
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def check_checkpoint_fits(model, path: str, what: str, weights: dict) -> None:
+    """A whole-model checkpoint must share keys with the model; a backbone (classification) checkpoint here is
+    the usual mistake, so say where it belongs."""
     own = model.state_dict()
     fitting = [k for k, v in weights.items() if k in own and own[k].shape == v.shape]
     if fitting:
