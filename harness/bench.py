@@ -41,15 +41,15 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-from torch import nn
-
-from harness.builders import build_trained_model, parse_model_kwargs
 from harness.errors import DepthbenchError
 
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+if TYPE_CHECKING:  # torch, timm and the model registry are imported where they are used: the CLI imports
+    import torch   # every command's module to build its parser, and importing torch takes ~2 s
+    from torch import nn
+
+AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # --amp name -> torch dtype name
 PEAK_LABEL = "matmul peak"
 MODES = {"infer": ("infer",), "train": ("train",), "both": ("infer", "train")}
 
@@ -122,6 +122,8 @@ def build(participant: Participant, device="meta") -> nn.Module:
     """The participant's model (ours or timm's) on ``device``, as :func:`harness.builders.build_trained_model`
     builds it: from its config (the trained architecture: ScaleNet's ``model.grow`` expansion applied) or its
     name, with its keyword arguments. Anything wrong is one line naming the model (close names if unknown)."""
+    from harness.builders import build_trained_model
+
     return build_trained_model(participant.config, participant.overrides,
                                name=None if participant.config else participant.name,
                                model_kwargs=participant.kwargs, device=device)
@@ -129,6 +131,8 @@ def build(participant: Participant, device="meta") -> nn.Module:
 
 # -------------------------------------------------------------------------------------------------- stepping
 def _loss(out) -> torch.Tensor:
+    import torch
+
     outputs = out if isinstance(out, (tuple, list)) else (out,)  # SReT mixed depth returns one logit per branch
     return sum(o.float().mean() for o in outputs if torch.is_tensor(o))
 
@@ -140,6 +144,8 @@ class ModelStep:
     def __init__(self, model: nn.Module, input_size, batch_size: int, mode: str, device="cpu",
                  amp_dtype: torch.dtype | None = None, channels_last: bool = False, compile: bool = False,
                  inputs: tuple | None = None):
+        import torch
+
         from harness.flops import example_inputs
 
         if mode not in ("infer", "train"):
@@ -159,6 +165,8 @@ class ModelStep:
                           else None)
 
     def __call__(self) -> None:
+        import torch
+
         if self.mode == "infer":
             with torch.inference_mode(), self.autocast:
                 self.forward(*self.inputs)
@@ -173,7 +181,11 @@ class ModelStep:
 class MatmulPeak:
     """The machine's dense-matmul limit: one ``n x n @ n x n`` product per step (2 n^3 FLOPs)."""
 
-    def __init__(self, n: int, dtype: torch.dtype = torch.float32, device="cpu"):
+    def __init__(self, n: int, dtype: torch.dtype | None = None, device="cpu"):
+        import torch
+
+        self.mm = torch.mm
+        dtype = dtype or torch.float32
         generator = torch.Generator(device="cpu").manual_seed(0)
         self.a = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
         self.b = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
@@ -181,7 +193,7 @@ class MatmulPeak:
         self.flops = 2 * n ** 3
 
     def __call__(self) -> None:
-        torch.mm(self.a, self.b, out=self.out)
+        self.mm(self.a, self.b, out=self.out)
 
 
 def peak_matmul_gflops(n: int, dtype: torch.dtype, device="cpu", steps: int = 3) -> float:
@@ -198,7 +210,16 @@ def peak_matmul_gflops(n: int, dtype: torch.dtype, device="cpu", steps: int = 3)
     return probe.flops / best / 1e9
 
 
+def amp_dtype(name: str | None) -> torch.dtype | None:
+    """The torch dtype of an ``--amp`` name (None: fp32)."""
+    import torch
+
+    return getattr(torch, AMP_DTYPES[name]) if name else None
+
+
 def bf16_supported(device) -> bool:
+    import torch
+
     if torch.device(device).type == "cuda":
         return torch.cuda.is_bf16_supported()
     try:  # oneDNN's bf16 GEMM needs AVX512-BF16/AMX (or AVX512 emulation); torch says whether it has one
@@ -208,6 +229,8 @@ def bf16_supported(device) -> bool:
 
 
 def _synchronize(device) -> None:
+    import torch
+
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
@@ -247,6 +270,8 @@ class _CudaPeak:
 
     @contextmanager
     def __call__(self, label):
+        import torch
+
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -285,6 +310,8 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
             inputs: tuple | None = None) -> dict:
     """One model alone: samples/s, ms per step and peak memory (CUDA allocated / CPU RSS growth from before the
     first step). For comparisons between models use :func:`run_interleaved` (``depthbench bench``)."""
+    import torch
+
     step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, inputs=inputs)
     cuda = step.device.type == "cuda"
     if cuda:
@@ -360,6 +387,8 @@ def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, a
 
 def _memory_job(job: str) -> None:
     """Body of the memory subprocess: build, then warm-up + one step under :class:`_PeakRSS`; print MiB."""
+    import torch
+
     job = ast.literal_eval(job)
     torch.set_num_threads(job["threads"])
     spec = job["spec"]
@@ -367,7 +396,7 @@ def _memory_job(job: str) -> None:
                               overrides=spec["overrides"])
     model = build(participant, device="cpu")
     step = ModelStep(model, participant.input_size, job["batch_size"], job["mode"], "cpu",
-                     AMP_DTYPES.get(job["amp"]), job["channels_last"])
+                     amp_dtype(job["amp"]), job["channels_last"])
     with _PeakRSS() as memory:
         step()
         step()
@@ -478,7 +507,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile each model (compiled during warm-up)")
     p.add_argument("--threads", type=int, help="CPU threads; the process is pinned to that many cores "
                                                "(default: every core it may use)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="default: cuda when a CUDA device is visible, else cpu")
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
@@ -493,6 +523,10 @@ def add_parser(subparsers) -> None:
 
 
 def _check_numbers(args) -> None:
+    import torch
+
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     for option, value, least in (("--batch-size", args.batch_size, 1), ("--repeats", args.repeats, 1),
                                  ("--iters", args.iters, 1), ("--warmup", args.warmup, 0),
                                  ("--threads", args.threads, 1), ("--peak-size", args.peak_size, 1)):
@@ -555,6 +589,8 @@ def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
 
 def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
     """CPU: use ``threads`` intra-op threads on as many cores, the process pinned to them; returns both."""
+    import torch
+
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
     if device != "cpu":
         return torch.get_num_threads(), cores
@@ -573,6 +609,7 @@ def machine(device: str, threads: int, cores: list[int]) -> dict:
     import platform
 
     import timm
+    import torch
 
     if device == "cuda":
         name = torch.cuda.get_device_name()
@@ -590,6 +627,8 @@ def machine(device: str, threads: int, cores: list[int]) -> dict:
 
 
 def resolve(args) -> tuple[list[Participant], list[Pair]]:
+    from harness.builders import parse_model_kwargs
+
     kwargs = parse_model_kwargs(args.model_kwargs)
     participants, pairs = [], []
     if args.pairs:
@@ -625,6 +664,8 @@ def resolve(args) -> tuple[list[Participant], list[Pair]]:
 
 
 def main(args) -> int:
+    import torch
+
     from harness.flops import count_flops, count_params, example_inputs
 
     _check_numbers(args)
@@ -647,7 +688,7 @@ def main(args) -> int:
                                   f"img_size={p.input_size[-1]})") from None
     by_label = {p.label: p for p in participants}
     info = machine(args.device, threads, cores)
-    amp = AMP_DTYPES.get(args.amp)
+    amp = amp_dtype(args.amp)
     peak_dtype = amp or torch.float32
     peak_size = args.peak_size or (8192 if args.device == "cuda" else 2048)
     print(f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({args.device}, "

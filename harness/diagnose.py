@@ -16,11 +16,13 @@ import csv
 import json
 import sys
 from pathlib import Path
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from harness.errors import DepthbenchError
+
+if TYPE_CHECKING:  # imported where used: the CLI imports this module to build its parser (torch takes ~2 s)
+    import torch
+    from torch import nn
 
 CHANNELS_FIRST = ("BasicBlock", "Bottleneck")  # residual blocks with channels on dim 1 (NCHW)
 
@@ -37,6 +39,8 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
     ``sigma``, ``gamma``, ``width`` (channels of the state) and, inside a StepsNet, ``step`` (1-based) and
     ``step_width`` (the width the block runs at).
     """
+    import torch
+
     from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
 
     blocks = residual_blocks(model)
@@ -119,6 +123,8 @@ def load_checkpoint(model: nn.Module, path: str) -> None:
 
 
 def _inputs(model: nn.Module, data: str, input_size: int | None, batch_size: int, seed: int, device: str) -> tuple:
+    import torch
+
     generator = torch.Generator().manual_seed(seed)
     if hasattr(model, "example_inputs"):  # token models: random ids (no text data sets here)
         if data != "random":
@@ -150,6 +156,8 @@ def run(model_names: list[str], checkpoints: list[str] | None = None, data: str 
     """Measure every model, write the run directory and return it. ``config``: a training config whose model
     (with its arguments, e.g. the digits preset's width=32) is measured first; ``model_kwargs``: arguments for
     the named models (timm's ``--model-kwargs``)."""
+    import torch
+
     from harness.config import load_config
     from harness.rundir import RunDir
 
