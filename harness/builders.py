@@ -223,7 +223,9 @@ class EpochHook:
     The loop calls :meth:`before_epoch` at the start of every epoch (and once before the optimizer is first
     built, with the epoch training starts or resumes at). Returning a model means the architecture changed:
     the loop rebuilds the optimizer, schedule and EMA for it. :meth:`after_load` runs after a checkpoint was
-    loaded into the model. ``change`` is how the log describes a change.
+    loaded into the model. :meth:`after_epoch` runs at the end of every epoch (after its evaluation, before
+    last.pth is written) with the run's log: ``log.metrics(kind, **values)`` appends a metrics.jsonl record.
+    ``change`` is how the log describes a change.
     """
     change = "changed"
 
@@ -231,6 +233,9 @@ class EpochHook:
         return None
 
     def after_load(self, model) -> None:
+        pass
+
+    def after_epoch(self, model, log) -> None:
         pass
 
     def describe(self) -> str:
@@ -273,8 +278,28 @@ class GrowthHook(EpochHook):
         return "grown " + "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in self.schedule.stages)
 
 
+class CoefficientLogHook(EpochHook):
+    """Logs a model's learnable scalar coefficients once per epoch, for their evolution plot: a model that has
+    them exposes ``lrc_coefficients() -> {module: {role: value}}`` (SReT's learnable residual coefficients,
+    ``models.sret.SlicedRecursiveTransformer.lrc_coefficients``; read by results.figures.sret_lrc). One
+    ``{"kind": "lrc", "epoch": E, "global_step": S, "coefficients": {...}}`` record per epoch, the values at the
+    end of epoch E. Any other model logs nothing."""
+
+    def after_epoch(self, model, log) -> None:
+        read = getattr(model, "lrc_coefficients", None)
+        if read is None:
+            return
+        try:
+            coefficients = read()
+        except (RuntimeError, ValueError):  # parameters sharded away from this process (ZeRO-3): nothing to plot
+            return
+        if coefficients:
+            log.metrics("lrc", coefficients=coefficients)
+
+
 def build_hooks(cfg) -> list[EpochHook]:
-    return [GrowthHook(cfg.model.grow)] if cfg.model.get("grow") else []
+    hooks = [GrowthHook(cfg.model.grow)] if cfg.model.get("grow") else []
+    return hooks + [CoefficientLogHook()]
 
 
 # ----------------------------------------------------------------------------------------- optimisation

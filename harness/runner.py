@@ -310,6 +310,8 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                 if state.best_metric is None or sign * value > sign * state.best_metric:
                     state.best_metric, state.best_epoch = value, epoch
                     _save_best(run, state, cfg_text, backend, objects)
+            for hook in hooks:
+                hook.after_epoch(backend.unwrap(objects.model), log)
             state.epoch, state.batch_in_epoch = epoch + 1, 0
             save_last()
             zero = torch.zeros((), device=backend.device)

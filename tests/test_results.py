@@ -522,3 +522,51 @@ def test_broken_eval_suite_lines_are_reported_once_and_the_rest_is_used(tmp_path
     t1 = cells(compare.view_table(next(t for t in paper_tables.load_paper("transnext") if t.id == "1"),
                                   compare.RunIndex(frame)))["TransNeXt-Tiny"]
     assert (t1["in_a"], t1["in_r"], t1["sketch"]) == ("39.9 / 38.0 / -1.9", "49.6 / —", "37.6 / 37.5 / -0.1")
+
+
+def test_parallel_collection_gives_the_serial_frame_and_problems(tmp_path):
+    root = tmp_path / "runs"
+    shutil.copytree(RUNS, root)
+    (root / "lost" / "no-meta").mkdir(parents=True)
+    (root / "lost" / "no-meta" / "metrics.jsonl").write_text('{"kind": "eval", "top1": 1.0}\nnot json\n')
+    serial, serial_problems = runs.collect([root], workers=1)
+    parallel, parallel_problems = runs.collect([root], workers=2)
+    assert len(serial) == 9 and sorted(serial_problems.items) == sorted(parallel_problems.items)
+    assert len(parallel_problems) == 2  # no meta.json + the garbage line, each once
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(serial, parallel)
+
+
+def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
+    import timm
+    import torch
+
+    import models  # noqa: F401
+    from harness.builders import CoefficientLogHook, build_hooks
+    from harness.config import load_config
+
+    class Log:  # RunLog.metrics' signature: what the training loop hands the hook
+        def __init__(self):
+            self.records = []
+
+        def metrics(self, kind, **values):
+            self.records.append({"kind": kind, "epoch": len(self.records), **values})
+
+    cfg = load_config(ROOT / "configs/sret/sret-t_8xb64-300e_in1k.py")
+    hook = next(h for h in build_hooks(cfg) if isinstance(h, CoefficientLogHook))
+    model, log = timm.create_model("SReT_T", img_size=64, num_classes=10), Log()
+    hook.after_epoch(model, log)
+    block = model.get_submodule("transformers.0.blocks.0")
+    with torch.no_grad():
+        block.coefficient1.bias.fill_(0.25)  # an optimizer step moved one coefficient
+    hook.after_epoch(model, log)
+    first, second = (r["coefficients"]["transformers.0.blocks.0"] for r in log.records)
+    assert [r["kind"] for r in log.records] == ["lrc", "lrc"] and first["attn_id"] != 0.25
+    assert second["attn_id"] == 0.25 and second["attn_res"] == first["attn_res"]
+    hook.after_epoch(timm.create_model("resnet18", num_classes=10), log)  # no coefficients: nothing logged
+    assert len(log.records) == 2
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.records))
+    assert _png_ok(figures.sret_lrc([run], tmp_path / "lrc"))
