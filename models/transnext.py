@@ -104,7 +104,9 @@ def window_qk(query: Tensor, key: Tensor, height: int, width: int, window: int) 
 def window_av(attn: Tensor, value: Tensor, height: int, width: int, window: int) -> Tensor:
     """out[b, h, :, p] = sum_o attn[b, h, o, p] * value[b, h, :, p + offset_o] (zero outside the map)."""
     b, h, d, n = value.shape
-    a = attn.to(value.dtype).unflatten(-1, (height, width)).unsqueeze(3)  # (B, heads, k², 1, H, W)
+    # contiguous weights (1/d of the data): a token-major view (the softmax's layout, or its gradient in
+    # backward) read with stride k²+P in every tap made these products ~4x slower
+    a = attn.to(value.dtype).contiguous().unflatten(-1, (height, width)).unsqueeze(3)  # (B, heads, k², 1, H, W)
     v = _padded(value, height, width, window // 2)
     out = value.new_zeros(b, h, d, height, width)
     for o, i, j in _offsets(window):
@@ -117,7 +119,7 @@ def window_scatter(attn: Tensor, source: Tensor, height: int, width: int, window
     """The adjoint of window_av in `value`: out[b, h, :, p + offset_o] += attn[b, h, o, p] * source[b, h, :, p]."""
     b, h, d, n = source.shape
     r = window // 2
-    a = attn.to(source.dtype).unflatten(-1, (height, width)).unsqueeze(3)
+    a = attn.to(source.dtype).contiguous().unflatten(-1, (height, width)).unsqueeze(3)
     x = source.unflatten(-1, (height, width))
     out = source.new_zeros(b, h, d, height + 2 * r, width + 2 * r)
     for o, i, j in _offsets(window):
