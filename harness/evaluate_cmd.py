@@ -302,6 +302,26 @@ def _score(ev, protocol, model, cfg, data_dir, corrupt_from, transform, batch, d
     return result | {"images": len(targets)}
 
 
+def _record_plain(args, metrics: dict) -> None:
+    """The plain evaluation's top-1/top-5/loss as eval_suite records of the checkpoint's run, like the suite's
+    (an evaluation at another size or with changed model arguments is a table cell: TransNeXt Table 5)."""
+    run = checkpoint_run(args.checkpoint)
+    if run is None:
+        return
+    from harness.config import load_config
+    from harness.rundir import RunDir
+
+    cfg = load_config(args.config, list(args.overrides))
+    name = cfg.model.name
+    base = dict(kind="eval_suite", dataset="val", protocol="val", model=name, input_size=metrics["input_size"],
+                pool_mode=cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None), analysis="none",
+                model_overrides=_model_overrides(cfg, run, args.config), checkpoint=str(args.checkpoint), ema=args.ema)
+    rundir = RunDir(run)
+    for metric in ("top1", "top5", "loss"):
+        if metric in metrics:
+            rundir.log_metrics(**base, metric=metric, value=metrics[metric], images=metrics.get("images"))
+
+
 def format_rows(rows: list[dict]) -> str:
     lines = [f"{'dataset':<16} {'size':>5} {'pool':<7} {'analysis':<18} {'metric':<28} {'value':>8}"]
     for r in rows:
@@ -324,6 +344,7 @@ def main(args) -> int:
         metrics = evaluate_checkpoint(args.config, args.checkpoint, overrides=args.overrides, ema=args.ema,
                                       input_size=(args.input_size or [None])[0])
         if metrics.pop("is_main"):
+            _record_plain(args, metrics)
             print(json.dumps(metrics) if args.json else
                   f"{metrics['model']} {'EMA ' if args.ema else ''}@{metrics['input_size']}: top-1 "
                   f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "

@@ -233,6 +233,24 @@ def test_transnext_multi_size_in_both_pool_modes(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------------------- StepsNet analyses
+def test_the_plain_evaluation_is_recorded_like_the_suite(tmp_path, capsys):
+    model = build(STEPS, "data.val_subset=12")
+    run = fake_run(tmp_path / "run")
+    torch.save(model.state_dict(), run / "w.pth")
+    assert main(["eval", STEPS, "data.val_subset=12", "--checkpoint", str(run / "w.pth")]) == 0  # the plain path
+    assert "(12 images)" in capsys.readouterr().out
+    plain = {r["metric"]: r for r in eval_rows(run)}
+    assert set(plain) == {"top1", "top5", "loss"}
+    assert plain["top1"]["dataset"] == "val" and plain["top1"]["input_size"] == 16
+    assert plain["top1"]["analysis"] == "none" and plain["top1"]["model_overrides"] == {}
+    other = fake_run(tmp_path / "other")
+    assert main(["eval", STEPS, "data.val_subset=12", "--checkpoint", str(run / "w.pth"), "--analysis", "none",
+                 "--out-run", str(other)]) == 0  # the suite path, same weights and images
+    suite = {r["metric"]: r["value"] for r in eval_rows(other)}
+    assert suite["top1"] == pytest.approx(plain["top1"]["value"]) and suite["top5"] == pytest.approx(
+        plain["top5"]["value"])
+
+
 def test_stepsnet_analyses_change_exactly_what_they_should(tmp_path):
     from models.stepsnet import stepsnet_analysis, stepsnet_modules
 
