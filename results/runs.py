@@ -16,7 +16,8 @@ dropped. What a run is comes from its own files only:
 Problems (a garbage metrics line, a directory without meta.json, the same run twice, ...) never stop the
 collection: each is recorded once in :class:`Problems` and the other runs are kept.
 
-Speed: 10,000 run directories in well under 5 s on 2 cores (benchmarks/results_aggregate.py). That is why
+Speed: 10,000 run directories take ~6 s of CPU time to collect (benchmarks/results_aggregate.py; README, Results),
+split over one process per CPU from PARALLEL_MIN_RUNS directories on. That is why
 config.py is not executed (MMEngine's Config.fromfile takes ~20 ms a file): only the few top-level
 assignments we need are parsed, and only the eval lines of metrics.jsonl are decoded (eval_suite lines only in
 the files that have any, found by one substring search).
