@@ -47,8 +47,9 @@ which record fills which column with a *selector* per column; usually set once i
 
 Selector keys (``SELECTOR_KEYS``): ``dataset`` (a ``depthbench eval --dataset`` protocol, default ``val``),
 ``metric`` (default ``top1``; ``mCE``, ``relative_mCE``, ``top5``, ...; an lm-eval task's ``acc``/``acc_norm``
-with ``dataset: <task>``), ``input_size`` (default: the run's ``data.input_size``; none for a run without one), ``pool_mode`` (default ``normal``), ``analysis`` (default ``none``) and ``model_kwargs``
-(model arguments the evaluation changed from the run's config; default none).
+with ``dataset: <task>``), ``input_size`` (default: the run's ``data.input_size``; none for a run without one),
+``pool_mode`` (default ``normal``), ``analysis`` (default ``none``) and ``model_kwargs`` (model arguments the
+evaluation changed from the run's config; default none).
 
 Columns whose key names a *measure* of ``harness.verify`` (``params``, ``params_m``, ``flops_g``,
 ``layers``, ...) are checked by ``depthbench verify``; the others (accuracies, AP, mIoU) are the paper's
