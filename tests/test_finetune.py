@@ -146,6 +146,12 @@ def test_bad_input_is_one_line_and_writes_nothing(cache, tmp_path, capsys):
     _one_line_error(capsys, code, "none of its 1 tensors fits")
     code = cli.main(["test", SEG, str(foreign), "--work-dir", str(work)])
     _one_line_error(capsys, code, "none of its 1 tensors fits")
+    corrupt = tmp_path / "corrupt.pth"
+    corrupt.write_bytes(bytes(range(256)) * 8)  # e.g. a truncated download
+    for argv in (["test", DET, str(corrupt)], ["finetune", SEG, f"load_from={str(corrupt)!r}"],
+                 ["finetune", DET, f"model.backbone.init_cfg.checkpoint={corrupt}"]):
+        code = cli.main([*argv, "--work-dir", str(work)])
+        _one_line_error(capsys, code, "corrupt.pth is not a readable")
     code = cli.main(["finetune", DET, "--work-dir", str(work), "train_cfg.max_iter=3"])
     _one_line_error(capsys, code, "did you mean train_cfg.max_iters")
     assert not work.exists()
@@ -316,7 +322,7 @@ def test_mask_rcnn_iteration_and_evaluation_per_family(family, cache, tmp_path):
 FLOOR_ITERS = 150
 FLOORS = {  # measured at 150 iterations (this compressed schedule): AP50 0.173 / mask AP50 0.224; mIoU 26.0 / mAcc 36.6
     DET: {"coco/bbox_mAP_50": 0.08, "coco/segm_mAP_50": 0.10},  # chance: ~0
-    # all-background prediction: mIoU <= 18.6 (background IoU <= 93 of 5 classes), mAcc 20
+    # all-background prediction: mIoU ~16 (background IoU = its ~80% pixel share, over 5 classes), mAcc 20
     SEG: {"mIoU": 21.0, "mAcc": 28.0},
 }
 
