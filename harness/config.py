@@ -23,13 +23,27 @@ class ConfigError(DepthbenchError):
     """A bad config file or override; the message is one line saying what is wrong and what to do."""
 
 
+def _similar_configs(path: Path) -> str:
+    """'; did you mean ...' from the repository's configs (a typo is the usual cause), else where configs live."""
+    import difflib
+
+    root = Path(__file__).resolve().parent.parent / "configs"
+    known = {str(p.relative_to(root.parent)): p.name for p in root.rglob("*.py") if "_base_" not in p.parts}
+    names = difflib.get_close_matches(path.name, set(known.values()), n=2, cutoff=0.8)
+    hits = [rel for rel, name in sorted(known.items()) if name in names]
+    if hits:
+        return "; did you mean " + " or ".join(hits[:2]) + "?"
+    return ("; pretraining recipes live under configs/<paper>/, detection/segmentation under configs/det/ and "
+            "configs/seg/, demo presets under configs/demo/")
+
+
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
     """The config at ``path`` (``_base_`` resolved) with ``overrides`` (``key=value`` strings) applied."""
     from mmengine import Config
 
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist; the recipes live under configs/<paper>/")
+        raise ConfigError(f"config file {path} does not exist{_similar_configs(path)}")
     try:
         cfg = Config.fromfile(str(path))
     except Exception as e:  # syntax errors, a missing _base_ file, ...

@@ -77,6 +77,12 @@ def test_missing_config_file_is_one_line():
         load_config(CONFIGS / "nope.py")
 
 
+def test_misspelled_config_suggests_the_existing_one():
+    typo = "configs/seg/upernet_steps-resnet18-w32_500it_embeded-ade.py"
+    with pytest.raises(ConfigError, match="did you mean configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py"):
+        load_config(typo)
+
+
 def test_learning_rate_sweep_definition():
     cfg = load_config(CONFIGS / "horesnet/horesnet86_lr-sweep_cifar10.py")
     points = sweep_points(cfg)
