@@ -8,6 +8,7 @@ and between-epoch hooks (``harness.builders.EpochHook``), never as branches here
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -270,7 +271,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
         del checkpoint
     if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
         ckpt.remove_stale_temporaries(run.path)
-        _trim_lines(run.file("metrics.jsonl"), state.records)
+        state.records = _trim_lines(run.file("metrics.jsonl"), state.records)
     log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes)
     described = "; ".join(filter(None, (hook.describe() for hook in hooks)))
     log.info(f"{cfg.experiment}: {cfg.model.name}{f' ({described})' if described else ''} on {cfg.data.type}, "
@@ -348,9 +349,23 @@ def _save_best(run, state, cfg_text, backend, objects) -> None:
                      "config": cfg_text}, run.file("best.pth"))
 
 
-def _trim_lines(path: Path, keep: int) -> None:
+# records that other commands append to a run (``depthbench eval``); a resumed training run must not drop them
+FOREIGN_KINDS = ("eval_suite",)
+
+
+def _trim_lines(path: Path, keep: int) -> int:
+    """Drop the training records after the first ``keep`` lines, keep foreign records; return the line count."""
     from harness.rundir import atomic_write
 
     lines = path.read_text().splitlines(keepends=True) if path.exists() else []
     if len(lines) > keep:
-        atomic_write(path, "".join(lines[:keep]))
+        lines = lines[:keep] + [line for line in lines[keep:] if _kind(line) in FOREIGN_KINDS]
+        atomic_write(path, "".join(lines))
+    return len(lines)
+
+
+def _kind(line: str):
+    try:
+        return json.loads(line).get("kind")
+    except (ValueError, AttributeError):  # a torn line of a killed run
+        return None

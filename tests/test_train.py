@@ -450,3 +450,16 @@ def test_work_dir_that_is_a_file_or_not_writable(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{readonly} is not writable" in err
     assert not (readonly / "run").exists()
+
+
+def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_path):
+    from harness.runner import _trim_lines
+
+    metrics = tmp_path / "metrics.jsonl"
+    lines = [{"kind": "train", "step": 1}, {"kind": "eval", "top1": 10.0},    # before the checkpoint: kept
+             {"kind": "train", "step": 2},                                     # after it: dropped
+             {"kind": "eval_suite", "dataset": "imagenet-c", "metric": "mce", "value": 50.0},  # depthbench eval
+             {"kind": "eval", "top1": 11.0}]
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"kind": "tra')  # + a torn line
+    assert _trim_lines(metrics, keep=2) == 3
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [lines[0], lines[1], lines[3]]
