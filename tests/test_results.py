@@ -570,3 +570,25 @@ def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.records))
     assert _png_ok(figures.sret_lrc([run], tmp_path / "lrc"))
+
+
+def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
+    """The seven zero-shot tasks and their average, as harness/llm_eval.py writes them (no input size)."""
+    config = "configs/scalenet/scalenet-llama-3.2-1b-2x_8xb16-3e_alpaca.py"
+    run = tmp_path / "runs" / Path(config).stem / "r0"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"status": "done", "experiment": Path(config).stem, "run_id": "r0",
+                                               "config_file": config, "command": f"depthbench train {config}"}))
+    (run / "config.py").write_text("model = dict(name='scalenet_llama_3_2_1b_2x', config='llama_3_2_1b', "
+                                   "scalenet=dict(k=2, rank=16), trainable='adapters_norms', weights='<llama>')\n"
+                                   "data = dict(type='alpaca')\nepochs = 3\n")
+    tasks = {"boolq": "acc", "piqa": "acc", "hellaswag": "acc_norm", "winogrande": "acc", "arc_easy": "acc_norm",
+             "arc_challenge": "acc_norm", "openbookqa": "acc_norm", "average": "mean"}
+    records = [dict(_suite(task, metric, 50.0 + i), protocol="lm-eval", input_size=None, analysis=None)
+               for i, (task, metric) in enumerate(tasks.items())]
+    records.append(dict(_suite("boolq", "acc_norm", 99.0), protocol="lm-eval", input_size=None))  # not Table X's metric
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    row = _paper_view("scalenet", "X", tmp_path / "runs")["Llama-3.2-1B ScaleNet"]
+    assert (row["boolq"], row["piqa"], row["hellaswag"], row["obqa"], row["average"]) == (
+        "66.12 / 50.00 / -16.12", "75.73 / 51.00 / -24.73", "64.98 / 52.00 / -12.98", "36.80 / 56.00 / +19.20",
+        "57.61 / 57.00 / -0.61")
