@@ -260,14 +260,21 @@ def _linear_cf(x_t: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     return torch.baddbmm(bias.view(1, -1, 1), w, x_t)
 
 
+def _l2_norm(x: Tensor, dim: int) -> Tensor:
+    # sqrt(sum(x·x)) rather than torch.linalg.vector_norm: over the head-dim axis of the channels-first layout
+    # (an outer axis) vector_norm is ~18x slower on CPU (10.7 vs 0.6 ms at stage 1, batch 8); same value up to
+    # rounding (~1e-7 relative)
+    return torch.sum(x * x, dim=dim, keepdim=True).sqrt()
+
+
 class _L2Normalize(torch.autograd.Function):
-    """``F.normalize(x, dim=dim)`` (same forward, bit for bit) that saves only its output and the norm for
-    backward, not its input: the raw q and k projections are then freed as soon as they are normalised."""
+    """``F.normalize(x, dim=dim)`` (up to rounding, see ``_l2_norm``) that saves only its output and the norm
+    for backward, not its input: the raw q and k projections are freed as soon as they are normalised."""
 
     @staticmethod
     def forward(ctx, x: Tensor, dim: int, eps: float) -> Tensor:
-        norm = torch.linalg.vector_norm(x, dim=dim, keepdim=True)
-        y = x / norm.clamp_min(eps).expand_as(x)
+        norm = _l2_norm(x, dim)
+        y = x / norm.clamp_min(eps)
         ctx.save_for_backward(y, norm)
         ctx.dim, ctx.eps = dim, eps
         return y
@@ -283,7 +290,7 @@ class _L2Normalize(torch.autograd.Function):
 def l2_normalize(x: Tensor, dim: int = -1, eps: float = 1e-12) -> Tensor:
     if torch.is_grad_enabled() and x.requires_grad:
         return _L2Normalize.apply(x, dim, eps)
-    return F.normalize(x, dim=dim, eps=eps)
+    return x / _l2_norm(x, dim).clamp_min(eps)
 
 
 def _dwconv_tokens(x: Tensor, weight: Tensor, bias: Optional[Tensor], height: int, width: int) -> Tensor:

@@ -121,7 +121,8 @@ def test_memory_saving_functions_match_autograd():
     small = torch.full((1, 4), 0.1, dtype=torch.float64, requires_grad=True)  # norm below eps: the clamped branch
     for t, dim, eps in ((x, 2, 1e-12), (small, -1, 1.0)):
         assert torch.autograd.gradcheck(lambda t: transnext._L2Normalize.apply(t, dim, eps), (t,))
-        assert torch.equal(transnext._L2Normalize.apply(t, dim, eps), F.normalize(t, dim=dim, eps=eps))
+        assert torch.allclose(transnext._L2Normalize.apply(t, dim, eps), F.normalize(t, dim=dim, eps=eps),
+                              rtol=1e-14, atol=0)
     glu = transnext.ConvolutionalGLU(6, 12).double()
     x = torch.randn(2, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
     fused = glu(x, 4, 5)  # grad enabled: the _GatedConvFC path
