@@ -444,15 +444,17 @@ PARALLEL_MIN_RUNS = 2000  # below this, starting processes costs more than it sa
 
 def read_runs(paths: list[Path], problems: Problems, reduce: str = "best", workers: int | None = None) -> list[dict]:
     """:func:`read_run` of every path, in order. From PARALLEL_MIN_RUNS run directories on (or with ``workers``
-    > 1), split over one forked process per CPU: the work is file reads and small parses, one core's worth per
+    > 1), split over one process per CPU (forkserver): the work is file reads and small parses, one core's worth per
     process, and a shared machine gives each process its own share of the CPUs."""
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if len(paths) >= PARALLEL_MIN_RUNS else 1
-    if workers <= 1 or len(paths) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1 or len(paths) < 2 or "forkserver" not in multiprocessing.get_all_start_methods():
         return [read_run(path, problems, reduce) for path in paths]
     size = -(-len(paths) // (4 * workers))  # contiguous chunks keep the order; 4 a worker even out the load
     chunks = [(paths[i:i + size], reduce) for i in range(0, len(paths), size)]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
+    # forkserver, not fork: forking a process that already runs threads (torch's, a tokenizer's) can deadlock the
+    # child on a lock some thread held (it hung the test suite); the server starts clean and forks from there
+    with multiprocessing.get_context("forkserver").Pool(workers) as pool:
         parts = pool.map(_read_chunk, chunks)
     records = []
     for chunk_records, chunk_problems in parts:
