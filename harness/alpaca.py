@@ -32,6 +32,7 @@ import torch
 
 from harness.config import ConfigError
 from harness.data import DataError, data_cache
+from harness.rundir import atomic_write
 
 # Stanford Alpaca's prompt templates (tatsu-lab/stanford_alpaca, train.py PROMPT_DICT) -- "the standard Alpaca
 # prompt template" of spec §2.9; the response follows "### Response:" directly, as in that train.py.
@@ -152,8 +153,7 @@ def _tokenizer(root: str, tokenizer: str, vocab_size):
         records = read_alpaca(source)
         bpe = train_bpe([format_prompt(r) + r["output"] for r in records], vocab_size)
         path.parent.mkdir(parents=True, exist_ok=True)
-        bpe.save(str(path.with_suffix(".tmp")))
-        path.with_suffix(".tmp").rename(path)
+        atomic_write(path, bpe.to_str())
     return load_tokenizer(path)
 
 

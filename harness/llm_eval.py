@@ -24,17 +24,17 @@ from pathlib import Path
 from harness.errors import DepthbenchError
 
 TASKS_DIR = Path(__file__).resolve().parent / "assets" / "lm_eval_tasks"
-# ScaleNet Table X: lm-eval task -> (the metric the spec names, §2.9; the table's column in results/tables/scalenet.yaml)
-TABLE_X = {
-    "boolq": ("acc", "boolq"),
-    "piqa": ("acc", "piqa"),
-    "hellaswag": ("acc_norm", "hellaswag"),
-    "winogrande": ("acc", "winogrande"),
-    "arc_easy": ("acc_norm", "arc_e"),
-    "arc_challenge": ("acc_norm", "arc_c"),
-    "openbookqa": ("acc_norm", "obqa"),
-}
 IMAGE_OPTIONS = ("input_size", "pool_mode", "analysis", "data", "real_labels", "corrupt_from")
+
+
+def table_x() -> dict[str, tuple[str, str]]:
+    """ScaleNet Table X's tasks, ``{lm-eval task: (metric, table column)}``, from the table's one definition
+    (results/tables/scalenet.yaml: the evals of its first row; the metrics are the spec's, §2.9)."""
+    from results.paper_tables import load_paper
+
+    table = next(t for t in load_paper("scalenet") if t.id == "X")
+    return {sel["dataset"]: (sel["metric"], column) for column, sel in table.rows[0].evals.items()
+            if sel["dataset"] != "average"}
 
 
 def check_args(args, cfg) -> None:
@@ -83,7 +83,7 @@ def load_tasks(names: list[str]):
             close = difflib.get_close_matches(name, manager.all_tasks, n=3)
             raise DepthbenchError(f"--tasks {name}: not an lm-eval task" + (f" (did you mean {', '.join(close)}?)"
                                                                            if close else "")
-                                  + f"; Table X's are {' '.join(TABLE_X)}; local: depthbench_tiny_mc")
+                                  + f"; Table X's are {' '.join(table_x())}; local: depthbench_tiny_mc")
     try:
         loaded = manager.load(names)
     except Exception as e:
@@ -99,11 +99,11 @@ def load_tasks(names: list[str]):
 
 def rows_of(results: dict, tasks: list[str], base: dict) -> list[dict]:
     """One row per (task, reported metric), values in percent; Table X's Average when all seven are there."""
-    rows = []
+    rows, table = [], table_x()
     for task in tasks:
         scores = results["results"].get(task, {})
         samples = (results.get("n-samples", {}).get(task) or {}).get("effective")
-        metrics = [TABLE_X[task][0]] if task in TABLE_X else [m for m in ("acc", "acc_norm") if f"{m},none" in scores]
+        metrics = [table[task][0]] if task in table else [m for m in ("acc", "acc_norm") if f"{m},none" in scores]
         for metric in metrics:
             value = scores.get(f"{metric},none")
             stderr = scores.get(f"{metric}_stderr,none")
@@ -111,10 +111,10 @@ def rows_of(results: dict, tasks: list[str], base: dict) -> list[dict]:
                 raise DepthbenchError(f"lm-eval gave no {metric} for {task} (it reported {sorted(scores)})")
             rows.append(dict(base, dataset=task, metric=metric, value=100.0 * value,
                              stderr=100.0 * stderr if isinstance(stderr, (int, float)) else None,
-                             samples=samples, column=TABLE_X.get(task, (None, None))[1]))
-    table_x = [r["value"] for r in rows if r["dataset"] in TABLE_X]
-    if len(table_x) == len(TABLE_X):
-        rows.append(dict(base, dataset="average", metric="mean", value=sum(table_x) / len(table_x), stderr=None,
+                             samples=samples, column=table.get(task, (None, None))[1]))
+    values = [r["value"] for r in rows if r["dataset"] in table]
+    if len(values) == len(table):
+        rows.append(dict(base, dataset="average", metric="mean", value=sum(values) / len(values), stderr=None,
                          samples=None, column="average"))
     return rows
 
@@ -138,7 +138,7 @@ def run_lm_eval(args) -> list[dict]:
     run = Path(args.out_run) if args.out_run else checkpoint_run(checkpoint)
     if args.out_run and not (run / "meta.json").is_file():
         raise DepthbenchError(f"--out-run {run} is not a run directory (no meta.json)")
-    names = list(dict.fromkeys(args.tasks or TABLE_X))
+    names = list(dict.fromkeys(args.tasks or table_x()))
     tasks = load_tasks(names)
 
     configure_threads(1, cfg.data.workers)

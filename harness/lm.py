@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from harness.data import DataError, data_cache
+from harness.rundir import atomic_write
 
 LM_DATA_TYPES = ("text", "kjv", "alpaca")  # alpaca: instruction tuning of a Hugging Face Llama (harness/alpaca.py)
 EOS = "<eos>"
@@ -64,10 +65,8 @@ def export_kjv(root: str | Path | None = None) -> Path:
         held_out = len(chapters) % KJV_HELDOUT_EVERY == 0
         splits["valid" if held_out else "train"].append(verse.strip())
     root.mkdir(parents=True, exist_ok=True)
-    for name, verses in splits.items():
-        tmp = root / f".{name}.txt.tmp"
-        tmp.write_text("\n".join(verses) + "\n", encoding="utf-8")
-        tmp.rename(root / f"{name}.txt")  # valid.txt last: its presence means the export is complete
+    for name, verses in splits.items():  # valid.txt last: its presence means the export is complete
+        atomic_write(root / f"{name}.txt", "\n".join(verses) + "\n")  # concurrent first uses each write whole
     return root
 
 
@@ -159,9 +158,7 @@ def get_tokenizer(data):
     if not path.is_file():
         tokenizer = train_tokenizer([split_file(data, data.train_split)], data.vocab_size)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tokenizer.save(str(tmp))
-        tmp.rename(path)
+        atomic_write(path, tokenizer.to_str())
     return load_tokenizer(path)
 
 

@@ -414,10 +414,10 @@ def render(args, sub: Submission, tasks: int, stamp: str) -> str:
 # ----------------------------------------------------------------------------------------- submit
 def submit_main(args) -> int:
     tasks = check_options(args)
+    sub = collect(args, args.nodes * tasks)  # options and configs first: their errors say more than a missing sbatch
     if not args.dry_run and shutil.which("sbatch") is None:
         raise DepthbenchError("sbatch is not on PATH: run this on a Slurm login node, start the local cluster "
                               "(sudo slurm/local-cluster.sh start), or add --dry-run to see the script")
-    sub = collect(args, args.nodes * tasks)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     script = render(args, sub, tasks, stamp)
     for line in sub.skipped:
