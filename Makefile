@@ -3,6 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
+# the suite runs on one pytest-xdist worker per core (at most 4: each needs ~3 GiB at its peak); a test file stays
+# on one worker (its module fixtures -- a Slurm cluster, a trained run -- are built once). TEST_WORKERS=0: in-process
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 .PHONY: setup demo test test-timm-all clean-venv
 
@@ -18,13 +21,13 @@ demo: setup
 
 ## test: setup (a no-op when done), then the whole test suite
 test: setup
-	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	@$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## test-timm-all: timm's own model tests (its tests/test_models.py, unchanged) on every registered paper model;
 ## `make test` runs them on one model per family (DEPTHBENCH_TIMM_MODELS=names picks others). Without timm's
 ## per-test time limits (set for its CI hardware): the 100M-parameter and 108-layer models take minutes per test
 test-timm-all: setup
-	@DEPTHBENCH_TIMM_MODELS=all $(VENV)/bin/python -m pytest -p no:timeout tests/timm_contract $(PYTEST_ARGS)
+	@DEPTHBENCH_TIMM_MODELS=all $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:timeout tests/timm_contract $(PYTEST_ARGS)
 
 ## clean-venv: remove .venv (the cached mmcv wheel in ~/.cache/depthbench stays)
 clean-venv:

@@ -2,8 +2,14 @@
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# Under pytest-xdist (`make test`: one worker per core) each worker and the processes it starts get their share of
+# the cores: set before torch is imported, which sizes its thread pool from it. Oversubscribed threads on a small
+# shared machine cost more than they give.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 from clitools import run_cli
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
