@@ -280,10 +280,15 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
         if row.reason or not columns:
             continue
         value_of = {c: _value_of(row, c) for c in columns}
+        # rows of this table with the same model (an ablation's steps: model kwargs tell them apart)
+        siblings = [o for o in table.rows if o is not row and o.model == row.model and row.model and not o.reason]
         groups = defaultdict(list)
         for run in index.candidates(row):
             if any(_finite(value_of[c](run)) for c in columns):
-                groups[setting_of(run, row)].append(run)
+                setting = setting_of(run, row)
+                if setting is not None and any(setting_of(run, o) is None for o in siblings):
+                    continue  # exactly another row of this table (another ablation step): shown there only
+                groups[setting].append(run)
         for setting in sorted(groups, key=lambda s: (s is not None, s or "")):
             runs = groups[setting]
             target = line if setting is None else Line(row, {c: Cell(c, "result") for c in columns}, setting)

@@ -164,6 +164,36 @@ def test_an_override_or_another_config_is_not_the_papers_setting():
     assert compare.setting_of({**base, "scale": "tiny"}, row) == "tiny"
 
 
+def test_an_ablation_run_fills_its_own_step_only():
+    """TransNeXt Table 2's last three steps are one model (transnext_micro, one config) told apart by model kwargs:
+    a run of one step is that step's result, not a differently-set run of the other two."""
+    import pandas as pd
+
+    table = next(t for t in paper_tables.load_paper("transnext") if t.id == "2")
+    config = "configs/transnext/transnext-micro_8xb128-300e_in1k.py"
+
+    def run(name, kwargs, top1):
+        return {"path": f"/runs/{name}", "status": "done", "model": "transnext_micro", "config_file": config,
+                "model_kwargs": json.dumps(kwargs), "overrides": "", "metric.top1": top1}
+
+    index = compare.RunIndex(pd.DataFrame([run("plain", {}, 82.0), run("no-qe", {"query_embedding": False}, 81.5),
+                                           run("tiny", {"embed_dims": [8, 16, 32, 64]}, 40.0)]))
+    view = compare.view_table(table, index)
+    by_name = {}
+    for line in view.lines:
+        by_name.setdefault(line.row.name, []).append((line.setting, line.runs))
+    assert by_name["+ Query Embedding"][0] == (None, ["/runs/plain"])
+    assert by_name["+ Positional Attention"][0] == (None, ["/runs/no-qe"])
+    assert by_name["SRA→PFA"][0] == (None, [])  # no run of step 6
+    shown = {name: {p for _, paths in lines for p in paths} for name, lines in by_name.items()}
+    assert "/runs/plain" not in shown["SRA→PFA"] | shown["+ Positional Attention"]
+    assert "/runs/no-qe" not in shown["SRA→PFA"] | shown["+ Query Embedding"]
+    # a run that is no row's architecture (a smaller width) stays a labelled reduced line under every step
+    reduced = [(name, s) for name, lines in by_name.items() for s, paths in lines if paths == ["/runs/tiny"]]
+    assert {name for name, _ in reduced} == {"SRA→PFA", "+ Positional Attention", "+ Query Embedding"}
+    assert all("embed_dims" in s for _, s in reduced)
+
+
 # ------------------------------------------------------------------------------------------------- real tables
 def test_every_paper_yaml_parses_and_every_row_points_somewhere():
     import timm
