@@ -29,7 +29,8 @@ for group in $GROUPS_TO_RUN; do
         horesnet)    run horesnet_schemes --pairs horesnet:schemes --mode both "${B8[@]}" ;;
         sret)        run sret_slicing --pairs sret:slicing --mode both "${B8[@]}" ;;
         mfu64)       run mfu_batch64 deit_small_patch16_224 steps_deit_small swin_tiny_patch4_window7_224 \
-                         steps_swin_tiny transnext_tiny --batch-size 64 --repeats 2 --iters 1 --warmup 1 --no-memory ;;
+                         steps_swin_tiny resnet50 steps_resnet50 transnext_tiny SReT_S \
+                         --batch-size 64 --repeats 2 --iters 1 --warmup 1 --no-memory ;;
         pool-mode)   run transnext_pool_mode --pairs transnext:pool-mode --batch-size 4 --repeats 3 --iters 1 --warmup 1 ;;
         depth)       run stepsnet_depth --pairs stepsnet:depth --batch-size 8 --repeats 3 --iters 1 --warmup 1 ;;
         accuracy)    run stepsnet_equal_accuracy --pairs stepsnet:equal-accuracy --mode both "${B8[@]}" ;;
