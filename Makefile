@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
-# the suite runs on one pytest-xdist worker per core (at most 4: each needs ~3 GiB at its peak); a test file stays
+# the suite runs on one pytest-xdist worker per core (at most 4: a worker's processes peak at ~2.4 GB); a test file stays
 # on one worker (its module fixtures -- a Slurm cluster, a trained run -- are built once). TEST_WORKERS=0: in-process
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
