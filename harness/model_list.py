@@ -30,6 +30,8 @@ def registered() -> list[tuple[str, str]]:
 def default_input_size(name: str):
     import timm
 
+    import models  # noqa: F401  (registers the paper models' cfgs: without it a paper model fell back to 224²)
+
     cfg = timm.models.get_pretrained_cfg(name)
     return tuple(cfg.input_size) if cfg and cfg.input_size else (3, 224, 224)
 

@@ -1,7 +1,10 @@
 """depthbench bench: what it reports and in which order it runs (never how fast: timings are not asserted)."""
 import csv
 import json
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import timm
@@ -11,6 +14,8 @@ from torch import nn
 import harness.bench as bench
 from harness.bench import measure, run_interleaved
 from harness.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # timm benchmark.py's columns for `--bench both` with a FLOP count (results/ plots from these names)
 TIMM_COLUMNS = ["model", "infer_samples_per_sec", "infer_step_time", "infer_batch_size", "infer_img_size",
@@ -204,3 +209,12 @@ def test_training_memory_is_seen_on_cpu():
     assert result["peak_mem_mb"] > 32
     with pytest.raises(ValueError, match="mode"):
         measure(_mlp(), 16, mode="fast")
+
+
+def test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process():
+    """`depthbench bench --pairs horesnet:schemes` ran HO-ResNet at 224² (49x its 32² cost): the size was looked
+    up before the paper models' cfgs were registered. A fresh interpreter has imported nothing yet."""
+    code = "from harness.model_list import default_input_size as d; print(d('horesnet58_euler'), d('SReT_T'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "(3, 32, 32) (3, 224, 224)", out.stdout
