@@ -148,9 +148,11 @@ def main() -> None:
                          if c.kind == "result" and c.n)
             assert len(frame) == args.runs, (len(frame), problems.summary())
             load = os.getloadavg()[0]
-            how = "1 process" if workers == 1 else f"{min(os.cpu_count() or 1, 8)} processes"
-            cpu = f"{best[3]:.2f} s CPU" if workers == 1 else "CPU of the forkserver's workers not counted"
-            print(f"{how}: collect {best[1]:.2f} s + join {best[2]:.2f} s = {best[0]:.2f} s wall ({cpu}) for {len(frame)} runs ({filled} result cells filled, {len(problems)} problems); "
+            parallel = workers != 1 and args.runs >= runs.PARALLEL_MIN_RUNS  # as runs.read_runs decides
+            how = f"{min(os.cpu_count() or 1, 8)} processes" if parallel else "1 process"
+            cpu = "CPU of the forkserver's workers not counted" if parallel else f"{best[3]:.2f} s CPU"
+            print(f"{how}: collect {best[1]:.2f} s + join {best[2]:.2f} s = {best[0]:.2f} s wall ({cpu}) for "
+                  f"{len(frame)} runs ({filled} result cells filled, {len(problems)} problems); "
                   f"{os.cpu_count()} CPUs, load average {load:.1f}")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from harness.errors import DepthbenchError
@@ -27,9 +28,11 @@ TASKS_DIR = Path(__file__).resolve().parent / "assets" / "lm_eval_tasks"
 IMAGE_OPTIONS = ("input_size", "pool_mode", "analysis", "data", "real_labels", "corrupt_from")
 
 
+@lru_cache(maxsize=1)
 def table_x() -> dict[str, tuple[str, str]]:
     """ScaleNet Table X's tasks, ``{lm-eval task: (metric, table column)}``, from the table's one definition
-    (results/tables/scalenet.yaml: the evals of its first row; the metrics are the spec's, §2.9)."""
+    (results/tables/scalenet.yaml: the evals of its first row; the metrics are the spec's, §2.9). Read once: the
+    YAML holds all of ScaleNet's tables. Callers only read the mapping."""
     from results.paper_tables import load_paper
 
     table = next(t for t in load_paper("scalenet") if t.id == "X")

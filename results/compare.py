@@ -281,7 +281,8 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
             continue
         value_of = {c: _value_of(row, c) for c in columns}
         # rows of this table with the same model (an ablation's steps: model kwargs tell them apart)
-        siblings = [o for o in table.rows if o is not row and o.model == row.model and row.model and not o.reason]
+        siblings = ([o for o in table.rows if o is not row and o.model == row.model and not o.reason]
+                    if row.model else [])
         groups = defaultdict(list)
         for run in index.candidates(row):
             if any(_finite(value_of[c](run)) for c in columns):
