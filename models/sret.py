@@ -3,7 +3,8 @@
 Paper: the ICLR-2022 submission text (sections, equations, tables and appendices below refer to it); what the
 code relies on beyond the paper (official code, our choices where it is silent) is in docs/sret.md. The official
 repository (``szq0214/SReT``) holds only model files; these models keep its parameter names, so its checkpoints
-load with ``strict=True`` (see :func:`load_official_checkpoint`).
+load with ``strict=True`` through the one weights loader (``harness.engine.checkpoint.load_weights``, or timm's
+``pretrained_cfg_overlay={"file": ...}``), both of which pass them through :func:`checkpoint_filter_fn`.
 
 timm's model API: ``forward_features`` (the last stage map) / ``forward_head`` (GAP → LayerNorm → classifier),
 ``forward_intermediates`` + ``feature_info`` + ``prune_intermediate_layers`` (``features_only=True`` gives the 3
@@ -48,7 +49,7 @@ Mixed-depth training (App. B). With ``mixed_depth=True`` the model also runs a *
 the same stem output: every block once (loop 0 with its first NLL), i.e. the deep branch with the later loops
 skipped. **Placeholder choices** (the paper leaves them open; docs/sret.md): with ``mixed_depth_fusion=
 "sum_losses"`` (default) training returns :class:`MixedDepthLogits` ``(deep, shallow)`` from the one shared
-head and the loss is summed over the branches (``harness.losses`` does that); evaluation returns the deep
+head and the loss is summed over the branches (``harness.engine.losses`` does that); evaluation returns the deep
 branch. With ``"mean_features"`` the two pooled features are averaged before the head, in training and
 evaluation.
 
@@ -63,11 +64,12 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import Mlp, get_device_dtype, trunc_normal_
+from timm.layers import LayerScale, Mlp, get_device_dtype, trunc_normal_
 from timm.layers.attention import Attention
-from timm.models import build_model_with_cfg, clean_state_dict, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models.mlp_mixer import MixerBlock, MlpMixer
 from timm.models.vision_transformer import Block, VisionTransformer
@@ -75,7 +77,8 @@ from timm.models.vision_transformer import Block, VisionTransformer
 __all__ = [
     "SlicedRecursiveTransformer", "RecursiveVisionTransformer", "RecursiveMlpMixer", "SlicedGroupAttention",
     "LRCBlock", "NonLinearProjection", "LearnableCoefficient", "MixedDepthLogits", "lrc_coefficients",
-    "LRC_LABELS", "checkpoint_filter_fn", "load_official_checkpoint",
+    "LRC_LABELS", "checkpoint_filter_fn", "fuse_lrc_for_inference", "use_inference_linears", "InferenceLinear",
+    "FoldedResidual",
 ]
 
 LRC_DESIGNS = ("both", "identity", "branch", "none")
@@ -116,6 +119,25 @@ def _coefficients(lrc: str, device=None, dtype=None) -> tuple[nn.Module, nn.Modu
     dd = {"device": device, "dtype": dtype}
     return (LearnableCoefficient(**dd) if on_identity else nn.Identity(),
             LearnableCoefficient(**dd) if on_branch else nn.Identity())
+
+
+class FoldedResidual(nn.Module):
+    """``c·x + branch`` in one pass: a residual connection of a model fused for inference
+    (:func:`fuse_lrc_for_inference`), whose branch coefficient is already in the branch's last linear layer.
+
+    ``c`` is the connection's identity coefficient — the same Parameter, kept under ``bias`` — or 1 when the LRC
+    design has none. The sum is formed by one ``addcmul`` (one read of each operand, one write) instead of a
+    multiply per coefficient and an add; it equals ``c·x + branch`` up to rounding (one fused multiply-add).
+    """
+
+    def __init__(self, coefficient: nn.Module):
+        super().__init__()
+        self.bias = coefficient.bias if isinstance(coefficient, LearnableCoefficient) else None
+
+    def forward(self, x: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        if self.bias is None:
+            return x + branch
+        return torch.addcmul(branch, x, self.bias)
 
 
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
@@ -173,10 +195,13 @@ class LRCBlock(Block):
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
                 is_causal: bool = False) -> torch.Tensor:
-        x = self.coefficient1(x) + self.coefficient2(
-            self.drop_path1(self.ls1(self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))))
-        x = self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
-        return x
+        attn = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+        if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
+            x = self.residual1(x, attn)
+            return self.residual2(x, self.mlp(self.norm2(x)))
+        else:
+            x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(attn)))
+            return self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
 
 
 class SlicedLRCBlock(LRCBlock):
@@ -189,9 +214,12 @@ class SlicedLRCBlock(LRCBlock):
     def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
                 inverse: bool = True) -> torch.Tensor:
         attn = self.attn(self.norm1(x), groups=groups, perm=perm, inverse=inverse)
-        x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(attn)))
-        x = self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
-        return x
+        if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
+            x = self.residual1(x, attn)
+            return self.residual2(x, self.mlp(self.norm2(x)))
+        else:
+            x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(attn)))
+            return self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
 
 
 class NonLinearProjection(nn.Module):
@@ -207,7 +235,10 @@ class NonLinearProjection(nn.Module):
         self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.coefficient1(x) + self.coefficient2(self.mlp(self.norm1(x)))
+        if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
+            return self.residual1(x, self.mlp(self.norm1(x)))
+        else:
+            return self.coefficient1(x) + self.coefficient2(self.mlp(self.norm1(x)))
 
 
 class MixedDepthLogits(NamedTuple):
@@ -235,6 +266,157 @@ def lrc_coefficients(model: nn.Module) -> dict[str, dict[str, float]]:
     return values
 
 
+# ------------------------------------------------------------------------------------- inference fusion (LRC)
+
+def _branch_scale(coefficient: nn.Module, layer_scale: Optional[nn.Module]) -> Optional[torch.Tensor]:
+    """The factor a residual branch is multiplied by after its last linear layer (coefficient × LayerScale)."""
+    scale = coefficient.bias.detach() if isinstance(coefficient, LearnableCoefficient) else None
+    if isinstance(layer_scale, LayerScale):
+        gamma = layer_scale.gamma.detach()
+        scale = gamma if scale is None else gamma * scale
+    elif layer_scale is not None and not isinstance(layer_scale, nn.Identity):
+        raise TypeError(f"cannot fold a {type(layer_scale).__name__} into a linear layer; only LayerScale")
+    return scale
+
+
+def _fold_into_linear(linear: nn.Module, scale: Optional[torch.Tensor]) -> None:
+    """``scale·linear(x)`` = ``linear'(x)`` with the output rows of the weight and the bias scaled."""
+    if scale is None:
+        return
+    if not isinstance(linear, nn.Linear):
+        raise TypeError(f"a residual branch must end in nn.Linear to fold its coefficient, not {type(linear).__name__}")
+    with torch.no_grad():
+        linear.weight.mul_(scale.view(-1, 1) if scale.numel() > 1 else scale)
+        if linear.bias is not None:
+            linear.bias.mul_(scale)
+
+
+def _residual_layout(module: nn.Module):
+    """Per residual connection of an LRC module: (identity coefficient, branch coefficient, LayerScale or None,
+    the branch's last linear layer); None for other modules."""
+    if isinstance(module, LRCBlock):
+        return (("coefficient1", "coefficient2", "ls1", "attn.proj"),
+                ("coefficient3", "coefficient4", "ls2", "mlp.fc2"))
+    if isinstance(module, NonLinearProjection):
+        return (("coefficient1", "coefficient2", None, "mlp.fc2"),)
+    if isinstance(module, LRCMixerBlock):
+        return (("coefficient1", "coefficient2", None, "mlp_tokens.fc2"),
+                ("coefficient3", "coefficient4", None, "mlp_channels.fc2"))
+    return None
+
+
+def fuse_lrc_for_inference(model: nn.Module) -> nn.Module:
+    """Fold the learnable residual coefficients of every LRC block, NLL and Mixer block of ``model``, in place.
+
+    A connection ``c1·x + c2·DropPath(LayerScale(g(LN(x))))`` whose branch ends in a linear layer ``W, b``
+    becomes ``c1·x + g'(LN(x))`` with ``W' = c2·γ·W``, ``b' = c2·γ·b`` (exact up to rounding), and the remaining
+    ``c1·x + ·`` is one ``addcmul`` (:class:`FoldedResidual`). The identity coefficient ``c1`` is *not* folded
+    further: pushing it down the residual stream (``x = c1·x̃``) would need LayerNorm's ``eps`` rescaled by
+    ``1/c1²`` at the next connection and a different factor for each loop of a shared block — whose weights are
+    one tensor for all its loops — so it stays one multiply-add with the sum the connection needs anyway.
+    Drop paths are dropped (identity at evaluation). The coefficients leave the state dict (``c1`` moves to
+    ``residualN.bias``); the model can no longer be trained as SReT. Modules visited once even when shared.
+    """
+    for module in model.modules():  # a block shared by several loops is one module, visited once
+        layout = _residual_layout(module)
+        if layout is None or hasattr(module, "residual1"):
+            continue
+        for i, (identity, branch, layer_scale, linear) in enumerate(layout, 1):
+            ls = getattr(module, layer_scale) if layer_scale else None
+            _fold_into_linear(module.get_submodule(linear), _branch_scale(getattr(module, branch), ls))
+            setattr(module, f"residual{i}", FoldedResidual(getattr(module, identity)))
+            delattr(module, identity)
+            delattr(module, branch)
+            if layer_scale:
+                setattr(module, layer_scale, nn.Identity())
+    return model
+
+
+def _onednn_linear_available() -> bool:
+    try:
+        return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class InferenceLinear(nn.Linear):
+    """A linear layer for inference (the same Parameters as the ``nn.Linear`` it replaces), optionally with the
+    GELU that follows it, that runs oneDNN's matmul with the bias and the GELU fused into it
+    (``torch.ops.mkldnn._linear_pointwise``, the op torch.compile's CPU backend uses) for CPU fp32/bf16 tensors
+    without autograd, and ``F.linear`` (+ ``F.gelu``) otherwise.
+
+    Why: at SReT's shapes (126-756 channels, 12k-50k tokens at batch 64) oneDNN's matmul ran 1.2-2x faster than
+    the MKL GEMM behind ``F.linear`` on this work's AMD EPYC CPU (docs/benchmarks.md), and the fused GELU saves a
+    pass over the MLP's widest map. Same function up to float rounding.
+    """
+
+    def __init__(self, linear: nn.Linear, gelu: Optional[str] = None):
+        nn.Module.__init__(self)  # not nn.Linear.__init__: the weights are the given Parameters
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.gelu = gelu  # None, or nn.GELU's ``approximate`` ("none" / "tanh")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and x.dtype == self.weight.dtype
+                and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
+                and _onednn_linear_available()):
+            attr, algorithm = ("gelu", self.gelu) if self.gelu is not None else ("none", "")
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, self.bias, attr, [], algorithm)
+        x = F.linear(x, self.weight, self.bias)
+        return x if self.gelu is None else F.gelu(x, approximate=self.gelu)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", gelu={self.gelu!r}" if self.gelu is not None else "")
+
+
+def use_inference_linears(model: nn.Module) -> nn.Module:
+    """Replace every ``nn.Linear`` of ``model`` by an :class:`InferenceLinear` on the same Parameters, folding an
+    MLP's GELU (timm ``Mlp`` with ``nn.GELU``) into its ``fc1``; in place, returns the model. Inference only."""
+    for module in list(model.modules()):
+        if isinstance(module, Mlp) and type(module.act) is nn.GELU and type(module.fc1) is nn.Linear:
+            module.fc1 = InferenceLinear(module.fc1, gelu=module.act.approximate)
+            module.act = nn.Identity()
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                setattr(module, name, InferenceLinear(child))
+    return model
+
+
+class _InferenceFusion:
+    """``fuse_for_inference()`` of the recursive models, and the refusal to train a fused one (mixed into the
+    model classes before ``nn.Module``)."""
+
+    def fuse_for_inference(self):
+        """Fold what evaluation does not need separately into adjacent layers, for faster inference; returns the
+        model, in eval mode. Idempotent. The outputs equal the unfused model's up to float rounding (fp32:
+        ~1e-6 relative; the tests compare in float64 and fp32).
+
+        - The residual coefficients go into the branches' last linear layers, the identity coefficient into the
+          residual sum (:func:`fuse_lrc_for_inference`);
+        - the linear layers run oneDNN's matmul with bias and GELU fused on CPU (:func:`use_inference_linears`);
+        - SReT's stem: BatchNorms folded into the convolutions, channels-last (:meth:`ConvStem.fuse_for_inference`).
+
+        A fused model refuses ``train()``: rebuild the model and load its (unfused) weights to train or fine-tune.
+        Its state dict is not an SReT checkpoint (coefficients folded in; save the unfused model's). TorchScript
+        and torch.fx are for the unfused model."""
+        if not getattr(self, "fused_for_inference", False):
+            self.eval()
+            self._fuse_for_inference()
+            use_inference_linears(self)
+            self.fused_for_inference = True
+        return self.eval()
+
+    def _fuse_for_inference(self) -> None:
+        fuse_lrc_for_inference(self)
+
+    def train(self, mode: bool = True):
+        if mode and getattr(self, "fused_for_inference", False):
+            raise RuntimeError(f"this {type(self).__name__} was fused for inference (fuse_for_inference()): its "
+                               "residual coefficients are folded into its linear layers and it cannot be trained; "
+                               "build the model again and load the unfused weights to train it")
+        return super().train(mode)
+
+
 class ConvStem(nn.Module):
     """Three [conv3×3/s2 → BN → ReLU] (stride 8, DSOD-style). Official ``conv_embedding`` keys."""
 
@@ -245,11 +427,25 @@ class ConvStem(nn.Module):
         self.conv1, self.bn1 = nn.Conv2d(in_chans, c1, 3, 2, 1, **dd), nn.BatchNorm2d(c1, **dd)
         self.conv2, self.bn2 = nn.Conv2d(c1, c2, 3, 2, 1, **dd), nn.BatchNorm2d(c2, **dd)
         self.conv3, self.bn3 = nn.Conv2d(c2, c3, 3, 2, 1, **dd), nn.BatchNorm2d(c3, **dd)
+        self.channels_last = False  # set by fuse_for_inference
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        return F.relu(self.bn3(self.conv3(x)))
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        # in place: ReLU's input is a BatchNorm output, which BatchNorm's backward does not need (as in ResNet)
+        x = F.relu(self.bn1(self.conv1(x)), inplace=True)
+        x = F.relu(self.bn2(self.conv2(x)), inplace=True)
+        return F.relu(self.bn3(self.conv3(x)), inplace=True)
+
+    def fuse_for_inference(self) -> None:
+        """Fold each (eval-mode) BatchNorm into the convolution before it, and run channels-last (oneDNN's direct
+        NHWC convolutions: ~1.5x faster for these shapes on CPU, and the stages' token views are then dense)."""
+        for i in (1, 2, 3):
+            bn = getattr(self, f"bn{i}")
+            if isinstance(bn, nn.BatchNorm2d):
+                setattr(self, f"conv{i}", fuse_conv_bn_eval(getattr(self, f"conv{i}").eval(), bn.eval()))
+                setattr(self, f"bn{i}", nn.Identity())
+        self.channels_last = True
 
     @staticmethod
     def out_size(size: int) -> int:
@@ -364,9 +560,15 @@ class RecursiveStage(nn.Module):
         ``max_loops`` skips the later loops (mixed depth's shallow branch). Returns the map and the class token.
         """
         B, C, H, W = x.shape
+        # the blocks get token-major (B, N, C) memory: the token view of an NCHW map is channels-first, and the
+        # residual stream would stay so through every add, each LayerNorm copying it (3 copies per block
+        # application); one copy here instead. A channels-last map (fuse_for_inference) is token-major already.
+        channels_last = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
         tokens = x.flatten(2).transpose(1, 2)
         if cls is not None:
             tokens = torch.cat([cls, tokens], dim=1)
+        else:
+            tokens = tokens.contiguous()
         for i, module in enumerate(self.blocks):
             if max_loops is None or self.slot_loop[i] < max_loops:
                 # blocks have an attention, NLLs not; TorchScript decides hasattr per unrolled module (it cannot
@@ -378,12 +580,14 @@ class RecursiveStage(nn.Module):
                     tokens = module(tokens)
         if cls is not None:
             cls, tokens = tokens[:, :1], tokens[:, 1:]
+        elif channels_last:
+            return tokens.reshape(B, H, W, C).permute(0, 3, 1, 2), cls  # the channels-last map, no copy
         return tokens.transpose(1, 2).reshape(B, C, H, W), cls
 
 
 # ------------------------------------------------------------------------------------------------------ the model
 
-class SlicedRecursiveTransformer(nn.Module):
+class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
     """SReT: spatial-pyramid recursive transformer with LRC, NLLs and sliced group self-attention.
 
     Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = our choice where the paper is silent, docs/sret.md):
@@ -566,6 +770,12 @@ class SlicedRecursiveTransformer(nn.Module):
         """LRC values per module and role (see :func:`lrc_coefficients`)."""
         return lrc_coefficients(self)
 
+    def _fuse_for_inference(self) -> None:
+        """``fuse_for_inference()`` (see :class:`_InferenceFusion`): LRC coefficients and the stem's BatchNorms."""
+        fuse_lrc_for_inference(self)
+        if isinstance(self.patch_embed, ConvStem):
+            self.patch_embed.fuse_for_inference()
+
     # ---- permutations
     def _permutes(self, loop: int, groups: int) -> bool:
         """Whether a block application in ``loop`` with ``groups`` groups permutes its tokens (the design)."""
@@ -743,20 +953,6 @@ def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) ->
     return state_dict
 
 
-def load_official_checkpoint(model: SlicedRecursiveTransformer, checkpoint, strict: bool = True):
-    """Load an official SReT checkpoint (a path, or an already loaded dict) into ``model``.
-
-    The official files are loaded as ``torch.load(path)['model']``; this does the same through
-    :func:`checkpoint_filter_fn`, always with ``weights_only=True`` (a file that pickles other objects is
-    refused; ``harness.checkpoint.load_weights`` is the loader the commands use).
-    """
-    if not isinstance(checkpoint, dict):
-        checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    state_dict = next((checkpoint[k] for k in ("model", "state_dict") if isinstance(checkpoint.get(k), dict)),
-                      checkpoint)
-    return model.load_state_dict(checkpoint_filter_fn(clean_state_dict(state_dict), model), strict=strict)
-
-
 # --------------------------------------------------------------- recursive ViT / Mixer (Table 1, SReT-108, Fig. 7)
 
 with warnings.catch_warnings():  # torch>=2.9 flags all of torch.jit as deprecated; timm still supports it
@@ -770,7 +966,7 @@ with warnings.catch_warnings():  # torch>=2.9 flags all of torch.jit as deprecat
             pass
 
 
-class RecursiveVisionTransformer(VisionTransformer):
+class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
     """timm's ViT with each block applied ``loops`` times (weights shared).
 
     ``loop_order="internal"`` runs B1,B1,B2,B2,… (SReT); ``"external"`` runs the whole stack ``loops`` times
@@ -896,12 +1092,16 @@ class LRCMixerBlock(MixerBlock):
         self.coefficient3, self.coefficient4 = _coefficients(lrc, **dd)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.coefficient1(x) + self.coefficient2(
-            self.drop_path(self.mlp_tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)))
-        return self.coefficient3(x) + self.coefficient4(self.drop_path(self.mlp_channels(self.norm2(x))))
+        tokens = self.mlp_tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
+            x = self.residual1(x, tokens)
+            return self.residual2(x, self.mlp_channels(self.norm2(x)))
+        else:
+            x = self.coefficient1(x) + self.coefficient2(self.drop_path(tokens))
+            return self.coefficient3(x) + self.coefficient4(self.drop_path(self.mlp_channels(self.norm2(x))))
 
 
-class RecursiveMlpMixer(MlpMixer):
+class RecursiveMlpMixer(_InferenceFusion, MlpMixer):
     """timm's MLP-Mixer with every layer applied ``loops`` times, no NLL (Eq. 7, App. H), optional LRC."""
 
     def __init__(self, loops: int = 2, lrc: str = "none", **kwargs):

@@ -723,6 +723,10 @@ _SWIN_FIXFLOPS = {24: (68, (2, 2, 18, 2)), 48: (48, (4, 4, 36, 4)), 72: (39, (6,
 # Table 12 (bottleneck dims; the first, downsample block of each stage is not listed)
 _STEPS_R18 = (None, None, ((64, 2), (90, 1), (128, 1), (181, 1), (256, 0)),
               ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 0)))
+# Steps-ResNet-18 at half width (not a paper model): stage widths 32/64/128/256 and Table 12's step widths halved
+# (45/90/181 for 90/181/362, rounded down), the same depths; the backbone of the embedded downstream presets
+_STEPS_R18_W32 = (None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
+                  ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0)))
 _STEPS_R34 = (None, None, ((64, 6), (90, 3), (128, 3), (181, 3), (256, 2)),
               ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 1)))
 
@@ -741,7 +745,7 @@ def _swin_fixflops_heads(c0: int) -> tuple:
 
 
 default_cfgs = generate_default_cfgs({
-    **{name: _resnet_cfg() for name in ("steps_resnet18", "steps_resnet34", "steps_resnet50")},
+    **{name: _resnet_cfg() for name in ("steps_resnet18", "steps_resnet18_w32", "steps_resnet34", "steps_resnet50")},
     **{name: _deit_cfg() for name in ("steps_deit_tiny", "steps_deit_small", "steps_deit_base",
                                       "steps_deit_base_302l")},
     **{f"steps_deit_small_n{n}": _deit_cfg() for n in _TABLE8},
@@ -812,6 +816,14 @@ def steps_resnet18(pretrained=False, **kwargs) -> StepsResNet:
     """Steps-ResNet-18 (Table 12): 18 blocks / 38 layers / 11.7M / 1.8G; empty widest steps keep 256/512 wide."""
     args = dict(block=BasicBlock, layers=(2, 2, 2, 2), stage_steps=_STEPS_R18)
     return _create_steps_resnet("steps_resnet18", pretrained, **dict(args, **kwargs))
+
+
+@register_model
+def steps_resnet18_w32(pretrained=False, **kwargs) -> StepsResNet:
+    """Steps-ResNet-18 at half width (stage widths 32/64/128/256, Table 12's steps halved; not a paper model):
+    the backbone of the embedded detection/segmentation presets and of the digits demo that pretrains it."""
+    args = dict(block=BasicBlock, layers=(2, 2, 2, 2), channels=(32, 64, 128, 256), stage_steps=_STEPS_R18_W32)
+    return _create_steps_resnet("steps_resnet18_w32", pretrained, **dict(args, **kwargs))
 
 
 @register_model

@@ -18,7 +18,7 @@ What this implementation adds to the official one (github.com/DaiShiResearch/Tra
   ``"interpolate"`` (bias generated at ``img_size`` and resized bilinearly).
 * **A vectorised native window path** that never materialises the k²-times-larger ``unfold`` tensors:
   three small custom ops (``torch.ops.transnext.window_qk/window_av/window_scatter``) with autograd,
-  fake (meta) kernels and FLOP formulas, so ``harness.flops`` counts the window products as the paper
+  fake (meta) kernels and FLOP formulas, so ``harness.measure.flops`` counts the window products as the paper
   does. When the official ``swattention`` CUDA extension is importable and the tensors are on CUDA, its
   kernels are used for the same two products (``attention_backend``).
 
@@ -127,6 +127,28 @@ def window_scatter(attn: Tensor, source: Tensor, height: int, width: int, window
     return out[..., r:r + height, r:r + width].reshape(b, h, d, n)
 
 
+def window_qk_decomposed(query: Tensor, key: Tensor, height: int, width: int, window: int) -> Tensor:
+    """:func:`window_qk` written in plain differentiable ops, for ``torch.compile``: the custom ops are opaque to
+    inductor, while these k² shifted products fuse into a few loops over q and k (forward and backward) with no
+    k²-times-larger temporary. Eager mode keeps the custom ops (their k² passes are faster without a compiler)."""
+    r = window // 2
+    q = query.unflatten(-1, (height, width))
+    k = F.pad(key.unflatten(-1, (height, width)), (r, r, r, r))
+    taps = [(q * k[..., i:i + height, j:j + width]).sum(2) for _, i, j in _offsets(window)]
+    return torch.stack(taps, dim=2).flatten(-2)
+
+
+def window_av_decomposed(attn: Tensor, value: Tensor, height: int, width: int, window: int) -> Tensor:
+    """:func:`window_av` in plain differentiable ops, for ``torch.compile`` (see :func:`window_qk_decomposed`)."""
+    r = window // 2
+    a = attn.to(value.dtype).unflatten(-1, (height, width))  # (B, heads, k², H, W)
+    v = F.pad(value.unflatten(-1, (height, width)), (r, r, r, r))
+    out = a[:, :, :1] * v[..., :height, :width]
+    for o, i, j in _offsets(window)[1:]:
+        out = out + a[:, :, o:o + 1] * v[..., i:i + height, j:j + width]
+    return out.flatten(-2)
+
+
 @window_qk.register_fake
 def _window_qk_fake(query, key, height, width, window):
     b, h, _, n = query.shape
@@ -186,6 +208,79 @@ def _window_flops(a_shape, b_shape, height, width, window, *args, **kwargs) -> i
 
 for _op in (torch.ops.transnext.window_qk, torch.ops.transnext.window_av, torch.ops.transnext.window_scatter):
     register_flop_formula(_op)(_window_flops)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The log-CPB MLP over its coordinate grid
+# ----------------------------------------------------------------------------------------------------
+
+def _cpb_hidden(axis_h: Tensor, axis_w: Tensor, w1: Tensor, b1: Tensor) -> Tensor:
+    """ReLU(fc1(table)) over the grid ``table[u, v] = (axis_h[u], axis_w[v])``: (Uh, Uw, hidden). fc1 of a grid
+    point is a per-row term plus a per-column term, so this is one broadcast sum, not a GEMM with K = 2."""
+    rows = torch.addcmul(b1, axis_h[:, None], w1[:, 0])  # (Uh, hidden): b1 + a_u·w1[:, 0]
+    cols = axis_w[:, None] * w1[:, 1]  # (Uw, hidden)
+    return (rows[:, None, :] + cols[None, :, :]).clamp_min_(0)
+
+
+def _cpb_row_chunks(axis_h: Tensor, axis_w: Tensor, w1: Tensor, elements: int = 1 << 18):
+    """Row ranges of the grid whose hidden maps have ~``elements`` values (1 MiB in fp32): cache-sized pieces."""
+    step = max(1, elements // max(1, axis_w.shape[0] * w1.shape[0]))
+    return [(lo, min(lo + step, axis_h.shape[0])) for lo in range(0, axis_h.shape[0], step)]
+
+
+@torch.library.custom_op("transnext::cpb_mlp", mutates_args=())
+def cpb_mlp(axis_h: Tensor, axis_w: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+    """The log-CPB MLP ``fc2(ReLU(fc1(table)))`` on the coordinate grid ``table[u·Uw + v] = (axis_h[u],
+    axis_w[v])`` of :func:`relative_position_cpb`: (Uh·Uw, heads), the official MLP's values up to rounding.
+
+    Why an op: the MLP runs once per block and training step, independent of the batch, on up to 10,816 grid
+    points × 512 hidden units (stage 1 at 224²), and autograd's version was made of skinny GEMMs (K = 2 in
+    fc1, K = heads in fc2's input gradient, N = 2 in fc1's weight gradient) and 22 MB temporaries per block.
+    Here fc1 is a broadcast sum (:func:`_cpb_hidden`), fc1's weight gradient two reductions over the grid's
+    rows and columns, the grid is processed in cache-sized row chunks, and the hidden map is recomputed in
+    backward instead of saved. The FLOP formula counts the two linear layers as before (the paper's count)."""
+    uw, heads = axis_w.shape[0], w2.shape[0]
+    out = w2.new_empty(axis_h.shape[0] * uw, heads)
+    for lo, hi in _cpb_row_chunks(axis_h, axis_w, w1):
+        hidden = _cpb_hidden(axis_h[lo:hi], axis_w, w1, b1).flatten(0, 1)
+        torch.addmm(b2, hidden, w2.t(), out=out[lo * uw:hi * uw])
+    return out
+
+
+@cpb_mlp.register_fake
+def _cpb_mlp_fake(axis_h, axis_w, w1, b1, w2, b2):
+    return w2.new_empty(axis_h.shape[0] * axis_w.shape[0], w2.shape[0])
+
+
+def _cpb_mlp_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:5])  # not the hidden map: recomputed in backward, chunk by chunk
+
+
+def _cpb_mlp_backward(ctx, grad):
+    axis_h, axis_w, w1, b1, w2 = ctx.saved_tensors
+    uw = axis_w.shape[0]
+    grad = grad.contiguous()
+    grad_w2 = torch.zeros_like(w2)
+    rows = w1.new_empty(axis_h.shape[0], w1.shape[0])  # d loss / d fc1 output, summed over each grid row ...
+    cols = w1.new_zeros(uw, w1.shape[0])  # ... and over each grid column
+    for lo, hi in _cpb_row_chunks(axis_h, axis_w, w1):
+        hidden = _cpb_hidden(axis_h[lo:hi], axis_w, w1, b1).flatten(0, 1)
+        g = grad[lo * uw:hi * uw]
+        grad_w2.addmm_(g.t(), hidden)
+        grad_hidden = torch.ops.aten.threshold_backward(g.mm(w2), hidden, 0).view(hi - lo, uw, -1)
+        torch.sum(grad_hidden, 1, out=rows[lo:hi])
+        cols += grad_hidden.sum(0)
+    grad_w1 = torch.stack([axis_h @ rows, axis_w @ cols], dim=1)
+    return None, None, grad_w1, rows.sum(0), grad_w2, grad.sum(0)
+
+
+cpb_mlp.register_autograd(_cpb_mlp_backward, setup_context=_cpb_mlp_setup)
+
+
+@register_flop_formula(torch.ops.transnext.cpb_mlp)
+def _cpb_mlp_flops(h_shape, w_shape, w1_shape, b1_shape, w2_shape, *args, **kwargs) -> int:
+    points, (hidden, coords), heads = h_shape[0] * w_shape[0], w1_shape, w2_shape[0]
+    return 2 * points * hidden * (coords + heads)  # fc1 and fc2 as linear layers (torch's unit: 2 per MAC)
 
 
 # Optional CUDA kernels of the official repo (`swattention_extension`, built by the user). Detected with
@@ -320,6 +415,10 @@ class _GatedConvFC(torch.autograd.Function):
         gate, value, conv_weight, conv_bias, fc_weight = ctx.saved_tensors
         height, width, approximate = ctx.geometry
         need = ctx.needs_input_grad
+        # under autocast the forward computed in the activations' dtype (bf16/fp16) and backward runs outside it:
+        # recompute in that dtype too (the parameters' gradients are cast back to theirs by autograd)
+        conv_weight, fc_weight = conv_weight.to(gate.dtype), fc_weight.to(gate.dtype)
+        conv_bias = conv_bias.to(gate.dtype) if conv_bias is not None else None
         conv = _dwconv_tokens(gate, conv_weight, conv_bias, height, width)
         act = F.gelu(conv, approximate=approximate)
         grad_fc_weight = grad_fc_bias = None
@@ -453,21 +552,23 @@ class ConvolutionalGLU(nn.Module):
         # = self.fc1(x).chunk(2, -1), as two products so that the gate comes out dense (the depthwise conv
         # would otherwise copy the strided half)
         hidden = self.fc2.in_features
-        gate = F.linear(x, self.fc1.weight[:hidden], self.fc1.bias[:hidden])
-        value = F.linear(x, self.fc1.weight[hidden:], self.fc1.bias[hidden:])
-        if torch.is_grad_enabled() and isinstance(x, Tensor) and type(self.act) is nn.GELU and (
-                not self.training or self.drop.p == 0):
+        w, b = self.fc1.weight, self.fc1.bias
+        if not torch.is_grad_enabled() and isinstance(x, Tensor):
+            # inference: the gate's half first, each map freed as soon as the next exists, and the product in
+            # place, so that at most two hidden-width maps are alive at once (gate and value and the conv and
+            # GELU outputs were four: the model's inference peak, in stage 1's ConvGLU)
+            gated = self.act(self.dwconv(F.linear(x, w[:hidden], b[:hidden]), height, width))
+            gated = gated.mul_(F.linear(x, w[hidden:], b[hidden:]))
+            return self.drop(self.fc2(self.drop(gated)))
+        gate = F.linear(x, w[:hidden], b[:hidden])
+        value = F.linear(x, w[hidden:], b[hidden:])
+        if isinstance(x, Tensor) and type(self.act) is nn.GELU and (not self.training or self.drop.p == 0):
             # training: the same function, saving only gate and value for backward (see _GatedConvFC)
             conv = self.dwconv.dwconv
             x = _GatedConvFC.apply(gate, value, conv.weight, conv.bias, self.fc2.weight, self.fc2.bias, height,
                                    width, self.act.approximate)
             return self.drop(x)
-        x = self.act(self.dwconv(gate, height, width))
-        if not torch.is_grad_enabled() and isinstance(x, Tensor):
-            del gate  # inference: free the gate before the product, and multiply in place
-            x = x.mul_(value)
-        else:
-            x = x * value
+        x = self.act(self.dwconv(gate, height, width)) * value
         x = self.fc2(self.drop(x))
         return self.drop(x)
 
@@ -515,6 +616,8 @@ class _CosineAttentionBase(nn.Module):
         larger than ``bias_cache_bytes`` are not kept (high resolutions in interpolate mode)."""
         cache_key = None
         params = (self.cpb_fc1.weight, self.cpb_fc1.bias, self.cpb_fc2.weight, self.cpb_fc2.bias)
+        if torch.compiler.is_compiling():
+            return self._position_bias(geometry, num_keys_size)  # in the compiled graph (no data_ptr keys there)
         if not (torch.is_grad_enabled() and any(p.requires_grad for p in params)):
             cache_key = (geometry.size, geometry.bias_query, geometry.bias_key, tuple(num_keys_size),
                          str(geometry.bias_table.device), self.cpb_fc1.weight.dtype,
@@ -530,8 +633,13 @@ class _CosineAttentionBase(nn.Module):
     bias_cache_bytes = 64 << 20
 
     def _position_bias(self, geometry: StageGeometry, num_keys_size: Tuple[int, int]) -> Tensor:
-        table = geometry.bias_table.to(self.cpb_fc1.weight.dtype)
-        bias = self.cpb_fc2(self.cpb_act(self.cpb_fc1(table))).transpose(0, 1)  # (heads, Uh·Uw)
+        uh, uw = geometry.bias_table_shape
+        table = geometry.bias_table.to(self.cpb_fc1.weight.dtype).view(uh, uw, 2)  # the (Δh, Δw) grid
+        if type(self.cpb_act) is nn.ReLU:
+            bias = cpb_mlp(table[:, 0, 0], table[0, :, 1], self.cpb_fc1.weight, self.cpb_fc1.bias,
+                           self.cpb_fc2.weight, self.cpb_fc2.bias).transpose(0, 1)  # (heads, Uh·Uw)
+        else:
+            bias = self.cpb_fc2(self.cpb_act(self.cpb_fc1(table.flatten(0, 1)))).transpose(0, 1)
         hq, wq = geometry.bias_query
         hk, wk = geometry.bias_key
         index_h, index_w = geometry.bias_index_h, geometry.bias_index_w
@@ -652,8 +760,12 @@ class AggregatedAttention(_CosineAttentionBase):
             except TypeError as e:  # a build whose functions take other arguments
                 _disable_swattention(e)
                 swa = False
+        # compiled: the window products as plain ops that inductor fuses (the custom ops are opaque to it)
+        compiled = torch.compiler.is_compiling()
+        qk = window_qk_decomposed if compiled else window_qk
+        av = window_av_decomposed if compiled else window_av
         if not swa:
-            attn_local = window_qk(q_scaled, k_local, height, width, window)  # (B, heads, k², N)
+            attn_local = qk(q_scaled, k_local, height, width, window)  # (B, heads, k², N)
             attn_local = (attn_local + (self.relative_pos_bias_local.unsqueeze(-1)
                                         + geometry.local_mask.t().to(attn_local.dtype))).transpose(-2, -1)
 
@@ -670,7 +782,7 @@ class AggregatedAttention(_CosineAttentionBase):
             x_local = _SwAv.apply(attn_local.transpose(-2, -1).type_as(v_local).contiguous(),
                                   v_local.transpose(-2, -1).contiguous(), height, width, window).transpose(-2, -1)
         else:
-            x_local = window_av(attn_local, v_local, height, width, window)  # (B, heads, d, N)
+            x_local = av(attn_local, v_local, height, width, window)  # (B, heads, d, N)
         x = (x_local + v_pool.transpose(-2, -1) @ attn_pool.transpose(-2, -1)).reshape(b, c, n)
         # back to token-major for the residual stream: one GEMM on the transposed view
         x = torch.baddbmm(self.proj.bias, x.transpose(1, 2), self.proj.weight.t().expand(b, c, c))
@@ -739,9 +851,13 @@ class StageGeometries(nn.Module):
         self.length_scaling, self.position_bias = length_scaling, position_bias
         self._cache: "OrderedDict[tuple, StageGeometry]" = OrderedDict()
 
-    def forward(self, x: Tensor, stage: int, height: int, width: int) -> StageGeometry:
-        """The geometry of ``stage`` for an H×W token grid, on ``x``'s device."""
-        return self.get(stage, (height, width), x.device)
+    # a cached lookup (Python control flow on sizes, .item() on a cache miss) that torch.compile runs eagerly:
+    # one graph break per forward, before the stages, so that the stages compile as one graph of static shapes
+    @torch.compiler.disable
+    def forward(self, image: Tensor, num_stages: int) -> List[StageGeometry]:
+        """The geometries of the first ``num_stages`` stages for an input ``image`` (B, C, H, W), on its device."""
+        size = (image.shape[-2], image.shape[-1])
+        return [self.get(i, stage_size(size, i, self.patch_size), image.device) for i in range(num_stages)]
 
     def get(self, stage: int, size: Tuple[int, int], device: torch.device) -> StageGeometry:
         """The cached geometry of ``stage`` (0-based) for a ``size`` = (H, W) token grid on ``device``.
@@ -995,9 +1111,10 @@ class TransNeXt(nn.Module):
         b = x.shape[0]
         outs: List[Tensor] = []
         last = self.num_stages - 1 if last is None else last
+        geometries = self.geometries(x, last + 1)  # stage sizes follow from the input's (stage_size)
         for i in range(last + 1):
             x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
-            geometry = self.geometries(x, i, h, w)
+            geometry = geometries[i]
             for blk in getattr(self, f"block{i + 1}"):
                 x = blk(x, h, w, geometry)
             x = getattr(self, f"norm{i + 1}")(x)

@@ -358,7 +358,7 @@ def test_bad_arguments_say_what_to_do(call, message):
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_verify_passes_and_checks_params_and_macs_of_every_model_row():
-    from harness import verify
+    from harness.commands import verify
     from results import paper_tables
 
     checks = verify.run(papers=["horesnet"], progress=False)

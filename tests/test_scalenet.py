@@ -16,11 +16,14 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 import models  # noqa: F401  (registers the models)
-from harness.flops import build_model, count_params
-from harness.verify import run as verify_run
-from models.scalenet import (AdjustedLinear, GrowthSchedule, LoRA, ParallelAdapter, TyingError, assert_tied,
-                             expand, grow, growth_mapping, layer_mapping, load_tied_state_dict, retie,
-                             tied_groups, tied_state_dict)
+from harness.engine.models import build_model
+from harness.measure.flops import count_params
+from harness.commands.verify import run as verify_run
+from harness.engine.checkpoint import load_weights
+from harness.core.errors import ConfigError
+from harness.engine.hooks import GrowthSchedule
+from models.scalenet_surgery import (AdjustedLinear, LoRA, ParallelAdapter, TyingError, assert_tied, expand, grow,
+                                     growth_mapping, layer_mapping, retie, tied_groups, tied_state_dict)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -293,7 +296,8 @@ def test_ddp_wrapper_trains_and_saves_tied(tmp_path):
         sd = ddp.state_dict()
         assert "module.blocks.0.attn.qkv.weight" in sd and "module.blocks.1.attn.qkv.weight" not in sd
         fresh = expand(small_deit())
-        load_tied_state_dict(fresh, sd)                  # strips 'module.', checks tying
+        assert load_weights(fresh, sd).complete          # the one loader strips 'module.'; the hooks re-tie
+        assert_tied(fresh)
         assert torch.equal(fresh.blocks[1].attn.qkv.weight, model.blocks[0].attn.qkv.weight)
         assert tied_state_dict(ddp).keys() == model.state_dict().keys()
     finally:
@@ -320,7 +324,7 @@ def test_growth_schedule_grows_once_per_stage_and_on_resume():
     assert changed and len(resumed.blocks) == 16
     resumed.load_state_dict(model.state_dict())
     assert_tied(resumed)
-    with pytest.raises(ValueError, match="unknown key"):
+    with pytest.raises(ConfigError, match="unknown key"):
         GrowthSchedule.from_config({"k": 2, "ranks": 16})
 
 

@@ -6,7 +6,6 @@ Real forward passes use tiny inputs (32² images: 16/4/1 tokens per stage) to st
 from __future__ import annotations
 
 import copy
-import io
 import math
 
 import pytest
@@ -17,9 +16,12 @@ from timm.layers.attention import Attention
 from timm.models.vision_transformer import Block
 
 import models  # noqa: F401  (registers the models)
-from harness.flops import build_model, count_flops, count_params
-from models.sret import (LRC_LABELS, LRCBlock, LearnableCoefficient, MixedDepthLogits, NonLinearProjection,
-                         RecursiveMlpMixer, SlicedGroupAttention, load_official_checkpoint, lrc_coefficients)
+from harness.engine.models import build_model
+from harness.measure.flops import count_flops, count_params
+from harness.core.errors import DepthbenchError
+from harness.engine.checkpoint import load_weights
+from models.sret import (LRC_LABELS, InferenceLinear, LRCBlock, LearnableCoefficient, MixedDepthLogits,
+                         NonLinearProjection, RecursiveMlpMixer, SlicedGroupAttention, lrc_coefficients)
 
 OFFICIAL_NAMES = ["SReT_T", "SReT_LT", "SReT_S", "SReT_T_distill", "SReT_LT_distill", "SReT_S_distill",
                   "SReT_T_wo_slice", "SReT_LT_wo_slice", "SReT_S_wo_slice", "SReT_LT_wo_slice_distill",
@@ -342,26 +344,25 @@ def official_key_list(num_blocks=(2, 5, 3), loops=2) -> list[str]:
     return keys
 
 
-def _checkpoint_bytes(state: dict) -> io.BytesIO:
-    buffer = io.BytesIO()
-    torch.save({"model": state, "epoch": 299}, buffer)
-    buffer.seek(0)
-    return buffer
+def _official_file(state: dict, path):
+    """An official-style file: DeiT's ``{"model": state_dict, "epoch": ...}``."""
+    torch.save({"model": state, "epoch": 299}, path)
+    return path
 
 
 def test_state_dict_has_the_official_keys_including_shared_copies():
     assert sorted(build_model("SReT_T").state_dict()) == sorted(official_key_list())
 
 
-def test_official_checkpoint_round_trip_keeps_shared_tensors_tied():
+def test_official_checkpoint_round_trip_keeps_shared_tensors_tied(tmp_path):
     source = tiny()
     with torch.no_grad():  # make the coefficients and BN statistics non-trivial
         for p in source.parameters():
             p.add_(0.01 * torch.randn_like(p))
         source.patch_embed.bn1.running_mean.fill_(0.3)
     target = tiny()
-    result = load_official_checkpoint(target, _checkpoint_bytes(source.state_dict()))
-    assert not result.missing_keys and not result.unexpected_keys
+    report = load_weights(target, _official_file(source.state_dict(), tmp_path / "SReT_T.pth"))  # the one loader
+    assert report.complete and not report.missing and not report.unexpected
     shared = target.transformers[0].blocks
     assert shared[0] is shared[2] and shared[0].attn.qkv.weight is shared[2].attn.qkv.weight
     assert len(list(target.parameters())) == len(list(source.parameters()))
@@ -375,11 +376,11 @@ def test_checkpoint_with_one_copy_per_shared_block_loads_and_disagreeing_copies_
     state = source.state_dict()
     second_copies = [k for k in state if k.startswith("transformers.0.blocks.2.")]
     deduplicated = {k: v for k, v in state.items() if k not in second_copies}
-    load_official_checkpoint(tiny(), {"model": deduplicated})
+    assert load_weights(tiny(), {"model": deduplicated}).complete
     broken = dict(state)
     broken["transformers.0.blocks.2.attn.qkv.weight"] = state["transformers.0.blocks.2.attn.qkv.weight"] + 1
-    with pytest.raises(ValueError, match="shared block"):
-        load_official_checkpoint(tiny(), {"model": broken})
+    with pytest.raises(DepthbenchError, match="shared block"):
+        load_weights(tiny(), {"model": broken})
 
 
 def test_checkpoint_pos_embed_is_resized_for_finetuning_and_timm_file_loading_works(tmp_path):
@@ -436,6 +437,83 @@ def test_wrong_input_size_is_reported():
         build_model("SReT_T")(torch.empty(1, 3, 256, 256, device="meta"))
 
 
+# ------------------------------------------------------------------------------------------ inference fusion
+
+def _trained_looking(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` in float64, eval mode, with coefficients far from their initial 1 (negative ones too), every
+    other parameter perturbed and non-trivial BatchNorm statistics: what folding must get right."""
+    model = model.double().eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        for m in model.modules():
+            if isinstance(m, LearnableCoefficient):
+                m.bias.uniform_(-1.5, 1.5, generator=g)
+            elif isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5, generator=g)
+                m.running_var.uniform_(0.5, 2.0, generator=g)
+    return model
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SReT_T", {}), ("SReT_S", {}), ("SReT_LT_wo_slice", {}), ("SReT_T", {"mixed_depth": True}),
+    ("SReT_T", {"mixed_depth": True, "mixed_depth_fusion": "mean_features"}), ("SReT_S", {"distill_head": True}),
+    ("SReT_T", {"lrc": "identity"}), ("SReT_T", {"lrc": "branch"}), ("SReT_T", {"lrc": "none"}),
+    ("SReT_T_wo_slice", {"stem": "patch"}), ("SReT_108_mixed_depth", {"depth": 4}),
+    ("SReT_108", {"depth": 3, "nll_ratio": 1.0}),
+])
+def test_fused_model_outputs_equal_the_unfused_model(name, kwargs):
+    """fuse_for_inference folds c2/c4 (and NLLs' c2) into proj/fc2 and the stem's BNs into its convs: in float64
+    the outputs agree to 1e-12 (the folds are exact up to rounding), features included."""
+    model = _trained_looking(tiny(name, **kwargs))
+    fused = copy.deepcopy(model).fuse_for_inference()
+    assert not any(type(m) is LearnableCoefficient or isinstance(m, torch.nn.BatchNorm2d) for m in fused.modules())
+    x = image().double()
+    with torch.no_grad():
+        torch.testing.assert_close(fused(x), model(x), rtol=1e-12, atol=1e-12)
+        if hasattr(model, "forward_stages"):
+            for a, b in zip(fused.forward_stages(x), model.forward_stages(x)):
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_sret_s_float32_outputs_within_1e5_and_recursive_mixer_fuses():
+    model = _trained_looking(tiny("SReT_S")).float()
+    fused = copy.deepcopy(model).fuse_for_inference()
+    # fp32 on CPU: the linear layers run oneDNN's matmul (bias and the MLPs' GELU fused), where it is available
+    assert sum(isinstance(m, InferenceLinear) and m.gelu == "none" for m in fused.modules()) == 10 + 20
+    x = image()
+    with torch.no_grad():
+        reference = model.double()(x.double())
+        # fp32 rounding of both against the float64 reference: the fused model is no further from it
+        err_fused = (fused(x).double() - reference).abs().max()
+        err_plain = (model.float()(x).double() - reference).abs().max()
+        assert err_fused <= 1e-5 * reference.abs().max() and err_fused <= 4 * err_plain + 1e-7
+    torch.manual_seed(0)
+    mixer = _trained_looking(RecursiveMlpMixer(loops=2, lrc="both", img_size=SMALL, patch_size=8, num_blocks=2,
+                                               embed_dim=32, num_classes=10))
+    fused_mixer = copy.deepcopy(mixer).fuse_for_inference()
+    x = image().double()
+    with torch.no_grad():
+        torch.testing.assert_close(fused_mixer(x), mixer(x), rtol=1e-12, atol=1e-12)
+
+
+def test_fuse_for_inference_is_idempotent_returns_the_model_and_refuses_training():
+    model = _trained_looking(tiny("SReT_T"))
+    fused = model.fuse_for_inference()
+    assert fused is model and not model.training and model.fused_for_inference
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert model.fuse_for_inference() is model  # a second call changes nothing
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    # the coefficients left the state dict (c2/c4 are in proj/fc2; c1/c3 moved to residual1/2.bias)
+    assert not any(".coefficient" in k for k in state) and "transformers.0.blocks.0.residual1.bias" in state
+    assert not any(k.startswith("patch_embed.bn") for k in state)
+    with pytest.raises(RuntimeError, match="fused for inference"):
+        model.train()
+    model.eval()  # evaluation stays allowed
+    assert not model.training
+
+
 # --------------------------------------------------------------------------------- recursive ViT / Mixer
 
 def test_naive_recursive_deit_is_deit_with_repeated_blocks():
@@ -476,7 +554,7 @@ def test_recursive_mixer_is_timm_mixer_with_repeated_layers():
 
 def test_verify_rows_pass_and_slicing_saves_10_to_35_percent():
     """The 'exact' rows of results/tables/sret.yaml pass verify: exact params and the FLOPs cut of slicing."""
-    from harness.verify import check_row
+    from results.audit import Audit
     from results.paper_tables import load_paper
     tables = {t.id: t for t in load_paper("sret")}
     names = ("SReT-T", "SReT-TL", "SReT-S", "SReT-T @384", "SReT-TL @384", "SReT-S @384")
@@ -484,7 +562,7 @@ def test_verify_rows_pass_and_slicing_saves_10_to_35_percent():
     rows += [r for r in tables["4"].rows if r.name == "SReT-S"] + [r for r in tables["10"].rows if r.name == "SReT-B"]
     for r in rows:  # flops_g is checked by `depthbench verify`; here only the exact counts and the cut (speed)
         r.paper = {k: v for k, v in r.paper.items() if k in ("params", "flops_cut")}
-    checks = [c for r in rows for c in check_row("sret", r)]
+    checks = [c for r in rows for c in Audit(cache=False).check_row(r)]
     by_key = {(c.table, c.row, c.column): c for c in checks}
     for name, params in (("SReT-T", 4_755_979), ("SReT-TL", 4_988_024), ("SReT-S", 20_899_692)):
         check = by_key[("exact", name, "params")]

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import models  # noqa: F401  (registers the models)
-from harness.flops import build_model, count_params
+from harness.engine.models import build_model
+from harness.measure.flops import count_params
 from models.stepsnet import ReverseStepsNet, StepsNet, TransformerLM, residual_blocks, stepsnet_analysis
 
 VARIANTS = timm.list_models(module="stepsnet")
@@ -55,7 +56,7 @@ def test_all_paper_variants_are_registered():
     expected |= {"steps_deit_small_d0_0_12", "steps_deit_small_d2_1_11", "steps_deit_small_d6_3_9",
                  "steps_deit_small_d12_6_6", "steps_deit_small_d18_9_3", "steps_deit_small_d22_11_1"}
     assert expected <= set(VARIANTS)
-    from harness.model_list import registered
+    from harness.measure.catalog import registered
     assert expected <= {name for name, family in registered() if family == "stepsnet"}
 
 
@@ -169,6 +170,63 @@ def test_one_step_swin_and_resnet_stages_equal_timm():
     steps.load_state_dict(state)
     x = torch.randn(1, 3, 64, 64)
     assert torch.allclose(steps(x), resnet(x), atol=1e-5)
+
+
+def _frozen_stepsnet_forward(self, x):
+    """``StepsNet.forward`` as it was before the data-movement work of issue 27 (one split of the input, one
+    ``cat`` per step, the blocks in order), frozen here as the reference: any faster forward must give
+    bit-identical outputs and gradients."""
+    d = self.channel_dim
+    pieces = torch.split(x, self._split_sizes, dim=d)
+    y = pieces[0]
+    for i, step in enumerate(self.steps):
+        lo, hi = self._slices[i]
+        if i > 0 and hi > lo:
+            y = torch.cat([y, pieces[i]], dim=d)
+        for block in step:
+            y = block(y)
+    return y
+
+
+@pytest.mark.parametrize("name", ["steps_deit_small", "steps_swin_tiny", "steps_resnet18_w32", "steps_resnet50",
+                                  "steps_lm_30m"])
+def test_forward_and_gradients_are_bit_identical_to_the_frozen_reference(name, monkeypatch):
+    model = small(name, drop_path_rate=0.0)
+    x = sample(model, name)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        for p in model.parameters():  # weight_init='skip' leaves some tensors at their (constant) init
+            p.data.add_(0.02 * torch.randn_like(p))
+    state = {k: v.clone() for k, v in model.state_dict().items()}  # BatchNorm statistics move in training
+    results = []
+    for forward in (_frozen_stepsnet_forward, StepsNet.forward):
+        monkeypatch.setattr(StepsNet, "forward", forward)
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
+        model.train()
+        out = model(x)
+        out.float().pow(2).mean().backward()
+        with torch.no_grad():
+            inference = model.eval()(x)
+        results.append((out.detach(), inference, [p.grad.clone() for p in model.parameters()]))
+    (out_ref, inf_ref, grads_ref), (out, inf, grads) = results
+    assert torch.equal(out, out_ref) and torch.equal(inf, inf_ref)
+    assert all(torch.equal(a, b) for a, b in zip(grads, grads_ref))
+
+
+def test_half_width_steps_resnet18_is_registered_with_the_presets_steps():
+    """``steps_resnet18_w32``: the embedded det/seg presets' backbone (stage widths 32/64/128/256, Table 12's steps
+    halved), one registered name instead of the kwargs repeated in three configs."""
+    model = build_model("steps_resnet18_w32")
+    assert tuple(info["num_chs"] for info in model.feature_info[1:]) == (32, 64, 128, 256)
+    nets = [m for m in model.modules() if isinstance(m, StepsNet)]
+    assert [net.widths for net in nets] == [[32, 45, 64, 90, 128], [32, 45, 64, 90, 128, 181, 256]]
+    assert [net.depths for net in nets] == [[2, 1, 1, 1, 0], [2, 1, 1, 1, 1, 1, 0]]
+    explicit = build_model("steps_resnet18", channels=(32, 64, 128, 256), stage_steps=(
+        None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
+        ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0))))
+    assert count_params(model) == count_params(explicit)
+    assert model.pretrained_cfg["input_size"] == (3, 224, 224)
 
 
 def test_empty_widest_step_keeps_the_nominal_width():
@@ -354,7 +412,7 @@ def test_language_model_is_causal():
 
 # ------------------------------------------------------------------------------------- the audit
 def test_verify_passes_every_checkable_stepsnet_row():
-    from harness.verify import run
+    from harness.commands.verify import run
 
     checks = run(papers=["stepsnet"], progress=False)
     bad = [(c.table, c.row, c.column, c.note) for c in checks if c.status not in ("pass", "reason")]

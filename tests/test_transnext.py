@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from timm.optim import create_optimizer_v2
 
 import models  # noqa: F401  (registers the models)
-from harness import verify
-from harness.flops import build_model, count_flops, count_params
+from results.audit import MEASURES, Audit
+from harness.engine.models import build_model
+from harness.measure.flops import count_flops, count_params
 from models import transnext
 from models.transnext import TransNeXt
 from results import paper_tables
@@ -113,6 +114,21 @@ def test_window_ops_match_unfold_and_have_correct_gradients():
         assert torch.autograd.gradcheck(lambda x, y: op(x, y, h, w, k), (first, v))
 
 
+def test_decomposed_window_ops_for_compile_match_the_custom_ops():
+    """The plain-op window products used under torch.compile give the custom ops' values and gradients."""
+    torch.manual_seed(0)
+    b, h, w, heads, d, k = 2, 5, 4, 2, 3, 3
+    q, key, v = (torch.randn(b, heads, d, h * w, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    a = torch.randn(b, heads, k * k, h * w, dtype=torch.float64, requires_grad=True)
+    for custom, plain, inputs in ((transnext.window_qk, transnext.window_qk_decomposed, (q, key)),
+                                  (transnext.window_av, transnext.window_av_decomposed, (a, v))):
+        ours, theirs = plain(*inputs, h, w, k), custom(*inputs, h, w, k)
+        assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
+        g = torch.randn_like(ours)
+        for x, y in zip(torch.autograd.grad((ours * g).sum(), inputs), torch.autograd.grad((theirs * g).sum(), inputs)):
+            assert torch.allclose(x, y, rtol=0, atol=1e-12)
+
+
 def test_memory_saving_functions_match_autograd():
     """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward) give F.normalize's and the plain
     ConvGLU's values and gradients."""
@@ -139,6 +155,85 @@ def test_memory_saving_functions_match_autograd():
     assert torch.autograd.gradcheck(
         lambda g, v: transnext._GatedConvFC.apply(g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias,
                                                    glu.fc2.weight, glu.fc2.bias, 4, 5, "none"), (gate, value))
+
+
+def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
+    """transnext::cpb_mlp (fc1 as a broadcast sum over the coordinate grid, chunked, hidden map recomputed in
+    backward) gives the plain MLP's values and parameter gradients on the table, and counts the same MACs."""
+    torch.manual_seed(0)
+    model = small_model().double()
+    attn = model.block1[0].attn
+    geometry = model.geometry(0, (20, 28), CPU)
+    uh, uw = geometry.bias_table_shape
+    table = geometry.bias_table.double()
+    grid = table.view(uh, uw, 2)
+    params = [attn.cpb_fc1.weight, attn.cpb_fc1.bias, attn.cpb_fc2.weight, attn.cpb_fc2.bias]
+    plain = attn.cpb_fc2(torch.relu(attn.cpb_fc1(table)))
+    ours = transnext.cpb_mlp(grid[:, 0, 0], grid[0, :, 1], *params)
+    weights = torch.randn_like(plain)
+    assert torch.allclose(ours, plain, rtol=0, atol=1e-13)
+    for a, b in zip(torch.autograd.grad((ours * weights).sum(), params),
+                    torch.autograd.grad((plain * weights).sum(), params)):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+    small = [p.detach()[:16].clone().requires_grad_() if i < 2 else p.detach()[:, :16].clone().requires_grad_()
+             if i == 2 else p.detach().clone().requires_grad_() for i, p in enumerate(params)]
+    assert torch.autograd.gradcheck(lambda *p: transnext.cpb_mlp(grid[:5, 0, 0], grid[0, :4, 1], *p), small)
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        transnext.cpb_mlp(grid[:, 0, 0], grid[0, :, 1], *params)
+    assert counter.get_total_flops() == 2 * uh * uw * 512 * (2 + attn.num_heads)  # fc1 + fc2, as linear layers
+
+
+def _peak_bytes_of_op_outputs(fn):
+    """Peak bytes of the storages aten ops return during ``fn()`` that are alive at the same time (inputs created
+    before the call are not counted)."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Live(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.sizes, self.refs, self.current, self.peak = {}, {}, 0, 0
+
+        def _release(self, ptr):
+            self.refs[ptr] -= 1
+            if not self.refs[ptr]:
+                self.current -= self.sizes.pop(ptr)
+                del self.refs[ptr]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr():
+                    ptr = t.untyped_storage().data_ptr()
+                    if ptr not in self.sizes:
+                        self.sizes[ptr], self.refs[ptr] = t.untyped_storage().nbytes(), 0
+                        self.current += self.sizes[ptr]
+                        self.peak = max(self.peak, self.current)
+                    self.refs[ptr] += 1
+                    weakref.finalize(t, self._release, ptr)
+            return out
+
+    with Live() as live:
+        fn()
+    return live.peak
+
+
+def test_convglu_inference_keeps_at_most_two_hidden_maps_alive():
+    """Inference ConvGLU computes the gate's half, its conv and GELU, then the value's half, freeing each map as
+    the next exists: at most two hidden-width maps (+ the output) are alive, where gate, value, conv and GELU
+    outputs (four) were — TransNeXt's inference peak, in stage 1 (docs/benchmarks.md)."""
+    torch.manual_seed(0)
+    glu = transnext.ConvolutionalGLU(8, 48).double().eval()  # hidden = 2/3 · 48 = 32 channels, output 8
+    b, h, w = 2, 6, 7
+    x = torch.randn(b, h * w, 8, dtype=torch.float64)
+    hidden_map = b * h * w * glu.fc2.in_features * 8
+    with torch.no_grad():
+        peak = _peak_bytes_of_op_outputs(lambda: glu(x, h, w))
+    fc1 = glu.fc1.weight.nbytes + glu.fc1.bias.nbytes  # its halves are views (slices) of these, counted whole
+    assert peak <= 2 * hidden_map + b * h * w * 8 * 8 + fc1, peak / hidden_map
+    assert peak > 2 * hidden_map  # (the tracker does see the two maps)
 
 
 def test_position_bias_is_cached_without_autograd_and_follows_parameter_updates():
@@ -617,13 +712,25 @@ def test_registered_names_and_default_cfgs():
 def test_verify_rows_of_transnext_models_pass():
     """`depthbench verify` on every row of the tables that builds a TransNeXt model (all tables)."""
     rows = [row for table in paper_tables.load_paper("transnext") for row in table.rows
-            if row.model and row.model.startswith("transnext") and set(row.paper) & set(verify.MEASURES)]
+            if row.model and row.model.startswith("transnext") and set(row.paper) & set(MEASURES)]
     assert len(rows) >= 20
     distinct = {}  # many rows repeat a model with the same printed numbers; audit each combination once
     for row in rows:
         key = (row.model, repr(sorted(row.model_kwargs.items())), repr(row.input_size),
-               repr(sorted((k, v) for k, v in row.paper.items() if k in verify.MEASURES)))
+               repr(sorted((k, v) for k, v in row.paper.items() if k in MEASURES)))
         distinct.setdefault(key, row)
-    checks = [c for row in distinct.values() for c in verify.check_row("transnext", row)]
+    audit = Audit(cache=False)
+    checks = [c for row in distinct.values() for c in audit.check_row(row)]
     failed = [(c.table, c.row, c.column, c.paper_value, c.ours) for c in checks if c.status != "pass"]
     assert checks and not failed
+
+
+def test_a_training_step_under_bf16_autocast():
+    """TransNeXt's recipes train in bf16: the fused ConvGLU's recompute in backward must run in the forward's
+    dtype (it ran in fp32 and met bf16 activations; found by tools/gpu_check.py)."""
+    model = build_model("transnext_micro", device="cpu", img_size=64).train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(torch.randn(2, 3, 64, 64))
+    out.float().sum().backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
