@@ -32,3 +32,25 @@ test-timm-all: setup
 ## clean-venv: remove .venv (the cached mmcv wheel in ~/.cache/depthbench stays)
 clean-venv:
 	rm -rf $(VENV)
+
+## gpu-check: the GPU check (tools/gpu_check.sh -> tools/gpu_check.py, docs/preflight.md) into GPU_CHECK_OUT: meant for
+## a GPU machine, in under 8 minutes; here: make gpu-check GPU_CHECK_PYTHON=.venv/bin/python GPU_CHECK_ARGS="--device cpu --tiny"
+GPU_CHECK_OUT ?= gpu-check
+GPU_CHECK_ARGS ?=
+GPU_CHECK_PYTHON ?= python3
+.PHONY: gpu-check
+gpu-check:
+	@PYTHON=$(GPU_CHECK_PYTHON) bash tools/gpu_check.sh $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
+
+## test-random: setup, then the whole suite in a shuffled order (pytest-randomly: the files, and the tests inside each
+## file); the seed is printed first and `make test-random SEED=N` runs that order again. `make test` keeps the order
+SEED ?=
+.PHONY: test-random
+test-random: setup
+	@seed=$(or $(SEED),$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')); \
+	echo "make test-random: seed $$seed (the same order again: make test-random SEED=$$seed)"; \
+	$(VENV)/bin/python -m pytest -p randomly --randomly-seed=$$seed \
+	    -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# pytest-randomly, once installed, shuffles every pytest run that loads it; these targets keep the files' order
+test test-timm-all: export PYTEST_ADDOPTS := -p no:randomly $(PYTEST_ADDOPTS)

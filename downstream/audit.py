@@ -5,7 +5,7 @@
 config builds each row. Counting conventions, as the papers' tables (MMDetection/MMSegmentation ``get_flops``):
 
 - parameters: every parameter of the built model (auxiliary heads included), buffers excluded;
-- FLOPs: harness/flops.py's one counter, batch 1, eval mode, no weights (meta device);
+- FLOPs: harness/measure/flops.py's one counter, batch 1, eval mode, no weights (meta device);
   - two-stage detectors at 1280×800 (StepsNet Table 2, "backbone + FPN + head"): backbone, neck, the RPN head's
     convolutions, and the RoI heads on a fixed 1000 proposals (box branch) and their first 100 (mask branch) —
     what mmdet's ``forward_dummy``, used by its FLOP tool, runs; for a cascade, every stage. RoIAlign and NMS
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ DENSE_CONFIGS: dict[tuple[str, str, str], str] = {
     ("scalenet", "IX", "Swin-Small ScaleNet"): f"{_SEG}scalenet/scalenet-swin-small-2x{_SCALENET_UPERNET}",
 }
 
-# the verify columns measured here (harness/verify.py DENSE_MEASURES) -> what they count
+# the verify columns measured here (results/audit.py MEASURES, dense=True) -> what they count
 DENSE_COLUMNS = {"det_params_m": "params", "det_flops_g": "flops", "seg_params_m": "params", "seg_flops_g": "flops"}
 DET_FLOPS_SIZE = (800, 1280)   # H, W: "FLOPs at 1280×800" (StepsNet Table 2)
 SEG_FLOPS_SIZE = (512, 2048)   # "FLOPs at 512×2048" (StepsNet Table 3)
@@ -88,49 +88,19 @@ def config_for(paper: str, table: str, row: str) -> str:
 
 
 def load_config(path: str | Path):
-    """An MMEngine config from configs/det or configs/seg, with its registries' default scope set."""
-    from mmengine.config import Config
+    """An MMEngine config from configs/det or configs/seg (or a stock ``mmdet::``/``mmseg::`` one), with its
+    registries' default scope set."""
     from mmengine.registry import init_default_scope
 
     from downstream import backbone  # noqa: F401  (registers DepthbenchBackbone)
+    from harness.core.config import PACKAGE_PREFIXES
+    from harness.core.config import load_config as read_config
 
-    _memoize_package_config_index()
-
-    if str(path).startswith(("mmdet::", "mmseg::")):
-        from mmengine.hub import get_config
-
-        cfg = get_config(str(path))
-        init_default_scope(cfg.get("default_scope", "mmdet"))
-        return cfg
-    path = Path(path)
-    if not path.is_absolute():
+    if not str(path).startswith(PACKAGE_PREFIXES) and not Path(path).is_absolute():
         path = REPO / path
-    if not path.is_file():
-        raise DepthbenchError(f"{path}: no such config")
-    cfg = Config.fromfile(str(path))
+    cfg = read_config(path)
     init_default_scope(cfg.get("default_scope", "mmdet"))
     return cfg
-
-
-def _memoize_package_config_index() -> None:
-    """MMEngine 0.10.7 parses every metafile of mmdet/mmseg (~50 YAML files, ~1 s) for each ``mmdet::``/``mmseg::``
-    base a config names (and then falls back to the plain path: its lookup never matches a name given with
-    ``.py``). The files belong to the installed package, so each is parsed once per process here."""
-    import mmengine.config.utils as config_utils
-
-    if getattr(config_utils.load, "memoized", False):
-        return
-    parse, parsed = config_utils.load, {}
-
-    def load(file, *args, **kwargs):
-        if args or kwargs or not isinstance(file, str) or ".mim" not in file:
-            return parse(file, *args, **kwargs)
-        if file not in parsed:
-            parsed[file] = parse(file)
-        return parsed[file]
-
-    load.memoized = True
-    config_utils.load = load
 
 
 def _without_weights(model_cfg) -> dict:
@@ -185,7 +155,7 @@ class _LinspaceOnCpu(TorchFunctionMode):
 
 
 class _FlopsForward(nn.Module):
-    """What the papers' FLOP tools run, as one ``forward(image)`` for ``harness.flops.count_flops``."""
+    """What the papers' FLOP tools run, as one ``forward(image)`` for ``harness.measure.flops.count_flops``."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -218,7 +188,7 @@ class _FlopsForward(nn.Module):
 
 
 def count_model_flops(model: nn.Module, size: tuple[int, int]) -> int:
-    from harness.flops import count_flops
+    from harness.measure.flops import count_flops
 
     image = torch.empty(1, 3, *size, device=next(model.parameters()).device)
     return count_flops(_FlopsForward(model), inputs=(image,)).total
@@ -233,7 +203,7 @@ def meta_model(config: str) -> nn.Module:
 @functools.lru_cache(maxsize=None)
 def measure(config: str, what: str) -> float:
     """``what`` = 'params' (millions) or 'flops' (G, at the size of the config's task) of a config's model."""
-    from harness.flops import count_params
+    from harness.measure.flops import count_params
 
     model = meta_model(config)
     if what == "params":

@@ -17,7 +17,7 @@ backbones run; ScaleNet ``base_checkpoint``/expansion arguments).
 
 Pretrained weights: ``init_cfg=dict(type='Pretrained', checkpoint=PATH, ema=False)`` (``checkpoint=None``: random
 initialisation, so configs carry the dict and ``model.backbone.init_cfg.checkpoint=PATH`` fills it in) goes through depthbench's
-one weights loader (``harness.checkpoint.load_weights``): a depthbench ``last.pth``/``best.pth`` (its EMA
+one weights loader (``harness.engine.checkpoint.load_weights``): a depthbench ``last.pth``/``best.pth`` (its EMA
 weights with ``ema=True``), a run directory, timm/DeiT/MMEngine files, official TransNeXt checkpoints (the
 model family's ``checkpoint_filter_fn`` renames keys). The result is checked here: a missing backbone key, or
 an unexpected/mis-shaped key that is not part of what the dense backbone pruned (classifier head, final norm),
@@ -34,7 +34,7 @@ from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
 
 def _is_swin(model: nn.Module) -> bool:
@@ -71,12 +71,9 @@ class DepthbenchBackbone(BaseModule):
         import timm
 
         import models  # noqa: F401  (registers depthbench's models with timm)
-        from harness.flops import require_registered
+        from harness.engine.models import require_registered
 
-        try:
-            require_registered(model_name, "backbone model")
-        except ValueError as e:
-            raise DepthbenchError(str(e)) from None
+        require_registered(model_name, "backbone model")  # an unknown name: one DepthbenchError line
         # checkpoint=None is "random initialisation": configs carry the dict so that a user gives a checkpoint
         # with the plain override model.backbone.init_cfg.checkpoint=PATH (overrides only set existing keys)
         if init_cfg is not None and (not isinstance(init_cfg, dict) or init_cfg.get("type") != "Pretrained"
@@ -198,7 +195,7 @@ def load_backbone_weights(backbone: DepthbenchBackbone, source, ema: bool = Fals
     Returns the loader's summary. Raises DepthbenchError (with the complete summary) when a backbone key is
     missing, or a key is unexpected or mis-shaped beyond what the dense backbone pruned (head, final norm).
     """
-    from harness.checkpoint import load_weights
+    from harness.engine.checkpoint import load_weights
 
     report = load_weights(backbone.model, source, ema=ema, strict=False)
     pruned = backbone.pruned_keys
@@ -275,7 +272,7 @@ def timm_swin_base_checkpoint(source: str) -> str:
     once into ``~/.cache/depthbench/converted/`` and that file is returned."""
     import os
 
-    from harness.checkpoint import extract_weights, read_checkpoint, resolve_source
+    from harness.engine.checkpoint import extract_weights, read_checkpoint, resolve_source
 
     path = resolve_source(local_checkpoint(source))
     weights = extract_weights(read_checkpoint(path), source=str(path))
@@ -285,7 +282,7 @@ def timm_swin_base_checkpoint(source: str) -> str:
     target = os.path.join(folder, f"{path.stem}.timm-swin.pth")
     if not os.path.isfile(target) or os.path.getmtime(target) < os.path.getmtime(path):
         os.makedirs(folder, exist_ok=True)
-        from harness.checkpoint import save_atomic
+        from harness.engine.checkpoint import save_atomic
 
         save_atomic({"model": mmdet_swin_to_timm(weights)}, target)
     return target

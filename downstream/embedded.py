@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_dir, data_cache
 
 SCHEME = "embedded://"
 VERSION = 2  # bump when the generator's output changes; the cache folder name carries it
@@ -55,12 +54,8 @@ SETS = {
 }
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("DEPTHBENCH_CACHE", Path.home() / ".cache" / "depthbench")).expanduser() / "data"
-
-
 def dataset_path(name: str) -> Path:
-    return cache_root() / f"{name}-v{VERSION}"
+    return data_cache() / f"{name}-v{VERSION}"
 
 
 def ensure_dataset(name: str) -> Path:
@@ -69,29 +64,10 @@ def ensure_dataset(name: str) -> Path:
         raise DepthbenchError(f"unknown embedded data set {SCHEME}{name}; the embedded sets are "
                               f"{', '.join(SCHEME + n for n in SETS)}")
     final = dataset_path(name)
-    if final.is_dir():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(final)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        (generate_coco if name == "coco-shapes" else generate_ade)(tmp, **SETS[name])
-        os.rename(tmp, final)  # atomic; fails if another process finished first, which is fine
-    except OSError:
-        if not final.is_dir():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_dir(final) as tmp:
+        if tmp is not None:
+            (generate_coco if name == "coco-shapes" else generate_ade)(tmp, **SETS[name])
     return final
-
-
-def _remove_abandoned(final: Path) -> None:
-    """Temporary folders of generations that were killed (their process is gone)."""
-    for tmp in final.parent.glob(f".{final.name}.tmp-*"):
-        pid = tmp.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def resolve_embedded_roots(cfg) -> list[str]:

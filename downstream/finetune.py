@@ -1,70 +1,61 @@
-"""``depthbench finetune`` and ``depthbench test``: detection/segmentation with the stock MMEngine Runner.
-
-    depthbench finetune CONFIG [--nproc N] [--resume auto|PATH] [--work-dir DIR] [key=value ...]
-    depthbench test CONFIG CHECKPOINT [--tta] [--work-dir DIR] [key=value ...]
+"""The MMEngine side of ``depthbench finetune`` and ``depthbench test`` (harness/commands/finetune.py):
+detection/segmentation with the stock MMEngine Runner.
 
 CONFIG is an MMDetection 3 / MMSegmentation 1 config (configs/det, configs/seg). The Runner is MMEngine's own
 (``DepthbenchRunner``, downstream/mmengine_compat.py), so its logs, checkpoints (``iter_N.pth``) and
 ``last_checkpoint`` are MMEngine's; ``RunDirHook`` (downstream/hooks.py) adds depthbench's run-directory contract.
-``key=value`` overrides use harness/config.py's language; ``data_root=DIR`` moves every path of the config that
+``key=value`` overrides use harness/core/config.py's language; ``data_root=DIR`` moves every path of the config that
 was under its data root (datasets and evaluator annotation files) to DIR. ``embedded://<set>/`` roots are
 generated on first use (downstream/embedded.py).
 
-Everything that can be wrong with the inputs -- config, model/backbone names, dataset folders and annotation
-files, ``load_from``/backbone checkpoints that fit nothing -- is checked before anything is written: the model is
-built and its weights initialised once on the CPU for that. ``--nproc N`` starts N local processes (gloo on
-CPU); under torchrun/srun each process finds its rank in the environment (harness/launch.py) and joins
-MMEngine's ``pytorch`` launcher. Exit codes: 0 done, 1 failed, 2 bad input, 75 preempted (continue with
-``--resume auto``). See docs/downstream.md.
+Everything that can be wrong with the inputs -- config, work directory, model/backbone names, dataset folders and
+annotation files, ``load_from``/resume/backbone checkpoints that fit nothing or pickle more than weights -- is
+checked before anything is written (:func:`prepare_finetune`, :func:`evaluate`): the model is built and its
+weights initialised once on the CPU for that. Every checkpoint is read weights-only with MMEngine's allow-list
+(downstream/mmengine_compat.py), wherever it lies. A run directory has one writer: the main process locks it
+(harness/core/rundir.py) before the Runner writes into it. A shorter or longer run (``train_cfg.max_iters=``)
+brings its schedule along (:func:`rescale_schedule`). The console shows a header and a progress bar
+(``ConsoleHook``); MMEngine's log goes to the run's log file. Under torchrun/srun (or the command's ``--nproc``) each process finds its rank in the environment
+(harness/engine/launch.py) and joins MMEngine's ``pytorch`` launcher (:func:`setup_distributed`).
+:func:`finetune_process` returns the exit code: 0 done, 75 preempted (SIGUSR1, SIGTERM or a first Ctrl-C; continue
+with ``--resume auto``); a failure raises. See docs/downstream.md.
 """
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import DepthbenchError
-from harness.launch import EXIT_PREEMPTED, launched, spawn
+from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
+from harness.engine.launch import distributed_env, launched
 
 TASKS = {"mmdet": "detection", "mmseg": "segmentation"}
 
 
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("finetune", help="fine-tune a detector/segmentor (MMDetection/MMSegmentation config)")
-    p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="config overrides, e.g. train_cfg.max_iters=100 data_root=data/coco/ (+key=value adds)")
-    p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
-    p.add_argument("--resume", metavar="auto|PATH",
-                   help="auto: continue the run's newest checkpoint if there is one; PATH: an MMEngine checkpoint")
-    p.add_argument("--work-dir", help="the run directory (default results/runs/<experiment>/<run-id>)")
-    p.set_defaults(func=finetune_main)
-
-    t = subparsers.add_parser("test", help="evaluate a detector/segmentor checkpoint (bbox/segm AP or mIoU)")
-    t.add_argument("config")
-    t.add_argument("checkpoint", help="an MMEngine checkpoint, e.g. <run dir>/last.pth")
-    t.add_argument("overrides", nargs="*", metavar="key=value")
-    t.add_argument("--tta", action="store_true", help="test-time augmentation (the config's tta_model/tta_pipeline)")
-    t.add_argument("--work-dir", help="where to write the test's logs (default results/runs/<experiment>-test/<id>)")
-    t.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    t.set_defaults(func=test_main)
-
-
 # ----------------------------------------------------------------------------------------- config
-def load_downstream_config(path, overrides=()):
-    """The config with overrides, the depthbench runner/hook/imports, and embedded data roots resolved."""
-    from harness.config import apply_overrides, load_config
+def load_downstream_config(path, overrides=(), changes: list | None = None):
+    """The config with overrides, the depthbench runner/hook/imports, and embedded data roots resolved. An
+    override of the run's length (``train_cfg.max_iters``/``max_epochs``) rescales the schedule
+    (:func:`rescale_schedule`); what changed is appended to ``changes`` when a list is given."""
+    import copy
+
+    from harness.core.config import apply_overrides, load_config, parse_override
 
     cfg = load_config(path)
     if cfg.get("default_scope") not in TASKS:
         raise DepthbenchError(f"{path} is not an MMDetection/MMSegmentation config (default_scope is "
                               f"{cfg.get('default_scope')!r}); `depthbench train` runs classification recipes")
     old_root = cfg.get("data_root")
+    planned = copy.deepcopy(cfg.get("train_cfg") or {})
     apply_overrides(cfg, overrides)
     if old_root and cfg.get("data_root") != old_root:
         retarget_data_root(cfg, old_root, cfg.data_root)
+    explicit = tuple(parse_override(o)[0] for o in overrides)
+    done = rescale_schedule(cfg, planned, explicit)
+    if changes is not None:
+        changes.extend(done)
     imports = list((cfg.get("custom_imports") or {}).get("imports", []))
     cfg.custom_imports = dict(imports=imports + [m for m in ["downstream"] if m not in imports],
                               allow_failed_imports=False)
@@ -78,6 +69,106 @@ def load_downstream_config(path, overrides=()):
 
     resolve_embedded_roots(cfg)
     return cfg
+
+
+# MMEngine's parameter schedulers (``<stem>LR``/``<stem>Momentum``/``<stem>ParamScheduler``) whose positions and
+# lengths are the keys below; any other scheduler cannot be rescaled safely, so an override of the run's length
+# then says which key to set instead
+SCHEDULER_STEMS = ("Constant", "CosineAnnealing", "CosineRestart", "Exponential", "Linear", "MultiStep", "OneCycle",
+                   "Poly", "QuadraticWarmup", "Step")
+POSITION_KEYS = ("begin", "end")                              # points of the run: 0 and the end stay put
+LENGTH_KEYS = ("T_max", "step_size", "total_steps", "total_iters")  # spans: scaled, at least 1
+LIST_KEYS = {"milestones": "position", "periods": "length"}
+
+
+def rescale_schedule(cfg, planned: dict, explicit: tuple[str, ...] = ()) -> list[str]:
+    """Make the schedule follow an override of the run's length (``train_cfg.max_iters`` for iteration-based
+    loops, ``train_cfg.max_epochs`` for epoch-based ones), as ``depthbench train`` does for ``epochs``: every
+    scheduler counted in that unit has its ``begin``/``end``/``milestones``/``T_max``... scaled by new / planned
+    (a warm-up of 50 of 500 iterations is 4 of 40, and at least 2), the validation and checkpoint intervals in
+    that unit follow, and ``scale`` (meta.json) says what runs. Keys the command line sets itself (``explicit``,
+    e.g. ``param_scheduler=[...]``) are kept as given. Returns what changed; a scheduler it cannot rescale is one
+    line naming the key to set."""
+    from harness.core.errors import ConfigError
+
+    loop = cfg.get("train_cfg") or {}
+    key = "max_iters" if "max_iters" in loop else "max_epochs"
+    old, new = planned.get(key), loop.get(key)
+    if f"train_cfg.{key}" not in explicit or not old or new == old:
+        return []
+    if not isinstance(new, int) or isinstance(new, bool) or new < 1:
+        raise ConfigError(f"train_cfg.{key}={new!r}: give a positive whole number")
+    by_epoch, unit = key == "max_epochs", "epochs" if key == "max_epochs" else "iterations"
+    factor = new / old
+
+    def position(v):
+        if not isinstance(v, (int, float)) or v <= 0 or v > old:  # 0 and "until the end" (INF) stay
+            return v
+        # a warm-up keeps at least 2 steps: in 1 it would leave the rate at its start factor for good
+        return new if v == old else min(new, max(2, round(v * factor)))
+
+    def length(v):
+        return min(new, max(1, round(v * factor))) if isinstance(v, (int, float)) and v < old else v
+
+    changes = []
+    if not any(k == "param_scheduler" or k.startswith("param_scheduler.") for k in explicit):
+        schedulers = cfg.get("param_scheduler")
+        # changed in place, none dropped: MMEngine's resume pairs schedulers with the checkpoint's by position
+        for i, scheduler in enumerate([schedulers] if isinstance(schedulers, dict) else list(schedulers or [])):
+            if bool(scheduler.get("by_epoch", True)) != by_epoch:  # counted in the other unit (a warm-up in
+                continue                                            # iterations of an epoch-based run)
+            name = str(scheduler.get("type", ""))
+            stem = name.split(".")[-1]
+            for suffix in ("ParamScheduler", "Momentum", "LR"):
+                if stem.endswith(suffix):
+                    stem = stem[: -len(suffix)]
+                    break
+            where = f"param_scheduler[{i}] ({name})"
+            if stem not in SCHEDULER_STEMS:
+                raise ConfigError(f"train_cfg.{key}={new}: {where} cannot be rescaled from {old} to {new} {unit}; "
+                                  f"set param_scheduler=[...] for {new} {unit} as well")
+            before = dict(scheduler)
+            for k in POSITION_KEYS:
+                if k in scheduler:
+                    scheduler[k] = position(scheduler[k])
+            for k in LENGTH_KEYS:
+                if k in scheduler:
+                    scheduler[k] = length(scheduler[k])
+            for k, kind in LIST_KEYS.items():
+                if scheduler.get(k) and kind == "position":  # a decay before the end stays before it (1x: 8, 11
+                    scheduler[k] = sorted({min(position(v), new - 1) if v < old else v  # of 12 -> 4, 5 of 6)
+                                           for v in scheduler[k]} - {0})
+                elif scheduler.get(k):
+                    scheduler[k] = [length(v) for v in scheduler[k]]
+            if scheduler.get("begin", 0) >= scheduler.get("end", float("inf")):
+                # starts at the (new) end: kept, so a resume pairs the same schedulers, but it never acts
+                scheduler["end"] = scheduler["begin"] + 1
+            diff = {k: (before.get(k), scheduler[k]) for k in scheduler if before.get(k) != scheduler[k]}
+            if diff:
+                changes.append(f"{where} " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in diff.items()))
+    intervals = [("train_cfg.val_interval", loop, "val_interval")]
+    checkpoint = (cfg.get("default_hooks") or {}).get("checkpoint")
+    if checkpoint and bool(checkpoint.get("by_epoch", True)) == by_epoch:
+        intervals.append(("default_hooks.checkpoint.interval", checkpoint, "interval"))
+    for name, section, k in intervals:
+        value = section.get(k)
+        if name not in explicit and isinstance(value, int) and 0 < value < old:
+            section[k] = length(value)
+            if section[k] != value:
+                changes.append(f"{name} {value} -> {section[k]}")
+    cfg.scale = describe_scale(cfg.get("scale"), old, new, unit)
+    return changes
+
+
+def describe_scale(scale, old: int, new: int, unit: str) -> str:
+    """meta.json's ``scale`` of a run shortened or lengthened from ``old`` to ``new`` ``unit``: the config's own
+    label with its count replaced (``embedded coco-shapes 128px, 40 iterations``), else one that says so."""
+    import re
+
+    if scale:
+        text, n = re.subn(rf"\b{old} {unit}\b", f"{new} {unit}", str(scale))
+        return text if n else f"{scale}, {new} {unit}"
+    return f"{new} {unit} (the config's {old})"
 
 
 def retarget_data_root(cfg, old: str, new: str) -> None:
@@ -138,7 +229,7 @@ def check_model(cfg, checkpoint: str | None = None) -> None:
     initialisation report is kept off the console here: the Runner logs it into the run directory."""
     from mmengine.registry import MODELS, init_default_scope
 
-    from harness.checkpoint import extract_weights
+    from harness.engine.checkpoint import extract_weights
 
     given = [(what, path) for what, path in (("load_from", cfg.get("load_from")), ("checkpoint", checkpoint)) if path]
     weights = [(what, path, extract_weights(read_any_checkpoint(path), source=str(path))) for what, path in given]
@@ -190,24 +281,27 @@ def check_checkpoint_fits(model, path: str, what: str, weights: dict) -> None:
                           f"(e.g. {', '.join(list(weights)[:2])}){hint}")
 
 
-def read_any_checkpoint(path) -> dict:
-    """A checkpoint as a dict: weights-only, except MMEngine checkpoints of depthbench's own runs (a run
-    directory with ``meta.json`` engine ``mmengine``), whose message hub pickles objects."""
-    from harness.checkpoint import read_checkpoint
+def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
+    """A checkpoint as a dict, read weights-only with MMEngine's allow-list (downstream/mmengine_compat.py): ours,
+    timm's, an official release or an MMEngine checkpoint, wherever it lies. A file that pickles anything else is
+    one line naming what it pickles, found by scanning the file (nothing is unpickled for that)."""
+    import torch
 
-    if trusted_run_checkpoint(path):
-        import torch
+    from downstream.mmengine_compat import safe_globals
+    from harness.engine.checkpoint import SAFE_GLOBALS, read_checkpoint
 
-        return torch.load(path, map_location="cpu", weights_only=False)
-    return read_checkpoint(path)
-
-
-def trusted_run_checkpoint(path) -> bool:
-    meta = Path(path).resolve().parent / "meta.json"
+    allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
+               for entry in [*safe_globals, *SAFE_GLOBALS]}
     try:
-        return Path(path).is_file() and json.loads(meta.read_text()).get("engine") == "mmengine"
-    except (OSError, ValueError):
-        return False
+        unsafe = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))) - allowed
+    except Exception:  # not a zip-format torch file: read_checkpoint says what it is
+        unsafe = set()
+    if unsafe:
+        raise DepthbenchError(f"{path} is not a readable checkpoint: it pickles Python objects that a weights-only "
+                              f"load refuses ({', '.join(sorted(unsafe))}); only tensors, plain values and "
+                              f"MMEngine's logging state are accepted")
+    with torch.serialization.safe_globals(safe_globals):
+        return read_checkpoint(path, mmap=mmap)
 
 
 def _first_line(error: Exception) -> str:
@@ -216,80 +310,287 @@ def _first_line(error: Exception) -> str:
 
 
 # ----------------------------------------------------------------------------------------- finetune
-def finetune_main(args) -> int:
-    from harness.rundir import DEFAULT_ROOT, new_run_path
+@dataclass
+class FinetunePlan:
+    """The checked inputs of one fine-tuning run: its resolved config, where it writes, what it resumes, and
+    how the schedule follows a changed run length (:func:`rescale_schedule`)."""
+    cfg: object
+    work_dir: Path
+    resume_from: Path | None
+    schedule_changes: list = field(default_factory=list)
 
-    if args.nproc < 1:
-        raise DepthbenchError(f"--nproc {args.nproc}: it must be at least 1")
-    if args.nproc > 1 and launched():
-        raise DepthbenchError("--nproc starts processes itself; under torchrun/srun leave it out")
-    cfg = load_downstream_config(args.config, args.overrides)
+
+def prepare_finetune(config, overrides=(), *, resume: str | None = None,
+                     work_dir: str | Path | None = None) -> FinetunePlan:
+    """Check every input of a fine-tuning run before anything is written: the config (with ``key=value``
+    ``overrides``), its datasets, the work directory (a directory we can write, no other process writing it) and
+    the checkpoint to resume (``"auto"``: the newest inside the work directory; with no ``work_dir``, the
+    experiment's newest unfinished run; read weights-only), and, outside a launcher, the model."""
+    from harness.core.rundir import DEFAULT_ROOT, new_run_path
+
+    changes = []
+    cfg = load_downstream_config(config, overrides, changes)
+    if work_dir is not None:
+        work_dir = check_work_dir(work_dir)
     check_data(cfg, ("train", "val"))
-    work_dir = Path(args.work_dir) if args.work_dir else None
-    if work_dir is None and args.resume == "auto":
+    if work_dir is None and resume == "auto":
         work_dir = latest_mmengine_run(DEFAULT_ROOT / cfg.experiment)
     work_dir = work_dir or new_run_path(cfg.experiment)
-    resume_from = resume_checkpoint(args.resume, work_dir)
-    if args.resume and args.resume != "auto" and resume_from is None:
-        raise DepthbenchError(f"--resume {args.resume}: no such checkpoint file")
-    if not args.resume and latest_checkpoint(work_dir):
+    if distributed_env()["RANK"] == "0":  # the other ranks would find rank 0's own lock
+        check_not_in_use(work_dir)
+    resume_from = resume_checkpoint(resume, work_dir)
+    if not resume and latest_checkpoint(work_dir):
         raise DepthbenchError(f"--work-dir {work_dir} already holds checkpoints; add --resume auto to continue it or "
                               f"choose another directory")
+    if resume_from is not None:
+        check_resume_checkpoint(resume_from)
     if not launched():  # under a launcher every process would repeat this; rank 0's parent did it
         check_model(cfg)
-    if args.nproc > 1:
-        argv = ["finetune", args.config, *args.overrides, "--work-dir", str(work_dir)]
-        return spawn(args.nproc, argv + (["--resume", args.resume] if args.resume else []))
-    return run_finetune(cfg, work_dir, resume_from, args)
+    return FinetunePlan(cfg, work_dir, resume_from, changes)
+
+
+def check_work_dir(work_dir) -> Path:
+    """``--work-dir``: a directory we can create and write, not a file (the check of ``depthbench train``)."""
+    from harness.engine.runner import check_work_dir as check
+
+    return check(work_dir)
+
+
+def check_not_in_use(work_dir: Path) -> None:
+    """One writer per run directory: another process writing it (a fine-tune still running) is one line."""
+    from harness.core.rundir import run_dir_in_use
+
+    holder = run_dir_in_use(work_dir) if Path(work_dir).is_dir() else None
+    if holder:
+        raise DepthbenchError(f"the run directory {work_dir} is in use by {holder}; wait for it to finish, or give "
+                              f"another --work-dir")
+
+
+def check_resume_checkpoint(path: Path) -> None:
+    """The checkpoint to resume is an MMEngine training checkpoint that loads weights-only (memory-mapped: the
+    tensors are not read)."""
+    checkpoint = read_any_checkpoint(path, mmap=True)
+    missing = [k for k in ("meta", "state_dict", "optimizer") if k not in checkpoint]
+    if missing:
+        raise DepthbenchError(f"--resume {path} is not an MMEngine training checkpoint (no {', '.join(missing)}); to "
+                              f"start from its weights, use load_from={path}")
 
 
 def latest_checkpoint(work_dir: Path) -> Path | None:
-    """MMEngine's newest checkpoint of a work dir (its ``last_checkpoint`` file), if there is one."""
-    marker = Path(work_dir) / "last_checkpoint"
-    if marker.is_file():
-        path = Path(marker.read_text().strip())
-        if path.is_file():
-            return path
-    return None
+    """MMEngine's newest checkpoint of a work dir (its ``last_checkpoint`` file), inside that directory only."""
+    from downstream.mmengine_compat import checkpoint_in_work_dir
+
+    path = checkpoint_in_work_dir(str(work_dir))
+    return Path(path) if path else None
 
 
 def resume_checkpoint(resume: str | None, work_dir: Path) -> Path | None:
+    """``--resume``: None, ``auto`` (the work directory's newest checkpoint, if any) or a checkpoint file."""
     if not resume:
         return None
     if resume == "auto":
-        return latest_checkpoint(work_dir)
-    return Path(resume) if Path(resume).is_file() else None
+        found = latest_checkpoint(work_dir)
+        if found is None and (Path(work_dir) / "last_checkpoint").is_file():
+            raise DepthbenchError(f"--resume auto: {Path(work_dir) / 'last_checkpoint'} names no checkpoint inside "
+                                  f"{work_dir}; give the checkpoint to continue as --resume {work_dir}/iter_N.pth")
+        return found
+    if not Path(resume).is_file():
+        raise DepthbenchError(f"--resume {resume}: no such checkpoint file")
+    return Path(resume)
 
 
 def latest_mmengine_run(experiment_root: Path) -> Path | None:
     """The newest unfinished downstream run of an experiment that has a checkpoint."""
-    from harness.checkpoint import latest_run
+    from harness.engine.checkpoint import latest_run
 
     return latest_run(experiment_root, checkpoint_of=lambda run: run / "last_checkpoint"
                       if latest_checkpoint(run) else None)
 
 
-def run_finetune(cfg, work_dir: Path, resume_from: Path | None, args) -> int:
-    from downstream.hooks import Preempted
-    from harness.rundir import RunDir
+def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | None = None,
+                     verbose: bool = False) -> int:
+    """Train one process of the planned run with MMEngine's Runner; 0 done, EXIT_PREEMPTED when stopped by a
+    signal (SIGUSR1, SIGTERM, a first Ctrl-C) after a checkpoint. ``command`` (meta.json): the command line
+    (default: this process's). The console shows a header and a progress bar; MMEngine's own log goes to the
+    run's log file (``verbose``: to the console as well, as stock MMEngine does)."""
+    from downstream.hooks import ConsoleHook, Preempted, restore_stop_handlers
 
-    cfg.work_dir = str(work_dir)
+    cfg = plan.cfg
     cfg.launcher = setup_distributed(cfg)
-    if resume_from is not None:
-        cfg.resume, cfg.load_from = True, str(resume_from)
-    _set_hook_meta(cfg, mode="finetune", config_file=str(args.config), command=" ".join(sys.argv))
-    runner = build_runner(cfg)
+    work_dir = plan.work_dir = Path(_rank0(str(plan.work_dir)))  # a new run's name is rank 0's clock reading
+    cfg.work_dir = str(work_dir)
+    if plan.resume_from is not None:
+        cfg.resume, cfg.load_from = True, str(plan.resume_from)
+    _set_hook_meta(cfg, mode="finetune", config_file=str(config_file),
+                   command=" ".join(sys.argv) if command is None else command,
+                   **({"schedule_changes": plan.schedule_changes} if plan.schedule_changes else {}))
+    locked = _lock(work_dir)
+    shown = ConsoleHook()
     try:
-        runner.train()
+        with console(verbose) as warned:
+            runner = build_runner(cfg)
+            log_warnings(warned, runner)
+            if _is_main():
+                print(finetune_header(cfg, config_file, plan, runner.log_dir, verbose), flush=True)
+            if not verbose:
+                runner.register_hook(shown, priority="LOWEST")
+            with printed_to_log(runner, verbose):
+                runner.train()
     except Preempted as e:
         print(f"depthbench finetune: {e}", file=sys.stderr)
         return EXIT_PREEMPTED
     except BaseException as e:
-        _mark_failed(RunDir, work_dir, e)
+        if locked:
+            _mark_failed(work_dir, e)
         raise
     finally:
+        shown.close()
+        restore_stop_handlers()
         close_distributed()
+        _unlock(work_dir, locked)
     return 0
+
+
+def _rank0(value):
+    """Rank 0's ``value`` on every rank of a launched run (itself otherwise)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _is_main() -> bool:
+    from mmengine.dist import is_main_process
+
+    return is_main_process()
+
+
+def _lock(work_dir: Path) -> bool:
+    """The main process becomes the run directory's one writer before the Runner writes anything into it (the
+    RunDirHook's RunDir then holds the same lock); a second fine-tune of the same directory is one line."""
+    if not _is_main():
+        return False
+    from harness.core.rundir import lock_run_dir
+
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    lock_run_dir(work_dir)
+    return True
+
+
+def _unlock(work_dir: Path, locked: bool) -> None:
+    if locked:
+        from harness.core.rundir import unlock_run_dir
+
+        unlock_run_dir(work_dir)
+
+
+@contextmanager
+def console(verbose: bool):
+    """What a fine-tune/test shows while it runs: without ``verbose``, MMEngine's log goes to its log file only
+    (:func:`downstream.mmengine_compat.quiet_console`) and so do other libraries' warnings (ours still reach the
+    console); with it, MMEngine's console log and every warning, as before. Yields a list that collects the
+    warnings issued before the Runner's logger exists (:func:`log_warnings` writes them to its file)."""
+    import warnings
+
+    from mmengine.logging import MMLogger
+
+    from downstream.mmengine_compat import quiet_console
+
+    earlier = set(MMLogger._instance_dict)  # loggers of other runs (in-process callers): not ours to write to
+    pending: list[str] = []
+    with quiet_console(not verbose), warnings.catch_warnings():
+        warnings.simplefilter("default")
+        if not verbose:
+            show = warnings.showwarning
+
+            def to_log_file(message, category, filename, lineno, file=None, line=None):
+                if _ours(filename):
+                    return show(message, category, filename, lineno, file, line)
+                text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
+                loggers = [logger for name, logger in MMLogger._instance_dict.items() if name not in earlier
+                           and any(isinstance(h, logging.FileHandler) for h in logger.handlers)]
+                if loggers:  # the Runner's: its console handler lets only errors through
+                    loggers[-1].warning(text)
+                else:
+                    pending.append(text)
+
+            warnings.showwarning = to_log_file
+        yield pending
+
+
+def log_warnings(pending: list, runner) -> None:
+    """The warnings :func:`console` collected before the Runner's logger existed, into its log file."""
+    for text in pending:
+        runner.logger.warning(text)
+    pending.clear()
+
+
+@contextmanager
+def printed_to_log(runner, verbose: bool):
+    """What libraries print while the Runner runs (pycocotools' "loading annotations..." and AP tables) goes to
+    the run's log file, unless ``verbose``; the ConsoleHook writes to the console's own stream."""
+    if verbose:
+        yield
+        return
+    from contextlib import redirect_stdout
+
+    from downstream.hooks import LogWriter
+
+    with redirect_stdout(LogWriter(runner.logger)):
+        yield
+
+
+def _ours(filename: str) -> bool:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return Path(filename).resolve().relative_to(root).parts[0] in ("harness", "models", "downstream", "results",
+                                                                        "slurm")
+    except (ValueError, IndexError):
+        return False
+
+
+def finetune_header(cfg, config_file, plan: FinetunePlan, log_dir, verbose: bool) -> str:
+    """The lines printed before training: config, work dir, model, data, iterations (and what changed)."""
+    loop = cfg.get("train_cfg") or {}
+    unit = "iterations" if "max_iters" in loop else "epochs"
+    length = loop.get("max_iters") or loop.get("max_epochs")
+    interval = loop.get("val_interval")
+    resumed = f"; resuming {plan.resume_from}" if plan.resume_from else ""
+    train, val = describe_data(cfg, "train"), describe_data(cfg, "val")
+    lines = [f"depthbench finetune: {config_file} -> {plan.work_dir}",
+             f"  model: {describe_model(cfg)}",
+             f"  data: {train}" + (f"; validation: {val}" if val != train else ""),
+             f"  {length} {unit}" + (f", validation every {interval}" if interval else "")
+             + (f"; {cfg.scale}" if cfg.get("scale") else "") + resumed]
+    if plan.schedule_changes:
+        lines.append(f"  schedule follows {unit}={length}: " + "; ".join(plan.schedule_changes))
+    lines.append(f"  log: {Path(log_dir) / (Path(log_dir).name + '.log')}"
+                 + ("" if verbose else " (--verbose shows MMEngine's log here)"))
+    return "\n".join(lines)
+
+
+def describe_model(cfg) -> str:
+    model = cfg.get("model") or {}
+    if model.get("type") in ("DetTTAModel", "SegTTAModel"):
+        model = model.get("module") or {}
+    backbone = model.get("backbone") or {}
+    name = backbone.get("model_name") or backbone.get("type") or "?"
+    init = (backbone.get("init_cfg") or {}) if isinstance(backbone.get("init_cfg"), dict) else {}
+    weights = f"backbone from {init['checkpoint']}" if init.get("checkpoint") else "backbone random init"
+    load = f", load_from {cfg.load_from}" if cfg.get("load_from") and not cfg.get("resume") else ""
+    return f"{model.get('type', '?')} with {name} ({weights}{load})"
+
+
+def describe_data(cfg, split: str) -> str:
+    loader = cfg.get(f"{split}_dataloader") or {}
+    found = list(_datasets(loader.get("dataset"), split))
+    if not found:
+        return "none"
+    _, dataset = found[0]
+    return f"{dataset.get('type', '?')} {dataset.get('data_root') or ''}".rstrip()
 
 
 def close_distributed() -> None:
@@ -320,7 +621,7 @@ def setup_distributed(cfg) -> str:
     import torch
     import torch.distributed as dist
 
-    from harness.launch import export_distributed_env
+    from harness.engine.launch import export_distributed_env
 
     env = export_distributed_env()
     cuda = torch.cuda.is_available()
@@ -340,54 +641,108 @@ def _set_hook_meta(cfg, **meta) -> None:
             hook["meta"] = {**(hook.get("meta") or {}), **meta}
 
 
-def _mark_failed(RunDir, work_dir: Path, error: BaseException) -> None:
-    from mmengine.dist import is_main_process
+def _mark_failed(work_dir: Path, error: BaseException) -> None:
+    """Status failed (preempted for a second Ctrl-C) in the run this process writes (holds the lock of)."""
+    from harness.core.rundir import RunDir
 
-    if is_main_process() and (Path(work_dir) / "meta.json").is_file():
+    if (Path(work_dir) / "meta.json").is_file():
         status = "preempted" if isinstance(error, KeyboardInterrupt) else "failed"
         RunDir.open(work_dir).finish(status, error=f"{type(error).__name__}: {error}")
 
 
 # ----------------------------------------------------------------------------------------- test
-def test_main(args) -> int:
-    from downstream.mmengine_compat import trusted_checkpoint_loading
-    from harness.rundir import DEFAULT_ROOT, RunDir, new_run_path
+@dataclass
+class TestResult:
+    """One ``depthbench test``: the numeric metrics (bbox/segm AP, mIoU, ...), the run directory its logs went
+    to, and whether this process is the main one (the one that reports)."""
+    __test__ = False  # not a pytest test class, despite its name
 
-    cfg = load_downstream_config(args.config, args.overrides)
+    metrics: dict
+    run_dir: Path
+    is_main: bool = True
+
+
+def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: str | Path | None = None,
+             command: str | None = None, verbose: bool = False) -> TestResult:
+    """Evaluate ``checkpoint`` (an MMEngine checkpoint, read weights-only) on the test split of ``config`` (with
+    ``overrides``); ``tta``: the config's test-time augmentation. The run directory is ``work_dir``, by default
+    next to the checkpoint's run (:func:`default_test_dir`). Inputs are checked before anything is written."""
+    from downstream.hooks import ConsoleHook, numeric_metrics, restore_stop_handlers
+
+    cfg = load_downstream_config(config, overrides)
+    if work_dir is not None:
+        work_dir = check_work_dir(work_dir)
+        if (work_dir / "meta.json").is_file():
+            raise DepthbenchError(f"--work-dir {work_dir} is a run directory already; give a new directory for the "
+                                  f"test's logs")
     check_data(cfg, ("test",))
-    if not Path(args.checkpoint).is_file():
-        raise DepthbenchError(f"checkpoint {args.checkpoint}: no such file")
+    if not Path(checkpoint).is_file():
+        raise DepthbenchError(f"checkpoint {checkpoint}: no such file")
+    work_dir = work_dir or default_test_dir(checkpoint)
     cfg.load_from, cfg.resume = None, False
-    check_model(cfg, checkpoint=args.checkpoint)
-    if args.tta:  # after the check: the checkpoint fits the model the TTA wrapper holds
+    check_model(cfg, checkpoint=checkpoint)
+    if tta:  # after the check: the checkpoint fits the model the TTA wrapper holds
         apply_tta(cfg)
-    cfg.load_from = str(args.checkpoint)
-    work_dir = Path(args.work_dir) if args.work_dir else new_run_path(f"{cfg.experiment}-test", DEFAULT_ROOT)
-    cfg.work_dir, cfg.launcher = str(work_dir), setup_distributed(cfg)
-    _set_hook_meta(cfg, mode="test", checkpoint=str(args.checkpoint), tta=args.tta, config_file=str(args.config),
-                   command=" ".join(sys.argv))
-    runner = build_runner(cfg)
-    trusted = trusted_run_checkpoint(args.checkpoint)
+    cfg.load_from = str(checkpoint)
+    cfg.launcher = setup_distributed(cfg)
+    work_dir = Path(_rank0(str(work_dir)))  # every rank writes where rank 0 chose (-2, -3... are first come)
+    cfg.work_dir = str(work_dir)
+    run = checkpoint_run_of(checkpoint)
+    _set_hook_meta(cfg, mode="test", checkpoint=str(checkpoint), tta=tta, config_file=str(config),
+                   command=" ".join(sys.argv) if command is None else command,
+                   **({"tested_run": str(run)} if run else {}))
+    locked = _lock(work_dir)
+    shown = ConsoleHook(stream=sys.stderr)  # stdout: the metrics, printed by the command
     try:
-        if trusted:
-            with trusted_checkpoint_loading():
+        with console(verbose) as warned:
+            runner = build_runner(cfg)
+            log_warnings(warned, runner)
+            if _is_main():
+                print(f"depthbench test: {config}, checkpoint {checkpoint}{' with TTA' if tta else ''} -> {work_dir}\n"
+                      f"  model: {describe_model(cfg)}\n  data: {describe_data(cfg, 'test')}\n"
+                      f"  log: {Path(runner.log_dir) / (Path(runner.log_dir).name + '.log')}", file=sys.stderr,
+                      flush=True)
+            if not verbose:
+                runner.register_hook(shown, priority="LOWEST")
+            with printed_to_log(runner, verbose):
                 metrics = runner.test()
-        else:
-            metrics = runner.test()
     except BaseException as e:
-        _mark_failed(RunDir, work_dir, e)
+        if locked:
+            _mark_failed(work_dir, e)
         raise
-    from mmengine.dist import is_main_process
-
-    from downstream.hooks import numeric_metrics
-
-    main = is_main_process()
+    finally:
+        shown.close()
+        restore_stop_handlers()
+        _unlock(work_dir, locked)
+    main = _is_main()
     close_distributed()
-    if main:
-        numbers = numeric_metrics(metrics)
-        print(json.dumps(numbers) if args.json else
-              "  ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + f"  ({work_dir})")
-    return 0
+    return TestResult(numeric_metrics(metrics) if main else {}, work_dir, main)
+
+
+def checkpoint_run_of(checkpoint) -> Path | None:
+    from harness.core.rundir import checkpoint_run
+
+    return checkpoint_run(checkpoint)  # the folder holding the file, when it is a run directory
+
+
+def default_test_dir(checkpoint) -> Path:
+    """Where ``depthbench test`` writes by default: beside the checkpoint's run, named as a test of that checkpoint
+    (``<run>-test-iter_500``, ``-2``... when tested again), or beside a checkpoint outside any run
+    (``<file>-test``); never into the repository's runs folder. One line when that folder cannot be written."""
+    import os
+
+    path = Path(checkpoint)
+    stem = (path.resolve() if path.is_symlink() else path).stem  # last.pth -> the iter_N.pth it points at
+    run = checkpoint_run_of(path)
+    base = run.parent / f"{run.name}-test-{stem}" if run else path.parent / f"{stem}-test"
+    if not os.access(base.parent, os.W_OK | os.X_OK):
+        raise DepthbenchError(f"cannot write the test's run directory in {base.parent} (not writable); give "
+                              f"--work-dir DIR")
+    found, n = base, 1
+    while found.exists():
+        n += 1
+        found = base.with_name(f"{base.name}-{n}")
+    return found
 
 
 def apply_tta(cfg) -> None:

@@ -1,4 +1,4 @@
-"""``RunDirHook``: MMEngine runs write depthbench's run-directory contract (harness/rundir.py) beside MMEngine's logs.
+"""``RunDirHook``: MMEngine runs write depthbench's run-directory contract (harness/core/rundir.py) beside MMEngine's logs.
 
 Any Runner with ``custom_hooks=[dict(type='RunDirHook')]`` (the embedded presets and ``depthbench finetune``
 add it) writes into its ``work_dir``:
@@ -9,24 +9,35 @@ add it) writes into its ``work_dir``:
 - ``metrics.jsonl``: ``{"kind": "train", "epoch", "global_step", "loss", "loss_rpn_cls", ..., "lr"}`` every
   ``interval`` iterations and ``{"kind": "eval", "epoch", "global_step", "coco/bbox_mAP", ..., "mIoU", ...}``
   after every validation (``"kind": "test"`` for ``Runner.test()``), with MMEngine's metric names;
-- ``config.py`` (the resolved config) and ``last.pth`` (a link to MMEngine's newest checkpoint).
+- ``config.py`` (the resolved config, for people), ``config.json`` (the same as data, for programs: nothing
+  executes a run's config.py) and ``last.pth`` (a link to MMEngine's newest checkpoint).
 
-On SIGUSR1/SIGTERM (Slurm's time-limit warning, preemption) the run finishes its iteration, saves a checkpoint,
-marks itself ``preempted`` and stops with :class:`Preempted`; ``--resume auto`` continues it. Written as a
-hook (not in ``depthbench finetune``) so stock ``tools/train.py`` runs honour the same contract.
+The run directory is created or opened through :class:`harness.core.rundir.RunDir`, so the main process holds its
+lock (one writer) until the run ends. On SIGUSR1/SIGTERM (Slurm's time-limit warning, preemption) or a first Ctrl-C
+while training, the run finishes its iteration, saves a checkpoint, marks itself ``preempted`` and stops with
+:class:`Preempted`; ``--resume auto`` continues it (a second Ctrl-C stops at once). Written as a hook (not in
+``depthbench finetune``) so stock ``tools/train.py`` runs honour the same contract.
+
+:class:`ConsoleHook` is what ``depthbench finetune``/``test`` show instead of MMEngine's console log: a progress bar
+with ETA, loss and learning rate (one line per logger interval when stderr is not a terminal), and each
+evaluation's metrics in one line. :class:`LogWriter` takes what libraries print (pycocotools) into the log file.
 """
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
+import sys
+import time
 from pathlib import Path
 
 from mmengine.dist import all_reduce, all_gather_object, get_world_size, is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from harness.rundir import RunDir, now, read_metrics
+from harness.core.files import atomic_symlink
+from harness.core.rundir import RunDir, now, read_metrics
 
 
 class Preempted(RuntimeError):
@@ -34,11 +45,34 @@ class Preempted(RuntimeError):
 
 
 _stop_signal = None
+_previous_handlers: dict = {}  # signal -> the handler before RunDirHook's (restored when the run ends)
 
 
 def _request_stop(signum, frame):
+    """SIGUSR1/SIGTERM or a first Ctrl-C: checkpoint after this iteration and stop; a second Ctrl-C: stop now."""
     global _stop_signal
+    if signum == signal.SIGINT and _stop_signal is not None:
+        raise KeyboardInterrupt
     _stop_signal = signum
+    if signum == signal.SIGINT and is_main_process():
+        print("\ndepthbench: stopping after this iteration to write a checkpoint (Ctrl-C again to stop at once)",
+              file=sys.stderr, flush=True)
+
+
+def _install(signals) -> None:
+    if not _is_main_thread():
+        return
+    for s in signals:
+        previous = signal.signal(s, _request_stop)
+        _previous_handlers.setdefault(s, previous)
+
+
+def restore_stop_handlers() -> None:
+    """The signal handlers from before the run (``depthbench finetune`` calls it however the run ended)."""
+    if _is_main_thread():
+        for s, handler in _previous_handlers.items():
+            signal.signal(s, handler)
+    _previous_handlers.clear()
 
 
 @HOOKS.register_module()
@@ -70,21 +104,20 @@ class RunDirHook(Hook):
         else:
             experiment = runner.cfg.get("experiment") or Path(runner.cfg.filename or "run").stem
             self.run = RunDir.create(experiment, path=path, writer=writer, **fields)
-        self.run.write_config(runner.cfg.pretty_text)
+        self.run.write_config(runner.cfg.pretty_text, runner.cfg.to_dict())
         global _stop_signal
         _stop_signal = None
-        self._previous_handlers = {}
-        if _is_main_thread():
-            for s in (signal.SIGUSR1, signal.SIGTERM):
-                self._previous_handlers[s] = signal.signal(s, _request_stop)
+        _install((signal.SIGUSR1, signal.SIGTERM))
 
     def before_train(self, runner) -> None:
-        """After MMEngine's resume: drop records a killed run logged after its checkpoint, note the resume."""
+        """After MMEngine's resume: drop records a killed run logged after its checkpoint, note the resume. From
+        here a Ctrl-C stops the preemption way (while testing it stays an immediate stop)."""
+        _install((signal.SIGINT,))
         if runner.iter == 0 or not self.run.writer:
             return
         metrics = self.run.file("metrics.jsonl")
         if metrics.exists():
-            from harness.rundir import atomic_write
+            from harness.core.files import atomic_write
             import json
 
             kept = [r for r in read_metrics(metrics) if r.get("global_step", 0) <= runner.iter]
@@ -103,7 +136,10 @@ class RunDirHook(Hook):
             self._link_last(runner)
         if self._stop_agreed():
             filename = f"iter_{step}.pth"
-            runner.save_checkpoint(runner.work_dir, filename, save_optimizer=True, save_param_scheduler=True)
+            # by_epoch=False: the checkpoint records iteration `step` (MMEngine's default, by epoch, would record the
+            # iteration before it and the next epoch, so a resume would repeat an iteration)
+            runner.save_checkpoint(runner.work_dir, filename, save_optimizer=True, save_param_scheduler=True,
+                                   by_epoch=False)
             if is_main_process():
                 Path(runner.work_dir, "last_checkpoint").write_text(str(Path(runner.work_dir, filename)))
                 self._link_last(runner)
@@ -132,9 +168,7 @@ class RunDirHook(Hook):
         self.restore_signal_handlers()
 
     def restore_signal_handlers(self) -> None:
-        for s, handler in getattr(self, "_previous_handlers", {}).items():
-            signal.signal(s, handler)
-        self._previous_handlers = {}
+        restore_stop_handlers()
 
     # ------------------------------------------------------------------------------------------ helpers
     @staticmethod
@@ -148,11 +182,7 @@ class RunDirHook(Hook):
         link = work_dir / "last.pth"
         if not target.is_file() or (link.is_symlink() and os.readlink(link) == target.name):
             return
-        tmp = work_dir / f".last.pth.tmp-{os.getpid()}"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(target.name)
-        os.replace(tmp, link)
+        atomic_symlink(link, target.name)
 
     @staticmethod
     def _stop_agreed() -> bool:
@@ -183,3 +213,114 @@ def _is_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+@HOOKS.register_module()
+class ConsoleHook(Hook):
+    """The console of ``depthbench finetune``/``test`` (see the module docstring); the main process only.
+    ``stream``: where the evaluation lines go (``depthbench test`` keeps stdout for its metrics)."""
+
+    priority = "LOWEST"
+
+    def __init__(self, interval: int | None = None, stream=None):
+        self.interval = interval
+        self.stream = stream if stream is not None else sys.stdout
+        self.bar = self.eval_bar = None
+        self.show = is_main_process()
+        self.tty = sys.stderr.isatty()
+
+    def _say(self, text: str) -> None:
+        if self.show:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=self.stream)
+            self.stream.flush()
+
+    # ------------------------------------------------------------------------------------------ training
+    def before_train(self, runner) -> None:
+        if self.interval is None:
+            self.interval = int((runner.cfg.get("default_hooks") or {}).get("logger", {}).get("interval", 50))
+        self.start, self.first = time.monotonic(), runner.iter
+        if self.show and self.tty:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=runner.max_iters, initial=runner.iter, desc="train", unit="it", dynamic_ncols=True,
+                            file=sys.stderr, leave=False)
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        step = runner.iter + 1  # MMEngine counts the iteration after this hook
+        values = {k: float(v.detach() if hasattr(v, "detach") else v) for k, v in (outputs or {}).items()
+                  if k == "loss" or k.startswith("loss")}
+        lrs = runner.optim_wrapper.get_lr()
+        lr = float((lrs.get("lr") or next(iter(lrs.values())))[0])
+        summary = f"loss {values['loss']:.4f} lr {lr:.3g}" if "loss" in values else f"lr {lr:.3g}"
+        if self.bar is not None:
+            self.bar.set_postfix_str(summary, refresh=False)
+            self.bar.update(1)
+        elif self.show and (step % self.interval == 0 or step == runner.max_iters):
+            done, left = step - self.first, runner.max_iters - step
+            eta = time.strftime("%H:%M:%S", time.gmtime((time.monotonic() - self.start) / max(done, 1) * left))
+            self._say(f"iter {step}/{runner.max_iters}: {summary}, eta {eta}")
+
+    def after_train(self, runner) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    # ------------------------------------------------------------------------------------------ evaluation
+    def before_val_epoch(self, runner) -> None:
+        self._start_eval(runner, "val", runner.val_dataloader)
+
+    def before_test_epoch(self, runner) -> None:
+        self._start_eval(runner, "test", runner.test_dataloader)
+
+    def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if self.eval_bar is not None:
+            self.eval_bar.update(1)
+
+    after_test_iter = after_val_iter
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        self._end_eval()
+        if metrics:  # validation during training
+            self._say(f"iter {runner.iter}: " + "  ".join(f"{k} {v:.4f}" for k, v in numeric_metrics(metrics).items()))
+
+    def after_test_epoch(self, runner, metrics=None) -> None:
+        self._end_eval()
+
+    def _start_eval(self, runner, desc: str, loader) -> None:
+        if self.show and self.tty:
+            from tqdm import tqdm
+
+            self.eval_bar = tqdm(total=len(loader), desc=desc, unit="batch", dynamic_ncols=True, file=sys.stderr,
+                                 leave=False)
+
+    def _end_eval(self) -> None:
+        if self.eval_bar is not None:
+            self.eval_bar.close()
+            self.eval_bar = None
+
+    def after_run(self, runner) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Bars closed, also when the run ended with an exception (no after_run then)."""
+        self._end_eval()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class LogWriter(io.TextIOBase):
+    """A text stream whose lines go to the MMEngine logger (its file; the console handler lets errors only)."""
+
+    def __init__(self, logger):
+        self.logger, self.pending = logger, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            if line.strip():
+                self.logger.info(line)
+        return len(text)

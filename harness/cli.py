@@ -1,7 +1,9 @@
 """``depthbench``: the one command line of depthbench.
 
-Each sub-command lives in its own module with an ``add_parser(subparsers)`` function; this file only
-collects them. Modules are imported when the command line is parsed, so keep their top-level imports light.
+Each command lives in ``harness/commands/<module>.py`` with ``add_parser(subparsers)``, ``main(args)`` and a typed
+``run(...)`` (the Python API, :mod:`harness.api`); this file only collects them. The command modules import
+nothing heavy at their top, so ``depthbench --help`` and a mistyped option answer at once (no torch is imported
+before a command runs). Bad input of any command ends here: one line, its exit code.
 """
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
-from harness.errors import DepthbenchError
+from harness.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DepthbenchError
 
-# module (under harness/) for each sub-command, in the order `depthbench --help` lists them
-COMMANDS = ["demo", "env_report", "model_list", "verify", "bench", "train", "evaluate_cmd", "finetune", "diagnose",
-            "results_cmd", "submit"]
+# the command modules (under harness/commands/), in the order `depthbench --help` lists their commands
+COMMANDS = ["demo", "env", "models", "verify", "bench", "train", "eval", "export", "finetune", "diagnose", "results",
+            "claims", "preflight", "submit"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,13 +26,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"harness.{name}").add_parser(subparsers)
+        importlib.import_module(f"harness.commands.{name}").add_parser(subparsers)
     return parser
+
+
+# our packages: their warnings are meant for the user; everyone else's (deprecations inside mmengine, mmseg,
+# pkg_resources, torch) would bury the one line a command prints, so they stay off the console unless asked for
+OWN_MODULES = ("harness", "models", "downstream", "results", "slurm", "__main__")
+
+
+def quiet_library_warnings() -> None:
+    """Library warnings off the console (``DEPTHBENCH_VERBOSE=1`` brings them back); MMEngine's runs still write
+    their full log, warnings included, into the run directory."""
+    if not os.environ.get("DEPTHBENCH_VERBOSE"):
+        warnings.filterwarnings("ignore", module=rf"(?!(?:{'|'.join(OWN_MODULES)})(?:\.|$))")
 
 
 def main(argv: list[str] | None = None) -> int:
     # DeepSpeed probes for an accelerator when mmengine/accelerate import it; on a CPU machine say so up front.
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _has_cuda_device() else "cuda")
+    quiet_library_warnings()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # `key=value` overrides may also follow the options (train/eval)
@@ -38,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides += extra
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_BAD_INPUT
     try:
         return int(args.func(args) or 0)
     except DepthbenchError as e:  # the one place bad input becomes one line and an exit code
@@ -46,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         print("depthbench: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `depthbench models | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

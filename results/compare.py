@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from results.paper_tables import Row, Table
-from results.runs import LOWER_IS_BETTER, NEUTRAL_OVERRIDES, REPO, suite_key
+from results.runs import LOWER_IS_BETTER, MODEL_RENAMES, NEUTRAL_OVERRIDES, REPO, suite_key  # noqa: F401
 
 # table column key -> eval metric it reads (after runs.py's normalisation)
 COLUMN_METRICS = {
@@ -42,8 +42,6 @@ COLUMN_METRICS = {
     "ap": "bbox_mAP", "ap50": "bbox_mAP_50", "ap75": "bbox_mAP_75",
     "miou": "mIoU", "macc": "mAcc", "ppl": "ppl",
 }
-# old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
-MODEL_RENAMES: dict[str, str] = {}
 # model kwargs that are training knobs, not architecture (a run may set them without leaving the paper's setting)
 TRAINING_KWARGS = {"drop_path_rate", "drop_rate", "attn_drop_rate", "proj_drop_rate", "pos_drop_rate",
                    "num_classes", "pretrained_cfg", "pretrained_cfg_overlay"}

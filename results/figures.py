@@ -17,9 +17,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# labels come from run and experiment names, which may hold "$" (a run named exp$\frac{$ would make mathtext
+# raise): text is drawn as written
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
 from results.compare import COLUMN_METRICS, TableView  # noqa: E402
 from results.runs import load_curves  # noqa: E402
@@ -28,6 +32,13 @@ PAPER_STYLE = dict(marker="o", markerfacecolor="none", linestyle="--", linewidth
 OURS_STYLE = dict(marker="o", linestyle="-", linewidth=1.6)
 ACCURACY_COLUMNS = ("top1", "acc", "in1k")
 PAPER_COLORS = {"stepsnet": "C0", "sret": "C1", "transnext": "C2", "horesnet": "C3", "scalenet": "C4"}
+PAPER_NAMES = {"stepsnet": "StepsNet", "sret": "SReT", "transnext": "TransNeXt", "horesnet": "HO-ResNet",
+               "scalenet": "ScaleNet"}
+LEGEND_SIZE = 9  # points; readable where the report shows a figure at its 42rem width
+# a run drawn again with another's exact curve: another dash pattern and markers, so neither hides the other
+DUPLICATE_STYLES = [dict(linestyle=(0, (4, 3)), marker="x", markevery=0.1),
+                    dict(linestyle=(0, (1, 2)), marker="+", markevery=0.13),
+                    dict(linestyle=(0, (6, 2, 1, 2)), marker="^", markevery=0.17, markerfacecolor="none")]
 
 
 def _save(fig, out: Path) -> list[Path]:
@@ -39,6 +50,19 @@ def _save(fig, out: Path) -> list[Path]:
     fig.savefig(paths[1])
     plt.close(fig)
     return paths
+
+
+def plain_log_axis(axis) -> None:
+    """A log-scale axis labelled with plain numbers (0.5, 1, 2, 3, 5, 10, 20...) -- matplotlib's own labels read
+    "2×10⁰, 3×10⁰" between powers of ten."""
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_minor_locator(LogLocator(base=10, subs=(2, 3, 5)))
+
+    def text(value, _pos) -> str:
+        return f"{value:,.0f}" if value >= 1 else f"{value:g}"
+
+    axis.set_major_formatter(FuncFormatter(text))
+    axis.set_minor_formatter(FuncFormatter(text))
 
 
 def _num(value) -> float | None:
@@ -131,6 +155,7 @@ def horesnet_lr(runs: pd.DataFrame, out: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     _series_plot(ax, series, "learning rate", "top-1 (%)", "HO-ResNet: accuracy vs learning rate (ours)")
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     return _save(fig, out)
 
 
@@ -190,20 +215,7 @@ def sret_lrc(run_paths, out: Path) -> list[Path]:
 def training_curves(run_paths, out: Path) -> list[Path]:
     """Training loss (per logged step) and eval top-1 (per epoch) of any set of runs."""
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
-    drawn = 0
-    for i, path in enumerate(run_paths):
-        curve = load_curves(path)
-        if "kind" not in curve:
-            continue
-        label, color = f"{Path(path).parent.name}/{Path(path).name}", f"C{i % 10}"
-        train = curve[curve["kind"] == "train"]
-        if "loss" in train and train["loss"].notna().any():
-            loss_ax.plot(train["global_step"], train["loss"], color=color, label=label, linewidth=1)
-            drawn += 1
-        evals = curve[curve["kind"] == "eval"]
-        if "top1" in evals and evals["top1"].notna().any():
-            acc_ax.plot(evals["epoch"] + 1, evals["top1"], color=color, label=label, marker=".", linewidth=1)
-            drawn += 1
+    drawn = draw_training_curves(loss_ax, acc_ax, run_paths)
     if not drawn:
         plt.close(fig)
         return []
@@ -214,6 +226,40 @@ def training_curves(run_paths, out: Path) -> list[Path]:
     loss_ax.set_xlabel("optimizer step")
     acc_ax.set_xlabel("epoch")
     return _save(fig, out)
+
+
+def draw_training_curves(loss_ax, acc_ax, run_paths) -> list[str]:
+    """Each run's loss and top-1 curves on the two axes; returns the legend labels drawn. Runs whose curve is
+    exactly another's (seeds that did not change anything, a copied run) are drawn with another dash pattern and
+    markers, and their label says whose curve they repeat."""
+    labels = []
+    firsts = {loss_ax: {}, acc_ax: {}}  # curve points -> label of the first run drawn with them
+    repeats = {loss_ax: defaultdict(int), acc_ax: defaultdict(int)}
+
+    def plot(ax, x, y, label, color, **style):
+        key = tuple(zip(x.tolist(), y.tolist()))
+        if len(key) <= 3:  # a line of one point draws nothing: show its points
+            style = {"marker": ".", **style}
+        first = firsts[ax].setdefault(key, label)
+        if first != label:  # identical to an earlier curve: keep both visible
+            style = {**style, **DUPLICATE_STYLES[repeats[ax][key] % len(DUPLICATE_STYLES)]}
+            repeats[ax][key] += 1
+            label = f"{label} (identical to {first})"
+        ax.plot(x, y, color=color, label=label, linewidth=1, **style)
+        labels.append(label)
+
+    for i, path in enumerate(run_paths):
+        curve = load_curves(path)
+        if "kind" not in curve:
+            continue
+        label, color = f"{Path(path).parent.name}/{Path(path).name}", f"C{i % 10}"
+        train = curve[curve["kind"] == "train"]
+        if "loss" in train and train["loss"].notna().any():
+            plot(loss_ax, train["global_step"], train["loss"], label, color)
+        evals = curve[curve["kind"] == "eval"]
+        if "top1" in evals and evals["top1"].notna().any():
+            plot(acc_ax, evals["epoch"] + 1, evals["top1"], label, color, marker=".")
+    return labels
 
 
 def shortcut_ratio(csv_paths, out: Path) -> list[Path]:
@@ -264,6 +310,7 @@ def throughput_accuracy(bench: pd.DataFrame, views: list[TableView], out: Path) 
         return []
     _marker_legend(ax)
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("inference throughput (samples/s, from depthbench bench)")
     ax.set_ylabel("ImageNet top-1 (%)")
     ax.set_title("Throughput vs accuracy", fontsize=10)
@@ -289,12 +336,25 @@ def _accuracy_by_model(views) -> dict:
 def _marker_legend(ax, extra=()) -> None:
     handles = [Line2D([], [], color="k", linestyle="none", marker="o", markerfacecolor="none", label="paper"),
                Line2D([], [], color="k", linestyle="none", marker="o", label="ours")] + list(extra)
-    ax.legend(handles=handles, fontsize=7)
+    ax.legend(handles=handles, fontsize=LEGEND_SIZE)
+
+
+def gflops_papers(views: list[TableView]) -> list[str]:
+    """The papers with an ImageNet table that prints both top-1 and GFLOPs: those :func:`top1_vs_gflops` draws."""
+    return list(dict.fromkeys(v.paper for v in views
+                              if _accuracy_column(v) is not None and "flops_g" in v.table.columns))
+
+
+def gflops_title(papers: list[str]) -> str:
+    """What the top-1 vs GFLOPs chart shows, naming its papers ("All five papers" only when it has all five)."""
+    if len(papers) == len(PAPER_NAMES) and set(papers) == set(PAPER_NAMES):
+        return "All five papers: top-1 vs GFLOPs"
+    return "Top-1 vs GFLOPs: " + ", ".join(PAPER_NAMES.get(p, p) for p in papers)
 
 
 def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
-    """Every ImageNet model of all five papers on one chart: top-1 vs GFLOPs, the paper's point (its FLOPs and
-    top-1) hollow, ours (the audited FLOPs, our top-1 at the paper's setting) filled, one colour per paper."""
+    """Every ImageNet model of the papers on one chart: top-1 vs GFLOPs, the paper's point (its FLOPs and top-1)
+    hollow, ours (the audited FLOPs, our top-1 at the paper's setting) filled, one colour per paper."""
     fig, ax = plt.subplots(figsize=(7.5, 5))
     seen, papers = set(), []
     for view in views:
@@ -318,12 +378,13 @@ def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
     if not seen:
         plt.close(fig)
         return []
-    _marker_legend(ax, [Line2D([], [], color=PAPER_COLORS.get(p, "C7"), linestyle="none", marker="s", label=p)
-                        for p in papers])
+    _marker_legend(ax, [Line2D([], [], color=PAPER_COLORS.get(p, "C7"), linestyle="none", marker="s",
+                               label=PAPER_NAMES.get(p, p)) for p in papers])
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("GFLOPs (multiply-adds, 224² unless the table says otherwise)")
     ax.set_ylabel("ImageNet-1K top-1 (%)")
-    ax.set_title("All five papers: top-1 vs GFLOPs", fontsize=10)
+    ax.set_title(gflops_title(papers), fontsize=10)
     ax.grid(alpha=0.3, which="both")
     return _save(fig, out)
 
@@ -336,7 +397,7 @@ FIGURES = {
     "scalenet_epochs": ("ScaleNet: accuracy vs training epochs, expanded vs scratch", "scalenet"),
     "sret_lrc": ("SReT: LRC coefficient evolution", "sret"),
     "throughput_accuracy": ("Throughput vs accuracy (Fig. 6 style)", "transnext"),
-    "top1_vs_gflops": ("All papers: top-1 vs GFLOPs", "index"),
+    "top1_vs_gflops": ("Top-1 vs GFLOPs", "index"),  # the report's caption names the papers (gflops_title)
     "training_curves": ("Training curves", "runs"),
     "shortcut_ratio": ("Shortcut ratio (depthbench diagnose)", "runs"),
 }

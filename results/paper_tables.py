@@ -51,7 +51,7 @@ with ``dataset: <task>``), ``input_size`` (default: the run's ``data.input_size`
 ``pool_mode`` (default ``normal``), ``analysis`` (default ``none``) and ``model_kwargs`` (model arguments the
 evaluation changed from the run's config; default none).
 
-Columns whose key names a *measure* of ``harness.verify`` (``params``, ``params_m``, ``flops_g``,
+Columns whose key names a *measure* of ``results.audit`` (``params``, ``params_m``, ``flops_g``,
 ``layers``, ...) are checked by ``depthbench verify``; the others (accuracies, AP, mIoU) are the paper's
 results that ``results`` sets beside our runs. Numbers keep the precision they were printed with
 (``86.70`` has two decimals): the loader records it, and verify accepts a value that rounds to the
@@ -65,18 +65,20 @@ from typing import Any
 
 import yaml
 
+from harness.core.errors import DepthbenchError
+
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
               "base", "flops_model_kwargs", "eval", "evals"}
 SELECTOR_KEYS = {"dataset", "metric", "input_size", "pool_mode", "analysis", "model_kwargs"}
-# depthbench eval --dataset choices (harness.evaluation.PROTOCOLS; not imported: results/ reads no harness code)
+# depthbench eval --dataset choices (harness/tasks/protocols.py PROTOCOLS: a task of the engine, kept apart here)
 EVAL_DATASETS = {"val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real",
                  "imagenet-c"}
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
 
 
-class TableError(ValueError):
-    """A malformed tables file; the message names the file and the place."""
+class TableError(DepthbenchError):
+    """A malformed tables file, an unknown paper or table; the message names the file and the place."""
 
 
 class PrintedNumber(float):
@@ -126,6 +128,7 @@ class Row:
     flops_model_kwargs: dict = field(default_factory=dict)
     eval: dict = field(default_factory=dict)
     evals: dict = field(default_factory=dict)
+    paper_id: str = ""  # the paper whose table holds the row (``paper`` holds its printed numbers)
 
 
 @dataclass
@@ -172,7 +175,7 @@ def load(path: str | Path) -> list[Table]:
             if unknown_cols:
                 raise TableError(f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}")
             _check_selectors(r, columns, f"{rwhere} ({r['name']})")
-            rows.append(Row(table=str(t["id"]), **{k: v for k, v in r.items() if v is not None or k == "reason"}))
+            rows.append(Row(table=str(t["id"]), paper_id=paper, **{k: v for k, v in r.items() if v is not None or k == "reason"}))
         tables.append(Table(paper=paper, id=str(t["id"]), caption=t.get("caption", ""), columns=columns, rows=rows))
     return tables
 
@@ -192,7 +195,7 @@ def _check_selectors(row: dict, columns: dict, where: str) -> None:
             raise TableError(f"{place}: unknown selector key(s) {bad}; allowed: {sorted(SELECTOR_KEYS)}")
         dataset = selector.get("dataset", "val")
         # the image protocols are checked by name (a typo fills nothing); other names are lm-eval tasks (the
-        # dataset field of `depthbench eval --dataset lm-eval` records, harness/llm_eval.py)
+        # dataset field of `depthbench eval --dataset lm-eval` records, harness/tasks/lm_eval.py)
         if not isinstance(dataset, str) or (dataset.startswith("imagenet") and dataset not in EVAL_DATASETS):
             raise TableError(f"{place}: dataset {dataset!r} is not a depthbench eval protocol "
                              f"({', '.join(sorted(EVAL_DATASETS))}) or lm-eval task")

@@ -68,13 +68,28 @@ def delta_text(cell: Cell) -> str:
     return "±0" if rounded == 0 else f"{rounded:+.{d}f}"
 
 
-def cell_text(cell: Cell) -> str:
+def cell_text(cell: Cell, note: int | None = None) -> str:
+    """``paper / ours / Δ``; ``note``: the number of the footnote that says why the cell is unchecked."""
     parts = [paper_text(cell.paper)] if cell.paper is not None else []
     if cell.kind != "text":
-        parts.append(ours_text(cell))
+        parts.append(ours_text(cell) + (f" [{note}]" if note else ""))
         if cell.delta is not None:
             parts.append(delta_text(cell))
     return " / ".join(p for p in parts if p)
+
+
+def footnotes(view: TableView) -> tuple[dict, list[str]]:
+    """The reasons of the architecture cells left unchecked (``unchecked:`` in the tables file), as numbered notes
+    under the table: ``({(line index, column): number}, [note text, ...])``; one number per distinct reason."""
+    numbers, texts = {}, []
+    for i, line in enumerate(view.lines):
+        for column, cell in line.cells.items():
+            if cell.kind == "arch" and cell.status == "reason" and cell.ours is None:
+                text = cell.note or "no reason given in the tables file"
+                if text not in texts:
+                    texts.append(text)
+                numbers[(i, column)] = texts.index(text) + 1
+    return numbers, texts
 
 
 def line_label(line: Line) -> str:
@@ -97,10 +112,13 @@ def to_markdown(view: TableView) -> str:
     out = [f"### {title(view)}", "", "Cells: paper / ours / Δ (ours − paper); ✓ architecture matches the printed "
            "number; — no run.", "", "| " + " | ".join(_md(h) for h in headers) + " |",
            "|" + "---|" * len(headers)]
-    for line in view.lines:
+    numbers, notes = footnotes(view)
+    for i, line in enumerate(view.lines):
         label = line_label(line) + (f" (not reproduced: {_reason(line)})" if _reason(line) else "")
-        cells = [cell_text(line.cells[c]) if c in line.cells else "" for c in columns]
+        cells = [cell_text(line.cells[c], numbers.get((i, c))) if c in line.cells else "" for c in columns]
         out.append("| " + " | ".join(_md(v) for v in [label] + cells) + " |")
+    if notes:
+        out += [""] + [f"[{k}] unchecked: {_md(text)}  " for k, text in enumerate(notes, 1)]
     return "\n".join(out) + "\n"
 
 
@@ -151,10 +169,14 @@ def to_latex(view: TableView) -> str:
     out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(title(view))} (paper / ours / $\Delta$)}}",
            r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule",
            " & ".join(["Row"] + [_tex(view.table.columns[c]) for c in columns]) + r" \\", r"\midrule"]
-    for line in view.lines:
-        cells = [cell_text(line.cells[c]) if c in line.cells else "" for c in columns]
+    numbers, notes = footnotes(view)
+    for i, line in enumerate(view.lines):
+        cells = [cell_text(line.cells[c], numbers.get((i, c))) if c in line.cells else "" for c in columns]
         out.append(" & ".join(_tex(v) for v in [line_label(line)] + cells) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    out += [r"\bottomrule", r"\end{tabular}"]
+    out += [r"\par\footnotesize " + " ".join(_tex(f"[{k}] unchecked: {text}") for k, text in enumerate(notes, 1))
+            ] if notes else []
+    out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 
 
@@ -165,7 +187,8 @@ def to_html(view: TableView, anchor: str = "") -> str:
     out = [f'<table class="paper-table" id="{e(anchor)}">' if anchor else '<table class="paper-table">',
            f"<caption>{e(title(view))}</caption>", "<thead><tr><th>Row</th>"
            + "".join(f"<th>{e(str(view.table.columns[c]))}</th>" for c in columns) + "</tr></thead>", "<tbody>"]
-    for line in view.lines:
+    numbers, notes = footnotes(view)
+    for i, line in enumerate(view.lines):
         cls = "reduced" if line.setting is not None else ("reason" if _reason(line) else "")
         label = e(line_label(line))
         if _reason(line):
@@ -180,7 +203,7 @@ def to_html(view: TableView, anchor: str = "") -> str:
                 continue
             parts = f'<span class="paper">{e(paper_text(cell.paper))}</span>' if cell.paper is not None else ""
             if cell.kind != "text":
-                ours = ours_text(cell)
+                ours = ours_text(cell) + (f" [{numbers[(i, c)]}]" if (i, c) in numbers else "")  # [k]: the note
                 status = f" {cell.status}" if cell.kind == "arch" and cell.status else ""
                 parts += f'<span class="ours{status}" title="{e(cell.note)}">{e(ours)}</span>'
                 if cell.delta is not None:
@@ -188,5 +211,10 @@ def to_html(view: TableView, anchor: str = "") -> str:
                     parts += f'<span class="delta {sign}">Δ {e(delta_text(cell))}</span>'
             cells.append(f'<td class="{cell.kind}">{parts}</td>')
         out.append(f'<tr class="{cls}"><th scope="row">{label}</th>' + "".join(cells) + "</tr>")
-    out += ["</tbody>", "</table>"]
+    out.append("</tbody>")
+    if notes:
+        out.append(f'<tfoot><tr><td colspan="{len(columns) + 1}">'
+                   + "".join(f'<div class="why">[{k}] unchecked: {e(text)}</div>' for k, text in enumerate(notes, 1))
+                   + "</td></tr></tfoot>")
+    out.append("</table>")
     return "\n".join(out)

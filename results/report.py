@@ -16,8 +16,8 @@ from results.compare import TableView
 from results.runs import Problems
 from results.status import status_frame, table_status
 
-PAPER_TITLES = {"stepsnet": "StepsNet", "sret": "SReT", "transnext": "TransNeXt", "horesnet": "HO-ResNet",
-                "scalenet": "ScaleNet"}
+PAPER_TITLES = figures.PAPER_NAMES
+INTEGER_COLUMNS = ("seed", "epochs", "eval_epoch")  # counts: 0 and 8, never 0.0 and 8.0
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -36,6 +36,8 @@ tr.reason{background:#f6f8fa}div.why,div.note{font-size:.72rem;color:#6e7781;fon
 figure{display:inline-block;margin:.5rem 1rem .5rem 0;background:#fff;border:1px solid #d0d7de;padding:.4rem}
 figure img{max-width:42rem;height:auto;display:block}figcaption{font-size:.8rem;color:#57606a}
 p.legend{font-size:.85rem;color:#57606a}pre{background:#fff;border:1px solid #d0d7de;padding:.6rem;overflow:auto}
+div.wide{max-width:100%;overflow-x:auto}table.runs{width:100%}table.runs td.num{white-space:nowrap;text-align:right}
+tfoot td{border:none;background:#fafafa}
 """
 
 
@@ -72,6 +74,30 @@ LEGEND = ('<p class="legend">Each cell: the paper\'s value (grey), ours (bold; m
 
 def _frame_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, escape=True, na_rep="")
+
+
+def _runs_html(runs: pd.DataFrame, shown: list[str]) -> str:
+    """The runs table, written here rather than by ``DataFrame.to_html``: counts print as integers (a column that
+    holds a missing value is float in pandas, which printed ``seed 0.0``), metrics with 3 decimals, and long names
+    and paths may break after / _ . - = , (``<wbr>``) so the table fits the page instead of scrolling sideways."""
+    e = html.escape
+
+    def breakable(text: str) -> str:
+        return "".join(e(ch) + ("<wbr>" if ch in "/_.-=," else "") for ch in text)
+
+    def cell(column: str, value) -> str:
+        if value is None or (not isinstance(value, (list, dict, tuple)) and pd.isna(value)):
+            return "<td></td>"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"<td>{breakable(str(value))}</td>"
+        if column in INTEGER_COLUMNS and float(value).is_integer():
+            return f'<td class="num">{int(value)}</td>'
+        return f'<td class="num">{round(float(value), 3)}</td>'
+
+    head = "".join(f"<th>{breakable(c)}</th>" for c in shown)
+    body = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(shown, row)) + "</tr>\n"
+                   for row in runs[shown].itertuples(index=False, name=None))
+    return f'<table class="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>'
 
 
 def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_dir: Path,
@@ -112,7 +138,7 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
                     f"architecture-verified, {sum(x.run_paper for x in s)} run at the paper's setting, "
                     f"{sum(x.run_reduced for x in s)} at a reduced setting only</li>")
     body.append("</ul>")
-    body.append(_figure(made["top1_vs_gflops"], out_dir, figures.FIGURES["top1_vs_gflops"][0]))
+    body.append(_figure(made["top1_vs_gflops"], out_dir, figures.gflops_title(figures.gflops_papers(views))))
     if len(problems):
         body.append(f"<h2>Problems found in the run directories</h2><pre>{e(problems.summary())}</pre>")
     write("index.html", "depthbench results", "\n".join(body))
@@ -133,8 +159,8 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
         for name, (caption, owner) in figures.FIGURES.items():
             if owner == paper:
                 body.append(_figure(made[name], out_dir, caption))
-        for view in (v for v in views if v.paper == paper):
-            body.append(render.to_html(view, anchor=f"table-{view.table.id}"))
+        for view in (v for v in views if v.paper == paper):  # a wide table scrolls by itself, not the page
+            body.append(f'<div class="wide">{render.to_html(view, anchor=f"table-{view.table.id}")}</div>')
         write(f"{paper}.html", f"{PAPER_TITLES.get(paper, paper)}: tables and figures", "\n".join(body))
 
     # runs
@@ -143,7 +169,7 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
     if len(runs):
         shown = [c for c in ("experiment", "run_id", "status", "model", "scale", "config_file", "overrides", "seed",
                              "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.mIoU") if c in runs]
-        body.append(_frame_html(runs[shown].round(3)))
+        body.append(_runs_html(runs, shown))
     else:
         body.append("<p>No run directories found.</p>")
     write("runs.html", "Runs", "\n".join(b for b in body if b))

@@ -1,4 +1,4 @@
-"""Collect run directories (the contract of ``harness/rundir.py``) into one pandas DataFrame.
+"""Collect run directories (the contract of ``harness/core/rundir.py``) into one pandas DataFrame.
 
 One row per run, whatever its status: ``running``, ``failed`` and ``preempted`` runs are kept and flagged, never
 dropped. What a run is comes from its own files only:
@@ -37,6 +37,8 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
+# old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
+MODEL_RENAMES: dict[str, str] = {}
 RUN_FILES = ("meta.json", "metrics.jsonl", "config.py")
 CONFIG_KEYS = ("_base_", "model", "epochs", "seed", "optim", "data", "experiment")
 # eval metrics whose higher value is worse (everything else: higher is better)
@@ -137,7 +139,7 @@ def _statement_value(source: str):
     """One ``key = <literal or dict(...)>`` statement's value; cached: runs of one recipe repeat the same lines."""
     try:
         return _literal(ast.parse(source).body[0].value)
-    except (SyntaxError, ValueError, IndexError, AttributeError, TypeError):
+    except (SyntaxError, ValueError, IndexError, AttributeError, TypeError, RecursionError, MemoryError):
         return _UNPARSABLE
 
 
@@ -251,8 +253,8 @@ def read_suite(text: str) -> tuple[dict, int]:
         if line[:1] != "{" or line[-1:] != "}":
             continue
         try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
+            r = load_json(line)
+        except ValueError:
             bad += 1
             continue
         value = r.get("value") if isinstance(r, dict) and r.get("kind") == "eval_suite" else None
@@ -265,8 +267,8 @@ def read_suite(text: str) -> tuple[dict, int]:
 
 def _decode_eval(line: str) -> dict | None:
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
+        record = load_json(line)
+    except ValueError:
         return None
     if not isinstance(record, dict) or record.get("kind", record.get("type")) != "eval":
         return None
@@ -343,13 +345,43 @@ def normalise_config(path: str | None) -> str | None:
     return str(p)
 
 
+# what a JSON file of a run may hold; anything else (a 5,000-digit number, 1,000 nested lists) is refused
+JSON_ERRORS = (ValueError, RecursionError, TypeError)
+
+
+def load_json(text: str):
+    """``json.loads`` that turns every way a hostile or corrupt file can fail into ValueError."""
+    try:
+        return json.loads(text)
+    except JSON_ERRORS as e:
+        raise ValueError(f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}") from None
+
+
+def _text(value) -> str | None:
+    """A field that must be text (a name, a path, a command): anything else counts as missing."""
+    return value if isinstance(value, str) else None
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
-    """One run directory as a flat record (never raises: problems are recorded)."""
+    """One run directory as a flat record (never raises: problems are recorded, and a run whose files cannot be
+    read at all is kept as an ``unknown`` record)."""
+    try:
+        return _read_run(path, problems, reduce)
+    except Exception as e:  # a file shaped in a way nothing above foresaw: this run is a problem, the others count
+        problems.add(path, f"unreadable run ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})")
+        return {"path": str(path), "experiment": path.parent.name, "run_id": path.name, "status": "unknown"}
+
+
+def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
     record = {"path": str(path), "experiment": path.parent.name, "run_id": path.name, "status": "unknown"}
     meta = {}
     meta_file = path / "meta.json"
     try:
-        meta = json.loads(meta_file.read_text())
+        meta = load_json(meta_file.read_text(errors="replace"))
         if not isinstance(meta, dict):
             raise ValueError("not an object")
     except FileNotFoundError:
@@ -357,16 +389,20 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
     except (ValueError, OSError) as e:
         meta = {}
         problems.add(path, f"meta.json unreadable ({str(e).splitlines()[0][:80]}); status unknown")
-    status = meta.get("status", "unknown")
+    wrong = [k for k in ("experiment", "run_id", "status", "model", "config_file", "command", "scale", "task")
+             if meta.get(k) is not None and not isinstance(meta[k], str)]
+    if wrong:
+        problems.add(path, f"meta.json fields of the wrong type ({', '.join(wrong)}: not text); ignored")
+    status = _text(meta.get("status")) or "unknown"
     record.update(
-        experiment=meta.get("experiment") or record["experiment"], run_id=meta.get("run_id") or path.name,
+        experiment=_text(meta.get("experiment")) or record["experiment"], run_id=_text(meta.get("run_id")) or path.name,
         status=status if status in ("running", "done", "failed", "preempted") else "unknown",
-        start=meta.get("start"), end=meta.get("end"), git_commit=meta.get("git_commit"),
-        engine=meta.get("engine"), world_size=meta.get("world_size"), slurm_job_id=meta.get("slurm_job_id"),
-        slurm_array_task_id=meta.get("slurm_array_task_id"), slurm_restart_count=meta.get("slurm_restart_count"),
-        scale=meta.get("scale"), task=meta.get("task"),
-        config_file=normalise_config(meta.get("config_file")),
-        overrides=" ".join(overrides_of(meta.get("command"))))
+        start=_text(meta.get("start")), end=_text(meta.get("end")), git_commit=_text(meta.get("git_commit")),
+        engine=_text(meta.get("engine")), world_size=_number(meta.get("world_size")),
+        slurm_job_id=_text(meta.get("slurm_job_id")), slurm_array_task_id=_text(meta.get("slurm_array_task_id")),
+        slurm_restart_count=_number(meta.get("slurm_restart_count")), scale=_text(meta.get("scale")),
+        task=_text(meta.get("task")), config_file=normalise_config(_text(meta.get("config_file"))),
+        overrides=" ".join(overrides_of(_text(meta.get("command")))))
     cfg = {}
     config_file = path / "config.py"
     if config_file.exists():
@@ -375,15 +411,15 @@ def read_run(path: Path, problems: Problems, reduce: str = "best") -> dict:
         except OSError:
             problems.add(path, "config.py unreadable")
     config_name, config_kwargs = model_identity(cfg.get("model"))
-    name = meta.get("model") or config_name
+    name = _text(meta.get("model")) or config_name
     kwargs = meta.get("model_kwargs")
-    if kwargs is None:
+    if not isinstance(kwargs, dict):
         kwargs = config_kwargs
     if not record["config_file"]:  # runs name their experiment after the config by default
         record["config_file"] = config_by_stem().get(record["experiment"])
     record.update(model=name, model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
-                  epochs=cfg.get("epochs", meta.get("epochs")), seed=cfg.get("seed", meta.get("seed")),
-                  lr=(cfg.get("optim") or {}).get("lr") if isinstance(cfg.get("optim"), dict) else None,
+                  epochs=_number(cfg.get("epochs", meta.get("epochs"))), seed=_number(cfg.get("seed", meta.get("seed"))),
+                  lr=_number(cfg["optim"].get("lr")) if isinstance(cfg.get("optim"), dict) else None,
                   dataset=_dataset(cfg.get("data")), input_size=_input_size(cfg.get("data")))
     if not name and status != "unknown" and not record["experiment"].startswith("diagnose"):
         problems.add(path, "no model name in meta.json or config.py; the run cannot be matched to a table row")
@@ -506,8 +542,8 @@ def load_curves(path: str | Path) -> pd.DataFrame:
         return pd.DataFrame()
     for line in text.splitlines():
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+            record = load_json(line)
+        except ValueError:
             continue
         if isinstance(record, dict):
             rows.append({_metric_name(k): (_percent(_metric_name(k), v) if isinstance(v, (int, float))
@@ -529,8 +565,6 @@ def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = N
 
     import models  # noqa: F401  (registers the paper models with timm)
 
-    from results.compare import MODEL_RENAMES
-
     renames = MODEL_RENAMES if renames is None else renames
     missing_configs = {c for c in frame["config_file"].dropna().unique() if not (REPO / c).is_file()
                        and not Path(c).is_file()}
@@ -542,7 +576,7 @@ def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = N
             problems.add(record.path, f"its config {record.config_file} no longer exists; matched by model name only")
         if record.model in unknown:
             close = difflib.get_close_matches(record.model, registered, n=1)
-            hint = f" (closest now: {close[0]}; add it to results.compare.MODEL_RENAMES)" if close else ""
+            hint = f" (closest now: {close[0]}; add it to results.runs.MODEL_RENAMES)" if close else ""
             problems.add(record.path, f"model {record.model} is not registered any more (renamed?){hint}; "
                                       "the run is kept but matched by config only")
         elif record.model in renames:

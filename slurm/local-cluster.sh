@@ -125,7 +125,8 @@ JobCompLoc=$DIR/log/jobcomp.txt
 SlurmctldTimeout=120
 SlurmdTimeout=300
 InactiveLimit=0
-MinJobAge=600
+# finished jobs stay visible to scontrol (no sacct here) for an hour: long enough for a whole test session
+MinJobAge=3600
 KillWait=10
 Waittime=0
 EOF

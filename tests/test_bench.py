@@ -3,7 +3,6 @@ import csv
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,8 @@ import timm
 import torch
 from torch import nn
 
-import harness.bench as bench
-from harness.bench import measure, run_interleaved
+import harness.measure.bench as bench
+from harness.measure.bench import measure, run_interleaved
 from harness.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,8 +99,7 @@ def test_cpu_memory_is_measured_in_a_fresh_process():
 
 def test_config_rebuilds_the_trained_model(tmp_path):
     # the digits preset trains horesnet10_rk4 with width=32 on 16x16 images of 10 classes
-    (p,) = bench.resolve(types.SimpleNamespace(model_kwargs=[], pairs=None, config=DIGITS_HORESNET, overrides=[],
-                                               models=[], input_size=None))[0]
+    (p,) = bench.resolve([], config=DIGITS_HORESNET)[0]
     assert p.name == "horesnet10_rk4" and p.kwargs["width"] == 32 and p.input_size == (3, 16, 16)
     import models  # noqa: F401
     expected = timm.create_model("horesnet10_rk4", width=32, num_classes=10)
@@ -164,6 +162,22 @@ def test_pairs_report_ratios_with_claims(capsys, monkeypatch):
     assert "resnet34 / resnet18: GMACs 2.0" in out and "paper: toy claim (Table 0)" in out
 
 
+def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
+    """Found by tools/gpu_check.py on a GPU: a second `bench --pairs ... --out X.csv` refused its own X_pairs.csv
+    (it looked for a 'model' column, which only the per-model CSV has)."""
+    import csv
+
+    monkeypatch.setitem(bench.PRESETS, "toy:pair", ([bench.Participant("resnet18", {}, (3, 32, 32)),
+                                                     bench.Participant("resnet34", {}, (3, 32, 32))],
+                                                    [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")]))
+    monkeypatch.setattr(bench, "PAPERS", [*bench.PAPERS, "toy"])
+    out = tmp_path / "b.csv"
+    for _ in range(2):
+        assert cli_main(["bench", "--pairs", "toy", "--no-memory", "--out", str(out), *FAST]) == 0
+    with open(tmp_path / "b_pairs.csv", newline="") as fh:
+        assert [r["candidate"] for r in csv.DictReader(fh)] == ["resnet34", "resnet34"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["bench", "transnext_tinyy"], "unknown model 'transnext_tinyy'; did you mean transnext_tiny"),
     (["bench", "resnet18", "--model-kwargs", "depth"], "--model-kwargs 'depth' is not key=value"),
@@ -214,7 +228,7 @@ def test_training_memory_is_seen_on_cpu():
 def test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process():
     """`depthbench bench --pairs horesnet:schemes` ran HO-ResNet at 224² (49x its 32² cost): the size was looked
     up before the paper models' cfgs were registered. A fresh interpreter has imported nothing yet."""
-    code = "from harness.model_list import default_input_size as d; print(d('horesnet58_euler'), d('SReT_T'))"
+    code = "from harness.measure.catalog import default_input_size as d; print(d('horesnet58_euler'), d('SReT_T'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[-2] == "(3, 32, 32) (3, 224, 224)", out.stdout

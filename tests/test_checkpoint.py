@@ -1,4 +1,4 @@
-"""The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.rundir)."""
+"""The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.core.rundir)."""
 import io
 import re
 
@@ -7,9 +7,9 @@ import timm
 import torch
 
 import models  # noqa: F401
-from harness.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
-from harness.errors import DepthbenchError
-from harness.rundir import atomic_write
+from harness.engine.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
+from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_write
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -196,4 +196,4 @@ def test_one_atomic_writer_for_text_bytes_and_checkpoints(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(tmp_path / "a.txt", fails)
     assert (tmp_path / "a.txt").read_text() == "text"  # the old file survives, no temporary left behind
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "c.pth"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "c.pth", "c.pth.sha256"]

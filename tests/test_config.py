@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ConfigError, load_config, parse_override, sweep_points
+from harness.core.config import load_config, parse_override, sweep_points
+from harness.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -109,7 +110,7 @@ def recipe_files():
 
 @pytest.mark.parametrize("path", recipe_files(), ids=lambda p: str(p.relative_to(CONFIGS)))
 def test_every_recipe_loads_and_its_model_builds(path):
-    from harness.builders import check_model
+    from harness.engine.builders import check_model
 
     cfg = load_config(path)
     # the OpenMMLab name says <gpus>xb<batch per gpu>-<epochs>e: the global batch and the length of the recipe
@@ -122,7 +123,7 @@ def test_every_recipe_loads_and_its_model_builds(path):
 def learning_rates(cfg, epochs, updates_per_epoch=10):
     import torch
 
-    from harness.builders import build_optimizer, build_scheduler
+    from harness.engine.builders import build_optimizer, build_scheduler
 
     model = torch.nn.Linear(2, 2)
     optimizer = build_optimizer(model, cfg)
@@ -159,3 +160,25 @@ def test_an_override_mmengine_cannot_merge_is_one_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot apply overrides model.backbone.init_cfg=") as error:
         load_config(config, ["model.backbone.init_cfg={'type': 'Pretrained', 'checkpoint': 'x.pth'}"])
     assert "\n" not in str(error.value)
+
+
+def test_an_epochs_override_rescales_the_schedule_or_fails_in_one_line():
+    """Issue 26: a shortened run's schedule follows its length (milestones and warm-up scaled from the recipe's
+    epochs); keys the command line sets stay as given; a schedule that cannot follow is one line."""
+    from harness.engine.builders import check_schedule_length, load_training_config
+
+    preset = CONFIGS / "horesnet/horesnet10-rk4_1xb64-20e_digits.py"
+    cfg, changes = load_training_config(preset, ["epochs=4"])
+    assert load_config(preset).sched.decay_milestones == [10, 15]
+    assert cfg.sched.decay_milestones == [2, 3] and changes == ["sched.decay_milestones [10, 15] -> [2, 3]"]
+    cfg, changes = load_training_config(preset, ["epochs=1"])  # both milestones would land at the end: no decay
+    assert cfg.sched.decay_milestones == [] and changes == ["sched.decay_milestones [10, 15] -> []"]
+    check_schedule_length(cfg)
+    cfg, changes = load_training_config(preset, ["epochs=4", "sched.decay_milestones=[1]"])
+    assert cfg.sched.decay_milestones == [1] and changes == []
+    cfg, _ = load_training_config(preset, ["epochs=4", "sched.decay_milestones=[30]"])
+    with pytest.raises(ConfigError, match=r"all lie at or beyond epochs=4: .* set sched.decay_milestones"):
+        check_schedule_length(cfg)
+    deit, changes = load_training_config(CONFIGS / "deit/deit-small_8xb128-300e_in1k.py", ["epochs=30"])
+    assert deit.sched.warmup_epochs == round(5 * 30 / 300)
+    assert any("warmup_epochs 5 -> " in c for c in changes)

@@ -8,8 +8,10 @@ import pytest
 import torch
 from mmengine import Config
 
-from harness.data import (CIFAR10Pickle, DataError, EvalSampler, SeededSamples, TrainSampler, build_dataset,
-                          build_loaders, build_transform, check_data, export_digits, set_train_epoch)
+from harness.core.errors import ConfigError, DataError
+from harness.engine.data import (EvalSampler, SeededSamples, TrainSampler, build_dataset, build_loaders, check_data,
+                                 set_train_epoch)
+from harness.tasks.image import CIFAR10Pickle, build_transform, export_digits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,5 +182,101 @@ def test_transform_pipelines(tmp_path):
     cfg.aug.auto_augment = "rand-m9-mstd0.5-inc1"
     assert build_transform(cfg.data, cfg.aug, is_training=True)(image).shape == (3, 16, 16)
     cfg.aug.pipeline = "fancy"
-    with pytest.raises(ValueError, match="aug.pipeline"):
+    with pytest.raises(ConfigError, match="aug.pipeline"):
         build_transform(cfg.data, cfg.aug, is_training=True)
+
+
+# ----------------------------------------------------------------------------------------- uint8 batches (issue 27)
+def imagenet_digits_cfg(tmp_path, **data):
+    """The digits with the ImageNet pipeline (RandomResizedCrop, RandAugment, random erasing at p=1 so every image
+    has a patch) at 24 px: the transform whose tail (ToTensor, Normalize, RandomErasing) moves to the device."""
+    cfg = digits_cfg(tmp_path, input_size=24, crop_pct=0.875, crop_mode="center", interpolation="bicubic",
+                     train_subset=32, val_subset=20, **data)
+    imagenet = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
+    cfg.aug = imagenet.aug
+    cfg.aug.reprob, cfg.aug.recount = 1.0, 2
+    return cfg
+
+
+@pytest.mark.parametrize("mode", ["pixel", "rand", "const"])
+def test_uint8_batches_normalised_on_the_device_equal_the_cpu_batches(tmp_path, mode):
+    """loader.device_normalize: uint8 from the workers, then float / 255, (x - mean) / std and the erasing patches
+    the worker drew -- the batch today's CPU transform makes (equal on a CPU; the test's bound is 1e-6)."""
+    from harness.engine.data import DeviceLoader
+    from harness.tasks.image import UInt8Images
+
+    cfg = imagenet_digits_cfg(tmp_path)
+    cfg.aug.remode = mode
+    out = {}
+    for device_normalize, workers in ((False, 0), (True, 2)):
+        cfg.loader = dict(device_normalize=device_normalize, prefetch_factor=3)
+        cfg.data.workers = workers
+        train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=4)
+        set_train_epoch(train, 1, start_batch=2)  # mid-epoch, as a resumed run starts
+        if device_normalize:
+            raw = next(iter(train))[0]
+            assert isinstance(raw, UInt8Images) and raw.images.dtype == torch.uint8 and raw.patches
+            assert train.prefetch_factor == 3
+        out[device_normalize] = ([b for _, b in zip(range(3), DeviceLoader(train, "cpu"))]
+                                 + list(DeviceLoader(val, "cpu")))
+    assert len(out[True]) == len(out[False]) == 3 + 5
+    for (a, ya), (b, yb) in zip(out[False], out[True]):
+        assert a.dtype == b.dtype == torch.float32 and a.shape == b.shape
+        assert (a - b).abs().max() <= 1e-6 and torch.equal(ya, yb)
+
+
+def test_device_loader_channels_last_and_the_wrapped_loader_s_attributes(tmp_path):
+    from harness.engine.data import DeviceLoader, TrainSampler, batches_per_epoch
+
+    cfg = digits_cfg(tmp_path, input_size=8, train_subset=24, val_subset=10)
+    train, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=4)
+    loader = DeviceLoader(train, "cpu", channels_last=True)
+    assert isinstance(loader.sampler, TrainSampler) and loader.batch_size == 4 and len(loader) == len(train)
+    assert batches_per_epoch(loader) == 6
+    set_train_epoch(loader, 0, start_batch=4)
+    batches = list(loader)
+    assert len(batches) == 2 and batches[0][0].is_contiguous(memory_format=torch.channels_last)
+
+
+def test_device_normalize_refuses_a_transform_it_cannot_split(tmp_path):
+    import torchvision.transforms as T
+
+    from harness.tasks.image import split_transform
+
+    steps, normalize, erasing = split_transform(build_transform(imagenet_digits_cfg(tmp_path).data,
+                                                                imagenet_digits_cfg(tmp_path).aug, True))
+    assert isinstance(normalize, T.Normalize) and erasing is not None and "RandAugment" in repr(steps)
+    with pytest.raises(ConfigError, match="loader.device_normalize=True needs a transform"):
+        split_transform(T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.5,)), T.GaussianBlur(3)]))
+
+
+def test_randaugment_posterize_keeping_zero_bits_gives_black_instead_of_raising(tmp_path):
+    """DeiT's rand-m9-mstd0.5-inc1 reaches posterize(0 bits) now and then; Pillow 11+ raises there (a crashed run),
+    Pillow < 11 gave a black image, which the image task's transform reproduces. Every other draw is timm's."""
+    from PIL import Image
+    from timm.data import create_transform
+
+    from harness.engine.data import seed_all
+    from harness.tasks.image import _posterize, black_zero_bit_posterize
+
+    image = Image.new("RGB", (6, 6), (100, 150, 200))
+    assert _posterize(image, 0).getextrema() == ((0, 0),) * 3
+    assert _posterize(image, 2).getpixel((0, 0)) == (64, 128, 192)
+    timm_t = create_transform(16, is_training=True, auto_augment="rand-m9-mstd0.5-inc1")
+    ours = black_zero_bit_posterize(create_transform(16, is_training=True, auto_augment="rand-m9-mstd0.5-inc1"))
+    image = Image.new("RGB", (20, 20), (100, 150, 200))
+    raised = 0
+    for seed in range(200):
+        seed_all(seed)
+        try:
+            want = timm_t(image)
+        except ValueError:  # Pillow's "bits must be between or equal to 1 and 8"
+            want, raised = None, raised + 1
+        seed_all(seed)
+        got = ours(image)
+        assert want is None or torch.equal(got, want)
+    assert raised < 10
+    cfg = imagenet_digits_cfg(tmp_path)
+    steps = build_transform(cfg.data, cfg.aug, is_training=True).transforms
+    ops = [op for step in steps for op in getattr(step, "ops", []) if op.name == "PosterizeIncreasing"]
+    assert ops and all(op.aug_fn is _posterize for op in ops)

@@ -9,7 +9,7 @@ import pytest
 from test_results_report import browser, visit  # noqa: F401  (the browser fixture of the report test)
 
 from clitools import run_cli
-from harness.demo import plan
+from harness.commands.demo import plan
 
 pytestmark = pytest.mark.slow
 RUN_NAMES = [r.name for stage in plan(quick=True) for r in stage.runs]

@@ -1,4 +1,5 @@
-"""``depthbench diagnose shortcut-ratio`` (harness/diagnose.py): γ_l = σ_0/σ_l per residual block."""
+"""``depthbench diagnose shortcut-ratio`` (harness/commands/diagnose.py, harness/measure/diagnose.py): γ_l = σ_0/σ_l
+per residual block."""
 import csv
 import json
 
@@ -9,8 +10,8 @@ from torch import nn
 
 import models  # noqa: F401
 from harness import cli
-from harness.diagnose import load_checkpoint, shortcut_ratio
-from harness.errors import DepthbenchError
+from harness.measure.diagnose import load_checkpoint, shortcut_ratio
+from harness.core.errors import DepthbenchError
 from models.stepsnet import residual_blocks
 
 TINY_STEPS = ((32, 1, 2), (48, 1, 1), (64, 1, 1))  # a 4-block Steps-DeiT at test size

@@ -13,8 +13,8 @@ import downstream  # noqa: F401  (registers DepthbenchBackbone)
 import models  # noqa: F401  (registers the paper models with timm, for the classifiers built here)
 from downstream.audit import load_config
 from downstream.backbone import DepthbenchBackbone, mmdet_swin_to_timm
-from harness.checkpoint import FORMAT, save_atomic
-from harness.errors import DepthbenchError
+from harness.engine.checkpoint import FORMAT, save_atomic
+from harness.core.errors import DepthbenchError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from downstream.audit import DENSE_COLUMNS, DENSE_CONFIGS, load_config, meta_model
-from harness import verify
+from harness.commands import verify
 from results import paper_tables
 
 ROOT = Path(__file__).resolve().parent.parent

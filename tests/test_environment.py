@@ -1,6 +1,7 @@
 """The environment `make setup` builds: OpenMMLab with compiled ops, DeepSpeed on CPU, the CLI."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,7 +99,11 @@ def test_depthbench_env_reports_mmcv_ops_loaded(cli):
     assert report["packages"]["torch"].startswith("2.14")
     assert report["packages"]["mmdet"] == "3.3.0"
     human = cli("env")
-    assert "mmcv ops    loaded" in human.stdout
+    assert re.search(r"^mmcv ops +loaded", human.stdout, re.M), human.stdout
+    # one aligned column, wide enough for the longest name (it used to print "mmsegmentation1.2.2")
+    assert re.search(r"^mmsegmentation +1\.2\.2$", human.stdout, re.M), human.stdout
+    starts = {len(m.group(1)) for m in re.finditer(r"^(\S+(?: \S+)? +)\S", human.stdout, re.M)}
+    assert len(starts) == 1, human.stdout
 
 
 def test_depthbench_models_json_lists_baselines_with_counts(cli):

@@ -1,4 +1,4 @@
-"""``depthbench eval`` protocols (harness/evaluation.py): tiny folders in each data set's standard layout, the
+"""``depthbench eval`` protocols (harness/tasks/protocols.py): tiny folders in each data set's standard layout, the
 200-class masking against timm's own label files, the mCE arithmetic by hand, multi-size TransNeXt inference in
 both pool modes, the StepsNet analyses, CIFAR-100, and bad input."""
 import json
@@ -13,7 +13,7 @@ from PIL import Image
 
 import models  # noqa: F401
 from harness.cli import main
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = f"{ROOT}/configs/demo/steps-deit-w64-d8_1xb64-8e_digits.py"  # steps_deit_tiny, 16 px, width 64
@@ -31,8 +31,8 @@ def _data_env(monkeypatch, data_cache):
 
 
 def build(config, *overrides):
-    from harness.builders import build_model
-    from harness.config import load_config
+    from harness.engine.builders import build_model
+    from harness.core.config import load_config
 
     torch.manual_seed(0)
     return build_model(load_config(config, list(overrides)), pretrained=False).eval()
@@ -47,7 +47,7 @@ def imagenet_model(tmp_path):
 
 
 def fake_run(path):
-    from harness.rundir import RunDir
+    from harness.core.rundir import RunDir
 
     RunDir.create("eval", path=path)
     return path
@@ -84,7 +84,7 @@ def timm_subset(which):
 
 # ----------------------------------------------------------------------------------------- arithmetic
 def test_200_class_masking_matches_timms_indices():
-    from harness.evaluation import restrict_to_subset, subset_indices
+    from harness.tasks.protocols import restrict_to_subset, subset_indices
 
     names = synsets()
     for which in ("a", "r"):
@@ -97,7 +97,7 @@ def test_200_class_masking_matches_timms_indices():
 
 
 def test_mce_arithmetic_by_hand():
-    from harness.evaluation import CORRUPTIONS, corruption_errors
+    from harness.tasks.protocols import CORRUPTIONS, corruption_errors
 
     alexnet = {"gaussian_noise": 0.886428, "shot_noise": 0.894468, "impulse_noise": 0.922640,
                "defocus_blur": 0.819880, "glass_blur": 0.826268, "motion_blur": 0.785948, "zoom_blur": 0.798360,
@@ -121,7 +121,7 @@ def test_alexnet_clean_error_is_torchvisions_published_top1():
     published metrics say (printed 43.5 % in Hendrycks & Dietterich 2019)."""
     import torchvision  # a dependency of timm
 
-    from harness.evaluation import ALEXNET_CLEAN_ERROR
+    from harness.tasks.protocols import ALEXNET_CLEAN_ERROR
 
     top1 = torchvision.models.AlexNet_Weights.IMAGENET1K_V1.meta["_metrics"]["ImageNet-1K"]["acc@1"]
     assert ALEXNET_CLEAN_ERROR == pytest.approx(1 - top1 / 100, abs=1e-9)
@@ -173,7 +173,7 @@ def test_imagenet_a_r_sketch_v2_real_on_tiny_layouts(tmp_path, capsys):
 
 
 def test_imagenet_c_generated_from_a_folder_gives_an_mce_table(tmp_path):
-    from harness.evaluation import CORRUPTIONS
+    from harness.tasks.protocols import CORRUPTIONS
 
     clean = tmp_path / "clean"
     for cls, pic in zip(("0", "1"), images(2, size=16)):
@@ -282,8 +282,9 @@ def test_stepsnet_analyses_change_exactly_what_they_should(tmp_path):
 
 # ----------------------------------------------------------------------------------------- CIFAR-100
 def test_cifar100_pickle_layout(tmp_path):
-    from harness.config import load_config
-    from harness.data import DataError, build_dataset, check_data
+    from harness.core.config import load_config
+    from harness.core.errors import DataError
+    from harness.engine.data import build_dataset, check_data
 
     cfg = load_config(STEPS, ["data.type=cifar100", f"data.root={tmp_path / 'c100'}", "data.num_classes=100",
                               "data.val_split=test"])
@@ -304,9 +305,9 @@ def test_cifar100_pickle_layout(tmp_path):
 
 # ----------------------------------------------------------------------------------------- bad input
 def test_bad_input_is_one_line_before_any_model_is_built(tmp_path, capsys, monkeypatch):
-    import harness.builders
+    import harness.engine.builders
 
-    monkeypatch.setattr(harness.builders, "build_model", lambda *a, **k: pytest.fail("model built"))
+    monkeypatch.setattr(harness.engine.builders, "build_model", lambda *a, **k: pytest.fail("model built"))
     weights = tmp_path / "w.pth"
     weights.write_bytes(b"")
     ten_synsets = tmp_path / "a"
@@ -333,6 +334,6 @@ def test_bad_input_is_one_line_before_any_model_is_built(tmp_path, capsys, monke
     err = capsys.readouterr().err.strip()
     assert "is a horesnet10_euler run but the config builds steps_deit_tiny" in err
     with pytest.raises(DepthbenchError, match="ImageNet-C's layout"):
-        from harness.evaluation import check_dataset
+        from harness.tasks.protocols import check_dataset
 
         check_dataset("imagenet-c", tmp_path, 10)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from harness import cli  # noqa: E402
-from harness.rundir import read_metrics  # noqa: E402
+from harness.core.rundir import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
@@ -158,17 +158,19 @@ def test_bad_input_is_one_line_and_writes_nothing(cache, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------- pretrained backbone
-def _preset_backbone_kwargs(config: str) -> dict:
-    from mmengine import Config
+def _preset_backbone(config: str) -> tuple:
+    """(timm name, model kwargs) of a preset's backbone."""
+    from harness.core.config import load_config
 
-    return Config.fromfile(config).backbone_kwargs.to_dict()
+    backbone = load_config(config).model.backbone
+    return backbone.model_name, dict(backbone.get("model_kwargs") or {})
 
 
 def _built_backbone(config: str, overrides):
     """The preset's model with ``overrides``, built and initialised as `depthbench finetune` does."""
     from mmengine.registry import MODELS, init_default_scope
 
-    from harness.finetune import load_downstream_config
+    from downstream.finetune import load_downstream_config
 
     cfg = load_downstream_config(config, overrides)
     init_default_scope(cfg.default_scope)
@@ -185,11 +187,11 @@ def test_preset_fine_tunes_a_depthbench_train_checkpoint(cache, tmp_path, capsys
     import timm
 
     import models  # noqa: F401
-    from harness.checkpoint import FORMAT, save_atomic
+    from harness.engine.checkpoint import FORMAT, save_atomic
 
-    kwargs = _preset_backbone_kwargs(SEG)
-    assert kwargs == _preset_backbone_kwargs(DET)
-    classifier = timm.create_model("steps_resnet18", num_classes=10, **kwargs)  # e.g. pretrained on digits
+    name, kwargs = _preset_backbone(SEG)
+    assert (name, kwargs) == _preset_backbone(DET) == ("steps_resnet18_w32", {})  # one registered variant
+    classifier = timm.create_model(name, num_classes=10, **kwargs)  # e.g. pretrained on digits
     weights = classifier.state_dict()
     ema = {k: v + 1.0 if v.is_floating_point() else v for k, v in weights.items()}
     pretrain = tmp_path / "runs/digits/run1"
@@ -214,7 +216,7 @@ def test_preset_fine_tunes_a_depthbench_train_checkpoint(cache, tmp_path, capsys
     work = tmp_path / "run"
     capsys.readouterr()
     code = cli.main(["finetune", SEG, "--work-dir", str(work), f"model.backbone.init_cfg.checkpoint={tmp_path}/wide.pth"])
-    line = _one_line_error(capsys, code, "does not fit the steps_resnet18 backbone")
+    line = _one_line_error(capsys, code, "does not fit the steps_resnet18_w32 backbone")
     assert "mis-shaped" in line and "conv1.weight" in line
     code = cli.main(["finetune", DET, "--work-dir", str(work), "model.backbone.init_cfg.checkpoint=3"])
     _one_line_error(capsys, code, "model.backbone.init_cfg.checkpoint=PATH")

@@ -1,10 +1,11 @@
-"""The FLOP convention (harness/flops.py) on modules whose MACs are known by hand, and on the baselines."""
+"""The FLOP convention (harness/measure/flops.py) on modules whose MACs are known by hand, and on the baselines."""
 import pytest
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from harness.flops import build_model, count_flops, count_params
+from harness.engine.models import build_model
+from harness.measure.flops import count_flops, count_params
 
 
 def test_linear_and_conv_count_one_flop_per_multiply_accumulate():

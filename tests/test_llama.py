@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.errors import DepthbenchError
-from harness.train import run
+from harness.core.errors import DepthbenchError
+from harness.commands.train import run
 from clitools import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ def data_cache(tmp_path_factory, monkeypatch):
 
 
 def preset(overrides=()):
-    from harness.config import load_config
+    from harness.core.config import load_config
 
     return load_config(PRESET, [*QUIET, *overrides])
 
@@ -49,9 +49,9 @@ def trained(tmp_path_factory):
 
 # ----------------------------------------------------------------------------------------- prompt and masking
 def test_alpaca_prompt_is_the_standard_template_and_only_the_response_carries_loss():
-    from harness.alpaca import (IGNORE_INDEX, build_instruction_dataset, encode_example, format_prompt, get_tokenizer,
+    from harness.tasks.alpaca import (IGNORE_INDEX, build_instruction_dataset, encode_example, format_prompt, get_tokenizer,
                                 split_indices)
-    from harness.lm import NextTokenLoss
+    from harness.tasks.lm import NextTokenLoss
 
     # Stanford Alpaca's two templates (with / without an input)
     assert format_prompt({"instruction": "Add.", "input": "1 and 2", "output": "3"}) == (
@@ -107,7 +107,7 @@ def test_the_tiny_preset_trains_its_loss_falls_and_it_reports_response_perplexit
 
 @pytest.mark.slow
 def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeypatch):
-    import harness.engine
+    import harness.engine.loop
 
     timing = {"images_per_s", "step_time", "eta_s", "peak_mem_mb", "epoch_time_s", "train_time_s"}
 
@@ -122,11 +122,11 @@ def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeyp
         calls["n"] += 1
         return calls["n"] == 4
 
-    monkeypatch.setattr(harness.engine, "stop_requested", stop_after_four)
+    monkeypatch.setattr(harness.engine.loop, "stop_requested", stop_after_four)
     stopped = run(PRESET, work_dir=tmp_path / "run", overrides=QUIET)
     assert stopped.status == "preempted"
     assert torch.load(stopped.run_dir / "last.pth", map_location="cpu", weights_only=True)["batch_in_epoch"] == 4
-    monkeypatch.setattr(harness.engine, "stop_requested", lambda: False)
+    monkeypatch.setattr(harness.engine.loop, "stop_requested", lambda: False)
     resumed = run(PRESET, work_dir=tmp_path / "run", resume="auto", overrides=QUIET)
     assert resumed.status == "done"
     assert curve(resumed.run_dir) == curve(trained)
@@ -136,8 +136,8 @@ def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeyp
 
 
 def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
-    from harness.alpaca import build_llama_model, get_tokenizer
-    from harness.checkpoint import load_weights
+    from harness.tasks.alpaca import build_llama_model, get_tokenizer
+    from harness.engine.checkpoint import load_weights
 
     from harness.cli import main
 
@@ -177,7 +177,7 @@ def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
 def test_an_expanded_llama_keeps_its_ties_through_save_and_load(tmp_path):
     from safetensors.torch import load_file
 
-    from harness.lm import load_llama
+    from harness.tasks.alpaca import load_llama
     from models.scalenet_llama import AdaptedLinear, build_llama, save_llama, unique_parameters
 
     torch.manual_seed(0)
@@ -211,7 +211,7 @@ def test_an_expanded_llama_keeps_its_ties_through_save_and_load(tmp_path):
 
 # ----------------------------------------------------------------------------------------- verify
 def test_verify_audits_the_llama_counts_and_flags_the_printed_1265m():
-    from harness import verify
+    from harness.commands import verify
 
     checks = {(c.row, c.column): c for c in verify.run(papers=["scalenet"], table="X", progress=False)}
     base, scaled = checks[("Llama-3.2-1B", "params")], checks[("Llama-3.2-1B ScaleNet", "params")]

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import harness.engine
-from harness.errors import DepthbenchError
-from harness.lm import PackedTokens, encode_lines, evaluate_lm, export_kjv, perplexity, train_tokenizer
-from harness.train import run
+import harness.engine.loop
+from harness.core.errors import DepthbenchError
+from harness.tasks.lm import PackedTokens, encode_lines, evaluate_lm, export_kjv, perplexity, train_tokenizer
+from harness.commands.train import run
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py"
@@ -126,12 +126,12 @@ def test_lm_trains_reports_perplexity_and_resumes_mid_epoch_exactly(corpus, tmp_
         calls["n"] += 1
         return calls["n"] == 3
 
-    monkeypatch.setattr(harness.engine, "stop_requested", stop_after_three)
+    monkeypatch.setattr(harness.engine.loop, "stop_requested", stop_after_three)
     stopped = run(PRESET, work_dir=tmp_path / "run", overrides=tiny(corpus))
     assert stopped.status == "preempted"
     checkpoint = torch.load(stopped.run_dir / "last.pth", map_location="cpu", weights_only=True)
     assert checkpoint["epoch"] == 0 and checkpoint["batch_in_epoch"] == 3
-    monkeypatch.setattr(harness.engine, "stop_requested", lambda: False)
+    monkeypatch.setattr(harness.engine.loop, "stop_requested", lambda: False)
     resumed = run(PRESET, work_dir=tmp_path / "run", resume="auto", overrides=tiny(corpus))
     assert resumed.status == "done"
     assert curve(resumed.run_dir) == records
@@ -245,7 +245,7 @@ def test_llama_expansion_keeps_sharing_through_save_and_load(tmp_path):
 
 
 def test_load_llama_from_a_directory_and_bad_directories_are_one_line(tmp_path):
-    from harness.lm import load_llama
+    from harness.tasks.alpaca import load_llama
 
     model = tiny_llama()
     model.save_pretrained(tmp_path / "ckpt")

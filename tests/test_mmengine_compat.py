@@ -1,4 +1,4 @@
-"""MMEngine 0.10.7 on torch 2.14: resuming a run works; foreign checkpoints still load weights-only."""
+"""MMEngine 0.10.7 on torch 2.14: resuming a run works, every checkpoint loads weights-only (with MMEngine's allow-list)."""
 import pickle
 
 import pytest
@@ -40,11 +40,20 @@ def _runner(cls, work_dir, epochs, resume):
                default_scope="mmengine")
 
 
-def test_stock_runner_cannot_resume_on_this_torch(tmp_path):
-    """The breakage we work around: a stock Runner's resume loads weights-only and fails on HistoryBuffer."""
+def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_list_admits_it(tmp_path):
+    """The breakage we work around: torch >= 2.6 loads weights-only and refuses MMEngine's HistoryBuffer (MMEngine
+    0.10.7 fails to resume). With downstream imported, MMEngine's local loader adds exactly the allow-list its
+    checkpoints need, so even the stock Runner resumes -- and nothing executes code (tests/test_trust_downstream.py)."""
+    from downstream.mmengine_compat import load_mmengine_checkpoint
+
     _runner(Runner, tmp_path, 1, False).train()
     with pytest.raises(pickle.UnpicklingError, match="HistoryBuffer|getattr"):
-        _runner(Runner, tmp_path, 2, True).train()
+        torch.load(tmp_path / "epoch_1.pth", map_location="cpu", weights_only=True)
+    checkpoint = load_mmengine_checkpoint(tmp_path / "epoch_1.pth")
+    assert type(checkpoint["message_hub"]["log_scalars"]["train/loss"]).__name__ == "HistoryBuffer"
+    runner = _runner(Runner, tmp_path, 2, True)
+    runner.train()
+    assert runner.epoch == 2
 
 
 def test_depthbench_runner_resumes_its_own_checkpoint(tmp_path):
@@ -56,7 +65,7 @@ def test_depthbench_runner_resumes_its_own_checkpoint(tmp_path):
 
 
 def test_pretrained_loading_stays_weights_only(tmp_path):
-    """A checkpoint carrying an arbitrary global must not load outside a trusted resume."""
+    """A checkpoint carrying an arbitrary global does not load (there is no trusted path any more)."""
     from mmengine.runner.checkpoint import _load_checkpoint
 
     evil = tmp_path / "evil.pth"

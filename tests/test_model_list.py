@@ -1,16 +1,17 @@
-"""``depthbench models`` (harness/model_list.py)."""
+"""``depthbench models`` (harness/commands/models.py, harness/measure/catalog.py)."""
 import pytest
 
-from harness import cli, model_list
+from harness import cli
+from harness.measure import catalog as model_list
 
 
 def test_rows_are_printed_as_each_model_is_counted(capsys, monkeypatch):
     real_describe = model_list.describe
     printed_before = []
 
-    def describe(name, family, with_flops=True):
+    def describe(name, family, with_flops=True, cache=None):
         printed_before.append(capsys.readouterr().out)  # what the user saw before this model was counted
-        return real_describe(name, family, with_flops)
+        return real_describe(name, family, with_flops, cache)
 
     monkeypatch.setattr(model_list, "describe", describe)
     assert cli.main(["models", "horesnet10_*", "--no-flops"]) == 0
@@ -30,7 +31,7 @@ def test_no_match_is_one_line_and_exit_2(capsys):
 
 @pytest.mark.parametrize("threads,expected", [("3", 3), ("", None)])
 def test_thread_default_respects_omp_num_threads(monkeypatch, threads, expected):
-    from harness.launch import configure_threads
+    from harness.engine.launch import configure_threads
 
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
@@ -41,3 +42,17 @@ def test_thread_default_respects_omp_num_threads(monkeypatch, threads, expected)
     assert configure_threads(1, 0, apply=False) == (expected or 2)  # idle: both cores
     assert configure_threads(2, 0, apply=False) == (expected or 1)  # two processes share them
     assert configure_threads(1, 4, apply=False) == (expected or 1)  # loader workers count, at least 1
+
+
+def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_path, capsys):
+    """Issue 26: `depthbench models` measured every model on every call (2.5 min). Counts are now measured once
+    per version of the model's source file (harness/measure/cache.py) and read back after that."""
+    from harness.measure import flops
+
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    assert cli.main(["models", "horesnet10_*", "--json"]) == 0
+    first = capsys.readouterr().out
+    monkeypatch.setattr(flops, "count_params", lambda model: pytest.fail("counted again"))
+    monkeypatch.setattr(flops, "count_flops", lambda *a, **k: pytest.fail("counted again"))
+    assert cli.main(["models", "horesnet10_*", "--json"]) == 0
+    assert capsys.readouterr().out == first

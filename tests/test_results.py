@@ -133,25 +133,25 @@ def test_status_counts(audit):
 
 def test_audit_is_cached_per_code_version(monkeypatch, tmp_path):
     monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
-    monkeypatch.setattr("results.audit.fingerprint", lambda: "measuring-code-1")
+    monkeypatch.setattr("harness.measure.cache.fingerprint", lambda: "measuring-code-1")
     row = paper_tables.load(DEMO)[0].rows[0]
     audit = Audit(progress=False)
     assert audit.row(row)["params_m"].ours == pytest.approx(11.689512)
     audit.save()
-    assert audit.path == tmp_path / "audit.json"
+    assert audit.path == tmp_path / "measurements.json"
     cached = json.loads(audit.path.read_text())
     assert len(cached) == 1 and '"resnet18"' in next(iter(cached))
     # a second audit reads the cache and builds nothing ...
-    from harness.verify import RowContext
+    from results.audit import RowContext
 
     build = RowContext.model
     monkeypatch.setattr(RowContext, "model", property(lambda self: pytest.fail("rebuilt a model")))
     assert Audit(progress=False).row(row)["params_m"].ours == pytest.approx(11.689512)
     # ... until the file that defines the model changes: then it measures again
-    monkeypatch.setattr("results.audit.model_code", lambda model: "edited")
+    monkeypatch.setattr("harness.measure.cache.model_code", lambda model: "edited")
     monkeypatch.setattr(RowContext, "model", build)
     again = Audit(progress=False)
-    assert again.row(row)["params_m"].ours == pytest.approx(11.689512) and again.dirty
+    assert again.row(row)["params_m"].ours == pytest.approx(11.689512) and again.cache.dirty
 
 
 def test_an_override_or_another_config_is_not_the_papers_setting():
@@ -234,13 +234,13 @@ def test_verify_json_on_every_real_table(cli, monkeypatch):
     import io
     from contextlib import redirect_stdout
 
-    from harness import verify
+    from harness.commands import verify
 
-    monkeypatch.setattr(verify, "_measure_cached", lambda column, measure, ctx: 1.0)
+    monkeypatch.setattr("results.audit.Audit.value", lambda self, column, row, ctx=None: {"value": 1.0})
     for paper in paper_tables.available_papers():
         buf = io.StringIO()
         with redirect_stdout(buf):
-            verify.main(argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False))
+            verify.main(argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False, no_cache=True))
         checks = json.loads(buf.getvalue())
         assert checks and {c["paper"] for c in checks} == {paper}
         reasons = [c for c in checks if c["status"] == "reason" and c["paper_value"] is not None]
@@ -356,7 +356,7 @@ def test_broken_runs_are_reported_once_and_never_lose_the_others(tmp_path, monke
         (run / "meta.json").write_text(json.dumps({"status": "failed", "experiment": "legacy", "run_id": name,
                                                    "start": name, "model": model}))
         (run / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 1.0}\n')
-    monkeypatch.setattr(compare, "MODEL_RENAMES", {"resnet18_old_name": "resnet18"})
+    monkeypatch.setattr(runs, "MODEL_RENAMES", {"resnet18_old_name": "resnet18"})
 
     frame, problems = runs.collect([root, root / "resnet18_8xb128-300e_in1k"])  # overlapping roots: no duplicates
     runs.check_runs(frame, problems)
@@ -376,7 +376,7 @@ def test_broken_runs_are_reported_once_and_never_lose_the_others(tmp_path, monke
     assert "closest now: steps_resnet18" in summary
     assert len(frame) == 8 + 4  # the fixture's 8 + no-meta, gone-config and the two legacy runs; the copy once
     assert frame[frame["run_id"] == "run-without-meta"].iloc[0]["status"] == "unknown"
-    index = compare.RunIndex(frame, compare.MODEL_RENAMES)
+    index = compare.RunIndex(frame, runs.MODEL_RENAMES)
     view = compare.view_table(paper_tables.load(DEMO)[0], index)
     got = cells(view)
     # seed0's good lines still give its best 70.0; the renamed model's failed run joins ResNet-18 (as a reduced
@@ -434,7 +434,7 @@ STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
 
 
 def _suite(dataset, metric, value, size=224, pool=None, analysis="none", overrides=None):
-    """One record as ``depthbench eval`` writes it (harness/evaluate_cmd.py run_suite)."""
+    """One record as ``depthbench eval`` writes it (harness/tasks/protocols.py evaluate_suite)."""
     return {"kind": "eval_suite", "dataset": dataset, "protocol": dataset, "model": "m", "input_size": size,
             "pool_mode": pool, "analysis": analysis, "model_overrides": overrides or {}, "checkpoint": "best.pth",
             "ema": False, "metric": metric, "value": value, "images": 10}
@@ -573,8 +573,8 @@ def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
     import torch
 
     import models  # noqa: F401
-    from harness.builders import CoefficientLogHook, build_hooks
-    from harness.config import load_config
+    from harness.engine.hooks import CoefficientLogHook, build_hooks
+    from harness.core.config import load_config
 
     class Log:  # RunLog.metrics' signature: what the training loop hands the hook
         def __init__(self):
@@ -603,7 +603,7 @@ def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
 
 
 def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
-    """The seven zero-shot tasks and their average, as harness/llm_eval.py writes them (no input size)."""
+    """The seven zero-shot tasks and their average, as harness/tasks/lm_eval.py writes them (no input size)."""
     config = "configs/scalenet/scalenet-llama-3.2-1b-2x_8xb16-3e_alpaca.py"
     run = tmp_path / "runs" / Path(config).stem / "r0"
     run.mkdir(parents=True)
@@ -622,3 +622,28 @@ def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
     assert (row["boolq"], row["piqa"], row["hellaswag"], row["obqa"], row["average"]) == (
         "66.12 / 50.00 / -16.12", "75.73 / 51.00 / -24.73", "64.98 / 52.00 / -12.98", "36.80 / 56.00 / +19.20",
         "57.61 / 57.00 / -0.61")
+
+
+def test_results_cells_and_status_give_verifys_answer_for_the_dense_rows(tmp_path):
+    """Issue 26: the dense rows (TransNeXt Table 14's segmentors, built from configs/seg) rendered as "error" in
+    `depthbench results` while `depthbench verify` passed them. Both now read one audit: every architecture cell
+    says what verify says, and --status counts the same rows as verified or failing."""
+    from harness.commands import verify
+
+    table = next(t for t in paper_tables.load_paper("transnext") if t.id == "14")
+    checks = [c for c in verify.run(papers=["transnext"], table="14", progress=False) if c.column != "-"]
+    dense = [c for c in checks if c.column.startswith("seg_")]
+    assert any(c.status == "pass" for c in dense) and all(c.status in ("pass", "reason") for c in dense)
+    index = compare.RunIndex(runs.collect([tmp_path / "no-runs"])[0], compare.MODEL_RENAMES)
+    view = compare.view_table(table, index, Audit(progress=False))
+    by_cell = {(line.row.name, column): cell for line in view.lines for column, cell in line.cells.items()
+               if cell.kind == "arch"}
+    for check in checks:
+        cell = by_cell[(check.row, check.column)]
+        assert cell.status == check.status, (check, cell)
+        if check.ours is not None:
+            assert cell.ours == pytest.approx(check.ours), (check, cell)
+    status = table_status(view)
+    failing_rows = {c.row for c in checks if c.status in ("fail", "error")}
+    assert set(status.failing) == failing_rows
+    assert status.verified == len({c.row for c in checks if c.status in ("pass", "fail", "error")} - failing_rows)

@@ -1,10 +1,10 @@
-"""The run-directory contract (harness/rundir.py)."""
+"""The run-directory contract (harness/core/rundir.py)."""
 import json
 
 import pytest
 
-from harness.errors import DepthbenchError
-from harness.rundir import RunDir, read_metrics
+from harness.core.errors import DepthbenchError
+from harness.core.rundir import RunDir, read_metrics
 
 
 def test_a_run_directory_holds_meta_and_metrics(tmp_path):
@@ -46,5 +46,5 @@ def test_a_torn_last_metrics_line_is_ignored_but_corruption_elsewhere_is_reporte
     path.write_text('{"step": 1}\n{"step": 2}\n{"st')
     assert read_metrics(path) == [{"step": 1}, {"step": 2}]
     path.write_text('{"step": 1}\nGARBAGE\n{"step": 3}\n')
-    with pytest.raises(ValueError, match="metrics.jsonl:2"):
+    with pytest.raises(DepthbenchError, match="metrics.jsonl:2"):
         read_metrics(path)

@@ -6,6 +6,11 @@ jobs on the local cluster, one node and then two (``slurmd -N n1``/``-N n2``): a
 requeues itself, resumes and ends with the same weights; a real ``--time``/``--signal`` expiry; an array of 3
 configs; ``jobs``/``cancel``; a 2-node job; sbatch refusing an unknown partition. The cluster needs root (apt,
 munged, slurmd); CI runs as root.
+
+Every test passes alone and in any order (``make test-random``): the rendering tests each get a runs folder of their
+own, and the cluster changes shape (two nodes, then one) only once every job submitted to the first shape has left
+the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
+:meth:`Cluster.start` refuses to restart slurmd under a job.
 """
 import contextlib
 import io
@@ -104,19 +109,71 @@ def scontrol_job(job: str) -> dict:
     return dict(re.findall(r"(\w+)=(\S*)", out.splitlines()[0]))
 
 
-def wait_for(predicate, timeout: float, what: str):
+def wait_for(predicate, timeout: float, what: str, gone=None):
+    """Poll ``predicate`` until it holds; ``gone()`` (optional) returns why it never will, to fail at once."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
+        why = gone() if gone else None
+        if why:
+            raise AssertionError(f"gave up waiting for {what}: {why}")
         time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def queued(job: str) -> bool:
     return bool(subprocess.run(["squeue", "-h", "-r", "-j", job.split("_")[0]], capture_output=True,
                                text=True).stdout.strip())
+
+
+def queue() -> list[str]:
+    """Every job in the queue, as ``id state``."""
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True).stdout
+    return out.split("\n")[:-1] if out.strip() else []
+
+
+def local_time(text: str):
+    """meta.json's ISO time (with its offset) or scontrol's (local, without one) as a naive local datetime."""
+    import datetime
+
+    t = datetime.datetime.fromisoformat(text)
+    return t.astimezone().replace(tzinfo=None) if t.tzinfo else t
+
+
+def pace(final: dict, work_dir) -> tuple[float, float]:
+    """How fast a finished job of the tiny setting went on this machine, now: (seconds from the job's start to its
+    run directory's creation -- the ranks importing torch --, seconds per training step -- the run's whole wall
+    time, evaluations and checkpoints included, over its steps, or its slowest logged step if that is longer)."""
+    m, records = meta(work_dir), metric_records(work_dir)
+    steps = max(r.get("global_step", 0) for r in records) or 1
+    run_s = (local_time(m["end"]) - local_time(m["start"])).total_seconds()
+    step_s = max([run_s / steps] + [r["step_time"] for r in records if r.get("kind") == "train"])
+    return max(1.0, (local_time(m["start"]) - local_time(final["StartTime"])).total_seconds()), step_s
+
+
+def wait_training(job: str, work_dir, steps: int, reference: tuple[dict, str]) -> None:
+    """Event wait until ``job``'s run has logged ``steps`` training steps and is still running: the job leaves the
+    queue's PENDING, its ranks start the run (meta.json "running"), the steps arrive. Each stage's bound comes from
+    the measured pace of ``reference`` (a finished job of the same setting: its final record and run directory),
+    made generous (x10, and a minute of slack for a loaded machine); it fails at once if the job or the run ends."""
+    startup_s, step_s = pace(*reference)
+
+    def ended():
+        m = meta(work_dir, missing_ok=True)
+        if m.get("status") in ("done", "failed", "preempted"):
+            return f"the run ended ({m['status']}) before it had trained {steps} steps"
+        if not queued(job):
+            return f"job {job} left the queue ({scontrol_job(job).get('JobState')})"
+        return None
+
+    wait_for(lambda: scontrol_job(job)["JobState"] != "PENDING", 120, f"job {job} to start (queue: {queue()})",
+             ended)
+    wait_for(lambda: meta(work_dir, missing_ok=True).get("status") == "running", 60 + 10 * startup_s,
+             f"job {job}'s ranks to start its run (reference start-up {startup_s:.0f} s)", ended)
+    wait_for(lambda: len([r for r in metric_records(work_dir) if r.get("kind") == "train"]) >= steps,
+             60 + 10 * steps * step_s, f"job {job} to train {steps} steps (reference {step_s:.2f} s a step)", ended)
 
 
 def wait_gone(job: str, timeout: float = 300) -> dict:
@@ -200,10 +257,29 @@ class Cluster:
 
     def start(self, nodes: int, cpus: int = 2) -> None:
         if self.shape != (nodes, cpus):
+            if self.shape is not None:  # restarting slurmd under a job would end it: a job keeps its cluster
+                wait_for(lambda: not queue(), 600, f"the queue to drain before the cluster becomes {nodes} node(s) "
+                         "(a test left a job behind?)")
             out = self.script("start", "--nodes", str(nodes), "--cpus", str(cpus))
             assert f"{nodes} node(s) idle" in out.stdout, out.stdout
             self.shape = (nodes, cpus)
         os.environ["SLURM_CONF"] = str(self.state / "etc" / "slurm.conf")  # ours, whatever /etc/slurm points at
+
+
+def wanted(request, fixture: str) -> bool:
+    """Whether a test of this module that is going to run (selected, not yet run or running now) uses ``fixture``,
+    directly or through other fixtures."""
+    return any(fixture in getattr(item, "fixturenames", ()) for item in request.session.items
+               if getattr(item, "module", None) is request.module)
+
+
+@pytest.fixture
+def fresh_runs(runs, monkeypatch, tmp_path):
+    """A runs folder of this test's own (rendering and refusal tests): what it finds there is what it wrote, in
+    whatever order the tests run."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(root))
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +298,7 @@ def cluster(tmp_path_factory, runs):
 
 
 # ----------------------------------------------------------------------------------------- rendered scripts
-def test_dry_run_one_node_two_ranks(runs):
+def test_dry_run_one_node_two_ranks(fresh_runs):
     script = dry_run(PRESET, *TINY, "--ntasks-per-node", 2)
     check_rank_logic(script, nodes=1, tasks_per_node=2)
     options = sbatch_options(script)
@@ -232,10 +308,11 @@ def test_dry_run_one_node_two_ranks(runs):
     assert cmd[:6] == ["python", "-m", "harness.cli", "train", PRESET, "--work-dir"]
     assert cmd[6:9] == ["$WORK_DIR", "--resume", "auto"] and cmd[9:] == TINY
     assert work_dir.startswith("$DEPTHBENCH_RUNS/horesnet10-rk4_1xb64-20e_digits/$RUN_ID")
-    assert not (runs / "slurm").exists()  # a dry run writes nothing
+    # a dry run submits and records nothing; it creates the script's log folder, so `sbatch` of the script works
+    assert options["--output"].startswith(f"{fresh_runs}/slurm/") and list((fresh_runs / "slurm").iterdir()) == []
 
 
-def test_dry_run_four_nodes_of_eight_gpus(runs):
+def test_dry_run_four_nodes_of_eight_gpus(fresh_runs):
     script = dry_run(PRESET, *TINY, "batch_size=64", "--nodes", 4, "--gpus-per-node", 8, "--cpus-per-task", 10,
                      "--time", "2-00:00:00", "--partition", "gpu", "--engine", "deepspeed")
     check_rank_logic(script, nodes=4, tasks_per_node=8)
@@ -247,7 +324,7 @@ def test_dry_run_four_nodes_of_eight_gpus(runs):
     assert cmd[cmd.index("--engine") + 1] == "deepspeed" and cmd[-1] == "batch_size=64"
 
 
-def test_dry_run_sweep_is_one_array(runs, fake_datasets):
+def test_dry_run_sweep_is_one_array(fresh_runs, fake_datasets):
     sweep = "configs/horesnet/horesnet86_lr-sweep_cifar10.py"
     script = dry_run(sweep, f"data.root={fake_datasets / 'cifar10'}", "--max-concurrent", 4)
     elements = element_commands(script)
@@ -261,7 +338,7 @@ def test_dry_run_sweep_is_one_array(runs, fake_datasets):
     assert len(points) == 40 and ("model.name='horesnet86_verner'", "optim.lr=0.4") in points
 
 
-def test_dry_run_paper_table_rows(runs, fake_datasets):
+def test_dry_run_paper_table_rows(fresh_runs, fake_datasets):
     script = dry_run("--table", "stepsnet:1", "--rows", "ResNet-18,Steps-ResNet-18", "--gpus-per-node", 8,
                      f"data.root={fake_datasets / 'imagenet'}")
     assert sbatch_options(script)["--array"] == "0-1" and sbatch_options(script)["--job-name"] == "db-stepsnet-table1"
@@ -271,7 +348,7 @@ def test_dry_run_paper_table_rows(runs, fake_datasets):
     assert re.search(r"^ +1\) NAME=Steps-ResNet-18$", script, re.M)
 
 
-def test_dry_run_fine_tuning_config(runs):
+def test_dry_run_fine_tuning_config(fresh_runs):
     """A downstream (MMDetection) config runs `depthbench finetune` through the same template and rank logic."""
     det = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
     script = dry_run(det, "train_cfg.max_iters=10", "--ntasks-per-node", 2)
@@ -290,14 +367,14 @@ def test_dry_run_fine_tuning_config(runs):
     (["--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
     (["--mem", "lots"], "--mem 'lots' is not a Slurm size"),
 ])
-def test_bad_options_one_line(runs, args, message):
+def test_bad_options_one_line(fresh_runs, args, message):
     code, out, err = cli("submit", PRESET, *TINY, *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("depthbench submit: error: ") and message in err, err
-    assert not (runs / "slurm").exists()
+    assert not (fresh_runs / "slurm").exists()
 
 
-def test_bad_config_and_table_one_line(runs, tmp_path):
+def test_bad_config_and_table_one_line(fresh_runs, tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("model = dict(name='horesnet10_rk4'\n")
     cases = [([str(broken)], f"cannot load config {broken}"),
@@ -312,16 +389,18 @@ def test_bad_config_and_table_one_line(runs, tmp_path):
         assert code == 2 and out == "" and err.count("\n") == 1 and message in err, (args, err)
 
 
-def test_no_sbatch_on_path(runs, monkeypatch, tmp_path):
+def test_no_sbatch_on_path(fresh_runs, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client here
     code, out, err = cli("submit", PRESET, *TINY)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "sbatch is not on PATH" in err and "--dry-run" in err
-    assert not (runs / "slurm").exists()
+    assert not (fresh_runs / "slurm").exists()
 
 
 # ----------------------------------------------------------------------------------------- real jobs, two nodes
-# (first, so the time-limit job, which waits on Slurm's clock, runs while the others do)
+# The two-node work comes first whatever the order of the tests: the one-node fixture pulls it in before it restarts
+# the cluster (restarting slurmd ends its jobs). The time-limit job, which waits on Slurm's clock, is started first
+# when its test is selected, so it runs while the others do.
 @pytest.fixture(scope="module")
 def time_limit_job(cluster, runs):
     """A real --time/--signal expiry: 2 minutes with a 60 s warning; runs while the next tests do."""
@@ -333,8 +412,36 @@ def time_limit_job(cluster, runs):
 
 
 @pytest.fixture(scope="module")
-def two_node_run(cluster, runs, time_limit_job):
+def time_limit_result(cluster, runs, time_limit_job):
+    """Waits for Slurm's USR1, the checkpoint, the requeue and the resume, then `depthbench cancel RUN`; what each
+    step showed. The job (1000 epochs) never outlives this fixture: cancelled here even when a step fails."""
+    job, work_dir, _ = time_limit_job
+
+    def resumed():
+        m = meta(work_dir, missing_ok=True)
+        return m.get("slurm_restart_count") == 1 and m.get("status") == "running" and m.get("resumes")
+
+    result = {}
+    try:
+        wait_for(resumed, 240, "the job to be signalled by Slurm, requeued and resumed",
+                 lambda: None if queued(job) else f"job {job} left the queue ({scontrol_job(job).get('JobState')})")
+        result["log"] = slurm_log(runs, job)
+        result["cancel"] = cli("cancel", work_dir)
+        result["final"] = wait_gone(job)
+        time.sleep(2)  # a cancelled job is not requeued by its script (scancel's SIGTERM ends the batch shell)
+        result["after"] = scontrol_job(job)["JobState"]
+    finally:
+        if queued(job):
+            subprocess.run(["scancel", job], check=False)
+            wait_gone(job)
+    return result
+
+
+@pytest.fixture(scope="module")
+def two_node_run(cluster, runs, request):
     """One rank on each of two nodes, waited for: (job id, final Slurm record, run directory)."""
+    if wanted(request, "time_limit_job"):
+        request.getfixturevalue("time_limit_job")
     cluster.start(nodes=2)
     code, out, err = cli("submit", PRESET, *TINY, "--nodes", 2, "--time", 10)
     assert code == 0, err
@@ -402,47 +509,63 @@ def test_jobs_and_cancel(cluster, runs):
 
 @pytest.mark.slow
 def test_unknown_partition_submits_nothing(cluster, runs):
-    before = set(os.listdir(runs / "slurm"))
+    def listing():  # the folder exists once a job was submitted (by any test, in any order)
+        return set(os.listdir(runs / "slurm")) if (runs / "slurm").exists() else None
+
+    before = listing()
     code, out, err = cli("submit", PRESET, *TINY, "--partition", "nosuch")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "sbatch refused the job, nothing submitted: " in err and "Invalid partition name specified" in err, err
-    assert set(os.listdir(runs / "slurm")) == before
+    assert listing() == before
 
 
 @pytest.mark.slow
-def test_time_limit_signal_checkpoints_and_requeues(cluster, runs, time_limit_job):
+def test_time_limit_signal_checkpoints_and_requeues(cluster, runs, time_limit_job, time_limit_result):
     """Slurm's own clock: USR1 60 s before the 2-minute limit (up to ~30 s early); the run checkpoints, the job
     requeues and resumes its run directory. Then `depthbench cancel RUN` stops the running job for good."""
     job, work_dir, _ = time_limit_job
-    def resumed():
-        m = meta(work_dir, missing_ok=True)
-        return m.get("slurm_restart_count") == 1 and m.get("status") == "running" and m.get("resumes")
-
-    wait_for(resumed, 240, "the job to be signalled by Slurm, requeued and resumed")
-    log = slurm_log(runs, job)
+    log = time_limit_result["log"]
     assert "preempted: checkpoint written; requeueing" in log and "restart 1" in log
-    code, out, err = cli("cancel", work_dir)
+    code, out, err = time_limit_result["cancel"]
     assert code == 0 and f"cancelled job {job}" in out, err
-    final = wait_gone(job)
+    final = time_limit_result["final"]
     assert final["JobState"] == "CANCELLED" and final["Restarts"] == "1"
-    time.sleep(2)  # a cancelled job is not requeued by its script (scancel's SIGTERM ends the batch shell)
-    assert scontrol_job(job)["JobState"] == "CANCELLED"
+    assert time_limit_result["after"] == "CANCELLED"
 
 
 # ----------------------------------------------------------------------------------------- real jobs, one node
-# (after the two-node tests: restarting the cluster ends its jobs)
 @pytest.fixture(scope="module")
-def one_node_jobs(cluster, runs):
-    """Two identical 2-rank jobs on a one-node cluster (4 CPU slots on 2 cores, so they run side by side): one
-    left alone, one to be preempted. ``{"plain"|"preempted": (job id, run directory)}``."""
+def one_node_cluster(cluster, request):
+    """The cluster as one node with 4 CPU slots (two 2-rank jobs side by side on 2 cores) -- after the two-node
+    work the selected tests need, so that no job is running when slurmd restarts with the new shape."""
+    for fixture in ("two_node_run", "time_limit_result"):
+        if wanted(request, fixture):
+            request.getfixturevalue(fixture)
     cluster.start(nodes=1, cpus=4)
-    submitted_jobs = {}
-    for name in ("plain", "preempted"):
-        code, out, err = cli("submit", PRESET, *TINY, "--ntasks-per-node", 2, "--time", 10)
-        assert code == 0, err
-        job = submitted(out)
-        submitted_jobs[name] = job, record(runs, job)["elements"][0]["work_dir"]
-    return submitted_jobs
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def one_node_plain(one_node_cluster, runs):
+    """A 2-rank job on the one-node cluster, left alone: (job id, run directory)."""
+    code, out, err = cli("submit", PRESET, *TINY, "--ntasks-per-node", 2, "--time", 10)
+    assert code == 0, err
+    job = submitted(out)
+    return job, record(runs, job)["elements"][0]["work_dir"]
+
+
+@pytest.fixture
+def one_node_jobs(one_node_plain, one_node_cluster, runs):
+    """The plain job and an identical one to be preempted, submitted now (beside the plain one when that is still
+    running): the test that preempts it is the only one that sees it, so it cannot finish unpreempted before that
+    test runs. ``{"plain"|"preempted": (job id, run directory)}``; the preempted job is cancelled if left running."""
+    code, out, err = cli("submit", PRESET, *TINY, "--ntasks-per-node", 2, "--time", 10)
+    assert code == 0, err
+    job = submitted(out)
+    yield {"plain": one_node_plain, "preempted": (job, record(runs, job)["elements"][0]["work_dir"])}
+    if queued(job):
+        subprocess.run(["scancel", job], check=False)
+        wait_gone(job)
 
 
 @pytest.mark.slow
@@ -451,12 +574,7 @@ def test_preempted_job_requeues_resumes_and_matches(one_node_jobs, two_node_run,
     the ranks checkpoint and exit 75, the batch script requeues, the job restarts into the same run directory
     and finishes with the weights of the uninterrupted runs -- the one-node one and the two-node one."""
     job, work_dir = one_node_jobs["preempted"]
-
-    def training():  # a few steps in, not yet done
-        return meta(work_dir, missing_ok=True).get("status") == "running" and \
-            len([r for r in metric_records(work_dir) if r.get("kind") != "eval"]) >= 4
-
-    wait_for(training, 180, "the job to train a few steps")
+    wait_training(job, work_dir, 4, reference=two_node_run[1:])  # a few steps in, not yet done
     subprocess.run(["scancel", "--signal=USR1", job], check=True)
     final = wait_gone(job)
     assert final["JobState"] == "COMPLETED" and final["Restarts"] == "1"
@@ -476,8 +594,8 @@ def test_preempted_job_requeues_resumes_and_matches(one_node_jobs, two_node_run,
 
 
 @pytest.mark.slow
-def test_two_rank_job_trains_to_done(one_node_jobs, runs):
-    job, work_dir = one_node_jobs["plain"]
+def test_two_rank_job_trains_to_done(one_node_plain, runs):
+    job, work_dir = one_node_plain
     final = wait_gone(job)
     assert final["JobState"] == "COMPLETED" and final["Restarts"] == "0" and final["NumTasks"] == "2"
     m = meta(work_dir)

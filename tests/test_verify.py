@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.verify import within
+from results.audit import within
 from results import paper_tables
 from results.paper_tables import TableError
 
@@ -91,7 +91,7 @@ def test_every_paper_tables_file_loads():
 
 
 def test_every_linked_config_exists_and_trains_the_rows_model():
-    from harness.config import load_config
+    from harness.core.config import load_config
 
     linked = [(paper, row) for paper in paper_tables.available_papers()
               for table in paper_tables.load_paper(paper) for row in table.rows if row.config]

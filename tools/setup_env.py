@@ -202,9 +202,10 @@ def ensure_torch() -> None:
 
 def ensure_build_tools() -> None:
     # setuptools<82 keeps pkg_resources, which mmengine 0.10.7 still imports at run time.
-    say("installing build tools (setuptools<82, wheel, ninja, psutil)")
+    say("installing build tools (setuptools<82, wheel, ninja, psutil, numpy)")
+    # numpy too: torch imports it in the mmcv build, which runs beside the install of the rest of the stack
     pip("install", "-c", str(ROOT / "requirements/lock.txt"), "setuptools<82", "wheel", "ninja", "psutil",
-        "packaging", log_name="install-build-tools")
+        "packaging", "numpy", log_name="install-build-tools")
 
 
 def mmcv_build_config() -> tuple[str, dict]:
@@ -252,16 +253,25 @@ def mmcv_ops_error() -> str:
     return lines[-1] if lines else f"mmcv {out.stdout.strip().splitlines()[-1:]} is not {MMCV}"
 
 
-def ensure_mmcv() -> None:
+def mmcv_wheel() -> Path | None:
+    """The cached mmcv wheel for this venv's torch (built first when missing); None when mmcv is installed."""
     if mmcv_ops_ok():
         say(f"mmcv {MMCV} with compiled ops already installed")
-        return
+        return None
     key, build_env = mmcv_build_config()
     wheel_dir = CACHE / "wheels" / key
     wheels = sorted(wheel_dir.glob(f"mmcv-{MMCV}-*.whl"))
     if not wheels:
         build_mmcv(wheel_dir, build_env)
         wheels = sorted(wheel_dir.glob(f"mmcv-{MMCV}-*.whl"))
+    return wheels[-1]
+
+
+def ensure_mmcv(wheel: Path | None = None) -> None:
+    wheel = wheel or mmcv_wheel()
+    if wheel is None:
+        return
+    wheels = [wheel]
     say(f"installing cached mmcv wheel {wheels[-1]}")
     pip("install", "--no-deps", "--force-reinstall", str(wheels[-1]), log_name="install-mmcv")
     pip("install", "-c", str(ROOT / "requirements/lock.txt"), str(wheels[-1]), log_name="install-mmcv-deps")
@@ -308,6 +318,8 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
         # those and append -g0: the same optimised code without debug info, about twice as fast to build.
         default_flags = venv_query("import sysconfig; print(sysconfig.get_config_var('CFLAGS') or '')") or "-O3"
         flags = f"{default_flags} {os.environ.get('CFLAGS', '')} -g0"
+        if not cuda:  # every op file spends ~80 % of its compile time parsing torch's headers: parse them once
+            flags += precompiled_torch_header(Path(tmp) / "pch", src, flags)
         env = dict(os.environ, **build_env, MMCV_WITH_OPS="1", MAX_JOBS=jobs, CFLAGS=flags, CXXFLAGS=flags)
         start = time.time()
         last_report = [0.0]
@@ -335,12 +347,71 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
         say(f"built mmcv in {(time.time() - start) / 60:.1f} min, cached as {wheel_dir / built[0].name}")
 
 
+def precompiled_torch_header(folder: Path, src: Path, flags: str) -> str:
+    """Build a GCC precompiled header of torch's ``<torch/types.h>`` (what mmcv's ``pytorch_cpp_helper.hpp`` includes
+    first) with exactly the flags, include paths and macros torch's cpp_extension gives each op file, and return
+    the flags that make every compile start from it (`-include` + `-Winvalid-pch`). The objects are the same code:
+    a precompiled header is GCC's cache of the parsed header, used only when the flags match (otherwise GCC warns
+    and parses the header as before). Measured here: 10.4 s -> 2.2 s per op file, 25 s once for the header; the
+    CPU build of mmcv's 77 files drops from ~9 min to ~3 min on 2 cores. CUDA builds (nvcc) are left as they are.
+    Returns "" (no precompiled header) when building it fails."""
+    cxx = os.environ.get("CXX") or shutil.which("c++") or "c++"
+    paths = json.loads(venv_query(
+        "import json, sys, sysconfig; from torch.utils.cpp_extension import include_paths; "
+        "print(json.dumps(include_paths() + [sysconfig.get_paths()['include']]))") or "[]")
+    includes = [str(src / "mmcv" / "ops" / "csrc" / "common"), *paths[:-1], str(VENV / "include"), *paths[-1:]]
+    header = folder / "depthbench_torch_pch.h"
+    folder.mkdir(parents=True, exist_ok=True)
+    header.write_text("#include <torch/types.h>\n#include <vector>\n")
+    cmd = [cxx, *flags.split(), "-fPIC", *(f"-I{i}" for i in includes), "-std=c++20",
+           "-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=_ext", "-x", "c++-header", str(header),
+           "-o", f"{header}.gch"]
+    out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        say("  (torch's precompiled header did not build; compiling without it)")
+        return ""
+    return f" -include {header} -Winvalid-pch"
+
+
+def install_locked_packages() -> None:
+    """Every pinned package of requirements/lock.txt, without resolving (the lock is the resolution): runs while
+    mmcv builds, and never asks the index for mmcv (mmdet requires it; it is installed from our wheel after)."""
+    say("installing the pinned stack (requirements/lock.txt, while mmcv builds)")
+    pip("install", "--no-deps", "-r", str(ROOT / "requirements/lock.txt"), log_name="install-locked")
+
+
 def ensure_packages() -> None:
-    say("installing the pinned stack (requirements/base.txt, versions from requirements/lock.txt)")
+    say("checking the stack against requirements/base.txt (versions from requirements/lock.txt)")
     pip("install", "-r", str(ROOT / "requirements/base.txt"), "-c", str(ROOT / "requirements/lock.txt"),
         log_name="install-packages")
     say("installing depthbench itself (editable)")
     pip("install", "--no-deps", "--no-build-isolation", "-e", str(ROOT), log_name="install-depthbench")
+
+
+def concurrently(*steps) -> list:
+    """Run the setup steps side by side (threads: each waits on a subprocess), all to the end; re-raise the first
+    failure. The mmcv build keeps both cores busy while pip and apt wait on the disk and the network."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(steps)) as pool:
+        futures = [pool.submit(step) for step in steps]
+        results, errors = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except BaseException as e:  # let every step finish or fail before reporting
+                results.append(None)
+                errors.append(e)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def system_packages() -> None:
+    """What comes from Debian and the timm sdist (independent of the venv's packages)."""
+    ensure_timm_tests()
+    ensure_chromium()
+    ensure_kjv_bible()
 
 
 def pinned_version(dist: str) -> str:
@@ -409,7 +480,7 @@ def ensure_chromium() -> None:
 
 def ensure_kjv_bible() -> None:
     """Debian's bible-kjv (the King James Bible, public domain, and the ``bible`` program that decompresses it):
-    the embedded real-text corpus of the language-model presets and tests (harness/lm.py)."""
+    the embedded real-text corpus of the language-model presets and tests (harness/tasks/lm.py)."""
     ensure_debian_packages("bible", ["bible-kjv", "bible-kjv-text"], "the embedded language-model corpus")
 
 
@@ -437,12 +508,10 @@ def main() -> int:
         ensure_venv()
         ensure_torch()
         ensure_build_tools()
-        ensure_mmcv()
+        wheel, _, _ = concurrently(mmcv_wheel, install_locked_packages, system_packages)
+        ensure_mmcv(wheel)
         ensure_packages()
         smoke_test()
-        ensure_timm_tests()
-        ensure_chromium()
-        ensure_kjv_bible()
         STAMP.write_text(json.dumps({"digest": stamp_digest(), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}))
         say(f"done in {(time.time() - start) / 60:.1f} min; activate with: source {VENV}/bin/activate")
         return 0

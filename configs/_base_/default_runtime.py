@@ -11,6 +11,27 @@ deepspeed = dict(
 )
 find_unused_parameters = False
 
+# Speed options (issue 27; docs/training.md "Speed options"). Each is off by default, and off, training is
+# bit-identical to a run without the option. --compile/--channels-last/--grad-checkpointing set them too.
+compile = dict(
+    enable=False,          # torch.compile the model's training forward (and backward); evaluation runs eagerly
+    mode=None,             # None (inductor's default), 'reduce-overhead' (CUDA graphs), 'max-autotune', ...
+    backend='inductor',
+    dynamic=False,         # the training shapes are fixed (drop_last): one graph, no dynamic-shape kernels
+)
+channels_last = False      # NHWC weights and image batches (CNNs and conv stems on GPUs with tensor cores)
+grad_checkpointing = False # the model's set_grad_checkpointing(True): recompute activations in backward
+optim = dict(
+    fused=None,            # True: torch's fused kernel (AdamW/Adam/SGD/Adagrad; CPU and CUDA); None: torch's default
+    foreach=None,          # True/False: torch's multi-tensor (foreach) implementation; None: torch's default
+)
+loader = dict(
+    device_normalize=False,  # image batches leave the workers as uint8 and are normalised (and randomly erased)
+                             # on the training device: timm's prefetcher, 4x less to collate, pin and copy
+    prefetch_factor=None,    # batches each loader worker keeps ready (None: torch's default, 2)
+    persistent_workers=True, # keep loader workers alive between epochs
+)
+
 epochs = 300
 batch_size = 1024          # GLOBAL images per optimizer step = processes x per-process batch x grad_accum
 grad_accum = 1
@@ -31,7 +52,7 @@ model = dict(
     # grow=dict(k=2, ...) (expand once after loading `pretrained`) or grow=dict(stages=[dict(epoch=.., ...)])
 )
 ema = dict(enable=False, decay=0.99996, warmup=False)
-distill = dict(            # distillation when `teacher` is set (harness.losses.TrainingLoss):
+distill = dict(            # distillation when `teacher` is set (harness.engine.losses.TrainingLoss):
     kind='soft',           # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
     teacher=None,          # timm name of the teacher, e.g. 'regnety_160'
     teacher_checkpoint=None,

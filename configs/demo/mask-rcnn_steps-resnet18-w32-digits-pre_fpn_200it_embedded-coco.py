@@ -1,4 +1,4 @@
-# make demo (harness/demo.py): Mask R-CNN on the embedded COCO-format shapes set, the half-width Steps-ResNet-18
+# make demo (harness/commands/demo.py): Mask R-CNN on the embedded COCO-format shapes set, the half-width Steps-ResNet-18
 # backbone initialised from the demo's digits pretraining (steps-resnet18-w32_1xb64-8e_digits.py) through the
 # one weights loader: the demo sets  model.backbone.init_cfg.checkpoint=<its run dir>/best.pth  (by hand: the
 # same override with a depthbench best.pth of that model). 200 iterations instead of the preset's 500.

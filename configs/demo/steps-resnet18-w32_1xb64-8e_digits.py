@@ -1,10 +1,8 @@
-# make demo (harness/demo.py): pretraining for the downstream fine-tune -- the half-width Steps-ResNet-18 of the
+# make demo (harness/commands/demo.py): pretraining for the downstream fine-tune -- the half-width Steps-ResNet-18 of the
 # embedded presets (configs/det|seg/*steps-resnet18-w32*: stage widths 32/64/128/256, Table 12's steps halved)
 # as a digits classifier at 32x32; its best.pth initialises upernet_steps-resnet18-w32-digits-pre_200it_embedded-ade.py.
 _base_ = ['../horesnet/horesnet10-rk4_1xb64-20e_digits.py']
-model = dict(_delete_=True, name='steps_resnet18', channels=(32, 64, 128, 256),
-             stage_steps=(None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
-                          ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0))))
+model = dict(_delete_=True, name='steps_resnet18_w32')  # registered in models/stepsnet.py (the presets' backbone)
 epochs = 8
 sched = dict(decay_milestones=[5, 7])
 data = dict(input_size=32)

@@ -12,16 +12,12 @@ custom_imports = dict(imports=['downstream'], allow_failed_imports=False)
 runner_type = 'DepthbenchRunner'
 scale = 'embedded coco-shapes 128px, 500 iterations'  # meta.json: a reduced-scale run (results label it)
 
-# half-width Steps-ResNet-18: each stage's widest step is the stage width (Table 12 widths / 2)
-backbone_kwargs = dict(
-    channels=(32, 64, 128, 256),
-    stage_steps=(None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
-                 ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0))))
 neck_channels = 64
 num_classes = 4
 model = dict(
-    backbone=dict(_delete_=True, type='DepthbenchBackbone', model_name='steps_resnet18',
-                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
+    backbone=dict(_delete_=True, type='DepthbenchBackbone',
+                  model_name='steps_resnet18_w32',  # half width: each stage's widest step is its width (models/)
+                  out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
                   init_cfg=dict(type='Pretrained', checkpoint=None)),  # random init; see the header
     neck=dict(in_channels=[32, 64, 128, 256], out_channels=neck_channels),
     rpn_head=dict(in_channels=neck_channels, feat_channels=neck_channels,

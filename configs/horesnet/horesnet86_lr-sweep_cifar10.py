@@ -1,5 +1,5 @@
 # Sweep definition: the learning-rate robustness experiment (paper §3.3 / Fig. 9). Every point is one
-# run of the base recipe with the keys below set; list them with harness.config.sweep_points(cfg) and run one as
+# run of the base recipe with the keys below set; list them with harness.core.config.sweep_points(cfg) and run one as
 #   depthbench train configs/horesnet/horesnet86-euler_1xb128-260e_cifar10.py model.name=... optim.lr=...
 # Paper: Euler diverges at lr >= 0.13; mid-point converges up to ~0.2; RK4 at 0.23; Verner at 0.4 "or above".
 # (RK4 uses the 82-layer net of Table 3, ×10 blocks; §3.3's "7" is an error.) Milestones/gamma unchanged; fp32.

@@ -11,10 +11,6 @@ custom_imports = dict(imports=['downstream'], allow_failed_imports=False)
 runner_type = 'DepthbenchRunner'
 scale = 'embedded ade-shapes 128px, 500 iterations'  # meta.json: a reduced-scale run (results label it)
 
-backbone_kwargs = dict(
-    channels=(32, 64, 128, 256),
-    stage_steps=(None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
-                 ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0))))
 norm_cfg = dict(type='BN', requires_grad=True)  # SyncBN needs CUDA
 num_classes = 5
 # background, ellipse, triangle, rectangle, star: background (~80% of the pixels) down-weighted so the shapes'
@@ -23,8 +19,9 @@ class_weight = [0.25, 0.85, 1.2, 1.0, 1.15]
 model = dict(
     data_preprocessor=dict(size=(128, 128)),  # the crop size of the embedded set
     pretrained=None,
-    backbone=dict(_delete_=True, type='DepthbenchBackbone', model_name='steps_resnet18',
-                  model_kwargs=backbone_kwargs, out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
+    backbone=dict(_delete_=True, type='DepthbenchBackbone',
+                  model_name='steps_resnet18_w32',  # half width: each stage's widest step is its width (models/)
+                  out_indices=(1, 2, 3, 4),  # timm: 0 is the stem
                   init_cfg=dict(type='Pretrained', checkpoint=None)),  # random init; see the header
     decode_head=dict(in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg,
                      loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0,

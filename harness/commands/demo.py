@@ -6,7 +6,7 @@ version of the papers' core comparisons, then renders the tables, figures, statu
 1. HO-ResNet Table 3's question -- does a higher-order scheme help at equal depth? -- Euler vs RK4 at depths 10
    and 18 on the bundled digits (configs/demo/horesnet*);
 2. StepsNet Table 1's question at equal parameters and FLOPs: DeiT vs Steps-DeiT at reduced width and resolution
-   on the digits, both audited with the one FLOP counter (harness/flops.py) before training;
+   on the digits, both audited with the one FLOP counter (harness/measure/flops.py) before training;
 3. pretraining + fine-tuning: a half-width Steps-ResNet-18 classifier on the digits, whose ``best.pth`` initialises
    the backbone of Mask R-CNN on the embedded COCO-format set (``init_cfg`` -> the one weights loader);
 4. ``depthbench results`` over the demo's runs: Markdown tables + figures, the status view and the HTML report.
@@ -16,6 +16,9 @@ Each run is a ``depthbench train`` / ``depthbench finetune`` process in a fixed 
 ``--resume auto``. Ctrl-C asks the running process to checkpoint and stop (SIGTERM, the engines' preemption path:
 every file is written atomically), so the next ``depthbench demo`` continues where it stopped. ``--quick`` is the
 same job at one epoch / 20 iterations per run, for CI.
+
+    from harness.commands.demo import run
+    result = run(quick=True, out="results/demo-quick")   # DemoResult(out, runs, products, summary, seconds)
 """
 from __future__ import annotations
 
@@ -29,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import DepthbenchError
+from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
+
+__all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
 DEFAULT_OUT = {False: Path("results/demo"), True: Path("results/demo-quick")}
 DIGITS = "embedded digits"
@@ -106,8 +111,9 @@ def check_out(out: Path) -> None:
 
 def audit_equal_size(out: Path) -> str:
     """Parameters and FLOPs of the DeiT/Steps-DeiT pair with the one counter; refuse a pair that is not equal."""
-    from harness.config import load_config
-    from harness.flops import build_model, count_flops, count_params
+    from harness.core.config import load_config
+    from harness.engine.models import build_model
+    from harness.measure.flops import count_flops, count_params
 
     sizes = {}
     for name in ("deit-w64-d4_1xb64-8e_digits.py", "steps-deit-w64-d8_1xb64-8e_digits.py"):
@@ -119,7 +125,7 @@ def audit_equal_size(out: Path) -> str:
     gap_p, gap_f = steps_p / deit_p - 1, steps_f / deit_f - 1
     (out / "audit.json").write_text(json.dumps({k: {"params": p, "flops": f} for k, (p, f) in sizes.items()}))
     line = (f"DeiT {deit_p / 1e3:.1f}k params {deit_f / 1e6:.2f} MFLOPs, Steps-DeiT {steps_p / 1e3:.1f}k params "
-            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/flops.py at 16x16)")
+            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/measure/flops.py at 16x16)")
     if max(abs(gap_p), abs(gap_f)) > MAX_SIZE_GAP:
         raise DepthbenchError(f"configs/demo: the DeiT/Steps-DeiT pair is not of equal size ({line}); fix the widths")
     return line
@@ -138,7 +144,7 @@ NAMES = {"top1": "top-1", "coco/bbox_mAP": "bbox AP", "coco/segm_mAP": "mask AP"
 
 def best_metric(path: Path, keys=tuple(NAMES)) -> str:
     """The run's best evaluation, e.g. "top-1 91.4"; read from metrics.jsonl (the run contract)."""
-    from harness.rundir import read_metrics
+    from harness.core.rundir import read_metrics
 
     best = {}
     for record in read_metrics(path / "metrics.jsonl"):
@@ -183,7 +189,8 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
             except subprocess.TimeoutExpired:
                 process.kill()
             raise DepthbenchError(f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
-                                  f"command again to continue, finished runs are reused", exit_code=130) from None
+                                  f"command again to continue, finished runs are reused",
+                                  exit_code=EXIT_INTERRUPTED) from None
         _advance(bar, path, log_path)
     if process.returncode != 0 or run_status(path) != "done":
         lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
@@ -234,19 +241,19 @@ def render(out: Path) -> list[tuple[str, Path]]:
     ``OUT/logs/results.log``."""
     import contextlib
 
-    from harness.cli import build_parser
+    from harness.commands.results import run as results
 
-    runs = str(out / "runs")
-    papers = ["--paper", "horesnet", "--paper", "stepsnet"]
-    products = [("tables and figures", ["--format", "md", "--out", str(out / "tables")], out / "tables"),
-                ("status view", ["--status", "--out", str(out / "tables")], out / "tables" / "status.txt"),
-                ("HTML report", ["--format", "html", "--out", str(out / "report")], out / "report" / "index.html")]
-    parser = build_parser()
+    runs = [str(out / "runs")]
+    papers = ["horesnet", "stepsnet"]
+    products = [("tables and figures", dict(format="md", out=out / "tables"), out / "tables"),
+                ("status view", dict(status=True, out=out / "tables"), out / "tables" / "status.txt"),
+                ("HTML report", dict(format="html", out=out / "report"), out / "report" / "index.html")]
     with open(out / "logs" / "results.log", "w") as log, contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
-        for _, args, _ in products:
-            parsed = parser.parse_args(["results", "--runs", runs, *papers, *args])
-            parsed.func(parsed)  # a DepthbenchError propagates: one line from the CLI
+        for _, options, _ in products:
+            report = results(runs=runs, papers=papers, **options)  # a DepthbenchError propagates: one line
+            log.write(report.text)
+            print(report.summary, file=log)
     return [(what, where) for what, _, where in products]
 
 
@@ -266,15 +273,41 @@ def summary(stages: list[Stage], out: Path, audit_line: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------- main
+@dataclass
+class DemoResult:
+    """A finished demo: its folder, each run's directory, what it rendered (``(what, where)``), the summary
+    (summary.md's text) and how long it took."""
+    out: Path
+    runs: dict
+    products: list
+    summary: str
+    seconds: float
+
+
 def main(args) -> int:
-    quick = bool(args.quick)
-    out = Path(args.out) if args.out else DEFAULT_OUT[quick]
+    result = run(quick=bool(args.quick), out=args.out)
+    print(result.summary, flush=True)
+    print(f"demo finished in {_clock(result.seconds)}:")
+    out = result.out
+    for what, where in result.products + [("this summary", out / "summary.md"), ("run logs", out / "logs")]:
+        print(f"  {what}: {where}")
+    print(f"open the report: xdg-open {out / 'report' / 'index.html'}   (or: python3 -m http.server -d "
+          f"{out / 'report'} 8000, then http://localhost:8000)")
+    return 0
+
+
+def run(quick: bool = False, out: str | Path | None = None) -> DemoResult:
+    """Run the demo into ``out`` (default results/demo, results/demo-quick with ``quick``): every stage's runs as
+    child ``depthbench train``/``finetune`` processes (finished runs are reused), then the tables, figures, status
+    view and HTML report. Progress is printed as it goes; bad input raises :class:`DepthbenchError` first."""
+    quick = bool(quick)
+    out = Path(out) if out else DEFAULT_OUT[quick]
     check_out(out)
     stages = plan(quick)
     for stage in stages:
-        for run in stage.runs:
-            if not Path(run.config).is_file():
-                raise DepthbenchError(f"{run.config} is missing; the demo runs from the repository root (cd there)")
+        for job in stage.runs:
+            if not Path(job.config).is_file():
+                raise DepthbenchError(f"{job.config} is missing; the demo runs from the repository root (cd there)")
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     started = time.monotonic()
@@ -287,30 +320,26 @@ def main(args) -> int:
         if "Steps-DeiT" in stage.title:
             audit_line = audit_equal_size(out)
             print(f"  audit: {audit_line}", flush=True)
-        for run in stage.runs:
-            path = run.path(out)
+        for job in stage.runs:
+            path = job.path(out)
             if run_status(path) == "done":
-                print(f"  {run.name}: reused ({best_metric(path)}; {path})", flush=True)
+                print(f"  {job.name}: reused ({best_metric(path)}; {path})", flush=True)
                 continue
             extra = []
-            if run.after:
-                weights = next(r for s in stages for r in s.runs if r.name == run.after).path(out) / "best.pth"
+            if job.after:
+                weights = next(r for s in stages for r in s.runs if r.name == job.after).path(out) / "best.pth"
                 extra = [f"model.backbone.init_cfg.checkpoint={weights}"]
-            seconds, cpu = execute(run, out, extra)
-            from harness.rundir import RunDir
+            seconds, cpu = execute(job, out, extra)
+            from harness.core.rundir import RunDir
 
-            RunDir.open(path).update_meta(scale=run.scale, demo=True)
-            print(f"  {run.name}: done in {_clock(seconds)}, {cpu:.0f} s CPU ({best_metric(path)})", flush=True)
+            RunDir.open(path).update_meta(scale=job.scale, demo=True)
+            print(f"  {job.name}: done in {_clock(seconds)}, {cpu:.0f} s CPU ({best_metric(path)})", flush=True)
     print(f"[{len(stages) + 1}/{len(stages) + 1}] Tables, figures, status view and HTML report "
           f"(elapsed {_clock(time.monotonic() - started)})", flush=True)
     products = render(out)
-    print(summary(stages, out, audit_line), flush=True)
-    print(f"demo finished in {_clock(time.monotonic() - started)}:")
-    for what, where in products + [("this summary", out / "summary.md"), ("run logs", out / "logs")]:
-        print(f"  {what}: {where}")
-    print(f"open the report: xdg-open {out / 'report' / 'index.html'}   (or: python3 -m http.server -d "
-          f"{out / 'report'} 8000, then http://localhost:8000)")
-    return 0
+    text = summary(stages, out, audit_line)
+    return DemoResult(out, {r.name: r.path(out) for s in stages for r in s.runs}, products, text,
+                      time.monotonic() - started)
 
 
 def _clock(seconds: float) -> str:

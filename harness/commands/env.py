@@ -1,4 +1,10 @@
-"""``depthbench env``: what this environment has — versions, devices, and whether mmcv's ops load."""
+"""``depthbench env``: what this environment has — versions, devices, and whether mmcv's ops load.
+
+    from harness.commands.env import run
+    report = run()     # {"python", "platform", "packages", "cuda", "cpu_threads", "mmcv_ops"}
+
+Exit code 1 when mmcv's compiled ops do not load (``make setup`` builds them).
+"""
 from __future__ import annotations
 
 import importlib
@@ -7,11 +13,17 @@ import json
 import platform
 import sys
 
+from harness.core.errors import EXIT_FAILED, EXIT_OK
+
+__all__ = ["run", "add_parser", "main"]
+
 PACKAGES = ["torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate",
             "deepspeed", "numpy", "pandas", "matplotlib"]
 
 
-def collect() -> dict:
+def run() -> dict:
+    """The environment report: Python, package versions, CUDA devices, CPU threads and whether mmcv's compiled
+    ops load (``report["mmcv_ops"]["loaded"]``). Never raises for a broken install: it reports it."""
     import torch
 
     report: dict = {"python": sys.version.split()[0], "platform": platform.platform()}
@@ -54,19 +66,21 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
-    report = collect()
+    report = run()
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"python      {report['python']}  ({report['platform']})")
+        # one column for every label, as wide as the longest (mmsegmentation) plus a gap
+        width = max(len(label) for label in [*report["packages"], "cpu threads"]) + 2
+        print(f"{'python':<{width}}{report['python']}  ({report['platform']})")
         for dist, version in report["packages"].items():
-            print(f"{dist:<12}{version or 'NOT INSTALLED'}")
+            print(f"{dist:<{width}}{version or 'NOT INSTALLED'}")
         cuda = report["cuda"]
         gpus = ", ".join(cuda["devices"]) or "none visible"
-        print(f"cuda        torch built for {cuda['torch_cuda']}; available: {cuda['available']}; GPUs: {gpus}"
+        print(f"{'cuda':<{width}}torch built for {cuda['torch_cuda']}; available: {cuda['available']}; GPUs: {gpus}"
               + (f"; bf16: {cuda['bf16']}" if cuda["available"] else ""))
-        print(f"cpu threads {report['cpu_threads']}")
+        print(f"{'cpu threads':<{width}}{report['cpu_threads']}")
         ops = report["mmcv_ops"]
-        print("mmcv ops    " + (f"loaded (CUDA kernels: {'yes' if ops['cuda_ops'] else 'no, CPU only'})"
-                                if ops["loaded"] else f"NOT LOADED: {ops['error']} — run `make setup`"))
-    return 0 if report["mmcv_ops"]["loaded"] else 1
+        print(f"{'mmcv ops':<{width}}" + (f"loaded (CUDA kernels: {'yes' if ops['cuda_ops'] else 'no, CPU only'})"
+                                          if ops["loaded"] else f"NOT LOADED: {ops['error']} — run `make setup`"))
+    return EXIT_OK if report["mmcv_ops"]["loaded"] else EXIT_FAILED

@@ -1,29 +1,39 @@
-"""``depthbench eval``: trained weights on a validation set or an evaluation protocol (harness/evaluation.py).
+"""``depthbench eval``: trained weights on a validation set or an evaluation protocol (harness/tasks/protocols.py).
 
     depthbench eval CONFIG --checkpoint PATH|RUN_DIR [--ema] [--dataset NAME --data DIR] [--input-size N ...]
                     [--pool-mode normal|linear ...] [--analysis SPEC ...] [--out CSV] [--out-run DIR] [--json]
                     [key=value ...]
 
 The model is the config's (with its ``key=value`` overrides); the weights come through
-:func:`harness.checkpoint.load_weights` (a run's ``best.pth``/``last.pth`` or any weights file; ``--ema``: the
+:func:`harness.engine.checkpoint.load_weights` (a run's ``best.pth``/``last.pth`` or any weights file; ``--ema``: the
 EMA weights, an error for a run trained without EMA). One row per (pool mode, input size, analysis, metric):
 printed as a table, appended to the run directory's ``metrics.jsonl`` as ``{"kind": "eval_suite", ...}`` records
 (the checkpoint's run, or ``--out-run``) and, with ``--out``, written as CSV. A record says what was evaluated:
 ``dataset``, ``input_size``, ``pool_mode`` (TransNeXt; ``normal`` by default), ``analysis``, ``model_overrides``
 (model arguments built differently from the run's config, e.g. ``+model.length_scaling=False``); that is how
 ``depthbench results`` knows the table cell it fills (results/paper_tables.py). Every input is checked before a
-model is built. :func:`evaluate_checkpoint` is the programmatic form of the plain validation-set evaluation.
+model is built. ``--dataset lm-eval``: zero-shot lm-eval tasks of a Llama recipe (harness/tasks/lm_eval.py).
+
+    from harness.commands.eval import run
+    result = run("configs/demo/steps-deit-w64-d8_1xb64-8e_digits.py", "results/runs/x/20260101-000000",
+                 input_size=[16, 24])     # EvalResult: [{"metric": "top1", "value": ..., ...}, ...]
 """
 from __future__ import annotations
 
 import json
+import math
+import sys
+from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
+__all__ = ["run", "EvalResult", "add_parser", "main", "table_x"]
 
 def add_parser(subparsers) -> None:
-    from harness.evaluation import PROTOCOLS
+    from harness.tasks.protocols import PROTOCOLS  # light: the protocols' names, no torch
+
 
     e = subparsers.add_parser("eval", help="top-1/top-5 of a checkpoint on the validation set or an evaluation "
                                            "protocol (ImageNet-A/R/Sketch/V2/ReaL/C, multi-size, StepsNet analyses)")
@@ -34,7 +44,7 @@ def add_parser(subparsers) -> None:
     e.add_argument("--ema", action="store_true", help="evaluate the EMA weights")
     e.add_argument("--dataset", default="val", choices=(*PROTOCOLS, "lm-eval"),
                    help="evaluation protocol (default: the config's validation split); lm-eval: zero-shot tasks of "
-                        "a Llama recipe (harness/llm_eval.py)")
+                        "a Llama recipe (harness/tasks/lm_eval.py)")
     e.add_argument("--tasks", nargs="+", help="--dataset lm-eval: lm-eval task names (default: ScaleNet Table X's "
                                               "seven; depthbench_tiny_mc is local)")
     e.add_argument("--data", help="the protocol's data set folder (its standard layout)")
@@ -54,275 +64,217 @@ def add_parser(subparsers) -> None:
     e.set_defaults(func=main)
 
 
-# ----------------------------------------------------------------------------------------- plain evaluation
-def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, input_size: int | None = None) -> dict:
-    """``{"top1", "top5", "loss", "images", ...}`` of ``checkpoint``'s weights on ``config``'s validation set."""
-    from harness.builders import build_model, check_model
-    from harness.checkpoint import load_weights
-    from harness.config import load_config
-    from harness.data import build_eval_loader, check_data
-    from harness.engine import AccelerateBackend, evaluate
-    from harness.launch import configure_threads, export_distributed_env
-
-    if input_size is not None and input_size < 1:
-        raise DepthbenchError(f"--input-size {input_size}: give a positive image side")
-    cfg = load_config(config, list(overrides))
-    if input_size:
-        cfg.data.input_size = input_size
-    check_model(cfg)
-    check_data(cfg.data)
-    model = build_model(cfg, pretrained=False)
-    load_weights(model, checkpoint, ema=ema)
-    configure_threads(1, cfg.data.workers)
-    export_distributed_env()
-    backend = AccelerateBackend(cfg.precision, 1)
-    val_loader = build_eval_loader(cfg, backend.rank, backend.world_size, cfg.data.eval_batch_size or 64)
-    metrics = evaluate(model.to(backend.device), val_loader, backend)
-    metrics.update(checkpoint=str(checkpoint), model=cfg.model.name, ema=ema, input_size=cfg.data.input_size,
-                   is_main=backend.is_main)
-    return metrics
 
 
-# ----------------------------------------------------------------------------------------- the suite
-def parse_analysis(spec: str) -> dict:
-    """``mask_first=64,stage=2`` -> ``stepsnet_analysis`` keyword arguments (``none`` -> {})."""
-    if spec == "none":
-        return {}
-    kwargs = {}
-    for part in spec.split(","):
-        key, sep, value = part.partition("=")
+class EvalResult(list):
+    """One ``depthbench eval``: the list of its ``eval_suite`` rows (records, as appended to the run directory if
+    there is one: ``{"dataset", "metric", "value", "input_size", ...}``), with ``metrics``: the plain validation-set
+    evaluation's ``{"top1", "top5", "loss", "images", "model", "input_size", ...}`` (None otherwise); ``kind``:
+    plain, suite or lm-eval; ``is_main``: this process reports (a launcher's other ranks have no rows); ``out``:
+    the CSV written, if any."""
+
+    def __init__(self, rows=(), metrics: dict | None = None, kind: str = "suite", is_main: bool = True,
+                 out: Path | None = None):
+        super().__init__(rows)
+        self.metrics, self.kind, self.is_main, self.out = metrics, kind, is_main, out
+
+    @property
+    def rows(self) -> list[dict]:
+        return list(self)
+
+    def __repr__(self) -> str:
+        return (f"EvalResult(kind={self.kind!r}, rows={list.__repr__(self)}, metrics={self.metrics!r}, "
+                f"is_main={self.is_main!r}, out={self.out!r})")
+
+
+def main(args) -> int:
+    result = run(args.config, args.checkpoint, overrides=args.overrides, ema=args.ema, dataset=args.dataset,
+                 tasks=args.tasks, data=args.data, input_size=args.input_size, pool_mode=args.pool_mode,
+                 analysis=args.analysis, real_labels=args.real_labels, corrupt_from=args.corrupt_from, out=args.out,
+                 out_run=args.out_run)
+    if result.kind == "plain":
+        metrics = result.metrics
+        if result.is_main:
+            print(json.dumps(metrics) if args.json else
+                  f"{metrics['model']} {'EMA ' if args.ema else ''}@{metrics['input_size']}: top-1 "
+                  f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "
+                  f"({metrics['images']} images)")
+        return 0
+    table = _lm_table if result.kind == "lm-eval" else _suite_table
+    print("\n".join(json.dumps(r) for r in result.rows) if args.json else table(result.rows))
+    sys.stdout.flush()
+    return 0
+
+
+def run(config: str | Path, checkpoint: str | Path, *, overrides=(), ema: bool = False, dataset: str = "val",
+        tasks=None, data=None, input_size=None, pool_mode=None, analysis=None, real_labels=None, corrupt_from=None,
+        out=None, out_run=None) -> EvalResult:
+    """Evaluate ``checkpoint`` (a run directory, its best.pth/last.pth, or any weights file) under ``config``
+    (with ``key=value`` ``overrides``); the keyword arguments are the command's options.
+
+    ``dataset``: ``val`` (the config's validation split), an ImageNet protocol (harness/tasks/protocols.py, its
+    folder ``data``), or ``lm-eval`` (``tasks``; default ScaleNet Table X's). ``input_size``, ``pool_mode``,
+    ``analysis``, ``tasks``: one value or a list (one row each). The rows are appended to the checkpoint's run
+    (or ``out_run``; opened as its one writer, so a run another process is writing is refused before any work)
+    and, with ``out``, written as CSV (its folder checked first). A run's own config is read as data
+    (config.json), never executed: only ``config`` is. Bad input raises :class:`DepthbenchError` before any model
+    is built. With nothing but the validation split at one size, this is the engine's (distributed) evaluation,
+    loss included: ``metrics`` holds its numbers.
+    """
+    sizes, pool_modes, analyses, tasks = (_as_list(v) for v in (input_size, pool_mode, analysis, tasks))
+    out = _check_out(out)
+    if dataset == "lm-eval":  # language-model tasks through EleutherAI's harness
+        from harness.tasks.lm_eval import run_lm_eval
+
+        given = [("--input-size", sizes), ("--pool-mode", pool_modes), ("--analysis", analyses), ("--data", data),
+                 ("--real-labels", real_labels), ("--corrupt-from", corrupt_from), ("--ema", ema)]
+        with _recording(checkpoint, out_run) as record:
+            rows = run_lm_eval(config, checkpoint, table=table_x(), overrides=overrides, tasks=tasks,
+                               record_into=record, image_options=[flag for flag, value in given if value])
+        return EvalResult(rows, kind="lm-eval", out=_write_csv(out, rows))
+    if tasks:
+        raise DepthbenchError("--tasks belongs to --dataset lm-eval")
+    from harness.core.rundir import checkpoint_run
+    from harness.tasks import protocols
+
+    if dataset not in protocols.PROTOCOLS:
+        raise DepthbenchError(f"--dataset {dataset!r} is not one of {', '.join((*protocols.PROTOCOLS, 'lm-eval'))}")
+    plain = (dataset == "val" and not pool_modes and not analyses and not out and not out_run
+             and len(sizes or [None]) == 1 and not data and not real_labels and not corrupt_from)
+    source = Path(checkpoint).expanduser()
+    checkpoint_model = run_model_config(checkpoint_run(source) if source.exists() else None)
+    with _recording(checkpoint, out_run) as record:
+        trained = run_model_config(record.path) if record is not None else checkpoint_model
+        if plain:  # the validation set at one size: the engine's distributed evaluation (loss included)
+            metrics = protocols.evaluate_checkpoint(config, checkpoint, overrides=overrides, ema=ema,
+                                                    input_size=(sizes or [None])[0])
+            is_main = metrics.pop("is_main")
+            rows = protocols.record_plain(config, checkpoint, metrics, overrides=overrides, ema=ema,
+                                          record_into=record, trained_model=trained) if is_main else []
+            return EvalResult(rows, metrics, kind="plain", is_main=is_main)
+        rows = protocols.evaluate_suite(config, checkpoint, overrides=overrides, ema=ema, protocol=dataset, data=data,
+                                        input_sizes=sizes, pool_modes=pool_modes, analyses=analyses,
+                                        real_labels=real_labels, corrupt_from=corrupt_from, record_into=record,
+                                        trained_model=trained, checkpoint_model=checkpoint_model)
+    return EvalResult(rows, kind="suite", out=_write_csv(out, rows))
+
+
+def run_model_config(run: Path | None) -> dict | None:
+    """The ``model`` section of a run's resolved config, read as data and never executed: its ``config.json``, else
+    (runs from before config.json) its ``config.py`` parsed statically (:func:`results.runs.read_config_fields`);
+    None when there is no run or neither gives a model (comparisons with the run are then skipped)."""
+    if run is None:
+        return None
+    from harness.core.rundir import read_config_json
+
+    resolved = read_config_json(run)
+    if resolved is None and (Path(run) / "config.py").is_file():
+        from results.runs import read_config_fields
+
         try:
-            if key in ("mask_first", "mask_last", "stage") and sep:
-                kwargs[key] = int(value)
-                continue
-            if key == "drop_last" and sep:
-                step, _, k = value.partition(":")
-                kwargs.setdefault("drop_last", {})[int(step)] = int(k)
-                continue
-        except ValueError:
-            pass
-        raise DepthbenchError(f"--analysis {spec!r}: expected none or comma-joined mask_first=N, mask_last=N, "
-                              f"drop_last=STEP:K, stage=S (StepsNet Tables 6-7)")
-    return kwargs
+            resolved = read_config_fields((Path(run) / "config.py").read_text(errors="replace"))
+        except (OSError, RecursionError, MemoryError):
+            resolved = None
+    model = (resolved or {}).get("model")
+    return model if isinstance(model, dict) else None
 
 
-def checkpoint_run(checkpoint) -> Path | None:
-    path = Path(checkpoint).expanduser()
-    for folder in (path, path.parent):
-        if (folder / "meta.json").is_file():
-            return folder
+@contextmanager
+def _recording(checkpoint, out_run):
+    """The run directory the rows are appended to -- ``out_run``, else the checkpoint's run -- held as its one
+    writer (harness/core/rundir.py) for the whole evaluation, so a run another process is writing (still training)
+    is one line before any work. A checkpoint's run this process cannot write is not an error: the rows are printed
+    (and written to ``--out``), and a note says so before the evaluation starts. None when there is no run to
+    record into, and on the other ranks of a launched evaluation."""
+    from harness.core.rundir import RunDir, checkpoint_run, unlock_run_dir
+    from harness.engine.launch import distributed_env
+
+    path = None
+    if out_run:
+        path = Path(out_run).expanduser()
+        if not (path / "meta.json").is_file():
+            raise DepthbenchError(f"--out-run {out_run} is not a run directory (no meta.json)")
+        problem = _unwritable(path)
+        if problem:
+            raise DepthbenchError(f"--out-run {out_run}: {problem}; give a run directory you can write")
+    else:
+        source = Path(checkpoint).expanduser()
+        path = checkpoint_run(source) if source.exists() else None
+        problem = _unwritable(path) if path is not None else None
+        if problem:
+            print(f"depthbench eval: note: {path}: {problem}; the rows are printed here and not recorded in the run "
+                  f"(--out-run DIR records them in another run, --out FILE.csv writes them)", file=sys.stderr,
+                  flush=True)
+            path = None
+    if path is None or distributed_env()["RANK"] != "0":
+        yield None
+        return
+    run = RunDir.open(path)  # the lock: "in use by pid ..." when the run is being written
+    try:
+        yield run
+    finally:
+        unlock_run_dir(path)
+
+
+def _unwritable(run: Path) -> str | None:
+    """Why rows cannot be appended to ``run``'s metrics.jsonl, or None."""
+    import os
+
+    metrics = run / "metrics.jsonl"
+    if metrics.is_symlink():
+        return "its metrics.jsonl is a symbolic link (records are never written through one)"
+    if not os.access(run, os.W_OK | os.X_OK) or metrics.exists() and not os.access(metrics, os.W_OK):
+        return "it is not writable"
     return None
 
 
-def _check_checkpoint_model(run: Path | None, name: str) -> None:
-    """A checkpoint from a run of another model: said before the model is built."""
-    if run is None or not (run / "config.py").is_file():
-        return
-    from harness.config import load_config
+def _check_out(out) -> Path | None:
+    """``--out``: a CSV file whose folder exists and can be written; checked before any work."""
+    import os
 
-    try:
-        trained = load_config(str(run / "config.py"), []).model.name
-    except Exception:  # an unreadable run config: load_weights still checks every key
-        return
-    if trained and trained != name:
-        raise DepthbenchError(f"--checkpoint {run} is a {trained} run but the config builds {name}; "
-                              f"evaluate it with that run's config ({run / 'config.py'})")
-
-
-def run_suite(args) -> list[dict]:
-    """The rows of one ``depthbench eval`` call (see the module docstring)."""
-    import torch
-
-    import models  # noqa: F401
-    from harness import evaluation as ev
-    from harness.builders import build_model, check_model, model_kwargs
-    from harness.checkpoint import load_weights
-    from harness.config import load_config
-    from harness.data import build_transform, check_data, data_cache, data_root
-    from harness.launch import configure_threads
-
-    sizes = args.input_size or [None]
-    if any(s is not None and s < 1 for s in sizes):
-        raise DepthbenchError(f"--input-size {' '.join(map(str, sizes))}: give positive image sides")
-    analyses = [(spec, parse_analysis(spec)) for spec in (args.analysis or ["none"])]
-    cfg = load_config(args.config, list(args.overrides))
-    name, protocol = cfg.model.name, args.dataset
-    train_size = cfg.data.input_size
-    if args.analysis and not name.startswith("steps_"):
-        raise DepthbenchError(f"--analysis needs a StepsNet model (steps_*), not {name}")
-    check_model(cfg)
-    for size in sizes:  # every size on the meta device first: a model with a fixed input size fails here
-        if size and size != train_size:
-            cfg.data.input_size = size
-            check_model(cfg)
-    cfg.data.input_size = train_size
-    if args.pool_mode and "transnext" not in name:
-        raise DepthbenchError(f"--pool-mode is TransNeXt's inference mode (Table 5); {name} has none")
-    num_classes = model_kwargs(cfg)["num_classes"]
-    data_dir, corrupt_from = args.data, args.corrupt_from
-    if protocol == "val":
-        if args.data:
-            raise DepthbenchError("--data is for --dataset protocols; the validation split is the config's "
-                                  "data.root (override it with data.root=DIR)")
-        check_data(cfg.data)
-    elif protocol == "imagenet-c" and corrupt_from is None and cfg.data.type == "digits":
-        corrupt_from = data_root(cfg.data) / cfg.data.val_split
-        data_dir = data_dir or data_cache() / f"digits-{cfg.data.input_size}-c"
-    if protocol != "val" and not data_dir:
-        raise DepthbenchError(f"--dataset {protocol} needs --data DIR ({ev.LAYOUTS[protocol]})")
-    if corrupt_from is not None and protocol != "imagenet-c":
-        raise DepthbenchError("--corrupt-from generates ImageNet-C-style data; use it with --dataset imagenet-c")
-    if args.real_labels and protocol != "imagenet-real":
-        raise DepthbenchError("--real-labels belongs to --dataset imagenet-real")
-    real_labels = ev.load_real_labels(args.real_labels) if protocol == "imagenet-real" else None
-    if not Path(args.checkpoint).expanduser().exists():
-        raise DepthbenchError(f"--checkpoint {args.checkpoint}: no such file or run directory")
-    run = Path(args.out_run) if args.out_run else checkpoint_run(args.checkpoint)
-    if args.out_run and not (run / "meta.json").is_file():
-        raise DepthbenchError(f"--out-run {run} is not a run directory (no meta.json)")
-    _check_checkpoint_model(checkpoint_run(args.checkpoint), name)
-    model_overrides = _model_overrides(cfg, run, args.config)
-    if corrupt_from is not None:
-        ev.generate_corruptions(corrupt_from, data_dir)
-    if protocol != "val":
-        ev.check_dataset(protocol, data_dir, num_classes)
-
-    configure_threads(1, cfg.data.workers)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    batch = cfg.data.eval_batch_size or 64
-    rows = []
-    for pool_mode in (args.pool_mode or [None]):
-        if pool_mode:
-            cfg.model.pool_mode = pool_mode
-            cfg.model.setdefault("pretrain_size", train_size)  # linear mode: pool = training size / 32
-        model = build_model(cfg, pretrained=False)
-        load_weights(model, args.checkpoint, ema=args.ema)
-        model.to(device).eval()
-        for size in sizes:
-            cfg.data.input_size = size or train_size
-            transform = build_transform(cfg.data, cfg.aug, is_training=False)
-            for spec, kwargs in analyses:
-                base = dict(kind="eval_suite", dataset=protocol, protocol=protocol, model=name,
-                            input_size=cfg.data.input_size,
-                            pool_mode=pool_mode or cfg.model.get("pool_mode") or ("normal" if "transnext" in name
-                                                                                 else None),
-                            analysis=spec, model_overrides=model_overrides, checkpoint=str(args.checkpoint),
-                            ema=args.ema)
-                with _analysis(model, kwargs):
-                    metrics = _score(ev, protocol, model, cfg, data_dir, corrupt_from, transform, batch, device,
-                                     real_labels)
-                images = metrics.pop("images", None)
-                rows += [dict(base, metric=metric, value=value, images=images) for metric, value in metrics.items()]
-    if run is not None:
-        from harness.rundir import RunDir
-
-        rundir = RunDir(run)
-        for row in rows:
-            rundir.log_metrics(**row)
-    return rows
+    if not out:
+        return None
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise DepthbenchError(f"--out {out} is a directory; give a file name for the CSV (e.g. {path / 'eval.csv'})")
+    if not path.parent.is_dir():
+        raise DepthbenchError(f"--out {out}: {path.parent} is not a directory; create it or write elsewhere")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise DepthbenchError(f"--out {out}: {path.parent} is not writable; write the CSV elsewhere")
+    return path
 
 
-def _plain(value):
-    """A config value as plain JSON data (ConfigDicts, tuples)."""
-    return json.loads(json.dumps(value.to_dict() if hasattr(value, "to_dict") else value, default=str))
+@lru_cache(maxsize=1)
+def table_x() -> dict[str, tuple[str, str]]:
+    """ScaleNet Table X's tasks, ``{lm-eval task: (metric, table column)}``, from the table's one definition
+    (results/tables/scalenet.yaml: the evals of its first row; the metrics are the spec's, §2.9). Read once: the
+    YAML holds all of ScaleNet's tables. Callers only read the mapping."""
+    from results.paper_tables import load_paper
+
+    table = next(t for t in load_paper("scalenet") if t.id == "X")
+    return {sel["dataset"]: (sel["metric"], column) for column, sel in table.rows[0].evals.items()
+            if sel["dataset"] != "average"}
 
 
-def _model_overrides(cfg, run: Path | None, config) -> dict:
-    """The model arguments this evaluation builds differently from the run it is recorded into (e.g.
-    ``+model.length_scaling=False`` for TransNeXt Table 5's rows): they say which table row the numbers belong
-    to (results/compare.py). Compared with the run's resolved config.py, so overrides the training run had too
-    (a digits preset's ``model.width=32``) are not differences; without a run config: the config file's own model.
-    ``pool_mode`` (--pool-mode) is recorded on its own."""
-    from harness.config import load_config
-
-    trained = None
-    if run is not None and (run / "config.py").is_file():
-        try:
-            trained = load_config(str(run / "config.py"), []).model
-        except Exception:  # an unreadable run config: compare with the config file instead
-            trained = None
-    if trained is None:
-        trained = load_config(config, []).model
-    trained, now = _plain(trained), _plain(cfg.model)
-    return {k: v for k, v in now.items() if k not in ("pool_mode", "pretrain_size") and trained.get(k) != v}
+def _as_list(value):
+    """One option value or several (``input_size=224`` or ``[224, 384]``) as a list; None when not given."""
+    if value is None or isinstance(value, (list, tuple)) and not value:
+        return None
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-class _analysis:
-    """``stepsnet_analysis`` with its argument errors as one DepthbenchError line."""
+def _write_csv(out, rows: list[dict]) -> Path | None:
+    if not out:
+        return None
+    import pandas as pd
 
-    def __init__(self, model, kwargs):
-        self.model, self.kwargs, self.context = model, kwargs, None
+    from harness.core.files import atomic_write
 
-    def __enter__(self):
-        if not self.kwargs:
-            return None
-        from models.stepsnet import stepsnet_analysis
-
-        self.context = stepsnet_analysis(self.model, **self.kwargs)
-        try:
-            return self.context.__enter__()
-        except ValueError as e:
-            raise DepthbenchError(f"--analysis: {e}") from None
-
-    def __exit__(self, *exc):
-        return self.context.__exit__(*exc) if self.context else False
+    atomic_write(out, pd.DataFrame(rows).to_csv(index=False))
+    return Path(out)
 
 
-def _score(ev, protocol, model, cfg, data_dir, corrupt_from, transform, batch, device, real_labels) -> dict:
-    from harness.data import build_dataset
-
-    if protocol == "val":
-        dataset = build_dataset(cfg.data, cfg.aug, cfg.data.val_split, is_training=False)
-        logits, targets = ev.predict(model, dataset, batch, device)
-        return ev.topk_accuracy(logits, targets) | {"images": len(targets)}
-    root = Path(data_dir).expanduser()
-    if protocol in ("imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2"):
-        logits, targets = ev.predict(model, ev.image_folder(root, transform, protocol), batch, device)
-        if protocol in ("imagenet-a", "imagenet-r"):
-            logits = ev.restrict_to_subset(logits, ev.subset_indices(protocol))
-        return ev.topk_accuracy(logits, targets) | {"images": len(targets)}
-    if protocol == "imagenet-real":
-        dataset = ev.image_folder(root, transform, protocol)
-        logits, _ = ev.predict(model, dataset, batch, device)
-        return ev.real_accuracy(logits, dataset.filenames(basename=True), real_labels)
-    # imagenet-c: top-1 error per (corruption, severity); clean error from the uncorrupted folder when known
-    errors = {}
-    for c in ev.CORRUPTIONS:
-        for s in ev.SEVERITIES:
-            folder = root / c / str(s)
-            logits, targets = ev.predict(model, ev.image_folder(folder, transform, protocol), batch, device)
-            errors[(c, s)] = 1.0 - ev.topk_accuracy(logits, targets, ks=(1,))["top1"] / 100.0
-    clean = None
-    if corrupt_from is not None:
-        logits, targets = ev.predict(model, ev.image_folder(Path(corrupt_from), transform, protocol), batch, device)
-        clean = 1.0 - ev.topk_accuracy(logits, targets, ks=(1,))["top1"] / 100.0
-    result = {k: 100.0 * v for k, v in ev.corruption_errors(errors, clean).items()}
-    if clean is not None:
-        result["clean_error"] = 100.0 * clean
-    return result | {"images": len(targets)}
-
-
-def _record_plain(args, metrics: dict) -> None:
-    """The plain evaluation's top-1/top-5/loss as eval_suite records of the checkpoint's run, like the suite's
-    (an evaluation at another size or with changed model arguments is a table cell: TransNeXt Table 5)."""
-    run = checkpoint_run(args.checkpoint)
-    if run is None:
-        return
-    from harness.config import load_config
-    from harness.rundir import RunDir
-
-    cfg = load_config(args.config, list(args.overrides))
-    name = cfg.model.name
-    base = dict(kind="eval_suite", dataset="val", protocol="val", model=name, input_size=metrics["input_size"],
-                pool_mode=cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None), analysis="none",
-                model_overrides=_model_overrides(cfg, run, args.config), checkpoint=str(args.checkpoint), ema=args.ema)
-    rundir = RunDir(run)
-    for metric in ("top1", "top5", "loss"):
-        if metric in metrics:
-            rundir.log_metrics(**base, metric=metric, value=metrics[metric], images=metrics.get("images"))
-
-
-def format_rows(rows: list[dict]) -> str:
+def _suite_table(rows: list[dict]) -> str:
     lines = [f"{'dataset':<16} {'size':>5} {'pool':<7} {'analysis':<18} {'metric':<28} {'value':>8}"]
     for r in rows:
         lines.append(f"{r['dataset']:<16} {r['input_size']:>5} {str(r['pool_mode'] or '-'):<7} {r['analysis']:<18} "
@@ -330,32 +282,9 @@ def format_rows(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
-    if args.dataset == "lm-eval":  # language-model tasks through EleutherAI's harness
-        from harness.llm_eval import main as lm_eval_main
-
-        return lm_eval_main(args)
-    if getattr(args, "tasks", None):
-        raise DepthbenchError("--tasks belongs to --dataset lm-eval")
-    plain = (args.dataset == "val" and not args.pool_mode and not args.analysis and not args.out and not args.out_run
-             and len(args.input_size or [None]) == 1 and not args.data and not args.real_labels
-             and not args.corrupt_from)
-    if plain:  # the validation set at one size: the engine's distributed evaluation (loss included)
-        metrics = evaluate_checkpoint(args.config, args.checkpoint, overrides=args.overrides, ema=args.ema,
-                                      input_size=(args.input_size or [None])[0])
-        if metrics.pop("is_main"):
-            _record_plain(args, metrics)
-            print(json.dumps(metrics) if args.json else
-                  f"{metrics['model']} {'EMA ' if args.ema else ''}@{metrics['input_size']}: top-1 "
-                  f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "
-                  f"({metrics['images']} images)")
-        return 0
-    rows = run_suite(args)
-    if args.out:
-        import pandas as pd
-
-        from harness.rundir import atomic_write
-
-        atomic_write(args.out, pd.DataFrame(rows).to_csv(index=False))
-    print("\n".join(json.dumps(r) for r in rows) if args.json else format_rows(rows))
-    return 0
+def _lm_table(rows: list[dict]) -> str:
+    lines = [f"{'task':<22} {'metric':<9} {'value':>7} {'stderr':>7} {'samples':>8}"]
+    for r in rows:
+        stderr = f"{r['stderr']:.2f}" if isinstance(r.get("stderr"), float) and math.isfinite(r["stderr"]) else "-"
+        lines.append(f"{r['dataset']:<22} {r['metric']:<9} {r['value']:>7.2f} {stderr:>7} {r['samples'] or '-':>8}")
+    return "\n".join(lines)

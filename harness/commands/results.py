@@ -9,13 +9,19 @@ Examples::
 
 Runs are read from ``results/runs`` (``$DEPTHBENCH_RUNS``) or the ``--runs`` directories; architecture columns
 come from the ``depthbench verify`` audit (cached in ``.cache/depthbench``).
+
+    from harness.commands.results import run
+    report = run(papers=["stepsnet"], format="html", out="report/")   # ResultsReport(text, files, tables, runs, ...)
 """
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
+
+__all__ = ["run", "ResultsReport", "add_parser", "main"]
 
 FORMATS = ("md", "csv", "tex", "html")
 
@@ -41,11 +47,92 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=main)
 
 
-def _validate(args):
+@dataclass
+class ResultsReport:
+    """What one ``depthbench results`` produced: ``text``, what it prints on stdout (the tables themselves when no
+    ``out`` is given, else the files written); ``files``, every file written; ``tables``, the tables rendered;
+    ``runs``, the runs collected; ``summary``, its closing line (the problems found, or how many runs were
+    collected from where; printed on stderr)."""
+    text: str = ""
+    files: list = field(default_factory=list)
+    tables: int = 0
+    runs: int = 0
+    summary: str = ""
+
+
+def main(args) -> int:
+    report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
+                 out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit)
+    sys.stdout.write(report.text)
+    sys.stdout.flush()
+    print(report.summary, file=sys.stderr)
+    return 0
+
+
+def run(*, papers=None, table: str | None = None, files=None, runs=None, format: str = "md",
+        out: str | Path | None = None, reduce: str = "best", status: bool = False, bench=None,
+        audit: bool = True) -> ResultsReport:
+    """Regenerate the papers' tables from runs, with the paper's numbers beside ours; the keyword arguments are
+    the command's options (``papers``, ``files``, ``runs``, ``bench``: lists). ``out``: write the tables (+
+    figures), the status view or the HTML site there, else the returned ``text`` holds the tables. Nothing is
+    printed but the audit's progress bar (stderr). Bad input raises :class:`DepthbenchError` before the audit.
+    """
+    if format not in FORMATS:
+        raise DepthbenchError(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
+    if reduce not in ("best", "last", "mean"):
+        raise DepthbenchError(f"--reduce {reduce!r}: choose one of best, last, mean")
+    papers, files, runs, bench = (list(v) if v else None for v in (papers, files, runs, bench))
+    tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
+    from results import compare, render, runs as run_data
+    from results.audit import Audit
+    from results.status import status_text
+
+    roots = runs or [run_data.default_root()]
+    frame, problems = run_data.collect(roots, reduce=reduce)
+    run_data.check_runs(frame, problems)
+    selected = [t for ts in tables.values() for t in ts if table in (None, t.id)]
+    audited = None
+    if audit:
+        audited = Audit(progress=True)
+        audited.prepare([row for t in selected for row in t.rows])
+    index = compare.RunIndex(frame, compare.MODEL_RENAMES)
+    views = [compare.view_table(t, index, audited) for t in selected]
+    out = Path(out) if out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    if not bench:  # where `depthbench bench --out` results are kept
+        bench_frame = _bench_frames(sorted(Path("results/bench").glob("*.csv"))
+                                    + sorted(Path("benchmarks/results").glob("*/*.csv")), strict=False)
+    report = ResultsReport(tables=len(views), runs=len(frame))
+    if status:
+        text = status_text(views)
+        report.text = text
+        if out:
+            (out / "status.txt").write_text(text)
+            report.files.append(out / "status.txt")
+    elif format == "html":
+        from results import report as site
+
+        diagnose_csvs = [Path(p) / "shortcut_ratio.csv" for p in frame.get("path", [])
+                         if (Path(p) / "shortcut_ratio.csv").is_file()]
+        pages = site.build(views, frame, problems, out, bench_frame, diagnose_csvs)
+        report.files += list(pages)
+        report.text = f"wrote {len(pages)} pages and their figures to {out}/ — open {out / 'index.html'}\n"
+    else:
+        _write_tables(views, format, out, render, report)
+        if out:
+            _write_figures(views, frame, out, bench_frame, report)
+    report.summary = (problems.summary() if len(problems)
+                      else f"{len(frame)} run(s) collected from {', '.join(map(str, roots))}")
+    return report
+
+
+def _validate(papers, table, files, fmt, out, runs, bench):
+    """The tables to render and the throughput CSVs, every input checked (before the audit builds any model)."""
     from results import paper_tables
 
     known = paper_tables.available_papers()
-    papers = args.paper or ([] if args.file else known)
+    papers = papers or ([] if files else known)
     for paper in papers:
         if paper not in known:
             import difflib
@@ -55,27 +142,46 @@ def _validate(args):
             raise DepthbenchError(f"unknown paper {paper!r}{hint} (known: {', '.join(known)})")
     try:
         tables = {p: paper_tables.load_paper(p) for p in papers}
-        for path in args.file or []:
+        for path in files or []:
             loaded = paper_tables.load(path)
             tables[loaded[0].paper if loaded else Path(path).stem] = loaded
     except paper_tables.TableError as e:
         raise DepthbenchError(str(e)) from None
-    if args.table is not None:
+    if table is not None:
         ids = sorted({t.id for ts in tables.values() for t in ts})
-        if args.table not in ids:
-            raise DepthbenchError(f"no table {args.table!r} in {', '.join(tables)}; tables: {', '.join(ids)}")
-    if args.format == "html" and not args.out:
+        if table not in ids:
+            raise DepthbenchError(f"no table {table!r} in {', '.join(tables)}; tables: {', '.join(ids)}")
+    if fmt == "html" and not out:
         raise DepthbenchError("--format html writes a site of several files; give --out DIR (e.g. --out report/)")
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise DepthbenchError(f"--out {args.out} is a file; give a directory")
-    for path in args.runs or []:
+    if out and Path(out).exists() and not Path(out).is_dir():
+        raise DepthbenchError(f"--out {out} is a file; give a directory")
+    if out:
+        _check_writable(Path(out))
+    for path in runs or []:
         if not Path(path).is_dir():
             raise DepthbenchError(f"--runs {path}: no such directory")
-    for path in args.bench or []:
+    for path in bench or []:
         if not Path(path).is_file():
             raise DepthbenchError(f"--bench {path}: no such file (a CSV from depthbench bench or timm's benchmark.py)")
-    args.bench_frame = _bench_frames(args.bench or [], strict=True)  # read now: bad input fails before the audit
-    return tables
+    return tables, _bench_frames(bench or [], strict=True)  # read now: bad input fails before the audit
+
+
+def _check_writable(out: Path) -> None:
+    """``--out`` can be written, checked before any work: a file really created (and removed) in it or in the
+    nearest folder above it that exists -- ``os.access`` says yes to root on a read-only file system."""
+    import tempfile
+
+    ancestor = out
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise DepthbenchError(f"--out {out}: {ancestor} is a file, not a folder; give a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-results-"):
+            pass
+    except OSError as e:
+        raise DepthbenchError(f"--out {out}: cannot write in {ancestor} ({e.strerror}); choose a writable "
+                              "folder") from None
 
 
 def _bench_frames(paths, strict: bool):
@@ -98,56 +204,15 @@ def _bench_frames(paths, strict: bool):
     return pd.concat(frames) if frames else None
 
 
-def main(args) -> int:
-    tables = _validate(args)
-    from results import compare, render, runs as run_data
-    from results.audit import Audit
-    from results.status import status_text
-
-    roots = args.runs or [run_data.default_root()]
-    frame, problems = run_data.collect(roots, reduce=args.reduce)
-    run_data.check_runs(frame, problems)
-    selected = [t for ts in tables.values() for t in ts if args.table in (None, t.id)]
-    audit = None
-    if not args.no_audit:
-        audit = Audit(progress=True)
-        audit.prepare([row for t in selected for row in t.rows])
-    index = compare.RunIndex(frame, compare.MODEL_RENAMES)
-    views = [compare.view_table(t, index, audit) for t in selected]
-    out = Path(args.out) if args.out else None
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-    bench = args.bench_frame if args.bench else _bench_frames(  # where `depthbench bench --out` results are kept
-        sorted(Path("results/bench").glob("*.csv")) + sorted(Path("benchmarks/results").glob("*/*.csv")), strict=False)
-    if args.status:
-        text = status_text(views)
-        print(text, end="")
-        if out:
-            (out / "status.txt").write_text(text)
-    elif args.format == "html":
-        from results import report
-
-        diagnose_csvs = [Path(p) / "shortcut_ratio.csv" for p in frame.get("path", [])
-                         if (Path(p) / "shortcut_ratio.csv").is_file()]
-        pages = report.build(views, frame, problems, out, bench, diagnose_csvs)
-        print(f"wrote {len(pages)} pages and their figures to {out}/ — open {out / 'index.html'}")
-    else:
-        _write_tables(views, args.format, out, render)
-        if out:
-            _write_figures(views, frame, out, bench)
-    print(problems.summary() if len(problems) else f"{len(frame)} run(s) collected from {', '.join(map(str, roots))}",
-          file=sys.stderr)
-    return 0
-
-
-def _write_tables(views, fmt, out, render) -> None:
+def _write_tables(views, fmt, out, render, report: ResultsReport) -> None:
     if fmt == "csv":
         text = render.to_csv(views)
         if out:
             (out / "results.csv").write_text(text)
-            print(f"wrote {out / 'results.csv'}")
+            report.files.append(out / "results.csv")
+            report.text += f"wrote {out / 'results.csv'}\n"
         else:
-            sys.stdout.write(text)
+            report.text += text
         return
     one = render.to_markdown if fmt == "md" else render.to_latex
     by_paper = {}
@@ -155,16 +220,17 @@ def _write_tables(views, fmt, out, render) -> None:
         by_paper.setdefault(view.paper, []).append(one(view))
     if not out:
         for paper, parts in by_paper.items():
-            print(f"## {paper}\n" if fmt == "md" else f"% {paper}")
-            print("\n".join(parts))
+            report.text += (f"## {paper}\n" if fmt == "md" else f"% {paper}") + "\n"
+            report.text += "\n".join(parts) + "\n"
         return
     for paper, parts in by_paper.items():
         path = out / f"{paper}.{'md' if fmt == 'md' else 'tex'}"
         path.write_text("\n".join(parts))
-        print(f"wrote {path}")
+        report.files.append(path)
+        report.text += f"wrote {path}\n"
 
 
-def _write_figures(views, frame, out, bench) -> None:
+def _write_figures(views, frame, out, bench, report: ResultsReport) -> None:
     from results import figures
 
     fig_dir = out / "figures"
@@ -178,5 +244,8 @@ def _write_figures(views, frame, out, bench) -> None:
     if len(frame):
         written += figures.training_curves(list(frame["path"])[:20], fig_dir / "training_curves")
         written += figures.sret_lrc(list(frame["path"]), fig_dir / "sret_lrc")
+    report.files += list(written)
     if written:
-        print(f"wrote {len(written)} figure files to {fig_dir}")
+        report.text += f"wrote {len(written)} figure files to {fig_dir}\n"
+
+

@@ -1,28 +1,32 @@
 """``depthbench train``: the command line and :func:`run`, its programmatic twin.
 
     depthbench train CONFIG [--engine accelerate|deepspeed] [--nproc N] [--resume auto|PATH] [--work-dir DIR]
-                     [key=value ...]
+                     [--compile [--compile-mode MODE]] [--channels-last] [--grad-checkpointing] [key=value ...]
 
-    from harness.train import run
+    from harness.commands.train import run
     result = run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir="runs/x", resume="auto",
                  overrides=["epochs=2"])       # RunResult(status, exit_code, run_dir, best_metric)
 
 Everything that can be wrong with the inputs (config keys, model name, dataset layout, batch vs. world size,
 the run directory, the checkpoint to resume) is checked before anything is written or any process is started;
 bad input raises :class:`harness.errors.DepthbenchError` (the command prints one line and exits 2).
-``--nproc N`` starts N local processes (:mod:`harness.launch`); under a launcher (torchrun, srun, ...) each
+``--nproc N`` starts N local processes (:mod:`harness.engine.launch`); under a launcher (torchrun, srun, ...) each
 process finds its rank in the environment. Exit codes: 0 done, 1 failed (e.g. a non-finite loss), 2 bad input,
-75 preempted (checkpointed; rerun with ``--resume auto``). The run itself is :mod:`harness.runner`; see
+75 preempted (checkpointed; rerun with ``--resume auto``). The run itself is :mod:`harness.engine.runner`; see
 docs/training.md.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import DepthbenchError
-from harness.runner import RunResult
+from typing import TYPE_CHECKING
 
-__all__ = ["run", "RunResult", "add_parser", "main"]
+from harness.core.errors import DepthbenchError
+
+if TYPE_CHECKING:
+    from harness.engine.runner import RunResult
+
+__all__ = ["run", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
@@ -35,33 +39,56 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", metavar="auto|PATH",
                    help="auto: continue the run's last.pth if there is one; PATH: a checkpoint or run directory")
     p.add_argument("--work-dir", help="the run directory (default results/runs/<experiment>/<run-id>)")
+    speed = p.add_argument_group("speed options (config keys compile.*, channels_last, grad_checkpointing; "
+                                 "docs/training.md)")
+    speed.add_argument("--compile", action="store_true", help="torch.compile the training step (compile.enable=True)")
+    speed.add_argument("--compile-mode", metavar="MODE",
+                       help="torch.compile mode, e.g. max-autotune or reduce-overhead (implies --compile)")
+    speed.add_argument("--channels-last", action="store_true", help="NHWC weights and image batches")
+    speed.add_argument("--grad-checkpointing", action="store_true",
+                       help="recompute activations in backward (the model's set_grad_checkpointing)")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     return run(args.config, work_dir=args.work_dir, resume=args.resume, overrides=args.overrides,
-               engine=args.engine, nproc=args.nproc).exit_code
+               engine=args.engine, nproc=args.nproc, compile=args.compile, compile_mode=args.compile_mode,
+               channels_last=args.channels_last, grad_checkpointing=args.grad_checkpointing).exit_code
+
+
+def speed_overrides(compile: bool = False, compile_mode: str | None = None, channels_last: bool = False,
+                    grad_checkpointing: bool = False) -> list[str]:
+    """The ``key=value`` overrides the speed flags stand for (so ``--nproc`` passes them on unchanged)."""
+    overrides = ["compile.enable=True"] if compile or compile_mode else []
+    overrides += [f"compile.mode={compile_mode}"] if compile_mode else []
+    overrides += ["channels_last=True"] if channels_last else []
+    return overrides + (["grad_checkpointing=True"] if grad_checkpointing else [])
 
 
 def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str | Path | None = None,
-        overrides=(), engine: str | None = None, nproc: int = 1) -> RunResult:
+        overrides=(), engine: str | None = None, nproc: int = 1, compile: bool = False,
+        compile_mode: str | None = None, channels_last: bool = False,
+        grad_checkpointing: bool = False) -> "RunResult":
     """Train from the config file ``config`` (with ``key=value`` ``overrides``) and return how it ended.
 
     ``work_dir``: the run directory (default: a new ``results/runs/<experiment>/<run-id>``); ``resume``:
     ``"auto"`` (continue the run's ``last.pth`` if there is one -- with no ``work_dir``, the experiment's newest
     unfinished run) or a checkpoint/run directory; ``engine``: accelerate or deepspeed (default: the config's);
-    ``nproc``: processes to start on this machine. Bad input raises :class:`DepthbenchError` before anything is
-    written; a failed or preempted run is a :class:`RunResult` (``status`` failed/preempted).
+    ``nproc``: processes to start on this machine; ``compile`` (``compile_mode``), ``channels_last``,
+    ``grad_checkpointing``: the speed options (the same as their config keys). Bad input raises
+    :class:`DepthbenchError` before anything is written; a failed or preempted run is a :class:`RunResult` (``status``
+    failed/preempted).
     """
-    from harness.config import load_config
-    from harness.launch import configure_threads, distributed_env, launched, spawn
-    from harness.runner import prepare_run, train_process
+    from harness.engine.builders import load_training_config
+    from harness.engine.launch import configure_threads, distributed_env, launched, spawn
+    from harness.engine.runner import RunResult, prepare_run, train_process
 
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun/accelerate launch leave it out")
-    cfg = load_config(config, list(overrides))
+    overrides = list(overrides) + speed_overrides(compile, compile_mode, channels_last, grad_checkpointing)
+    cfg, schedule_changes = load_training_config(config, overrides)
     if engine:
         cfg.engine = engine
     world_size = nproc if not launched() else int(distributed_env()["WORLD_SIZE"])
@@ -69,6 +96,7 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
     try:
         plan = prepare_run(cfg, str(config), work_dir=work_dir, resume=resume, world_size=world_size,
                            pick_new=not launched())
+        plan.schedule_changes = schedule_changes
     except DepthbenchError as e:
         if distributed_env()["RANK"] != "0":
             raise SystemExit(e.exit_code) from None

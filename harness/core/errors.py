@@ -1,19 +1,35 @@
-"""The one error type of depthbench.
+"""The one error type of depthbench and the exit codes of every command.
 
-Every command raises :class:`DepthbenchError` for bad input (a path, a number, a name, a config, a checkpoint or
-log that cannot be used) and for expected failures; ``harness.cli.main`` catches it in one place, prints
-``depthbench <command>: error: <message>`` on one line and exits with ``exit_code`` (2 = bad input). Check input
-and raise before any expensive work starts or anything is written.
+Every command raises :class:`DepthbenchError` (or a subclass) for bad input (a path, a number, a name, a config,
+a checkpoint or log that cannot be used) and for expected failures; ``harness.cli.main`` catches it in one place,
+prints ``depthbench <command>: error: <message>`` on one line and exits with ``exit_code``. Check input and raise
+before any expensive work starts or anything is written.
+
+It is not a ``ValueError`` on purpose: a broad ``except ValueError`` around library code must never swallow a
+message meant for the user.
 """
 from __future__ import annotations
 
-EXIT_BAD_INPUT = 2
+# the exit codes of every command (sysexits' EX_TEMPFAIL for "checkpointed, try again later")
+EXIT_OK = 0
+EXIT_FAILED = 1          # the work itself failed (a non-finite loss, a failed check in verify)
+EXIT_BAD_INPUT = 2       # bad input: nothing was done or written
+EXIT_PREEMPTED = 75      # stopped by a signal after a checkpoint; rerun with --resume auto
+EXIT_INTERRUPTED = 130   # a second Ctrl-C: stopped at once
 
 
-class DepthbenchError(ValueError):
+class DepthbenchError(Exception):
     """A one-line, user-facing error: what is wrong and what to do. ``exit_code`` is what the command exits with."""
 
     def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT):
         # one line, whole: newlines from wrapped library messages are folded, never cut
         super().__init__(" ".join(str(message).split()))
         self.exit_code = exit_code
+
+
+class ConfigError(DepthbenchError):
+    """A bad config file or override; the message is one line saying what is wrong and what to do."""
+
+
+class DataError(ConfigError):
+    """A missing or malformed dataset; the message names the path and the expected layout."""

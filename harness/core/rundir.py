@@ -9,20 +9,27 @@ Files (the ``results`` package reads only these):
 - ``last.pth`` (+ ``best.pth``) checkpoints, ``log.txt`` the human-readable log; other artefacts
   (CSV, PNG, TensorBoard events) beside them
 
-Only rank 0 writes; other ranks get a RunDir whose writes are no-ops.
+Only rank 0 writes; other ranks get a RunDir whose writes are no-ops. A run directory has one writer at a time:
+the process that creates or opens it for writing holds an exclusive lock (``fcntl.flock`` on ``.lock``, released
+by the kernel when the process ends, so a killed run never leaves a stale lock) until the run finishes; a second
+writer is refused in one line. Runs also keep their resolved config as data (``config.json``): readers use that,
+never execute ``config.py``. Experiment and run names cannot leave the runs root, and appends never follow a
+symbolic link.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import importlib.metadata as metadata
 import json
 import os
+import re
 import socket
 import subprocess
 from pathlib import Path
-from typing import BinaryIO, Callable
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
+from harness.core.files import append_line, atomic_write
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 STATUSES = ("running", "done", "failed", "preempted")
@@ -33,8 +40,20 @@ def now() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+NAME = re.compile(r"[\w][\w.+=,@-]*")  # an experiment or run name: one path component, no "..", no leading dot
+
+
+def check_name(name, what: str = "experiment") -> str:
+    """``name`` as one safe path component under the runs root (``experiment=../../x`` would write elsewhere)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
+        raise DepthbenchError(f"{what} {name!r} is not a plain name (letters, digits, _ . + = , @ -, not starting "
+                              f"with . and without ..); runs live in <runs root>/<experiment>/<run id>")
+    return name
+
+
 def new_run_path(experiment: str, root: str | Path | None = None) -> Path:
     """``<root>/<experiment>/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``… when runs start within the same second."""
+    check_name(experiment)
     base = Path(root or DEFAULT_ROOT) / experiment / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path, n = base, 1
     while path.exists():
@@ -45,7 +64,7 @@ def new_run_path(experiment: str, root: str | Path | None = None) -> Path:
 
 def git_commit() -> str | None:
     try:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
@@ -76,35 +95,61 @@ def slurm_meta(environ=None) -> dict:
             "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
 
 
-def atomic_write(path: str | Path, data: str | bytes | Callable[[BinaryIO], None]) -> None:
-    """The one atomic file writer: write to a temporary name in the same folder, fsync, rename over ``path``,
-    fsync the folder (so the rename itself is durable). A reader, or a process killed mid-write, sees the old
-    file or the new one, never half a file. ``data``: text, bytes, or a function that writes to a binary file
-    (e.g. ``lambda fh: torch.save(obj, fh)``). A temporary left by a killed writer is named ``.<name>.tmp-<pid>``.
-    """
+_LOCKS: dict[str, int] = {}  # run directory -> the lock file this process holds (kept open: closing releases)
+
+
+def lock_run_dir(path: str | Path) -> None:
+    """Make this process the one writer of the run directory ``path`` (see the module docstring); one line when
+    another process is writing it. Idempotent within a process."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    key = str(path.resolve())
+    if key in _LOCKS:
+        return
+    lock = path / ".lock"
     try:
-        with open(tmp, "wb") as fh:
-            if callable(data):
-                data(fh)
-            else:
-                fh.write(data.encode() if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        raise DepthbenchError(f"cannot lock the run directory {path} ({e.strerror}); check that it is a directory "
+                              f"you can write") from None
     try:
-        os.fsync(dir_fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise DepthbenchError(f"the run directory {path} is in use by {holder}; wait for it to finish, or give "
+                              f"another --work-dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+    _LOCKS[key] = fd
+
+
+def unlock_run_dir(path: str | Path) -> None:
+    fd = _LOCKS.pop(str(Path(path).resolve()), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def run_dir_in_use(path: str | Path) -> str | None:
+    """Who holds the run directory's lock (a process of ours counts as free), or None: a cheap check before work."""
+    path = Path(path)
+    if str(path.resolve()) in _LOCKS or not (path / ".lock").is_file():
+        return None
+    try:
+        fd = os.open(path / ".lock", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 class RunDir:
-    """A run directory; create with :meth:`create` (new run) or :meth:`open` (resume an existing one)."""
+    """A run directory; create with :meth:`create` (new run) or :meth:`open` (resume an existing one, or append
+    records to it). A writer holds the directory's lock until :meth:`finish`."""
 
     def __init__(self, path: Path, writer: bool = True):
         self.path = Path(path)
@@ -114,12 +159,15 @@ class RunDir:
     def create(cls, experiment: str, run_id: str | None = None, root: str | Path | None = None,
                writer: bool = True, path: str | Path | None = None, **meta) -> "RunDir":
         """A new run at ``<root>/<experiment>/<run_id>``, or at ``path`` when given (e.g. ``--work-dir``)."""
+        check_name(experiment)
         if path is None:
-            path = Path(root or DEFAULT_ROOT) / experiment / run_id if run_id else new_run_path(experiment, root)
+            path = (Path(root or DEFAULT_ROOT) / experiment / check_name(run_id, "run id") if run_id
+                    else new_run_path(experiment, root))
         path = Path(path)
         run = cls(path, writer)
         if writer:
             path.mkdir(parents=True, exist_ok=True)
+            lock_run_dir(path)
             run.update_meta(experiment=experiment, run_id=path.name, status="running", start=now(),
                             git_commit=git_commit(), packages=package_versions(), host=socket.gethostname(),
                             **{**slurm_meta(), **meta})
@@ -128,8 +176,10 @@ class RunDir:
     @classmethod
     def open(cls, path: str | Path, writer: bool = True) -> "RunDir":
         path = Path(path)
-        if not (path / "meta.json").exists():
+        if not (path / "meta.json").is_file():
             raise DepthbenchError(f"{path} is not a run directory (no meta.json)")
+        if writer:
+            lock_run_dir(path)
         return cls(path, writer)
 
     # ---------------------------------------------------------------- meta.json
@@ -148,25 +198,31 @@ class RunDir:
 
     def finish(self, status: str = "done", **fields) -> None:
         self.update_meta(status=status, end=now(), **fields)
+        if self.writer:
+            unlock_run_dir(self.path)
 
     # ---------------------------------------------------------------- other files
     def log_metrics(self, **record) -> None:
         """Append one JSON object to metrics.jsonl (flushed and fsynced: a killed run keeps what it logged)."""
         if not self.writer:
             return
-        with open(self.path / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(record, default=float) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_line(self.path / "metrics.jsonl", json.dumps(record, default=float))
 
-    def write_config(self, text: str) -> None:
+    def write_config(self, text: str, resolved: dict | None = None) -> None:
+        """``config.py`` (the resolved config as MMEngine text, for people) and ``config.json`` (the same as data,
+        for programs: nothing reads a run's config by executing it)."""
         if self.writer:
             atomic_write(self.path / "config.py", text)
+            if resolved is not None:
+                atomic_write(self.path / "config.json", json.dumps(resolved, indent=1, default=str))
+
+    def config(self) -> dict | None:
+        """The run's resolved config as data (``config.json``), or None when the run has none."""
+        return read_config_json(self.path)
 
     def log(self, line: str) -> None:
         if self.writer:
-            with open(self.path / "log.txt", "a") as fh:
-                fh.write(line.rstrip("\n") + "\n")
+            append_line(self.path / "log.txt", line, sync=False)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -187,3 +243,21 @@ def read_metrics(path: str | Path) -> list[dict]:
             raise DepthbenchError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
     return records
 
+
+def checkpoint_run(checkpoint: str | Path) -> Path | None:
+    """The run directory a checkpoint belongs to: the path itself when it is a run directory, else the folder
+    holding it, when that has a ``meta.json``; None for a weights file outside any run."""
+    path = Path(checkpoint).expanduser()
+    for folder in (path, path.parent):
+        if (folder / "meta.json").is_file():
+            return folder
+    return None
+
+
+def read_config_json(run: str | Path) -> dict | None:
+    """A run directory's resolved config as data (``config.json``); None when missing or unreadable."""
+    try:
+        data = json.loads((Path(run) / "config.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None

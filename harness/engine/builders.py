@@ -1,43 +1,37 @@
 """What a training run is made of, built from a config: checks, model, optimizer, schedule, loss, hooks.
 
 :func:`check_config` validates everything cheap before anything is written; :func:`build_training` returns one
-:class:`TrainingObjects` (model, optimizer, scheduler, EMA, criterion, mixup) on a backend. Nothing here reads
-command-line arguments: the inputs are the config (``harness/config.py``) and the backend (``harness/engine.py``).
+:class:`TrainingObjects` (model, optimizer, scheduler, EMA, criterion, mixup) on a backend. What depends on the
+kind of data -- the dataset, the model, the criterion, the evaluator -- comes from the run's task
+(harness/engine/tasks.py); nothing here branches on it. The inputs are the config (harness/core/config.py) and the
+backend (harness/engine/backends.py), never command-line arguments.
 """
 from __future__ import annotations
 
-import contextlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config import ConfigError
-from harness.errors import DepthbenchError
-from harness.losses import TrainingLoss
-
-MODEL_BUILD_KEYS = ("name", "pretrained", "grow")  # model.* keys that are not timm.create_model arguments
-LOWER_IS_BETTER = ("loss", "ppl")  # eval metrics whose best value is the smallest (ckpt.best_metric)
+from harness.core.errors import ConfigError
+from harness.engine.hooks import growth_stages
+from harness.engine.tasks import task_for
 
 
 # ----------------------------------------------------------------------------------------- checks
 def check_config(cfg, world_size: int, model: bool = True) -> None:
     """Every cheap check of a training config; raises ConfigError with one line. ``model=False`` skips the
     model checks (they import timm; a launcher leaves them to its processes, which run them before writing)."""
-    from harness.data import check_data
-
     if cfg.get("sweep"):
         raise ConfigError("this is a sweep definition; run one point as `depthbench train <its base config> "
-                          "key=value ...` (harness.config.sweep_points lists them)")
+                          "key=value ...` (harness.core.config.sweep_points lists them)")
+    task = task_for(cfg.data.type)
     if cfg.engine not in ("accelerate", "deepspeed"):
         raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
     if cfg.precision not in ("fp32", "bf16", "fp16"):
         raise ConfigError(f"precision={cfg.precision!r} is not one of fp32, bf16, fp16")
-    for key in ("epochs", "batch_size", "grad_accum", "eval_interval", "log_interval"):
-        if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
-            raise ConfigError(f"{key}={cfg[key]!r}: it must be a positive integer")
-    metrics = ("top1", "top5") + (("ema_top1", "ema_top5") if cfg.ema.enable else ()) + LOWER_IS_BETTER[:1]
-    if is_lm(cfg):
-        metrics += LOWER_IS_BETTER[1:]
+    check_ranges(cfg)
+    check_schedule_length(cfg)
+    metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:
         raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
                           + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
@@ -56,11 +50,9 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     if cfg.engine == "deepspeed" and cfg.deepspeed.zero_stage == 3 and cfg.ema.enable:
         raise ConfigError("model EMA needs full weights on every rank; use ZeRO stage 1/2 or ema.enable=False")
     if model:
-        check_model(cfg)
-    if cfg.data.type == "alpaca":  # a Hugging Face Llama's checkpoint directory (harness/alpaca.py)
-        from harness.alpaca import check_llama_run
-
-        check_llama_run(cfg)
+        task.check_model(cfg)
+    check_speed_options(cfg, model)
+    task.check_run(cfg)
     teacher = cfg.distill.teacher
     if teacher and not cfg.distill.teacher_checkpoint:
         raise ConfigError("distill.teacher_checkpoint is not set; distillation needs trained teacher weights")
@@ -68,238 +60,232 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
                       ("distill.teacher_checkpoint", cfg.distill.teacher_checkpoint if teacher else None)):
         if path and not Path(path).expanduser().is_file():
             raise ConfigError(f"{key}={path}: no such file")
-    check_data(cfg.data)
+    task.check_data(cfg.data)
+
+
+# the known keys' types and ranges, as intervals; a key missing from a config is skipped (datasets and schedules
+# add their own), None is allowed where the defaults use it as "off"
+RANGES = {
+    "epochs": ("int", "[1, inf)"), "batch_size": ("int", "[1, inf)"), "grad_accum": ("int", "[1, inf)"),
+    "eval_interval": ("int", "[1, inf)"), "log_interval": ("int", "[1, inf)"), "seed": ("int", "[0, inf)"),
+    "clip_grad": ("number", "(0, inf)"), "ckpt.interval_steps": ("int", "[0, inf)"),
+    "ckpt.interval_minutes": ("number", "(0, inf)"), "ema.decay": ("number", "[0, 1)"),
+    "deepspeed.zero_stage": ("int", "[0, 3]"), "data.workers": ("int", "[0, inf)"),
+    "data.prefetch_factor": ("int", "[1, inf)"), "loader.prefetch_factor": ("int", "[1, inf)"),
+    "data.input_size": ("int", "[1, inf)"),
+    "data.num_classes": ("int", "[1, inf)"), "data.eval_batch_size": ("int", "[1, inf)"),
+    "data.num_repeats": ("int", "[1, inf)"), "data.train_subset": ("int", "[1, inf)"),
+    "data.val_subset": ("int", "[1, inf)"), "data.crop_pct": ("number", "(0, 1]"),
+    "optim.lr": ("number", "(0, inf)"), "optim.weight_decay": ("number", "[0, inf)"),
+    "optim.momentum": ("number", "[0, 1]"), "optim.eps": ("number", "(0, inf)"),
+    "optim.lr_base_batch": ("number", "(0, inf)"), "sched.warmup_epochs": ("number", "[0, inf)"),
+    "sched.warmup_lr": ("number", "[0, inf)"), "sched.min_lr": ("number", "[0, inf)"),
+    "sched.decay_rate": ("number", "(0, inf)"), "sched.cooldown_epochs": ("number", "[0, inf)"),
+    "aug.mixup": ("number", "[0, inf)"), "aug.cutmix": ("number", "[0, inf)"), "aug.mixup_prob": ("number", "[0, 1]"),
+    "aug.mixup_switch_prob": ("number", "[0, 1]"), "aug.smoothing": ("number", "[0, 1)"),
+    "aug.reprob": ("number", "[0, 1]"), "aug.hflip": ("number", "[0, 1]"), "aug.color_jitter": ("number", "[0, inf)"),
+    "distill.temperature": ("number", "(0, inf)"), "distill.weight": ("number", "[0, 1]"),
+    "model.drop_path_rate": ("number", "[0, 1)"), "model.drop_rate": ("number", "[0, 1)"),
+}
+
+
+COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def speed_options(cfg) -> dict:
+    """The speed options of ``cfg`` with their defaults (configs written before issue 27 lack the keys)."""
+    compile_ = {"enable": False, "mode": None, "backend": "inductor", "dynamic": False, **(cfg.get("compile") or {})}
+    from harness.engine.data import loader_options
+
+    loader = loader_options(cfg)
+    optim = cfg.get("optim") or {}
+    return {"compile": compile_, "channels_last": bool(cfg.get("channels_last")),
+            "grad_checkpointing": bool(cfg.get("grad_checkpointing")), "fused": optim.get("fused"),
+            "foreach": optim.get("foreach"), "loader": loader}
+
+
+def describe_speed_options(cfg) -> str:
+    """The speed options that are on, for the run's first log line ('' when none is)."""
+    o = speed_options(cfg)
+    parts = []
+    if o["compile"]["enable"]:
+        c = o["compile"]
+        parts.append(f"compiled ({c['backend']}{', mode ' + c['mode'] if c['mode'] else ''})")
+    named = (("channels-last", o["channels_last"]), ("grad checkpointing", o["grad_checkpointing"]),
+             ("fused optimizer", o["fused"]), ("foreach optimizer", o["foreach"]),
+             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]))
+    parts += [name for name, on in named if on]
+    return ", ".join(parts)
+
+
+def check_speed_options(cfg, model: bool = True) -> None:
+    """``compile``, ``channels_last``, ``grad_checkpointing``, ``optim.fused``/``foreach`` and ``loader``: types,
+    choices, and that torch and the model support them -- one line each, before anything is built."""
+    o = speed_options(cfg)
+    c = o["compile"]
+    for key, value in (("compile.enable", c["enable"]), ("channels_last", cfg.get("channels_last")),
+                       ("grad_checkpointing", cfg.get("grad_checkpointing")),
+                       ("loader.device_normalize", o["loader"]["device_normalize"]),
+                       ("loader.persistent_workers", o["loader"]["persistent_workers"])):
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r}: it must be True or False")
+    for key in ("fused", "foreach"):
+        if o[key] is not None and not isinstance(o[key], bool):
+            raise ConfigError(f"optim.{key}={o[key]!r}: it must be True, False or None (torch's default)")
+    if c["mode"] not in COMPILE_MODES:
+        raise ConfigError(f"compile.mode={c['mode']!r} is not one of {', '.join(map(str, COMPILE_MODES))}")
+    if c["dynamic"] not in (None, True, False):
+        raise ConfigError(f"compile.dynamic={c['dynamic']!r}: it must be True, False or None")
+    if c["enable"]:
+        import torch
+
+        if c["backend"] not in torch._dynamo.list_backends(exclude_tags=()):
+            raise ConfigError(f"compile.backend={c['backend']!r} is not a torch.compile backend here "
+                              f"({', '.join(torch._dynamo.list_backends())})")
+    if o["fused"] and o["foreach"]:
+        raise ConfigError("optim.fused=True and optim.foreach=True exclude each other; set one of them")
+    if o["fused"]:
+        check_fused_optimizer(cfg.optim.get("opt", "sgd"))
+    if o["grad_checkpointing"] and model:
+        from harness.engine.models import config_model_on_meta
+
+        if not callable(getattr(config_model_on_meta(cfg), "set_grad_checkpointing", None)):
+            raise ConfigError(f"grad_checkpointing=True: model {cfg.model.name} has no set_grad_checkpointing(); "
+                              f"train it with grad_checkpointing=False")
+
+
+def check_fused_optimizer(opt: str) -> None:
+    """``optim.fused=True`` needs a torch optimizer with a fused kernel for this device (AdamW, Adam, SGD, Adagrad
+    on CPU and CUDA in torch 2.4+); tried on one parameter, so the answer is torch's own."""
+    import inspect
+
+    import torch
+    from timm.optim import get_optimizer_class
+
+    try:
+        opt_class = get_optimizer_class(opt, bind_defaults=False)
+    except (ValueError, KeyError, AssertionError):
+        return  # an unknown optimizer is timm's error, at build time
+    if "fused" not in inspect.signature(opt_class).parameters:
+        raise ConfigError(f"optim.fused=True: optimizer {opt!r} ({opt_class.__module__}.{opt_class.__name__}) has no "
+                          f"fused implementation; use adamw, adam, sgd/momentum or adagrad, or optim.fused=None")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    param = torch.zeros(2, device=device, requires_grad=True)
+    param.grad = torch.zeros_like(param)
+    try:
+        opt_class([param], lr=0.1, fused=True).step()
+    except (RuntimeError, ValueError) as e:
+        raise ConfigError(f"optim.fused=True: torch {torch.__version__} has no fused {opt_class.__name__} on "
+                          f"{device} ({str(e).splitlines()[0]}); set optim.fused=None") from None
+
+
+def _lookup(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        if not hasattr(node, "get") or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def in_interval(value: float, interval: str) -> bool:
+    """``"[0, 1)"``-style interval notation: brackets include the bound, parentheses exclude it."""
+    low, high = (float(b) for b in interval[1:-1].split(","))
+    return ((value >= low) if interval[0] == "[" else (value > low)) and \
+           ((value <= high) if interval[-1] == "]" else (value < high))
+
+
+def check_ranges(cfg) -> None:
+    """Every known key of the config has a value of its type and range (one line naming the key and the range):
+    ``ema.decay=5.0`` would otherwise train to NaN EMA weights and a run marked done, ``data.workers=-1`` end in
+    a library traceback."""
+    for key, (kind, interval) in RANGES.items():
+        value = _lookup(cfg, key)
+        if value is None:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (kind == "int" and not isinstance(value, int)) or not in_interval(value, interval):
+            raise ConfigError(f"{key}={value!r}: it must be {'an integer' if kind == 'int' else 'a number'} in "
+                              f"{interval}")
+
+
+def load_training_config(config, overrides=(), recipe=None):
+    """``(cfg, schedule_changes)``: a training config with its ``key=value`` overrides, the schedule rescaled to an
+    ``epochs`` override (:func:`rescale_schedule`). What every command that starts or checks training reads a
+    config with; ``recipe``: the config already loaded without overrides (a caller checking many points of one
+    file loads it once)."""
+    import copy
+
+    from harness.core.config import apply_overrides, load_config, parse_override
+
+    recipe = recipe if recipe is not None else load_config(config)
+    cfg = copy.deepcopy(recipe)
+    apply_overrides(cfg, list(overrides))
+    explicit = tuple(parse_override(o)[0] for o in overrides)
+    changes = rescale_schedule(cfg, recipe.get("epochs"), explicit) if "epochs" in explicit else []
+    return cfg, changes
+
+
+def rescale_schedule(cfg, planned_epochs: int, explicit: tuple[str, ...] = ()) -> list[str]:
+    """Make the schedule follow an ``epochs`` override: the recipe's fixed epoch counts (``sched.decay_milestones``,
+    ``warmup_epochs``, ``cooldown_epochs``) are scaled by ``epochs / planned_epochs`` (timm's cosine/step schedules
+    already end at the run's last epoch); keys the command line sets itself (``explicit``) are kept as given.
+    Returns what changed, for the run's log and meta.json."""
+    sched = cfg.get("sched")
+    if not sched or not planned_epochs or cfg.epochs == planned_epochs:
+        return []
+    factor = cfg.epochs / planned_epochs
+    changes = []
+    if sched.get("decay_milestones") and "sched.decay_milestones" not in explicit:
+        # a milestone that lands at or after the end would never fire: dropped (a 1-epoch run does not decay)
+        scaled = sorted({m for m in (max(1, round(m * factor)) for m in sched.decay_milestones) if m < cfg.epochs})
+        changes.append(f"sched.decay_milestones {list(sched.decay_milestones)} -> {scaled}")
+        sched.decay_milestones = scaled
+    for key in ("warmup_epochs", "cooldown_epochs"):
+        value = sched.get(key)
+        if value and f"sched.{key}" not in explicit:
+            scaled = round(value * factor)
+            changes.append(f"sched.{key} {value} -> {scaled}")
+            sched[key] = scaled
+    return changes
+
+
+def check_schedule_length(cfg) -> None:
+    """A schedule that cannot follow ``epochs`` (every decay milestone at or after the end, or a warm-up as long
+    as the run -- e.g. set so on the command line) is one line naming the key to set."""
+    sched = cfg.get("sched") or {}
+    epochs = cfg.epochs
+    milestones = list(sched.get("decay_milestones") or [])
+    if sched.get("sched") == "multistep" and milestones and min(milestones) >= epochs:
+        raise ConfigError(f"sched.decay_milestones={milestones} all lie at or beyond epochs={epochs}: the learning "
+                          f"rate would never decay; set sched.decay_milestones for {epochs} epochs")
+    warmup = sched.get("warmup_epochs") or 0
+    if isinstance(warmup, (int, float)) and warmup >= epochs > 1:
+        raise ConfigError(f"sched.warmup_epochs={warmup} is not shorter than epochs={epochs}: the run would end "
+                          f"inside its warm-up; set sched.warmup_epochs")
 
 
 def check_model(cfg) -> None:
-    """The model name is registered (else suggest close names) and builds with the config's arguments."""
-    import torch
-
-    from harness.flops import build_model as build_on_meta
-    from harness.flops import require_registered
-
-    if cfg.data.type == "alpaca":  # a Hugging Face Llama, not a timm model (harness/alpaca.py)
-        from harness.alpaca import check_llama_model
-
-        return check_llama_model(cfg)
-    name = cfg.model.name
-    if not name:
-        raise ConfigError("model.name is not set; `depthbench models` lists the registered models")
-    require_registered(name)
-    if cfg.distill.teacher:
-        require_registered(cfg.distill.teacher, "teacher model")
-    kwargs = model_kwargs(cfg)
-    try:
-        model = build_on_meta(name, device="meta", **kwargs)
-    except Exception as e:
-        raise ConfigError(f"model {name} does not build with {kwargs}: {type(e).__name__}: {e}") from None
-    if is_lm(cfg):  # the embedding must cover the tokenizer's ids, and the blocks fit the model's positions
-        vocab, seq_len = getattr(model, "vocab_size", None), getattr(model, "seq_len", None)
-        if vocab is None:
-            raise ConfigError(f"model {name} is not a language model (no vocab_size); data.type={cfg.data.type} "
-                              f"needs one, e.g. transformer_lm_30m or steps_lm_30m")
-        if cfg.data.vocab_size > vocab:
-            raise ConfigError(f"data.vocab_size={cfg.data.vocab_size} is larger than model {name}'s vocab_size="
-                              f"{vocab}; set model.vocab_size={cfg.data.vocab_size}")
-        if seq_len is not None and cfg.data.seq_len > seq_len:
-            raise ConfigError(f"data.seq_len={cfg.data.seq_len} is longer than model {name}'s seq_len={seq_len}")
-        return
-    size = cfg.data.input_size
-    try:  # on the meta device: no memory, no compute
-        with torch.no_grad():
-            model.eval()(torch.empty(1, 3, size, size, device="meta"))
-    except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConfigError(f"model {name} does not take data.input_size={size} images ({first}); set the model's "
-                          f"input size, e.g. +model.img_size={size}") from None
+    """The run's model builds for its data (the task's check, on the meta device)."""
+    task_for(cfg.data.type).check_model(cfg)
 
 
-def is_lm(cfg) -> bool:
-    """A language-model run (token data, harness/lm.py)."""
-    from harness.lm import LM_DATA_TYPES
-
-    return cfg.data.type in LM_DATA_TYPES
-
-
-def model_kwargs(cfg) -> dict:
-    """The ``timm.create_model`` arguments of ``cfg.model`` (every key but name/pretrained/grow)."""
-    kwargs = {k: v for k, v in cfg.model.items() if k not in MODEL_BUILD_KEYS}
-    kwargs.setdefault("num_classes", cfg.data.num_classes)
-    return kwargs
+def best_metrics(cfg) -> tuple[str, ...]:
+    """The evaluation metrics a run reports (``ckpt.best_metric`` choices): the task's, and EMA's twins."""
+    metrics = task_for(cfg.data.type).metrics
+    ema = tuple(f"ema_{m}" for m in metrics if m.startswith("top")) if cfg.ema.enable else ()
+    return metrics + ema
 
 
-_config_model_kwargs = model_kwargs  # for build_trained_model, whose own argument is model_kwargs
+def lower_is_better(cfg, metric: str) -> bool:
+    return metric in task_for(cfg.data.type).lower_is_better
 
 
 # ----------------------------------------------------------------------------------------- model
 def build_model(cfg, pretrained: bool = True):
-    """``timm.create_model`` (after ``import models``) with the config's arguments, then ``model.pretrained``
-    through :func:`harness.checkpoint.load_weights` (only the classifier may differ; what it skipped is said).
-    Depth growth (ScaleNet) is not applied here: it is a :class:`GrowthHook`."""
-    import sys
-
-    import timm
-
-    import models  # noqa: F401
-    from harness.checkpoint import load_weights
-
-    if cfg.data.type == "alpaca":  # a Hugging Face Llama, not a timm model (harness/alpaca.py)
-        from harness.alpaca import build_llama_model
-
-        return build_llama_model(cfg, pretrained)
-    model = timm.create_model(cfg.model.name, **model_kwargs(cfg))
-    if pretrained and cfg.model.get("pretrained"):
-        report = load_weights(model, cfg.model.pretrained, ignore_classifier=True)
-        if report.excused:
-            print(f"depthbench: model.pretrained: {report.summary()}", file=sys.stderr)
-    return model
-
-
-def parse_model_kwargs(items, option: str = "--model-kwargs") -> dict:
-    """timm's ``--model-kwargs k=v ...``: values are Python literals, anything else a string."""
-    import ast
-
-    kwargs = {}
-    for text in items or ():
-        key, sep, raw = str(text).partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise DepthbenchError(f"{option} {text!r} is not key=value with a Python name as key "
-                                  f"(e.g. {option} width=32 drop_path_rate=0.1)")
-        try:
-            kwargs[key.strip()] = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            kwargs[key.strip()] = raw.strip()
-    return kwargs
-
-
-def build_trained_model(config: str | Path | None = None, overrides=(), *, name: str | None = None,
-                        model_kwargs: dict | None = None, device=None):
-    """The architecture a run trained, without weights, for commands that rebuild it (diagnose, bench, eval).
-
-    From a training ``config`` (with its ``key=value`` overrides -- e.g. the digits preset's ``model.width=32``):
-    ``model.name``, every ``model.*`` argument, ``data.num_classes``, and its ``model.grow`` stages applied (the
-    final depth). Or from a registered ``name``. ``model_kwargs`` (timm's ``--model-kwargs``) are added last.
-    ``device``: build there (``"meta"``: no memory). Load weights with :func:`harness.checkpoint.load_weights`.
-    """
-    import timm
-    import torch
-
-    import models  # noqa: F401
-    from harness.flops import require_registered
-
-    hooks = []
-    if config is not None:
-        from harness.config import load_config
-
-        cfg = load_config(config, list(overrides))
-        name = cfg.model.get("name")
-        if not name:
-            raise ConfigError(f"config {config} sets no model.name")
-        kwargs = _config_model_kwargs(cfg)
-        hooks = build_hooks(cfg)
-    elif name is None:
-        raise DepthbenchError("give a registered model name or a training config")
-    else:
-        kwargs = {}
-    kwargs.update(model_kwargs or {})
-    require_registered(name)
-    try:
-        with torch.device(device) if device is not None else contextlib.nullcontext():
-            model = timm.create_model(name, **kwargs)
-            for hook in hooks:
-                model = hook.before_epoch(model, 2**31) or model  # every stage: the final architecture
-    except DepthbenchError:
-        raise
-    except Exception as e:  # a keyword the model does not take, a bad value, ...
-        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise DepthbenchError(f"model {name} does not build with {kwargs}: {type(e).__name__}: {detail}") from None
-    return model
-
-
-# ----------------------------------------------------------------------------------------- between-epoch hooks
-class EpochHook:
-    """Model-specific behaviour between epochs, outside the generic loop.
-
-    The loop calls :meth:`before_epoch` at the start of every epoch (and once before the optimizer is first
-    built, with the epoch training starts or resumes at). Returning a model means the architecture changed:
-    the loop rebuilds the optimizer, schedule and EMA for it. :meth:`after_load` runs after a checkpoint was
-    loaded into the model. :meth:`after_epoch` runs at the end of every epoch (after its evaluation, before
-    last.pth is written) with the run's log: ``log.metrics(kind, **values)`` appends a metrics.jsonl record.
-    ``change`` is how the log describes a change.
-    """
-    change = "changed"
-
-    def before_epoch(self, model, epoch: int):
-        return None
-
-    def after_load(self, model) -> None:
-        pass
-
-    def after_epoch(self, model, log) -> None:
-        pass
-
-    def describe(self) -> str:
-        return ""
-
-
-def growth_stages(cfg) -> list[dict]:
-    grow = cfg.model.get("grow")
-    if not grow:
-        return []
-    grow = dict(grow)
-    return [dict(s) for s in grow["stages"]] if "stages" in grow else [grow]
-
-
-class GrowthHook(EpochHook):
-    """ScaleNet depth expansion (WSPT) and its growth baselines: ``model.grow`` in a config, applied by
-    ``models.scalenet.GrowthSchedule`` (each stage at the start of its epoch; epoch 0 = expand once, after
-    ``model.pretrained`` is loaded, which is the paper's setting)."""
-    change = "grown"
-
-    def __init__(self, config: dict):
-        from models.scalenet import GrowthSchedule
-
-        try:
-            self.schedule = GrowthSchedule.from_config(dict(config))
-        except (ValueError, TypeError) as e:
-            raise ConfigError(f"model.grow: {e}") from None
-
-    def before_epoch(self, model, epoch: int):
-        grown, changed = self.schedule.maybe_grow(model, epoch)
-        return grown if changed else None
-
-    def after_load(self, model) -> None:
-        from models.scalenet import assert_tied
-
-        if getattr(model, "scalenet", None) is not None:
-            assert_tied(model)  # weight tying must survive loading a checkpoint
-
-    def describe(self) -> str:
-        return "grown " + "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in self.schedule.stages)
-
-
-class CoefficientLogHook(EpochHook):
-    """Logs a model's learnable scalar coefficients once per epoch, for their evolution plot: a model that has
-    them exposes ``lrc_coefficients() -> {module: {role: value}}`` (SReT's learnable residual coefficients,
-    ``models.sret.SlicedRecursiveTransformer.lrc_coefficients``; read by results.figures.sret_lrc). One
-    ``{"kind": "lrc", "epoch": E, "global_step": S, "coefficients": {...}}`` record per epoch, the values at the
-    end of epoch E. Any other model logs nothing."""
-
-    def after_epoch(self, model, log) -> None:
-        read = getattr(model, "lrc_coefficients", None)
-        if read is None:
-            return
-        try:
-            coefficients = read()
-        except (RuntimeError, ValueError):  # parameters sharded away from this process (ZeRO-3): nothing to plot
-            return
-        if coefficients:
-            log.metrics("lrc", coefficients=coefficients)
-
-
-def build_hooks(cfg) -> list[EpochHook]:
-    hooks = [GrowthHook(cfg.model.grow)] if cfg.model.get("grow") else []
-    return hooks + [CoefficientLogHook()]
+    """The run's model, from its task (``model.pretrained`` loaded when ``pretrained``). Depth growth (ScaleNet)
+    is not applied here: it is a :class:`harness.engine.hooks.GrowthHook`."""
+    return task_for(cfg.data.type).build_model(cfg, pretrained)
 
 
 # ----------------------------------------------------------------------------------------- optimisation
@@ -326,64 +312,8 @@ def build_scheduler(optimizer, cfg, updates_per_epoch: int):
 
 
 def build_criterion(cfg, device=None, input_dtype=None):
-    """``(mixup_fn, criterion)`` as DeiT: soft-target CE under mixup/cutmix, else label smoothing, else CE;
-    wrapped in :class:`harness.losses.TrainingLoss`, which sums per-branch outputs (SReT mixed depth) and owns
-    the distillation teacher (``distill.*``)."""
-    from timm.data import Mixup
-    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
-    from torch import nn
-
-    if is_lm(cfg):  # next-token cross-entropy; no mixup or teacher for token data
-        from harness.lm import NextTokenLoss
-
-        return None, TrainingLoss(NextTokenLoss())
-    a = cfg.aug
-    mixup_fn = None
-    if a.mixup > 0 or a.cutmix > 0 or a.cutmix_minmax is not None:
-        mixup_fn = Mixup(mixup_alpha=a.mixup, cutmix_alpha=a.cutmix, cutmix_minmax=a.cutmix_minmax, prob=a.mixup_prob,
-                         switch_prob=a.mixup_switch_prob, mode=a.mixup_mode, label_smoothing=a.smoothing,
-                         num_classes=cfg.data.num_classes)
-        base = SoftTargetCrossEntropy()
-    else:
-        base = LabelSmoothingCrossEntropy(a.smoothing) if a.smoothing else nn.CrossEntropyLoss()
-    distill = cfg.distill
-    if not distill.teacher:
-        return mixup_fn, TrainingLoss(base)
-    from harness.losses import HardDistillationLoss, SoftLabelKDLoss
-
-    kind = distill.get("kind", "soft")
-    if kind == "soft":  # SReT Eq. 17
-        distill_loss = SoftLabelKDLoss(temperature=distill.temperature)
-    elif kind == "hard":  # DeiT's GT + hard distillation (SReT Table 3's comparison)
-        distill_loss = HardDistillationLoss(base, alpha=distill.weight)
-    else:
-        raise ConfigError(f"distill.kind={kind!r} is not one of soft, hard")
-    teacher = build_teacher(cfg, device, input_dtype)
-    return mixup_fn, TrainingLoss(base, teacher=teacher, distill_loss=distill_loss, weight=distill.weight)
-
-
-def build_evaluator(cfg):
-    """``evaluate(model, loader, backend) -> metrics`` of the run's task: the engine's top-1/top-5/loss, plus
-    perplexity for language models (harness/lm.py)."""
-    if is_lm(cfg):
-        from harness.lm import evaluate_lm
-
-        return evaluate_lm
-    from harness.engine import evaluate
-
-    return evaluate
-
-
-def build_teacher(cfg, device=None, input_dtype=None):
-    """The frozen distillation teacher (``distill.teacher`` with ``distill.teacher_checkpoint``'s weights)."""
-    import timm
-
-    from harness.checkpoint import load_weights
-
-    distill = cfg.distill
-    teacher = timm.create_model(distill.teacher, num_classes=cfg.data.num_classes, **distill.teacher_kwargs)
-    load_weights(teacher, distill.teacher_checkpoint)
-    return teacher.requires_grad_(False).eval().to(device, dtype=input_dtype)
+    """``(mixup_fn, criterion)`` of the run's task."""
+    return task_for(cfg.data.type).build_criterion(cfg, device, input_dtype)
 
 
 def seed_everything(seed: int) -> None:
@@ -406,14 +336,35 @@ class TrainingObjects:
     mixup_fn: object | None
 
 
+def prepare_model(model, cfg, backend=None):
+    """The model-side speed options, before the optimizer and the engine see the model: channels-last weights
+    and activation checkpointing (the model's own ``set_grad_checkpointing``). A model that an epoch hook
+    changed comes here again, so a grown model gets them too; its previous compilation is dropped (the
+    optimization below compiles the model it returns)."""
+    import torch
+
+    o = speed_options(cfg)
+    model._compiled_call_impl = None  # nn.Module.compile's slot: EMA's deepcopy must not copy a compiled forward
+    if o["channels_last"] and getattr(backend, "channels_last_weights", True):
+        model = model.to(memory_format=torch.channels_last)
+    if o["grad_checkpointing"]:
+        model.set_grad_checkpointing(True)
+    return model
+
+
 def build_optimization(model, cfg, backend, updates_per_epoch: int):
-    """``(model, optimizer, scheduler, ema)`` for ``model`` on ``backend`` (wrapped by DDP/DeepSpeed)."""
+    """``(model, optimizer, scheduler, ema)`` for ``model`` on ``backend`` (wrapped by DDP/DeepSpeed); compiled
+    last, in place (``compile.enable``), so the EMA copy and every state dict stay those of the eager module."""
     from timm.utils import ModelEmaV3
 
+    model = prepare_model(model, cfg, backend)
     optimizer = build_optimizer(model, cfg)
     model, optimizer = backend.prepare(model, optimizer)
     scheduler = build_scheduler(optimizer, cfg, updates_per_epoch)
     ema = ModelEmaV3(backend.unwrap(model), decay=cfg.ema.decay, use_warmup=cfg.ema.warmup) if cfg.ema.enable else None
+    c = speed_options(cfg)["compile"]
+    if c["enable"]:
+        backend.compile(model, backend=c["backend"], mode=c["mode"], dynamic=c["dynamic"])
     return model, optimizer, scheduler, ema
 
 

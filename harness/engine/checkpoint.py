@@ -16,6 +16,7 @@ read with ``torch.load(weights_only=True)`` -- weights, resume and DeepSpeed's o
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import re
 import sys
@@ -26,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.errors import DepthbenchError
-from harness.rundir import atomic_write
+from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_write
 
 FORMAT = "depthbench-train/1"
 # where the weights sit in the checkpoints we meet: ours/DeiT (model, ema/model_ema), timm (state_dict,
@@ -40,14 +41,89 @@ SAFE_GLOBALS = [argparse.Namespace]
 
 
 def save_atomic(obj, path: str | Path) -> None:
-    """``torch.save`` through the one atomic writer."""
-    atomic_write(path, lambda fh: torch.save(obj, fh))
+    """``torch.save`` through the one atomic writer, with the file's SHA-256 in ``<file>.sha256`` beside it.
+
+    The order keeps the pair consistent whenever a kill lands: the new file is written, the sidecar then lists the
+    new sum and the old one, the new file replaces the old, and the sidecar is cut to the new sum -- at every
+    moment the checkpoint on disk has its sum in the sidecar, so a resume after a kill never sees a false alarm,
+    while a byte changed later is reported as corrupt by :func:`read_checkpoint`."""
+    path = Path(path)
+    sums = checksum_path(path)
+    digest = hashlib.sha256()
+    old = _listed_sums(sums) if path.is_file() else []
+
+    def write(fh):
+        torch.save(obj, _Hashing(fh, digest))
+
+    def record_both():
+        atomic_write(sums, "".join(f"{h}  {path.name}\n" for h in [digest.hexdigest(), *old[:1]]))
+
+    try:
+        atomic_write(path, write, before_replace=record_both)
+        atomic_write(sums, f"{digest.hexdigest()}  {path.name}\n")
+    except OSError as e:  # disk full, read-only, quota: one line, and the previous checkpoint is still whole
+        raise DepthbenchError(f"cannot write the checkpoint {path}: {e.strerror or e}; free space or choose "
+                              f"another --work-dir (the previous checkpoint, if any, is intact)") from None
+
+
+def _listed_sums(sums: Path) -> list[str]:
+    try:
+        return [line.split()[0] for line in sums.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+class _Hashing:
+    """A binary file that hashes what is written through it (torch.save writes sequentially)."""
+
+    def __init__(self, fh, digest):
+        self.fh, self.digest = fh, digest
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.fh.write(data)
+
+    def flush(self):
+        return self.fh.flush()
+
+
+def checksum_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def verify_checksum(path: str | Path) -> None:
+    """Compare a checkpoint with its ``.sha256`` (when there is one); a mismatch is one line naming the file."""
+    path = Path(path)
+    sums = checksum_path(path)
+    if not sums.is_file():
+        return  # written elsewhere (timm, DeiT, an official release): nothing to compare with
+    stat, sums_stat = path.stat(), sums.stat()
+    version = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, sums_stat.st_mtime_ns)
+    if version in _VERIFIED:  # checked once per process (a resume reads its checkpoint twice)
+        return
+    expected = _listed_sums(sums)
+    if not expected:
+        raise DepthbenchError(f"{sums} is unreadable; delete it to load {path} unchecked")
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() not in expected:
+        raise DepthbenchError(f"{path} does not match its checksum ({sums.name}): the file is corrupt or was "
+                              f"changed after it was written; use another checkpoint (e.g. best.pth / an earlier "
+                              f"run)")
+    _VERIFIED.add(version)
+
+
+_VERIFIED: set = set()
 
 
 def remove_stale_temporaries(folder: str | Path) -> None:
-    """Delete temporary files left by a process killed while it was writing a checkpoint."""
-    for tmp in Path(folder).glob(".*.pth.tmp-*"):
-        tmp.unlink(missing_ok=True)
+    """Delete temporary files left by a process killed while it was writing a checkpoint (or its checksum)."""
+    for pattern in (".*.pth.tmp-*", ".*.pth.sha256.tmp-*"):
+        for tmp in Path(folder).glob(pattern):
+            tmp.unlink(missing_ok=True)
 
 
 def read_checkpoint(path, *, mmap: bool = False) -> dict:
@@ -55,8 +131,12 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
     foreign or unsafe file (one that pickles code or other objects) is one :class:`DepthbenchError` line.
     ``mmap=True`` maps the tensors instead of reading them: a cheap check of a large file."""
     name = str(path) if isinstance(path, (str, Path)) else "<in-memory file>"
-    if isinstance(path, (str, Path)) and not Path(path).is_file():
-        raise DepthbenchError(f"{name}: no such file")
+    if isinstance(path, (str, Path)):
+        if not Path(path).is_file():
+            raise DepthbenchError(f"{name}: no such file")
+        verify_checksum(path)
+        if Path(path).suffix == ".safetensors":  # tensors only by construction: nothing to unpickle
+            return _read_safetensors(Path(path))
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             try:
@@ -167,15 +247,32 @@ def _ranges(numbers: list[int]) -> str:
     return "{" + ",".join(spans) + "}"
 
 
+def _read_safetensors(path: Path) -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as e:
+        raise DepthbenchError(f"{path} is not a readable safetensors file ({str(e).splitlines()[0][:120]})") from None
+
+
+# what a directory of weights holds, in the order the loader takes them: an export (depthbench export, timm's
+# save_for_hf: safetensors, never unpickled), then a training run's best and last checkpoints
+WEIGHT_FILES = ("model.safetensors", "best.pth", "last.pth")
+
+
 def resolve_source(source) -> Path:
-    """A weights path: a file, or a run directory (its ``best.pth``, else ``last.pth``)."""
+    """A weights path: a file, or a directory -- an export's ``model.safetensors``, else a run's ``best.pth``,
+    else its ``last.pth``."""
     path = Path(source).expanduser()
     if path.is_dir():
-        for name in ("best.pth", "last.pth"):
+        for name in WEIGHT_FILES:
             if (path / name).is_file():
                 return path / name
-        raise DepthbenchError(f"{path} is a directory without best.pth or last.pth; give a checkpoint file or a "
-                              "run directory of depthbench train")
+        raise DepthbenchError(f"{path} is a directory without best.pth or last.pth (or an export's "
+                              f"model.safetensors); give a checkpoint file, a run directory of depthbench train or a "
+                              f"folder of depthbench export")
     if not path.is_file():
         raise DepthbenchError(f"{path}: no such checkpoint file")
     return path

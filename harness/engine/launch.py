@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-EXIT_PREEMPTED = 75  # sysexits' EX_TEMPFAIL: "try again later" -- the run checkpointed and can be resumed
+from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
+
 DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -79,7 +80,8 @@ def launched() -> bool:
     return "RANK" in os.environ or distributed_env()["WORLD_SIZE"] != "1"
 
 
-def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: bool = True) -> int:
+def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: bool = True, *,
+                      threads: int | None = None, pin: bool = False) -> int:
     """The intra-op threads of each of ``local_processes`` processes on this machine (and set them unless
     ``apply=False``).
 
@@ -88,16 +90,23 @@ def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: 
     each also feeding ``loader_workers`` data-loader processes; at least 1. Why not torch's default (one thread
     per core): on a shared or oversubscribed node OpenMP threads spin-wait for cores other jobs hold, and a run
     gets several times slower than with one thread (docs/training.md, "Threads").
+
+    ``threads``: exactly this many, whatever the above says (an explicit request, e.g. ``depthbench bench
+    --threads``). ``pin`` (with ``threads``): also bind this process to the first ``threads`` of the cores it may
+    run on, so that timings are not skewed by threads migrating between cores.
     """
-    configured = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    threads = max(1, max(cores - busy, 1) // max(local_processes, 1) - loader_workers)
+    if threads is None:
+        configured = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if configured.isdigit() and int(configured) > 0:
+            return int(configured)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+        threads = max(1, max(cores - busy, 1) // max(local_processes, 1) - loader_workers)
     if apply:
         import torch
 
+        if pin and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
         torch.set_num_threads(threads)
     return threads
 
@@ -115,19 +124,27 @@ def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | Non
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         env.setdefault("OMP_NUM_THREADS", threads)
-        procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env))
+        # a process group of their own: a terminal's Ctrl-C reaches this process alone, which forwards each one
+        # exactly once (the first asks the ranks to checkpoint and stop, a second to stop at once)
+        procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env, process_group=0))
+
+    interrupts = []
 
     def forward(signum, frame):
+        if signum == signal.SIGINT:
+            interrupts.append(signum)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)}
     try:
         codes = _wait_all(procs, grace_s)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    if len(interrupts) > 1 and any(c != 0 for c in codes):
+        return EXIT_INTERRUPTED  # stopped at once by a second Ctrl-C (a rank may have died of its peer's exit)
     failures = [c for c in codes if c not in (0, EXIT_PREEMPTED)]
     if failures:
         return failures[0]

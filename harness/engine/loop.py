@@ -1,21 +1,12 @@
-"""The training engine, DeiT's ``engine.py`` shape: :func:`train_one_epoch` and :func:`evaluate`.
-
-They run on one of two backends with the same interface, so the loop is written once:
-
-- :class:`AccelerateBackend` (default): DDP through ``accelerate.Accelerator``; bf16/fp16 autocast where the
-  device supports it (fp16 and its gradient scaler only on CUDA), gradient accumulation (``no_sync`` between
-  boundaries), gradient clipping.
-- :class:`DeepSpeedBackend`: ``deepspeed.initialize`` with our timm optimizer, ZeRO stage 0-3 from
-  ``deepspeed.zero_stage``, DeepSpeed's accumulation and clipping, bf16 through its ``torch_autocast`` mode
-  (its bf16-weights mode and fp16 through ``deepspeed.config``); gloo on CPU (``DS_ACCELERATOR=cpu``), NCCL on
-  GPUs.
+"""The training loop, DeiT's ``engine.py`` shape: :func:`train_one_epoch` and :func:`evaluate`, on a backend
+(harness/engine/backends.py: Accelerate or DeepSpeed, one interface), plus the run's log (:class:`RunLog`) and
+the stop requests that turn a signal into a checkpoint (preemption).
 
 Each training step all-reduces one small vector (loss, stop request, checkpoint-due flag) so every rank agrees
 on the logged loss, on stopping for a signal and on non-finite losses, which stop the run before the update.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import resource
 import signal
@@ -24,23 +15,30 @@ import time
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
+from tqdm import tqdm
 
-from harness.data import batches_per_epoch, set_train_epoch
+from harness.engine.backends import Backend
+from harness.engine.data import batches_per_epoch, set_train_epoch
 
 # ----------------------------------------------------------------------------------------- stop requests
 _stop_signal: int | None = None
 
 
-def install_stop_handlers() -> None:
-    """SIGUSR1 (Slurm's warning before the time limit) and SIGTERM (preemption): finish the step, checkpoint,
-    exit with ``EXIT_PREEMPTED``."""
+def install_stop_handlers(announce: bool = True) -> None:
+    """SIGUSR1 (Slurm's warning before the time limit), SIGTERM (preemption) and a first Ctrl-C (SIGINT): finish
+    the step, checkpoint, exit with ``EXIT_PREEMPTED`` (the run resumes with ``--resume auto``). A second Ctrl-C
+    stops at once (KeyboardInterrupt: no checkpoint beyond the last one)."""
     def request_stop(signum, frame):
         global _stop_signal
+        if signum == signal.SIGINT and _stop_signal is not None:
+            raise KeyboardInterrupt
         _stop_signal = signum
+        if signum == signal.SIGINT and announce:
+            print("\ndepthbench: stopping after this step to write a checkpoint (Ctrl-C again to stop at once)",
+                  file=sys.stderr, flush=True)
 
-    for s in (signal.SIGUSR1, signal.SIGTERM):
+    for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
         signal.signal(s, request_stop)
 
 
@@ -68,270 +66,6 @@ class TrainState:
     train_time_s: float = 0.0    # training wall time of the whole run, resumes included (HO-ResNet Table 4)
 
 
-# ----------------------------------------------------------------------------------------- backends
-class Backend:
-    """What the loop needs from an engine; subclasses fill in the engine-specific parts."""
-    name = ""
-    input_dtype: torch.dtype | None = None  # DeepSpeed bf16/fp16 casts the model, so inputs are cast too
-
-    def __init__(self, precision: str, grad_accum: int):
-        self.grad_accum = grad_accum
-        self.precision = resolve_precision(precision)
-        self.rank = dist.get_rank() if dist.is_initialized() else 0
-        self.world_size = dist.get_world_size() if dist.is_initialized() else 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    # -- collectives (no-ops for one process)
-    def all_reduce_sum(self, values: list[float]) -> list[float]:
-        if self.world_size == 1:
-            return [float(v) for v in values]
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor)
-        return tensor.tolist()
-
-    def agree(self, loss: torch.Tensor, correct: torch.Tensor, *flags: bool) -> tuple:
-        """(loss averaged over ranks, ``correct`` summed, flags or-ed); one all-reduce, which also syncs the device."""
-        head = torch.stack([loss.detach().double().reshape(()), correct.double().reshape(())])
-        if self.world_size == 1:
-            loss_value, correct_value = head.tolist()
-            return (loss_value, correct_value, *flags)
-        tensor = torch.cat([head, torch.tensor([float(f) for f in flags], dtype=torch.float64, device=head.device)])
-        dist.all_reduce(tensor)
-        values = tensor.tolist()
-        return (values[0] / self.world_size, values[1], *(v > 0 for v in values[2:]))
-
-    def broadcast_object(self, obj):
-        if self.world_size == 1:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def gather_object(self, obj) -> list | None:
-        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
-        if self.world_size == 1:
-            return [obj]
-        out = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, out, dst=0)
-        return out
-
-    def sync_buffers(self, module) -> None:
-        """Give every rank rank 0's buffers (BatchNorm statistics drift apart per rank under DeepSpeed, and
-        after the last DDP forward), so all ranks evaluate the model that rank 0 saves."""
-        if self.world_size > 1:
-            for buffer in module.buffers():
-                dist.broadcast(buffer.data, src=0)
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            dist.barrier()
-
-    def close(self) -> None:
-        """Tear the process group down before the interpreter exits: gloo's threads otherwise race the
-        teardown and now and then abort a finished rank ("terminate called without an active exception")."""
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-
-    # -- engine-specific
-    def prepare(self, model, optimizer):
-        raise NotImplementedError
-
-    def autocast(self):
-        return contextlib.nullcontext()
-
-    def accumulate(self, model, boundary: bool):
-        return contextlib.nullcontext()
-
-    def unwrap(self, model):
-        return model
-
-
-def resolve_precision(precision: str) -> str:
-    """``fp32``/``bf16``/``fp16`` as the device allows: fp16 needs CUDA (CPU falls back to bf16)."""
-    if precision not in ("fp32", "bf16", "fp16"):
-        from harness.config import ConfigError
-        raise ConfigError(f"precision={precision!r} is not one of fp32, bf16, fp16")
-    if precision == "fp16" and not torch.cuda.is_available():
-        print("depthbench train: fp16 needs a CUDA device; using bf16 on the CPU", file=sys.stderr)
-        return "bf16"
-    if precision == "bf16" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-        print("depthbench train: this GPU has no bf16; using fp16", file=sys.stderr)
-        return "fp16"
-    return precision
-
-
-class AccelerateBackend(Backend):
-    name = "accelerate"
-
-    def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False):
-        from accelerate import Accelerator
-        from accelerate.utils import DistributedDataParallelKwargs
-
-        precision = resolve_precision(precision)
-        self.accelerator = Accelerator(
-            cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
-            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)])
-        super().__init__(precision, grad_accum)
-        self.device = self.accelerator.device
-
-    def prepare(self, model, optimizer):
-        return self.accelerator.prepare(model, optimizer)
-
-    def autocast(self):
-        return self.accelerator.autocast()
-
-    def accumulate(self, model, boundary: bool):
-        return contextlib.nullcontext() if boundary or self.world_size == 1 else self.accelerator.no_sync(model)
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.accelerator.backward(loss / self.grad_accum)
-
-    def step(self, model, optimizer, boundary: bool, clip_grad: float | None):
-        if not boundary:
-            return None
-        norm = self.accelerator.clip_grad_norm_(model.parameters(), clip_grad) if clip_grad else None
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return None if norm is None else float(norm)
-
-    def unwrap(self, model):
-        return self.accelerator.unwrap_model(model)
-
-    def model_state(self, model) -> dict:
-        return self.unwrap(model).state_dict()
-
-    def load_model_state(self, model, state: dict) -> None:
-        self.unwrap(model).load_state_dict(state)
-
-    def optimizer_state(self, optimizer):
-        return optimizer.state_dict()
-
-    def load_optimizer_state(self, optimizer, state) -> None:
-        optimizer.load_state_dict(state)
-
-    def scaler_state(self):
-        scaler = self.accelerator.scaler
-        return scaler.state_dict() if scaler is not None else None
-
-    def load_scaler_state(self, state) -> None:
-        if state is not None and self.accelerator.scaler is not None:
-            self.accelerator.scaler.load_state_dict(state)
-
-
-class DeepSpeedBackend(Backend):
-    name = "deepspeed"
-
-    def __init__(self, precision: str, grad_accum: int, micro_batch: int, clip_grad: float | None,
-                 zero_stage: int = 2, extra_config: dict | None = None):
-        import deepspeed
-        from deepspeed.utils import logger as ds_logger
-
-        ds_logger.setLevel("WARNING")
-        cuda = torch.cuda.is_available()
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
-                                   verbose=False)
-        super().__init__(precision, grad_accum)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
-        self.zero_stage = zero_stage
-        # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
-        # and BatchNorm models work; DeepSpeed's bf16-weights mode is deepspeed.config=dict(bf16=dict(enabled=True)).
-        self.config = _deep_update({
-            "train_micro_batch_size_per_gpu": micro_batch,
-            "gradient_accumulation_steps": grad_accum,
-            "train_batch_size": micro_batch * grad_accum * self.world_size,
-            "gradient_clipping": float(clip_grad or 0.0),
-            "zero_optimization": {"stage": zero_stage},
-            "torch_autocast": {"enabled": self.precision == "bf16", "dtype": "bfloat16"},
-            "fp16": {"enabled": self.precision == "fp16"},
-            "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
-            "steps_per_print": 2**31 - 1,
-        }, extra_config or {})
-
-    def prepare(self, model, optimizer):
-        import deepspeed
-
-        self.engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
-        dtype = next(self.engine.module.parameters()).dtype  # DeepSpeed's fp16/bf16 modes cast the weights
-        self.input_dtype = dtype if dtype in (torch.float16, torch.bfloat16) else None
-        return self.engine, optimizer
-
-    def autocast(self):  # for evaluation, which bypasses the engine's forward
-        if self.precision == "bf16" and self.input_dtype is None:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.engine.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
-
-    def step(self, model, optimizer, boundary: bool, clip_grad: float | None):
-        self.engine.step()  # a no-op between accumulation boundaries
-        norm = self.engine.get_global_grad_norm() if boundary and clip_grad else None
-        return None if norm is None else float(norm)
-
-    def unwrap(self, model):
-        return model.module
-
-    def model_state(self, model) -> dict:
-        if self.zero_stage == 3:
-            return self.engine._zero3_consolidated_16bit_state_dict()
-        return model.module.state_dict()
-
-    def load_model_state(self, model, state: dict) -> None:
-        if self.zero_stage == 3:  # parameters come back with the optimizer's fp32 partitions; buffers here
-            buffers = {name for name, _ in model.module.named_buffers()}
-            model.module.load_state_dict({k: v for k, v in state.items() if k in buffers}, strict=False)
-        else:
-            model.module.load_state_dict(state)
-
-    def optimizer_state(self, optimizer):
-        """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
-        enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
-        from harness.checkpoint import to_plain
-
-        return {"zero_stage": self.zero_stage,
-                "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
-
-    def load_optimizer_state(self, optimizer, state) -> None:
-        from harness.checkpoint import from_plain
-        from harness.errors import DepthbenchError
-
-        if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
-            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
-                                  f"{len(state['partitions'])} ranks; resume with the same stage and number of "
-                                  "processes")
-        if self.zero_stage == 0:
-            optimizer.load_state_dict(from_plain(state["partitions"][self.rank]))
-            return
-        partitions = [from_plain(p) for p in state["partitions"]]
-        optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
-
-    def scaler_state(self):
-        return None  # DeepSpeed's loss scaler is part of its optimizer state
-
-    def load_scaler_state(self, state) -> None:
-        pass
-
-
-def _deep_update(base: dict, extra: dict) -> dict:
-    for key, value in extra.items():
-        base[key] = _deep_update(dict(base.get(key) or {}), value) if isinstance(value, dict) else value
-    return base
-
-
-def build_backend(cfg, micro_batch: int) -> Backend:
-    if cfg.engine == "accelerate":
-        return AccelerateBackend(cfg.precision, cfg.grad_accum, cfg.find_unused_parameters)
-    if cfg.engine == "deepspeed":
-        ds = cfg.deepspeed
-        return DeepSpeedBackend(cfg.precision, cfg.grad_accum, micro_batch, cfg.clip_grad, ds.zero_stage,
-                                ds.get("config"))
-    from harness.config import ConfigError
-    raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
-
-
 # ----------------------------------------------------------------------------------------- training
 def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, log, checkpoint=None) -> str:
     """Train ``state.epoch`` from micro-batch ``state.batch_in_epoch`` to its end.
@@ -342,7 +76,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
     optimizer step during which a stop was requested. ``checkpoint()`` is called on every rank when a periodic
     checkpoint is due.
     """
-    from harness.losses import primary_logits
+    from harness.engine.losses import primary_logits
 
     model, optimizer, scheduler, ema = objects.model, objects.optimizer, objects.scheduler, objects.ema
     criterion, mixup_fn = objects.criterion, objects.mixup_fn
@@ -461,6 +195,30 @@ def peak_memory_mb() -> float:
 
 
 # ----------------------------------------------------------------------------------------- logging
+def duration(seconds: float) -> str:
+    """``HH:MM:SS``, with days in front past 24 hours (``3d 04:05:06``)."""
+    seconds = max(int(seconds), 0)
+    days, rest = divmod(seconds, 86400)
+    clock = time.strftime("%H:%M:%S", time.gmtime(rest))
+    return f"{days}d {clock}" if days else clock
+
+
+class _RunBar(tqdm):
+    """tqdm's bar of one epoch plus ``run ETA`` in its postfix: the epoch's remaining batches and ``later``
+    batches of the epochs after it, at the bar's smoothed rate."""
+
+    def __init__(self, *args, later: int | None = None, **kwargs):
+        self.later = later
+        super().__init__(*args, **kwargs)
+
+    def update(self, n=1):
+        shown = super().update(n)
+        rate = self.format_dict.get("rate") if not self.disable and self.later is not None else None
+        if rate:
+            self.set_postfix_str(f"run ETA {duration((self.total - self.n + self.later) / rate)}", refresh=False)
+        return shown
+
+
 class RunLog:
     """Rank 0's outputs: metrics.jsonl (+ TensorBoard scalars), log.txt and stdout lines, the progress bar.
 
@@ -469,8 +227,11 @@ class RunLog:
     """
 
     def __init__(self, run, state: TrainState, is_main: bool, tensorboard: bool = True,
-                 checkpoint_minutes: float | None = None):
+                 checkpoint_minutes: float | None = None, unit: str = "img", epochs: int | None = None,
+                 steps_per_epoch: int = 0):
         self.run, self.state, self.is_main = run, state, is_main
+        self.unit = unit  # what a sample is (harness.engine.tasks.Task.unit): "img", "seq"
+        self.epochs, self.steps_per_epoch = epochs, steps_per_epoch  # for the ETA of the whole run
         self.checkpoint_minutes, self.last_checkpoint = checkpoint_minutes, time.monotonic()
         self.tb = None
         if is_main and tensorboard:
@@ -493,10 +254,12 @@ class RunLog:
     def train_step(self, state: TrainState, **values) -> None:
         self.metrics("train", **values)
         if self.is_main and not self._bar_visible():
-            eta = time.strftime("%H:%M:%S", time.gmtime(values["eta_s"]))
+            later = self.steps_per_epoch * max(self.epochs - state.epoch - 1, 0) if self.epochs else None
+            run_eta = (f", run eta {duration(values['eta_s'] + later * values['step_time'])}" if later is not None
+                       else "")
             self.info(f"epoch {state.epoch} step {state.global_step}: loss {values['loss']:.4f} "
-                      f"lr {values['lr']:.3g} {values['images_per_s']:.1f} img/s "
-                      f"{values['peak_mem_mb']:.0f} MiB, epoch eta {eta}")
+                      f"lr {values['lr']:.3g} {values['images_per_s']:.1f} {self.unit}/s "
+                      f"{values['peak_mem_mb']:.0f} MiB, epoch eta {duration(values['eta_s'])}{run_eta}")
 
     def info(self, text: str) -> None:
         if self.is_main:
@@ -504,10 +267,10 @@ class RunLog:
             self.run.log(text)
 
     def progress(self, total: int, initial: int, desc: str):
-        from tqdm import tqdm
-
-        return tqdm(total=total, initial=initial, desc=desc, unit="batch", leave=False, dynamic_ncols=True,
-                    disable=not self._bar_visible())
+        """The epoch's bar (tqdm: its own ETA is the epoch's), with the whole run's ETA after it."""
+        later = total * max(self.epochs - self.state.epoch - 1, 0) if self.epochs else None
+        return _RunBar(total=total, initial=initial, desc=desc, unit="batch", leave=False, dynamic_ncols=True,
+                       disable=not self._bar_visible(), later=later)
 
     def _bar_visible(self) -> bool:
         return self.is_main and sys.stderr.isatty()

@@ -2,26 +2,23 @@
 
 DeiT's ``main()`` body, below the command line: :func:`prepare_run` checks every input (config, run directory,
 the checkpoint to resume) before anything is written; :func:`train_process` builds the training objects
-(``harness/builders.py``), opens the run directory (``harness/rundir.py``) and runs the epochs of
-``harness/engine.py``. Model-specific behaviour enters through the criterion (``harness.losses.TrainingLoss``)
-and between-epoch hooks (``harness.builders.EpochHook``), never as branches here.
+(``harness/engine/builders.py``), opens the run directory (``harness/core/rundir.py``) and runs the epochs of
+``harness/engine/loop.py``. Model-specific behaviour enters through the criterion (``harness.engine.losses.TrainingLoss``)
+and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.builders import (build_hooks, build_model, build_optimization, build_training, check_config,
-                              seed_everything)
-from harness.config import ConfigError
-from harness.errors import DepthbenchError
-from harness.launch import EXIT_PREEMPTED
+from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
+from harness.engine.builders import build_model, build_optimization, build_training, check_config, seed_everything
+from harness.engine.hooks import build_hooks
 
-EXIT_DONE, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-STATUS_BY_EXIT = {EXIT_DONE: "done", EXIT_PREEMPTED: "preempted"}
+STATUS_BY_EXIT = {EXIT_OK: "done", EXIT_PREEMPTED: "preempted"}
 
 
 @dataclass
@@ -51,6 +48,7 @@ class RunPlan:
     run_path: Path | None          # None: rank 0 of a launcher-started run picks a new one
     resume_path: Path | None       # the last.pth to continue from
     command: str = ""
+    schedule_changes: list = field(default_factory=list)  # how an epochs override rescaled the schedule
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -70,7 +68,7 @@ def check_work_dir(work_dir: str | Path) -> Path:
 def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
     """The checkpoint to resume is a readable depthbench training checkpoint this run can continue
     (memory-mapped: checks the file without reading its tensors)."""
-    from harness.checkpoint import FORMAT, read_checkpoint
+    from harness.engine.checkpoint import FORMAT, read_checkpoint
 
     checkpoint = read_checkpoint(path, mmap=True)
     if checkpoint.get("format") != FORMAT:
@@ -88,9 +86,10 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
                 pick_new: bool = True) -> RunPlan:
     """Check the run's inputs and decide its directory and resume checkpoint; writes nothing."""
-    from harness.checkpoint import latest_run
-    from harness.rundir import DEFAULT_ROOT, new_run_path
+    from harness.engine.checkpoint import latest_run
+    from harness.core.rundir import DEFAULT_ROOT, check_name, new_run_path, run_dir_in_use
 
+    check_name(cfg.experiment)
     check_config(cfg, world_size, model=world_size == 1 or pick_new is False)
     if resume is not None and not isinstance(resume, (str, Path)):
         raise DepthbenchError(f"resume={resume!r}: give 'auto' or a checkpoint path")
@@ -114,6 +113,9 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
                               f"or choose another directory")
     if resume_path is not None:
         check_resume_checkpoint(resume_path, cfg.engine, world_size)
+    if run_path is not None and (holder := run_dir_in_use(run_path)):
+        raise DepthbenchError(f"the run directory {run_path} is in use by {holder}; wait for it to finish, or give "
+                              f"another --work-dir")
     if run_path is None and pick_new:
         run_path = new_run_path(cfg.experiment)
     return RunPlan(str(config_file), run_path, resume_path, " ".join(sys.argv))
@@ -122,7 +124,7 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
 def check_epoch_length(cfg, train_loader) -> None:
     """An epoch must hold at least one optimizer step (small data, a large batch or repeated augmentation's
     rounding would otherwise train nothing and report "done")."""
-    from harness.data import batches_per_epoch
+    from harness.engine.data import batches_per_epoch
 
     batches = batches_per_epoch(train_loader)
     if batches < cfg.grad_accum:
@@ -138,19 +140,21 @@ def train_process(cfg, plan: RunPlan) -> int:
     """One process of a training run (rank/world from the environment); returns the exit code."""
     import torch
 
-    from harness.data import batches_per_epoch, build_loaders
-    from harness.engine import build_backend, install_stop_handlers
-    from harness.launch import export_distributed_env
+    from harness.engine.data import DeviceLoader, batches_per_epoch, build_loaders
+    from harness.engine.backends import build_backend
+    from harness.engine.loop import install_stop_handlers
+    from harness.engine.launch import export_distributed_env
 
-    install_stop_handlers()
     env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
+    install_stop_handlers(announce=env["RANK"] == "0")
     micro_batch = cfg.batch_size // (int(env["WORLD_SIZE"]) * cfg.grad_accum)
     torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
     torch.backends.cudnn.benchmark = not cfg.deterministic
     backend = build_backend(cfg, micro_batch)
     try:
         seed_everything(cfg.seed + backend.rank)
-        loaders = build_loaders(cfg, backend.rank, backend.world_size, micro_batch)
+        loaders = [DeviceLoader(loader, backend.device, channels_last=bool(cfg.get("channels_last")))
+                   for loader in build_loaders(cfg, backend.rank, backend.world_size, micro_batch)]
         check_epoch_length(cfg, loaders[0])
         updates_per_epoch = batches_per_epoch(loaders[0]) // cfg.grad_accum
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
@@ -158,7 +162,11 @@ def train_process(cfg, plan: RunPlan) -> int:
         run = open_run(cfg, plan, backend)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
-        except BaseException as e:  # a crash or Ctrl-C: say so in meta.json (SIGKILL leaves "running")
+        except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
+            run.finish("failed", error="stopped at once by a second Ctrl-C; the last checkpoint is the last "
+                                       "periodic one")
+            raise
+        except BaseException as e:  # a crash: say so in meta.json (SIGKILL leaves "running")
             run.finish("failed", error=f"{type(e).__name__}: {e}")
             raise
     finally:
@@ -167,7 +175,7 @@ def train_process(cfg, plan: RunPlan) -> int:
 
 def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
     """The training objects, with the model at the architecture and weights it resumes from."""
-    from harness.checkpoint import load_checkpoint_weights, read_checkpoint
+    from harness.engine.checkpoint import load_checkpoint_weights, read_checkpoint
 
     checkpoint = read_checkpoint(plan.resume_path) if plan.resume_path else None
     model = build_model(cfg, pretrained=checkpoint is None)
@@ -187,7 +195,7 @@ def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
 
 def open_run(cfg, plan: RunPlan, backend):
     """Rank 0's run directory (the plan's, or a new one under a launcher); all ranks agree on it."""
-    from harness.rundir import RunDir, new_run_path, slurm_meta
+    from harness.core.rundir import RunDir, new_run_path, slurm_meta
 
     path = None
     if backend.is_main:
@@ -197,6 +205,8 @@ def open_run(cfg, plan: RunPlan, backend):
     hosts = backend.gather_object(os.uname().nodename)
     fields = dict(engine=backend.name, world_size=backend.world_size, hosts=sorted(set(hosts or [])),
                   config_file=plan.config_file, command=plan.command, **slurm_meta())
+    if plan.schedule_changes:
+        fields["schedule_rescaled"] = plan.schedule_changes
     if (path / "meta.json").is_file():
         run = RunDir.open(path, writer=backend.is_main)
         run.update_meta(status="running", **fields)
@@ -209,7 +219,7 @@ def open_run(cfg, plan: RunPlan, backend):
 # ----------------------------------------------------------------------------------------- checkpoints
 def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
     """Write ``last.pth`` (collective: every rank calls it, rank 0 writes)."""
-    from harness.checkpoint import FORMAT, rng_state, save_atomic
+    from harness.engine.checkpoint import FORMAT, rng_state, save_atomic
 
     checkpoint = {
         "format": FORMAT, "engine": backend.name, "world_size": backend.world_size, **asdict(state),
@@ -226,8 +236,8 @@ def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
 def restore(checkpoint: dict, same_run: bool, backend, objects):
     """Restore the optimizer, schedule, scaler, EMA and RNG states of a ``last.pth`` (the model weights were
     loaded before wrapping); returns the TrainState to continue from."""
-    from harness.checkpoint import set_rng_state
-    from harness.engine import TrainState
+    from harness.engine.checkpoint import set_rng_state
+    from harness.engine.loop import TrainState
 
     backend.load_model_state(objects.model, checkpoint["model"])
     backend.load_optimizer_state(objects.optimizer, checkpoint["optimizer"])
@@ -251,16 +261,18 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     """Resume, train and evaluate: the body of the run."""
     import torch
 
-    from harness import checkpoint as ckpt
-    from harness.data import batches_per_epoch
-    from harness.builders import LOWER_IS_BETTER, build_evaluator
-    from harness.engine import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
-    from harness.rundir import now
+    from harness.core.rundir import now
+    from harness.engine import checkpoint as ckpt
+    from harness.engine.builders import describe_speed_options, lower_is_better
+    from harness.engine.data import batches_per_epoch
+    from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
+    from harness.engine.tasks import task_for
 
     cfg_text = cfg.pretty_text
-    run.write_config(cfg_text)
-    evaluate = build_evaluator(cfg)
-    sign = -1 if cfg.ckpt.best_metric in LOWER_IS_BETTER else 1  # best.pth keeps the largest sign * value
+    run.write_config(cfg_text, cfg.to_dict())
+    task = task_for(cfg.data.type)
+    evaluate = task.evaluate
+    sign = -1 if lower_is_better(cfg, cfg.ckpt.best_metric) else 1  # best.pth keeps the largest sign * value
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
     state = TrainState()
     if checkpoint is not None:
@@ -272,13 +284,18 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
         ckpt.remove_stale_temporaries(run.path)
         state.records = _trim_lines(run.file("metrics.jsonl"), state.records)
-    log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes)
+    log = RunLog(run, state, backend.is_main, cfg.log.tensorboard, cfg.ckpt.interval_minutes, unit=task.unit,
+                 epochs=cfg.epochs, steps_per_epoch=updates_per_epoch)
     described = "; ".join(filter(None, (hook.describe() for hook in hooks)))
+    speed = describe_speed_options(cfg)
     log.info(f"{cfg.experiment}: {cfg.model.name}{f' ({described})' if described else ''} on {cfg.data.type}, "
              f"{backend.name} x{backend.world_size} ({backend.precision}), batch {cfg.batch_size} = "
              f"{train_loader.batch_size}/process x {backend.world_size} x {cfg.grad_accum} accum, "
-             f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, run dir {run.path}"
+             f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, "
+             + (f"{speed}, " if speed else "") + f"run dir {run.path}"
              + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
+    if plan.schedule_changes:
+        log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
 
     def save_last():
         save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects)
@@ -298,10 +315,11 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
             if outcome == "preempted":
                 return _preempted(save_last, run, log, state)
             if (epoch + 1) % cfg.eval_interval == 0 or epoch + 1 == cfg.epochs:
-                metrics = evaluate(backend.unwrap(objects.model), val_loader, backend)
-                if objects.ema is not None:
-                    metrics.update({f"ema_{k}": v for k, v in evaluate(objects.ema.module, val_loader, backend).items()
-                                    if k != "images"})
+                with backend.eager():  # a compiled model evaluates eagerly: no graph for eval mode or its shapes
+                    metrics = evaluate(backend.unwrap(objects.model), val_loader, backend)
+                    if objects.ema is not None:
+                        metrics.update({f"ema_{k}": v for k, v in evaluate(objects.ema.module, val_loader,
+                                                                               backend).items() if k != "images"})
                 log.metrics("eval", **metrics)
                 log.info(f"epoch {epoch}: top-1 {metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  "
                          f"loss {metrics['loss']:.4f}"
@@ -327,7 +345,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     run.finish("done", best_metric=state.best_metric, best_epoch=state.best_epoch, global_step=state.global_step)
     best = f"{state.best_metric:.2f}" if state.best_metric is not None else "-"
     log.info(f"done: best {cfg.ckpt.best_metric} {best} at epoch {state.best_epoch}; {run.path}")
-    return EXIT_DONE
+    return EXIT_OK
 
 
 def _preempted(save_last, run, log, state) -> int:
@@ -340,7 +358,7 @@ def _preempted(save_last, run, log, state) -> int:
 
 
 def _save_best(run, state, cfg_text, backend, objects) -> None:
-    from harness.checkpoint import save_atomic
+    from harness.engine.checkpoint import save_atomic
 
     weights = backend.model_state(objects.model)  # collective under ZeRO-3
     if backend.is_main:
@@ -355,7 +373,7 @@ FOREIGN_KINDS = ("eval_suite",)
 
 def _trim_lines(path: Path, keep: int) -> int:
     """Drop the training records after the first ``keep`` lines, keep foreign records; return the line count."""
-    from harness.rundir import atomic_write
+    from harness.core.files import atomic_write
 
     lines = path.read_text().splitlines(keepends=True) if path.exists() else []
     if len(lines) > keep:

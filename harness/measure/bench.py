@@ -1,8 +1,6 @@
-"""``depthbench bench``: models measured side by side, interleaved, against the machine's own limit.
-
-    depthbench bench MODEL... [--config CONFIG] [--model-kwargs k=v ...] [--mode infer|train|both]
-                     [--batch-size B] [--input-size S | H W] [--amp bf16|fp16] [--channels-last] [--compile]
-                     [--threads T] [--device cpu|cuda] [--repeats R] [--out CSV] [--pairs PAPER[:GROUP]]
+"""The measuring behind ``depthbench bench`` (harness/commands/bench.py): models measured side by side,
+interleaved, against the machine's own limit. :func:`benchmark` runs the whole comparison; :func:`measure` times
+one model alone.
 
 What it does, in the order timm's ``benchmark.py`` does it, except that the models are *interleaved*:
 warm-up steps for every model, then ``--repeats`` rounds; in each round every model runs ``--iters`` timed steps
@@ -12,7 +10,7 @@ median and spread over the rounds, and each pair's per-round ratio, are reported
 
 The machine's limit is measured in the same rounds: a dense ``n x n`` matmul (fp32; bf16/fp16 under ``--amp``)
 is one more participant, and a model's *model FLOP utilisation* (MFU) in a round is its achieved FLOP/s divided by
-that round's matmul FLOP/s. Convention: ``harness.flops`` counts multiply-accumulates (the papers' "FLOPs", =
+that round's matmul FLOP/s. Convention: ``harness.measure.flops`` counts multiply-accumulates (the papers' "FLOPs", =
 timm's GMACs); 1 MAC = 2 FLOPs; a training step (forward + backward) counts 3 x the forward.
 
 Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` during a model's steps minus what was allocated before
@@ -23,15 +21,14 @@ follows live memory. Interleaved models in one process cannot be told apart on C
 
 Rows follow timm's benchmark CSV (``model``, ``infer_samples_per_sec``, ``infer_step_time``, ``infer_batch_size``,
 ``infer_img_size``, ``infer_gmacs``, ``train_*``, ``param_count``) plus our columns (spread, GFLOP/s, MFU, peak
-memory, machine). ``--out`` appends to an existing CSV (never overwrites earlier rows). Tests never assert timings.
+memory, machine); the command appends them to ``--out`` (never overwriting earlier rows). Tests never assert
+timings.
 """
 from __future__ import annotations
 
 import ast
-import csv
 import datetime
 import difflib
-import io
 import json
 import os
 import subprocess
@@ -40,18 +37,32 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
-if TYPE_CHECKING:  # torch, timm and the model registry are imported where they are used: the CLI imports
-    import torch   # every command's module to build its parser, and importing torch takes ~2 s
+if TYPE_CHECKING:  # torch, timm and the model registry are imported where they are used: the CLI's parser reads
+    import torch   # this module's presets and choices, and importing torch takes ~2 s
     from torch import nn
 
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # --amp name -> torch dtype name
 PEAK_LABEL = "matmul peak"
 MODES = {"infer": ("infer",), "train": ("train",), "both": ("infer", "train")}
+# the training step's optimizer (timm's benchmark: SGD with momentum); AdamW in torch's three implementations
+OPTIMIZERS = ("sgd", "adamw", "adamw-foreach", "adamw-fused")
+# --compare NAME: every model also runs as a variant with one option changed, interleaved with the model itself in
+# the same rounds and inputs, and each (model, variant) is a pair: (baseline options, variant options)
+COMPARE = {
+    "compile": ({}, {"compile": True}),
+    "channels-last": ({}, {"channels_last": True}),
+    "grad-checkpointing": ({}, {"grad_checkpointing": True}),
+    "bf16": ({}, {"amp": "bf16"}),
+    "fused": ({"optimizer": "adamw"}, {"optimizer": "adamw-fused"}),
+    "foreach": ({"optimizer": "adamw"}, {"optimizer": "adamw-foreach"}),
+}
+STEP_OPTIONS = ("amp", "channels_last", "compile", "grad_checkpointing", "optimizer")  # what a variant may change
 
 
 # ------------------------------------------------------------------------------------------------ what to run
@@ -64,6 +75,7 @@ class Participant:
     label: str = ""
     config: str | None = None          # built as this config trains it (``model.grow`` stages applied)
     overrides: tuple = ()
+    options: dict = field(default_factory=dict)  # STEP_OPTIONS this participant runs with besides --amp etc.
 
     def __post_init__(self):
         self.label = self.label or self.name
@@ -74,9 +86,29 @@ class Participant:
                 "config": self.config, "overrides": tuple(self.overrides)}
 
 
+def with_variants(participants: list[Participant], compare: Sequence[str]) -> tuple[list[Participant], list]:
+    """``--compare``: each participant with the baseline options of the compared options, followed by one variant
+    per option (label ``"<label> +<option>"``); returns them and the (baseline, variant) pairs."""
+    import copy
+
+    base = {k: v for name in compare for k, v in COMPARE[name][0].items()}
+    out, pairs = [], []
+    for p in participants:
+        p.options = {**p.options, **base}
+        out.append(p)
+        for name in compare:
+            variant = copy.deepcopy(p)
+            variant.label = f"{p.label} +{name}"
+            variant.options = {**p.options, **COMPARE[name][1]}
+            out.append(variant)
+            pairs.append(Pair(p.label, variant.label,
+                              f"no paper claim (--compare {name}: the same model and inputs, interleaved)"))
+    return out, pairs
+
+
 def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
     """(C, H, W): ``size`` (a side or H W) if given, else ``img_size`` among the kwargs, else the model's default."""
-    from harness.model_list import default_input_size
+    from harness.measure.catalog import default_input_size
 
     default = default_input_size(name)
     if size is None and kwargs and "img_size" in kwargs:
@@ -91,11 +123,11 @@ def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
 
 def participant_from_config(path: str, overrides=(), extra_kwargs: dict | None = None, size=None) -> Participant:
     """The model a training config trains: ``model.name``, its ``timm.create_model`` arguments as ``depthbench
-    train`` passes them (:func:`harness.builders.model_kwargs`: every other ``model.*`` key and
+    train`` passes them (:func:`harness.engine.models.model_kwargs`: every other ``model.*`` key and
     ``data.num_classes``) and ``data.input_size``. :func:`build` rebuilds it from the config itself, growth
     stages included; ``kwargs`` here say what it got (the CSV's ``model_kwargs``) and set the input size."""
-    from harness.builders import model_kwargs
-    from harness.config import load_config
+    from harness.engine.models import model_kwargs
+    from harness.core.config import load_config
 
     cfg = load_config(path, overrides)
     name = (cfg.get("model") or {}).get("name")
@@ -119,10 +151,10 @@ def _plain(value):
 
 
 def build(participant: Participant, device="meta") -> nn.Module:
-    """The participant's model (ours or timm's) on ``device``, as :func:`harness.builders.build_trained_model`
+    """The participant's model (ours or timm's) on ``device``, as :func:`harness.engine.models.build_trained_model`
     builds it: from its config (the trained architecture: ScaleNet's ``model.grow`` expansion applied) or its
     name, with its keyword arguments. Anything wrong is one line naming the model (close names if unknown)."""
-    from harness.builders import build_trained_model
+    from harness.engine.models import build_trained_model
 
     return build_trained_model(participant.config, participant.overrides,
                                name=None if participant.config else participant.name,
@@ -143,26 +175,35 @@ class ModelStep:
 
     def __init__(self, model: nn.Module, input_size, batch_size: int, mode: str, device="cpu",
                  amp_dtype: torch.dtype | None = None, channels_last: bool = False, compile: bool = False,
-                 inputs: tuple | None = None):
+                 inputs: tuple | None = None, grad_checkpointing: bool = False, optimizer: str = "sgd"):
         import torch
 
-        from harness.flops import example_inputs
+        from harness.measure.flops import example_inputs
 
         if mode not in ("infer", "train"):
             raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {optimizer!r}")
         self.mode, self.device = mode, torch.device(device)
         model = model.to(self.device)
         inputs = tuple(t.to(self.device) for t in (inputs or example_inputs(model, input_size, batch_size)))
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
             inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs)
+        if grad_checkpointing:
+            model.set_grad_checkpointing(True)
         model.train(mode == "train")
         self.model, self.inputs = model, inputs
-        self.forward = torch.compile(model) if compile else model
+        # fixed shapes: one graph per model, no dynamic-shape kernels (as depthbench train compiles)
+        self.forward = torch.compile(model, dynamic=False) if compile else model
         self.autocast = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype
                          else nullcontext())
-        self.optimizer = (torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9) if mode == "train"
-                          else None)
+        self.optimizer = None
+        if mode == "train" and optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+        elif mode == "train":  # torch's default (a for-loop on CPU, foreach on CUDA), foreach, or the fused kernel
+            kind = {"adamw": {}, "adamw-foreach": {"foreach": True}, "adamw-fused": {"fused": True}}[optimizer]
+            self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05, **kind)
 
     def __call__(self) -> None:
         import torch
@@ -371,13 +412,17 @@ def ratios(times: dict[str, list[float]], baseline: str, candidate: str) -> dict
 
 # ---------------------------------------------------------------------------------------------- CPU memory
 def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, amp: str | None,
-                         channels_last: bool, threads: int, timeout: float = 1800) -> float:
-    """Peak RSS growth (MiB) of warm-up + one step of ``participant`` in a fresh process (see module docstring)."""
+                         channels_last: bool, threads: int, timeout: float = 1800, compile: bool = False,
+                         grad_checkpointing: bool = False, optimizer: str = "sgd") -> float:
+    """Peak RSS growth (MiB) of warm-up + one step of ``participant`` in a fresh process (see module docstring).
+    A compiled model is compiled by an untimed first step outside the measurement (the compiler's own memory
+    would otherwise be most of the growth), its optimizer state then cleared so it is allocated inside it."""
     job = repr({"spec": participant.spec(), "mode": mode, "batch_size": batch_size, "amp": amp,
-                "channels_last": channels_last, "threads": threads})
+                "channels_last": channels_last, "threads": threads, "compile": compile,
+                "grad_checkpointing": grad_checkpointing, "optimizer": optimizer})
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": str(threads)}
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "harness.bench", job], capture_output=True, text=True, env=env,
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "harness.measure.bench", job], capture_output=True, text=True, env=env,
                          cwd=root, timeout=timeout)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
@@ -387,16 +432,21 @@ def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, a
 
 def _memory_job(job: str) -> None:
     """Body of the memory subprocess: build, then warm-up + one step under :class:`_PeakRSS`; print MiB."""
-    import torch
+    from harness.engine.launch import configure_threads
 
     job = ast.literal_eval(job)
-    torch.set_num_threads(job["threads"])
+    configure_threads(threads=job["threads"])
     spec = job["spec"]
     participant = Participant(spec["name"], spec["kwargs"], spec["input_size"], config=spec["config"],
                               overrides=spec["overrides"])
     model = build(participant, device="cpu")
     step = ModelStep(model, participant.input_size, job["batch_size"], job["mode"], "cpu",
-                     amp_dtype(job["amp"]), job["channels_last"])
+                     amp_dtype(job["amp"]), job["channels_last"], job.get("compile", False),
+                     grad_checkpointing=job.get("grad_checkpointing", False), optimizer=job.get("optimizer", "sgd"))
+    if job.get("compile"):
+        step()
+        if step.optimizer is not None:
+            step.optimizer.state.clear()
     with _PeakRSS() as memory:
         step()
         step()
@@ -484,112 +534,72 @@ def preset(name: str) -> tuple[list[Participant], list[Pair]]:
     return list(participants.values()), pairs
 
 
-# ------------------------------------------------------------------------------------------------------ CLI
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "bench", help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
-        description="Interleaved benchmark of registered models, timm benchmark.py style. Put --model-kwargs "
-                    "after the model names; key=value words after all options override --config keys.")
-    p.add_argument("models", nargs="*", metavar="MODEL", help="registered model names (`depthbench models`)")
-    p.add_argument("--config", help="a training config: bench the model it trains (name, model kwargs, classes, "
-                                    "input size)")
-    p.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
-                   help="keyword arguments for timm.create_model, e.g. drop_path_rate=0.1 (Python literals)")
-    p.add_argument("--pairs", metavar="PAPER[:GROUP]",
-                   help=f"a preset of model pairs with the paper's claims: {', '.join(PAPERS)} or one of "
-                        f"{', '.join(PRESETS)}")
-    p.add_argument("--mode", choices=list(MODES), default="infer")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--input-size", type=int, nargs="+", default=None, metavar="S",
-                   help="side, or H W (default: each model's own input size)")
-    p.add_argument("--amp", choices=list(AMP_DTYPES), help="autocast dtype (default fp32)")
-    p.add_argument("--channels-last", action="store_true", help="NHWC weights and inputs")
-    p.add_argument("--compile", action="store_true", help="torch.compile each model (compiled during warm-up)")
-    p.add_argument("--threads", type=int, help="CPU threads; the process is pinned to that many cores "
-                                               "(default: every core it may use)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
-                   help="default: cuda when a CUDA device is visible, else cpu")
-    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
-    p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
-    p.add_argument("--peak-size", type=int, default=None, metavar="N",
-                   help="side of the matmul that measures the machine's peak (default 2048 CPU, 8192 CUDA)")
-    p.add_argument("--no-memory", dest="memory", action="store_false",
-                   help="skip the CPU peak-memory processes (one per model and mode)")
-    p.add_argument("--out", metavar="CSV", help="append rows to this CSV (timm's columns + ours); pairs go to "
-                                                "CSV's name + _pairs.csv")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.set_defaults(func=main, overrides=[])
+# ------------------------------------------------------------------------------------------------ the comparison
+@dataclass
+class BenchOptions:
+    """How the models are run: ``depthbench bench``'s options (the models themselves are :class:`Participant`)."""
+    mode: str = "infer"                # infer | train | both
+    batch_size: int = 8
+    amp: str | None = None             # bf16 | fp16 (None: fp32)
+    channels_last: bool = False
+    compile: bool = False
+    threads: int | None = None         # CPU threads, the process pinned to as many cores (None: every core)
+    device: str | None = None          # cpu | cuda (None: cuda when visible)
+    repeats: int = 5                   # interleaved rounds
+    iters: int = 2                     # timed steps per model per round
+    warmup: int = 2                    # untimed steps per model first
+    peak_size: int | None = None       # side of the peak matmul (None: 2048 on CPU, 8192 on CUDA)
+    memory: bool = True                # CPU peak memory, one fresh process per model and mode
+    grad_checkpointing: bool = False   # the models' set_grad_checkpointing(True) (training memory vs time)
+    optimizer: str = "sgd"             # the training step's optimizer (OPTIMIZERS)
+    compare: tuple = ()                # COMPARE names: each model also as a variant with that option, paired
 
 
-def _check_numbers(args) -> None:
+@dataclass
+class BenchResult:
+    """One row per model (timm's benchmark columns + ours, the machine's included) and one per pair of a preset
+    (ratios, the claim); the machine (device, threads, peak GFLOP/s, versions, date); ``out``/``pairs_out``: the
+    CSV files the rows were appended to, if any."""
+    rows: list[dict]
+    pairs: list[dict]
+    modes: tuple[str, ...] = ("infer",)
+    machine: dict = field(default_factory=dict)
+    out: Path | None = None
+    pairs_out: Path | None = None
+
+
+def check_options(options: BenchOptions, input_size=None) -> None:
+    """The numbers, before anything is built; fills in the default device."""
     import torch
 
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    for option, value, least in (("--batch-size", args.batch_size, 1), ("--repeats", args.repeats, 1),
-                                 ("--iters", args.iters, 1), ("--warmup", args.warmup, 0),
-                                 ("--threads", args.threads, 1), ("--peak-size", args.peak_size, 1)):
+    if options.mode not in MODES:
+        raise DepthbenchError(f"--mode {options.mode!r}: choose one of {', '.join(MODES)}")
+    if options.amp is not None and options.amp not in AMP_DTYPES:
+        raise DepthbenchError(f"--amp {options.amp!r}: choose one of {', '.join(AMP_DTYPES)}")
+    if options.optimizer not in OPTIMIZERS:
+        raise DepthbenchError(f"--optimizer {options.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+    unknown = [c for c in options.compare if c not in COMPARE]
+    if unknown:
+        raise DepthbenchError(f"--compare {' '.join(unknown)}: choose from {', '.join(COMPARE)}")
+    if options.device is None:
+        options.device = "cuda" if torch.cuda.is_available() else "cpu"
+    for option, value, least in (("--batch-size", options.batch_size, 1), ("--repeats", options.repeats, 1),
+                                 ("--iters", options.iters, 1), ("--warmup", options.warmup, 0),
+                                 ("--threads", options.threads, 1), ("--peak-size", options.peak_size, 1)):
         if value is not None and value < least:
             raise DepthbenchError(f"{option} must be at least {least}, not {value}")
-    if args.input_size and (len(args.input_size) > 2 or min(args.input_size) < 1):
+    if input_size and (len(input_size) > 2 or min(input_size) < 1):
         raise DepthbenchError(f"--input-size takes a side or H W of positive numbers, not "
-                              f"{' '.join(map(str, args.input_size))}")
-    if args.device == "cuda" and not torch.cuda.is_available():
+                              f"{' '.join(map(str, input_size))}")
+    if options.device == "cuda" and not torch.cuda.is_available():
         raise DepthbenchError("--device cuda: no CUDA device is visible here; use --device cpu")
-
-
-def _check_out(path: str | None) -> list[dict]:
-    """Existing rows of ``--out`` (kept), after checking the file can be written; before any work."""
-    if not path:
-        return []
-    out = Path(path)
-    if out.is_dir():
-        raise DepthbenchError(f"--out {out} is a directory; give a CSV file name, e.g. {out}/bench.csv")
-    ancestor = out.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    try:  # really create a file there (os.access says yes to root on read-only or virtual file systems)
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
-            pass
-    except OSError as e:
-        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a "
-                              f"writable path") from None
-    if not out.exists():
-        return []
-    try:
-        with open(out, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise DepthbenchError(f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
-                              f"existing file, so choose another name") from None
-    if rows and "model" not in rows[0]:
-        raise DepthbenchError(f"--out {out} exists and is not a depthbench/timm benchmark CSV (no 'model' "
-                              f"column); choose another name")
-    return rows
-
-
-def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
-    from harness.rundir import atomic_write
-
-    columns = list(dict.fromkeys([c for r in old_rows + rows for c in r]))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(old_rows + rows)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(path), buffer.getvalue())
-    except OSError as e:  # the disk filled up or the folder went away during the run; the table was printed
-        raise DepthbenchError(f"cannot write {path}: {e.strerror or e}; the results are printed above",
-                              exit_code=1) from None
 
 
 def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
     """CPU: use ``threads`` intra-op threads on as many cores, the process pinned to them; returns both."""
     import torch
+
+    from harness.engine.launch import configure_threads
 
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
     if device != "cpu":
@@ -598,11 +608,8 @@ def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
     if threads > len(cores):
         raise DepthbenchError(f"--threads {threads}: this process may use {len(cores)} cores ({cores}); "
                               f"use at most {len(cores)}")
-    cores = cores[:threads]
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cores)
-    torch.set_num_threads(threads)
-    return threads, cores
+    configure_threads(threads=threads, pin=True)
+    return threads, cores[:threads]
 
 
 def machine(device: str, threads: int, cores: list[int]) -> dict:
@@ -626,30 +633,30 @@ def machine(device: str, threads: int, cores: list[int]) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def resolve(args) -> tuple[list[Participant], list[Pair]]:
-    from harness.builders import parse_model_kwargs
-
-    kwargs = parse_model_kwargs(args.model_kwargs)
-    participants, pairs = [], []
-    if args.pairs:
-        participants, pairs = preset(args.pairs)
+def resolve(models: Sequence[str] = (), *, config: str | None = None, overrides: Sequence[str] = (),
+            model_kwargs: dict | None = None, pairs: str | None = None,
+            input_size=None) -> tuple[list[Participant], list[Pair]]:
+    """The participants and pairs: a ``pairs`` preset's, then the model ``config`` trains (with its ``key=value``
+    ``overrides``), then the named ``models``; ``model_kwargs`` and ``input_size`` (a side or H W) apply to all."""
+    kwargs = dict(model_kwargs or {})
+    overrides = list(overrides)
+    participants, pair_list = [], []
+    if pairs:
+        participants, pair_list = preset(pairs)
         for p in participants:  # --model-kwargs / --input-size apply to the preset's models too
             p.kwargs = {**p.kwargs, **kwargs}
-            if args.input_size:
-                p.input_size = input_size_of(p.name, args.input_size)
-    # `key=value` words after the model names are config overrides (argparse hands them over as model names)
-    names = [m for m in args.models if "=" not in m]
-    overrides = list(args.overrides) + [m for m in args.models if "=" in m]
-    if args.config:
-        participants.append(participant_from_config(args.config, overrides, kwargs, args.input_size))
+            if input_size:
+                p.input_size = input_size_of(p.name, input_size)
+    if config:
+        participants.append(participant_from_config(config, overrides, kwargs, input_size))
     elif overrides:
         raise DepthbenchError(f"key=value overrides ({' '.join(overrides)}) need --config; model keywords go "
                               f"after --model-kwargs")
-    for name in names:
-        participants.append(Participant(name, dict(kwargs), input_size_of(name, args.input_size, kwargs)))
+    for name in models:
+        participants.append(Participant(name, dict(kwargs), input_size_of(name, input_size, kwargs)))
     for p in participants:
         if p.input_size is None or None in p.input_size:
-            p.input_size = input_size_of(p.name, p.input_size[-1] if p.input_size else args.input_size, p.kwargs)
+            p.input_size = input_size_of(p.name, p.input_size[-1] if p.input_size else input_size, p.kwargs)
     if not participants:
         raise DepthbenchError("name at least one model, a --config, or a --pairs preset "
                               "(e.g. depthbench bench resnet18 resnet34)")
@@ -660,24 +667,39 @@ def resolve(args) -> tuple[list[Participant], list[Pair]]:
     if len({p.label for p in participants}) < len(participants):
         raise DepthbenchError(f"a model is named twice ({', '.join(sorted({x for x in labels if labels.count(x) > 1}))});"
                               f" name each once")
-    return participants, pairs
+    return participants, pair_list
 
 
-def main(args) -> int:
+def benchmark(participants: list[Participant], pairs: list[Pair], options: BenchOptions, *, threads: int,
+              cores: list[int], progress: Callable[[str], None] | None = None) -> BenchResult:
+    """Measure ``participants`` interleaved with the peak matmul (every mode of ``options.mode``), after building
+    and counting each on the meta device (a bad name or keyword fails before any work). ``threads``/``cores``: as
+    :func:`pin_threads` set them. ``progress`` gets a line at the start and after each mode."""
     import torch
 
-    from harness.flops import count_flops, count_params, example_inputs
+    from harness.measure.flops import count_flops, count_params, example_inputs
 
-    _check_numbers(args)
-    old_rows = _check_out(args.out)
-    pairs_path = Path(args.out).with_name(f"{Path(args.out).stem}_pairs.csv") if args.out and args.pairs else None
-    old_pair_rows = _check_out(str(pairs_path)) if pairs_path else []
-    threads, cores = pin_threads(args.threads, args.device)
-    participants, pairs = resolve(args)
-    # everything is built and counted on the meta device first: a bad name or keyword fails before any work
+    say = progress or (lambda line: None)
+    device, batch_size, modes = options.device, options.batch_size, MODES[options.mode]
+    precision = options.amp or "fp32"
+    if options.compare:
+        participants, variant_pairs = with_variants(participants, options.compare)
+        pairs = list(pairs) + variant_pairs
+    step_options = {p.label: {"amp": options.amp, "channels_last": options.channels_last, "compile": options.compile,
+                              "grad_checkpointing": options.grad_checkpointing, "optimizer": options.optimizer,
+                              **p.options} for p in participants}
+    if any(o["compile"] for o in step_options.values()):
+        import torch._dynamo
+
+        # every model is compiled in this one process: models of one class (DeiT-S and Steps-DeiT-S, a preset's
+        # depth series) share their forward's code, whose cache holds 8 graphs by default
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * len(participants))
     macs, params = {}, {}
     for p in participants:
         model = build(p)
+        if step_options[p.label]["grad_checkpointing"] and not callable(getattr(model, "set_grad_checkpointing", None)):
+            raise DepthbenchError(f"model {p.label} has no set_grad_checkpointing(); leave it out of the "
+                                  f"grad-checkpointing comparison")
         params[p.label] = count_params(model)
         try:
             macs[p.label] = count_flops(model, inputs=example_inputs(model, p.input_size)).total
@@ -687,69 +709,62 @@ def main(args) -> int:
                                   f"; choose another --input-size, or pass the size to the model (--model-kwargs "
                                   f"img_size={p.input_size[-1]})") from None
     by_label = {p.label: p for p in participants}
-    info = machine(args.device, threads, cores)
-    amp = amp_dtype(args.amp)
+    info = machine(device, threads, cores)
+    amp = amp_dtype(options.amp)
     peak_dtype = amp or torch.float32
-    peak_size = args.peak_size or (8192 if args.device == "cuda" else 2048)
-    print(f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({args.device}, "
-          f"{threads} thread(s){', cores ' + info['cores'] if args.device == 'cpu' else ''}), load average "
-          f"{info['load_avg_1m']}; batch {args.batch_size}, {args.amp or 'fp32'}, {args.repeats} rounds x "
-          f"{args.iters} steps, interleaved", file=sys.stderr, flush=True)
+    peak_size = options.peak_size or (8192 if device == "cuda" else 2048)
+    say(f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({device}, "
+        f"{threads} thread(s){', cores ' + info['cores'] if device == 'cpu' else ''}), load average "
+        f"{info['load_avg_1m']}; batch {batch_size}, {precision}, {options.repeats} rounds x "
+        f"{options.iters} steps, interleaved")
     results = {p.label: {} for p in participants}
     all_times = {}
-    for mode in MODES[args.mode]:
+    for mode in modes:
         steps = {}
         for p in participants:
-            steps[p.label] = ModelStep(build(p, device="cpu"), p.input_size, args.batch_size, mode, args.device,
-                                       amp, args.channels_last, args.compile)
-        probe = MatmulPeak(peak_size, peak_dtype, args.device)
+            o = step_options[p.label]
+            steps[p.label] = ModelStep(build(p, device="cpu"), p.input_size, batch_size, mode, device,
+                                       amp_dtype(o["amp"]), o["channels_last"], o["compile"],
+                                       grad_checkpointing=o["grad_checkpointing"], optimizer=o["optimizer"])
+        probe = MatmulPeak(peak_size, peak_dtype, device)
         steps[PEAK_LABEL] = probe
-        cuda_peak = _CudaPeak() if args.device == "cuda" else None
-        times = run_interleaved(steps, warmup=args.warmup, iters=args.iters, repeats=args.repeats,
-                                synchronize=lambda: _synchronize(args.device), chunk=cuda_peak)
+        cuda_peak = _CudaPeak() if device == "cuda" else None
+        times = run_interleaved(steps, warmup=options.warmup, iters=options.iters, repeats=options.repeats,
+                                synchronize=lambda: _synchronize(device), chunk=cuda_peak)
         del steps
         all_times[mode] = times
-        for label, row in summarise(times, by_label, macs, args.batch_size, mode, times[PEAK_LABEL],
+        for label, row in summarise(times, by_label, macs, batch_size, mode, times[PEAK_LABEL],
                                     probe.flops).items():
             results[label].update(row)
             if cuda_peak:
                 results[label][f"{mode}_peak_mem_mb"] = round(cuda_peak.peak.get(label, 0) / 2**20, 1)
         peak_gflops = round(_quantiles([probe.flops / s / 1e9 for s in times[PEAK_LABEL]])["median"], 1)
-        key = f"peak_gflops_{args.amp or 'fp32'}"  # the machine's limit: the better of the modes' medians
+        key = f"peak_gflops_{precision}"  # the machine's limit: the better of the modes' medians
         info[key] = max(info.get(key, 0.0), peak_gflops)
-        print(f"depthbench bench: {mode} done; matmul peak {peak_gflops:.1f} GFLOP/s ({args.amp or 'fp32'}, "
-              f"n={peak_size})", file=sys.stderr, flush=True)
-        if args.device == "cpu" and args.memory:
+        say(f"depthbench bench: {mode} done; matmul peak {peak_gflops:.1f} GFLOP/s ({precision}, n={peak_size})")
+        if device == "cpu" and options.memory:
             for p in participants:
+                o = step_options[p.label]
                 results[p.label][f"{mode}_peak_mem_mb"] = round(memory_in_subprocess(
-                    p, mode, args.batch_size, args.amp, args.channels_last, threads), 1)
-    if peak_dtype == torch.float32 and bf16_supported(args.device):  # the bf16 limit too, once, for reference
-        info["peak_gflops_bf16"] = round(peak_matmul_gflops(peak_size, torch.bfloat16, args.device), 1)
+                    p, mode, batch_size, o["amp"], o["channels_last"], threads, compile=o["compile"],
+                    grad_checkpointing=o["grad_checkpointing"], optimizer=o["optimizer"]), 1)
+    if peak_dtype == torch.float32 and bf16_supported(device):  # the bf16 limit too, once, for reference
+        info["peak_gflops_bf16"] = round(peak_matmul_gflops(peak_size, torch.bfloat16, device), 1)
 
     rows = []
     for p in participants:
         row = {"model": p.name, **results[p.label], "infer_gmacs": round(macs[p.label] / 1e9, 3),
                "param_count": round(params[p.label] / 1e6, 3), "label": p.label,
                "model_kwargs": json.dumps(p.kwargs, sort_keys=True, default=str) if p.kwargs else "",
-               "input_size": "x".join(map(str, p.input_size)), "precision": args.amp or "fp32",
-               "channels_last": args.channels_last, "compile": args.compile, "batch_size": args.batch_size,
+               "input_size": "x".join(map(str, p.input_size)),
+               "precision": step_options[p.label]["amp"] or "fp32",
+               "channels_last": step_options[p.label]["channels_last"], "compile": step_options[p.label]["compile"],
+               "grad_checkpointing": step_options[p.label]["grad_checkpointing"],
+               "optimizer": step_options[p.label]["optimizer"], "batch_size": batch_size,
                **info}
         rows.append(row)
     pair_rows = [_pair_row(pair, all_times, results, macs) for pair in pairs]
-    if args.json:
-        print(json.dumps({"models": rows, "pairs": pair_rows}, indent=1))
-    else:
-        print(format_table(rows, MODES[args.mode]))
-        if pair_rows:
-            print()
-            print(format_pairs(pair_rows, MODES[args.mode]))
-    if args.out:
-        out = Path(args.out)
-        _write_csv(out, old_rows, rows)
-        if pairs_path:
-            _write_csv(pairs_path, old_pair_rows, [{**r, **info} for r in pair_rows])
-        print(f"depthbench bench: wrote {out}" + (f" and {pairs_path}" if pairs_path else ""), file=sys.stderr)
-    return 0
+    return BenchResult(rows, pair_rows, modes, info)
 
 
 def _pair_row(pair: Pair, all_times, results, macs) -> dict:
@@ -765,38 +780,6 @@ def _pair_row(pair: Pair, all_times, results, macs) -> dict:
         if base_mem and cand_mem:
             row[f"{mode}_memory_ratio"] = round(cand_mem / base_mem, 3)
     return row
-
-
-def format_table(rows: list[dict], modes) -> str:
-    width = max(len(r["label"]) for r in rows)
-    lines = [f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
-             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9}"]
-    for r in rows:
-        for m in modes:
-            mem = r.get(f"{m}_peak_mem_mb")
-            lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
-                         f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
-                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
-                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}'}")
-    first = rows[0]
-    peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
-    lines.append(f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, "
-                 f"per round, median)")
-    return "\n".join(lines)
-
-
-def format_pairs(pair_rows: list[dict], modes) -> str:
-    lines = []
-    for r in pair_rows:
-        parts = []
-        for m in modes:
-            part = (f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]")
-            if f"{m}_memory_ratio" in r:
-                part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
-            parts.append(part)
-        lines.append(f"{r['candidate']} / {r['baseline']}: GMACs {r['gmacs_ratio']:.3f}x; " + "; ".join(parts))
-        lines.append(f"    paper: {r['claim']}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # the CPU memory subprocess (memory_in_subprocess)

@@ -1,13 +1,9 @@
-"""``depthbench models``: every model depthbench can build, with parameters and FLOPs.
+"""Every model depthbench can build, with parameters and FLOPs (``depthbench models``, harness/commands/models.py).
 
 Families are the five papers' model files under ``models/`` plus the timm baselines the papers compare
-against. Counts come from ``harness.flops`` on the meta device, at each model's default input size.
+against. Counts come from ``harness.measure.flops`` on the meta device, at each model's default input size.
 """
 from __future__ import annotations
-
-import fnmatch
-import json
-import sys
 
 FAMILIES = ["stepsnet", "sret", "transnext", "horesnet", "scalenet"]
 BASELINES = ["resnet18", "resnet34", "resnet50",
@@ -36,58 +32,40 @@ def default_input_size(name: str):
     return tuple(cfg.input_size) if cfg and cfg.input_size else (3, 224, 224)
 
 
-def describe(name: str, family: str, with_flops: bool = True) -> dict:
-    from harness.flops import build_model, count_flops, count_params
+def describe(name: str, family: str, with_flops: bool = True, cache=None) -> dict:
+    """A model's row: input size, parameters (M) and GFLOPs (MACs) at that size, or the error it raised when
+    built. ``cache`` (a :class:`harness.measure.cache.MeasurementCache`): counts are read from it when the code
+    that defines the model has not changed, and stored there otherwise."""
+    from harness.measure.cache import MeasurementCache, model_code
 
+    cache = cache if cache is not None else MeasurementCache(enabled=False)
     input_size = default_input_size(name)
     entry = {"name": name, "family": family, "input_size": list(input_size)}
-    try:
-        model = build_model(name)
-        entry["params_m"] = round(count_params(model) / 1e6, 3)
-        if with_flops:
-            entry["flops_g"] = round(count_flops(model, input_size).giga, 3)
-    except Exception as e:  # list the model anyway, with what went wrong
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        entry["error"] = f"{type(e).__name__}: {first}"  # the first line, whole
+    built = {}
+
+    def model():
+        if "model" not in built:
+            from harness.engine.models import build_model
+
+            built["model"] = build_model(name)
+        return built["model"]
+
+    def params():
+        from harness.measure.flops import count_params
+
+        return count_params(model())
+
+    def flops():
+        from harness.measure.flops import count_flops
+
+        return count_flops(model(), input_size).total
+
+    measured = [("params_m", params, 1e6)] + ([("flops_g", flops, 1e9)] if with_flops else [])
+    for column, fn, unit in measured:
+        value = cache.get(cache.key("catalog", column, name, list(input_size), model_code(name)), fn)
+        if "error" in value:  # list the model anyway, with what went wrong (the first line, whole)
+            entry.pop("params_m", None)
+            entry["error"] = value["error"]
+            break
+        entry[column] = round(value["value"] / unit, 3)
     return entry
-
-
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("models", help="list every registered model with params and FLOPs")
-    p.add_argument("pattern", nargs="?", default="*", help="shell-style filter on the name, e.g. 'steps_*'")
-    p.add_argument("--family", choices=["baseline"] + FAMILIES, help="only this family")
-    p.add_argument("--no-flops", action="store_true", help="skip FLOP counting (faster)")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(func=main)
-
-
-def main(args) -> int:
-    from harness.errors import DepthbenchError
-    from harness.launch import configure_threads
-
-    selected = [(n, f) for n, f in registered()
-                if fnmatch.fnmatch(n, args.pattern) and (not args.family or f.startswith(args.family))]
-    if not selected:
-        raise DepthbenchError(f"no model matches {args.pattern!r}" + (f" in family {args.family}" if args.family else "")
-                              + "; patterns are shell-style, e.g. 'steps_*' or '*rk4*'")
-    configure_threads()
-    if args.json:  # one JSON document at the end; a progress bar meanwhile when someone watches
-        items = selected
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            items = tqdm(selected, desc="counting", unit="model", leave=False)
-        print(json.dumps([describe(n, f, not args.no_flops) for n, f in items], indent=1))
-        return 0
-    # a table printed row by row as each model is counted (all of them take about a minute on 2 cores)
-    width = max(len(name) for name, _ in selected)
-    print(f"{'model':<{width}}  {'family':<16} {'input':>9}  {'params':>9}  {'FLOPs':>8}", flush=True)
-    for name, family in selected:
-        e = describe(name, family, not args.no_flops)
-        size = "x".join(str(s) for s in e["input_size"][-2:])
-        if "error" in e:
-            print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  ERROR {e['error']}", flush=True)
-            continue
-        flops = f"{e['flops_g']:.2f}G" if "flops_g" in e else "-"
-        print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  {e['params_m']:>8.2f}M  {flops:>8}", flush=True)
-    print(f"\n{len(selected)} models")
-    return 0

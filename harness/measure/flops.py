@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
 
 aten = torch.ops.aten
 
@@ -118,31 +118,3 @@ def count_flops(model: nn.Module, input_size=224, inputs: tuple | None = None) -
             p.requires_grad_(flag)
     by_op = {str(op).replace("aten.", ""): n // 2 for op, n in counter.get_flop_counts()["Global"].items()}
     return FlopCount(total=counter.get_total_flops() // 2, by_op=by_op)
-
-
-class UnknownModelError(DepthbenchError):
-    """A model name that neither timm nor depthbench registers; the message suggests close names."""
-
-
-def require_registered(name: str, what: str = "model") -> None:
-    """Raise :class:`UnknownModelError` (one line, with close names) unless ``name`` is a registered model."""
-    import difflib
-
-    import timm
-
-    import models  # noqa: F401  (registers depthbench's models with timm)
-
-    if not name or not timm.is_model(name):
-        names = timm.list_models()
-        close = difflib.get_close_matches(name or "", names, n=3, cutoff=0.6) or timm.list_models(f"*{name}*")[:3]
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise UnknownModelError(f"unknown {what} {name!r}; {hint}(`depthbench models` lists them)")
-
-
-def build_model(name: str, device: str | torch.device = "meta", **kwargs) -> nn.Module:
-    """Build a registered model (ours or timm's) without weights when ``device='meta'``."""
-    import timm
-
-    require_registered(name)
-    with torch.device(device):
-        return timm.create_model(name, **kwargs)

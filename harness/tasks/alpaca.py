@@ -17,8 +17,8 @@ instruction file (``<s>``, ``</s>``, ``<pad>`` = ids 0, 1, 2), cached under ``~/
 Model: ``model.config`` (the architecture: a named one in :data:`models.scalenet_llama.LLAMA_ARCHITECTURES`, a
 config.json, or a dict of ``LlamaConfig`` fields), ``model.weights`` (a Hugging Face checkpoint directory; None:
 random weights), ``model.scalenet`` (``dict(k=2, rank=16)``: ScaleNet's expansion, :func:`expand_llama`) and
-``model.trainable`` (``all`` or ``adapters_norms``). ``harness/builders.py`` calls :func:`check_llama_model`,
-:func:`check_llama_run` and :func:`build_llama_model` for these configs; nothing here is in the training loop.
+``model.trainable`` (``all`` or ``adapters_norms``). :class:`InstructionTask` hands the engine :func:`check_llama_model`, :func:`check_llama_run` and
+:func:`build_llama_model` for these configs; nothing here is in the training loop.
 """
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import torch
 
-from harness.config import ConfigError
-from harness.data import DataError, data_cache
-from harness.rundir import atomic_write
+from harness.core.errors import ConfigError, DataError
+from harness.core.files import atomic_write, data_cache
+from harness.tasks.lm import LanguageModelTask
 
 # Stanford Alpaca's prompt templates (tatsu-lab/stanford_alpaca, train.py PROMPT_DICT) -- "the standard Alpaca
 # prompt template" of spec §2.9; the response follows "### Response:" directly, as in that train.py.
@@ -226,20 +226,13 @@ def _encoded(path: str, stamp: str, tokenizer_path: str, max_length: int, val_si
 
 def build_instruction_dataset(data, split: str, is_training: bool):
     """The ``train`` or ``val`` split of the instruction file as an :class:`InstructionDataset`."""
-    import numpy as np
-
     check_alpaca_data(data, read_tokenizer=False)
     path = Path(str(data.root)).expanduser().resolve()
     stat = path.stat()
     splits, length, pad_id = _encoded(str(path), f"{stat.st_size}:{stat.st_mtime_ns}",
                                       str(_tokenizer_path(data) or ""), data.max_length, data.val_size,
                                       data.get("vocab_size"))
-    dataset = InstructionDataset(splits[split], length, pad_id)
-    subset = data.train_subset if is_training else data.val_subset
-    if subset and subset < len(dataset):  # a fixed random subset, as the other datasets do
-        keep = np.sort(np.random.RandomState(0).permutation(len(dataset))[:subset])
-        dataset = torch.utils.data.Subset(dataset, keep.tolist())
-    return dataset
+    return InstructionDataset(splits[split], length, pad_id)
 
 
 def check_alpaca_data(data, read_tokenizer: bool = True) -> Path:
@@ -272,10 +265,6 @@ def check_alpaca_data(data, read_tokenizer: bool = True) -> Path:
 
 
 # ----------------------------------------------------------------------------------------- the model
-def is_alpaca(cfg) -> bool:
-    return cfg.data.type == "alpaca"
-
-
 def _expansion(model_cfg) -> dict | None:
     scalenet = model_cfg.get("scalenet")
     if scalenet is None:
@@ -377,7 +366,6 @@ def build_llama_model(cfg, pretrained: bool = True):
     """The engine's model of an alpaca recipe: :class:`CausalLMLogits` around the Llama -- ``model.weights``
     loaded when ``pretrained`` (else random weights of ``model.config``), expanded by ``model.scalenet``, with
     ``model.trainable`` set."""
-    from harness.lm import load_llama
     from models.scalenet_llama import CausalLMLogits, build_llama, expand_llama, set_trainable
 
     m = cfg.model
@@ -393,3 +381,69 @@ def build_llama_model(cfg, pretrained: bool = True):
     lm.config.use_cache = False
     set_trainable(lm, m.get("trainable", "all"))
     return CausalLMLogits(lm)
+
+
+# ----------------------------------------------------------------------------------------- Hugging Face Llama
+def load_llama(source, *, expand: dict | None = None):
+    """A ``LlamaForCausalLM`` (fp32) from a local checkpoint directory -- ``save_pretrained``'s (config.json +
+    weights) or :func:`models.scalenet_llama.save_llama`'s (an expanded model: its ties rebuilt) -- or from a
+    ``config.json`` (random weights); optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
+    :func:`models.scalenet_llama.expand_llama`). Bad paths are one line before anything is loaded."""
+    from transformers import LlamaForCausalLM
+
+    from models.scalenet_llama import build_llama, expand_llama, llama_config, load_saved_llama
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise DataError(f"{path} has no config.json; give a Hugging Face checkpoint directory (save_pretrained)")
+        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("pytorch_model*.bin"))
+        if not weights:
+            raise DataError(f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
+                            f"download the model's weights there, or pass the config.json for random weights")
+        config = _llama_config(path)
+        if getattr(config, "scalenet", None):  # an expanded model: rebuilt and re-tied, then its tensors loaded
+            try:
+                model = load_saved_llama(path)
+            except ValueError as e:
+                raise DataError(str(e)) from None
+        else:
+            model = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    elif path.is_file() and path.suffix == ".json":
+        model = build_llama(_llama_config(path))
+    else:
+        raise DataError(f"{path}: no such checkpoint directory or config.json")
+    return expand_llama(model, **expand) if expand else model
+
+
+def _llama_config(path):
+    from models.scalenet_llama import llama_config
+
+    try:
+        return llama_config(path)
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    except Exception as e:  # transformers' own validation of the fields
+        raise DataError(f"{path} is not a Llama config.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+
+
+class InstructionTask(LanguageModelTask):
+    """Instruction tuning of a Hugging Face Llama on an Alpaca-format file: the language-model task's criterion,
+    metrics and evaluation (response-token loss, accuracy, perplexity) on instruction data and a Llama."""
+    name = "alpaca"
+    data_types = ("alpaca",)
+
+    def check_data(self, data) -> Path:
+        return check_alpaca_data(data)
+
+    def check_model(self, cfg) -> None:
+        check_llama_model(cfg)
+
+    def check_run(self, cfg) -> None:
+        check_llama_run(cfg)
+
+    def build_dataset(self, data, aug, split: str, is_training: bool):
+        return build_instruction_dataset(data, split, is_training)
+
+    def build_model(self, cfg, pretrained: bool = True):
+        return build_llama_model(cfg, pretrained)

@@ -29,10 +29,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from harness.data import DataError, data_cache
-from harness.rundir import atomic_write
+from harness.core.errors import ConfigError, DataError
+from harness.core.files import atomic_write, data_cache
+from harness.engine.tasks import Task
 
-LM_DATA_TYPES = ("text", "kjv", "alpaca")  # alpaca: instruction tuning of a Hugging Face Llama (harness/alpaca.py)
+LM_DATA_TYPES = ("text", "kjv")
 EOS = "<eos>"
 KJV_HELDOUT_EVERY = 20  # every 20th chapter of the Bible is the validation split
 
@@ -92,10 +93,6 @@ def check_text_data(data) -> Path:
     """Cheap checks of an LM data config (files exist, sizes sane, a given tokenizer loads); returns the root."""
     if data.type not in LM_DATA_TYPES:
         raise DataError(f"data.type={data.type!r} is not a text type ({', '.join(LM_DATA_TYPES)})")
-    if data.type == "alpaca":
-        from harness.alpaca import check_alpaca_data
-
-        return check_alpaca_data(data)
     for key in ("seq_len", "vocab_size"):
         value = data.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < (2 if key == "seq_len" else 260):
@@ -188,9 +185,7 @@ def token_ids(data, split: str) -> np.ndarray:
     # WikiText's raw files: one paragraph or heading a line, blank lines between; the blank ones carry no text
     ids = encode_lines(tokenizer, [line.strip() for line in text.splitlines() if line.strip()])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".tmp"), "wb") as f:
-        np.save(f, ids)
-    path.with_suffix(".tmp").rename(path)
+    atomic_write(path, lambda fh: np.save(fh, ids))
     return ids
 
 
@@ -214,17 +209,9 @@ class PackedTokens(torch.utils.data.Dataset):
 
 
 def build_token_dataset(data, split: str, is_training: bool):
-    if data.type == "alpaca":  # (prompt + response) token sequences, loss on the response (harness/alpaca.py)
-        from harness.alpaca import build_instruction_dataset
-
-        return build_instruction_dataset(data, split, is_training)
     dataset = PackedTokens(token_ids(data, split), data.seq_len)
     if len(dataset) == 0:
         raise DataError(f"split {split} has fewer than {data.seq_len + 1} tokens: no {data.seq_len}-token block")
-    subset = data.train_subset if is_training else data.val_subset
-    if subset and subset < len(dataset):  # a fixed random subset of blocks, as the image datasets do
-        keep = np.sort(np.random.RandomState(0).permutation(len(dataset))[:subset])
-        dataset = torch.utils.data.Subset(dataset, keep.tolist())
     return dataset
 
 
@@ -232,7 +219,7 @@ def build_token_dataset(data, split: str, is_training: bool):
 class NextTokenLoss(nn.Module):
     """Mean cross-entropy of every position's next token (logits ``(B, T, V)``, targets ``(B, T)``); negative
     targets carry no loss (-1: the engine's padding of an evaluation batch; -100: Hugging Face's label for
-    prompt tokens and padding, harness/alpaca.py)."""
+    prompt tokens and padding, harness/tasks/alpaca.py)."""
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         targets = targets.reshape(-1)
@@ -248,7 +235,7 @@ def perplexity(mean_nll: float) -> float:
 def evaluate_lm(model, loader, backend) -> dict:
     """The engine's evaluation over every validation token (loss = mean token NLL, top1/top5 = next-token
     accuracy %) plus ``ppl`` = exp(loss); ``tokens`` counts what was scored."""
-    from harness.engine import evaluate
+    from harness.engine.loop import evaluate
 
     metrics = evaluate(model, loader, backend)
     metrics["tokens"] = metrics.pop("images")
@@ -256,46 +243,48 @@ def evaluate_lm(model, loader, backend) -> dict:
     return metrics
 
 
+class LanguageModelTask(Task):
+    """Next-token prediction on packed token blocks (``text``: WikiText-103, ``kjv``: the embedded corpus);
+    the loss and accuracy are per token, plus perplexity."""
+    name = "lm"
+    data_types = LM_DATA_TYPES
+    metrics = ("top1", "top5", "loss", "ppl")
+    lower_is_better = ("loss", "ppl")
+    unit = "seq"
 
-# ----------------------------------------------------------------------------------------- Hugging Face Llama
-def load_llama(source, *, expand: dict | None = None):
-    """A ``LlamaForCausalLM`` (fp32) from a local checkpoint directory -- ``save_pretrained``'s (config.json +
-    weights) or :func:`models.scalenet_llama.save_llama`'s (an expanded model: its ties rebuilt) -- or from a
-    ``config.json`` (random weights); optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
-    :func:`models.scalenet_llama.expand_llama`). Bad paths are one line before anything is loaded."""
-    from transformers import LlamaForCausalLM
+    def check_data(self, data) -> Path:
+        return check_text_data(data)
 
-    from models.scalenet_llama import build_llama, expand_llama, llama_config, load_saved_llama
+    def check_model(self, cfg) -> None:
+        """A language model (it has ``vocab_size``) whose embedding covers the tokenizer's ids and whose positions
+        hold ``data.seq_len`` tokens."""
+        from harness.engine.models import config_model_on_meta
 
-    path = Path(source).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise DataError(f"{path} has no config.json; give a Hugging Face checkpoint directory (save_pretrained)")
-        weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("pytorch_model*.bin"))
-        if not weights:
-            raise DataError(f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
-                            f"download the model's weights there, or pass the config.json for random weights")
-        config = _llama_config(path)
-        if getattr(config, "scalenet", None):  # an expanded model: rebuilt and re-tied, then its tensors loaded
-            try:
-                model = load_saved_llama(path)
-            except ValueError as e:
-                raise DataError(str(e)) from None
-        else:
-            model = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    elif path.is_file() and path.suffix == ".json":
-        model = build_llama(_llama_config(path))
-    else:
-        raise DataError(f"{path}: no such checkpoint directory or config.json")
-    return expand_llama(model, **expand) if expand else model
+        model = config_model_on_meta(cfg)
+        name = cfg.model.name
+        vocab, seq_len = getattr(model, "vocab_size", None), getattr(model, "seq_len", None)
+        if vocab is None:
+            raise ConfigError(f"model {name} is not a language model (no vocab_size); data.type={cfg.data.type} "
+                              f"needs one, e.g. transformer_lm_30m or steps_lm_30m")
+        if cfg.data.vocab_size > vocab:
+            raise ConfigError(f"data.vocab_size={cfg.data.vocab_size} is larger than model {name}'s vocab_size="
+                              f"{vocab}; set model.vocab_size={cfg.data.vocab_size}")
+        if seq_len is not None and cfg.data.seq_len > seq_len:
+            raise ConfigError(f"data.seq_len={cfg.data.seq_len} is longer than model {name}'s seq_len={seq_len}")
 
+    def build_dataset(self, data, aug, split: str, is_training: bool):
+        return build_token_dataset(data, split, is_training)
 
-def _llama_config(path):
-    from models.scalenet_llama import llama_config
+    def build_model(self, cfg, pretrained: bool = True):
+        from harness.engine.models import create_config_model
 
-    try:
-        return llama_config(path)
-    except ValueError as e:
-        raise DataError(str(e)) from None
-    except Exception as e:  # transformers' own validation of the fields
-        raise DataError(f"{path} is not a Llama config.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+        return create_config_model(cfg, pretrained)
+
+    def build_criterion(self, cfg, device=None, input_dtype=None):
+        """Next-token cross-entropy; no mixup or teacher for token data."""
+        from harness.engine.losses import TrainingLoss
+
+        return None, TrainingLoss(NextTokenLoss())
+
+    def evaluate(self, model, loader, backend) -> dict:
+        return evaluate_lm(model, loader, backend)

@@ -16,7 +16,9 @@ from folder name to ImageNet-1k index where the layout names synsets) and scores
                        mCE (Hendrycks & Dietterich, ICLR 2019, §3). :func:`generate_corruptions` writes that
                        layout from any image folder with the ``imagecorruptions`` package.
 
-The checks (:func:`check_dataset`) run before any model is built.
+The checks (:func:`check_dataset`) run before any model is built. :func:`evaluate_suite` is one ``depthbench eval``
+over these protocols (sizes, TransNeXt pool modes, StepsNet analyses; rows recorded into the run directory),
+:func:`evaluate_checkpoint` + :func:`record_plain` the plain validation-set evaluation with the engine's loop.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import os
 import pkgutil
 from pathlib import Path
 
-from harness.errors import DepthbenchError
+from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_dir
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 
@@ -280,13 +283,12 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     import numpy as np
     from PIL import Image
 
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
              if p.suffix.lower() in IMAGE_EXTENSIONS]
     images = [(cls, p.stem, np.asarray(_at_least_32(Image.open(p).convert("RGB")))) for cls, p in files]
-    try:
-        for c in corruptions:
+    shutil.rmtree(target, ignore_errors=True)  # an incomplete set (written by hand, or before this was atomic)
+    with atomic_dir(target) as tmp:
+        for c in (corruptions if tmp is not None else ()):  # None: another process wrote it meanwhile
             for s in severities:
                 rng_state = np.random.get_state()
                 np.random.seed(1000 * s + corruptions.index(c))  # the package draws noise from numpy's global RNG
@@ -298,10 +300,256 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
                     corrupted = corrupted[: pixels.shape[0], : pixels.shape[1]]  # some corruptions pad odd sizes
                     Image.fromarray(corrupted).save(out / f"{stem}.png")
                 np.random.set_state(rng_state)
-    except BaseException:  # Ctrl-C or a failing image: no half-written temporary folder is left behind
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(target, ignore_errors=True)
-    os.rename(tmp, target)
     return target
+
+
+# ----------------------------------------------------------------------------------------- one evaluation
+def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, input_size: int | None = None) -> dict:
+    """``{"top1", "top5", "loss", "images", ..., "is_main"}`` of ``checkpoint``'s weights on ``config``'s
+    validation set, with the engine's (distributed) evaluation; ``is_main``: this process reports."""
+    from harness.core.config import load_config
+    from harness.engine.backends import AccelerateBackend
+    from harness.engine.builders import build_model, check_model
+    from harness.engine.checkpoint import load_weights
+    from harness.engine.data import build_eval_loader, check_data
+    from harness.engine.launch import configure_threads, export_distributed_env
+    from harness.engine.loop import evaluate
+
+    if input_size is not None and input_size < 1:
+        raise DepthbenchError(f"--input-size {input_size}: give a positive image side")
+    cfg = load_config(config, list(overrides))
+    if input_size:
+        cfg.data.input_size = input_size
+    check_model(cfg)
+    check_data(cfg.data)
+    model = build_model(cfg, pretrained=False)
+    load_weights(model, checkpoint, ema=ema)
+    configure_threads(1, cfg.data.workers)
+    export_distributed_env()
+    backend = AccelerateBackend(cfg.precision, 1)
+    val_loader = build_eval_loader(cfg, backend.rank, backend.world_size, cfg.data.eval_batch_size or 64)
+    metrics = evaluate(model.to(backend.device), val_loader, backend)
+    metrics.update(checkpoint=str(checkpoint), model=cfg.model.name, ema=ema, input_size=cfg.data.input_size,
+                   is_main=backend.is_main)
+    return metrics
+
+
+def record_plain(config, checkpoint, metrics: dict, *, overrides=(), ema: bool = False, record_into=None,
+                 trained_model: dict | None = None) -> list[dict]:
+    """The plain evaluation's top-1/top-5/loss as eval_suite rows like the suite's, appended to ``record_into``
+    (the checkpoint's run, opened by the caller) when given (an evaluation at another size or with changed model
+    arguments is a table cell: TransNeXt Table 5). ``trained_model``: that run's model config, as data."""
+    from harness.core.config import load_config
+
+    cfg = load_config(config, list(overrides))
+    name = cfg.model.name
+    base = dict(kind="eval_suite", dataset="val", protocol="val", model=name, input_size=metrics["input_size"],
+                pool_mode=cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None), analysis="none",
+                model_overrides=model_overrides(cfg, trained_model, config), checkpoint=str(checkpoint), ema=ema)
+    rows = [dict(base, metric=metric, value=metrics[metric], images=metrics.get("images"))
+            for metric in ("top1", "top5", "loss") if metric in metrics]
+    if record_into is not None:
+        for row in rows:
+            record_into.log_metrics(**row)
+    return rows
+
+
+def parse_analysis(spec: str) -> dict:
+    """``mask_first=64,stage=2`` -> ``stepsnet_analysis`` keyword arguments (``none`` -> {})."""
+    if spec == "none":
+        return {}
+    kwargs = {}
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            if key in ("mask_first", "mask_last", "stage") and sep:
+                kwargs[key] = int(value)
+                continue
+            if key == "drop_last" and sep:
+                step, _, k = value.partition(":")
+                kwargs.setdefault("drop_last", {})[int(step)] = int(k)
+                continue
+        except ValueError:
+            pass
+        raise DepthbenchError(f"--analysis {spec!r}: expected none or comma-joined mask_first=N, mask_last=N, "
+                              f"drop_last=STEP:K, stage=S (StepsNet Tables 6-7)")
+    return kwargs
+
+
+def check_checkpoint_model(trained_model: dict | None, run: Path | None, name: str) -> None:
+    """A checkpoint from a run of another model (``trained_model``: that run's model config, as data): said before
+    the model is built."""
+    trained = (trained_model or {}).get("name")
+    if trained and isinstance(trained, str) and trained != name:
+        raise DepthbenchError(f"--checkpoint {run} is a {trained} run but the config builds {name}; "
+                              f"evaluate it with that run's config ({run / 'config.py'})")
+
+
+def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, protocol: str = "val", data=None,
+                   input_sizes=None, pool_modes=None, analyses=None, real_labels=None, corrupt_from=None,
+                   record_into=None, trained_model: dict | None = None,
+                   checkpoint_model: dict | None = None) -> list[dict]:
+    """The rows of one ``depthbench eval`` protocol evaluation: one per (pool mode, input size, analysis,
+    metric), appended to ``record_into`` (a RunDir the caller opened: the checkpoint's run or ``--out-run``) as
+    ``{"kind": "eval_suite", ...}`` records. ``trained_model``: the model config of that run, ``checkpoint_model``:
+    of the checkpoint's run -- data read by the caller (config.json), never a run's config.py executed. Every
+    input is checked before a model is built."""
+    import torch
+
+    import models  # noqa: F401
+    from harness.core.config import load_config
+    from harness.core.files import data_cache
+    from harness.core.rundir import checkpoint_run
+    from harness.engine.builders import build_model, check_model
+    from harness.engine.checkpoint import load_weights
+    from harness.engine.data import check_data
+    from harness.engine.launch import configure_threads
+    from harness.engine.models import model_kwargs
+    from harness.tasks.image import build_transform, data_root
+
+    sizes = list(input_sizes or [None])
+    if any(s is not None and s < 1 for s in sizes):
+        raise DepthbenchError(f"--input-size {' '.join(map(str, sizes))}: give positive image sides")
+    specs = [(spec, parse_analysis(spec)) for spec in (analyses or ["none"])]
+    cfg = load_config(config, list(overrides))
+    name = cfg.model.name
+    train_size = cfg.data.input_size
+    if analyses and not name.startswith("steps_"):
+        raise DepthbenchError(f"--analysis needs a StepsNet model (steps_*), not {name}")
+    check_model(cfg)
+    for size in sizes:  # every size on the meta device first: a model with a fixed input size fails here
+        if size and size != train_size:
+            cfg.data.input_size = size
+            check_model(cfg)
+    cfg.data.input_size = train_size
+    if pool_modes and "transnext" not in name:
+        raise DepthbenchError(f"--pool-mode is TransNeXt's inference mode (Table 5); {name} has none")
+    num_classes = model_kwargs(cfg)["num_classes"]
+    data_dir = data
+    if protocol == "val":
+        if data:
+            raise DepthbenchError("--data is for --dataset protocols; the validation split is the config's "
+                                  "data.root (override it with data.root=DIR)")
+        check_data(cfg.data)
+    elif protocol == "imagenet-c" and corrupt_from is None and cfg.data.type == "digits":
+        corrupt_from = data_root(cfg.data) / cfg.data.val_split
+        data_dir = data_dir or data_cache() / f"digits-{cfg.data.input_size}-c"
+    if protocol != "val" and not data_dir:
+        raise DepthbenchError(f"--dataset {protocol} needs --data DIR ({LAYOUTS[protocol]})")
+    if corrupt_from is not None and protocol != "imagenet-c":
+        raise DepthbenchError("--corrupt-from generates ImageNet-C-style data; use it with --dataset imagenet-c")
+    if real_labels and protocol != "imagenet-real":
+        raise DepthbenchError("--real-labels belongs to --dataset imagenet-real")
+    labels = load_real_labels(real_labels) if protocol == "imagenet-real" else None
+    if not Path(checkpoint).expanduser().exists():
+        raise DepthbenchError(f"--checkpoint {checkpoint}: no such file or run directory")
+    check_checkpoint_model(checkpoint_model, checkpoint_run(checkpoint), name)
+    changed = model_overrides(cfg, trained_model, config)
+    if corrupt_from is not None:
+        generate_corruptions(corrupt_from, data_dir)
+    if protocol != "val":
+        check_dataset(protocol, data_dir, num_classes)
+
+    configure_threads(1, cfg.data.workers)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    batch = cfg.data.eval_batch_size or 64
+    rows = []
+    for pool_mode in (pool_modes or [None]):
+        if pool_mode:
+            cfg.model.pool_mode = pool_mode
+            cfg.model.setdefault("pretrain_size", train_size)  # linear mode: pool = training size / 32
+        model = build_model(cfg, pretrained=False)
+        load_weights(model, checkpoint, ema=ema)
+        model.to(device).eval()
+        for size in sizes:
+            cfg.data.input_size = size or train_size
+            transform = build_transform(cfg.data, cfg.aug, is_training=False)
+            for spec, kwargs in specs:
+                base = dict(kind="eval_suite", dataset=protocol, protocol=protocol, model=name,
+                            input_size=cfg.data.input_size,
+                            pool_mode=pool_mode or cfg.model.get("pool_mode") or ("normal" if "transnext" in name
+                                                                                 else None),
+                            analysis=spec, model_overrides=changed, checkpoint=str(checkpoint), ema=ema)
+                with _analysis(model, kwargs):
+                    metrics = _score(protocol, model, cfg, data_dir, corrupt_from, transform, batch, device, labels)
+                images = metrics.pop("images", None)
+                rows += [dict(base, metric=metric, value=value, images=images) for metric, value in metrics.items()]
+    if record_into is not None:
+        for row in rows:
+            record_into.log_metrics(**row)
+    return rows
+
+
+def _plain(value):
+    """A config value as plain JSON data (ConfigDicts, tuples)."""
+    import json
+
+    return json.loads(json.dumps(value.to_dict() if hasattr(value, "to_dict") else value, default=str))
+
+
+def model_overrides(cfg, trained_model: dict | None, config) -> dict:
+    """The model arguments this evaluation builds differently from the run it is recorded into (e.g.
+    ``+model.length_scaling=False`` for TransNeXt Table 5's rows): they say which table row the numbers belong
+    to (results/compare.py). Compared with that run's resolved model config (``trained_model``, read as data), so
+    overrides the training run had too (a digits preset's ``model.width=32``) are not differences; without one:
+    the config file's own model (the file the user named). ``pool_mode`` (--pool-mode) is recorded on its own."""
+    from harness.core.config import load_config
+
+    trained = trained_model if trained_model is not None else load_config(config, []).model
+    trained, now = _plain(trained), _plain(cfg.model)
+    return {k: v for k, v in now.items() if k not in ("pool_mode", "pretrain_size") and trained.get(k) != v}
+
+
+class _analysis:
+    """``stepsnet_analysis`` with its argument errors as one DepthbenchError line."""
+
+    def __init__(self, model, kwargs):
+        self.model, self.kwargs, self.context = model, kwargs, None
+
+    def __enter__(self):
+        if not self.kwargs:
+            return None
+        from models.stepsnet import stepsnet_analysis
+
+        self.context = stepsnet_analysis(self.model, **self.kwargs)
+        try:
+            return self.context.__enter__()
+        except ValueError as e:
+            raise DepthbenchError(f"--analysis: {e}") from None
+
+    def __exit__(self, *exc):
+        return self.context.__exit__(*exc) if self.context else False
+
+
+def _score(protocol, model, cfg, data_dir, corrupt_from, transform, batch, device, real_labels) -> dict:
+    from harness.engine.data import build_dataset
+
+    if protocol == "val":
+        dataset = build_dataset(cfg.data, cfg.aug, cfg.data.val_split, is_training=False)
+        logits, targets = predict(model, dataset, batch, device)
+        return topk_accuracy(logits, targets) | {"images": len(targets)}
+    root = Path(data_dir).expanduser()
+    if protocol in ("imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2"):
+        logits, targets = predict(model, image_folder(root, transform, protocol), batch, device)
+        if protocol in ("imagenet-a", "imagenet-r"):
+            logits = restrict_to_subset(logits, subset_indices(protocol))
+        return topk_accuracy(logits, targets) | {"images": len(targets)}
+    if protocol == "imagenet-real":
+        dataset = image_folder(root, transform, protocol)
+        logits, _ = predict(model, dataset, batch, device)
+        return real_accuracy(logits, dataset.filenames(basename=True), real_labels)
+    # imagenet-c: top-1 error per (corruption, severity); clean error from the uncorrupted folder when known
+    errors = {}
+    for c in CORRUPTIONS:
+        for s in SEVERITIES:
+            folder = root / c / str(s)
+            logits, targets = predict(model, image_folder(folder, transform, protocol), batch, device)
+            errors[(c, s)] = 1.0 - topk_accuracy(logits, targets, ks=(1,))["top1"] / 100.0
+    clean = None
+    if corrupt_from is not None:
+        logits, targets = predict(model, image_folder(Path(corrupt_from), transform, protocol), batch, device)
+        clean = 1.0 - topk_accuracy(logits, targets, ks=(1,))["top1"] / 100.0
+    result = {k: 100.0 * v for k, v in corruption_errors(errors, clean).items()}
+    if clean is not None:
+        result["clean_error"] = 100.0 * clean
+    return result | {"images": len(targets)}

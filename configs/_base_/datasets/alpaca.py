@@ -1,4 +1,4 @@
-# Alpaca-format instruction tuning (ScaleNet Table X; harness/alpaca.py): data.root is a JSON list of
+# Alpaca-format instruction tuning (ScaleNet Table X; harness/tasks/alpaca.py): data.root is a JSON list of
 # {instruction, input, output} records -- Stanford Alpaca's alpaca_data.json (52,002 records) for the paper's run.
 # The standard Alpaca prompt, loss on the response tokens only, sequences cut at 512 tokens (spec §2.9).
 # data.val_size records (a fixed random choice) are held out: response-token loss/perplexity each epoch [ASSUMED:

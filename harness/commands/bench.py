@@ -1,0 +1,259 @@
+"""``depthbench bench``: models measured side by side, interleaved, against the machine's own limit.
+
+    depthbench bench MODEL... [--config CONFIG] [--model-kwargs k=v ...] [--mode infer|train|both]
+                     [--batch-size B] [--input-size S | H W] [--amp bf16|fp16] [--channels-last] [--compile]
+                     [--grad-checkpointing] [--optimizer sgd|adamw|adamw-foreach|adamw-fused]
+                     [--compare compile|channels-last|grad-checkpointing|bf16|fused|foreach ...]
+                     [--threads T] [--device cpu|cuda] [--repeats R] [--out CSV] [--pairs PAPER[:GROUP]]
+
+    from harness.commands.bench import run
+    result = run(["resnet18", "resnet34"], input_size=32, batch_size=2)   # BenchResult(rows, pairs, ...)
+
+How it measures (interleaved rounds, the peak matmul, MFU, peak memory) is harness/measure/bench.py. ``--out``
+appends the rows to a CSV in timm's benchmark columns plus ours (never overwriting earlier rows; a preset's pairs go
+to ``<name>_pairs.csv`` beside it). See docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from harness.core.errors import DepthbenchError
+
+if TYPE_CHECKING:
+    from harness.measure.bench import BenchResult
+
+__all__ = ["run", "add_parser", "main"]
+
+
+def add_parser(subparsers) -> None:
+    from harness.measure.bench import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS  # light: no torch
+
+    p = subparsers.add_parser(
+        "bench", help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
+        description="Interleaved benchmark of registered models, timm benchmark.py style. Put --model-kwargs "
+                    "after the model names; key=value words after all options override --config keys.")
+    p.add_argument("models", nargs="*", metavar="MODEL", help="registered model names (`depthbench models`)")
+    p.add_argument("--config", help="a training config: bench the model it trains (name, model kwargs, classes, "
+                                    "input size)")
+    p.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
+                   help="keyword arguments for timm.create_model, e.g. drop_path_rate=0.1 (Python literals)")
+    p.add_argument("--pairs", metavar="PAPER[:GROUP]",
+                   help=f"a preset of model pairs with the paper's claims: {', '.join(PAPERS)} or one of "
+                        f"{', '.join(PRESETS)}")
+    p.add_argument("--mode", choices=list(MODES), default="infer")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--input-size", type=int, nargs="+", default=None, metavar="S",
+                   help="side, or H W (default: each model's own input size)")
+    p.add_argument("--amp", choices=list(AMP_DTYPES), help="autocast dtype (default fp32)")
+    p.add_argument("--channels-last", action="store_true", help="NHWC weights and inputs")
+    p.add_argument("--compile", action="store_true", help="torch.compile each model (compiled during warm-up); "
+                                                          "with --pairs: the papers' claims, compiled")
+    p.add_argument("--grad-checkpointing", action="store_true",
+                   help="training with the models' set_grad_checkpointing(True)")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS), default="sgd",
+                   help="the training step's optimizer (default sgd with momentum, as timm's benchmark)")
+    p.add_argument("--compare", nargs="+", choices=list(COMPARE), default=[], metavar="OPTION",
+                   help="also run every model with OPTION changed, interleaved, and pair them: "
+                        f"{', '.join(COMPARE)} (fused/foreach: against plain AdamW)")
+    p.add_argument("--threads", type=int, help="CPU threads; the process is pinned to that many cores "
+                                               "(default: every core it may use)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="default: cuda when a CUDA device is visible, else cpu")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
+    p.add_argument("--peak-size", type=int, default=None, metavar="N",
+                   help="side of the matmul that measures the machine's peak (default 2048 CPU, 8192 CUDA)")
+    p.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="skip the CPU peak-memory processes (one per model and mode)")
+    p.add_argument("--out", metavar="CSV", help="append rows to this CSV (timm's columns + ours); pairs go to "
+                                                "CSV's name + _pairs.csv")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=main, overrides=[])
+
+
+def main(args) -> int:
+    from harness.engine.models import parse_model_kwargs
+
+    # `key=value` words after the model names are config overrides (argparse hands them over as model names)
+    models = [m for m in args.models if "=" not in m]
+    overrides = list(args.overrides) + [m for m in args.models if "=" in m]
+
+    def show(result: BenchResult) -> None:  # before the CSV is written: a failed write leaves the table on screen
+        if args.json:
+            print(json.dumps({"models": result.rows, "pairs": result.pairs}, indent=1))
+            return
+        print(format_table(result.rows, result.modes))
+        if result.pairs:
+            print()
+            print(format_pairs(result.pairs, result.modes))
+        elif len(result.rows) > 1:  # `bench A B`: how B compares with A, without a preset
+            print()
+            print(format_ratios(result.rows, result.modes))
+
+    result = run(models, config=args.config, overrides=overrides, model_kwargs=parse_model_kwargs(args.model_kwargs),
+                 pairs=args.pairs, mode=args.mode, batch_size=args.batch_size, input_size=args.input_size,
+                 amp=args.amp, channels_last=args.channels_last, compile=args.compile,
+                 grad_checkpointing=args.grad_checkpointing, optimizer=args.optimizer, compare=args.compare,
+                 threads=args.threads,
+                 device=args.device, repeats=args.repeats, iters=args.iters, warmup=args.warmup,
+                 peak_size=args.peak_size, memory=args.memory, out=args.out,
+                 progress=lambda line: print(line, file=sys.stderr, flush=True), show=show)
+    if result.out:
+        print(f"depthbench bench: wrote {result.out}" + (f" and {result.pairs_out}" if result.pairs_out else ""),
+              file=sys.stderr)
+    return 0
+
+
+def run(models: Sequence[str] = (), *, config: str | Path | None = None, overrides: Sequence[str] = (),
+        model_kwargs: dict | None = None, pairs: str | None = None, mode: str = "infer", batch_size: int = 8,
+        input_size: int | Sequence[int] | None = None, amp: str | None = None, channels_last: bool = False,
+        compile: bool = False, grad_checkpointing: bool = False, optimizer: str = "sgd",
+        compare: Sequence[str] = (), threads: int | None = None, device: str | None = None, repeats: int = 5,
+        iters: int = 2, warmup: int = 2, peak_size: int | None = None, memory: bool = True,
+        out: str | Path | None = None, progress: Callable[[str], None] | None = None,
+        show: Callable[[BenchResult], None] | None = None) -> BenchResult:
+    """Benchmark the registered ``models``, the model a training ``config`` trains (with ``key=value``
+    ``overrides``) and a ``pairs`` preset ("paper" or "paper:group") side by side, interleaved.
+
+    ``model_kwargs`` go to every model's ``timm.create_model``; ``input_size``: a side or (H, W) (default: each
+    model's own); ``mode``: infer, train or both; ``threads``: CPU threads, the process pinned to as many cores
+    (default: every core it may use); ``compile``/``channels_last``/``grad_checkpointing``/``amp``/``optimizer``:
+    how every model runs; ``compare``: names of :data:`~harness.measure.bench.COMPARE` -- every model also runs
+    with that option changed, interleaved, and each pair's ratios are reported. ``out``: append the rows to this
+    CSV (the pairs to ``<name>_pairs.csv``); it is checked before any work. ``progress`` gets a status line at the start and after each mode; ``show`` gets
+    the result before the CSV is written. Returns a :class:`~harness.measure.bench.BenchResult`: one row per model
+    (timm's benchmark columns + ours), one per pair.
+    """
+    from harness.measure.bench import BenchOptions, benchmark, check_options, pin_threads, resolve
+
+    options = BenchOptions(mode=mode, batch_size=batch_size, amp=amp, channels_last=channels_last, compile=compile,
+                           grad_checkpointing=grad_checkpointing, optimizer=optimizer, compare=tuple(compare),
+                           threads=threads, device=device, repeats=repeats, iters=iters, warmup=warmup,
+                           peak_size=peak_size, memory=memory)
+    sizes = [input_size] if isinstance(input_size, int) else (list(input_size) if input_size else None)
+    check_options(options, sizes)
+    old_rows = _check_out(out)
+    pairs_path = Path(out).with_name(f"{Path(out).stem}_pairs.csv") if out and (pairs or compare) else None
+    old_pair_rows = _check_out(pairs_path, key="candidate") if pairs_path else []
+    used_threads, cores = pin_threads(options.threads, options.device)
+    participants, pair_list = resolve(models, config=str(config) if config else None, overrides=overrides,
+                                      model_kwargs=model_kwargs, pairs=pairs, input_size=sizes)
+    result = benchmark(participants, pair_list, options, threads=used_threads, cores=cores, progress=progress)
+    if show:
+        show(result)
+    if out:
+        result.out = Path(out)
+        _write_csv(result.out, old_rows, result.rows)
+        if pairs_path:
+            result.pairs_out = pairs_path
+            _write_csv(pairs_path, old_pair_rows, [{**r, **result.machine} for r in result.pairs])
+    return result
+
+
+# ------------------------------------------------------------------------------------------------ the CSV
+def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
+    """Existing rows of ``--out`` (kept), after checking the file can be written; before any work. ``key``: the
+    column every such CSV has (``model``; the pairs file: ``candidate``)."""
+    if not path:
+        return []
+    out = Path(path)
+    if out.is_dir():
+        raise DepthbenchError(f"--out {out} is a directory; give a CSV file name, e.g. {out}/bench.csv")
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    try:  # really create a file there (os.access says yes to root on read-only or virtual file systems)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
+            pass
+    except OSError as e:
+        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a "
+                              f"writable path") from None
+    if not out.exists():
+        return []
+    try:
+        with open(out, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DepthbenchError(f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
+                              f"existing file, so choose another name") from None
+    if rows and key not in rows[0]:
+        raise DepthbenchError(f"--out {out} exists and is not a depthbench/timm benchmark CSV (no '{key}' "
+                              f"column); choose another name")
+    return rows
+
+
+def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
+    from harness.core.files import atomic_write
+
+    columns = list(dict.fromkeys([c for r in old_rows + rows for c in r]))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(old_rows + rows)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(Path(path), buffer.getvalue())
+    except OSError as e:  # the disk filled up or the folder went away during the run; the table was shown
+        raise DepthbenchError(f"cannot write {path}: {e.strerror or e}; the results are printed above",
+                              exit_code=1) from None
+
+
+# ------------------------------------------------------------------------------------------------ the table
+def format_table(rows: list[dict], modes) -> str:
+    width = max(len(r["label"]) for r in rows)
+    lines = [f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
+             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9}"]
+    for r in rows:
+        for m in modes:
+            mem = r.get(f"{m}_peak_mem_mb")
+            lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
+                         f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
+                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
+                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}'}")
+    first = rows[0]
+    peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
+    lines.append(f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, "
+                 f"per round, median)")
+    return "\n".join(lines)
+
+
+def format_ratios(rows: list[dict], modes) -> str:
+    """Every model after the first against the first (the baseline): the ratios of their medians."""
+    def ratio(a, b) -> str:
+        return f"{a / b:.3f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "n/a"
+
+    base = rows[0]
+    lines = []
+    for r in rows[1:]:
+        parts = [f"GMACs {ratio(r['infer_gmacs'], base['infer_gmacs'])}"]
+        for m in modes:
+            part = f"{m} {ratio(r[f'{m}_samples_per_sec'], base[f'{m}_samples_per_sec'])}"
+            if r.get(f"{m}_peak_mem_mb") and base.get(f"{m}_peak_mem_mb"):
+                part += f" mem {ratio(r[f'{m}_peak_mem_mb'], base[f'{m}_peak_mem_mb'])}"
+            parts.append(part)
+        lines.append(f"{r['label']} vs {base['label']}: " + "; ".join(parts))  # (`A / B:` are --pairs' lines)
+    lines.append("(ratios of the medians above: samples/s, peak memory)")
+    return "\n".join(lines)
+
+
+def format_pairs(pair_rows: list[dict], modes) -> str:
+    lines = []
+    for r in pair_rows:
+        parts = []
+        for m in modes:
+            part = (f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]")
+            if f"{m}_memory_ratio" in r:
+                part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
+            parts.append(part)
+        lines.append(f"{r['candidate']} / {r['baseline']}: GMACs {r['gmacs_ratio']:.3f}x; " + "; ".join(parts))
+        lines.append(f"    paper: {r['claim']}")
+    return "\n".join(lines)

@@ -1,0 +1,157 @@
+"""``depthbench export``: a run's weights as files that are safe to share -- safetensors plus a JSON config.
+
+    depthbench export RUN [--ema] [--checkpoint best|last] --out DIR
+
+    from harness.commands.export import run
+    result = run("results/runs/horesnet10-rk4_1xb64-20e_digits/20261126-101500", out="exports/horesnet10")
+
+``DIR`` gets timm's own export layout (``timm.models.save_for_hf``): ``model.safetensors`` (tensors only: loading
+it never runs code) and ``config.json`` (the model's timm name as ``architecture``, its keyword arguments as
+``model_args``, the pretrained cfg, and under ``depthbench`` where the weights came from and the checkpoint's
+SHA-256). The model is rebuilt from the run's ``config.json`` -- data, never its ``config.py`` -- and the weights go
+through the one weights loader (strict), so an export always loads into the architecture it names::
+
+    import timm, models
+    model = timm.create_model("local-dir:exports/horesnet10", pretrained=True)   # or with the name and file:
+    model = timm.create_model("horesnet10_rk4", pretrained=True, width=32, num_classes=10,
+                              pretrained_cfg_overlay=dict(file="exports/horesnet10/model.safetensors"))
+
+and depthbench reads the folder wherever it takes weights (``model.pretrained=DIR``, ``eval --checkpoint DIR``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.errors import DepthbenchError
+
+__all__ = ["run", "ExportResult", "add_parser", "main"]
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    architecture: str
+    model_args: dict
+    source: Path          # the checkpoint the weights came from
+    sha256: str           # of the exported model.safetensors
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("export", help="a run's weights as safetensors + config.json (safe to share)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("run", help="a run directory of depthbench train (or its best.pth/last.pth)")
+    p.add_argument("--out", required=True, help="the folder to write (must not hold an export already)")
+    p.add_argument("--ema", action="store_true", help="export the EMA weights")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                   help="which checkpoint of the run (default best; last when the run has no best.pth)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    result = run(args.run, out=args.out, ema=args.ema, checkpoint=args.checkpoint)
+    print(f"exported {result.architecture} ({result.source}{' EMA' if args.ema else ''}) to {result.out}: "
+          f"model.safetensors (sha256 {result.sha256[:12]}...), config.json")
+    return 0
+
+
+def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: str = "best") -> ExportResult:
+    """Export ``run_dir``'s ``best.pth`` (or ``last.pth``; ``ema``: its EMA weights) to ``out``; see the module
+    docstring. Every input is checked before anything is written; ``out`` appears whole or not at all."""
+    import json
+    import os
+
+    from harness.core.files import atomic_dir
+    from harness.core.rundir import read_config_json
+
+    source, run_path = _source(Path(run_dir).expanduser(), checkpoint)
+    out = Path(out).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DepthbenchError(f"--out {out} exists and is not an empty folder; choose a new folder for the export")
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a folder you can write")
+    cfg = read_config_json(run_path)
+    if cfg is None:
+        raise DepthbenchError(f"{run_path} has no config.json (runs before this version kept their config only as "
+                              f"config.py, which depthbench does not execute); retrain, or export by hand with "
+                              f"timm.models.save_for_hf")
+    name, model_args = _architecture(cfg, run_path)
+    model = _build(name, model_args)
+
+    from timm.models import save_for_hf
+
+    from harness.engine.checkpoint import load_weights
+
+    load_weights(model, source, ema=ema)  # strict: every tensor of the architecture, nothing else
+    provenance = {"run": str(run_path), "checkpoint": source.name, "ema": ema,
+                  "checkpoint_sha256": _sha256(source), "experiment": cfg.get("experiment")}
+    if out.is_dir():
+        out.rmdir()  # empty (checked above): atomic_dir fills a sibling and renames it here
+    with atomic_dir(out) as tmp:
+        save_for_hf(model, str(tmp), model_config={"depthbench": provenance}, model_args=model_args,
+                    safe_serialization=True)
+        umask = os.umask(0)
+        os.umask(umask)
+        for file in tmp.iterdir():  # safetensors writes 0600; a shared export is readable as the umask allows
+            file.chmod(0o666 & ~umask)
+    digest = _sha256(out / "model.safetensors")
+    json.loads((out / "config.json").read_text())  # written whole
+    return ExportResult(out, name, model_args, source, digest)
+
+
+def _source(path: Path, checkpoint: str) -> tuple[Path, Path]:
+    """``(checkpoint file, its run directory)``."""
+    if path.is_file():
+        if not (path.parent / "meta.json").is_file():
+            raise DepthbenchError(f"{path} is not inside a run directory of depthbench train (no meta.json beside "
+                                  f"it): the export needs the run's config")
+        return path, path.parent
+    if not (path / "meta.json").is_file():
+        raise DepthbenchError(f"{path}: not a run directory of depthbench train (no meta.json)")
+    names = [f"{checkpoint}.pth"] + (["last.pth"] if checkpoint == "best" else [])
+    for name in names:
+        if (path / name).is_file():
+            return path / name, path
+    raise DepthbenchError(f"{path} has no {' or '.join(names)}; the run wrote no checkpoint yet")
+
+
+def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
+    """The timm name and keyword arguments of a run's model, from its config as data."""
+    from harness.engine.models import MODEL_BUILD_KEYS, require_registered
+
+    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    name = model.get("name")
+    if not isinstance(name, str) or not name:
+        raise DepthbenchError(f"{run_path}/config.json names no model.name; only timm-registered models export")
+    if model.get("grow"):
+        raise DepthbenchError(f"{run_path} grew its model during training (model.grow): the grown architecture is "
+                              f"not a registered name with arguments, so it does not export to timm's layout")
+    require_registered(name)
+    args = {k: v for k, v in model.items() if k not in MODEL_BUILD_KEYS}
+    data = cfg.get("data") if isinstance(cfg.get("data"), dict) else {}
+    if "num_classes" not in args and isinstance(data.get("num_classes"), int):
+        args["num_classes"] = data["num_classes"]
+    return name, args
+
+
+def _build(name: str, model_args: dict):
+    import timm
+
+    import models  # noqa: F401  (registers the paper models)
+
+    try:
+        return timm.create_model(name, **model_args)
+    except Exception as e:
+        raise DepthbenchError(f"model {name} does not build with {model_args}: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,312 @@
+"""The two training backends, with one interface, so the loop (harness/engine/loop.py) is written once.
+
+- :class:`AccelerateBackend` (default): DDP through ``accelerate.Accelerator``; bf16/fp16 autocast where the
+  device supports it (fp16 and its gradient scaler only on CUDA), gradient accumulation (``no_sync`` between
+  boundaries), gradient clipping.
+- :class:`DeepSpeedBackend`: ``deepspeed.initialize`` with our timm optimizer, ZeRO stage 0-3 from
+  ``deepspeed.zero_stage``, DeepSpeed's accumulation and clipping, bf16 through its ``torch_autocast`` mode
+  (its bf16-weights mode and fp16 through ``deepspeed.config``); gloo on CPU (``DS_ACCELERATOR=cpu``), NCCL on
+  GPUs.
+
+Each training step all-reduces one small vector (loss, stop request, checkpoint-due flag) so every rank agrees
+on the logged loss, on stopping for a signal and on non-finite losses, which stop the run before the update.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import torch
+import torch.distributed as dist
+
+from harness.core.errors import ConfigError, DepthbenchError
+
+# ----------------------------------------------------------------------------------------- backends
+class Backend:
+    """What the loop needs from an engine; subclasses fill in the engine-specific parts."""
+    name = ""
+    input_dtype: torch.dtype | None = None  # DeepSpeed bf16/fp16 casts the model, so inputs are cast too
+    channels_last_weights = True  # channels_last: NHWC weights too (not only inputs)
+
+    def __init__(self, precision: str, grad_accum: int):
+        self.grad_accum = grad_accum
+        self.precision = resolve_precision(precision)
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        self.world_size = dist.get_world_size() if dist.is_initialized() else 1
+        self.compiled = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # -- collectives (no-ops for one process)
+    def all_reduce_sum(self, values: list[float]) -> list[float]:
+        if self.world_size == 1:
+            return [float(v) for v in values]
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def agree(self, loss: torch.Tensor, correct: torch.Tensor, *flags: bool) -> tuple:
+        """(loss averaged over ranks, ``correct`` summed, flags or-ed); one all-reduce, which also syncs the device."""
+        head = torch.stack([loss.detach().double().reshape(()), correct.double().reshape(())])
+        if self.world_size == 1:
+            loss_value, correct_value = head.tolist()
+            return (loss_value, correct_value, *flags)
+        tensor = torch.cat([head, torch.tensor([float(f) for f in flags], dtype=torch.float64, device=head.device)])
+        dist.all_reduce(tensor)
+        values = tensor.tolist()
+        return (values[0] / self.world_size, values[1], *(v > 0 for v in values[2:]))
+
+    def broadcast_object(self, obj):
+        if self.world_size == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather_object(self, obj) -> list | None:
+        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
+        if self.world_size == 1:
+            return [obj]
+        out = [None] * self.world_size if self.is_main else None
+        dist.gather_object(obj, out, dst=0)
+        return out
+
+    def sync_buffers(self, module) -> None:
+        """Give every rank rank 0's buffers (BatchNorm statistics drift apart per rank under DeepSpeed, and
+        after the last DDP forward), so all ranks evaluate the model that rank 0 saves."""
+        if self.world_size > 1:
+            for buffer in module.buffers():
+                dist.broadcast(buffer.data, src=0)
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+    def close(self) -> None:
+        """Tear the process group down before the interpreter exits: gloo's threads otherwise race the
+        teardown and now and then abort a finished rank ("terminate called without an active exception")."""
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+    # -- engine-specific
+    def prepare(self, model, optimizer):
+        raise NotImplementedError
+
+    def autocast(self):
+        return contextlib.nullcontext()
+
+    def accumulate(self, model, boundary: bool):
+        return contextlib.nullcontext()
+
+    def unwrap(self, model):
+        return model
+
+    # -- torch.compile
+    def compile(self, model, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = False):
+        """Compile the bare model's forward *in place* (``nn.Module.compile``): the module object, its parameters
+        and its state-dict keys stay what they were (no ``_orig_mod.`` prefixes), so DDP/DeepSpeed, EMA,
+        checkpoints and hooks see the same model; under DDP the compiled forward runs inside DDP's, so Dynamo's
+        DDP optimizer splits the graph at the gradient buckets."""
+        self.unwrap(model).compile(backend=backend, mode=mode, dynamic=dynamic)
+        self.compiled = True
+
+    def eager(self):
+        """Run compiled models eagerly in this context (evaluation: its eval-mode graph and its other batch sizes
+        would each be one more compilation, for a forward pass that is a few per cent of an epoch)."""
+        if not self.compiled:
+            return contextlib.nullcontext()
+        return torch.compiler.set_stance("force_eager")
+
+
+def resolve_precision(precision: str) -> str:
+    """``fp32``/``bf16``/``fp16`` as the device allows: fp16 needs CUDA (CPU falls back to bf16)."""
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise ConfigError(f"precision={precision!r} is not one of fp32, bf16, fp16")
+    if precision == "fp16" and not torch.cuda.is_available():
+        print("depthbench train: fp16 needs a CUDA device; using bf16 on the CPU", file=sys.stderr)
+        return "bf16"
+    if precision == "bf16" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        print("depthbench train: this GPU has no bf16; using fp16", file=sys.stderr)
+        return "fp16"
+    return precision
+
+
+class AccelerateBackend(Backend):
+    name = "accelerate"
+
+    def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False):
+        from accelerate import Accelerator
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        precision = resolve_precision(precision)
+        self.accelerator = Accelerator(
+            cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)])
+        super().__init__(precision, grad_accum)
+        self.device = self.accelerator.device
+
+    def prepare(self, model, optimizer):
+        return self.accelerator.prepare(model, optimizer)
+
+    def autocast(self):
+        return self.accelerator.autocast()
+
+    def accumulate(self, model, boundary: bool):
+        return contextlib.nullcontext() if boundary or self.world_size == 1 else self.accelerator.no_sync(model)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.accelerator.backward(loss / self.grad_accum)
+
+    def step(self, model, optimizer, boundary: bool, clip_grad: float | None):
+        if not boundary:
+            return None
+        norm = self.accelerator.clip_grad_norm_(model.parameters(), clip_grad) if clip_grad else None
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return None if norm is None else float(norm)
+
+    def unwrap(self, model):
+        return self.accelerator.unwrap_model(model)
+
+    def model_state(self, model) -> dict:
+        return self.unwrap(model).state_dict()
+
+    def load_model_state(self, model, state: dict) -> None:
+        self.unwrap(model).load_state_dict(state)
+
+    def optimizer_state(self, optimizer):
+        return optimizer.state_dict()
+
+    def load_optimizer_state(self, optimizer, state) -> None:
+        optimizer.load_state_dict(state)
+
+    def scaler_state(self):
+        scaler = self.accelerator.scaler
+        return scaler.state_dict() if scaler is not None else None
+
+    def load_scaler_state(self, state) -> None:
+        if state is not None and self.accelerator.scaler is not None:
+            self.accelerator.scaler.load_state_dict(state)
+
+
+class DeepSpeedBackend(Backend):
+    name = "deepspeed"
+    # DeepSpeed views every parameter as bytes (its initial broadcast) and ZeRO flattens them into contiguous
+    # buffers: weights stay NCHW. Channels-last inputs still make the convolutions run NHWC (torch picks the
+    # layout from the input or the weight).
+    channels_last_weights = False
+
+    def __init__(self, precision: str, grad_accum: int, micro_batch: int, clip_grad: float | None,
+                 zero_stage: int = 2, extra_config: dict | None = None):
+        import deepspeed
+        from deepspeed.utils import logger as ds_logger
+
+        ds_logger.setLevel("WARNING")
+        cuda = torch.cuda.is_available()
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
+                                   verbose=False)
+        super().__init__(precision, grad_accum)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+        self.zero_stage = zero_stage
+        # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
+        # and BatchNorm models work; DeepSpeed's bf16-weights mode is deepspeed.config=dict(bf16=dict(enabled=True)).
+        self.config = _deep_update({
+            "train_micro_batch_size_per_gpu": micro_batch,
+            "gradient_accumulation_steps": grad_accum,
+            "train_batch_size": micro_batch * grad_accum * self.world_size,
+            "gradient_clipping": float(clip_grad or 0.0),
+            "zero_optimization": {"stage": zero_stage},
+            "torch_autocast": {"enabled": self.precision == "bf16", "dtype": "bfloat16"},
+            "fp16": {"enabled": self.precision == "fp16"},
+            "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
+            "steps_per_print": 2**31 - 1,
+        }, extra_config or {})
+
+    def prepare(self, model, optimizer):
+        import deepspeed
+
+        self.engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
+        dtype = next(self.engine.module.parameters()).dtype  # DeepSpeed's fp16/bf16 modes cast the weights
+        self.input_dtype = dtype if dtype in (torch.float16, torch.bfloat16) else None
+        return self.engine, optimizer
+
+    def autocast(self):  # for evaluation, which bypasses the engine's forward
+        if self.precision == "bf16" and self.input_dtype is None:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def compile(self, model, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = False):
+        """DeepSpeed's own ``engine.compile`` (the same in-place ``module.compile``, plus its ZeRO-3 hook
+        handling)."""
+        self.engine.compile(backend=backend, compile_kwargs={"mode": mode, "dynamic": dynamic})
+        self.compiled = True
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.engine.backward(loss)  # DeepSpeed divides by gradient_accumulation_steps itself
+
+    def step(self, model, optimizer, boundary: bool, clip_grad: float | None):
+        self.engine.step()  # a no-op between accumulation boundaries
+        norm = self.engine.get_global_grad_norm() if boundary and clip_grad else None
+        return None if norm is None else float(norm)
+
+    def unwrap(self, model):
+        return model.module
+
+    def model_state(self, model) -> dict:
+        if self.zero_stage == 3:
+            return self.engine._zero3_consolidated_16bit_state_dict()
+        return model.module.state_dict()
+
+    def load_model_state(self, model, state: dict) -> None:
+        if self.zero_stage == 3:  # parameters come back with the optimizer's fp32 partitions; buffers here
+            buffers = {name for name, _ in model.module.named_buffers()}
+            model.module.load_state_dict({k: v for k, v in state.items() if k in buffers}, strict=False)
+        else:
+            model.module.load_state_dict(state)
+
+    def optimizer_state(self, optimizer):
+        """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
+        enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
+        from harness.engine.checkpoint import to_plain
+
+        return {"zero_stage": self.zero_stage,
+                "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
+
+    def load_optimizer_state(self, optimizer, state) -> None:
+        from harness.engine.checkpoint import from_plain
+
+        if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
+            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
+                                  f"{len(state['partitions'])} ranks; resume with the same stage and number of "
+                                  "processes")
+        if self.zero_stage == 0:
+            optimizer.load_state_dict(from_plain(state["partitions"][self.rank]))
+            return
+        partitions = [from_plain(p) for p in state["partitions"]]
+        optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
+
+    def scaler_state(self):
+        return None  # DeepSpeed's loss scaler is part of its optimizer state
+
+    def load_scaler_state(self, state) -> None:
+        pass
+
+
+def _deep_update(base: dict, extra: dict) -> dict:
+    for key, value in extra.items():
+        base[key] = _deep_update(dict(base.get(key) or {}), value) if isinstance(value, dict) else value
+    return base
+
+
+def build_backend(cfg, micro_batch: int) -> Backend:
+    if cfg.engine == "accelerate":
+        return AccelerateBackend(cfg.precision, cfg.grad_accum, cfg.find_unused_parameters)
+    if cfg.engine == "deepspeed":
+        ds = cfg.deepspeed
+        return DeepSpeedBackend(cfg.precision, cfg.grad_accum, micro_batch, cfg.clip_grad, ds.zero_stage,
+                                ds.get("config"))
+    raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
+
+

@@ -1,0 +1,1 @@
+"""Measuring models: the one FLOP counter, the model catalogue, throughput/memory benchmarks, diagnostics."""

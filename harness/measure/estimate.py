@@ -1,0 +1,469 @@
+"""What a submission will cost, before it is submitted: the arithmetic behind ``depthbench submit --estimate``.
+
+Per run (an element of the submission: a config, a table row, a sweep point):
+
+- **optimizer steps** = epochs x steps per epoch, where an epoch is what the engine's sampler gives each rank
+  (harness/engine/data.py: torch's DistributedSampler pads to ``ceil(N / world)`` samples; timm's RepeatAugSampler
+  -- ``data.repeated_aug`` -- takes ``floor(N // 256 * 256 / world)``), in whole micro-batches of
+  ``batch_size / (world x grad_accum)``, divided by ``grad_accum``. N, the training images, comes from
+  ``data.train_subset``, a preflight record of the same data, the split's ``_info.json`` (WebDataset), a count of
+  the ImageFolder, or the known size of CIFAR / the digits / ImageNet-1k's 1,281,167 images;
+- **step time**: the newest matching record -- a ``preflight.json`` (harness/measure/preflight.py) of the same model,
+  arguments, input size and precision on the same kind of device (and partition, when both name one), else a
+  ``depthbench bench`` CSV row -- at this layout's per-device batch (scaled per sample when the record's batch
+  differs); when the record measured the gradient all-reduce at this world size, the step is the longer of the
+  two (DDP overlaps them). No record: the run says so, and its cost is left out of the total;
+- **wall time** = steps x step time + a start-up per allocation (imports, data scan, resume: ``startup_s``); with
+  ``--time``, allocations = ceil(training time / (limit - warning - start-up)) and **requeues** = allocations - 1;
+- **GPU-hours** = wall time x nodes x GPUs per node (rank-hours on CPU partitions).
+
+The total adds steps and GPU-hours; its wall time is the array's makespan with ``--max-concurrent`` runs at once
+(Slurm starts elements in index order as slots free up), queue waits not included. Evaluation passes are not
+counted (on ImageNet ~1-2 % of training).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IMAGENET_1K_TRAIN = 1_281_167
+KNOWN_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1_437}
+REPEAT_ROUND = 256      # timm RepeatAugSampler's selected_round
+STARTUP_S = 120.0       # per allocation: imports, building, the data scan, loading the checkpoint
+# model arguments that do not change a step's cost (a bench CSV of the bare model still times the config's)
+COST_FREE_KWARGS = ("num_classes", "drop_path_rate", "drop_rate", "attn_drop_rate", "proj_drop_rate",
+                    "pretrained", "pretrained_cfg", "checkpoint_path")
+
+
+@dataclass
+class Job:
+    """One run of a submission: its name, config and ``key=value`` overrides."""
+    name: str
+    config: str
+    overrides: Sequence[str] = ()
+    command: str = "train"   # train | finetune (fine-tuning runs are listed, not estimated)
+
+
+@dataclass
+class Layout:
+    """How each run is laid out (``depthbench submit``'s options): nodes x ranks, the time limit and warning, how
+    many array elements run at once, and the partition (to match records made there)."""
+    nodes: int = 1
+    gpus_per_node: int = 0
+    ntasks_per_node: int | None = None
+    time_s: int | None = None
+    warning_s: int = 120
+    max_concurrent: int | None = None
+    partition: str | None = None
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.gpus_per_node or self.ntasks_per_node or 1
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus_per_node else "cpu"
+
+    @property
+    def unit(self) -> str:
+        return "GPU-h" if self.gpus_per_node else "rank-h"
+
+
+@dataclass
+class Timing:
+    """A step time found for a run: seconds per optimizer step at its per-device batch, and where it came from."""
+    step_s: float
+    source: str
+    path: str = ""
+    note: str = ""
+
+
+@dataclass
+class Row:
+    index: int
+    name: str
+    config: str
+    epochs: int | None = None
+    images: int | None = None
+    images_from: str = ""
+    micro_batch: int | None = None
+    steps: int | None = None
+    step_s: float | None = None
+    source: str = ""
+    device_hours: float | None = None
+    wall_s: float | None = None
+    requeues: int | None = None
+    problem: str = ""
+
+
+@dataclass
+class Estimate:
+    rows: list[Row]
+    layout: Layout
+    total_steps: int
+    device_hours: float
+    wall_s: float | None
+    timed: int
+    startup_s: float = STARTUP_S
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------- the arithmetic
+def steps_per_epoch(images: int, world: int, micro_batch: int, grad_accum: int = 1,
+                    repeated_aug: bool = False) -> int:
+    """Optimizer steps per epoch on each rank, as the engine's samplers and ``drop_last`` loader give them."""
+    if repeated_aug:
+        per_rank = images // REPEAT_ROUND * REPEAT_ROUND // world
+    else:
+        per_rank = math.ceil(images / world)
+    return per_rank // micro_batch // grad_accum
+
+
+def allocations(train_s: float, time_s: int | None, warning_s: int, startup_s: float = STARTUP_S) -> int | None:
+    """Slurm allocations a run of ``train_s`` seconds of steps needs under ``--time`` (None: no limit given); each
+    starts up for ``startup_s`` and stops at the warning. Raises ValueError when an allocation has no time left."""
+    if time_s is None:
+        return None
+    usable = time_s - warning_s - startup_s
+    if usable <= 0:
+        raise ValueError(f"--time {time_s} s leaves no training time after the {warning_s} s warning and "
+                         f"{startup_s:.0f} s of start-up")
+    return max(1, math.ceil(train_s / usable))
+
+
+def wall_seconds(train_s: float, n_allocations: int | None, startup_s: float = STARTUP_S) -> float:
+    """Training plus one start-up per allocation (one when there is no time limit)."""
+    return train_s + (n_allocations or 1) * startup_s
+
+
+def device_hours(wall_s: float, devices: int) -> float:
+    return wall_s * devices / 3600
+
+
+def makespan(walls: Sequence[float], max_concurrent: int | None) -> float:
+    """Wall time of an array: elements start in index order whenever one of ``max_concurrent`` slots frees up
+    (all at once when None)."""
+    if not walls:
+        return 0.0
+    slots = [0.0] * min(len(walls), max_concurrent or len(walls))
+    for wall in walls:
+        i = min(range(len(slots)), key=slots.__getitem__)
+        slots[i] += wall
+    return max(slots)
+
+
+# ----------------------------------------------------------------------------------------------- one run
+def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None = None,
+             bench_rows: list[dict] | None = None, startup_s: float = STARTUP_S) -> Estimate:
+    """The cost of each of ``jobs`` on ``layout`` and the total. ``records``: preflight records, newest first
+    (default: :func:`harness.measure.preflight.read_records`); ``bench_rows``: ``depthbench bench`` CSV rows
+    (default: :func:`bench_csv_rows`)."""
+    from harness.engine.builders import load_training_config
+
+    if records is None:
+        from harness.measure.preflight import read_records
+
+        records = read_records()
+    if bench_rows is None:
+        bench_rows = bench_csv_rows()
+    repo = Path(__file__).resolve().parents[2]
+    rows = []
+    for index, job in enumerate(jobs):
+        if job.command != "train":
+            rows.append(Row(index, job.name, job.config, problem=f"a {job.command} run: not estimated (its cost is "
+                                                                   f"set by train_cfg.max_iters)"))
+            continue
+        path = job.config if Path(job.config).is_file() else str(repo / job.config)  # elements name repo paths
+        cfg = load_training_config(path, list(job.overrides))[0]  # as the run's ranks read it
+        rows.append(_row(index, job, cfg, layout, records, bench_rows, startup_s))
+    timed = [r for r in rows if r.wall_s is not None]
+    notes = []
+    if layout.time_s is None:
+        notes.append("no --time: the partition's default limit applies; requeues not estimated")
+    return Estimate(rows, layout, sum(r.steps or 0 for r in rows), sum(r.device_hours or 0 for r in timed),
+                    makespan([r.wall_s for r in timed], layout.max_concurrent) if timed else None, len(timed),
+                    startup_s, notes)
+
+
+def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_rows: list[dict],
+         startup_s: float) -> Row:
+    row = Row(index, job.name, job.config, epochs=int(cfg.get("epochs") or 0))
+    accum = int(cfg.get("grad_accum") or 1)
+    if cfg.batch_size % (layout.world * accum):
+        row.problem = f"batch_size={cfg.batch_size} is not divisible by {layout.world} ranks x grad_accum={accum}"
+        return row
+    row.micro_batch = cfg.batch_size // (layout.world * accum)
+    row.images, row.images_from = train_images(cfg, records)
+    if row.images is not None:
+        row.steps = row.epochs * steps_per_epoch(row.images, layout.world, row.micro_batch, accum,
+                                                 bool(cfg.data.get("repeated_aug")))
+    timing = find_timing(identity(cfg, row.micro_batch), layout, records, bench_rows)
+    if timing is None:
+        ident = identity(cfg, row.micro_batch)
+        row.source = (f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
+                      f"{ident['precision']} on {layout.device}; run `depthbench preflight` (or submit --preflight) "
+                      f"there")
+        return row
+    row.step_s, row.source = timing.step_s, timing.source + (f" ({timing.note})" if timing.note else "")
+    if row.steps is None:
+        return row
+    train_s = row.steps * row.step_s
+    try:
+        n = allocations(train_s, layout.time_s, layout.warning_s, startup_s)
+    except ValueError as e:
+        row.problem = str(e)
+        return row
+    row.requeues = None if n is None else n - 1
+    row.wall_s = wall_seconds(train_s, n, startup_s)
+    row.device_hours = device_hours(row.wall_s, layout.nodes * layout.ranks_per_node)
+    return row
+
+
+def identity(cfg, micro_batch: int | None) -> dict:
+    """The model a config trains, as records name it: name, arguments, input size (C, H, W), precision, batch."""
+    from harness.engine.models import model_kwargs
+    from harness.measure.bench import _plain, input_size_of
+
+    name = cfg.model.name
+    kwargs = _plain(model_kwargs(cfg))
+    size = list(input_size_of(name, cfg.data.get("input_size"), kwargs))
+    return {"model": name, "model_kwargs": kwargs, "input_size": size, "precision": str(cfg.get("precision") or
+            "fp32"), "micro_batch": micro_batch}
+
+
+def _side(size) -> str:
+    return "x".join(map(str, list(size)[-2:]))
+
+
+# ----------------------------------------------------------------------------------------------- images per epoch
+def train_images(cfg, records: Sequence[dict] = ()) -> tuple[int | None, str]:
+    """Training images of a config's data and where the number comes from (``(None, why)`` when unknown)."""
+    data = cfg.data
+    subset = data.get("train_subset")
+    n, source = _full_size(data, records)
+    if subset:
+        return (min(subset, n) if n else subset), f"data.train_subset={subset}"
+    return n, source
+
+
+def _full_size(data, records) -> tuple[int | None, str]:
+    for record in records:
+        for c in record.get("configs") or []:
+            if (c.get("train_images") and c.get("data_type") == data.type and c.get("data_root")
+                    and data.get("root") and Path(str(data.root)).expanduser().resolve() == Path(c["data_root"])
+                    .resolve() and not _subset_of(c)):
+                return int(c["train_images"]), f"preflight {record.get('time', '')[:10]}"
+    if data.type in KNOWN_TRAIN_IMAGES:
+        return KNOWN_TRAIN_IMAGES[data.type], f"{data.type}'s train split"
+    root = Path(str(data.root)).expanduser() if data.get("root") else None
+    if data.type == "wds" and root is not None:
+        n = _wds_size(root, str(data.train_split))
+        if n:
+            return n, f"{root}/_info.json"
+    if data.type == "folder" and root is not None and (root / str(data.train_split)).is_dir():
+        n = _count_images(root / str(data.train_split))
+        if n is not None:
+            return n, f"counted in {root / data.train_split}"
+    if data.type in ("folder", "wds") and data.get("num_classes") == 1000:
+        return IMAGENET_1K_TRAIN, "ImageNet-1k's train split (data.root not readable here)"
+    return None, f"unknown: the {data.type} training set is not readable here (set data.train_subset, or run preflight)"
+
+
+def _subset_of(config_record: dict) -> bool:
+    return any(str(o).startswith("data.train_subset=") for o in config_record.get("overrides") or [])
+
+
+def _wds_size(root: Path, split: str) -> int | None:
+    if "|" in split:  # "train-{0000..1023}.tar|1281167"
+        tail = split.rsplit("|", 1)[1].strip()
+        return int(tail) if tail.isdigit() else None
+    for name in ("_info.json", "info.json"):
+        try:
+            info = json.loads((root / name).read_text())
+        except (OSError, ValueError):
+            continue
+        entry = (info.get("splits") or {}).get(split) or {}
+        if isinstance(entry.get("num_samples"), int):
+            return entry["num_samples"]
+    return None
+
+
+def _count_images(folder: Path, limit_s: float = 20.0) -> int | None:
+    """Files in the class folders of an ImageFolder split (None when counting takes longer than ``limit_s``)."""
+    from harness.tasks.image import IMAGE_EXTENSIONS
+
+    start, n = time.monotonic(), 0
+    try:
+        with os.scandir(folder) as classes:
+            for entry in classes:
+                if not entry.is_dir():
+                    continue
+                with os.scandir(entry.path) as files:
+                    n += sum(1 for f in files if f.name.endswith(IMAGE_EXTENSIONS))
+                if time.monotonic() - start > limit_s:
+                    return None
+    except OSError:
+        return None
+    return n
+
+
+# ----------------------------------------------------------------------------------------------- step times
+def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows: Sequence[dict]) -> Timing | None:
+    """The newest step time for the model ``ident`` on ``layout``'s kind of device: a preflight record at the same
+    per-device batch, else one at another batch (scaled per sample), else a bench CSV row (scaled)."""
+    matches = []
+    for record in records:
+        if record.get("device") != layout.device:
+            continue
+        if layout.partition and record.get("partition") and record["partition"] != layout.partition:
+            continue
+        for c in record.get("configs") or []:
+            if not c.get("step_ms") or not _same_model(c, ident, exact=True):
+                continue
+            matches.append((record, c))
+    exact = [(r, c) for r, c in matches if c.get("micro_batch") == ident["micro_batch"]]
+    for record, c in exact + [m for m in matches if m not in exact]:
+        step = c["step_ms"] / 1000 * ident["micro_batch"] / c["micro_batch"]
+        note = "" if c["micro_batch"] == ident["micro_batch"] else f"scaled from batch {c['micro_batch']}"
+        if c.get("allreduce_ms") and c.get("world") == layout.world:
+            step = max(step, c["allreduce_ms"] / 1000)
+        elif layout.world > 1:
+            note = "; ".join(filter(None, [note, "gradient sync not measured at this world size"]))
+        where = f"{record.get('device_name') or record.get('device')}" + (
+            f", partition {record['partition']}" if record.get("partition") else "")
+        return Timing(step, f"preflight {str(record.get('time', ''))[:10]} {where}", record.get("path", ""), note)
+    for row in bench_rows:
+        if row.get("device") != layout.device or not _float(row.get("train_step_time")):
+            continue
+        if row.get("precision", "fp32") != ident["precision"] or row.get("model") != ident["model"]:
+            continue
+        if row.get("input_size") != "x".join(map(str, ident["input_size"])):
+            continue
+        if not _same_model({"model": row["model"], "model_kwargs": _json(row.get("model_kwargs"))}, ident,
+                           exact=False):
+            continue
+        batch = int(_float(row.get("train_batch_size") or row.get("batch_size")) or 0)
+        if not batch:
+            continue
+        step = _float(row["train_step_time"]) / 1000 * ident["micro_batch"] / batch
+        note = "" if batch == ident["micro_batch"] else f"scaled from batch {batch}"
+        if layout.world > 1:
+            note = "; ".join(filter(None, [note, "no gradient sync in a bench row"]))
+        return Timing(step, f"bench {str(row.get('date', ''))[:10]} {row.get('device_name') or row['device']}",
+                      row.get("_path", ""), note)
+    return None
+
+
+def _same_model(record: dict, ident: dict, exact: bool) -> bool:
+    if record.get("model") != ident["model"]:
+        return False
+    if exact:
+        return (record.get("model_kwargs") == ident["model_kwargs"] and list(record.get("input_size") or [])
+                == list(ident["input_size"]) and record.get("precision") == ident["precision"])
+    a = {k: v for k, v in (record.get("model_kwargs") or {}).items() if k not in COST_FREE_KWARGS}
+    b = {k: v for k, v in ident["model_kwargs"].items() if k not in COST_FREE_KWARGS}
+    return a == b
+
+
+def _float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _json(text) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def bench_csv_rows(folders: Sequence[str | Path] | None = None) -> list[dict]:
+    """``depthbench bench`` CSV rows (newest first) from ``<runs>/bench/`` and the repository's
+    ``benchmarks/results/``; each row carries its file in ``_path``."""
+    from harness.measure.preflight import runs_root
+
+    repo = Path(__file__).resolve().parents[2]
+    folders = folders if folders is not None else [runs_root() / "bench", repo / "benchmarks" / "results"]
+    rows = []
+    for folder in map(Path, folders):
+        for path in sorted(folder.rglob("*.csv")) if folder.is_dir() else []:
+            try:
+                with open(path, newline="") as fh:
+                    found = [r for r in csv.DictReader(fh) if r.get("model") and r.get("train_step_time")]
+            except (OSError, UnicodeDecodeError, csv.Error):
+                continue
+            rows += [{**r, "_path": str(path)} for r in found]
+    return sorted(rows, key=lambda r: r.get("date") or "", reverse=True)
+
+
+# ----------------------------------------------------------------------------------------------- the table
+def hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 0:
+        return "none"
+    seconds = int(round(seconds))
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def format_estimate(est: Estimate) -> str:
+    """The estimate as a table: one line per run, then the total."""
+    lay = est.layout
+    head = (f"estimate: {len(est.rows)} run(s), each on {lay.nodes} node(s) x {lay.ranks_per_node} "
+            f"{'GPU' if lay.gpus_per_node else 'rank'}(s)")
+    if lay.time_s is not None:
+        head += f"; --time {hms(lay.time_s)} ({hms(lay.time_s - lay.warning_s - est.startup_s)} of steps per " \
+                f"allocation after the {lay.warning_s} s warning and {est.startup_s:.0f} s start-up)"
+    if lay.max_concurrent:
+        head += f"; at most {lay.max_concurrent} at once"
+    table = [("#", "run", "epochs", "images", "batch/dev", "steps", "step", lay.unit, "wall", "requeues", "step time from")]
+    for r in est.rows:
+        table.append((str(r.index), r.name, str(r.epochs or "-"), f"{r.images:,}" if r.images is not None else "?",
+                      str(r.micro_batch or "-"), f"{r.steps:,}" if r.steps is not None else "?",
+                      f"{r.step_s:.3f} s" if r.step_s is not None else "-",
+                      f"{r.device_hours:,.1f}" if r.device_hours is not None else "-", hms(r.wall_s),
+                      "-" if r.requeues is None else str(r.requeues), r.problem or r.source))
+    missing = "+" if len(est.rows) > est.timed else ""  # a lower bound: some runs have no step time
+    total_cost = f"{est.device_hours:,.1f}{missing}" if est.timed else "-"
+    table.append(("", "total", "", "", "", f"{est.total_steps:,}", "", total_cost,
+                  hms(est.wall_s) + missing if est.timed else "-", "", f"{est.timed} of {len(est.rows)} run(s) timed"
+                  + (f"; wall = the array's span with at most {lay.max_concurrent} at once"
+                     if lay.max_concurrent and len(est.rows) > 1 else "")))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    right = {2, 3, 4, 5, 6, 7, 8, 9}
+    lines = [head]
+    for row in table:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  " + "  ".join(cells) + "  " + row[-1])
+    images = {r.images_from for r in est.rows if r.images_from}
+    if images:
+        lines.append("  images per epoch from: " + "; ".join(sorted(images)))
+    lines += [f"  note: {n}" for n in est.notes]
+    lines.append("  (steps x step time + a start-up per allocation; queue waits and evaluation not included)")
+    return "\n".join(lines)
+
+
+def jobs_from_elements(elements: Sequence) -> list[Job]:
+    """:class:`Job` s from a submission's elements (objects or dicts with ``name``, ``config``, ``overrides``)."""
+    def get(e, key):
+        return e[key] if isinstance(e, dict) else getattr(e, key)
+
+    return [Job(get(e, "name"), str(get(e, "config")), list(get(e, "overrides")),
+                (e.get("command") if isinstance(e, dict) else getattr(e, "command", None)) or "train")
+            for e in elements]
+

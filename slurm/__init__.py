@@ -1,0 +1,1 @@
+"""sbatch templates and the submission code behind ``depthbench submit``, ``jobs`` and ``cancel``."""
