@@ -1,0 +1,10 @@
+# StepsNet Table 1 at reduced scale: a DeiT of 4 blocks at width 64 (2 heads), patch 4, on the glyphs at 16x16
+# (16 tokens), 9 epochs at lr 1e-3. Plain ViTs are the slowest family here (a linear patch embedding sees ink of
+# either polarity; docs/claims.md): at 32x32 they stay at chance for 2 epochs, at 16x16 they leave it within the
+# first. Twin: steps-deit-w64-d8_1xb64-9e_glyphs-16px.py (params +0.3 %, FLOPs +1.7 %, audited).
+_base_ = ['./_base_/glyphs.py', './_base_/adamw_cosine.py']
+model = dict(name='deit_tiny_patch16_224', img_size=16, patch_size=4, embed_dim=64, num_heads=2, depth=4,
+             drop_path_rate=0.0)
+data = dict(input_size=16)
+optim = dict(lr=1e-3)
+epochs = 9

@@ -1,0 +1,325 @@
+"""``depthbench claims``: the papers' central comparisons at reduced scale, with seeds, intervals and verdicts.
+
+    depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--status]
+
+    from harness.commands.claims import run
+    report = run(["horesnet"], seeds=3)          # ClaimsReport(results, out, ...); report.results[0].verdict
+
+Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml``: the claim, the paper's
+table/rows/numbers, the arms' configs under ``configs/claims/``, the metric and the direction). Before anything is
+trained, every claim's arms are checked to be a fair comparison (the same data, epochs, batch, optimizer budget
+and augmentation: only the model differs) and, where the claim says so, audited equal in parameters/FLOPs with the
+one FLOP counter. Then every arm is trained ``--seeds`` times through the engine -- each run a plain
+``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
+call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
+at a time, one thread each. The statistics and verdicts are :mod:`results.claims` (Welch 95 % interval of the
+difference; supported / contradicted / inconclusive in the paper's direction), written to ``<out>/claims.json``
+and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the difference
+with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
+Everything is at reduced scale and says so: never the paper's setting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.core.errors import DepthbenchError
+
+__all__ = ["run", "ClaimsReport", "add_parser", "main"]
+DEFAULT_OUT = Path("results/claims")
+
+
+@dataclass
+class RunSpec:
+    paper: str
+    arm: str
+    seed: int
+    config: str
+    overrides: list
+    work_dir: Path
+    needs: Path | None = None        # the source run whose best.pth initialises this one (ScaleNet)
+
+
+@dataclass
+class ClaimsReport:
+    results: list                    # results.claims.ClaimResult per claim
+    out: Path
+    runs: list = field(default_factory=list)
+    files: list = field(default_factory=list)
+    status: list = field(default_factory=list)   # one line per paper
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("claims", help="test the papers' central claims at reduced scale (seeds, intervals, "
+                                             "verdicts)", description=__doc__.split("\n\n")[0])
+    p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per arm (default 3; --quick: 1)")
+    p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
+    p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
+    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each)")
+    p.add_argument("--status", action="store_true", help="only summarise what the folder holds: a line per paper")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    report = run(args.papers or None, seeds=args.seeds, quick=args.quick, out=args.out, jobs=args.jobs,
+                 status=args.status)
+    if not args.status:
+        for result in report.results:
+            print(result.summary())
+    print("\n".join(report.status))
+    if report.files:
+        print(f"report: {report.out / 'claims.md'} (figures in {report.out / 'figures'})")
+    return 0
+
+
+def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False, out: str | Path | None = None,
+        jobs: int | None = None, status: bool = False) -> ClaimsReport:
+    """Check, train (what is not trained yet), compare and report the claims of ``papers`` (see the module
+    docstring). ``status``: read what ``out`` holds, train nothing."""
+    import os
+
+    from results import claims as cl
+
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise DepthbenchError(f"--seeds {seeds}: give the number of seeds per arm, 1 or more")
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
+    seeds = 1 if quick else seeds
+    out = Path(out) if out else Path(f"{DEFAULT_OUT}-quick" if quick else DEFAULT_OUT)
+    files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
+    _check_writable(out)
+    specs = []
+    for claims in files:
+        configs = cl.resolve_configs(claims, quick)
+        for claim in claims.claims:
+            cl.check_equal_budget(claim, configs)
+            if claim.equal:
+                cl.check_audit(claim, {arm: _size(configs[arm]) for arm in (claim.baseline, claim.treatment)})
+        specs += _plan(claims, seeds, quick, out)
+    if not status:
+        _train(specs, jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+    results, status_lines = [], []
+    for claims in files:
+        paper_results = [_compare(claim, claims, specs, quick) for claim in claims.claims]
+        paper_results = [r for r in paper_results if r is not None]
+        results += paper_results
+        status_lines.append(cl.status_line(claims.paper, paper_results) + (" [--quick: no verdicts]" if quick
+                                                                            else ""))
+    written = [] if status else _write_report(results, files, specs, out, quick)
+    return ClaimsReport(results, out, specs, written, status_lines)
+
+
+# ----------------------------------------------------------------------------------------- planning
+def _check_writable(out: Path) -> None:
+    import os
+
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise DepthbenchError(f"--out {out}: {existing} is not a writable folder; choose another --out")
+
+
+def _size(cfg) -> dict:
+    """Parameters and FLOPs (MACs) of an arm's model at its input size, on the meta device."""
+    from harness.engine.models import build_model, model_kwargs
+    from harness.measure.flops import count_flops, count_params
+
+    model = build_model(cfg.model.name, **model_kwargs(cfg))
+    return {"params": count_params(model), "flops": count_flops(model, cfg.data.input_size).total}
+
+
+def _plan(claims, seeds: int, quick: bool, out: Path) -> list[RunSpec]:
+    """One run per (arm a claim needs, seed); sources first, each arm initialised from its source's same seed."""
+    needed = {}
+    for claim in claims.claims:
+        for arm in claims.arms_of(claim):
+            needed[arm.name] = arm
+    specs, by_key = [], {}
+    for arm in needed.values():
+        for seed in range(seeds):
+            work_dir = out / "runs" / claims.paper / arm.name / f"seed{seed}"
+            overrides = [*arm.overrides, *(claims.quick if quick else ()), f"seed={seed}",
+                         f"experiment='claims-{claims.paper}-{arm.name}'"]
+            needs = None
+            if arm.init_from:
+                needs = by_key[(arm.init_from, seed)].work_dir / "best.pth"
+                overrides.append(f"model.pretrained='{needs}'")
+            spec = RunSpec(claims.paper, arm.name, seed, arm.config, overrides, work_dir, needs)
+            by_key[(arm.name, seed)] = spec
+            specs.append(spec)
+    return specs
+
+
+def _done(spec: RunSpec) -> bool:
+    from harness.core.rundir import RunDir
+
+    try:
+        return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "done"
+    except DepthbenchError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------- training
+def _train(specs: list[RunSpec], jobs: int) -> None:
+    """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    todo = [s for s in specs if not _done(s)]
+    if not todo:
+        return
+    print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
+          flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    running: dict = {}
+    finished, failed, start = 0, [], time.monotonic()
+
+    def ready(spec):
+        return spec.needs is None or spec.needs.is_file()
+
+    try:
+        while todo or running:
+            for spec in [s for s in todo if ready(s)][:jobs - len(running)]:
+                todo.remove(spec)
+                spec.work_dir.parent.mkdir(parents=True, exist_ok=True)
+                log = open(spec.work_dir.parent / f"{spec.work_dir.name}.console.txt", "w")
+                cmd = [sys.executable, "-m", "harness.cli", "train", spec.config, *spec.overrides, "--work-dir",
+                       str(spec.work_dir), "--resume", "auto"]
+                running[spec] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
+            for spec, (proc, log) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                log.close()
+                del running[spec]
+                finished += 1
+                if proc.returncode != 0:
+                    failed.append((spec, proc.returncode))
+                print(f"  [{finished}/{finished + len(todo) + len(running)}] {spec.paper}/{spec.arm} seed "
+                      f"{spec.seed}: {'done' if proc.returncode == 0 else f'exit {proc.returncode}'} "
+                      f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+            if todo and not running and not any(ready(s) for s in todo):
+                break  # what is left waits for a source run that failed
+            time.sleep(0.2)
+    except KeyboardInterrupt:  # the runs checkpoint and stop (their own Ctrl-C); a rerun continues them
+        for proc, log in running.values():
+            proc.wait()
+            log.close()
+        raise
+    if failed or todo:
+        spec, code = failed[0] if failed else (todo[0], None)
+        raise DepthbenchError(f"{len(failed)} claims run(s) failed and {len(todo)} could not start, e.g. "
+                              f"{spec.paper}/{spec.arm} seed {spec.seed} (exit {code}; "
+                              f"{spec.work_dir.parent / (spec.work_dir.name + '.console.txt')}); the finished runs "
+                              f"are kept, rerun to continue")
+
+
+# ----------------------------------------------------------------------------------------- statistics
+def _curve(work_dir: Path) -> list[tuple[int, float]]:
+    """A run's evaluation curve ``[(epoch, top1), ...]`` from its metrics.jsonl."""
+    from results.runs import load_curves
+
+    frame = load_curves(work_dir)
+    if frame.empty or "kind" not in frame or "top1" not in frame:
+        return []
+    evals = frame[(frame["kind"] == "eval") & frame["top1"].notna()]
+    return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
+
+
+def _compare(claim, claims, specs: list[RunSpec], quick: bool):
+    from results import claims as cl
+
+    values = {}
+    for arm in (claim.baseline, claim.treatment):
+        curves = [_curve(s.work_dir) for s in specs if s.paper == claims.paper and s.arm == arm and _done(s)]
+        curves = [c for c in curves if c]
+        if not curves:
+            return None
+        values[arm] = [cl.metric_value(c, claim.metric) for c in curves]
+    return cl.compare(claim, values)
+
+
+# ----------------------------------------------------------------------------------------- report
+def _write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
+    import json
+    from dataclasses import asdict
+
+    from harness.core.files import atomic_write
+
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {f.paper: f.setting for f in files}
+    records = []
+    for r in results:
+        record = asdict(r)
+        record["setting"] = settings[r.claim.paper] + (" [--quick]" if quick else "")
+        records.append(record)
+    written = [out / "claims.json", out / "claims.md"]
+    atomic_write(written[0], json.dumps(records, indent=1, default=str))
+    lines = ["# The papers' claims at reduced scale (depthbench claims)", "",
+             "Every number here is from a reduced setting (stated per paper), never the paper's setting. "
+             "Verdict: supported / contradicted when the 95 % interval of the difference excludes 0 in / against "
+             "the paper's direction, else inconclusive." + (" `--quick`: one seed, no verdicts." if quick else ""),
+             ""]
+    for f in files:
+        lines += [f"## {f.paper}", "", f"Setting: {f.setting}", ""]
+        for r in [r for r in results if r.claim.paper == f.paper]:
+            c, i = r.claim, r.interval
+            paper = ", ".join(f"{name} {value}" for name, value in c.source.rows.items())
+            ci = f"[{i.low:+.2f}, {i.high:+.2f}]" if i.low is not None else "—"
+            lines += [f"- **{c.text}** (Table {c.source.table}: {paper})",
+                      f"  - {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
+                      f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}/"
+                      f"{r.baseline.n}); difference {i.diff:+.2f}, 95 % {i.method} interval {ci}: **{r.verdict}**"]
+            lines += [f"  - note: {note}" for note in r.notes]
+        lines.append("")
+    atomic_write(written[1], "\n".join(lines))
+    written += _figures(results, specs, out / "figures")
+    return written
+
+
+def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
+    """Per claim: both arms' learning curves (mean over seeds, min-max band) and the difference with its
+    interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
+    import matplotlib.pyplot as plt
+
+    from results import claims as cl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r in results:
+        c = r.claim
+        fig, (curves_ax, diff_ax) = plt.subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
+        for arm, color in ((c.baseline, "C0"), (c.treatment, "C3")):
+            runs = [_curve(s.work_dir) for s in specs if s.paper == c.paper and s.arm == arm]
+            runs = [x for x in runs if x]
+            if not runs:
+                continue
+            band = cl.curve_band(arm, runs)
+            curves_ax.plot(band.epochs, band.mean, color=color, label=f"{arm} (n={band.seeds})")
+            curves_ax.fill_between(band.epochs, band.low, band.high, color=color, alpha=0.2)
+        curves_ax.set_xlabel("epoch")
+        curves_ax.set_ylabel("val top-1 (%)")
+        curves_ax.set_title(f"{c.paper}/{c.id} (reduced setting)", fontsize=9)
+        curves_ax.legend(fontsize=8)
+        curves_ax.grid(alpha=0.3)
+        i = r.interval
+        diff_ax.axhline(0, color="k", linewidth=0.8)
+        if i.low is not None:
+            diff_ax.errorbar([0], [i.diff], yerr=[[i.diff - i.low], [i.high - i.diff]], fmt="o", color="C3",
+                             capsize=6)
+        else:
+            diff_ax.plot([0], [i.diff], "o", color="C3")
+        diff_ax.set_xticks([])
+        diff_ax.set_ylabel(f"{c.treatment} − {c.baseline} ({c.metric})")
+        diff_ax.set_title(r.verdict, fontsize=9)
+        fig.tight_layout()
+        path = folder / f"{c.paper}-{c.id}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
