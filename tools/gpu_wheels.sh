@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Wheels of what a bare GPU machine lacks for tools/gpu_check.py, into .whl/ (ignored through .git/info/exclude).
+#
+#   tools/gpu_wheels.sh            # here, with network to the package index; lists the wheels and their total size
+#
+# That machine (docs/preflight.md, "The GPU check") has Python 3.12 with torch, timm, accelerate, numpy, PyYAML,
+# rich and opencv, but no mmengine (depthbench reads configs with it) and no DeepSpeed, and no network. So: mmengine
+# and the pure-Python packages it needs there (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist,
+# built into a py3 wheel here -- with what it needs there (hjson, pydantic and its parts, a typing-extensions new
+# enough for them; pydantic-core is compiled: its cp312 manylinux wheel). Versions are requirements/lock.txt's.
+# Everything together must stay under 64 MiB (what travels with a checkout to that machine); tools/gpu_check.sh
+# installs them there with --no-index.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=.whl
+PYTHON=${PYTHON:-python3}
+PURE=(mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions)
+COMPILED=(pydantic-core)
+PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
+           --platform manylinux2014_x86_64)
+
+pinned() {  # the lock file's version of a distribution (names compared as pip does: case, - and _ alike)
+    "$PYTHON" - "$1" <<'PY'
+import re, sys
+want = re.sub(r"[-_.]+", "-", sys.argv[1]).lower()
+for line in open("requirements/lock.txt"):
+    name, sep, version = line.strip().partition("==")
+    if sep and re.sub(r"[-_.]+", "-", name).lower() == want:
+        print(version.split(";")[0].strip()); break
+else:
+    sys.exit(f"{sys.argv[1]} is not in requirements/lock.txt")
+PY
+}
+
+grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+rm -rf "$DEST" && mkdir -p "$DEST"
+for name in "${PURE[@]}" "${COMPILED[@]}"; do
+    "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        "${PLATFORMS[@]}" -d "$DEST" "$name==$(pinned "$name")"
+done
+"$PYTHON" -m pip wheel -q --no-deps -w "$DEST" "deepspeed==$(pinned deepspeed)"
+ls -1 "$DEST"
+total=$(du -cb "$DEST"/*.whl | tail -n1 | cut -f1)
+echo "total $((total / 1024)) KiB in $DEST"
+if (( total > 64 * 1024 * 1024 )); then echo "error: over 64 MiB" >&2; exit 1; fi
