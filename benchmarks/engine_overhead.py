@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/engine_overhead.py [--model resnet18] [--input-size 64] [--batch-size 32]
                                                    [--steps 20] [--rounds 5] [--threads N]
 
-The engine side is ``harness.engine.train_one_epoch`` exactly as ``depthbench train`` runs it: the Accelerate
+The engine side is ``harness.engine.loop.train_one_epoch`` exactly as ``depthbench train`` runs it: the Accelerate
 backend, our exact-resume data path (seeded per-sample augmentation, resumable sampler), the per-step all-reduce
 of loss and flags (a ``.item()`` sync), timm's scheduler, metrics.jsonl + TensorBoard every ``log_interval``
 steps. Checkpoints and evaluation are not part of a training step and are left out. The bare side is
@@ -71,11 +71,12 @@ def main() -> int:
     from torch.utils.data import DataLoader
 
     import models  # noqa: F401
-    from harness.data import SeededSamples, TrainSampler
-    from harness.engine import AccelerateBackend, RunLog, TrainState, train_one_epoch
-    from harness.rundir import RunDir
-    from harness.builders import TrainingObjects, build_optimizer, build_scheduler
-    from harness.losses import TrainingLoss
+    from harness.engine.data import SeededSamples, TrainSampler
+    from harness.engine.backends import AccelerateBackend
+    from harness.engine.loop import RunLog, TrainState, train_one_epoch
+    from harness.core.rundir import RunDir
+    from harness.engine.builders import TrainingObjects, build_optimizer, build_scheduler
+    from harness.engine.losses import TrainingLoss
 
     cfg = Config.fromfile(str(Path(__file__).resolve().parent.parent / "configs/_base_/schedules/deit_300e.py"))
     cfg.merge_from_dict({"optim.opt": "momentum", "optim.lr": 0.01, "optim.lr_base_batch": None,

@@ -4,7 +4,7 @@
 
 What it measures, for Euler, Midpoint, RK4 (blend and y = x + k4), Verner fixed and Verner with learnable h:
 - time: ms per training step (forward, backward, SGD step) and per inference forward, each the minimum over
-  ``--repeats`` runs of ``harness.bench.measure`` (schemes interleaved, so load drifts hit all of them), and
+  ``--repeats`` runs of ``harness.measure.bench.measure`` (schemes interleaved, so load drifts hit all of them), and
   the process CPU time per step, which other processes on a shared machine barely change (with one thread);
 - memory, three ways: ``measure``'s peak RSS growth of one training step and one inference forward, taken in a
   fresh process per model with ``MALLOC_MMAP_THRESHOLD_=65536`` (glibc then returns every freed activation to
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import timm  # noqa: E402
 
 import models  # noqa: E402,F401  (registers the horesnet models)
-from harness.bench import measure  # noqa: E402
-from harness.flops import build_model  # noqa: E402
+from harness.measure.bench import measure  # noqa: E402
+from harness.engine.models import build_model  # noqa: E402
 
 # label -> (registered suffix, kwargs, paper Table 2 memory, paper time, spec C6 time, spec C7 live memory)
 SCHEMES = {

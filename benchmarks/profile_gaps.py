@@ -36,8 +36,8 @@ from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.bench import ModelStep, Participant, build, input_size_of  # noqa: E402
-from harness.flops import count_flops  # noqa: E402
+from harness.measure.bench import ModelStep, Participant, build, input_size_of  # noqa: E402
+from harness.measure.flops import count_flops  # noqa: E402
 
 PRESETS = {"steps-train": ("deit_small_patch16_224", "steps_deit_small", "train"),
            "transnext": ("swin_tiny_patch4_window7_224", "transnext_tiny", "infer")}

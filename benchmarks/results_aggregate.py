@@ -96,7 +96,7 @@ def generate(root: Path, n: int, epochs: int) -> None:
                                      "images_per_s": 900.0, "epoch_time_s": 100.0, "train_time_s": 100.0 * epoch}))
             lines.append(json.dumps({"kind": "eval", "epoch": epoch, "global_step": step, "top1": 70 + rng.random(),
                                      "top5": 90.0, "loss": 1.0, "images": 50000}))
-        if i % 5 == 0:  # what depthbench eval appends (harness/evaluate_cmd.py)
+        if i % 5 == 0:  # what depthbench eval appends (harness/commands/eval.py)
             evals = [("imagenet-c", 224, None, "mCE"), ("imagenet-a", 224, None, "top1"),
                      ("imagenet-r", 224, None, "top1"), ("imagenet-sketch", 224, None, "top1"),
                      ("imagenet-v2", 224, None, "top1"), ("val", 224, "normal", "top5"), ("val", 224, "linear", "top5")]

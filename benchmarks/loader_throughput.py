@@ -1,0 +1,264 @@
+"""Can the training loader keep up? Images/s per loader worker of depthbench's training loader against timm's
+``create_loader`` with the same transforms, on an ImageNet-like folder of JPEGs, and what our exact-resume
+reseeding costs.
+
+    .venv/bin/python benchmarks/loader_throughput.py [--images 3000] [--classes 100] [--workers 0 1 2]
+        [--batch-size 32] [--batches 24] [--rounds 5] [--config configs/deit/deit-small_8xb128-300e_in1k.py]
+        [--step-ms deit_s=240 ...] [--json out.json]
+
+The folder (``--root``, default ``<data cache>/loader-bench-<images>x<classes>``, outside the repository) is made
+once: JPEGs (quality 90) of ImageNet's typical sizes (500x375, 375x500, 500x333), smooth random scenes with
+texture and noise, so that they decode at about natural images' cost. The transforms are the config's (DeiT's
+recipe by default: RandomResizedCrop 224, flip, RandAugment m9, random erasing 0.25; Mixup runs on the device and
+is not the loader's).
+
+Loaders, each with ``w`` workers (0: the main process loads):
+
+- ``depthbench``: ``harness.engine.data.build_loaders`` as ``depthbench train`` builds it (every sample augmented
+  under an RNG seeded from (seed, epoch, slot) -- exact resume);
+- ``depthbench, no reseed``: the same loader, the per-sample seeding skipped (its cost is the ratio);
+- ``depthbench uint8``: ``loader.device_normalize=True``: uint8 batches, normalised on the device (not timed here:
+  on a GPU it is one fused pass over the batch);
+- ``timm create_loader``: timm's loader with the same transform arguments (float batches), and ``timm
+  create_loader uint8`` (``use_prefetcher=True``: timm's uint8 collation, its device-side part not timed).
+
+Each round every loader delivers ``--batches`` batches, interleaved (A B C, then C B A); the rate is taken from the
+``prefetch x workers``-th batch on (worker start-up and the batches workers had ready are left out). Images/s per
+worker = images/s / max(workers, 1). Reported: median [q25-q75] over rounds, and per-round ratios. The per-sample
+seeding is also timed alone (``seed_all`` per sample against the per-sample loading time).
+
+``--step-ms NAME=MS`` (repeatable; e.g. a training step time ``depthbench bench`` measured on your GPU at the
+recipe's per-GPU batch) adds how many workers per GPU keep up: ceil(batch per GPU / step time / images/s per
+worker).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SIZES = ((500, 375), (375, 500), (500, 333))  # ImageNet's most common image sizes (w, h)
+
+
+def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
+    """``root/{train,val}/<class>/<n>.JPEG``, written once (atomically: a half-written folder is never used)."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    from harness.core.files import atomic_dir
+
+    with atomic_dir(root) as tmp:
+        if tmp is None:
+            return root
+        rng = np.random.default_rng(seed)
+        for split, count in (("train", images), ("val", max(classes, images // 10))):
+            for i in range(count):
+                label = i % classes
+                folder = tmp / split / f"n{label:08d}"
+                folder.mkdir(parents=True, exist_ok=True)
+                w, h = SIZES[i % len(SIZES)]
+                # a smooth scene (low-resolution colours, upsampled) + texture at two scales + sensor noise
+                base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
+                texture = Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8)).resize(
+                    (w, h), Image.BILINEAR).filter(ImageFilter.GaussianBlur(1.5))
+                pixels = (0.7 * np.asarray(base, dtype=np.float32) + 0.3 * np.asarray(texture, dtype=np.float32)
+                          + rng.normal(0, 6, (h, w, 3)))
+                Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i:06d}.JPEG", quality=90)
+    return root
+
+
+def training_config(config: str, root: Path, classes: int, workers: int, device_normalize: bool = False):
+    from harness.engine.builders import load_training_config
+
+    cfg, _ = load_training_config(config, [
+        f"data.root={root}", f"data.num_classes={classes}", f"data.workers={workers}", "data.repeated_aug=False",
+        f"loader.device_normalize={device_normalize}", "loader.persistent_workers=False"])
+    return cfg
+
+
+class _NoSeed:
+    """A TrainSampler whose items carry no seed: SeededSamples then loads without reseeding."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def __iter__(self):
+        for index, _seed, valid in self.sampler:
+            yield index, None, valid
+
+    def __len__(self):
+        return len(self.sampler)
+
+
+def build(kind: str, cfg, batch_size: int, workers: int):
+    """A fresh iterable of training batches of loader ``kind`` (``set_epoch(e)`` picks the epoch's order)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from harness.engine.data import build_loaders, set_train_epoch
+
+    if kind.startswith("depthbench"):
+        loader, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=batch_size)
+        if kind == "depthbench, no reseed":
+            loader = DataLoader(loader.dataset, batch_size=batch_size, sampler=_NoSeed(loader.sampler), drop_last=True,
+                                num_workers=workers, worker_init_fn=loader.worker_init_fn,
+                                generator=torch.Generator().manual_seed(0))
+        return loader, lambda epoch: set_train_epoch(loader, epoch)
+    from timm.data import create_dataset, create_loader
+
+    from harness.tasks.image import black_zero_bit_posterize
+
+    d, a = cfg.data, cfg.aug
+    dataset = create_dataset("", root=d.root, split=d.train_split, is_training=True, input_img_mode="RGB")
+    loader = create_loader(dataset, input_size=(3, d.input_size, d.input_size), batch_size=batch_size, is_training=True,
+                           use_prefetcher=kind.endswith("uint8"), re_prob=a.reprob, re_mode=a.remode,
+                           re_count=a.recount,
+                           scale=a.scale, ratio=a.ratio, hflip=a.hflip, color_jitter=a.color_jitter,
+                           auto_augment=a.auto_augment, interpolation=d.interpolation, mean=d.mean, std=d.std,
+                           num_workers=workers, distributed=False, pin_memory=False, persistent_workers=False,
+                           device=torch.device("cpu"))
+    # the same fix as ours (timm's RandAugment asks Pillow for 0 posterize bits now and then, which Pillow 11+ refuses)
+    black_zero_bit_posterize(dataset.transform)
+    inner = getattr(loader, "loader", loader)  # the prefetcher's device-side part is not the workers' work
+    return inner, lambda epoch: None
+
+
+def time_batches(loader, batches: int, skip: int) -> float:
+    """Images/s from batch ``skip`` to batch ``batches`` of a fresh pass (the pass is then closed)."""
+    iterator = iter(loader)
+    start, images = None, 0
+    for i in range(batches):
+        inputs, _ = next(iterator)
+        if i == skip:
+            start = time.perf_counter()
+        elif i > skip:
+            images += len(inputs)
+    seconds = time.perf_counter() - start
+    del iterator  # shuts the workers down before the next loader's round
+    return images / seconds
+
+
+def reseed_cost(cfg, samples: int = 200) -> dict:
+    """``seed_all`` per sample against loading one sample (main process, no workers), in microseconds."""
+    from harness.engine.data import SeededSamples, build_dataset, sample_seed, seed_all
+
+    dataset = SeededSamples(build_dataset(cfg.data, cfg.aug, cfg.data.train_split, is_training=True))
+    seeds = [sample_seed(0, 1, i) for i in range(samples)]
+    start = time.perf_counter()
+    for seed in seeds:
+        seed_all(seed)
+    seed_us = (time.perf_counter() - start) / samples * 1e6
+    start = time.perf_counter()
+    dataset.__getitems__([(i % len(dataset), None, True) for i in range(samples // 4)])
+    load_us = (time.perf_counter() - start) / (samples // 4) * 1e6
+    return {"seed_all_us": round(seed_us, 1), "load_us": round(load_us, 1),
+            "fraction": round(seed_us / load_us, 4)}
+
+
+def quantiles(values) -> dict:
+    import numpy as np
+
+    q25, median, q75 = np.percentile(values, [25, 50, 75])
+    return {"median": float(median), "q25": float(q25), "q75": float(q75)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", help="the generated folder (default: in depthbench's data cache)")
+    p.add_argument("--config", default="configs/deit/deit-small_8xb128-300e_in1k.py",
+                   help="the training config whose transforms are measured")
+    p.add_argument("--images", type=int, default=3000)
+    p.add_argument("--classes", type=int, default=100)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--batches", type=int, default=24, help="batches per loader per round")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--loaders", nargs="+", default=["depthbench", "depthbench, no reseed", "depthbench uint8",
+                                                    "timm create_loader", "timm create_loader uint8"])
+    p.add_argument("--step-ms", nargs="*", default=[], metavar="NAME=MS[@BATCH]",
+                   help="training step times (ms) at a per-GPU batch (default the config's batch_size / 8)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from harness.core.files import data_cache
+
+    torch.set_num_threads(1)  # the main process only receives batches; workers are single-threaded anyway
+    root = Path(args.root) if args.root else data_cache() / f"loader-bench-{args.images}x{args.classes}"
+    start = time.perf_counter()
+    make_folder(root, args.images, args.classes)
+    print(f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "
+          f"{time.perf_counter() - start:.0f} s to make or find)", flush=True)
+    rows, ratios = [], {}
+    for workers in args.workers:
+        cfgs = {kind: training_config(args.config, root, args.classes, workers, device_normalize=kind.endswith("uint8"))
+                for kind in args.loaders}
+        loaders = {kind: build(kind, cfgs[kind], args.batch_size, workers) for kind in args.loaders}
+        factor = cfgs[args.loaders[0]].loader.prefetch_factor or 2
+        skip = max(1, factor * workers)
+        if args.batches <= skip:
+            raise SystemExit(f"--batches {args.batches} must exceed prefetch x workers = {skip}")
+        rates = {kind: [] for kind in args.loaders}
+        order = list(args.loaders)
+        for round_index in range(args.rounds + 1):  # round 0: warm-up (file cache, imports in workers)
+            for kind in order if round_index % 2 == 0 else order[::-1]:
+                loader, set_epoch = loaders[kind]
+                set_epoch(round_index)
+                rate = time_batches(loader, args.batches, skip)
+                if round_index:
+                    rates[kind].append(rate)
+        for kind in args.loaders:
+            q = quantiles(rates[kind])
+            rows.append({"loader": kind, "workers": workers, "images_per_s": round(q["median"], 1),
+                         "q25": round(q["q25"], 1), "q75": round(q["q75"], 1),
+                         "per_worker": round(q["median"] / max(workers, 1), 1), "rounds": len(rates[kind])})
+            print(f"workers {workers}  {kind:<26} {q['median']:8.1f} img/s [{q['q25']:.1f}-{q['q75']:.1f}]  "
+                  f"{q['median'] / max(workers, 1):7.1f} per worker", flush=True)
+        for name, (a, b) in {"reseed cost (no reseed / depthbench)": ("depthbench, no reseed", "depthbench"),
+                             "depthbench / timm": ("depthbench", "timm create_loader"),
+                             "uint8 / float (depthbench)": ("depthbench uint8", "depthbench"),
+                             "depthbench uint8 / timm uint8": ("depthbench uint8", "timm create_loader uint8")}.items():
+            if a in rates and b in rates:
+                q = quantiles([x / y for x, y in zip(rates[a], rates[b])])
+                ratios[f"{name} @ {workers} workers"] = {k: round(v, 4) for k, v in q.items()}
+                print(f"workers {workers}  {name}: {q['median']:.3f}x [{q['q25']:.3f}-{q['q75']:.3f}]", flush=True)
+    cost = reseed_cost(training_config(args.config, root, args.classes, 0))
+    print(f"seed_all per sample: {cost['seed_all_us']} us against {cost['load_us']} us to load one sample "
+          f"({100 * cost['fraction']:.2f} %)")
+    needs = []
+    per_worker = max((r["per_worker"] for r in rows if r["loader"] == "depthbench" and r["workers"] == 1),
+                     default=None)
+    for item in args.step_ms:
+        name, _, value = item.partition("=")
+        ms, _, batch = value.partition("@")
+        batch = int(batch) if batch else training_config(args.config, root, args.classes, 0).batch_size // 8
+        needed = batch / (float(ms) / 1000) / per_worker if per_worker else None
+        needs.append({"name": name, "step_ms": float(ms), "batch": batch, "images_per_s": batch / float(ms) * 1000,
+                      "workers": math.ceil(needed) if needed else None})
+        print(f"{name}: {batch} images per {ms} ms step = {batch / float(ms) * 1000:.0f} img/s -> "
+              f"{math.ceil(needed) if needed else '?'} workers at {per_worker} img/s per worker")
+    result = {"rows": rows, "ratios": ratios, "reseed": cost, "workers_needed": needs, "root": str(root),
+              "config": args.config, "batch_size": args.batch_size, "load_avg": os.getloadavg(),
+              "cpu": _cpu_name(), "torch": torch.__version__}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
