@@ -63,6 +63,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
@@ -512,6 +513,7 @@ class RecursiveStage(nn.Module):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.num_blocks, self.loops, self.length, self.inverse = num_blocks, loops, length, inverse
+        self.channels_last = False  # channels-last output maps: set by the model's fuse_for_inference
         modules, self.slot_loop, self.slot_groups, self.slot_perm = [], [], [], []
         perms = []
         application = first_application
@@ -562,8 +564,9 @@ class RecursiveStage(nn.Module):
         B, C, H, W = x.shape
         # the blocks get token-major (B, N, C) memory: the token view of an NCHW map is channels-first, and the
         # residual stream would stay so through every add, each LayerNorm copying it (3 copies per block
-        # application); one copy here instead. A channels-last map (fuse_for_inference) is token-major already.
-        channels_last = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+        # application); one copy here instead. A fused model's maps are channels-last: token-major already, and the
+        # stage returns them so (a module flag, not a test of x's strides, so torch.fx can trace the stage)
+        channels_last = self.channels_last
         tokens = x.flatten(2).transpose(1, 2)
         if cls is not None:
             tokens = torch.cat([cls, tokens], dim=1)
@@ -775,6 +778,8 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         fuse_lrc_for_inference(self)
         if isinstance(self.patch_embed, ConvStem):
             self.patch_embed.fuse_for_inference()
+        for stage in self.transformers:
+            stage.channels_last = True
 
     # ---- permutations
     def _permutes(self, loop: int, groups: int) -> bool:
@@ -1017,15 +1022,25 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
             loops = min(loops, max_loops)
         application = 0  # counts the applications that run (the NLL index, as in _schedule)
         # the same order as _schedule, written as loops over the blocks (TorchScript unrolls those)
+        # grad checkpointing per block application (timm's flag, set by set_grad_checkpointing; checkpoint_seq
+        # does not apply: the blocks are not one sequence). The test stays inline: TorchScript drops the branch
         if self.loop_order == "internal":
             for block in self.blocks:
                 for _ in range(loops):
-                    x = self._nll(block(x), application)
+                    if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+                        x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+                    else:
+                        x = block(x)
+                    x = self._nll(x, application)
                     application += 1
         else:
             for _ in range(loops):
                 for block in self.blocks:
-                    x = self._nll(block(x), application)
+                    if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+                        x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+                    else:
+                        x = block(x)
+                    x = self._nll(x, application)
                     application += 1
         return self.norm(x)
 
@@ -1117,7 +1132,11 @@ class RecursiveMlpMixer(_InferenceFusion, MlpMixer):
         x = self.stem(x)
         for block in self.blocks:
             for _ in range(self.loops):
-                x = block(x)
+                # per block application (timm's flag; the loops are not one sequence); inline for TorchScript
+                if self.grad_checkpointing and not torch.jit.is_scripting() and torch.is_grad_enabled():
+                    x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+                else:
+                    x = block(x)
         return self.norm(x)
 
     def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,

@@ -611,3 +611,28 @@ def test_torchscript_recursive_deit_with_nlls_matches_eager(loop_order):
     x = image()
     with torch.no_grad():
         torch.testing.assert_close(torch.jit.script(model)(x), model(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("SReT_108", dict(depth=2, embed_dim=32, num_heads=2, img_size=32, patch_size=16)),
+    ("mixer_b16_224_recursive", dict(num_blocks=2, embed_dim=32, img_size=32, patch_size=16)),
+])
+def test_grad_checkpointing_recomputes_each_block_application_with_equal_gradients(name, kwargs, monkeypatch):
+    """The recursive ViT and Mixer inherit timm's set_grad_checkpointing; their own forward honours it (one
+    checkpoint per block application) and the gradients equal the plain backward's."""
+    import torch.utils.checkpoint
+
+    torch.manual_seed(0)
+    model = timm.create_model(name, num_classes=5, **kwargs).train()
+    x = torch.randn(2, 3, 32, 32)
+    model(x).square().sum().backward()
+    plain = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    calls = []
+    original = torch.utils.checkpoint.checkpoint
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", lambda *a, **kw: calls.append(1) or original(*a, **kw))
+    model.set_grad_checkpointing(True)
+    model(x).square().sum().backward()
+    assert len(calls) == len(model.blocks) * model.loops
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, plain[n], rtol=1e-5, atol=1e-6, msg=n)
