@@ -18,8 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ["models", "transnext", "bench", "train", "preflight", "compile"]
-KNOWN = {("models", "transnext_micro"): "bf16 training step: Input type (c10::BFloat16) and bias type (float)",
-         ("transnext", "transnext_micro train step 96 bf16"): "Input type (c10::BFloat16) and bias type (float)"}
+KNOWN: dict = {}  # (part, item) -> the defect a failing item shows, while one is open (none now)
 
 pytestmark = pytest.mark.slow
 
@@ -65,8 +64,6 @@ def test_models_against_float64(check):
     families = {"steps_deit_small", "steps_resnet18_w32", "SReT_T", "transnext_micro", "horesnet10_rk4",
                 "scalenet_deit_tiny_2x"}
     assert families <= set(items(report, "models"))
-    known = items(report, "models")["transnext_micro"]  # the forward passes were compared before the step failed
-    assert known["fp32_rel_err"] <= 1e-5 and known["train_fp32_ms"] > 0
 
 
 def test_transnext_native_path_at_several_sizes(check):

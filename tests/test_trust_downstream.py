@@ -265,7 +265,7 @@ def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_
     meta = json.loads((run / "meta.json").read_text())
     assert meta["scale"] == "embedded coco-shapes 128px, 2 iterations" and meta["schedule_changes"]
     config = json.loads((run / "config.json").read_text())
-    assert config["model"]["backbone"]["model_name"] == "steps_resnet18" and config["train_cfg"]["max_iters"] == 2
+    assert config["model"]["backbone"]["model_name"] == "steps_resnet18_w32" and config["train_cfg"]["max_iters"] == 2
     assert not (run / ".lock").exists() or subprocess.run(["flock", "-n", str(run / ".lock"), "true"]).returncode == 0
 
 

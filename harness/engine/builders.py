@@ -71,7 +71,7 @@ RANGES = {
     "clip_grad": ("number", "(0, inf)"), "ckpt.interval_steps": ("int", "[0, inf)"),
     "ckpt.interval_minutes": ("number", "(0, inf)"), "ema.decay": ("number", "[0, 1)"),
     "deepspeed.zero_stage": ("int", "[0, 3]"), "data.workers": ("int", "[0, inf)"),
-    "data.prefetch_factor": ("int", "[1, inf)"), "loader.prefetch_factor": ("int", "[1, inf)"),
+    "loader.prefetch_factor": ("int", "[1, inf)"),
     "data.input_size": ("int", "[1, inf)"),
     "data.num_classes": ("int", "[1, inf)"), "data.eval_batch_size": ("int", "[1, inf)"),
     "data.num_repeats": ("int", "[1, inf)"), "data.train_subset": ("int", "[1, inf)"),
