@@ -87,3 +87,12 @@ def test_a_second_setup_is_a_no_op():
         out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=900, env=env)
         assert out.returncode == 0, out.stderr
     assert "nothing to do" in out.stdout, out.stdout
+
+
+def test_setup_installs_every_font_package_the_glyphs_dataset_renders():
+    """make setup cannot import the package before the venv exists, so it keeps its own list of the glyphs
+    dataset's Debian font packages: it must be the dataset's (a font added there and not here would fail on a fresh
+    machine only)."""
+    from harness.tasks.glyphs import FONT_DEBIAN_PACKAGES
+
+    assert tuple(sorted(setup_env.GLYPH_FONT_PACKAGES)) == FONT_DEBIAN_PACKAGES

@@ -412,6 +412,7 @@ def system_packages() -> None:
     ensure_timm_tests()
     ensure_chromium()
     ensure_kjv_bible()
+    ensure_glyph_fonts()
 
 
 def pinned_version(dist: str) -> str:
@@ -457,8 +458,11 @@ def ensure_timm_tests() -> None:
 def ensure_debian_packages(command: str, packages: list[str], purpose: str) -> None:
     """Install Debian ``packages`` with apt when ``command`` is missing and we are root (refreshing a stale
     package list once); otherwise say how. Used for what tests need from Debian rather than PyPI."""
-    if shutil.which(command):
-        return
+    if not shutil.which(command):
+        install_debian_packages(packages, purpose)
+
+
+def install_debian_packages(packages: list[str], purpose: str) -> None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         say(f"{packages[0]} is missing: {purpose} needs it (Debian/Ubuntu: apt-get install {' '.join(packages)})")
         return
@@ -484,6 +488,33 @@ def ensure_kjv_bible() -> None:
     ensure_debian_packages("bible", ["bible-kjv", "bible-kjv-text"], "the embedded language-model corpus")
 
 
+# the typefaces the embedded glyphs dataset renders (harness/tasks/glyphs.py FONT_PACKAGES; a test keeps the two
+# lists equal: setup runs before the venv exists, so it cannot import the package)
+GLYPH_FONT_PACKAGES = (
+    "fonts-adf-accanthis", "fonts-anonymous-pro", "fonts-cabin", "fonts-cantarell", "fonts-cmu", "fonts-comfortaa",
+    "fonts-crosextra-caladea", "fonts-crosextra-carlito", "fonts-dancingscript", "fonts-dejavu-core",
+    "fonts-dejavu-extra", "fonts-ebgaramond", "fonts-firacode", "fonts-freefont-ttf", "fonts-gfs-didot", "fonts-go",
+    "fonts-hack", "fonts-inconsolata", "fonts-jura", "fonts-lato", "fonts-league-spartan", "fonts-liberation2",
+    "fonts-linuxlibertine", "fonts-noto-mono", "fonts-oldstandard", "fonts-open-sans", "fonts-paratype",
+    "fonts-quicksand", "fonts-roboto-unhinted", "fonts-sil-andika", "fonts-sil-charis", "fonts-sil-gentium",
+    "fonts-stix", "fonts-urw-base35", "fonts-yanone-kaffeesatz",
+)
+
+
+def ensure_glyph_fonts() -> None:
+    """Debian's font packages for the glyphs dataset (`depthbench claims`, tests/test_claims_data.py): 82 MB of
+    .deb files, ~20 s with apt; only the missing ones are installed."""
+    if not shutil.which("dpkg-query"):
+        say("not a Debian system: the glyphs dataset needs these font packages: " + " ".join(GLYPH_FONT_PACKAGES))
+        return
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Status}\n", *GLYPH_FONT_PACKAGES],
+                         capture_output=True, text=True).stdout
+    installed = {line.split()[0] for line in out.splitlines() if line.endswith(" installed")}
+    missing = [p for p in GLYPH_FONT_PACKAGES if p not in installed]
+    if missing:
+        install_debian_packages(missing, "the embedded glyphs dataset")
+
+
 def smoke_test() -> None:
     out = subprocess.run([str(VPY), "-c", SMOKE_IMPORTS], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, env=dict(os.environ, DS_ACCELERATOR="cpu"))
@@ -503,6 +534,7 @@ def main() -> int:
                 ensure_timm_tests()
                 ensure_chromium()
                 ensure_kjv_bible()
+                ensure_glyph_fonts()
                 say(f"environment up to date ({VENV}); nothing to do ({time.time() - start:.0f} s)")
                 return 0
         ensure_venv()
