@@ -116,6 +116,21 @@ def test_newest_exact_batch_first_then_scaled_then_bench_then_none():
     assert est.find_timing(ident, lay, [], [{**bench, "model_kwargs": json.dumps({"depth": 9})}]) is None
 
 
+
+def test_a_step_timed_with_other_speed_options_is_not_this_runs_step():
+    """Grad checkpointing (or channels-last) changes a step's time: a record timed with it does not time a run
+    without it, nor the other way round; a record older than the option (no key) counts as without it."""
+    plain, ckpt = load_config(RESNET18), load_config(RESNET18, ["grad_checkpointing=True"])
+    lay = layout()
+    assert est.find_timing(est.identity(plain, 128), lay, [preflight_record(ckpt, 128, 90.0)], []) is None
+    assert est.find_timing(est.identity(ckpt, 128), lay, [preflight_record(plain, 128, 60.0)], []) is None
+    assert est.find_timing(est.identity(ckpt, 128), lay, [preflight_record(ckpt, 128, 90.0)], []).step_s == 0.09
+    legacy = preflight_record(plain, 128, 60.0)
+    for key in est.SPEED_KEYS:
+        del legacy["configs"][0][key]
+    assert est.find_timing(est.identity(plain, 128), lay, [legacy], []).step_s == pytest.approx(0.06)
+
+
 def test_runs_without_a_step_time_say_so_and_stay_out_of_the_total():
     cfg = load_config(DIGITS)
     record = preflight_record(cfg, 64, 40.0, device="cpu", world=1)

@@ -348,12 +348,14 @@ class _PeakRSS:
 
 def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = "infer", warmup: int = 3,
             iters: int = 10, device: str = "cpu", amp_dtype: torch.dtype | None = None,
-            inputs: tuple | None = None) -> dict:
+            inputs: tuple | None = None, channels_last: bool = False, grad_checkpointing: bool = False) -> dict:
     """One model alone: samples/s, ms per step and peak memory (CUDA allocated / CPU RSS growth from before the
-    first step). For comparisons between models use :func:`run_interleaved` (``depthbench bench``)."""
+    first step), with the engine's channels-last and grad-checkpointing options when asked. For comparisons between
+    models use :func:`run_interleaved` (``depthbench bench``)."""
     import torch
 
-    step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, inputs=inputs)
+    step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, channels_last=channels_last,
+                     inputs=inputs, grad_checkpointing=grad_checkpointing)
     cuda = step.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()

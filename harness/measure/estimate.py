@@ -238,7 +238,11 @@ def identity(cfg, micro_batch: int | None) -> dict:
     kwargs = _plain(model_kwargs(cfg))
     size = list(input_size_of(name, cfg.data.get("input_size"), kwargs))
     return {"model": name, "model_kwargs": kwargs, "input_size": size, "precision": str(cfg.get("precision") or
-            "fp32"), "micro_batch": micro_batch}
+            "fp32"), "micro_batch": micro_batch, **{key: bool(cfg.get(key)) for key in SPEED_KEYS}}
+
+
+# the engine options a preflight step is timed with (preflight.Plan.speed_options); a record without them: off
+SPEED_KEYS = ("channels_last", "grad_checkpointing")
 
 
 def _side(size) -> str:
@@ -369,7 +373,8 @@ def _same_model(record: dict, ident: dict, exact: bool) -> bool:
         return False
     if exact:
         return (record.get("model_kwargs") == ident["model_kwargs"] and list(record.get("input_size") or [])
-                == list(ident["input_size"]) and record.get("precision") == ident["precision"])
+                == list(ident["input_size"]) and record.get("precision") == ident["precision"]
+                and all(bool(record.get(key)) == ident.get(key, False) for key in SPEED_KEYS))
     a = {k: v for k, v in (record.get("model_kwargs") or {}).items() if k not in COST_FREE_KWARGS}
     b = {k: v for k, v in ident["model_kwargs"].items() if k not in COST_FREE_KWARGS}
     return a == b

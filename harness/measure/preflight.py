@@ -155,7 +155,13 @@ class Plan:
         """What makes a step time reusable: the model, its arguments and input, the precision, the batch."""
         p = self.participant
         return {"model": p.name, "model_kwargs": p.kwargs, "input_size": list(p.input_size),
-                "precision": self.precision, "micro_batch": self.micro_batch}
+                "precision": self.precision, "micro_batch": self.micro_batch, **self.speed_options()}
+
+    def speed_options(self) -> dict:
+        """The engine options that change a step's time and memory and that the step check applies (compile is
+        not: its compile time does not fit the check's time box; the step is timed eagerly and says so)."""
+        return {"channels_last": bool(self.cfg.get("channels_last")),
+                "grad_checkpointing": bool(self.cfg.get("grad_checkpointing"))}
 
 
 def make_plan(target: Target, world: int) -> Plan:
@@ -554,12 +560,12 @@ class _Rank:
         try:
             # one cold step first (allocations, cuDNN's choices): the memory peak, and how many timed steps fit the box
             first = measure(model, plan.participant.input_size, batch, "train", warmup=0, iters=1,
-                            device=self.device, amp_dtype=amp_dtype(amp))
+                            device=self.device, amp_dtype=amp_dtype(amp), **plan.speed_options())
             cold = first["step_ms"] / 1000
             iters = min(opts.steps, int((opts.step_seconds - cold) / max(cold, 1e-4)) - 1)
             if iters >= 1:
                 numbers = measure(model, plan.participant.input_size, batch, "train", warmup=1, iters=iters,
-                                  device=self.device, amp_dtype=amp_dtype(amp))
+                                  device=self.device, amp_dtype=amp_dtype(amp), **plan.speed_options())
                 numbers["peak_mem_mb"] = max(numbers["peak_mem_mb"], first["peak_mem_mb"])
             else:  # only the cold step fit the box: its time is an upper bound
                 numbers, iters = first, 0
@@ -581,6 +587,9 @@ class _Rank:
         free = self.free_bytes
         where = "GPU" if self.device == "cuda" else "host"
         timed = f"{iters} timed" if iters else "1 cold step only: an upper bound"
+        timed += "".join(f", {name.replace('_', ' ')}" for name, on in plan.speed_options().items() if on)
+        if (plan.cfg.get("compile") or {}).get("enable"):
+            timed += ", eager (compile.enable: not timed compiled here)"
         text = (f"{plan.label}: {step_ms:,.1f} ms/step at batch {batch} ({precision}, {timed}), "
                 f"{batch / step_ms * 1000:,.1f} {_unit(plan)}/s; peak {need / 2**30:.2f} GiB of "
                 + (f"{free / 2**30:.1f} GiB free {where} memory" if free is not None else "? (free memory unknown)"))
