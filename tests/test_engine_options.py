@@ -9,6 +9,7 @@ and seconds once torch's compile caches hold it.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -174,6 +175,9 @@ def test_compiled_language_model_resumes_and_reports_sequences(env, corpus, tmp_
     out = train(env, reference, "--compile", "--channels-last", overrides=tiny, config=config)
     lines = log_lines(out)
     assert lines and all(" seq/s " in line and " img/s" not in line for line in lines)
+    # the header gives the size of what was built, not only the registry name the preset shrinks
+    size = re.search(r"steps_lm_30m \((\d+\.\d+)M parameters", out)
+    assert size and 0 < float(size.group(1)) < 1, out[:2000]
     assert all("epoch eta " in line and "run eta " in line for line in lines)
     run = tmp_path / "run"
     proc = launch(env, run, "--compile", "--channels-last", overrides=tiny, config=config)

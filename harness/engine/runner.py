@@ -3,8 +3,8 @@
 DeiT's ``main()`` body, below the command line: :func:`prepare_run` checks every input (config, run directory,
 the checkpoint to resume) before anything is written; :func:`train_process` builds the training objects
 (``harness/engine/builders.py``), opens the run directory (``harness/core/rundir.py``) and runs the epochs of
-``harness/engine/loop.py``. Model-specific behaviour enters through the criterion (``harness.engine.losses.TrainingLoss``)
-and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
+``harness/engine/loop.py``. Model-specific behaviour enters through the criterion
+(``harness.engine.losses.TrainingLoss``) and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
 """
 from __future__ import annotations
 
@@ -288,7 +288,12 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                  epochs=cfg.epochs, steps_per_epoch=updates_per_epoch)
     described = "; ".join(filter(None, (hook.describe() for hook in hooks)))
     speed = describe_speed_options(cfg)
-    log.info(f"{cfg.experiment}: {cfg.model.name}{f' ({described})' if described else ''} on {cfg.data.type}, "
+    # the parameter count beside the registry name: a preset may shrink a registered architecture (the KJV preset
+    # builds a 1.3M-parameter transformer_lm_30m)
+    params = sum(getattr(p, "ds_numel", p.numel())  # ZeRO-3 partitions a parameter: ds_numel is its whole size
+                 for p in backend.unwrap(objects.model).parameters())
+    log.info(f"{cfg.experiment}: {cfg.model.name} ({params / 1e6:.2f}M parameters"
+             f"{f'; {described}' if described else ''}) on {cfg.data.type}, "
              f"{backend.name} x{backend.world_size} ({backend.precision}), batch {cfg.batch_size} = "
              f"{train_loader.batch_size}/process x {backend.world_size} x {cfg.grad_accum} accum, "
              f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, "
