@@ -173,7 +173,7 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
     print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
           flush=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    running: dict = {}
+    running: dict = {}  # id(spec) -> (spec, process, console log): specs hold lists, so they are not hashable
     finished, failed, start = 0, [], time.monotonic()
 
     def ready(spec):
@@ -187,12 +187,12 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
                 log = open(spec.work_dir.parent / f"{spec.work_dir.name}.console.txt", "w")
                 cmd = [sys.executable, "-m", "harness.cli", "train", spec.config, *spec.overrides, "--work-dir",
                        str(spec.work_dir), "--resume", "auto"]
-                running[spec] = (subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
-            for spec, (proc, log) in list(running.items()):
+                running[id(spec)] = (spec, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
+            for key, (spec, proc, log) in list(running.items()):
                 if proc.poll() is None:
                     continue
                 log.close()
-                del running[spec]
+                del running[key]
                 finished += 1
                 if proc.returncode != 0:
                     failed.append((spec, proc.returncode))
@@ -203,7 +203,7 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
                 break  # what is left waits for a source run that failed
             time.sleep(0.2)
     except KeyboardInterrupt:  # the runs checkpoint and stop (their own Ctrl-C); a rerun continues them
-        for proc, log in running.values():
+        for _, proc, log in running.values():
             proc.wait()
             log.close()
         raise
