@@ -196,7 +196,10 @@ class LRCBlock(Block):
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
                 is_causal: bool = False) -> torch.Tensor:
-        attn = self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal)
+        return self._residuals(x, self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))
+
+    def _residuals(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """The two coefficient-weighted residual sums around the attention output ``attn`` and the MLP."""
         if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
             x = self.residual1(x, attn)
             return self.residual2(x, self.mlp(self.norm2(x)))
@@ -214,13 +217,7 @@ class SlicedLRCBlock(LRCBlock):
 
     def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
                 inverse: bool = True) -> torch.Tensor:
-        attn = self.attn(self.norm1(x), groups=groups, perm=perm, inverse=inverse)
-        if hasattr(self, "residual1"):  # fused for inference (static for TorchScript): see fuse_lrc_for_inference
-            x = self.residual1(x, attn)
-            return self.residual2(x, self.mlp(self.norm2(x)))
-        else:
-            x = self.coefficient1(x) + self.coefficient2(self.drop_path1(self.ls1(attn)))
-            return self.coefficient3(x) + self.coefficient4(self.drop_path2(self.ls2(self.mlp(self.norm2(x)))))
+        return self._residuals(x, self.attn(self.norm1(x), groups=groups, perm=perm, inverse=inverse))
 
 
 class NonLinearProjection(nn.Module):
