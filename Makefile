@@ -3,10 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PYTEST_ARGS ?=
-# the suite runs on pytest-xdist workers, one more than the cores (much of a test's time is spent waiting on the
-# processes it starts: Slurm jobs, launchers), at most 4 (a worker's processes peak at ~2.6 GB); a test file stays
+# the suite runs on one pytest-xdist worker per core (at most 4: a worker's processes peak at ~2.6 GB); a test file stays
 # on one worker (its module fixtures -- a Slurm cluster, a trained run -- are built once). TEST_WORKERS=0: in-process
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 1 < 4 ? n + 1 : 4 )))
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
 .PHONY: setup demo test test-timm-all clean-venv
 
