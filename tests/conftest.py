@@ -22,6 +22,19 @@ def cli():
 
 
 @pytest.fixture(scope="module")
+def embedded_cache(tmp_path_factory):
+    """One generated cache of the embedded sets (COCO/ADE-format) for a whole test module, as DEPTHBENCH_CACHE; one
+    intra-op thread in this process (the fine-tuning tests' models are tiny)."""
+    path = tmp_path_factory.mktemp("cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DEPTHBENCH_CACHE", str(path))
+    mp.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    yield path
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
 def one_thread():
     """Tiny tensors on 2 shared cores: one intra-op thread beats two fighting ones (modules opt in)."""
     threads = torch.get_num_threads()

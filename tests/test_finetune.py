@@ -25,18 +25,6 @@ SHORT = ["train_cfg.max_iters=2", "train_cfg.val_interval=2", "default_hooks.che
          "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=8"]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One generated cache of the embedded sets for the whole module."""
-    path = tmp_path_factory.mktemp("cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DEPTHBENCH_CACHE", str(path))
-    mp.setenv("OMP_NUM_THREADS", "1")
-    torch.set_num_threads(1)
-    yield path
-    mp.undo()
-
-
 def _digest(folder: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -132,7 +120,7 @@ def _one_line_error(capsys, code, needle):
 
 
 @pytest.mark.slow
-def test_bad_input_is_one_line_and_writes_nothing(cache, tmp_path, capsys):
+def test_bad_input_is_one_line_and_writes_nothing(embedded_cache, tmp_path, capsys):
     work = tmp_path / "run"
     code = cli.main(["finetune", DET, "--work-dir", str(work), "data_root=/nonexistent/coco/"])
     _one_line_error(capsys, code, "/nonexistent/coco/")
@@ -180,7 +168,7 @@ def _built_backbone(config: str, overrides):
 
 
 @pytest.mark.slow
-def test_preset_fine_tunes_a_depthbench_train_checkpoint(cache, tmp_path, capsys):
+def test_preset_fine_tunes_a_depthbench_train_checkpoint(embedded_cache, tmp_path, capsys):
     """A `depthbench train` checkpoint of the presets' half-width Steps-ResNet-18 (any head) loads into the
     preset's backbone with the plain override model.backbone.init_cfg.checkpoint=PATH (a run directory or a
     file, EMA or not) and no missing key; a checkpoint of another width is one line before anything is written."""
@@ -231,7 +219,7 @@ def _eval_records(run: Path, kind="eval"):
 
 
 @pytest.mark.slow
-def test_mask_rcnn_finetune_resume_and_test(cache, tmp_path, capsys):
+def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     run = tmp_path / "det"
     assert cli.main(["finetune", DET, "--work-dir", str(run), *SHORT]) == 0
     meta = json.loads((run / "meta.json").read_text())
@@ -275,7 +263,7 @@ def test_mask_rcnn_finetune_resume_and_test(cache, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_upernet_finetune_and_test(cache, tmp_path, capsys):
+def test_upernet_finetune_and_test(embedded_cache, tmp_path, capsys):
     run = tmp_path / "seg"
     assert cli.main(["finetune", SEG, "--work-dir", str(run), *SHORT]) == 0
     meta = json.loads((run / "meta.json").read_text())
@@ -296,7 +284,7 @@ ONE = ["train_cfg.max_iters=1", "train_cfg.val_interval=1", "default_hooks.check
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["steps_swin", "transnext", "scalenet_swin"])
-def test_mask_rcnn_iteration_and_evaluation_per_family(family, cache, tmp_path):
+def test_mask_rcnn_iteration_and_evaluation_per_family(family, embedded_cache, tmp_path):
     """Each dense paper backbone family (reduced width, tests/test_downstream_backbone.py) in the embedded
     Mask R-CNN preset: one training iteration and one COCO evaluation pass on the embedded set, end to end
     through `depthbench finetune` (the papers' full-size configs train one step on synthetic batches there)."""
@@ -331,7 +319,7 @@ FLOORS = {  # measured at 150 iterations (this compressed schedule): AP50 0.173 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", [DET, SEG], ids=["mask-rcnn", "upernet"])
-def test_preset_reaches_the_floor(config, cache, tmp_path):
+def test_preset_reaches_the_floor(config, embedded_cache, tmp_path):
     """Each embedded preset, shortened to FLOOR_ITERS iterations (its schedule compressed to fit), is well above
     chance on the full validation set: Mask R-CNN detects and segments the shapes, UperNet tells shape classes
     apart (not only shapes from background). Loose floors, a single run each, no timing."""

@@ -7,8 +7,6 @@ verdicts that depend on this machine's speed are not asserted (a loader may be t
 ones that follow from arithmetic are, with the numbers forced (a step longer than the warning window, a step faster
 than the loader).
 """
-import contextlib
-import io
 import json
 import os
 import re
@@ -18,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from clitools import run_cli_here as cli
 
-from harness.cli import main as cli_main
 from harness.measure import preflight as pf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,13 +26,6 @@ DIGITS = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 TINY = ["model.width=8", "data.input_size=8", "batch_size=16"]
 LOCAL = {"versions", "devices", "bf16", "memory", "step", "loader"}
 PORT = "6957"  # neither the default 6817 nor test_slurm's 6917: clusters started elsewhere keep running
-
-
-def cli(*args) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,6 @@ own, and the cluster changes shape (two nodes, then one) only once every job sub
 the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
 :meth:`Cluster.start` refuses to restart slurmd under a job.
 """
-import contextlib
-import io
 import json
 import os
 import re
@@ -24,8 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from harness.cli import main as cli_main
+from clitools import run_cli_here as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "slurm" / "local-cluster.sh"
@@ -37,14 +34,6 @@ PORT = "6917"  # not the default 6817: a cluster a user started keeps running be
 
 
 # ----------------------------------------------------------------------------------------- helpers
-def cli(*args) -> tuple[int, str, str]:
-    """``depthbench ARGS`` in this process (no 5 s torch import per call): (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
-
-
 def dry_run(*args) -> str:
     code, out, err = cli("submit", *args, "--dry-run")
     assert code == 0, err

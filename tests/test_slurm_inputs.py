@@ -3,8 +3,6 @@ and ``submit --dry-run`` works on a login node without the data (issue 26). No c
 the way sbatch reads them and run under stub ``srun``/``scontrol``/``sbatch`` on ``PATH``; an injected command
 would create a marker file.
 """
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -13,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from clitools import run_cli_here as cli
 
-from harness.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -36,13 +34,6 @@ STUBS = {
                  '  *) echo "scontrol $*" >> "$STUB_DIR/scontrol.log" ;;\n'
                  'esac\n'),
 }
-
-
-def cli(*args) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -65,18 +65,6 @@ def _hold_lock(path: Path):
     return holder
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One generated cache of the embedded sets for the whole module."""
-    path = tmp_path_factory.mktemp("cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DEPTHBENCH_CACHE", str(path))
-    mp.setenv("OMP_NUM_THREADS", "1")
-    torch.set_num_threads(1)
-    yield path
-    mp.undo()
-
-
 # ------------------------------------------------------------------------------------------------ the allow-list
 def test_the_mmengine_allow_list_admits_its_own_state_and_nothing_else(tmp_path):
     from mmengine.logging.history_buffer import HistoryBuffer
@@ -137,7 +125,7 @@ def test_resume_auto_resolves_only_inside_the_work_dir(tmp_path):
 # ------------------------------------------------------------------------------------------------ finetune / test
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["test", "load_from", "resume", "resume-auto"])
-def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(how, cache, tmp_path, capsys):
+def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(how, embedded_cache, tmp_path, capsys):
     """A crafted iter_1.pth in a directory whose meta.json says engine mmengine (what used to grant trust), given
     to `test`, to `load_from=`, to `--resume FILE`, or reached by `--resume auto` through a last_checkpoint pointer
     out of the work dir: one line, nothing runs, nothing is written."""
@@ -164,14 +152,14 @@ def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(ho
     assert sorted(p.name for p in shared.iterdir()) == ["iter_1.pth", "meta.json"]
 
 
-def test_a_file_as_work_dir_is_one_line(cache, tmp_path, capsys):
+def test_a_file_as_work_dir_is_one_line(embedded_cache, tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("")
     _one_line(capsys, cli.main(["finetune", DET, "--work-dir", str(afile)]), "is a file, not a directory")
     _one_line(capsys, cli.main(["test", DET, str(afile), "--work-dir", str(afile)]), "is a file, not a directory")
 
 
-def test_a_second_finetune_of_a_run_directory_is_one_line(cache, tmp_path, capsys):
+def test_a_second_finetune_of_a_run_directory_is_one_line(embedded_cache, tmp_path, capsys):
     work = tmp_path / "run"
     holder = _hold_lock(work)
     try:
@@ -239,12 +227,12 @@ def test_a_schedule_that_cannot_be_rescaled_says_which_key_to_set(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def finetuned(cache, tmp_path_factory):
+def finetuned(embedded_cache, tmp_path_factory):
     """A 2-iteration fine-tune of the Mask R-CNN preset, as a user runs it (a subprocess, its console kept)."""
     from clitools import run_cli
 
     run = tmp_path_factory.mktemp("ft") / "run"
-    done = run_cli("finetune", DET, "--work-dir", run, *TINY_FINETUNE, env={"DEPTHBENCH_CACHE": str(cache)})
+    done = run_cli("finetune", DET, "--work-dir", run, *TINY_FINETUNE, env={"DEPTHBENCH_CACHE": str(embedded_cache)})
     assert done.returncode == 0, done.stderr[-3000:]
     return run, done
 
@@ -270,7 +258,7 @@ def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_
 
 
 @pytest.mark.slow
-def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_log(finetuned, cache, capsys):
+def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_log(finetuned, embedded_cache, capsys):
     run, _ = finetuned
     capsys.readouterr()
     assert cli.main(["test", DET, str(run / "last.pth"), "--json", "--verbose", "+test_dataloader.dataset.indices=4"]) == 0
@@ -284,11 +272,11 @@ def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_l
 
 
 @pytest.mark.slow
-def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(cache, tmp_path):
+def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_path):
     """Issue 26 item 2: a first SIGINT checkpoints after the iteration and exits 75 with the resume hint (status
     preempted); --resume auto continues from that checkpoint (here for one more iteration)."""
     work = tmp_path / "run"
-    env = {**os.environ, "DEPTHBENCH_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "DEPTHBENCH_CACHE": str(embedded_cache), "OMP_NUM_THREADS": "1"}
     args = [sys.executable, "-m", "harness.cli", "finetune", DET, "--work-dir", str(work),
             "train_cfg.max_iters=60", "train_cfg.val_interval=1000", "default_hooks.checkpoint.interval=1000",
             "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
