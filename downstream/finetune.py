@@ -15,8 +15,9 @@ weights initialised once on the CPU for that. Every checkpoint is read weights-o
 (downstream/mmengine_compat.py), wherever it lies. A run directory has one writer: the main process locks it
 (harness/core/rundir.py) before the Runner writes into it. A shorter or longer run (``train_cfg.max_iters=``)
 brings its schedule along (:func:`rescale_schedule`). The console shows a header and a progress bar
-(``ConsoleHook``); MMEngine's log goes to the run's log file. Under torchrun/srun (or the command's ``--nproc``) each process finds its rank in the environment
-(harness/engine/launch.py) and joins MMEngine's ``pytorch`` launcher (:func:`setup_distributed`).
+(``ConsoleHook``); MMEngine's log goes to the run's log file. Under torchrun/srun (or the command's ``--nproc``)
+each process finds its rank in the environment (harness/engine/launch.py) and joins MMEngine's ``pytorch``
+launcher (:func:`setup_distributed`).
 :func:`finetune_process` returns the exit code: 0 done, 75 preempted (SIGUSR1, SIGTERM or a first Ctrl-C; continue
 with ``--resume auto``); a failure raises. See docs/downstream.md.
 """
@@ -413,7 +414,7 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
     signal (SIGUSR1, SIGTERM, a first Ctrl-C) after a checkpoint. ``command`` (meta.json): the command line
     (default: this process's). The console shows a header and a progress bar; MMEngine's own log goes to the
     run's log file (``verbose``: to the console as well, as stock MMEngine does)."""
-    from downstream.hooks import ConsoleHook, Preempted, restore_stop_handlers
+    from downstream.hooks import Preempted
 
     cfg = plan.cfg
     cfg.launcher = setup_distributed(cfg)
@@ -424,21 +425,40 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
     _set_hook_meta(cfg, mode="finetune", config_file=str(config_file),
                    command=" ".join(sys.argv) if command is None else command,
                    **({"schedule_changes": plan.schedule_changes} if plan.schedule_changes else {}))
+    try:
+        with _mmengine_run(cfg, work_dir, verbose,
+                           lambda runner: finetune_header(cfg, config_file, plan, runner.log_dir, verbose)) as runner:
+            runner.train()
+    except Preempted as e:
+        print(f"depthbench finetune: {e}", file=sys.stderr)
+        return EXIT_PREEMPTED
+    finally:
+        close_distributed()
+    return 0
+
+
+@contextmanager
+def _mmengine_run(cfg, work_dir: Path, verbose: bool, header, stream=None):
+    """The MMEngine Runner of ``cfg`` inside the run directory's lock, for a ``finetune`` or a ``test``: its console
+    (``header(runner)`` on rank 0, a progress hook unless ``verbose``, library output kept in the log) and, on the
+    way out, the run marked failed by any exception but a preemption (which checkpointed), the stop handlers
+    restored and the lock released. ``stream``: where the header and the progress go (default stdout)."""
+    from downstream.hooks import ConsoleHook, Preempted, restore_stop_handlers
+
     locked = _lock(work_dir)
-    shown = ConsoleHook()
+    shown = ConsoleHook(stream=stream)
     try:
         with console(verbose) as warned:
             runner = build_runner(cfg)
             log_warnings(warned, runner)
             if _is_main():
-                print(finetune_header(cfg, config_file, plan, runner.log_dir, verbose), flush=True)
+                print(header(runner), file=stream, flush=True)
             if not verbose:
                 runner.register_hook(shown, priority="LOWEST")
             with printed_to_log(runner, verbose):
-                runner.train()
-    except Preempted as e:
-        print(f"depthbench finetune: {e}", file=sys.stderr)
-        return EXIT_PREEMPTED
+                yield runner
+    except Preempted:
+        raise
     except BaseException as e:
         if locked:
             _mark_failed(work_dir, e)
@@ -446,9 +466,7 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
     finally:
         shown.close()
         restore_stop_handlers()
-        close_distributed()
         _unlock(work_dir, locked)
-    return 0
 
 
 def _rank0(value):
@@ -667,7 +685,7 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     """Evaluate ``checkpoint`` (an MMEngine checkpoint, read weights-only) on the test split of ``config`` (with
     ``overrides``); ``tta``: the config's test-time augmentation. The run directory is ``work_dir``, by default
     next to the checkpoint's run (:func:`default_test_dir`). Inputs are checked before anything is written."""
-    from downstream.hooks import ConsoleHook, numeric_metrics, restore_stop_handlers
+    from downstream.hooks import numeric_metrics
 
     cfg = load_downstream_config(config, overrides)
     if work_dir is not None:
@@ -691,29 +709,14 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     _set_hook_meta(cfg, mode="test", checkpoint=str(checkpoint), tta=tta, config_file=str(config),
                    command=" ".join(sys.argv) if command is None else command,
                    **({"tested_run": str(run)} if run else {}))
-    locked = _lock(work_dir)
-    shown = ConsoleHook(stream=sys.stderr)  # stdout: the metrics, printed by the command
-    try:
-        with console(verbose) as warned:
-            runner = build_runner(cfg)
-            log_warnings(warned, runner)
-            if _is_main():
-                print(f"depthbench test: {config}, checkpoint {checkpoint}{' with TTA' if tta else ''} -> {work_dir}\n"
-                      f"  model: {describe_model(cfg)}\n  data: {describe_data(cfg, 'test')}\n"
-                      f"  log: {Path(runner.log_dir) / (Path(runner.log_dir).name + '.log')}", file=sys.stderr,
-                      flush=True)
-            if not verbose:
-                runner.register_hook(shown, priority="LOWEST")
-            with printed_to_log(runner, verbose):
-                metrics = runner.test()
-    except BaseException as e:
-        if locked:
-            _mark_failed(work_dir, e)
-        raise
-    finally:
-        shown.close()
-        restore_stop_handlers()
-        _unlock(work_dir, locked)
+    def header(runner) -> str:
+        return (f"depthbench test: {config}, checkpoint {checkpoint}{' with TTA' if tta else ''} -> {work_dir}\n"
+                f"  model: {describe_model(cfg)}\n  data: {describe_data(cfg, 'test')}\n"
+                f"  log: {Path(runner.log_dir) / (Path(runner.log_dir).name + '.log')}")
+
+    # stderr: stdout is for the metrics, printed by the command
+    with _mmengine_run(cfg, work_dir, verbose, header, stream=sys.stderr) as runner:
+        metrics = runner.test()
     main = _is_main()
     close_distributed()
     return TestResult(numeric_metrics(metrics) if main else {}, work_dir, main)
