@@ -46,9 +46,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-import yaml
 
-from results.paper_tables import TABLES_DIR, TableError, _Loader
+from results.paper_tables import TABLES_DIR, TableError, read_yaml
 
 CLAIMS_DIR = TABLES_DIR / "claims"
 REPO = TABLES_DIR.parent.parent
@@ -143,12 +142,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
     """Load and validate one claims file. ``tables``: ``{paper: [Table, ...]}`` to check the paper's numbers
     against (default: ``results/tables/<paper>.yaml``)."""
     path = Path(path)
-    try:
-        doc = yaml.load(path.read_text(), Loader=_Loader)
-    except FileNotFoundError:
-        raise ClaimError(f"{path}: no such claims file") from None
-    except yaml.YAMLError as e:
-        raise ClaimError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    doc = read_yaml(path, ClaimError, "claims file")
     if not isinstance(doc, dict) or not isinstance(doc.get("arms"), dict) or not isinstance(doc.get("claims"), list):
         raise ClaimError(f"{path}: expected a mapping with 'paper', 'setting', an 'arms' mapping and a 'claims' list")
     _no_extra(doc, FILE_FIELDS, f"{path}")

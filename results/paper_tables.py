@@ -112,6 +112,17 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
 _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
+def read_yaml(path: Path, error: type[Exception], what: str):
+    """The document of the YAML file ``path`` (floats as printed: :class:`_Loader`); a missing or malformed file
+    raises ``error`` naming it (``what``: e.g. "tables file")."""
+    try:
+        return yaml.load(path.read_text(), Loader=_Loader)
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}") from None
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+
+
 @dataclass
 class Row:
     table: str
@@ -143,12 +154,7 @@ class Table:
 def load(path: str | Path) -> list[Table]:
     """Load and validate one ``<paper>.yaml``; raises TableError with file and row on any problem."""
     path = Path(path)
-    try:
-        doc = yaml.load(path.read_text(), Loader=_Loader)
-    except FileNotFoundError:
-        raise TableError(f"{path}: no such tables file") from None
-    except yaml.YAMLError as e:
-        raise TableError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    doc = read_yaml(path, TableError, "tables file")
     if not isinstance(doc, dict) or not isinstance(doc.get("tables"), list):
         raise TableError(f"{path}: expected a mapping with 'paper', 'title' and a 'tables' list")
     paper = doc.get("paper") or path.stem
