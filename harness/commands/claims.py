@@ -79,6 +79,7 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     docstring). ``status``: read what ``out`` holds, train nothing."""
     import os
 
+    from harness.core.files import check_writable_folder
     from results import claims as cl
 
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
@@ -88,7 +89,7 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     seeds = 1 if quick else seeds
     out = Path(out) if out else Path(f"{DEFAULT_OUT}-quick" if quick else DEFAULT_OUT)
     files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
-    _check_writable(out)
+    check_writable_folder(out, "--out", "the claims' runs and report")
     specs = []
     for claims in files:
         configs = cl.resolve_configs(claims, quick)
@@ -111,14 +112,6 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
 
 
 # ----------------------------------------------------------------------------------------- planning
-def _check_writable(out: Path) -> None:
-    import os
-
-    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise DepthbenchError(f"--out {out}: {existing} is not a writable folder; choose another --out")
-
-
 def _size(cfg) -> dict:
     """Parameters and FLOPs (MACs) of an arm's model at its input size, on the meta device."""
     from harness.engine.models import build_model, model_kwargs

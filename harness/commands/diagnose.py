@@ -91,17 +91,11 @@ def main(args) -> int:
 def check_out_dir(out_dir) -> None:
     """``--out-dir``: the root the run directory goes under -- a directory (or one that can be created) that we
     can write, not a file."""
-    import os
+    from harness.core.files import check_writable_folder
 
     if out_dir is None:
         return
-    path = Path(out_dir).expanduser()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise DepthbenchError(f"--out-dir {out_dir}: {existing} is a file, not a directory; give the folder that run "
-                              f"directories go under")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"--out-dir {out_dir}: {existing} is not writable; choose a folder you can write")
+    check_writable_folder(out_dir, "--out-dir", "the run directories")
 
 
 def run(models: Sequence[str] = (), *, checkpoints: Sequence[str] | None = None, data: str = "random",

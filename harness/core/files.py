@@ -1,7 +1,8 @@
 """Writing files so that a reader, or a process killed mid-write, never sees half a file.
 
 :func:`atomic_write` is the one atomic file writer of depthbench; :func:`atomic_dir` does the same for a folder
-that is filled in several steps (a dataset export). :func:`data_cache` is where generated data lives.
+that is filled in several steps (a dataset export). :func:`data_cache` is where generated data lives;
+:func:`check_writable_folder` checks an output folder before any work.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 import shutil
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
+
+from harness.core.errors import DepthbenchError
 
 
 def atomic_write(path: str | Path, data: str | bytes | Callable[[BinaryIO], None],
@@ -100,3 +103,19 @@ def atomic_symlink(link: str | Path, target: str) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
     os.replace(tmp, link)
+
+
+def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
+    """``option PATH`` names a folder to write ``contents`` into (created when missing): checked before any work that
+    it is not a file and that the nearest folder of it that exists can be written; else one line. Returns the
+    path, ``~`` expanded."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise DepthbenchError(f"{option} {path} is a file, not a directory; give a directory for {contents}")
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise DepthbenchError(f"{option} {path}: {existing} is a file, not a directory; give a directory for "
+                              f"{contents}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DepthbenchError(f"{option} {path}: {existing} is not writable; choose a directory you can write")
+    return path

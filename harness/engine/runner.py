@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
+from harness.core.files import check_writable_folder
 from harness.engine.builders import build_model, build_optimization, build_training, check_config, seed_everything
 from harness.engine.hooks import build_hooks
 
@@ -54,15 +55,7 @@ class RunPlan:
 # ----------------------------------------------------------------------------------------- checks
 def check_work_dir(work_dir: str | Path) -> Path:
     """``--work-dir``: a directory we can create and write, not a file."""
-    path = Path(work_dir).expanduser()
-    if path.exists() and not path.is_dir():
-        raise DepthbenchError(f"--work-dir {work_dir} is a file, not a directory; give a directory for the run")
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise DepthbenchError(f"--work-dir {work_dir}: {existing} is a file; give a directory for the run")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"--work-dir {work_dir}: {existing} is not writable; choose a directory you can write")
-    return path
+    return check_writable_folder(work_dir, "--work-dir", "the run")
 
 
 def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
