@@ -1,5 +1,6 @@
 """Shared test setup: CPU-only DeepSpeed, runs written under pytest's tmp dirs, a helper to run the CLI."""
 import os
+import shutil
 from pathlib import Path
 
 # Under pytest-xdist (`make test`: one worker per core) each worker and the processes it starts get their share of
@@ -14,6 +15,21 @@ from clitools import run_cli
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# The longest test files first (their time in `make test` on the idle 2-core machine, 26 Nov 2026: 186, 152, 151,
+# 138, 117, 68, 62, 48 s): `make test` hands whole files to its workers (--dist loadfile) in collection order, so a
+# long file collected last keeps one worker busy while the other has nothing left to do.
+LONGEST_FIRST = ("test_train.py", "test_finetune.py", "test_engine_options.py", "test_slurm.py", "test_demo.py",
+                 "test_gpu_check.py", "timm_contract", "test_trust_downstream.py", "test_claims_run.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        parts = Path(str(item.fspath)).parts
+        return next((i for i, name in enumerate(LONGEST_FIRST) if name in parts), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the order inside a file stays
 
 
 @pytest.fixture
@@ -41,3 +57,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, driven by playwright (the HTML report's tests)."""
+    if not Path(CHROMIUM).is_file():
+        pytest.fail("chromium is not installed: the HTML report test drives it headless. Install it with "
+                    "`apt-get install -y --no-install-recommends chromium` (make setup does this as root)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright package is missing: run make setup (pip install playwright)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from test_results_report import browser, visit  # noqa: F401  (the browser fixture of the report test)
+from test_results_report import visit  # the browser fixture is conftest.browser
 
 from clitools import run_cli
 from harness.commands.demo import plan
