@@ -456,9 +456,9 @@ def compare(claim: Claim, values: Mapping[str, Sequence[float]], method: str = "
     base, treat = arm_stats(claim.baseline, values[claim.baseline]), arm_stats(claim.treatment, values[claim.treatment])
     interval = (welch_interval if method == "welch" else bootstrap_interval)(treat.values, base.values, level)
     notes = []
-    if not CREDIBLE_BASELINE[0] <= base.mean <= CREDIBLE_BASELINE[1] and claim.metric == "top1":
-        notes.append(f"baseline {base.mean:.1f} % is outside {CREDIBLE_BASELINE[0]:.0f}–{CREDIBLE_BASELINE[1]:.0f} %: "
-                     "the reduced setting may not be able to tell the arms apart")
+    if not CREDIBLE_BASELINE[0] <= base.mean <= CREDIBLE_BASELINE[1]:  # both metrics are top-1 in %
+        notes.append(f"baseline {base.mean:.1f} % ({claim.metric}) is outside {CREDIBLE_BASELINE[0]:.0f}–"
+                     f"{CREDIBLE_BASELINE[1]:.0f} %: the reduced setting may not be able to tell the arms apart")
     if method == "bootstrap" and min(base.n, treat.n) < 6:
         notes.append(f"bootstrap with {min(base.n, treat.n)} seeds per arm is too narrow; Welch is the default")
     return ClaimResult(claim, base, treat, interval, verdict(interval, claim.direction, claim.margin), tuple(notes))

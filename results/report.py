@@ -1,4 +1,5 @@
-"""The static HTML report: ``index.html``, one page per paper, ``status.html`` and ``runs.html``.
+"""The static HTML report: ``index.html``, one page per paper, ``status.html``, ``runs.html`` and, where
+``depthbench claims`` has written its report, ``claims.html``.
 
 Self-contained: the CSS is inline in every page, figures are PNG files beside the pages (``figures/``, with their
 SVG linked), every link is relative, no script and nothing from the network — it opens from the file system and
@@ -31,6 +32,8 @@ tbody th{text-align:left;font-weight:500;max-width:22rem}
 td span{display:block;white-space:nowrap}span.paper{color:#57606a}span.ours{font-weight:600}
 span.ours.fail,span.ours.error{color:#cf222e}span.ours.pass{color:#1a7f37}
 span.delta{font-size:.75rem;color:#57606a}span.delta.neg{color:#9a6700}
+td.supported,td.no_worse{color:#1a7f37;font-weight:600}td.contradicted{color:#cf222e;font-weight:600}
+td.inconclusive{color:#9a6700;font-weight:600}
 tr.reduced th{font-style:italic;color:#6e7781;padding-left:1.2rem}tr.reduced{background:#fff8e6}
 tr.reason{background:#f6f8fa}div.why,div.note{font-size:.72rem;color:#6e7781;font-weight:normal}
 figure{display:inline-block;margin:.5rem 1rem .5rem 0;background:#fff;border:1px solid #d0d7de;padding:.4rem}
@@ -41,10 +44,11 @@ tfoot td{border:none;background:#fafafa}
 """
 
 
-def _page(title: str, body: str, here: str, papers: list[str]) -> str:
+def _page(title: str, body: str, here: str, papers: list[str], claims: bool = False) -> str:
     e = html.escape
     nav = [("index.html", "Overview"), ("status.html", "Status")]
     nav += [(f"{p}.html", PAPER_TITLES.get(p, p)) for p in papers]
+    nav += [("claims.html", "Claims")] if claims else []
     nav.append(("runs.html", "Runs"))
     links = "".join(f'<a href="{href}"{" class=here" if href == here else ""}>{e(text)}</a>' for href, text in nav)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)} — depthbench</title>'
@@ -100,10 +104,63 @@ def _runs_html(runs: pd.DataFrame, shown: list[str]) -> str:
     return f'<table class="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>'
 
 
+CLAIMS_LEGEND = (
+    '<p class="legend">The papers\' central comparisons re-run at a <b>reduced setting</b> (stated per paper: the '
+    'embedded glyphs dataset, small widths, a few epochs on CPU) by <code>depthbench claims</code> -- never the '
+    'paper\'s setting. Per claim: both arms\' mean ± std over seeds, the difference (treatment − baseline) with its '
+    '95 % interval, and the verdict: <i>supported</i> / <i>contradicted</i> when the interval excludes 0 in / '
+    'against the paper\'s direction, else <i>inconclusive</i> (<i>no_worse</i> claims: the interval stays above '
+    '−margin). Figures: learning curves (mean, min–max band over seeds) and the difference with its interval.</p>')
+
+
+def _claims_body(claims_dir: Path, out_dir: Path) -> str:
+    """The Claims page from ``depthbench claims``' report folder (``claims.json`` and its figures, copied beside
+    the site so it stays self-contained)."""
+    import json
+    import shutil
+
+    e = html.escape
+    records = json.loads((claims_dir / "claims.json").read_text())
+    figure_dir = out_dir / "figures" / "claims"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    body = [CLAIMS_LEGEND]
+    samples = claims_dir / "figures" / "glyphs-samples.png"
+    if samples.is_file():
+        shutil.copy2(samples, figure_dir / samples.name)
+        body.append(_figure([figure_dir / samples.name], out_dir, "The glyphs dataset: training images (top rows) "
+                            "and validation images from held-out typefaces (bottom rows)"))
+    for paper in dict.fromkeys(r["claim"]["paper"] for r in records):
+        mine = [r for r in records if r["claim"]["paper"] == paper]
+        body.append(f"<h2>{e(PAPER_TITLES.get(paper, paper))}</h2><p class=legend>Setting: {e(mine[0]['setting'])}</p>")
+        rows = []
+        for r in mine:
+            c, i = r["claim"], r["interval"]
+            paper_numbers = ", ".join(f"{k} {v}" for k, v in c["source"]["rows"].items())
+            ci = f"[{i['low']:+.2f}, {i['high']:+.2f}]" if i["low"] is not None else "—"
+            arm = "{arm} {mean:.2f} ± {std:.2f} (n={n})".format
+            notes = "".join(f"<div class=note>{e(n)}</div>" for n in r["notes"])
+            rows.append(f"<tr><th>{e(c['text'])}{notes}</th><td>Table {e(str(c['source']['table']))}: "
+                        f"{e(paper_numbers)}</td><td>{e(arm(n=len(r['baseline']['values']), **r['baseline']))}</td>"
+                        f"<td>{e(arm(n=len(r['treatment']['values']), **r['treatment']))}</td>"
+                        f'<td class="num">{i["diff"]:+.2f}</td><td>{e(ci)} ({e(i["method"])})</td>'
+                        f'<td class="{e(r["verdict"])}">{e(r["verdict"])}</td></tr>')
+        body.append("<table><thead><tr><th>claim</th><th>paper</th><th>baseline</th><th>treatment</th>"
+                    f"<th>Δ ({e(mine[0]['claim']['metric'])})</th><th>95 % interval</th><th>verdict</th></tr>"
+                    f"</thead><tbody>{''.join(rows)}</tbody></table>")
+        for r in mine:
+            png = claims_dir / "figures" / f"{paper}-{r['claim']['id']}.png"
+            if png.is_file():
+                shutil.copy2(png, figure_dir / png.name)
+                body.append(_figure([figure_dir / png.name], out_dir, f"{paper}/{r['claim']['id']}: {r['verdict']}"))
+    return "\n".join(body)
+
+
 def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_dir: Path,
-          bench: pd.DataFrame | None = None, diagnose_csvs=()) -> list[Path]:
-    """Write the site under ``out_dir``; returns the pages written."""
+          bench: pd.DataFrame | None = None, diagnose_csvs=(), claims_dir: Path | None = None) -> list[Path]:
+    """Write the site under ``out_dir``; returns the pages written. ``claims_dir``: a ``depthbench claims``
+    report folder (with ``claims.json``) for the Claims page."""
     out_dir = Path(out_dir)
+    has_claims = claims_dir is not None and (Path(claims_dir) / "claims.json").is_file()
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     papers = list(dict.fromkeys(v.paper for v in views))
@@ -124,7 +181,7 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
 
     def write(name: str, title: str, body: str) -> None:
         path = out_dir / name
-        path.write_text(_page(title, body, name, papers))
+        path.write_text(_page(title, body, name, papers, has_claims))
         pages.append(path)
 
     # index
@@ -162,6 +219,9 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
         for view in (v for v in views if v.paper == paper):  # a wide table scrolls by itself, not the page
             body.append(f'<div class="wide">{render.to_html(view, anchor=f"table-{view.table.id}")}</div>')
         write(f"{paper}.html", f"{PAPER_TITLES.get(paper, paper)}: tables and figures", "\n".join(body))
+
+    if has_claims:
+        write("claims.html", "The papers' claims at reduced scale", _claims_body(Path(claims_dir), out_dir))
 
     # runs
     body = [_figure(made["training_curves"], out_dir, "Training curves (up to 20 runs)"),

@@ -84,6 +84,9 @@ def test_bootstrap_is_deterministic_and_flagged_for_few_seeds():
 def test_a_baseline_that_cannot_separate_arms_is_flagged():
     saturated = compare(claim(), {"a": [99.0, 99.2, 99.1], "b": [99.5, 99.4, 99.6]})
     assert any("outside 60–95" in n for n in saturated.notes)
+    at_chance = compare(claim(metric="top1_auc"), {"a": [2.1, 2.4, 3.0], "b": [10.0, 12.0, 14.0]})
+    assert any("baseline 2.5 % (top1_auc) is outside 60–95" in n for n in at_chance.notes)
+    assert not compare(claim(), {"a": BASE, "b": BASE}).notes
 
 
 def test_missing_or_non_finite_values_are_refused():

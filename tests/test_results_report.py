@@ -8,7 +8,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -18,37 +17,36 @@ import pytest
 from harness.cli import main as depthbench
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-PAGES = ["index.html", "status.html", "demo.html", "runs.html"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).is_file():
-        pytest.fail("chromium is not installed: the HTML report test drives it headless. Install it with "
-                    "`apt-get install -y --no-install-recommends chromium` (make setup does this as root)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: run make setup (pip install playwright)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield browser
-        browser.close()
+PAGES = ["index.html", "status.html", "demo.html", "claims.html", "runs.html"]
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     """The demo tables with the hand-written runs and the architecture audit, as a user builds it."""
     out = tmp_path_factory.mktemp("report")
+    claims = write_claims_report(tmp_path_factory.mktemp("claims"))
     mp = pytest.MonkeyPatch()
     mp.setenv("DEPTHBENCH_CACHE", str(tmp_path_factory.mktemp("cache")))
     try:
         assert depthbench(["results", "--file", str(FIXTURES / "demo.yaml"), "--runs", str(FIXTURES / "runs"),
-                           "--format", "html", "--out", str(out)]) == 0
+                           "--format", "html", "--out", str(out), "--claims", str(claims)]) == 0
     finally:
         mp.undo()
     return out
+
+
+STEPS_RESNET = {"resnet": [70.0, 71.0, 72.0], "steps-resnet": [73.0, 74.5, 75.0]}  # a clear effect, 3 seeds
+
+
+def write_claims_report(folder: Path) -> Path:
+    """A `depthbench claims` report folder for StepsNet's ResNet claim from per-seed values (no training)."""
+    from harness.commands.claims import write_report
+    from results import claims as cl
+
+    stepsnet = cl.load_claims("stepsnet")
+    claim = next(c for c in stepsnet.claims if c.id == "steps-resnet-vs-resnet")
+    write_report([cl.compare(claim, STEPS_RESNET)], [stepsnet], [], folder, quick=False)
+    return folder
 
 
 def visit(browser, url: str):
@@ -134,6 +132,40 @@ def test_all_five_papers_render(browser, tmp_path, monkeypatch):
             cells = row_cells(page, "table-1", "ResNet-18")
             assert cells[-1] == "70.2 | 70.5 ± 0.5 (n=3) [3 done, 1 running] | Δ +0.3"
         page.close()
+
+
+def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(browser, report):
+    """claims.html: per claim the paper's numbers, both arms (mean ± std, n), the difference with Welch's 95 %
+    interval (computed here with scipy, not by the code under test) and the verdict; the dataset's samples and the
+    claim's figure load."""
+    import numpy as np
+    from scipy import stats
+
+    base, treat = np.array(STEPS_RESNET["resnet"]), np.array(STEPS_RESNET["steps-resnet"])
+    vb, vt = base.var(ddof=1) / 3, treat.var(ddof=1) / 3
+    df = (vb + vt) ** 2 / (vb ** 2 / 2 + vt ** 2 / 2)
+    diff, half = treat.mean() - base.mean(), stats.t.ppf(0.975, df) * np.sqrt(vb + vt)
+    page, errors, failed = visit(browser, (report / "claims.html").as_uri())
+    check_page(page, errors, failed, "claims.html")
+    cells = page.eval_on_selector_all("main table tbody tr td", "tds => tds.map(td => td.textContent)")
+    assert cells == ["Table 1: ResNet-18 70.2, Steps-ResNet-18 71.8", "resnet 71.00 ± 1.00 (n=3)",
+                     "steps-resnet 74.17 ± 1.04 (n=3)", f"{diff:+.2f}",
+                     f"[{diff - half:+.2f}, {diff + half:+.2f}] (welch)", "supported"]
+    assert "reduced setting" in page.inner_text("main")
+    images = page.eval_on_selector_all("img", "els => els.map(e => e.getAttribute('src'))")
+    assert images == ["figures/claims/glyphs-samples.png", "figures/claims/stepsnet-steps-resnet-vs-resnet.png"]
+    page.close()
+
+
+def test_results_claims_folder_without_a_report_is_one_line(tmp_path, capsys):
+    assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
+                       "--claims", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no claims.json" in err[0] and not (tmp_path / "site").exists()
+    (tmp_path / "claims.json").write_text("{not json")
+    assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
+                       "--claims", str(tmp_path)]) == 2
+    assert "claims.json is unreadable" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------------------- issue 26: small things

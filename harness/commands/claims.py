@@ -90,15 +90,17 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     out = Path(out) if out else Path(f"{DEFAULT_OUT}-quick" if quick else DEFAULT_OUT)
     files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
     check_writable_folder(out, "--out", "the claims' runs and report")
-    specs = []
+    specs, datasets = [], set()
     for claims in files:
         configs = cl.resolve_configs(claims, quick)
+        datasets |= {(c.data.input_size, c.data.root) for c in configs.values() if c.data.type == "glyphs"}
         for claim in claims.claims:
             cl.check_equal_budget(claim, configs)
             if claim.equal:
                 cl.check_audit(claim, {arm: _size(configs[arm]) for arm in (claim.baseline, claim.treatment)})
         specs += _plan(claims, seeds, quick, out)
     if not status:
+        _prepare_data(datasets)
         _train(specs, jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     results, status_lines = [], []
     for claims in files:
@@ -107,7 +109,7 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
         results += paper_results
         status_lines.append(cl.status_line(claims.paper, paper_results) + (" [--quick: no verdicts]" if quick
                                                                             else ""))
-    written = [] if status else _write_report(results, files, specs, out, quick)
+    written = [] if status else write_report(results, files, specs, out, quick)
     return ClaimsReport(results, out, specs, written, status_lines)
 
 
@@ -141,6 +143,15 @@ def _plan(claims, seeds: int, quick: bool, out: Path) -> list[RunSpec]:
             by_key[(arm.name, seed)] = spec
             specs.append(spec)
     return specs
+
+
+def _prepare_data(datasets: set) -> None:
+    """Render the glyphs sets the runs need once, here, before the runs start: parallel runs would otherwise each
+    render the same missing set (correct -- the cache is written atomically -- but twice the work)."""
+    from harness.tasks.glyphs import export_glyphs
+
+    for size, root in sorted(datasets, key=lambda d: (d[0], str(d[1]))):
+        export_glyphs(size, root)
 
 
 def _done(spec: RunSpec) -> bool:
@@ -234,7 +245,10 @@ def _compare(claim, claims, specs: list[RunSpec], quick: bool):
 
 
 # ----------------------------------------------------------------------------------------- report
-def _write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
+def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
+    """``out``/claims.json (the results, read by the HTML report's Claims page), claims.md, a figure per claim and
+    the dataset's sample sheet; returns the files written. ``files``: the papers' ClaimsFile; ``specs``: the runs
+    whose curves the figures draw."""
     import json
     from dataclasses import asdict
 
@@ -268,7 +282,24 @@ def _write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
         lines.append("")
     atomic_write(written[1], "\n".join(lines))
     written += _figures(results, specs, out / "figures")
+    written.append(_glyph_samples(out / "figures" / "glyphs-samples.png"))
     return written
+
+
+def _glyph_samples(path: Path) -> Path:
+    """Sample images of the claims' dataset for the report: three rows of training images (one class per
+    column) above three rows of validation images from the held-out typefaces, at 32x32."""
+    from PIL import Image
+
+    from harness.tasks.glyphs import sample_sheet
+
+    train, val = sample_sheet(32, "train", rows=3), sample_sheet(32, "val", rows=3)
+    sheet = Image.new("RGB", (train.width, train.height + 8 + val.height), "white")
+    sheet.paste(train, (0, 0))
+    sheet.paste(val, (0, train.height + 8))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheet.save(path)
+    return path
 
 
 def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
@@ -298,7 +329,8 @@ def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
         curves_ax.set_xlabel("epoch")
         curves_ax.set_ylabel("val top-1 (%)")
         curves_ax.set_title(f"{c.paper}/{c.id} (reduced setting)", fontsize=9)
-        curves_ax.legend(fontsize=8)
+        if curves_ax.get_legend_handles_labels()[0]:  # no finished run yet: no curve to name
+            curves_ax.legend(fontsize=8)
         curves_ax.grid(alpha=0.3)
         i = r.interval
         diff_ax.axhline(0, color="k", linewidth=0.8)

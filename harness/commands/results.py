@@ -44,6 +44,8 @@ def add_parser(subparsers) -> None:
                    help="throughput CSVs in timm's benchmark schema (depthbench bench --out) for the throughput-accuracy "
                         "figure (default: results/bench/*.csv, benchmarks/results/*/*.csv); repeatable")
     p.add_argument("--no-audit", action="store_true", help="leave the architecture columns out (no model is built)")
+    p.add_argument("--claims", metavar="DIR", help="a `depthbench claims` report folder for the HTML report's Claims "
+                                                   "page (default: results/claims when it holds claims.json)")
     p.set_defaults(func=main)
 
 
@@ -62,7 +64,8 @@ class ResultsReport:
 
 def main(args) -> int:
     report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
-                 out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit)
+                 out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit,
+                 claims=args.claims)
     sys.stdout.write(report.text)
     sys.stdout.flush()
     print(report.summary, file=sys.stderr)
@@ -71,11 +74,12 @@ def main(args) -> int:
 
 def run(*, papers=None, table: str | None = None, files=None, runs=None, format: str = "md",
         out: str | Path | None = None, reduce: str = "best", status: bool = False, bench=None,
-        audit: bool = True) -> ResultsReport:
+        audit: bool = True, claims: str | Path | None = None) -> ResultsReport:
     """Regenerate the papers' tables from runs, with the paper's numbers beside ours; the keyword arguments are
     the command's options (``papers``, ``files``, ``runs``, ``bench``: lists). ``out``: write the tables (+
     figures), the status view or the HTML site there, else the returned ``text`` holds the tables. Nothing is
     printed but the audit's progress bar (stderr). Bad input raises :class:`DepthbenchError` before the audit.
+    ``claims``: the folder of a ``depthbench claims`` report, shown on the HTML report's Claims page.
     """
     if format not in FORMATS:
         raise DepthbenchError(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
@@ -83,6 +87,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
         raise DepthbenchError(f"--reduce {reduce!r}: choose one of best, last, mean")
     papers, files, runs, bench = (list(v) if v else None for v in (papers, files, runs, bench))
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
+    claims = _claims_folder(claims)
     from results import compare, render, runs as run_data
     from results.audit import Audit
     from results.status import status_text
@@ -115,7 +120,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
 
         diagnose_csvs = [Path(p) / "shortcut_ratio.csv" for p in frame.get("path", [])
                          if (Path(p) / "shortcut_ratio.csv").is_file()]
-        pages = site.build(views, frame, problems, out, bench_frame, diagnose_csvs)
+        pages = site.build(views, frame, problems, out, bench_frame, diagnose_csvs, claims)
         report.files += list(pages)
         report.text = f"wrote {len(pages)} pages and their figures to {out}/ — open {out / 'index.html'}\n"
     else:
@@ -164,6 +169,29 @@ def _validate(papers, table, files, fmt, out, runs, bench):
         if not Path(path).is_file():
             raise DepthbenchError(f"--bench {path}: no such file (a CSV from depthbench bench or timm's benchmark.py)")
     return tables, _bench_frames(bench or [], strict=True)  # read now: bad input fails before the audit
+
+
+def _claims_folder(claims) -> Path | None:
+    """The ``depthbench claims`` report for the Claims page: the one given (which must hold a readable
+    claims.json), else results/claims when it holds one."""
+    import json
+
+    from harness.commands.claims import DEFAULT_OUT
+
+    folder = Path(claims) if claims else DEFAULT_OUT
+    if not (folder / "claims.json").is_file():
+        if claims:
+            raise DepthbenchError(f"--claims {claims}: no claims.json there; give the --out folder of a "
+                                  "`depthbench claims` run")
+        return None
+    try:
+        records = json.loads((folder / "claims.json").read_text())
+        if not isinstance(records, list) or not all(isinstance(r, dict) and "claim" in r for r in records):
+            raise ValueError("not a list of claim results")
+    except (OSError, ValueError) as e:
+        raise DepthbenchError(f"{folder / 'claims.json'} is unreadable ({e}); rerun `depthbench claims --out "
+                              f"{folder}` to rewrite it") from None
+    return folder
 
 
 def _check_writable(out: Path) -> None:
