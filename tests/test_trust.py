@@ -6,6 +6,7 @@ Each crafted pickle here would create a file when unpickled; every test checks t
 """
 import json
 import os
+import signal
 import pickle
 import subprocess
 import sys
@@ -105,8 +106,10 @@ def test_a_second_train_on_the_same_work_dir_is_one_line(tmp_path, cli):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not (work / ".lock").exists() and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        while not (work / "meta.json").exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # meta.json is written once the run holds its lock
+        # frozen while it holds the lock: however fast the machine, the first run cannot finish under the second
+        os.kill(first.pid, signal.SIGSTOP)
         assert first.poll() is None, first.stderr.read()[-2000:]
         second = cli("train", PRESET, *TINY, "--work-dir", work, "--resume", "auto", env=env)
         assert second.returncode == 2
