@@ -29,7 +29,7 @@ def meta(path: Path) -> dict:
 
 def test_every_stage_run_is_done_and_labelled_reduced(demo):
     out, first = demo
-    assert len(RUN_NAMES) == 8  # 4 HO-ResNet, 2 DeiT/Steps-DeiT, 1 pretraining, 1 fine-tune
+    assert len(RUN_NAMES) == 8  # 4 HO-ResNet, 2 ResNet/Steps-ResNet, 1 pretraining, 1 fine-tune
     for name in RUN_NAMES:
         run = out / "runs" / name
         assert meta(run)["status"] == "done", name
@@ -53,7 +53,7 @@ def test_tables_carry_paper_and_demo_numbers(demo):
     out, _ = demo
     tables = "\n".join(p.read_text() for p in (out / "tables").glob("*.md"))
     assert "91.72" in tables  # HO-ResNet Table 3, Euler X4: the paper's CIFAR-10 top-1
-    assert "reduced: embedded digits 16px, 1 epoch" in tables
+    assert "reduced: embedded glyphs 16px, 1 epoch, a tenth of the images" in tables
     assert "Setting: embedded" in (out / "summary.md").read_text()
     assert (out / "tables" / "status.txt").read_text().strip()
 
@@ -68,7 +68,7 @@ def test_report_renders_in_the_browser(demo, browser):  # noqa: F811
         images = page.eval_on_selector_all("img", "els => els.map(e => e.complete && e.naturalWidth > 0)")
         assert all(images), path.name
         if path.name == "horesnet.html":
-            assert "reduced: embedded digits 16px" in page.inner_text("body")
+            assert "reduced: embedded glyphs 16px" in page.inner_text("body")
         page.close()
 
 
@@ -94,3 +94,15 @@ def test_bad_out_is_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == f"depthbench demo: error: --out {target} is a file; give a directory for the " \
                                     "demo's runs and report"
+
+
+def test_the_equal_size_audit_refuses_a_pair_that_is_not(tmp_path):
+    from harness.commands.demo import audit_equal_size
+    from harness.core.errors import DepthbenchError
+
+    pair = [r.config for stage in plan(quick=True) if stage.equal_size for r in stage.runs]
+    line = audit_equal_size(tmp_path, pair)
+    assert line.startswith("resnet18 724.1k params") and "steps_resnet18" in line
+    assert set(json.loads((tmp_path / "audit.json").read_text())) == {"resnet18", "steps_resnet18"}
+    with pytest.raises(DepthbenchError, match="are not of equal size"):
+        audit_equal_size(tmp_path, [pair[0], "configs/claims/horesnet10-euler-w16_1xb64-4e_glyphs-16px.py"])

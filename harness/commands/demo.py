@@ -3,10 +3,12 @@
 On a fresh machine with no dataset and no GPU, with the real engine and the bundled data, it runs a reduced-scale
 version of the papers' core comparisons, then renders the tables, figures, status view and HTML report:
 
-1. HO-ResNet Table 3's question -- does a higher-order scheme help at equal depth? -- Euler vs RK4 at depths 10
-   and 18 on the bundled digits (configs/demo/horesnet*);
-2. StepsNet Table 1's question at equal parameters and FLOPs: DeiT vs Steps-DeiT at reduced width and resolution
-   on the digits, both audited with the one FLOP counter (harness/measure/flops.py) before training;
+1. HO-ResNet Table 3's question -- does a higher-order scheme help as depth grows? -- Euler vs RK-4 at depths 10
+   and 18 on the embedded glyphs (53 characters, held-out typefaces), with the fair recipes of ``depthbench
+   claims`` (configs/claims/horesnet*: one recipe per depth, tuned on Euler);
+2. StepsNet Table 1's question at equal parameters and FLOPs: ResNet-18 vs Steps-ResNet-18 at a quarter width on
+   the glyphs (configs/claims/*resnet18-w16*), audited equal with the one FLOP counter (harness/measure/flops.py)
+   before training;
 3. pretraining + fine-tuning: a half-width Steps-ResNet-18 classifier on the digits, whose ``best.pth`` initialises
    the backbone of Mask R-CNN on the embedded COCO-format set (``init_cfg`` -> the one weights loader);
 4. ``depthbench results`` over the demo's runs: Markdown tables + figures, the status view and the HTML report.
@@ -15,7 +17,8 @@ Each run is a ``depthbench train`` / ``depthbench finetune`` process in a fixed 
 ``OUT/runs/<experiment>/<run>``: a rerun reuses runs whose ``meta.json`` says done and continues the others with
 ``--resume auto``. Ctrl-C asks the running process to checkpoint and stop (SIGTERM, the engines' preemption path:
 every file is written atomically), so the next ``depthbench demo`` continues where it stopped. ``--quick`` is the
-same job at one epoch / 20 iterations per run, for CI.
+same job at one epoch (on a tenth of the glyphs) / 20 iterations per run, for CI. One seed per run: the seeds,
+intervals and verdicts of these comparisons are ``depthbench claims``'.
 
     from harness.commands.demo import run
     result = run(quick=True, out="results/demo-quick")   # DemoResult(out, runs, products, summary, seconds)
@@ -38,8 +41,11 @@ __all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
 DEFAULT_OUT = {False: Path("results/demo"), True: Path("results/demo-quick")}
 DIGITS = "embedded digits"
-# Steps-DeiT and DeiT are compared at equal size: the audit refuses the demo configs if they drift further apart
+GLYPHS = "embedded glyphs"
+# a stage compared at equal size (Steps-ResNet vs ResNet) is refused if its configs drift further apart
 MAX_SIZE_GAP = 0.03
+# --quick on the glyphs: one epoch on a tenth of the images (as `depthbench claims --quick`)
+GLYPHS_QUICK = ["epochs=1", "data.train_subset=2120", "data.val_subset=1060"]
 
 
 @dataclass
@@ -60,6 +66,7 @@ class DemoRun:
 class Stage:
     title: str
     runs: list
+    equal_size: bool = False   # audit the runs' parameters and FLOPs equal (two runs) before training
 
 
 def plan(quick: bool) -> list[Stage]:
@@ -71,16 +78,23 @@ def plan(quick: bool) -> list[Stage]:
         return DemoRun(name, f"configs/demo/{config}", "train",
                        f"{DIGITS} {px}px, {epochs} epoch{'s' * (epochs > 1)}, reduced width", train_overrides, **kw)
 
+    def glyphs(config: str, name: str, px: int, claim_epochs: int) -> DemoRun:
+        n = 1 if quick else claim_epochs
+        subset = ", a tenth of the images" if quick else ""
+        return DemoRun(name, f"configs/claims/{config}", "train",
+                       f"{GLYPHS} {px}px, {n} epoch{'s' * (n > 1)}{subset}, reduced width",
+                       ["log.tensorboard=False"] + (GLYPHS_QUICK if quick else []))
+
     iters = 20 if quick else 200
     finetune_overrides = [f"train_cfg.max_iters={iters}", f"train_cfg.val_interval={iters}",
                           f"default_hooks.checkpoint.interval={iters}"] if quick else []
-    schemes = [digits(f"horesnet{d}-{s}_1xb64-8e_digits.py", f"horesnet{d}-{s}", 16)
-               for d in (10, 18) for s in ("euler", "rk4")]
+    schemes = [glyphs(f"horesnet{d}-{s}-w16_1xb64-{e}e_glyphs-16px.py", f"horesnet{d}-{s}", 16, e)
+               for d, e in ((10, 4), (18, 5)) for s in ("euler", "rk4")]
     return [
-        Stage("HO-ResNet Table 3: Euler vs RK4 at depths 10 and 18 (digits 16px)", schemes),
-        Stage("StepsNet Table 1: DeiT vs Steps-DeiT at equal params/FLOPs (width 64, digits 16px)",
-              [digits("deit-w64-d4_1xb64-8e_digits.py", "deit-w64-d4", 16),
-               digits("steps-deit-w64-d8_1xb64-8e_digits.py", "steps-deit-w64-d8", 16)]),
+        Stage("HO-ResNet Table 3: Euler vs RK-4 at depths 10 and 18 (glyphs 16px)", schemes),
+        Stage("StepsNet Table 1: ResNet-18 vs Steps-ResNet-18 at equal params/FLOPs (quarter width, glyphs 32px)",
+              [glyphs("resnet18-w16_1xb64-2e_glyphs.py", "resnet18-w16", 32, 2),
+               glyphs("steps-resnet18-w16_1xb64-2e_glyphs.py", "steps-resnet18-w16", 32, 2)], equal_size=True),
         Stage("Pretraining: half-width Steps-ResNet-18 classifier (digits 32px)",
               [digits("steps-resnet18-w32_1xb64-8e_digits.py", "steps-resnet18-w32", 32)]),
         Stage("Fine-tuning: Mask R-CNN + the pretrained backbone (embedded COCO-format shapes)",
@@ -109,25 +123,26 @@ def check_out(out: Path) -> None:
         raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a directory you can write")
 
 
-def audit_equal_size(out: Path) -> str:
-    """Parameters and FLOPs of the DeiT/Steps-DeiT pair with the one counter; refuse a pair that is not equal."""
+def audit_equal_size(out: Path, configs: list[str]) -> str:
+    """Parameters and FLOPs of a baseline/treatment pair of configs with the one counter; refuse a pair that is not
+    equal."""
     from harness.core.config import load_config
-    from harness.engine.models import build_model
+    from harness.engine.models import build_model, model_kwargs
     from harness.measure.flops import count_flops, count_params
 
-    sizes = {}
-    for name in ("deit-w64-d4_1xb64-8e_digits.py", "steps-deit-w64-d8_1xb64-8e_digits.py"):
-        cfg = load_config(f"configs/demo/{name}")
-        kwargs = {k: v for k, v in cfg.model.items() if k not in ("name", "pretrained", "drop_path_rate")}
-        model = build_model(cfg.model.name, num_classes=cfg.model.get("num_classes", 10), **kwargs)
-        sizes[cfg.model.name] = (count_params(model), count_flops(model, cfg.data.input_size).total)
-    (deit_p, deit_f), (steps_p, steps_f) = sizes.values()
-    gap_p, gap_f = steps_p / deit_p - 1, steps_f / deit_f - 1
-    (out / "audit.json").write_text(json.dumps({k: {"params": p, "flops": f} for k, (p, f) in sizes.items()}))
-    line = (f"DeiT {deit_p / 1e3:.1f}k params {deit_f / 1e6:.2f} MFLOPs, Steps-DeiT {steps_p / 1e3:.1f}k params "
-            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/measure/flops.py at 16x16)")
+    sizes = []
+    for path in configs:
+        cfg = load_config(path)
+        model = build_model(cfg.model.name, **model_kwargs(cfg))
+        sizes.append((cfg.model.name, count_params(model), count_flops(model, cfg.data.input_size).total))
+    (base, base_p, base_f), (steps, steps_p, steps_f) = sizes
+    gap_p, gap_f = steps_p / base_p - 1, steps_f / base_f - 1
+    (out / "audit.json").write_text(json.dumps({name: {"params": p, "flops": f} for name, p, f in sizes}))
+    px = cfg.data.input_size
+    line = (f"{base} {base_p / 1e3:.1f}k params {base_f / 1e6:.2f} MFLOPs, {steps} {steps_p / 1e3:.1f}k params "
+            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/measure/flops.py at {px}x{px})")
     if max(abs(gap_p), abs(gap_f)) > MAX_SIZE_GAP:
-        raise DepthbenchError(f"configs/demo: the DeiT/Steps-DeiT pair is not of equal size ({line}); fix the widths")
+        raise DepthbenchError(f"{' and '.join(configs)} are not of equal size ({line}); fix the widths")
     return line
 
 
@@ -259,10 +274,11 @@ def render(out: Path) -> list[tuple[str, Path]]:
 
 def summary(stages: list[Stage], out: Path, audit_line: str) -> str:
     """The demo's own comparison, one Markdown table per stage, each caption naming the reduced setting."""
-    lines = ["# depthbench demo (reduced scale: embedded data, not the papers' setting)", ""]
+    lines = ["# depthbench demo (reduced scale: embedded data, not the papers' setting)", "",
+             "One seed per run; `depthbench claims` runs these comparisons with seeds, intervals and verdicts.", ""]
     for stage in stages:
         lines += [f"## {stage.title}", "", f"Setting: {stage.runs[0].scale}.", ""]
-        if "Steps-DeiT" in stage.title:
+        if stage.equal_size:
             lines += [f"Architecture audit: {audit_line}.", ""]
         lines += ["| run | config | best |", "|---|---|---|"]
         lines += [f"| {r.name} | {r.config} | {best_metric(r.path(out))} |" for r in stage.runs]
@@ -317,8 +333,8 @@ def run(quick: bool = False, out: str | Path | None = None) -> DemoResult:
     for number, stage in enumerate(stages, 1):
         stage_start = time.monotonic()
         print(f"[{number}/{len(stages) + 1}] {stage.title}  (elapsed {_clock(stage_start - started)})", flush=True)
-        if "Steps-DeiT" in stage.title:
-            audit_line = audit_equal_size(out)
+        if stage.equal_size:
+            audit_line = audit_equal_size(out, [job.config for job in stage.runs])
             print(f"  audit: {audit_line}", flush=True)
         for job in stage.runs:
             path = job.path(out)
