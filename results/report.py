@@ -106,7 +106,7 @@ def _runs_html(runs: pd.DataFrame, shown: list[str]) -> str:
 
 CLAIMS_LEGEND = (
     '<p class="legend">The papers\' central comparisons re-run at a <b>reduced setting</b> (stated per paper: the '
-    'embedded glyphs dataset, small widths, a few epochs on CPU) by <code>depthbench claims</code> -- never the '
+    'embedded glyphs dataset, small widths, a few epochs on CPU) by <code>depthbench claims</code> — never the '
     'paper\'s setting. Per claim: both arms\' mean ± std over seeds, the difference (treatment − baseline) with its '
     '95 % interval, and the verdict: <i>supported</i> / <i>contradicted</i> when the interval excludes 0 in / '
     'against the paper\'s direction, else <i>inconclusive</i> (<i>no_worse</i> claims: the interval stays above '

@@ -162,10 +162,12 @@ def test_results_claims_folder_without_a_report_is_one_line(tmp_path, capsys):
                        "--claims", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no claims.json" in err[0] and not (tmp_path / "site").exists()
-    (tmp_path / "claims.json").write_text("{not json")
-    assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
-                       "--claims", str(tmp_path)]) == 2
-    assert "claims.json is unreadable" in capsys.readouterr().err
+    for broken in ("{not json", '[{"claim": {"paper": "stepsnet"}}]'):  # not JSON; a record missing fields
+        (tmp_path / "claims.json").write_text(broken)
+        assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
+                           "--claims", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "claims.json is unreadable" in err[0] and not (tmp_path / "site").exists()
 
 
 # ----------------------------------------------------------------------------------------- issue 26: small things

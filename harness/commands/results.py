@@ -186,9 +186,16 @@ def _claims_folder(claims) -> Path | None:
         return None
     try:
         records = json.loads((folder / "claims.json").read_text())
-        if not isinstance(records, list) or not all(isinstance(r, dict) and "claim" in r for r in records):
+        if not isinstance(records, list):
             raise ValueError("not a list of claim results")
-    except (OSError, ValueError) as e:
+        for r in records:  # every field the Claims page reads
+            c, i = r["claim"], r["interval"]
+            _ = (c["paper"], c["id"], c["text"], c["metric"], c["source"]["rows"].items(), c["source"]["table"],
+                 i["diff"] + 0, i["low"], i["high"], i["method"], r["verdict"], r["setting"], list(r["notes"]),
+                 *(r[arm]["arm"] + "" for arm in ("baseline", "treatment")),
+                 *(r[arm][k] + 0 for arm in ("baseline", "treatment") for k in ("mean", "std")),
+                 *(len(r[arm]["values"]) for arm in ("baseline", "treatment")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise DepthbenchError(f"{folder / 'claims.json'} is unreadable ({e}); rerun `depthbench claims --out "
                               f"{folder}` to rewrite it") from None
     return folder
