@@ -1,9 +1,4 @@
-# TransNeXt Table 2 at reduced scale (results/tables/claims/transnext.yaml): TransNeXt at a quarter of Micro's widths
-# (32/64/128/256, depths 2/2/2/1, patch 4) on the glyphs at 32x32 -- stage 1 is 8x8 tokens with pooling ratio 2, the
-# later stages full attention -- with window-only stage 1 (the pooled map shrunk to one global token: each query attends to its 3x3 window and one average). 2 epochs, AdamW lr 1e-3 (tuned on the aggregated arm).
-_base_ = ['./_base_/glyphs.py', './_base_/adamw_cosine.py']
-model = dict(name='transnext_micro', img_size=32, patch_size=4, embed_dims=(32, 64, 128, 256), num_heads=(1, 2, 4, 8),
-             depths=(2, 2, 2, 1), sr_ratios=(2, 1, 1, 1), mlp_ratios=(4, 4, 4, 4), window_size=(3, 3, 3, None), pool_mode='linear', fixed_pool_size=1,
-             drop_path_rate=0.0)
-optim = dict(lr=1e-3)
-epochs = 2
+# TransNeXt at reduced scale (results/tables/claims/transnext.yaml): the aggregated arm's model and recipe with the
+# pooled map of stage 1 shrunk to one global token: each query attends to its 3x3 window and one average.
+_base_ = ['./transnext-mini-aggregated_1xb64-2e_glyphs.py']
+model = dict(pool_mode='linear', fixed_pool_size=1)
