@@ -33,6 +33,9 @@ def test_every_arm_trains_once_with_the_quick_schedule(quick):
         evals = [json.loads(line) for line in (spec.work_dir / "metrics.jsonl").read_text().splitlines()
                  if '"top1"' in line]
         assert len(evals) == 1, spec.work_dir  # quick: epochs=1
+        console = (spec.work_dir.parent / f"{spec.work_dir.name}.console.txt").read_text().splitlines()
+        assert console[0].startswith(f"$ depthbench train {spec.config} ") and console[0].endswith(
+            f"--work-dir {spec.work_dir} --resume auto")  # the command line to rerun or submit the run
         resolved = config(spec.work_dir)
         assert resolved["epochs"] == 1 and resolved["data"]["train_subset"] == 2120 and resolved["seed"] == 0
 

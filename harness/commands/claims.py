@@ -167,6 +167,7 @@ def _done(spec: RunSpec) -> bool:
 def _train(specs: list[RunSpec], jobs: int) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done)."""
     import os
+    import shlex
     import subprocess
     import sys
     import time
@@ -191,6 +192,8 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
                 log = open(spec.work_dir.parent / f"{spec.work_dir.name}.console.txt", "w")
                 cmd = [sys.executable, "-m", "harness.cli", "train", spec.config, *spec.overrides, "--work-dir",
                        str(spec.work_dir), "--resume", "auto"]
+                log.write(f"$ {shlex.join(['depthbench', *cmd[3:]])}\n")  # the run's command line, e.g. for Slurm
+                log.flush()
                 running[id(spec)] = (spec, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
             for key, (spec, proc, log) in list(running.items()):
                 if proc.poll() is None:
