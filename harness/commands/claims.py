@@ -301,7 +301,7 @@ def _glyph_samples(path: Path) -> Path:
     sheet.paste(train, (0, 0))
     sheet.paste(val, (0, train.height + 8))
     path.parent.mkdir(parents=True, exist_ok=True)
-    sheet.quantize(256).save(path, optimize=True)  # a palette: a third of the bytes, no visible change
+    sheet.quantize(256).save(path, optimize=True)  # a palette: a quarter of the bytes, no visible change
     return path
 
 
