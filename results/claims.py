@@ -92,6 +92,10 @@ class PaperSource:
     rows: dict                           # row name -> the paper's number (as printed)
     note: str = ""
 
+    def numbers(self) -> str:
+        """The paper's rows and numbers as printed, e.g. ``ResNet-18 70.2, Steps-ResNet-18 71.8``."""
+        return ", ".join(f"{name} {value}" for name, value in self.rows.items())
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -366,6 +370,10 @@ class Interval:
     high: float | None
     df: float | None = None              # Welch–Satterthwaite degrees of freedom
 
+    def bounds(self) -> str:
+        """``[low, high]`` with signs, or ``—`` without an interval (one seed)."""
+        return f"[{self.low:+.2f}, {self.high:+.2f}]" if self.low is not None else "—"
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -383,6 +391,30 @@ class ClaimResult:
         return (f"{c.paper}/{c.id}: {c.treatment} {t.mean:.2f} ± {t.std:.2f} vs {c.baseline} {b.mean:.2f} ± "
                 f"{b.std:.2f} ({c.metric}, n={t.n}/{b.n}); Δ {i.diff:+.2f}, {i.level:.0%} {i.method} {ci} → "
                 f"{self.verdict}")
+
+
+def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
+    """The results a ``depthbench claims`` report holds (its claims.json: each ClaimResult as a dict plus the
+    reduced ``setting``), rebuilt as ``(ClaimResult, setting)``; a file that is not that raises ClaimError."""
+    import json
+
+    path = Path(path)
+    try:
+        results = []
+        for r in json.loads(path.read_text()):
+            source = r["claim"]["source"]
+            claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])})})
+            arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
+                             float(r[k]["std"])) for k in ("baseline", "treatment")]
+            i = r["interval"]
+            low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
+            interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
+            results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"]))),
+                            str(r["setting"])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
+                         "it") from None
+    return results
 
 
 def arm_stats(arm: str, values: Iterable[float]) -> ArmStats:

@@ -113,14 +113,12 @@ CLAIMS_LEGEND = (
     '−margin). Figures: learning curves (mean, min–max band over seeds) and the difference with its interval.</p>')
 
 
-def _claims_body(claims_dir: Path, out_dir: Path) -> str:
-    """The Claims page from ``depthbench claims``' report folder (``claims.json`` and its figures, copied beside
-    the site so it stays self-contained)."""
-    import json
+def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
+    """The Claims page from ``depthbench claims``' report (``results``: ``(ClaimResult, setting)`` read from
+    ``claims_dir``/claims.json; its figures are copied beside the site so it stays self-contained)."""
     import shutil
 
     e = html.escape
-    records = json.loads((claims_dir / "claims.json").read_text())
     figure_dir = out_dir / "figures" / "claims"
     figure_dir.mkdir(parents=True, exist_ok=True)
     body = [CLAIMS_LEGEND]
@@ -129,38 +127,38 @@ def _claims_body(claims_dir: Path, out_dir: Path) -> str:
         shutil.copy2(samples, figure_dir / samples.name)
         body.append(_figure([figure_dir / samples.name], out_dir, "The glyphs dataset: training images (top rows) "
                             "and validation images from held-out typefaces (bottom rows)"))
-    for paper in dict.fromkeys(r["claim"]["paper"] for r in records):
-        mine = [r for r in records if r["claim"]["paper"] == paper]
-        body.append(f"<h2>{e(PAPER_TITLES.get(paper, paper))}</h2><p class=legend>Setting: {e(mine[0]['setting'])}</p>")
+
+    def arm(stats) -> str:
+        return e(f"{stats.arm} {stats.mean:.2f} ± {stats.std:.2f} (n={stats.n})")
+
+    for paper in dict.fromkeys(r.claim.paper for r, _ in results):
+        mine = [(r, setting) for r, setting in results if r.claim.paper == paper]
+        body.append(f"<h2>{e(PAPER_TITLES.get(paper, paper))}</h2><p class=legend>Setting: {e(mine[0][1])}</p>")
         rows = []
-        for r in mine:
-            c, i = r["claim"], r["interval"]
-            paper_numbers = ", ".join(f"{k} {v}" for k, v in c["source"]["rows"].items())
-            ci = f"[{i['low']:+.2f}, {i['high']:+.2f}]" if i["low"] is not None else "—"
-            arm = "{arm} {mean:.2f} ± {std:.2f} (n={n})".format
-            notes = "".join(f"<div class=note>{e(n)}</div>" for n in r["notes"])
-            rows.append(f"<tr><th>{e(c['text'])}{notes}</th><td>Table {e(str(c['source']['table']))}: "
-                        f"{e(paper_numbers)}</td><td>{e(arm(n=len(r['baseline']['values']), **r['baseline']))}</td>"
-                        f"<td>{e(arm(n=len(r['treatment']['values']), **r['treatment']))}</td>"
-                        f'<td class="num">{i["diff"]:+.2f}</td><td>{e(ci)} ({e(i["method"])})</td>'
-                        f'<td class="{e(r["verdict"])}">{e(r["verdict"])}</td></tr>')
+        for r, _ in mine:
+            c, i = r.claim, r.interval
+            notes = "".join(f"<div class=note>{e(n)}</div>" for n in r.notes)
+            rows.append(f"<tr><th>{e(c.text)}{notes}</th><td>Table {e(str(c.source.table))}: "
+                        f"{e(c.source.numbers())}</td><td>{arm(r.baseline)}</td><td>{arm(r.treatment)}</td>"
+                        f'<td class="num">{i.diff:+.2f}</td><td>{e(i.bounds())} ({e(i.method)})</td>'
+                        f'<td class="{e(r.verdict)}">{e(r.verdict)}</td></tr>')
         body.append("<table><thead><tr><th>claim</th><th>paper</th><th>baseline</th><th>treatment</th>"
-                    f"<th>Δ ({e(mine[0]['claim']['metric'])})</th><th>95 % interval</th><th>verdict</th></tr>"
+                    f"<th>Δ ({e(mine[0][0].claim.metric)})</th><th>95 % interval</th><th>verdict</th></tr>"
                     f"</thead><tbody>{''.join(rows)}</tbody></table>")
-        for r in mine:
-            png = claims_dir / "figures" / f"{paper}-{r['claim']['id']}.png"
+        for r, _ in mine:
+            png = claims_dir / "figures" / f"{paper}-{r.claim.id}.png"
             if png.is_file():
                 shutil.copy2(png, figure_dir / png.name)
-                body.append(_figure([figure_dir / png.name], out_dir, f"{paper}/{r['claim']['id']}: {r['verdict']}"))
+                body.append(_figure([figure_dir / png.name], out_dir, f"{paper}/{r.claim.id}: {r.verdict}"))
     return "\n".join(body)
 
 
 def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_dir: Path,
-          bench: pd.DataFrame | None = None, diagnose_csvs=(), claims_dir: Path | None = None) -> list[Path]:
-    """Write the site under ``out_dir``; returns the pages written. ``claims_dir``: a ``depthbench claims``
-    report folder (with ``claims.json``) for the Claims page."""
+          bench: pd.DataFrame | None = None, diagnose_csvs=(), claims: tuple | None = None) -> list[Path]:
+    """Write the site under ``out_dir``; returns the pages written. ``claims``: ``(folder, results)`` of a
+    ``depthbench claims`` report (``results.claims.read_report``) for the Claims page."""
     out_dir = Path(out_dir)
-    has_claims = claims_dir is not None and (Path(claims_dir) / "claims.json").is_file()
+    has_claims = claims is not None
     fig_dir = out_dir / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
     papers = list(dict.fromkeys(v.paper for v in views))
@@ -221,7 +219,7 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
         write(f"{paper}.html", f"{PAPER_TITLES.get(paper, paper)}: tables and figures", "\n".join(body))
 
     if has_claims:
-        write("claims.html", "The papers' claims at reduced scale", _claims_body(Path(claims_dir), out_dir))
+        write("claims.html", "The papers' claims at reduced scale", _claims_body(Path(claims[0]), claims[1], out_dir))
 
     # runs
     body = [_figure(made["training_curves"], out_dir, "Training curves (up to 20 runs)"),

@@ -275,12 +275,11 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
         lines += [f"## {f.paper}", "", f"Setting: {f.setting}", ""]
         for r in [r for r in results if r.claim.paper == f.paper]:
             c, i = r.claim, r.interval
-            paper = ", ".join(f"{name} {value}" for name, value in c.source.rows.items())
-            ci = f"[{i.low:+.2f}, {i.high:+.2f}]" if i.low is not None else "—"
-            lines += [f"- **{c.text}** (Table {c.source.table}: {paper})",
+            lines += [f"- **{c.text}** (Table {c.source.table}: {c.source.numbers()})",
                       f"  - {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
                       f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}/"
-                      f"{r.baseline.n}); difference {i.diff:+.2f}, 95 % {i.method} interval {ci}: **{r.verdict}**"]
+                      f"{r.baseline.n}); difference {i.diff:+.2f}, 95 % {i.method} interval {i.bounds()}: "
+                      f"**{r.verdict}**"]
             lines += [f"  - note: {note}" for note in r.notes]
         lines.append("")
     atomic_write(written[1], "\n".join(lines))

@@ -87,7 +87,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
         raise DepthbenchError(f"--reduce {reduce!r}: choose one of best, last, mean")
     papers, files, runs, bench = (list(v) if v else None for v in (papers, files, runs, bench))
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
-    claims = _claims_folder(claims)
+    claims = _claims_report(claims)
     from results import compare, render, runs as run_data
     from results.audit import Audit
     from results.status import status_text
@@ -171,12 +171,12 @@ def _validate(papers, table, files, fmt, out, runs, bench):
     return tables, _bench_frames(bench or [], strict=True)  # read now: bad input fails before the audit
 
 
-def _claims_folder(claims) -> Path | None:
-    """The ``depthbench claims`` report for the Claims page: the one given (which must hold a readable
-    claims.json), else results/claims when it holds one."""
-    import json
-
+def _claims_report(claims):
+    """The ``depthbench claims`` report for the Claims page, read before any work: ``(folder, [(ClaimResult,
+    setting), ...])`` from the folder given (which must hold a readable claims.json), else from results/claims when
+    it holds one, else None."""
     from harness.commands.claims import DEFAULT_OUT
+    from results.claims import read_report
 
     folder = Path(claims) if claims else DEFAULT_OUT
     if not (folder / "claims.json").is_file():
@@ -184,21 +184,7 @@ def _claims_folder(claims) -> Path | None:
             raise DepthbenchError(f"--claims {claims}: no claims.json there; give the --out folder of a "
                                   "`depthbench claims` run")
         return None
-    try:
-        records = json.loads((folder / "claims.json").read_text())
-        if not isinstance(records, list):
-            raise ValueError("not a list of claim results")
-        for r in records:  # every field the Claims page reads
-            c, i = r["claim"], r["interval"]
-            _ = (c["paper"], c["id"], c["text"], c["metric"], c["source"]["rows"].items(), c["source"]["table"],
-                 i["diff"] + 0, i["low"], i["high"], i["method"], r["verdict"], r["setting"], list(r["notes"]),
-                 *(r[arm]["arm"] + "" for arm in ("baseline", "treatment")),
-                 *(r[arm][k] + 0 for arm in ("baseline", "treatment") for k in ("mean", "std")),
-                 *(len(r[arm]["values"]) for arm in ("baseline", "treatment")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise DepthbenchError(f"{folder / 'claims.json'} is unreadable ({e}); rerun `depthbench claims --out "
-                              f"{folder}` to rewrite it") from None
-    return folder
+    return folder, read_report(folder / "claims.json")
 
 
 def _check_writable(out: Path) -> None:
