@@ -41,8 +41,8 @@ alive() {  # alive PIDFILE NAME
 
 stop_pid() {  # stop_pid PIDFILE NAME: SIGTERM, then SIGKILL after 10 s; removes the pid file
     local pid i
-    if alive "$1" "$2"; then
-        pid=$(<"$1")
+    # the daemon may exit and remove its pid file between the check and the read: then there is nothing to stop
+    if alive "$1" "$2" && pid=$(cat "$1" 2>/dev/null); then
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < 100; i++)); do alive "$1" "$2" || break; sleep 0.1; done
         if alive "$1" "$2"; then kill -KILL "$pid" 2>/dev/null || true; fi
