@@ -348,6 +348,78 @@ def check_audit(claim: Claim, sizes: Mapping[str, Mapping[str, float]]) -> dict:
     return gaps
 
 
+def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
+    """Every claim of ``claims`` is a fair comparison (:func:`check_equal_budget`) and, where it says so, of equal
+    (or the expected) size, audited with the one FLOP counter (:func:`check_audit`): one line on the first that is
+    not, before anything trains or is submitted. Returns each arm's resolved config."""
+    configs = resolve_configs(claims, quick)
+    for claim in claims.claims:
+        check_equal_budget(claim, configs)
+        if claim.equal or claim.expected:
+            check_audit(claim, {arm: arm_size(configs[arm]) for arm in (claim.baseline, claim.treatment)})
+    return configs
+
+
+def arm_size(cfg) -> dict:
+    """Parameters and FLOPs (MACs) of an arm's model at its input size, on the meta device."""
+    from harness.engine.models import build_model, model_kwargs
+    from harness.measure.flops import count_flops, count_params
+
+    model = build_model(cfg.model.name, **model_kwargs(cfg))
+    return {"params": count_params(model), "flops": count_flops(model, cfg.data.input_size).total}
+
+
+# ----------------------------------------------------------------------------------------- runs
+@dataclass
+class RunSpec:
+    """One training run of a comparison: an arm's config and seed, in ``<out>/runs/<paper>/<arm>/seed<k>`` -- where
+    ``depthbench claims`` looks for it, whether it trained it itself or a Slurm array did."""
+    paper: str
+    arm: str
+    seed: int
+    config: str
+    overrides: list
+    work_dir: Path
+    needs: Path | None = None        # the source run's best.pth that initialises this one (ScaleNet)
+
+    @property
+    def console(self) -> Path:
+        return self.work_dir.parent / f"{self.work_dir.name}.console.txt"
+
+
+def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path) -> list[RunSpec]:
+    """One run per (arm a claim needs, seed); sources first, each arm initialised from its source's same seed."""
+    needed = {}
+    for claim in claims.claims:
+        for arm in claims.arms_of(claim):
+            needed[arm.name] = arm
+    specs, by_key = [], {}
+    for arm in needed.values():
+        for seed in range(seeds):
+            work_dir = Path(out) / "runs" / claims.paper / arm.name / f"seed{seed}"
+            overrides = [*arm.overrides, *(claims.quick if quick else ()), f"seed={seed}",
+                         f"experiment='claims-{claims.paper}-{arm.name}'"]
+            needs = None
+            if arm.init_from:
+                needs = by_key[(arm.init_from, seed)].work_dir / "best.pth"
+                overrides.append(f"model.pretrained='{needs}'")
+            spec = RunSpec(claims.paper, arm.name, seed, arm.config, overrides, work_dir, needs)
+            by_key[(arm.name, seed)] = spec
+            specs.append(spec)
+    return specs
+
+
+def run_done(spec: RunSpec) -> bool:
+    """The run finished (its meta.json says done); a missing or unreadable run directory is not done."""
+    from harness.core.errors import DepthbenchError
+    from harness.core.rundir import RunDir
+
+    try:
+        return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "done"
+    except DepthbenchError:
+        return False
+
+
 # ----------------------------------------------------------------------------------------- statistics
 @dataclass(frozen=True)
 class ArmStats:

@@ -56,6 +56,8 @@ class Element:
     suffix: str = ""        # appended to the run id (sweep points)
     work_dir: str = ""      # filled in once the job id is known
     log: str = ""
+    run_dir: str = ""       # a fixed run directory (claims runs: where `depthbench claims` reads them); empty: the
+                            # usual <runs>/<experiment>/<submit time>-j<job>
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Submission:
     table: str | None = None
     skipped: list[str] = field(default_factory=list)
     data_notes: list[str] = field(default_factory=list)  # datasets a dry run did not find here
+    followup: Submission | None = None  # runs that start from a run of this one: a second job, afterok this one
 
 
 @dataclass
@@ -345,9 +348,15 @@ def safe_name(text: str) -> str:
 
 
 def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOptions, world_size: int, *,
-            table: str | None = None, rows: Sequence[str] | None = None) -> Submission:
-    """The runs to submit -- config files (a sweep definition gives one run per point) or the rows of a paper
-    ``table`` ("PAPER:TABLE", only ``rows`` if given) -- each checked; raises on the first bad one."""
+            table: str | None = None, rows: Sequence[str] | None = None,
+            claims: ClaimsRequest | None = None) -> Submission:
+    """The runs to submit -- config files (a sweep definition gives one run per point), the rows of a paper
+    ``table`` ("PAPER:TABLE", only ``rows`` if given) or the runs of papers' ``claims`` -- each checked; raises on
+    the first bad one."""
+    if claims is not None:
+        if configs or table:
+            raise DepthbenchError("give either --claims PAPER, --table PAPER:TABLE or config files, not several")
+        return claims_submission(claims, overrides, options, world_size)
     if table:
         if configs:
             raise DepthbenchError("give either --table PAPER:TABLE or config files, not both")
@@ -404,7 +413,7 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
         if no_config is not None:
             raise DepthbenchError(f"row {no_config.name!r} of {paper}:{table.id} has no training config"
                                   + (f" ({no_config.reason})" if no_config.reason else ""))
-    skipped = [f"{r.name} ({r.reason or 'no config'})" for r in rows if not r.config]
+    skipped = [f"{r.name}: no training config" + (f" ({r.reason})" if r.reason else "") for r in rows if not r.config]
     rows = [r for r in rows if r.config]
     if not rows:
         raise DepthbenchError(f"no row of table {paper}:{table.id} names a training config; nothing to submit")
@@ -415,6 +424,59 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
     name = options.job_name or safe_name(f"db-{paper}-table{table.id}")
     return Submission(elements, name, paper=paper.lower(), table=table.id, skipped=skipped,
                       data_notes=checker.data_notes)
+
+
+@dataclass
+class ClaimsRequest:
+    """``depthbench submit --claims``: the papers' claims runs, as ``depthbench claims`` plans them."""
+    papers: list[str]                      # empty: every paper with claims
+    seeds: int = 3
+    quick: bool = False
+    out: str | None = None                 # default: depthbench claims' (results/claims, or results/claims-quick)
+
+
+def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options: SubmitOptions,
+                      world_size: int) -> Submission:
+    """Every run of the papers' claims that is not done yet, each in the run directory ``depthbench claims --out``
+    reads (so that, once the jobs are done, ``depthbench claims`` compares them and trains nothing); the claims are
+    checked fair and audited first, as ``depthbench claims`` does. Runs that start from another run (ScaleNet's
+    expanded arm from its shallow source) whose source is not done yet form a follow-up job that waits for this one
+    (``--dependency=afterok``)."""
+    from results import claims as cl
+
+    if overrides:
+        raise DepthbenchError(f"--claims trains the claims' own recipes; {overrides[0]!r} would make the runs differ "
+                              "from what `depthbench claims` compares: drop the key=value overrides")
+    if not isinstance(request.seeds, int) or isinstance(request.seeds, bool) or request.seeds < 1:
+        raise DepthbenchError(f"--seeds {request.seeds}: give the number of seeds per arm, 1 or more")
+    seeds = 1 if request.quick else request.seeds
+    default_out = "results/claims-quick" if request.quick else "results/claims"
+    out = Path(request.out or REPO / default_out).absolute()
+    papers = request.papers or cl.available_claims()
+    checker = Checker(world_size, options.engine, data_required=not options.dry_run)
+    now, later, skipped = [], [], []
+    for claims in [cl.load_claims(p) for p in papers]:  # unknown paper / bad claims file: one line
+        cl.check_claims(claims, request.quick)
+        for spec in cl.plan_runs(claims, seeds, request.quick, out):
+            name = f"{spec.paper}/{spec.arm}/seed{spec.seed}"
+            if cl.run_done(spec):
+                skipped.append(f"{name}: done in {spec.work_dir}")
+                continue
+            waits = spec.needs is not None and not spec.needs.is_file()
+            # a run that waits for its source is checked without the source's weights, which do not exist yet
+            checked = [o for o in spec.overrides if not (waits and o.startswith("model.pretrained="))]
+            element = checker.element(REPO / spec.config, checked, name=name)
+            element.overrides, element.run_dir = list(spec.overrides), str(spec.work_dir)
+            (later if waits else now).append(element)
+    if not now:
+        now, later = later, []
+    if not now:
+        raise DepthbenchError(f"every claims run of {', '.join(papers)} is done in {out}; `depthbench claims "
+                              f"{' '.join(papers)} --out {out}` compares them")
+    name = options.job_name or safe_name(f"db-claims-{papers[0] if len(papers) == 1 else f'{len(papers)}papers'}")
+    paper = papers[0] if len(papers) == 1 else None
+    followup = Submission(later, f"{name}-after", paper=paper) if later else None
+    return Submission(now, name, paper=paper, skipped=skipped, data_notes=checker.data_notes, followup=followup)
 
 
 def paper_of(config: str) -> str | None:
@@ -466,8 +528,9 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
             cmd += e.overrides
         words = " ".join('"$WORK_DIR"' if w == "@WORK_DIR@" else shlex.quote(w) for w in cmd)
         suffix = shlex.quote(e.suffix) if e.suffix else ""
+        work_dir = shlex.quote(e.run_dir) if e.run_dir else f"$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}"
         cases.append(f"    {i}) NAME={shlex.quote(e.name)}\n"
-                     f"       WORK_DIR=$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}\n"
+                     f"       WORK_DIR={work_dir}\n"
                      f"       CMD=({words}) ;;")
     what = f"{sub.paper} table {sub.table}" if sub.table else ", ".join(dict.fromkeys(e.config for e in sub.elements))
     title = (f"depthbench: {len(sub.elements)} run(s) of {what}, {options.nodes} node(s) x {tasks} rank(s)"
@@ -507,13 +570,16 @@ class SubmitResult:
     script_path: Path | None = None                    # <runs>/slurm/<job>.sbatch
     estimate: object | None = None                     # --estimate: harness.measure.estimate.Estimate of the runs
     notes: list[str] = field(default_factory=list)     # what the user should know: data not checked, runs folder
+    followup: SubmitResult | None = None               # --claims: the runs that wait for this job (afterok)
 
 
 def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: SubmitOptions | None = None, *,
-           table: str | None = None, rows: Sequence[str] | None = None,
+           table: str | None = None, rows: Sequence[str] | None = None, claims: ClaimsRequest | None = None,
            before_submit: Callable[[list[dict]], None] | None = None) -> SubmitResult:
-    """Check the options and every run (configs, or a paper ``table``'s ``rows``) as their ranks will, render one
-    sbatch script and, unless ``options.dry_run``, submit it and keep the script and a record of the runs.
+    """Check the options and every run (configs, a paper ``table``'s ``rows`` or papers' ``claims`` runs) as their
+    ranks will, render one sbatch script and, unless ``options.dry_run``, submit it and keep the script and a record
+    of the runs; claims runs that start from another run's weights go to a second job that waits for the first
+    (``result.followup``; a dry run renders it without the dependency, which needs the first job's id).
     ``options.preflight``: submit one ``depthbench preflight`` job of the runs instead (:func:`preflight_submission`).
     ``before_submit`` gets the runs (one dict per element) once they are checked, before anything is submitted
     (``depthbench submit --estimate`` prints their cost there)."""
@@ -526,9 +592,10 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
         if value is not None:
             check_text(what, value)
     # options and configs first: their errors say more than a missing sbatch
-    sub = collect(configs, overrides, options, options.nodes * tasks, table=table, rows=rows)
+    sub = collect(configs, overrides, options, options.nodes * tasks, table=table, rows=rows, claims=claims)
     if before_submit is not None:
-        before_submit([{"index": i, **asdict(e)} for i, e in enumerate(sub.elements)])
+        later = sub.followup.elements if sub.followup else []
+        before_submit([{"index": i, **asdict(e)} for i, e in enumerate([*sub.elements, *later])])
     if options.preflight:
         sub, options = preflight_submission(sub, options, tasks)
     if not options.dry_run and shutil.which("sbatch") is None:
@@ -546,12 +613,33 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
         except OSError as e:
             notes.append(f"cannot create the script's log folder {slurm_dir()} here ({e.strerror}); create it where "
                          "the job runs before `sbatch` (Slurm does not)")
-        return SubmitResult(script, sub.job_name, [{"index": i, **asdict(e)} for i, e in enumerate(sub.elements)],
-                            sub.skipped, notes=notes)
+        result = SubmitResult(script, sub.job_name, [{"index": i, **asdict(e)} for i, e in enumerate(sub.elements)],
+                              sub.skipped, notes=notes)
+        if sub.followup:
+            later = sub.followup
+            result.followup = SubmitResult(render(options, later, tasks, stamp), later.job_name,
+                                           [{"index": i, **asdict(e)} for i, e in enumerate(later.elements)])
+        return result
     job_id = sbatch(script)
     record = write_record(job_id, script, sub, stamp)
-    return SubmitResult(script, sub.job_name, record["elements"], sub.skipped, job_id,
-                        slurm_dir() / f"{job_id}.json", Path(record["script"]), notes=notes)
+    result = SubmitResult(script, sub.job_name, record["elements"], sub.skipped, job_id,
+                          slurm_dir() / f"{job_id}.json", Path(record["script"]), notes=notes)
+    if sub.followup:
+        # afterok on an array job waits for every element; a failed source leaves the follow-up pending
+        # (DependencyNeverSatisfied) for `depthbench cancel`, rather than training from missing weights
+        waiting = replace(options, sbatch=[*options.sbatch, f"--dependency=afterok:{job_id}"])
+        later_script = render(waiting, sub.followup, tasks, stamp)
+        try:
+            later_id = sbatch(later_script)
+        except DepthbenchError as e:
+            raise DepthbenchError(f"job {job_id} was submitted ({len(sub.elements)} runs) but not the job of the runs "
+                                  f"that start from its weights: {e}; once {job_id} is done, the same submit "
+                                  "command submits them") from None
+        later_record = write_record(later_id, later_script, sub.followup, stamp)
+        result.followup = SubmitResult(later_script, sub.followup.job_name, later_record["elements"], job_id=later_id,
+                                       record_path=slurm_dir() / f"{later_id}.json",
+                                       script_path=Path(later_record["script"]))
+    return result
 
 
 def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) -> tuple[Submission, SubmitOptions]:
@@ -612,7 +700,7 @@ def write_record(job_id: str, script: str, sub: Submission, stamp: str) -> dict:
     elements = []
     for i, e in enumerate(sub.elements):
         job = f"{job_id}_{i}" if array else job_id
-        e.work_dir = str(runs_root() / e.experiment / f"{stamp}-j{job}{e.suffix}")
+        e.work_dir = e.run_dir or str(runs_root() / e.experiment / f"{stamp}-j{job}{e.suffix}")
         e.log = str(folder / f"{sub.job_name}-{job}.out")
         elements.append({"index": i, "job": job, **asdict(e)})
     script_path = folder / f"{job_id}.sbatch"

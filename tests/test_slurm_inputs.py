@@ -331,3 +331,84 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
     assert code == 0 and "good-run" in out and "Traceback" not in err
     code, out, err = cli("cancel", runs / "exp" / "nowhere")  # cancel reads the records too
     assert code == 2 and err.splitlines()[-1].startswith("depthbench cancel: error: ") and "neither" in err, err
+
+
+# ----------------------------------------------------------------------------------------- submit --claims (issue 29)
+CLAIM_RUNS = ("shallow", "scratch", "scalenet")  # ScaleNet's claim: the expanded arm starts from the shallow run
+
+
+@pytest.fixture
+def glyphs_cache(runs, monkeypatch):
+    """The claims' glyphs in the default cache, shared with the other claims tests (rendered once per machine;
+    the cache is written atomically), not in this module's own data folder."""
+    monkeypatch.delenv("DEPTHBENCH_DATA", raising=False)
+    return runs
+
+
+def counting_sbatch(folder: Path) -> Path:
+    """A stub sbatch that keeps every script it is given (1.sbatch, 2.sbatch, ...) and answers 101, 102, ..."""
+    folder.mkdir()
+    (folder / "sbatch").write_text('#!/bin/bash\nn=$(( $(ls "$STUB_DIR"/*.sbatch 2>/dev/null | wc -l) + 1 ))\n'
+                                   'cat > "$STUB_DIR/$n.sbatch"; echo $((100 + n))\n')
+    (folder / "sbatch").chmod(0o755)
+    return folder
+
+
+def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_path):
+    out = tmp_path / "claims"
+    code, script, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out, "--dry-run")
+    assert code == 0, err
+    first, _, second = script.partition("# ---- the second job")
+    assert second, "the expanded arm waits for the shallow run's weights: a second job"
+    for arm in ("shallow", "scratch"):
+        assert f"WORK_DIR={out}/runs/scalenet/{arm}/seed0\n" in first
+    assert f"WORK_DIR={out}/runs/scalenet/scalenet/seed0\n" in second and "scalenet/scalenet" not in first
+    assert f"model.pretrained='\"'\"'{out}/runs/scalenet/shallow/seed0/best.pth" in second
+    assert "epochs=1" in first and "seed=0" in first  # the claims file's --quick overrides, one seed
+    assert "--dependency=afterok:<first job id>" in err
+
+
+def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, tmp_path, monkeypatch):
+    from harness.core.rundir import RunDir
+
+    stub = counting_sbatch(tmp_path / "stub-bin")
+    monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
+    monkeypatch.setenv("STUB_DIR", str(stub))
+    out = tmp_path / "claims"
+    code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
+    assert code == 0, err
+    first, second = (stub / "1.sbatch").read_text(), (stub / "2.sbatch").read_text()
+    assert "#SBATCH --array=0-1" in first and "--dependency" not in first
+    assert "#SBATCH --dependency=afterok:101" in second and "scalenet/scalenet/seed0" in second
+    assert "submitted job 102" in stdout and "depthbench claims scalenet --quick" in stdout
+    records = [json.loads((glyphs_cache / "slurm" / f"{job}.json").read_text()) for job in (101, 102)]
+    assert [e["work_dir"] for r in records for e in r["elements"]] == \
+        [str(out / "runs" / "scalenet" / arm / "seed0") for arm in CLAIM_RUNS]
+
+    # the shallow run is done (with its weights): submitted again, it is skipped and nothing waits
+    shallow = out / "runs" / "scalenet" / "shallow" / "seed0"
+    RunDir.create("claims-scalenet-shallow", path=shallow).finish("done")
+    (shallow / "best.pth").write_bytes(b"weights")
+    for old in stub.glob("*.sbatch"):
+        old.unlink()
+    code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
+    assert code == 0, err
+    assert f"not submitted: scalenet/shallow/seed0: done in {shallow}" in err
+    assert sorted(p.name for p in stub.glob("*.sbatch")) == ["1.sbatch"]
+    script = (stub / "1.sbatch").read_text()
+    assert "#SBATCH --array=0-1" in script and "scalenet/scratch/seed0" in script
+    assert f"{shallow}/best.pth" in script
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--claims", "scalenet", "epochs=1"], "--claims trains the claims' own recipes"),
+    (["--claims", "scalenet", PRESET], "give either --claims PAPER, --table PAPER:TABLE or config files"),
+    (["--claims", "nosuchpaper"], "nosuchpaper"),
+    (["--claims", "scalenet", "--seeds", "0"], "--seeds 0"),
+    ([PRESET, "--quick"], "--seeds, --quick and --claims-out go with --claims PAPER"),
+])
+def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tmp_path):
+    code, out, err = cli("submit", *args, "--claims-out", tmp_path / "c", "--dry-run") if "--claims" in args else \
+        cli("submit", *args, "--dry-run")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "c").exists()

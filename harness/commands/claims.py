@@ -30,17 +30,6 @@ DEFAULT_OUT = Path("results/claims")
 
 
 @dataclass
-class RunSpec:
-    paper: str
-    arm: str
-    seed: int
-    config: str
-    overrides: list
-    work_dir: Path
-    needs: Path | None = None        # the source run whose best.pth initialises this one (ScaleNet)
-
-
-@dataclass
 class ClaimsReport:
     results: list                    # results.claims.ClaimResult per claim
     out: Path
@@ -92,13 +81,9 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     check_writable_folder(out, "--out", "the claims' runs and report")
     specs, datasets = [], set()
     for claims in files:
-        configs = cl.resolve_configs(claims, quick)
+        configs = cl.check_claims(claims, quick)  # an unfair or unequal-size claim: one line, nothing trained
         datasets |= {(c.data.input_size, c.data.root) for c in configs.values() if c.data.type == "glyphs"}
-        for claim in claims.claims:
-            cl.check_equal_budget(claim, configs)
-            if claim.equal:
-                cl.check_audit(claim, {arm: _size(configs[arm]) for arm in (claim.baseline, claim.treatment)})
-        specs += _plan(claims, seeds, quick, out)
+        specs += cl.plan_runs(claims, seeds, quick, out)
     if not status:
         _prepare_data(datasets)
         _train(specs, jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
@@ -113,38 +98,7 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     return ClaimsReport(results, out, specs, written, status_lines)
 
 
-# ----------------------------------------------------------------------------------------- planning
-def _size(cfg) -> dict:
-    """Parameters and FLOPs (MACs) of an arm's model at its input size, on the meta device."""
-    from harness.engine.models import build_model, model_kwargs
-    from harness.measure.flops import count_flops, count_params
-
-    model = build_model(cfg.model.name, **model_kwargs(cfg))
-    return {"params": count_params(model), "flops": count_flops(model, cfg.data.input_size).total}
-
-
-def _plan(claims, seeds: int, quick: bool, out: Path) -> list[RunSpec]:
-    """One run per (arm a claim needs, seed); sources first, each arm initialised from its source's same seed."""
-    needed = {}
-    for claim in claims.claims:
-        for arm in claims.arms_of(claim):
-            needed[arm.name] = arm
-    specs, by_key = [], {}
-    for arm in needed.values():
-        for seed in range(seeds):
-            work_dir = out / "runs" / claims.paper / arm.name / f"seed{seed}"
-            overrides = [*arm.overrides, *(claims.quick if quick else ()), f"seed={seed}",
-                         f"experiment='claims-{claims.paper}-{arm.name}'"]
-            needs = None
-            if arm.init_from:
-                needs = by_key[(arm.init_from, seed)].work_dir / "best.pth"
-                overrides.append(f"model.pretrained='{needs}'")
-            spec = RunSpec(claims.paper, arm.name, seed, arm.config, overrides, work_dir, needs)
-            by_key[(arm.name, seed)] = spec
-            specs.append(spec)
-    return specs
-
-
+# ----------------------------------------------------------------------------------------- training
 def _prepare_data(datasets: set) -> None:
     """Render the glyphs sets the runs need once, here, before the runs start: parallel runs would otherwise each
     render the same missing set (correct -- the cache is written atomically -- but twice the work)."""
@@ -154,17 +108,7 @@ def _prepare_data(datasets: set) -> None:
         export_glyphs(size, root)
 
 
-def _done(spec: RunSpec) -> bool:
-    from harness.core.rundir import RunDir
-
-    try:
-        return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "done"
-    except DepthbenchError:
-        return False
-
-
-# ----------------------------------------------------------------------------------------- training
-def _train(specs: list[RunSpec], jobs: int) -> None:
+def _train(specs: list, jobs: int) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done)."""
     import os
     import shlex
@@ -172,7 +116,9 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
     import sys
     import time
 
-    todo = [s for s in specs if not _done(s)]
+    from results.claims import run_done
+
+    todo = [s for s in specs if not run_done(s)]
     if not todo:
         return
     print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
@@ -189,7 +135,7 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
             for spec in [s for s in todo if ready(s)][:jobs - len(running)]:
                 todo.remove(spec)
                 spec.work_dir.parent.mkdir(parents=True, exist_ok=True)
-                log = open(spec.work_dir.parent / f"{spec.work_dir.name}.console.txt", "w")
+                log = open(spec.console, "w")
                 cmd = [sys.executable, "-m", "harness.cli", "train", spec.config, *spec.overrides, "--work-dir",
                        str(spec.work_dir), "--resume", "auto"]
                 log.write(f"$ {shlex.join(['depthbench', *cmd[3:]])}\n")  # the run's command line, e.g. for Slurm
@@ -218,7 +164,7 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
         spec, code = failed[0] if failed else (todo[0], None)
         raise DepthbenchError(f"{len(failed)} claims run(s) failed and {len(todo)} could not start, e.g. "
                               f"{spec.paper}/{spec.arm} seed {spec.seed} (exit {code}; "
-                              f"{spec.work_dir.parent / (spec.work_dir.name + '.console.txt')}); the finished runs "
+                              f"{spec.console}); the finished runs "
                               f"are kept, rerun to continue")
 
 
@@ -234,12 +180,12 @@ def _curve(work_dir: Path) -> list[tuple[int, float]]:
     return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
 
 
-def _compare(claim, claims, specs: list[RunSpec], quick: bool):
+def _compare(claim, claims, specs: list, quick: bool):
     from results import claims as cl
 
     values = {}
     for arm in (claim.baseline, claim.treatment):
-        curves = [_curve(s.work_dir) for s in specs if s.paper == claims.paper and s.arm == arm and _done(s)]
+        curves = [_curve(s.work_dir) for s in specs if s.paper == claims.paper and s.arm == arm and cl.run_done(s)]
         curves = [c for c in curves if c]
         if not curves:
             return None
@@ -304,7 +250,7 @@ def _glyph_samples(path: Path) -> Path:
     return path
 
 
-def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
+def _figures(results, specs: list, folder: Path) -> list[Path]:
     """Per claim: both arms' learning curves (mean over seeds, min-max band) and the difference with its
     interval."""
     import matplotlib

@@ -1,6 +1,7 @@
 """``depthbench submit``, ``depthbench jobs``, ``depthbench cancel``: configs and paper tables on a Slurm cluster.
 
     depthbench submit CONFIG [CONFIG ...] | --table PAPER:TABLE [--rows NAME,...]
+                      | --claims PAPER[,PAPER...] [--seeds N] [--quick] [--claims-out DIR]
                       [--nodes N] [--gpus-per-node G | --ntasks-per-node T] [--cpus-per-task C] [--mem M]
                       [--time T] [--warning S] [--partition P] [--account A] [--qos Q] [--constraint C]
                       [--exclusive] [--max-concurrent K] [--engine accelerate|deepspeed] [--dry-run]
@@ -26,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from harness.core.errors import DepthbenchError
+
 if TYPE_CHECKING:  # slurm/ imported where used: the CLI imports every command module to build its parser
     from harness.measure.estimate import Estimate
     from slurm.jobs import CancelResult, JobsResult
@@ -43,6 +46,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--table", metavar="PAPER:TABLE",
                    help="every row of a paper table that has a config, e.g. stepsnet:1")
     p.add_argument("--rows", action="append", metavar="NAME[,NAME...]", help="only these rows of --table")
+    p.add_argument("--claims", metavar="PAPER[,PAPER...]|all",
+                   help="the runs of these papers' claims that are not done (`depthbench claims` plans them; "
+                        "afterwards `depthbench claims` compares them): one job array")
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help="with --claims: seeds per arm (default 3)")
+    p.add_argument("--quick", action="store_true", help="with --claims: one seed, the shortened schedules")
+    p.add_argument("--claims-out", metavar="DIR",
+                   help="with --claims: the folder `depthbench claims --out` reads (default results/claims, or "
+                        "results/claims-quick)")
     p.add_argument("--nodes", type=int, default=1, metavar="N", help="nodes per run (default 1)")
     p.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                    help="GPUs per node, one rank each (default 0: CPU)")
@@ -85,7 +96,8 @@ def add_parser(subparsers) -> None:
 
 # ----------------------------------------------------------------------------------------- the Python API
 def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (), table: str | None = None,
-               rows: Sequence[str] | None = None, nodes: int = 1, gpus_per_node: int = 0,
+               rows: Sequence[str] | None = None, claims: Sequence[str] | None = None, seeds: int = 3,
+               quick: bool = False, claims_out: str | Path | None = None, nodes: int = 1, gpus_per_node: int = 0,
                ntasks_per_node: int | None = None, cpus_per_task: int | None = None, mem: str | None = None,
                time: str | None = None, warning: int = 120, partition: str | None = None, account: str | None = None,
                qos: str | None = None, constraint: str | None = None, exclusive: bool = False,
@@ -93,7 +105,9 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
                engine: str | None = None, dry_run: bool = False, estimate: bool = False, preflight: bool = False,
                show_estimate: Callable[[Estimate], None] | None = None) -> SubmitResult:
     """Submit config files (several, or a sweep definition: one job array) or the rows of a paper ``table``
-    ("PAPER:TABLE"; only ``rows`` if given), each with the ``key=value`` ``overrides``, as one sbatch job.
+    ("PAPER:TABLE"; only ``rows`` if given), each with the ``key=value`` ``overrides``, as one sbatch job -- or the
+    runs of papers' ``claims`` (``[]``: every paper with claims; ``seeds``, ``quick`` and ``claims_out`` as
+    ``depthbench claims`` takes them), each in the run directory ``depthbench claims`` reads.
 
     The rest are ``depthbench submit``'s options (:class:`slurm.submit.SubmitOptions`): ``nodes``, ``gpus_per_node``
     (0: CPU) or ``ntasks_per_node``, ``time`` (minutes, HH:MM:SS, D-HH:MM:SS), ``warning`` (seconds of USR1 before
@@ -104,7 +118,7 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
     Every run is checked as its ranks will load it before anything is submitted; bad input raises
     :class:`DepthbenchError`. Returns the script and, unless a dry run, the job id and the record.
     """
-    from slurm.submit import SubmitOptions, parse_time, submit
+    from slurm.submit import ClaimsRequest, SubmitOptions, parse_time, submit
 
     options = SubmitOptions(
         nodes=nodes, gpus_per_node=gpus_per_node, ntasks_per_node=ntasks_per_node, cpus_per_task=cpus_per_task,
@@ -123,8 +137,11 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
         if show_estimate is not None:
             show_estimate(cost[0])
 
+    request = None if claims is None else ClaimsRequest(list(claims), seeds, quick,
+                                                        str(claims_out) if claims_out else None)
     result = submit([str(c) for c in configs], list(overrides), options, table=table,
-                    rows=list(rows) if rows else None, before_submit=estimate_runs if estimate else None)
+                    rows=list(rows) if rows else None, claims=request,
+                    before_submit=estimate_runs if estimate else None)
     result.estimate = cost[0] if cost else None
     return result
 
@@ -148,7 +165,12 @@ def submit_main(args) -> int:
     # `key=value` words may come among the configs (argparse cannot tell them apart), and after the options
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
-    result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, nodes=args.nodes,
+    if args.claims is None and (args.quick or args.claims_out or args.seeds != 3):
+        raise DepthbenchError("--seeds, --quick and --claims-out go with --claims PAPER")
+    claims = None if args.claims is None else \
+        [p.strip() for p in args.claims.split(",") if p.strip() and p.strip().lower() != "all"]
+    result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, claims=claims,
+                        seeds=args.seeds, quick=args.quick, claims_out=args.claims_out, nodes=args.nodes,
                         gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node,
                         cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time, warning=args.warning,
                         partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,
@@ -156,13 +178,19 @@ def submit_main(args) -> int:
                         sbatch=args.sbatch, engine=args.engine, dry_run=args.dry_run, estimate=args.estimate,
                         preflight=args.preflight, show_estimate=_show_estimate)
     for line in result.skipped:
-        print(f"depthbench submit: not submitted (no training config): {line}", file=sys.stderr)
+        print(f"depthbench submit: not submitted: {line}", file=sys.stderr)
     for line in result.notes:
         print(f"depthbench submit: warning: {line}", file=sys.stderr)
+    later = result.followup
     if result.job_id is None:
         print(result.script, end="")
+        if later:
+            print(f"\n# ---- the second job: {len(later.elements)} run(s) that start from the first job's weights\n")
+            print(later.script, end="")
         print(f"depthbench submit: dry run, nothing submitted ({len(result.elements)} run(s)); submit the script "
-              "above with `sbatch --parsable SCRIPT`", file=sys.stderr)
+              "above with `sbatch --parsable SCRIPT`" + (
+                  f", the second ({len(later.elements)} run(s)) with `sbatch --dependency=afterok:<first job id> "
+                  "SCRIPT2`" if later else ""), file=sys.stderr)
         return 0
     job_id, first = result.job_id, result.elements[0]
     if first["command"] == "preflight":
@@ -176,7 +204,17 @@ def submit_main(args) -> int:
         for e in result.elements:
             print(f"  {e['job']}  {e['name']}  -> {e['work_dir']}")
         print(f"  Slurm logs {result.record_path.parent}/{result.job_name}-{job_id}_<index>.out")
+    if later:
+        runs = f"{len(later.elements)} run" + ("s that start" if len(later.elements) > 1 else " that starts")
+        print(f"submitted job {later.job_id} ({runs} from job {job_id}'s weights; it waits for {job_id} to "
+              "succeed):")
+        for e in later.elements:
+            print(f"  {e['job']}  {e['name']}  -> {e['work_dir']}")
     print(f"  script {result.script_path}; follow with `depthbench jobs`, stop with `depthbench cancel {job_id}`")
+    if args.claims is not None:
+        print("  once the jobs are done, `depthbench claims " + " ".join(claims) + (" --quick" if args.quick else "")
+              + (f" --out {args.claims_out}" if args.claims_out else "") + "` compares the runs (it trains nothing "
+              "that is done)")
     return 0
 
 
