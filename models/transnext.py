@@ -5,7 +5,8 @@ A PVTv2-style 4-stage backbone whose token mixer is *aggregated attention* (AA):
 length-scaled cosine attention (scale softplus(τ)·log N), a query embedding, positional attention
 (learnable tokens + bias added after the softmax), a static bias on the window path and a log-spaced
 continuous position bias (log-CPB) on the pooled path. Stages whose ``sr_ratio`` is 1 use full attention
-with the same query embedding, scaling and log-CPB. The channel mixer is the convolutional GLU.
+with the same query embedding, scaling and log-CPB. The channel mixer is the convolutional GLU; ``ffn="glu"`` /
+``"mlp"`` replace it by the plain GLU / a plain MLP of equal parameters (Table 2's channel-mixer steps 4-5).
 
 What this implementation adds to the official one (github.com/DaiShiResearch/TransNeXt):
 
@@ -56,8 +57,8 @@ from timm.models._features import feature_take_indices
 from torch import Tensor, nn
 from torch.utils.flop_counter import register_flop_formula
 
-__all__ = ["TransNeXt", "AggregatedAttention", "Attention", "ConvolutionalGLU", "checkpoint_filter_fn",
-           "NO_WEIGHT_DECAY_KEYWORDS"]
+__all__ = ["TransNeXt", "AggregatedAttention", "Attention", "ConvolutionalGLU", "GatedLinearUnit", "Mlp",
+           "FFN_LAYERS", "checkpoint_filter_fn", "NO_WEIGHT_DECAY_KEYWORDS"]
 
 # Parameters whose names contain these words get no weight decay (official `no_weight_decay_keywords`).
 NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb", "temperature")
@@ -573,6 +574,65 @@ class ConvolutionalGLU(nn.Module):
         return self.drop(x)
 
 
+class GatedLinearUnit(nn.Module):
+    """The plain GLU of Table 2's roadmap step 4 ("ConvFFN→GLU"): ``fc2( GELU(gate) * value )`` with ``gate,
+    value = fc1(x).chunk(2)`` -- ConvGLU without the 3×3 depthwise conv on the gate (Sec. 3.2: the conv gives
+    each token's gate its neighbourhood, step 5 "GLU→ConvGLU"). Same ``fc1``/``fc2`` names, shapes and 2/3 hidden
+    width as :class:`ConvolutionalGLU`, so the two differ by the conv's parameters only; it is ConvGLU whose conv
+    is a centred delta with zero bias. Not a released model: no checkpoint has this layout.
+    """
+
+    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
+                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        out_features = out_features or in_features
+        hidden_features = int(2 * (hidden_features or in_features) / 3)  # as ConvolutionalGLU
+        self.fc1 = nn.Linear(in_features, hidden_features * 2, **dd)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_features, out_features, **dd)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: Tensor, height: int, width: int) -> Tensor:
+        # the grid size is unused (no spatial op); the argument keeps the blocks' channel-mixer interface
+        gate, value = self.fc1(x).chunk(2, dim=-1)  # gate first, as in ConvolutionalGLU
+        x = self.fc2(self.drop(self.act(gate) * value))
+        return self.drop(x)
+
+
+class Mlp(nn.Module):
+    """A plain MLP channel mixer ``fc2(GELU(fc1(x)))`` at the full nominal width C·mlp_ratio: the ViT/PVT v1
+    FFN that the GLUs are sized against (Sec. 3.2: a GLU of 2/3 that width has the MLP's parameters). The paper
+    has no plain-MLP row in Table 2 (its step 3 is PVTv2's ConvFFN, this MLP with a depthwise conv after fc1).
+    """
+
+    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
+                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
+        super().__init__()
+        dd = {"device": device, "dtype": dtype}
+        out_features = out_features or in_features
+        hidden_features = hidden_features or in_features
+        self.fc1 = nn.Linear(in_features, hidden_features, **dd)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_features, out_features, **dd)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: Tensor, height: int, width: int) -> Tensor:
+        x = self.drop(self.act(self.fc1(x)))
+        return self.drop(self.fc2(x))
+
+
+# The block's channel mixer (``ffn=``): the paper's ConvGLU (default; the released checkpoints' layout) and the
+# two mixers it is compared with in Table 2's roadmap (steps 4-5) and Sec. 3.2
+FFN_LAYERS = {"convglu": ConvolutionalGLU, "glu": GatedLinearUnit, "mlp": Mlp}
+
+
+def _ffn_layer(ffn: str):
+    if ffn not in FFN_LAYERS:
+        raise ValueError(f"ffn must be one of {', '.join(repr(k) for k in FFN_LAYERS)}, not {ffn!r}")
+    return FFN_LAYERS[ffn]
+
+
 class _CosineAttentionBase(nn.Module):
     """Parameters and helpers shared by both mixers: learnable temperature, query embedding, log-CPB MLP."""
 
@@ -790,12 +850,13 @@ class AggregatedAttention(_CosineAttentionBase):
 
 
 class Block(nn.Module):
-    """Pre-norm block: ``x + DropPath(attn(LN(x)))``, ``x + DropPath(ConvGLU(LN(x)))``."""
+    """Pre-norm block: ``x + DropPath(attn(LN(x)))``, ``x + DropPath(ConvGLU(LN(x)))`` (or the ``ffn`` mixer)."""
 
     def __init__(self, dim: int, num_heads: int, window_size: int = 3, mlp_ratio: float = 4., qkv_bias: bool = True,
                  drop: float = 0., attn_drop: float = 0., drop_path: float = 0., act_layer=nn.GELU,
                  norm_layer=nn.LayerNorm, sr_ratio: int = 1, query_embedding: bool = True,
-                 positional_attention: bool = True, attention_backend: str = "auto", device=None, dtype=None):
+                 positional_attention: bool = True, attention_backend: str = "auto", ffn: str = "convglu",
+                 device=None, dtype=None):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.norm1 = norm_layer(dim, **dd)
@@ -806,7 +867,7 @@ class Block(nn.Module):
                                             positional_attention, attention_backend, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
         self.norm2 = norm_layer(dim, **dd)
-        self.mlp = ConvolutionalGLU(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop, **dd)
+        self.mlp = _ffn_layer(ffn)(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop, **dd)
 
     def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
         x = x + self.drop_path(self.attn(self.norm1(x), height, width, geometry))
@@ -948,6 +1009,10 @@ class TransNeXt(nn.Module):
             roadmap steps 6–7 of Table 2; checkpoints of the released models need both True).
         attention_backend: ``"auto"`` (swattention kernels for CUDA tensors when importable, else native),
             ``"native"`` or ``"swattention"`` (error if unavailable).
+        ffn: the blocks' channel mixer. ``"convglu"`` (default, the paper's and the checkpoints'),
+            ``"glu"`` (the same GLU without the depthwise conv: Table 2 step 4, whose step 5 adds the conv) or
+            ``"mlp"`` (fc1-GELU-fc2 at the full width C·mlp_ratio, which the GLUs' 2/3 width matches in
+            parameters, Sec. 3.2). Keys of ``"glu"``/``"mlp"`` are ``mlp.fc1``/``mlp.fc2`` only.
         Other arguments follow the official constructor (embed_dims, num_heads, mlp_ratios, depths,
         drop_path_rate with a linear schedule over all blocks, ...).
     """
@@ -979,6 +1044,7 @@ class TransNeXt(nn.Module):
             query_embedding: bool = True,
             positional_attention: bool = True,
             attention_backend: str = "auto",
+            ffn: str = "convglu",
             global_pool: str = "avg",
             device=None,
             dtype=None,
@@ -1000,6 +1066,7 @@ class TransNeXt(nn.Module):
             raise ValueError(f"attention_backend must be 'auto', 'native' or 'swattention', not {attention_backend!r}")
         if global_pool not in ("avg", ""):
             raise ValueError(f"global_pool must be 'avg' or '' (no pooling), not {global_pool!r}")
+        _ffn_layer(ffn)  # validated before anything is built
         self.num_classes = num_classes
         self.in_chans = in_chans
         self.num_stages = num_stages
@@ -1022,6 +1089,7 @@ class TransNeXt(nn.Module):
             self.fixed_pool_size = None
         self.position_bias = position_bias
         self.length_scaling = length_scaling
+        self.ffn = ffn
         self.global_pool = global_pool
         self.num_features = self.head_hidden_size = self.embed_dims[-1]
         self.geometries = StageGeometries(self.img_size, self.pretrain_size, patch_size, self.sr_ratios,
@@ -1040,7 +1108,7 @@ class TransNeXt(nn.Module):
                 mlp_ratio=mlp_ratios[i], qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate,
                 drop_path=dpr[cur + j], norm_layer=norm_layer, sr_ratio=self.sr_ratios[i],
                 query_embedding=query_embedding, positional_attention=positional_attention,
-                attention_backend=attention_backend, **dd) for j in range(self.depths[i])])
+                attention_backend=attention_backend, ffn=ffn, **dd) for j in range(self.depths[i])])
             cur += self.depths[i]
             setattr(self, f"patch_embed{i + 1}", patch_embed)
             setattr(self, f"block{i + 1}", block)

@@ -734,3 +734,111 @@ def test_a_training_step_under_bf16_autocast():
     out.float().sum().backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# channel mixer option (ffn): Table 2's roadmap steps 4-5 and the plain-MLP arm of the claims
+# ---------------------------------------------------------------------------------------------------------
+
+MINI_CLAIMS_CONFIG = Path(__file__).resolve().parents[1] / "configs/claims/transnext-mini-aggregated_1xb64-2e_glyphs.py"
+
+
+def _mini_claims_model(ffn: str, device="meta") -> TransNeXt:
+    from harness.core.config import load_config
+    from harness.engine.models import model_kwargs
+
+    cfg = load_config(MINI_CLAIMS_CONFIG, [])
+    return build_model(cfg.model.name, device=device, **{**model_kwargs(cfg), "ffn": ffn})
+
+
+@pytest.mark.parametrize("ffn, layer", [("convglu", transnext.ConvolutionalGLU), ("glu", transnext.GatedLinearUnit),
+                                        ("mlp", transnext.Mlp)])
+def test_every_ffn_builds_and_runs_forward_backward(ffn, layer):
+    torch.manual_seed(0)
+    model = timm.create_model("transnext_micro", ffn=ffn, embed_dims=(24, 48, 48, 48), num_heads=(1, 2, 2, 2),
+                              depths=(1, 1, 1, 1), mlp_ratios=(4, 4, 4, 4), img_size=64, num_classes=5).train()
+    assert model.ffn == ffn
+    assert all(type(getattr(model, f"block{i}")[0].mlp) is layer for i in range(1, 5))
+    mixer_keys = {k.split("mlp.", 1)[1] for k in model.state_dict() if ".mlp." in k}
+    dwconv = {"dwconv.dwconv.weight", "dwconv.dwconv.bias"}
+    assert mixer_keys == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"} | (dwconv if ffn == "convglu" else set())
+    # widths: the GLUs' hidden is 2/3 of the nominal C·4 (fc1 makes gate and value), the MLP's the full C·4
+    fc1 = model.block1[0].mlp.fc1
+    assert fc1.out_features == (96 if ffn == "mlp" else 2 * 64)
+    out = model(torch.randn(2, 3, 40, 56))
+    assert out.shape == (2, 5)
+    out.logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing
+
+
+def test_default_ffn_is_the_convglu_with_the_official_keys():
+    default, explicit = small_model(), small_model(ffn="convglu")
+    assert default.ffn == "convglu" and type(default.block1[0].mlp) is transnext.ConvolutionalGLU
+    assert {k: v.shape for k, v in default.state_dict().items()} == \
+        {k: v.shape for k, v in explicit.state_dict().items()}
+
+
+def test_glu_equals_convglu_whose_dwconv_is_a_centred_delta():
+    """Table 2 step 5 adds the depthwise conv to the GLU: with a centred-delta kernel and zero bias ConvGLU is the
+    plain GLU, so ``ffn='glu'`` with the same fc1/fc2 weights must give the same logits and gradients (in training,
+    where ConvGLU runs the fused _GatedConvFC, and in inference, its in-place path)."""
+    torch.manual_seed(0)
+    conv = small_model(ffn="convglu").double()
+    randomize_special_parameters(conv)
+    with torch.no_grad():
+        for name, p in conv.named_parameters():
+            if "mlp.fc" in name and name.endswith("bias"):
+                p.normal_(0, 0.5)  # nonzero biases: the gate/value halves of fc1 must line up
+    glu = small_model(ffn="glu").double()
+    x = torch.randn(2, 3, 64, 48, dtype=torch.float64)
+
+    def copy_and_compare():
+        state = {k: v for k, v in conv.state_dict().items() if "mlp.dwconv" not in k}
+        glu.load_state_dict(state, strict=True)  # every GLU parameter is ConvGLU's, of the same shape
+        outs, grads = [], []
+        for model in (conv, glu):
+            model.train()
+            out = model(x)
+            named = dict(model.named_parameters())
+            grads.append(torch.autograd.grad(out.square().sum(), [named[k] for k in state if k in named]))
+            outs.append(out)
+        with torch.no_grad():
+            infer = [m.eval()(x) for m in (conv, glu)]
+        same_grads = all(torch.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(*grads))
+        return torch.allclose(*outs, rtol=0, atol=1e-10) and same_grads and torch.allclose(*infer, rtol=0, atol=1e-10)
+
+    assert not copy_and_compare()  # ConvGLU's random 3x3 conv: a different function (the check can fail)
+    with torch.no_grad():
+        for i in range(1, 5):
+            for blk in getattr(conv, f"block{i}"):
+                w = blk.mlp.dwconv.dwconv
+                w.weight.zero_()
+                w.weight[:, :, 1, 1] = 1.0
+                w.bias.zero_()
+    assert copy_and_compare()
+
+
+def test_mini_claims_ffn_parameter_counts_are_equal_up_to_the_dwconv():
+    """The channel-mixer arms of results/tables/claims/transnext.yaml: the 2/3-width GLU and the full-width MLP have
+    the same parameters within 1 %, and ConvGLU adds exactly its depthwise convs (3x3 weights + bias per hidden
+    channel). FLOPs are counted by the one counter on each."""
+    models_ = {ffn: _mini_claims_model(ffn) for ffn in transnext.FFN_LAYERS}
+    params = {ffn: count_params(m) for ffn, m in models_.items()}
+    assert abs(params["mlp"] / params["glu"] - 1) < 0.01
+    dwconv = sum(p.numel() for n, p in models_["convglu"].named_parameters() if ".mlp.dwconv." in n)
+    hidden = [int(2 * c * 4 / 3) for c, d in zip((32, 64, 128, 256), (2, 2, 2, 1)) for _ in range(d)]
+    assert dwconv == sum(10 * h for h in hidden) > 0
+    assert params["convglu"] - params["glu"] == dwconv
+    assert params["convglu"] == 1_763_677  # the claims file's setting (1.76M); the token-mixer arms are unchanged
+    flops = {ffn: count_flops(m, 32).total for ffn, m in models_.items()}
+    assert flops["convglu"] > flops["mlp"] > flops["glu"] > 0
+
+
+def test_unknown_ffn_raises_with_the_allowed_names():
+    with pytest.raises(ValueError, match="ffn must be one of 'convglu', 'glu', 'mlp', not 'swiglu'"):
+        small_model(ffn="swiglu")
+    with pytest.raises(ValueError, match="ffn must be one of"):
+        timm.create_model("transnext_micro", ffn="ConvGLU", device="meta")
+    with pytest.raises(ValueError, match="ffn must be one of"):
+        transnext.Block(48, 2, ffn="convffn")
