@@ -125,8 +125,9 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
     samples = claims_dir / "figures" / "glyphs-samples.png"
     if samples.is_file():
         shutil.copy2(samples, figure_dir / samples.name)
-        body.append(_figure([figure_dir / samples.name], out_dir, "The glyphs dataset: training images (top rows) "
-                            "and validation images from held-out typefaces (bottom rows)"))
+        body.append(_figure([figure_dir / samples.name], out_dir, "The glyphs dataset: training images (top rows), "
+                            "validation images from held-out typefaces (middle rows) and the same validation images "
+                            "in the clean variant that the DeiT claims use (bottom row)"))
 
     def arm(stats) -> str:
         return e(f"{stats.arm} {stats.mean:.2f} ± {stats.std:.2f} (n={stats.n})")

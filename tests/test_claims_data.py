@@ -108,3 +108,26 @@ def test_missing_fonts_fail_in_one_line_naming_the_packages(tmp_path):
 def test_a_too_small_resolution_is_refused(fonts):
     with pytest.raises(DataError, match="too small"):
         GlyphRenderer("train", 4, fonts=fonts)
+
+
+def test_the_clean_variant_is_printed_characters_alone(fonts, tmp_path):
+    from harness.tasks.glyphs import VARIANTS
+
+    clean, cluttered = (GlyphRenderer("train", 32, fonts=fonts, distortions=VARIANTS[v]) for v in ("clean", "cluttered"))
+    images = [clean.render(i) for i in range(30)]
+    assert all(np.array_equal(image, clean.render(i)) for i, image in enumerate(images))  # a pure function of i
+    for image in images:
+        luminance = image.astype(np.float32).mean(axis=2)
+        border = np.concatenate([luminance[0], luminance[-1], luminance[:, 0], luminance[:, -1]])
+        paper = np.median(border)
+        assert np.ptp(image, axis=2).max() <= 1 or paper > luminance.min()  # grey ink and paper, or dark on light
+        assert luminance.max() <= paper + 1      # flat paper and no pixel noise: nothing is lighter than the paper
+        assert luminance.min() < paper - 25      # dark ink (print polarity), never light ink on a dark ground
+    # the same indices in the cluttered set have backgrounds, noise and neighbours: other images
+    assert sum(np.array_equal(a, cluttered.render(i)) for i, a in enumerate(images)) == 0
+    root = export_glyphs(32, tmp_path, train_per_class=1, val_per_class=1, progress=False, variant="clean")
+    assert root.name == "glyphs-clean-32-1x1"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["variant"] == "clean" and manifest["distortions"]["neighbours"] == 0.0
+    with pytest.raises(DataError, match="the glyphs variants are cluttered, clean"):
+        export_glyphs(32, tmp_path, variant="noisy")

@@ -82,8 +82,15 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     specs, datasets = [], set()
     for claims in files:
         configs = cl.check_claims(claims, quick)  # an unfair or unequal-size claim: one line, nothing trained
-        datasets |= {(c.data.input_size, c.data.root) for c in configs.values() if c.data.type == "glyphs"}
+        datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or "cluttered") for c in configs.values()
+                     if c.data.type == "glyphs"}
         specs += cl.plan_runs(claims, seeds, quick, out)
+    stale = cl.stale_runs(specs)
+    if stale and not status:  # before anything trains: a report would mix two recipes
+        spec, why = stale[0]
+        raise DepthbenchError(f"{len(stale)} finished claims run(s) were trained with another recipe than their arm's "
+                              f"config gives now, e.g. {spec.work_dir} ({why}); move them away (or use another "
+                              "--out) and they are trained again")
     if not status:
         _prepare_data(datasets)
         _train(specs, jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
@@ -94,6 +101,9 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
         results += paper_results
         status_lines.append(cl.status_line(claims.paper, paper_results) + (" [--quick: no verdicts]" if quick
                                                                             else ""))
+    if stale:
+        status_lines.append(f"{len(stale)} finished run(s) have another recipe than their arm's config now (e.g. "
+                            f"{stale[0][0].work_dir}: {stale[0][1]}): move them away to retrain them")
     written = [] if status else write_report(results, files, specs, out, quick)
     return ClaimsReport(results, out, specs, written, status_lines)
 
@@ -104,8 +114,8 @@ def _prepare_data(datasets: set) -> None:
     render the same missing set (correct -- the cache is written atomically -- but twice the work)."""
     from harness.tasks.glyphs import export_glyphs
 
-    for size, root in sorted(datasets, key=lambda d: (d[0], str(d[1]))):
-        export_glyphs(size, root)
+    for size, root, variant in sorted(datasets, key=lambda d: (d[0], str(d[1]), d[2])):
+        export_glyphs(size, root, variant=variant)
 
 
 def _train(specs: list, jobs: int) -> None:
@@ -236,15 +246,19 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
 
 def _glyph_samples(path: Path) -> Path:
     """Sample images of the claims' dataset for the report: three rows of training images (one class per
-    column) above three rows of validation images from the held-out typefaces, at 32x32."""
+    column) above three rows of validation images from the held-out typefaces, then one row of the same
+    validation images in the clean variant (the DeiT claims' data), at 32x32."""
     from PIL import Image
 
     from harness.tasks.glyphs import sample_sheet
 
-    train, val = sample_sheet(32, "train", rows=3, scale=1), sample_sheet(32, "val", rows=3, scale=1)
-    sheet = Image.new("RGB", (train.width, train.height + 8 + val.height), "white")
-    sheet.paste(train, (0, 0))
-    sheet.paste(val, (0, train.height + 8))
+    parts = [sample_sheet(32, "train", rows=3, scale=1), sample_sheet(32, "val", rows=3, scale=1),
+             sample_sheet(32, "val", rows=1, scale=1, variant="clean")]
+    sheet = Image.new("RGB", (parts[0].width, sum(p.height for p in parts) + 8 * (len(parts) - 1)), "white")
+    top = 0
+    for part in parts:
+        sheet.paste(part, (0, top))
+        top += part.height + 8
     path.parent.mkdir(parents=True, exist_ok=True)
     sheet.quantize(256).save(path, optimize=True)  # a palette: a quarter of the bytes, no visible change
     return path

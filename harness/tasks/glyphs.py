@@ -145,6 +145,16 @@ class Distortions:
 
 
 DISTORTIONS = Distortions()
+# The dataset's variants (``data.variant``): the same fonts, characters, affine ranges and indices, with less in the
+# picture. ``cluttered`` (the default) is the set described above. ``clean`` is printed characters alone: ink darker
+# than its flat ground (both of a random colour), no gradient or noise ground, no neighbours, no blur, no pixel
+# noise. Plain vision transformers, whose linear patch embedding
+# has to learn every background and both ink polarities, stay near chance for most of a CPU budget on the
+# cluttered set and learn the clean one (docs/claims.md: the DeiT comparisons use it).
+VARIANTS = {
+    "cluttered": DISTORTIONS,
+    "clean": Distortions(neighbours=0.0, backgrounds=("flat",), light_ink=0.0, blur=0.0, noise=0.0),
+}
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601 luminance weights
 
 
@@ -293,8 +303,9 @@ class GlyphRenderer:
 # ----------------------------------------------------------------------------------------- export
 def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_root: str | Path = FONT_ROOT,
                   train_per_class: int = TRAIN_PER_CLASS, val_per_class: int = VAL_PER_CLASS,
-                  progress: bool = True) -> Path:
-    """Render the glyphs dataset once to ``<root>/glyphs-<resolution>/{train,val}/<class>/<n>.png`` (RGB).
+                  progress: bool = True, variant: str = "cluttered") -> Path:
+    """Render the glyphs dataset once to ``<root>/glyphs-<resolution>/{train,val}/<class>/<n>.png`` (RGB); the
+    ``clean`` variant (:data:`VARIANTS`) to ``<root>/glyphs-clean-<resolution>/``.
 
     53 classes, 21,200 training images from 254 training fonts and 5,300 validation images from 62 held-out fonts
     (Debian bookworm's packages). Written with :func:`harness.core.files.atomic_dir`, so concurrent exporters and
@@ -302,8 +313,9 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
     """
     from PIL import Image
 
+    distortions = _variant(variant)
     root = Path(root) if root is not None else data_cache()
-    name = f"glyphs-{resolution}"
+    name = f"glyphs-{resolution}" if variant == "cluttered" else f"glyphs-{variant}-{resolution}"
     if (train_per_class, val_per_class) != (TRAIN_PER_CLASS, VAL_PER_CLASS):
         name += f"-{train_per_class}x{val_per_class}"
     target = root / name
@@ -315,27 +327,36 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
             return target
         digests = {}
         for split, per_class in (("train", train_per_class), ("val", val_per_class)):
-            renderer = GlyphRenderer(split, resolution, font_root, fonts)
+            renderer = GlyphRenderer(split, resolution, font_root, fonts, distortions=distortions)
             for class_name, _ in GLYPH_CLASSES:
                 (tmp / split / class_name).mkdir(parents=True, exist_ok=True)
             count = per_class * len(GLYPH_CLASSES)
             digest = hashlib.sha256()
-            for i in _progress(range(count), f"glyphs-{resolution} {split}", progress):
+            for i in _progress(range(count), f"{name} {split}", progress):
                 path = tmp / split / GLYPH_CLASSES[i % len(GLYPH_CLASSES)][0] / f"{i:05d}.png"
                 Image.fromarray(renderer.render(i)).save(path, optimize=False, compress_level=6)
                 digest.update(path.read_bytes())
             digests[split] = digest.hexdigest()
-        (tmp / "manifest.json").write_text(json.dumps(_manifest(resolution, fonts, Path(font_root), digests,
-                                                                train_per_class, val_per_class), indent=1))
+        manifest = _manifest(resolution, fonts, Path(font_root), digests, train_per_class, val_per_class, variant)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return target
 
 
-def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_class) -> dict:
+def _variant(variant: str) -> Distortions:
+    if variant not in VARIANTS:
+        raise DataError(f"data.variant={variant!r}: the glyphs variants are {', '.join(VARIANTS)}")
+    return VARIANTS[variant]
+
+
+def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_class, variant) -> dict:
+    import dataclasses
+
     import PIL
     from PIL import features
 
     return {
         "name": "glyphs", "generator_version": GENERATOR_VERSION, "seed": SEED, "resolution": resolution,
+        "variant": variant, "distortions": dataclasses.asdict(VARIANTS[variant]),
         "classes": {name: char for name, char in GLYPH_CLASSES},
         "images": {"train": train_per_class * len(GLYPH_CLASSES), "val": val_per_class * len(GLYPH_CLASSES)},
         "sha256": digests,  # over the PNG bytes of each split, in index order
@@ -347,12 +368,12 @@ def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_cl
 
 
 def sample_sheet(resolution: int = 32, split: str = "val", rows: int = 4, scale: int = 2,
-                 font_root: str | Path = FONT_ROOT):
+                 font_root: str | Path = FONT_ROOT, variant: str = "cluttered"):
     """A contact sheet of the first ``rows`` x 53 images of ``split`` (one class per column, in class order),
     enlarged ``scale`` times without smoothing: a PIL image for docs and the report. Renders directly (no export)."""
     from PIL import Image
 
-    renderer = GlyphRenderer(split, resolution, font_root)
+    renderer = GlyphRenderer(split, resolution, font_root, distortions=_variant(variant))
     n = len(GLYPH_CLASSES)
     grid = np.concatenate([np.concatenate([renderer.render(r * n + c) for c in range(n)], axis=1)
                            for r in range(rows)], axis=0)

@@ -13,5 +13,6 @@ data = dict(
     mean=(0.5, 0.5, 0.5),
     std=(0.5, 0.5, 0.5),
     workers=0,
+    variant='cluttered',  # or 'clean': printed characters alone (harness/tasks/glyphs.py VARIANTS; the DeiT claims)
 )
 aug = dict(pipeline='cifar', auto_augment=None, hflip=0.0, crop_padding=2)
