@@ -278,14 +278,7 @@ def _same_number(a, b) -> bool:
 # ----------------------------------------------------------------------------------------- fairness
 def budget_view(cfg) -> dict:
     """The keys of a resolved config that a fair comparison keeps equal (plain data, for comparing and printing)."""
-    def plain(value):
-        if isinstance(value, Mapping):
-            return {str(k): plain(v) for k, v in sorted(value.items())}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value
-
-    return {key: plain(cfg.get(key)) for key in BUDGET_KEYS}
+    return {key: _plain(cfg.get(key)) for key in BUDGET_KEYS}
 
 
 def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
@@ -418,6 +411,59 @@ def run_done(spec: RunSpec) -> bool:
         return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "done"
     except DepthbenchError:
         return False
+
+
+def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
+    """The finished runs of ``specs`` whose recorded recipe (their ``config.json``) is not what their arm's config
+    and overrides give now -- in the model or a :data:`BUDGET_KEYS` key -- each with the first difference: after a
+    recipe changes, comparing them would mix two recipes, so they have to be trained again. Keys a run did not
+    record (added to the engine since) are not compared; glyphs runs recorded before ``data.variant`` existed are
+    the cluttered set."""
+    import json
+
+    from harness.engine.builders import load_training_config
+
+    stale = []
+    for spec in specs:
+        if not run_done(spec):
+            continue
+        try:
+            saved = json.loads((spec.work_dir / "config.json").read_text())
+        except (OSError, ValueError):
+            stale.append((spec, "its config.json is missing or unreadable"))
+            continue
+        if isinstance(saved.get("data"), dict) and saved["data"].get("type") == "glyphs":
+            saved["data"].setdefault("variant", "cluttered")
+        cfg = load_training_config(REPO / spec.config, list(spec.overrides))[0]  # as `depthbench train` records it
+        planned = {**budget_view(cfg), "model": _plain(cfg.model)}
+        for key in [k for k in (*BUDGET_KEYS, "model") if k in saved]:
+            diff = _recorded_difference(saved[key], planned[key], key)
+            if diff:
+                path, was, now = diff
+                stale.append((spec, f"{path} was {was!r}, the recipe now says {now!r}"))
+                break
+    return stale
+
+
+def _plain(value):
+    """Mappings as sorted dicts, tuples as lists: a config and its JSON record compare equal."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _recorded_difference(saved, planned, path: str):
+    """The first difference between a run's recorded value and the planned one, skipping keys it did not record."""
+    if isinstance(planned, dict) and isinstance(saved, dict):
+        for key in sorted(planned):
+            if key in saved:
+                diff = _recorded_difference(saved[key], planned[key], f"{path}.{key}")
+                if diff:
+                    return diff
+        return None
+    return _first_difference(_plain(saved), planned, path)
 
 
 # ----------------------------------------------------------------------------------------- statistics

@@ -234,3 +234,37 @@ def test_every_shipped_claim_is_fair_and_cites_the_paper(paper):
         configs = resolve_configs(claims, quick=quick)
         for c in claims.claims:
             check_equal_budget(c, configs)
+
+
+def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
+    import json
+
+    from harness.core.rundir import RunDir
+    from harness.engine.builders import load_training_config
+    from results.claims import REPO, load_claims, plan_runs, stale_runs
+
+    spec = next(s for s in plan_runs(load_claims("stepsnet"), 1, False, tmp_path) if s.arm == "deit")
+    cfg = load_training_config(REPO / spec.config, spec.overrides)[0]
+    run = RunDir.create("claims-stepsnet-deit", path=spec.work_dir)
+    run.write_config("", cfg.to_dict())  # what `depthbench train` records
+    run.finish("done")
+    assert stale_runs([spec]) == []
+    path = spec.work_dir / "config.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["data"]["variant"] == "clean"  # the DeiT claims train on the clean glyphs
+
+    def stale_with(change) -> list:
+        edited = json.loads(json.dumps(recorded))
+        change(edited)
+        path.write_text(json.dumps(edited))
+        return [why for _, why in stale_runs([spec])]
+
+    assert stale_with(lambda r: r["data"].update(variant="cluttered")) == \
+        ["data.variant was 'cluttered', the recipe now says 'clean'"]
+    assert stale_with(lambda r: r["data"].pop("variant")) == \
+        ["data.variant was 'cluttered', the recipe now says 'clean'"]  # recorded before variants: the cluttered set
+    assert stale_with(lambda r: r["optim"].update(lr=0.5)) == ["optim.lr was 0.5, the recipe now says 0.001"]
+    assert stale_with(lambda r: r["model"].update(depth=8)) == ["model.depth was 8, the recipe now says 4"]
+    assert stale_with(lambda r: r.pop("ema")) == []  # a key the run did not record is not compared
+    path.unlink()
+    assert stale_runs([spec])[0][1] == "its config.json is missing or unreadable"

@@ -370,6 +370,8 @@ def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_pa
 
 def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, tmp_path, monkeypatch):
     from harness.core.rundir import RunDir
+    from harness.engine.builders import load_training_config
+    from results.claims import REPO, load_claims, plan_runs
 
     stub = counting_sbatch(tmp_path / "stub-bin")
     monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
@@ -385,9 +387,13 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     assert [e["work_dir"] for r in records for e in r["elements"]] == \
         [str(out / "runs" / "scalenet" / arm / "seed0") for arm in CLAIM_RUNS]
 
-    # the shallow run is done (with its weights): submitted again, it is skipped and nothing waits
-    shallow = out / "runs" / "scalenet" / "shallow" / "seed0"
-    RunDir.create("claims-scalenet-shallow", path=shallow).finish("done")
+    # the shallow run is done (its recipe recorded as train records it, and its weights): submitted again, it is
+    # skipped and nothing waits
+    spec = next(s for s in plan_runs(load_claims("scalenet"), 1, True, out) if s.arm == "shallow")
+    shallow = spec.work_dir
+    run = RunDir.create("claims-scalenet-shallow", path=shallow)
+    run.write_config("", load_training_config(REPO / spec.config, spec.overrides)[0].to_dict())
+    run.finish("done")
     (shallow / "best.pth").write_bytes(b"weights")
     for old in stub.glob("*.sbatch"):
         old.unlink()
