@@ -534,7 +534,8 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
             cmd += e.overrides
         words = " ".join('"$WORK_DIR"' if w == "@WORK_DIR@" else shlex.quote(w) for w in cmd)
         suffix = shlex.quote(e.suffix) if e.suffix else ""
-        work_dir = shlex.quote(e.run_dir) if e.run_dir else f"$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}"
+        work_dir = (shlex.quote(e.run_dir) if e.run_dir
+                    else f"$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}")
         cases.append(f"    {i}) NAME={shlex.quote(e.name)}\n"
                      f"       WORK_DIR={work_dir}\n"
                      f"       CMD=({words}) ;;")

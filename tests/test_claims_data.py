@@ -113,7 +113,8 @@ def test_a_too_small_resolution_is_refused(fonts):
 def test_the_clean_variant_is_printed_characters_alone(fonts, tmp_path):
     from harness.tasks.glyphs import VARIANTS
 
-    clean, cluttered = (GlyphRenderer("train", 32, fonts=fonts, distortions=VARIANTS[v]) for v in ("clean", "cluttered"))
+    clean, cluttered = (GlyphRenderer("train", 32, fonts=fonts, distortions=VARIANTS[v])
+                        for v in ("clean", "cluttered"))
     images = [clean.render(i) for i in range(30)]
     assert all(np.array_equal(image, clean.render(i)) for i, image in enumerate(images))  # a pure function of i
     for image in images:
