@@ -138,7 +138,7 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
         rows = []
         for r, _ in mine:
             c, i = r.claim, r.interval
-            notes = "".join(f"<div class=note>{e(n)}</div>" for n in r.notes)
+            notes = "".join(f"<div class=note>{e(n)}</div>" for n in ([c.note] if c.note else []) + list(r.notes))
             rows.append(f"<tr><th>{e(c.text)}{notes}</th><td>Table {e(str(c.source.table))}: "
                         f"{e(c.source.numbers())}</td><td>{arm(r.baseline)}</td><td>{arm(r.treatment)}</td>"
                         f'<td class="num">{i.diff:+.2f}</td><td>{e(i.bounds())} ({e(i.method)})</td>'

@@ -236,7 +236,7 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                       f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}/"
                       f"{r.baseline.n}); difference {i.diff:+.2f}, 95 % {i.method} interval {i.bounds()}: "
                       f"**{r.verdict}**"]
-            lines += [f"  - note: {note}" for note in r.notes]
+            lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
         lines.append("")
     atomic_write(written[1], "\n".join(lines))
     written += _figures(results, specs, out / "figures")
