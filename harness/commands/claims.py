@@ -22,8 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
+
+if TYPE_CHECKING:  # results.claims imports numpy: loaded where used, not to build the CLI's parser
+    from results.claims import RunSpec
 
 __all__ = ["run", "ClaimsReport", "add_parser", "main"]
 DEFAULT_OUT = Path("results/claims")
@@ -118,7 +122,7 @@ def _prepare_data(datasets: set) -> None:
         export_glyphs(size, root, variant=variant)
 
 
-def _train(specs: list, jobs: int) -> None:
+def _train(specs: list[RunSpec], jobs: int) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done)."""
     import os
     import shlex
@@ -190,7 +194,7 @@ def _curve(work_dir: Path) -> list[tuple[int, float]]:
     return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
 
 
-def _compare(claim, claims, specs: list, quick: bool):
+def _compare(claim, claims, specs: list[RunSpec], quick: bool):
     from results import claims as cl
 
     values = {}
@@ -264,7 +268,7 @@ def _glyph_samples(path: Path) -> Path:
     return path
 
 
-def _figures(results, specs: list, folder: Path) -> list[Path]:
+def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
     """Per claim: both arms' learning curves (mean over seeds, min-max band) and the difference with its
     interval."""
     import matplotlib

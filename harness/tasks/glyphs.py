@@ -148,9 +148,9 @@ DISTORTIONS = Distortions()
 # The dataset's variants (``data.variant``): the same fonts, characters, affine ranges and indices, with less in the
 # picture. ``cluttered`` (the default) is the set described above. ``clean`` is printed characters alone: ink darker
 # than its flat ground (both of a random colour), no gradient or noise ground, no neighbours, no blur, no pixel
-# noise. Plain vision transformers, whose linear patch embedding
-# has to learn every background and both ink polarities, stay near chance for most of a CPU budget on the
-# cluttered set and learn the clean one (docs/claims.md: the DeiT comparisons use it).
+# noise. Plain vision transformers, whose linear patch embedding has to learn every background and both ink
+# polarities, stay near chance for most of a CPU budget on the cluttered set and learn the clean one
+# (docs/claims.md: the DeiT comparisons use it).
 VARIANTS = {
     "cluttered": DISTORTIONS,
     "clean": Distortions(neighbours=0.0, backgrounds=("flat",), light_ink=0.0, blur=0.0, noise=0.0),
