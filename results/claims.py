@@ -436,6 +436,9 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
             saved["data"].setdefault("variant", "cluttered")
         cfg = load_training_config(REPO / spec.config, list(spec.overrides))[0]  # as `depthbench train` records it
         planned = {**budget_view(cfg), "model": _plain(cfg.model)}
+        was, now = (saved.get("model") or {}).get("pretrained"), planned["model"].get("pretrained")
+        if isinstance(was, str) and isinstance(now, str) and Path(was).absolute() == Path(now).absolute():
+            saved["model"]["pretrained"] = now  # the same weights, named relative here and absolute there
         for key in [k for k in (*BUDGET_KEYS, "model") if k in saved]:
             diff = _recorded_difference(saved[key], planned[key], key)
             if diff:

@@ -1,5 +1,6 @@
 """results/claims.py: the statistics and verdicts of `depthbench claims`, the equal-budget rule, the claim files."""
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -268,3 +269,22 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
     assert stale_with(lambda r: r.pop("ema")) == []  # a key the run did not record is not compared
     path.unlink()
     assert stale_runs([spec])[0][1] == "its config.json is missing or unreadable"
+
+
+def test_the_same_source_weights_named_relative_or_absolute_are_not_stale(tmp_path, monkeypatch):
+    """`depthbench claims --out results/claims` records ScaleNet's model.pretrained relative to the working
+    directory; `submit --claims` plans it absolute (a Slurm job runs elsewhere): the same file, not a new recipe."""
+    from harness.core.rundir import RunDir
+    from harness.engine.builders import load_training_config
+    from results.claims import REPO, load_claims, plan_runs, stale_runs
+
+    monkeypatch.chdir(tmp_path)
+    relative, = [s for s in plan_runs(load_claims("scalenet"), 1, True, Path("out")) if s.arm == "scalenet"]
+    absolute, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "out") if s.arm == "scalenet"]
+    run = RunDir.create("claims-scalenet-scalenet", path=relative.work_dir)
+    run.write_config("", load_training_config(REPO / relative.config, relative.overrides)[0].to_dict())
+    run.finish("done")
+    assert stale_runs([absolute]) == []
+    other, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "elsewhere") if s.arm == "scalenet"]
+    other.work_dir = absolute.work_dir  # the recorded run, planned from another source run's weights
+    assert "model.pretrained was" in stale_runs([other])[0][1]
