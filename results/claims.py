@@ -294,10 +294,13 @@ def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
                              "budget and augmentation — only the model may differ")
 
 
-def _first_difference(a, b, path: str):
+def _first_difference(a, b, path: str, recorded_only: bool = False):
+    """The first ``(path, a's value, b's value)`` where ``a`` and ``b`` differ, or None. ``recorded_only``: ``a`` is
+    a run's record, and only the keys of ``b``'s mappings that it recorded are compared (list items whole)."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            diff = _first_difference(a.get(key, "<unset>"), b.get(key, "<unset>"), f"{path}.{key}")
+        keys = [k for k in sorted(b) if k in a] if recorded_only else sorted(set(a) | set(b))
+        for key in keys:
+            diff = _first_difference(a.get(key, "<unset>"), b.get(key, "<unset>"), f"{path}.{key}", recorded_only)
             if diff:
                 return diff
         return None
@@ -436,11 +439,12 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
             saved["data"].setdefault("variant", "cluttered")
         cfg = load_training_config(REPO / spec.config, list(spec.overrides))[0]  # as `depthbench train` records it
         planned = {**budget_view(cfg), "model": _plain(cfg.model)}
-        was, now = (saved.get("model") or {}).get("pretrained"), planned["model"].get("pretrained")
-        if isinstance(was, str) and isinstance(now, str) and Path(was).absolute() == Path(now).absolute():
-            saved["model"]["pretrained"] = now  # the same weights, named relative here and absolute there
+        recorded, wanted = (saved.get("model") or {}).get("pretrained"), planned["model"].get("pretrained")
+        if isinstance(recorded, str) and isinstance(wanted, str) and \
+                Path(recorded).absolute() == Path(wanted).absolute():
+            saved["model"]["pretrained"] = wanted  # the same weights, named relative here and absolute there
         for key in [k for k in (*BUDGET_KEYS, "model") if k in saved]:
-            diff = _recorded_difference(saved[key], planned[key], key)
+            diff = _first_difference(saved[key], planned[key], key, recorded_only=True)
             if diff:
                 path, was, now = diff
                 stale.append((spec, f"{path} was {was!r}, the recipe now says {now!r}"))
@@ -455,18 +459,6 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-def _recorded_difference(saved, planned, path: str):
-    """The first difference between a run's recorded value and the planned one, skipping keys it did not record."""
-    if isinstance(planned, dict) and isinstance(saved, dict):
-        for key in sorted(planned):
-            if key in saved:
-                diff = _recorded_difference(saved[key], planned[key], f"{path}.{key}")
-                if diff:
-                    return diff
-        return None
-    return _first_difference(_plain(saved), planned, path)
 
 
 # ----------------------------------------------------------------------------------------- statistics
