@@ -344,6 +344,13 @@ def check_audit(claim: Claim, sizes: Mapping[str, Mapping[str, float]]) -> dict:
     return gaps
 
 
+def seeds_per_arm(seeds, quick: bool) -> int:
+    """How many seeds each arm trains: ``seeds`` (an integer, 1 or more), one under ``--quick``."""
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ClaimError(f"--seeds {seeds}: give the number of seeds per arm, 1 or more")
+    return 1 if quick else seeds
+
+
 def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
     """Every claim of ``claims`` is a fair comparison (:func:`check_equal_budget`) and, where it says so, of equal
     (or the expected) size, audited with the one FLOP counter (:func:`check_audit`): one line on the first that is

@@ -430,9 +430,9 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
 class ClaimsRequest:
     """``depthbench submit --claims``: the papers' claims runs, as ``depthbench claims`` plans them."""
     papers: list[str]                      # empty: every paper with claims
+    out: str                               # the folder `depthbench claims --out` reads
     seeds: int = 3
     quick: bool = False
-    out: str | None = None                 # default: depthbench claims' (results/claims, or results/claims-quick)
 
 
 def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options: SubmitOptions,
@@ -447,11 +447,8 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     if overrides:
         raise DepthbenchError(f"--claims trains the claims' own recipes; {overrides[0]!r} would make the runs differ "
                               "from what `depthbench claims` compares: drop the key=value overrides")
-    if not isinstance(request.seeds, int) or isinstance(request.seeds, bool) or request.seeds < 1:
-        raise DepthbenchError(f"--seeds {request.seeds}: give the number of seeds per arm, 1 or more")
-    seeds = 1 if request.quick else request.seeds
-    default_out = "results/claims-quick" if request.quick else "results/claims"
-    out = Path(request.out or REPO / default_out).absolute()
+    seeds = cl.seeds_per_arm(request.seeds, request.quick)
+    out = Path(request.out).absolute()  # the jobs run in the checkout, wherever this is called from
     papers = request.papers or cl.available_claims()
     checker = Checker(world_size, options.engine, data_required=not options.dry_run)
     now, later, skipped = [], [], []

@@ -33,6 +33,11 @@ __all__ = ["run", "ClaimsReport", "add_parser", "main"]
 DEFAULT_OUT = Path("results/claims")
 
 
+def default_out(quick: bool) -> Path:
+    """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders)."""
+    return Path(f"{DEFAULT_OUT}-quick") if quick else DEFAULT_OUT
+
+
 @dataclass
 class ClaimsReport:
     results: list                    # results.claims.ClaimResult per claim
@@ -75,12 +80,10 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     from harness.core.files import check_writable_folder
     from results import claims as cl
 
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise DepthbenchError(f"--seeds {seeds}: give the number of seeds per arm, 1 or more")
+    seeds = cl.seeds_per_arm(seeds, quick)
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
-    seeds = 1 if quick else seeds
-    out = Path(out) if out else Path(f"{DEFAULT_OUT}-quick" if quick else DEFAULT_OUT)
+    out = Path(out) if out else default_out(quick)
     files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
     check_writable_folder(out, "--out", "the claims' runs and report")
     specs, datasets = [], set()

@@ -49,7 +49,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--claims", metavar="PAPER[,PAPER...]|all",
                    help="the runs of these papers' claims that are not done (`depthbench claims` plans them; "
                         "afterwards `depthbench claims` compares them): one job array")
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help="with --claims: seeds per arm (default 3)")
+    p.add_argument("--seeds", type=int, metavar="N", help="with --claims: seeds per arm (default 3)")
     p.add_argument("--quick", action="store_true", help="with --claims: one seed, the shortened schedules")
     p.add_argument("--claims-out", metavar="DIR",
                    help="with --claims: the folder `depthbench claims --out` reads (default results/claims, or "
@@ -137,8 +137,11 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
         if show_estimate is not None:
             show_estimate(cost[0])
 
-    request = None if claims is None else ClaimsRequest(list(claims), seeds, quick,
-                                                        str(claims_out) if claims_out else None)
+    request = None
+    if claims is not None:
+        from harness.commands.claims import default_out
+
+        request = ClaimsRequest(list(claims), str(claims_out or default_out(quick)), seeds, quick)
     result = submit([str(c) for c in configs], list(overrides), options, table=table,
                     rows=list(rows) if rows else None, claims=request,
                     before_submit=estimate_runs if estimate else None)
@@ -165,12 +168,12 @@ def submit_main(args) -> int:
     # `key=value` words may come among the configs (argparse cannot tell them apart), and after the options
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
-    if args.claims is None and (args.quick or args.claims_out or args.seeds != 3):
+    if args.claims is None and (args.quick or args.claims_out or args.seeds is not None):
         raise DepthbenchError("--seeds, --quick and --claims-out go with --claims PAPER")
     claims = None if args.claims is None else \
         [p.strip() for p in args.claims.split(",") if p.strip() and p.strip().lower() != "all"]
     result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, claims=claims,
-                        seeds=args.seeds, quick=args.quick, claims_out=args.claims_out, nodes=args.nodes,
+                        seeds=3 if args.seeds is None else args.seeds, quick=args.quick, claims_out=args.claims_out, nodes=args.nodes,
                         gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node,
                         cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time, warning=args.warning,
                         partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,
