@@ -127,14 +127,13 @@ def audit_equal_size(out: Path, configs: list[str]) -> str:
     """Parameters and FLOPs of a baseline/treatment pair of configs with the one counter; refuse a pair that is not
     equal."""
     from harness.core.config import load_config
-    from harness.engine.models import build_model, model_kwargs
-    from harness.measure.flops import count_flops, count_params
+    from results.claims import arm_size
 
     sizes = []
     for path in configs:
         cfg = load_config(path)
-        model = build_model(cfg.model.name, **model_kwargs(cfg))
-        sizes.append((cfg.model.name, count_params(model), count_flops(model, cfg.data.input_size).total))
+        size = arm_size(cfg)  # the claims' audit: the one FLOP counter on the meta device
+        sizes.append((cfg.model.name, size["params"], size["flops"]))
     (base, base_p, base_f), (steps, steps_p, steps_f) = sizes
     gap_p, gap_f = steps_p / base_p - 1, steps_f / base_f - 1
     (out / "audit.json").write_text(json.dumps({name: {"params": p, "flops": f} for name, p, f in sizes}))
