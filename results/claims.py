@@ -443,7 +443,7 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
             stale.append((spec, "its config.json is missing or unreadable"))
             continue
         if isinstance(saved.get("data"), dict) and saved["data"].get("type") == "glyphs":
-            saved["data"].setdefault("variant", "cluttered")
+            saved["data"].setdefault("variant", "cluttered")  # glyphs.DEFAULT_VARIANT (results imports no task)
         cfg = load_training_config(REPO / spec.config, list(spec.overrides))[0]  # as `depthbench train` records it
         planned = {**budget_view(cfg), "model": _plain(cfg.model)}
         recorded, wanted = (saved.get("model") or {}).get("pretrained"), planned["model"].get("pretrained")

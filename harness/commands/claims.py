@@ -78,6 +78,7 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     import os
 
     from harness.core.files import check_writable_folder
+    from harness.tasks.glyphs import DEFAULT_VARIANT
     from results import claims as cl
 
     seeds = cl.seeds_per_arm(seeds, quick)
@@ -89,8 +90,8 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
     specs, datasets = [], set()
     for claims in files:
         configs = cl.check_claims(claims, quick)  # an unfair or unequal-size claim: one line, nothing trained
-        datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or "cluttered") for c in configs.values()
-                     if c.data.type == "glyphs"}
+        datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
+                     for c in configs.values() if c.data.type == "glyphs"}
         specs += cl.plan_runs(claims, seeds, quick, out)
     stale = cl.stale_runs(specs)
     if stale and not status:  # before anything trains: a report would mix two recipes

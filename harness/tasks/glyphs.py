@@ -151,8 +151,9 @@ DISTORTIONS = Distortions()
 # noise. Plain vision transformers, whose linear patch embedding has to learn every background and both ink
 # polarities, stay near chance for most of a CPU budget on the cluttered set and learn the clean one
 # (docs/claims.md: the DeiT comparisons use it).
+DEFAULT_VARIANT = "cluttered"  # also what a config without data.variant gets
 VARIANTS = {
-    "cluttered": DISTORTIONS,
+    DEFAULT_VARIANT: DISTORTIONS,
     "clean": Distortions(neighbours=0.0, backgrounds=("flat",), light_ink=0.0, blur=0.0, noise=0.0),
 }
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601 luminance weights
@@ -303,7 +304,7 @@ class GlyphRenderer:
 # ----------------------------------------------------------------------------------------- export
 def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_root: str | Path = FONT_ROOT,
                   train_per_class: int = TRAIN_PER_CLASS, val_per_class: int = VAL_PER_CLASS,
-                  progress: bool = True, variant: str = "cluttered") -> Path:
+                  progress: bool = True, variant: str = DEFAULT_VARIANT) -> Path:
     """Render the glyphs dataset once to ``<root>/glyphs-<resolution>/{train,val}/<class>/<n>.png`` (RGB); the
     ``clean`` variant (:data:`VARIANTS`) to ``<root>/glyphs-clean-<resolution>/``.
 
@@ -315,7 +316,7 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
 
     distortions = _variant(variant)
     root = Path(root) if root is not None else data_cache()
-    name = f"glyphs-{resolution}" if variant == "cluttered" else f"glyphs-{variant}-{resolution}"
+    name = f"glyphs-{resolution}" if variant == DEFAULT_VARIANT else f"glyphs-{variant}-{resolution}"
     if (train_per_class, val_per_class) != (TRAIN_PER_CLASS, VAL_PER_CLASS):
         name += f"-{train_per_class}x{val_per_class}"
     target = root / name
@@ -368,7 +369,7 @@ def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_cl
 
 
 def sample_sheet(resolution: int = 32, split: str = "val", rows: int = 4, scale: int = 2,
-                 font_root: str | Path = FONT_ROOT, variant: str = "cluttered"):
+                 font_root: str | Path = FONT_ROOT, variant: str = DEFAULT_VARIANT):
     """A contact sheet of the first ``rows`` x 53 images of ``split`` (one class per column, in class order),
     enlarged ``scale`` times without smoothing: a PIL image for docs and the report. Renders directly (no export)."""
     from PIL import Image

@@ -79,9 +79,9 @@ def data_root(data) -> Path:
     if data.type == "digits":
         return export_digits(data.input_size, data.root)
     if data.type == "glyphs":  # the embedded glyphs (harness/tasks/glyphs.py), rendered once at the input size
-        from harness.tasks.glyphs import export_glyphs
+        from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
 
-        return export_glyphs(data.input_size, data.root, variant=data.get("variant") or "cluttered")
+        return export_glyphs(data.input_size, data.root, variant=data.get("variant") or DEFAULT_VARIANT)
     if not data.root:
         raise DataError(f"data.root is not set; point it at your {data.type} dataset (data.root=/path/to/data)")
     return Path(data.root).expanduser()
