@@ -459,6 +459,16 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
     return stale
 
 
+def check_not_stale(specs: Sequence[RunSpec], remedy: str) -> None:
+    """Refuse, in one line, finished runs trained with another recipe than their arm's now (:func:`stale_runs`):
+    reused, they would be compared with runs of the recipe they no longer have. ``remedy``: what the user does."""
+    stale = stale_runs(specs)
+    if stale:
+        spec, why = stale[0]
+        raise ClaimError(f"{len(stale)} finished claims run(s) were trained with another recipe than their arm's "
+                         f"config gives now, e.g. {spec.work_dir} ({why}); {remedy}")
+
+
 def _plain(value):
     """Mappings as sorted dicts, tuples as lists: a config and its JSON record compare equal."""
     if isinstance(value, Mapping):

@@ -455,11 +455,7 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     for claims in [cl.load_claims(p) for p in papers]:  # unknown paper / bad claims file: one line
         cl.check_claims(claims, request.quick)
         specs = cl.plan_runs(claims, seeds, request.quick, out)
-        stale = cl.stale_runs(specs)
-        if stale:  # skipped as done, they would be compared with runs of the recipe they no longer have
-            spec, why = stale[0]
-            raise DepthbenchError(f"{len(stale)} finished claims run(s) have another recipe than their arm's config "
-                                  f"now, e.g. {spec.work_dir} ({why}); move them away to submit them again")
+        cl.check_not_stale(specs, "move them away to submit them again")  # else skipped as done
         for spec in specs:
             name = f"{spec.paper}/{spec.arm}/seed{spec.seed}"
             if cl.run_done(spec):

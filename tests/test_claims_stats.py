@@ -262,6 +262,10 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
 
     assert stale_with(lambda r: r["data"].update(variant="cluttered")) == \
         ["data.variant was 'cluttered', the recipe now says 'clean'"]
+    from results.claims import check_not_stale
+
+    with pytest.raises(ClaimError, match=r"^1 finished claims run\(s\) .* \(data.variant was 'cluttered', .*\); do X$"):
+        check_not_stale([spec], "do X")
     assert stale_with(lambda r: r["data"].pop("variant")) == \
         ["data.variant was 'cluttered', the recipe now says 'clean'"]  # recorded before variants: the cluttered set
     assert stale_with(lambda r: r["optim"].update(lr=0.5)) == ["optim.lr was 0.5, the recipe now says 0.001"]

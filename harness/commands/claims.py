@@ -93,13 +93,11 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
         datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
                      for c in configs.values() if c.data.type == "glyphs"}
         specs += cl.plan_runs(claims, seeds, quick, out)
-    stale = cl.stale_runs(specs)
-    if stale and not status:  # before anything trains: a report would mix two recipes
-        spec, why = stale[0]
-        raise DepthbenchError(f"{len(stale)} finished claims run(s) were trained with another recipe than their arm's "
-                              f"config gives now, e.g. {spec.work_dir} ({why}); move them away (or use another "
-                              "--out) and they are trained again")
-    if not status:
+    stale = []
+    if status:
+        stale = cl.stale_runs(specs)  # listed with the status lines; nothing trains
+    else:  # before anything trains: a report would mix two recipes
+        cl.check_not_stale(specs, "move them away (or use another --out) and they are trained again")
         _prepare_data(datasets)
         _train(specs, jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     results, status_lines = [], []
