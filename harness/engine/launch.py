@@ -10,6 +10,9 @@ torchrun's static single-node mode gives (a free rendezvous port per run, ``OMP_
 the processes), but it forwards SIGUSR1/SIGTERM to every process and waits for them to checkpoint — torchrun's
 agent dies on SIGUSR1 and kills its workers 30 s after SIGTERM, which breaks preemption. If a process fails, the
 others are stopped.
+
+:func:`start_forked` runs many short ``python -m MODULE ARGS`` processes (``depthbench claims``' dozens of runs)
+as forks of one server that has imported the stack once, instead of as fresh interpreters that each import it.
 """
 from __future__ import annotations
 
@@ -168,3 +171,71 @@ def _wait_all(procs, grace_s: float) -> list[int]:
                 if p.poll() is None:
                     p.kill()
         time.sleep(0.05)
+
+
+# ----------------------------------------------------------------------------------------- forked runs
+# What a training run imports anyway: ~4 s of CPU in every fresh interpreter (torch ~2 s; torch._dynamo over a
+# second, which torchvision imports and Accelerate's prepare needs). The fork server imports them once.
+PRELOAD = ["torch", "torch._dynamo", "torchvision", "timm", "accelerate", "mmengine", "torch.utils.tensorboard",
+           "models", "harness.engine.runner"]
+
+
+def forked_context():
+    """multiprocessing's fork server context; the server imports :data:`PRELOAD` once, when it starts."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None):
+    """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``, as a
+    fork of multiprocessing's fork server, which has imported :data:`PRELOAD` once (started by the first call).
+
+    The run is the same program as the fresh interpreter: ``runpy`` runs the module as ``__main__`` with the same
+    ``sys.argv``; only what a fresh interpreter decides at start-up is redone in the fork (below). Returns the
+    ``multiprocessing.Process``: ``exitcode`` is ``None`` while it runs, then the exit code (``-N``: killed by
+    signal N), as ``Popen.returncode``; ``join()`` waits. It is in this process's process group, so a terminal's
+    Ctrl-C reaches it as it reaches a subprocess.
+    """
+    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), str(log_path),
+                                                        str(cwd or os.getcwd())), name=module, daemon=False)
+    process.start()
+    return process
+
+
+def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str) -> None:
+    """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
+    import atexit
+    import io
+    import runpy
+
+    import numpy
+    import torch
+
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding,
+                                                   line_buffering=True, write_through=unbuffered)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding, "backslashreplace",
+                                                   line_buffering=True, write_through=unbuffered)
+    # torch read OMP_NUM_THREADS when the server imported it; a fresh interpreter would have read the run's value
+    threads = env.get("OMP_NUM_THREADS", "").strip()
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    numpy.random.seed()  # a fresh interpreter seeds numpy's global generator from the OS; forks would share one
+    sys.argv = ["-m", *argv]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    finally:  # multiprocessing ends a fork with os._exit: run what an interpreter runs on its way out
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()

@@ -302,6 +302,16 @@ class GlyphRenderer:
 
 
 # ----------------------------------------------------------------------------------------- export
+def glyphs_folder(resolution: int = 32, root: str | Path | None = None, *, train_per_class: int = TRAIN_PER_CLASS,
+                  val_per_class: int = VAL_PER_CLASS, variant: str = DEFAULT_VARIANT) -> Path:
+    """Where :func:`export_glyphs` renders the set (it exists once rendered: written whole or not at all)."""
+    root = Path(root) if root is not None else data_cache()
+    name = f"glyphs-{resolution}" if variant == DEFAULT_VARIANT else f"glyphs-{variant}-{resolution}"
+    if (train_per_class, val_per_class) != (TRAIN_PER_CLASS, VAL_PER_CLASS):
+        name += f"-{train_per_class}x{val_per_class}"
+    return root / name
+
+
 def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_root: str | Path = FONT_ROOT,
                   train_per_class: int = TRAIN_PER_CLASS, val_per_class: int = VAL_PER_CLASS,
                   progress: bool = True, variant: str = DEFAULT_VARIANT) -> Path:
@@ -315,11 +325,8 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
     from PIL import Image
 
     distortions = _variant(variant)
-    root = Path(root) if root is not None else data_cache()
-    name = f"glyphs-{resolution}" if variant == DEFAULT_VARIANT else f"glyphs-{variant}-{resolution}"
-    if (train_per_class, val_per_class) != (TRAIN_PER_CLASS, VAL_PER_CLASS):
-        name += f"-{train_per_class}x{val_per_class}"
-    target = root / name
+    target = glyphs_folder(resolution, root, train_per_class=train_per_class, val_per_class=val_per_class,
+                           variant=variant)
     if target.exists():
         return target
     fonts = glyph_fonts(font_root)  # before anything is written: a missing package fails in one line
@@ -333,7 +340,7 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
                 (tmp / split / class_name).mkdir(parents=True, exist_ok=True)
             count = per_class * len(GLYPH_CLASSES)
             digest = hashlib.sha256()
-            for i in _progress(range(count), f"{name} {split}", progress):
+            for i in _progress(range(count), f"{target.name} {split}", progress):
                 path = tmp / split / GLYPH_CLASSES[i % len(GLYPH_CLASSES)][0] / f"{i:05d}.png"
                 Image.fromarray(renderer.render(i)).save(path, optimize=False, compress_level=6)
                 digest.update(path.read_bytes())
