@@ -184,8 +184,17 @@ def forked_context():
     """multiprocessing's fork server context; the server imports :data:`PRELOAD` once, when it starts."""
     import multiprocessing
 
+    from multiprocessing import forkserver
+
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
+    # the server's torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _run_module)
+    threads = os.environ.pop("OMP_NUM_THREADS", None)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if threads is not None:
+            os.environ["OMP_NUM_THREADS"] = threads
     return context
 
 
@@ -227,12 +236,17 @@ def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str
                                                    line_buffering=True, write_through=unbuffered)
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding, "backslashreplace",
                                                    line_buffering=True, write_through=unbuffered)
-    # torch read OMP_NUM_THREADS when the server imported it; a fresh interpreter would have read the run's value
+    # torch sized its thread pool when the server imported it, without OMP_NUM_THREADS (forked_context): the
+    # machine's default, which is also the most torch takes from OMP_NUM_THREADS (MKL caps it at the cores)
     threads = env.get("OMP_NUM_THREADS", "").strip()
     if threads.isdigit() and int(threads) > 0:
-        torch.set_num_threads(int(threads))
-    numpy.random.seed()  # a fresh interpreter seeds numpy's global generator from the OS; forks would share one
+        torch.set_num_threads(min(int(threads), torch.get_num_threads()))
+    # a fresh interpreter seeds torch's and numpy's global generators from the OS; forks would share the server's
+    torch.seed()
+    numpy.random.seed()
     sys.argv = ["-m", *argv]
+    if sys.path[0] != cwd:  # `python -m` puts the working directory first
+        sys.path.insert(0, cwd)
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     finally:  # multiprocessing ends a fork with os._exit: run what an interpreter runs on its way out

@@ -1,0 +1,18 @@
+"""``python -m forked_probe ARGS``: prints, as one JSON line, what a process sees of itself -- run by
+tests/test_forked_runs.py both as a fresh interpreter and as a fork of the preloaded server, to compare them.
+``PROBE_SLEEP``: wait that long first; ``PROBE_EXIT``: the exit code."""
+import json
+import os
+import sys
+import time
+
+import numpy
+import torch
+
+time.sleep(float(os.environ.get("PROBE_SLEEP", "0")))
+print(json.dumps({"argv": sys.argv[1:], "argv0": os.path.basename(sys.argv[0]), "name": __name__,
+                  "cwd": os.getcwd(), "marker": os.environ.get("PROBE_MARKER"), "threads": torch.get_num_threads(),
+                  "torch_seed": torch.initial_seed(), "path0": sys.path[0], "numpy": int(numpy.random.randint(2**31)),
+                  "line_buffered": sys.stdout.line_buffering}))
+print("to stderr", file=sys.stderr)
+sys.exit(int(os.environ.get("PROBE_EXIT", "0")))

@@ -1,0 +1,68 @@
+"""``harness.engine.launch.start_forked`` (``depthbench claims``' runs): a run forked from the preloaded server is the
+same program as ``python -m MODULE ARGS`` in a fresh interpreter -- argv, ``__main__``, working directory,
+environment, torch's thread count and seed, stdout/stderr into the log, the exit code (a signal's as ``-N``) --
+except the seeds of torch's and numpy's global generators, which each fork draws anew as a fresh interpreter does."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.core.errors import EXIT_BAD_INPUT
+from harness.engine.launch import start_forked
+
+TESTS = Path(__file__).resolve().parent
+
+
+def probe_env(**extra):
+    # one thread: not the machine default the server has (a 1-core machine cannot tell them apart)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PROBE_MARKER": "the run's own", **extra}
+
+
+def forked(tmp_path, name, env, args=("a", "b c")):
+    log = tmp_path / f"{name}.log"
+    process = start_forked("forked_probe", list(args), env, log, cwd=TESTS)
+    process.join(timeout=300)
+    return process.exitcode, log.read_text()
+
+
+def test_a_forked_run_sees_what_a_fresh_interpreter_sees(tmp_path):
+    fresh = subprocess.run([sys.executable, "-m", "forked_probe", "a", "b c"], cwd=TESTS, env=probe_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr
+    code, log = forked(tmp_path, "one", probe_env())
+    assert code == 0, log
+    want, got = json.loads(fresh.stdout), json.loads(log.splitlines()[0])
+    assert log.splitlines()[1] == "to stderr"  # stderr into the same log, after stdout (both line-buffered)
+    assert want["threads"] == got["threads"] == 1 and got["marker"] == "the run's own"
+    numbers = [got.pop("numpy"), want.pop("numpy")]
+    seeds = [got.pop("torch_seed"), want.pop("torch_seed")]
+    got.pop("line_buffered"), want.pop("line_buffered")  # a pipe is block-buffered, the log line-buffered
+    assert got == want
+    _, again = forked(tmp_path, "two", probe_env())
+    third = json.loads(again.splitlines()[0])
+    numbers.append(third["numpy"])
+    seeds.append(third["torch_seed"])
+    assert len(set(numbers)) == len(set(seeds)) == 3, "each fork seeds the global generators anew"
+
+
+def test_exit_codes_and_signals_come_back_as_from_a_subprocess(tmp_path):
+    code, _ = forked(tmp_path, "exit", probe_env(PROBE_EXIT="7"))
+    assert code == 7
+    process = start_forked("forked_probe", [], probe_env(PROBE_SLEEP="60"), tmp_path / "slow.log", cwd=TESTS)
+    time.sleep(0.5)
+    process.terminate()
+    process.join(timeout=60)
+    assert process.exitcode == -signal.SIGTERM
+
+
+def test_the_cli_forked_answers_bad_input_in_one_line(tmp_path):
+    log = tmp_path / "train.log"
+    process = start_forked("harness.cli", ["train", str(tmp_path / "missing.py")], dict(os.environ), log,
+                           cwd=TESTS.parent)
+    process.join(timeout=300)
+    lines = log.read_text().splitlines()
+    assert process.exitcode == EXIT_BAD_INPUT and len(lines) == 1 and lines[0].startswith(
+        "depthbench train: error:") and "missing.py" in lines[0]
