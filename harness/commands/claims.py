@@ -12,7 +12,8 @@ and augmentation: only the model differs) and, where the claim says so, audited 
 one FLOP counter. Then every arm is trained ``--seeds`` times through the engine -- each run a plain
 ``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
 call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
-at a time, one thread each. The statistics and verdicts are :mod:`results.claims` (Welch 95 % interval of the
+at a time, one thread each, each forked from one process that imported the stack once
+(:func:`harness.engine.launch.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 % interval of the
 difference; supported / contradicted / inconclusive in the paper's direction), written to ``<out>/claims.json``
 and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the difference
 with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
