@@ -30,8 +30,8 @@ usage() {
 # a pid file's process is ours and alive: not a zombie, and its command name is the daemon's
 alive() {  # alive PIDFILE NAME
     local pid state
-    [[ -s $1 ]] || return 1
-    pid=$(<"$1")
+    # read with cat: `$(<file)` on a file removed after the check aborts the whole script under set -e, even here
+    pid=$(cat "$1" 2>/dev/null) || return 1
     [[ $pid =~ ^[0-9]+$ ]] || return 1
     [[ -r /proc/$pid/stat ]] || return 1
     state=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1)
@@ -78,7 +78,7 @@ start_munge() {
     setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged
     for ((i = 0; i < 50; i++)); do [[ -s /run/munge/munged.pid ]] && break; sleep 0.1; done
     cp /run/munge/munged.pid "$DIR/run/munged.pid"
-    say "started munged, pid $(<"$DIR/run/munged.pid")"
+    say "started munged, pid $(cat "$DIR/run/munged.pid" 2>/dev/null)"
 }
 
 write_conf() {  # write_conf NODES CPUS
@@ -248,13 +248,13 @@ cmd_stop() {
 cmd_status() {
     export SLURM_CONF=$CONF
     local up=0
-    if alive "$DIR/run/munged.pid" munged; then echo "munged     pid $(<"$DIR/run/munged.pid")"
+    if alive "$DIR/run/munged.pid" munged; then echo "munged     pid $(cat "$DIR/run/munged.pid" 2>/dev/null)"
     elif munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then echo "munged     (not started by this script)"
     else echo "munged     stopped"; fi
-    if alive "$DIR/run/slurmctld.pid" slurmctld; then echo "slurmctld  pid $(<"$DIR/run/slurmctld.pid")"; up=1
+    if alive "$DIR/run/slurmctld.pid" slurmctld; then echo "slurmctld  pid $(cat "$DIR/run/slurmctld.pid" 2>/dev/null)"; up=1
     else echo "slurmctld  stopped"; fi
     for n in $(nodes_in_conf); do
-        if alive "$DIR/run/slurmd-$n.pid" slurmd; then echo "slurmd $n  pid $(<"$DIR/run/slurmd-$n.pid")"
+        if alive "$DIR/run/slurmd-$n.pid" slurmd; then echo "slurmd $n  pid $(cat "$DIR/run/slurmd-$n.pid" 2>/dev/null)"
         else echo "slurmd $n  stopped"; fi
     done
     echo "SLURM_CONF=$CONF"
