@@ -56,6 +56,13 @@ def test_exit_codes_and_signals_come_back_as_from_a_subprocess(tmp_path):
     process.terminate()
     process.join(timeout=60)
     assert process.exitcode == -signal.SIGTERM
+    # Ctrl-C is Python's KeyboardInterrupt in the run, as in a fresh interpreter (the server itself ignores it)
+    log = tmp_path / "interrupted.log"
+    process = start_forked("forked_probe", [], probe_env(PROBE_SLEEP="60"), log, cwd=TESTS)
+    time.sleep(0.5)
+    os.kill(process.pid, signal.SIGINT)
+    process.join(timeout=60)
+    assert process.exitcode != 0 and "KeyboardInterrupt" in log.read_text()
 
 
 def test_the_cli_forked_answers_bad_input_in_one_line(tmp_path):

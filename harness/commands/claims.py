@@ -13,10 +13,10 @@ one FLOP counter. Then every arm is trained ``--seeds`` times through the engine
 ``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
 call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
 at a time, one thread each, each forked from one process that imported the stack once
-(:func:`harness.engine.launch.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 % interval of the
-difference; supported / contradicted / inconclusive in the paper's direction), written to ``<out>/claims.json``
-and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the difference
-with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
+(:func:`harness.engine.launch.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 %
+interval of the difference; supported / contradicted / inconclusive in the paper's direction), written to
+``<out>/claims.json`` and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands,
+and the difference with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
 Everything is at reduced scale and says so: never the paper's setting.
 """
 from __future__ import annotations
@@ -120,27 +120,41 @@ def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False,
 def _prepare_data(datasets: set, jobs: int) -> None:
     """Render the glyphs sets the runs need once, here, before the runs start (parallel runs would otherwise each
     render the same missing set: correct -- the cache is written atomically -- but twice the work), ``jobs`` sets at
-    a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two)."""
+    a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two), each a fork of the
+    runs' server. Ctrl-C stops them; a set is never left half-written."""
     import sys
     import time
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from harness.engine.launch import forked_context
-    from harness.tasks.glyphs import export_glyphs, glyphs_folder
+    from harness.tasks.glyphs import export_glyphs, glyph_fonts, glyphs_folder
 
-    missing = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
+    waiting = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
                      key=lambda d: (-d[0], str(d[1]), d[2]))
-    if not missing:
+    if not waiting:
         return
-    start = time.monotonic()
-    with ProcessPoolExecutor(max_workers=min(jobs, len(missing)), mp_context=forked_context()) as pool:
-        rendering = {pool.submit(export_glyphs, size, root, variant=variant, progress=False): (size, variant)
-                     for size, root, variant in missing}
-        for done in as_completed(rendering):
-            path = done.result()
-            size, variant = rendering[done]
-            print(f"depthbench claims: glyphs {variant} {size}px ready ({path}, {time.monotonic() - start:.0f} s)",
-                  file=sys.stderr, flush=True)
+    glyph_fonts()  # a missing font package: one line, before any work
+    context, running, start = forked_context(), [], time.monotonic()
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                size, root, variant = waiting.pop(0)
+                process = context.Process(target=export_glyphs, args=(size, root),
+                                          kwargs={"variant": variant, "progress": False})
+                process.start()
+                running.append((process, size, variant))
+            for item in [r for r in running if r[0].exitcode is not None]:
+                running.remove(item)
+                process, size, variant = item
+                if process.exitcode != 0:
+                    raise DepthbenchError(f"rendering the glyphs {variant} {size}px set failed (exit "
+                                          f"{process.exitcode}; its traceback is above); rerun to try again")
+                print(f"depthbench claims: glyphs {variant} {size}px ready ({time.monotonic() - start:.0f} s)",
+                      file=sys.stderr, flush=True)
+            time.sleep(0.2)
+    finally:  # interrupted or failed: stop the other renders (their sets are not written)
+        for process, _, _ in running:
+            process.terminate()
+            process.join()
 
 
 def _train(specs: list[RunSpec], jobs: int) -> None:

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
@@ -183,18 +184,22 @@ PRELOAD = ["torch", "torch._dynamo", "torchvision", "timm", "accelerate", "mmeng
 def forked_context():
     """multiprocessing's fork server context; the server imports :data:`PRELOAD` once, when it starts."""
     import multiprocessing
-
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
-    # the server's torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _run_module)
+    # the server's torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _run_module),
+    # and a Ctrl-C while it imports is not its traceback (each run sets its own Ctrl-C handling)
     threads = os.environ.pop("OMP_NUM_THREADS", None)
+    main_thread = threading.current_thread() is threading.main_thread()
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
         forkserver.ensure_running()
     finally:
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = threads
+        if main_thread:
+            signal.signal(signal.SIGINT, interrupt)
     return context
 
 
@@ -208,13 +213,16 @@ def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None):
     signal N), as ``Popen.returncode``; ``join()`` waits. It is in this process's process group, so a terminal's
     Ctrl-C reaches it as it reaches a subprocess.
     """
+    # Ctrl-C as a fresh interpreter would have it: ignored if ignored here, else Python's KeyboardInterrupt
+    interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), str(log_path),
-                                                        str(cwd or os.getcwd())), name=module, daemon=False)
+                                                                 str(cwd or os.getcwd()), interruptible),
+                                       name=module, daemon=False)
     process.start()
     return process
 
 
-def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str) -> None:
+def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str, interruptible: bool) -> None:
     """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
     import atexit
     import io
@@ -223,6 +231,7 @@ def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str
     import numpy
     import torch
 
+    signal.signal(signal.SIGINT, signal.default_int_handler if interruptible else signal.SIG_IGN)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
