@@ -16,6 +16,7 @@ as forks of one server that has imported the stack once, instead of as fresh int
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -181,8 +182,9 @@ PRELOAD = ["torch", "torch._dynamo", "torchvision", "timm", "accelerate", "mmeng
            "models", "harness.engine.runner"]
 
 
+@functools.cache
 def forked_context():
-    """multiprocessing's fork server context; the server imports :data:`PRELOAD` once, when it starts."""
+    """multiprocessing's fork server context, its server started once per process (it imports :data:`PRELOAD`)."""
     import multiprocessing
     from multiprocessing import forkserver
 
