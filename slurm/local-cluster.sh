@@ -251,7 +251,8 @@ cmd_status() {
     if alive "$DIR/run/munged.pid" munged; then echo "munged     pid $(cat "$DIR/run/munged.pid" 2>/dev/null)"
     elif munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then echo "munged     (not started by this script)"
     else echo "munged     stopped"; fi
-    if alive "$DIR/run/slurmctld.pid" slurmctld; then echo "slurmctld  pid $(cat "$DIR/run/slurmctld.pid" 2>/dev/null)"; up=1
+    if alive "$DIR/run/slurmctld.pid" slurmctld; then
+        echo "slurmctld  pid $(cat "$DIR/run/slurmctld.pid" 2>/dev/null)"; up=1
     else echo "slurmctld  stopped"; fi
     for n in $(nodes_in_conf); do
         if alive "$DIR/run/slurmd-$n.pid" slurmd; then echo "slurmd $n  pid $(cat "$DIR/run/slurmd-$n.pid" 2>/dev/null)"
