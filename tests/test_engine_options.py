@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from test_train import (EXIT_PREEMPTED, PRESET, ROOT, TINY, assert_same_training, curve, finish, last_logged_step,
-                        launch, load, train, wait_for_step)
+from test_train import (EXIT_PREEMPTED, PRESET, ROOT, TINY, assert_same_training, curve, finish, freeze_run,
+                        kill_run, last_logged_step, launch, load, train, wait_for_step)
 
 pytestmark = pytest.mark.slow
 
@@ -50,10 +50,9 @@ def test_every_option_on_accelerate_resumes_bit_identically_after_sigkill(env, t
     run = tmp_path / "run"
     proc = launch(env, run, *ALL_OPTIONS)
     wait_for_step(proc, run, 4)
-    os.killpg(proc.pid, signal.SIGSTOP)
+    pids = freeze_run(proc)
     checkpoint = load(run)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_run(proc, pids)
     assert 0 < checkpoint["batch_in_epoch"] < 20 and checkpoint["epoch"] == 0, "not mid-epoch"
     assert not any("_orig_mod" in k for k in checkpoint["model"])  # compiled in place: the eager module's keys
     train(env, run, "--resume", "auto", *ALL_OPTIONS)

@@ -9,6 +9,7 @@ the embedded digits, and ``depthbench eval``.
 The tiny setting: the embedded HO-ResNet digits preset at 8x8 with 8 channels, 160 training images, global
 batch 8 -> 20 optimizer steps per epoch, 2 epochs, ``last.pth`` every 3 steps.
 """
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from clitools import start_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -38,9 +41,8 @@ def env(tmp_path_factory):
 
 
 def launch(env, work_dir, *args, overrides=TINY, config=PRESET):
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "train", config, *overrides, "--work-dir",
-                             str(work_dir), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    """``depthbench train`` in a session of its own (a fork of the preloaded server: clitools)."""
+    return start_cli("train", config, *overrides, "--work-dir", work_dir, *args, env=env, new_session=True)
 
 
 def finish(proc, timeout=600):
@@ -90,13 +92,52 @@ def assert_same_training(run, reference):
     assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
 
 
+def run_processes(proc) -> list[int]:
+    """The run's processes: the one started and its descendants (``--nproc`` ranks have process groups of their
+    own, so ``os.killpg`` on the launcher's does not reach them)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    pids, i = [proc.pid], 0
+    while i < len(pids):
+        pids += [pid for pid, parent in parents.items() if parent == pids[i]]
+        i += 1
+    return pids
+
+
+def freeze_run(proc) -> list[int]:
+    pids = run_processes(proc)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def kill_run(proc, pids):
+    """SIGKILL the launcher's process group, as a crash would, and wait until every process of the run is gone:
+    its ranks die with it (the parent-death signal, harness.engine.launch.die_with_launcher)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 60
+    for pid in pids:
+        while _alive(pid):
+            assert time.monotonic() < deadline, f"process {pid} of the run outlived its launcher"
+            time.sleep(0.01)
+
+
+def _alive(pid) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def sigkill_mid_epoch(env, work_dir, nproc):
     proc = launch(env, work_dir, "--nproc", str(nproc))
     wait_for_step(proc, work_dir, 4)
-    os.killpg(proc.pid, signal.SIGSTOP)  # freeze every process of the run, then look at its last checkpoint
+    pids = freeze_run(proc)  # freeze every process of the run, then look at its last checkpoint
     checkpoint = load(work_dir)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_run(proc, pids)
     assert 0 < checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and checkpoint["epoch"] == 0, "not mid-epoch"
     return checkpoint
 
@@ -125,6 +166,29 @@ def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(env, reference, tmp_p
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "done" and meta["world_size"] == nproc and len(meta["resumes"]) == 1
     assert not list(run.glob(".*tmp*"))
+
+
+def test_ranks_die_with_a_killed_launcher(env, tmp_path):
+    """``kill -9`` of ``train --nproc 2``'s launcher alone: its ranks (process groups of their own) die with it
+    instead of training on as orphans that hold the run directory, so ``--resume auto`` works right after."""
+    run = tmp_path / "run"
+    proc = launch(env, run, "--nproc", "2", overrides=TINY + ["epochs=1000"])
+    wait_for_step(proc, run, 4)
+    ranks = run_processes(proc)[1:]
+    assert len(ranks) >= 2, ranks
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30  # an orphan would train its 1000 epochs
+    try:
+        while any(_alive(pid) for pid in ranks):
+            assert time.monotonic() < deadline, "the ranks outlived their launcher"
+            time.sleep(0.01)
+    finally:
+        for pid in filter(_alive, ranks):
+            os.kill(pid, signal.SIGKILL)
+    resumed = launch(env, run, "--nproc", "2", "--resume", "auto", overrides=TINY + ["epochs=1000"])
+    wait_for_step(resumed, run, last_logged_step(run) + 1)
+    kill_run(resumed, freeze_run(resumed))
 
 
 def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, reference, tmp_path):

@@ -80,9 +80,10 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
     failed/preempted).
     """
     from harness.engine.builders import load_training_config
-    from harness.engine.launch import configure_threads, distributed_env, launched, spawn
+    from harness.engine.launch import configure_threads, die_with_launcher, distributed_env, launched, spawn
     from harness.engine.runner import RunResult, prepare_run, train_process
 
+    die_with_launcher()
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
     if nproc > 1 and launched():

@@ -116,6 +116,23 @@ def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: 
     return threads
 
 
+def die_with_launcher() -> None:
+    """In a rank :func:`spawn` started: be killed when the launcher dies (Linux's parent-death signal).
+
+    The ranks have process groups of their own (see :func:`spawn`), so a ``kill -9`` of the launcher's group does
+    not reach them; without this they trained on as orphans, writing the run directory and holding its lock, and
+    a ``--resume auto`` right after was refused ("in use by pid ...")."""
+    launcher = os.environ.get("DEPTHBENCH_LAUNCHER_PID", "")
+    if not launcher.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != int(launcher):  # the launcher died before the signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | None = None) -> int:
     """Run ``python -m harness.cli <argv>`` as ``nproc`` ranks on this machine; returns the run's exit code.
 
@@ -127,7 +144,8 @@ def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | Non
     procs = []
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
-                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   DEPTHBENCH_LAUNCHER_PID=str(os.getpid()))
         env.setdefault("OMP_NUM_THREADS", threads)
         # a process group of their own: a terminal's Ctrl-C reaches this process alone, which forwards each one
         # exactly once (the first asks the ranks to checkpoint and stop, a second to stop at once)
@@ -205,26 +223,31 @@ def forked_context():
     return context
 
 
-def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None):
-    """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``, as a
-    fork of multiprocessing's fork server, which has imported :data:`PRELOAD` once (started by the first call).
+def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *, stderr_path=None,
+                 new_session: bool = False):
+    """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``
+    (stderr to ``stderr_path`` if given), as a fork of multiprocessing's fork server, which has imported
+    :data:`PRELOAD` once (started by the first call).
 
     The run is the same program as the fresh interpreter: ``runpy`` runs the module as ``__main__`` with the same
     ``sys.argv``; only what a fresh interpreter decides at start-up is redone in the fork (below). Returns the
     ``multiprocessing.Process``: ``exitcode`` is ``None`` while it runs, then the exit code (``-N``: killed by
     signal N), as ``Popen.returncode``; ``join()`` waits. It is in this process's process group, so a terminal's
-    Ctrl-C reaches it as it reaches a subprocess.
+    Ctrl-C reaches it as it reaches a subprocess; ``new_session``: in a session and process group of its own, whose
+    id is its pid, as ``Popen(start_new_session=True)`` (``os.killpg(pid, sig)`` reaches it and its children).
     """
     # Ctrl-C as a fresh interpreter would have it: ignored if ignored here, else Python's KeyboardInterrupt
     interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), str(log_path),
-                                                                 str(cwd or os.getcwd()), interruptible),
+    streams = (str(log_path), str(stderr_path or log_path))
+    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), streams,
+                                                                 str(cwd or os.getcwd()), interruptible, new_session),
                                        name=module, daemon=False)
     process.start()
     return process
 
 
-def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str, interruptible: bool) -> None:
+def _run_module(module: str, argv: list[str], env: dict, streams: tuple[str, str], cwd: str, interruptible: bool,
+                new_session: bool) -> None:
     """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
     import atexit
     import io
@@ -233,14 +256,16 @@ def _run_module(module: str, argv: list[str], env: dict, log_path: str, cwd: str
     import numpy
     import torch
 
+    if new_session:
+        os.setsid()
     signal.signal(signal.SIGINT, signal.default_int_handler if interruptible else signal.SIG_IGN)
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    for fd, path in zip((1, 2), streams):
+        log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(log, fd)
+        os.close(log)
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
     encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding,
