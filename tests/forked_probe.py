@@ -6,13 +6,15 @@ import os
 import sys
 import time
 
-import numpy
-import torch
+PRELOADED = "timm" in sys.modules  # imported before this module ran: only in a fork of the preloaded server
+
+import numpy  # noqa: E402
+import torch  # noqa: E402
 
 time.sleep(float(os.environ.get("PROBE_SLEEP", "0")))
 print(json.dumps({"argv": sys.argv[1:], "argv0": os.path.basename(sys.argv[0]), "name": __name__,
                   "cwd": os.getcwd(), "marker": os.environ.get("PROBE_MARKER"), "threads": torch.get_num_threads(),
                   "torch_seed": torch.initial_seed(), "path0": sys.path[0], "numpy": int(numpy.random.randint(2**31)),
-                  "line_buffered": sys.stdout.line_buffering}))
+                  "line_buffered": sys.stdout.line_buffering, "preloaded": PRELOADED}))
 print("to stderr", file=sys.stderr)
 sys.exit(int(os.environ.get("PROBE_EXIT", "0")))

@@ -40,6 +40,7 @@ def test_a_forked_run_sees_what_a_fresh_interpreter_sees(tmp_path):
     numbers = [got.pop("numpy"), want.pop("numpy")]
     seeds = [got.pop("torch_seed"), want.pop("torch_seed")]
     got.pop("line_buffered"), want.pop("line_buffered")  # a pipe is block-buffered, the log line-buffered
+    assert (got.pop("preloaded"), want.pop("preloaded")) == (True, False)
     assert got == want
     _, again = forked(tmp_path, "two", probe_env())
     third = json.loads(again.splitlines()[0])
@@ -73,3 +74,27 @@ def test_the_cli_forked_answers_bad_input_in_one_line(tmp_path):
     lines = log.read_text().splitlines()
     assert process.exitcode == EXIT_BAD_INPUT and len(lines) == 1 and lines[0].startswith(
         "depthbench train: error:") and "missing.py" in lines[0]
+
+
+POOL_FIRST = """
+import multiprocessing, os, sys
+from harness.engine.launch import start_forked
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("forkserver").Pool(1) as pool:  # as results.runs reads many runs
+        pool.map(abs, [-1])
+    process = start_forked("forked_probe", [], dict(os.environ), sys.argv[1], cwd=sys.argv[2])
+    process.join(timeout=300)
+"""
+
+
+def test_a_fork_server_started_earlier_without_the_preload_is_replaced(tmp_path):
+    """multiprocessing has one fork server per process: a pool started first (``results.runs``) must not leave the
+    runs forking from a server that has imported nothing."""
+    log = tmp_path / "probe.log"
+    script = tmp_path / "pool_first.py"
+    script.write_text(POOL_FIRST)
+    out = subprocess.run([sys.executable, str(script), str(log), str(TESTS)], cwd=TESTS.parent, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(log.read_text().splitlines()[0])["preloaded"] is True

@@ -207,6 +207,10 @@ def forked_context():
     from multiprocessing import forkserver
 
     context = multiprocessing.get_context("forkserver")
+    # the fork server is one per process: one started earlier without the preload (results.runs' reading pool) would
+    # be reused as it is, and every run would import torch itself. Its stop is multiprocessing's own (used by its
+    # tests); forks it made live on, and later pools use the preloaded server
+    forkserver._forkserver._stop()
     context.set_forkserver_preload(PRELOAD)
     # the server's torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _run_module),
     # and a Ctrl-C while it imports is not its traceback (each run sets its own Ctrl-C handling)
