@@ -49,6 +49,14 @@ def test_a_forked_run_sees_what_a_fresh_interpreter_sees(tmp_path):
     assert len(set(numbers)) == len(set(seeds)) == 3, "each fork seeds the global generators anew"
 
 
+def test_the_run_reports_its_own_cpu_time(tmp_path):
+    """``usage_path``: the fork is the server's child, not ours, so RUSAGE_CHILDREN here never counts it."""
+    usage = tmp_path / "cpu"
+    process = start_forked("forked_probe", [], probe_env(), tmp_path / "log", cwd=TESTS, usage_path=usage)
+    process.join(timeout=300)
+    assert process.exitcode == 0 and float(usage.read_text()) > 0
+
+
 def test_exit_codes_and_signals_come_back_as_from_a_subprocess(tmp_path):
     code, _ = forked(tmp_path, "exit", probe_env(PROBE_EXIT="7"))
     assert code == 7

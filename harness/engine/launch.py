@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
 
@@ -228,7 +229,7 @@ def forked_context():
 
 
 def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *, stderr_path=None,
-                 new_session: bool = False):
+                 new_session: bool = False, usage_path=None):
     """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``
     (stderr to ``stderr_path`` if given), as a fork of multiprocessing's fork server, which has imported
     :data:`PRELOAD` once (started by the first call).
@@ -239,18 +240,20 @@ def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *,
     signal N), as ``Popen.returncode``; ``join()`` waits. It is in this process's process group, so a terminal's
     Ctrl-C reaches it as it reaches a subprocess; ``new_session``: in a session and process group of its own, whose
     id is its pid, as ``Popen(start_new_session=True)`` (``os.killpg(pid, sig)`` reaches it and its children).
+    ``usage_path``: where the run writes its CPU seconds (its own and its children's) when it ends: a fork of the
+    server is not this process's child, so ``RUSAGE_CHILDREN`` here does not count it as it counts a subprocess.
     """
     # Ctrl-C as a fresh interpreter would have it: ignored if ignored here, else Python's KeyboardInterrupt
     interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    streams = (str(log_path), str(stderr_path or log_path))
-    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), streams,
+    files = (str(log_path), str(stderr_path or log_path), usage_path and str(usage_path))
+    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), files,
                                                                  str(cwd or os.getcwd()), interruptible, new_session),
                                        name=module, daemon=False)
     process.start()
     return process
 
 
-def _run_module(module: str, argv: list[str], env: dict, streams: tuple[str, str], cwd: str, interruptible: bool,
+def _run_module(module: str, argv: list[str], env: dict, files: tuple, cwd: str, interruptible: bool,
                 new_session: bool) -> None:
     """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
     import atexit
@@ -266,7 +269,7 @@ def _run_module(module: str, argv: list[str], env: dict, streams: tuple[str, str
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    for fd, path in zip((1, 2), streams):
+    for fd, path in zip((1, 2), files[:2]):
         log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(log, fd)
         os.close(log)
@@ -293,3 +296,9 @@ def _run_module(module: str, argv: list[str], env: dict, streams: tuple[str, str
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
+        if files[2]:  # the fork's counters started at zero (fork resets them): this run's CPU alone
+            import resource
+
+            cpu = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage,
+                                                               (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+            Path(files[2]).write_text(f"{cpu:.3f}\n")
