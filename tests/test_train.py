@@ -9,7 +9,6 @@ the embedded digits, and ``depthbench eval``.
 The tiny setting: the embedded HO-ResNet digits preset at 8x8 with 8 channels, 160 training images, global
 batch 8 -> 20 optimizer steps per epoch, 2 epochs, ``last.pth`` every 3 steps.
 """
-import contextlib
 import json
 import os
 import signal
@@ -95,13 +94,10 @@ def assert_same_training(run, reference):
 def run_processes(proc) -> list[int]:
     """The run's processes: the one started and its descendants (``--nproc`` ranks have process groups of their
     own, so ``os.killpg`` on the launcher's does not reach them)."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    parents = {int(d.name): fields[1] for d in Path("/proc").glob("[0-9]*") if (fields := _stat(d.name))}
     pids, i = [proc.pid], 0
     while i < len(pids):
-        pids += [pid for pid, parent in parents.items() if parent == pids[i]]
+        pids += [pid for pid, parent in parents.items() if parent == str(pids[i])]
         i += 1
     return pids
 
@@ -118,18 +114,27 @@ def kill_run(proc, pids):
     its ranks die with it (the parent-death signal, harness.engine.launch.die_with_launcher)."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 60
-    for pid in pids:
-        while _alive(pid):
-            assert time.monotonic() < deadline, f"process {pid} of the run outlived its launcher"
-            time.sleep(0.01)
+    wait_gone(pids, 60, "a process of the run outlived its launcher")
+
+
+def wait_gone(pids, timeout, message):
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, message
+        time.sleep(0.01)
+
+
+def _stat(pid) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...); [] once the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
 
 def _alive(pid) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"  # a zombie has ended (and released its files)
 
 
 def sigkill_mid_epoch(env, work_dir, nproc):
@@ -178,11 +183,8 @@ def test_ranks_die_with_a_killed_launcher(env, tmp_path):
     assert len(ranks) >= 2, ranks
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 30  # an orphan would train its 1000 epochs
     try:
-        while any(_alive(pid) for pid in ranks):
-            assert time.monotonic() < deadline, "the ranks outlived their launcher"
-            time.sleep(0.01)
+        wait_gone(ranks, 30, "the ranks outlived their launcher")  # an orphan would train its 1000 epochs
     finally:
         for pid in filter(_alive, ranks):
             os.kill(pid, signal.SIGKILL)
