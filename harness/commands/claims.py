@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # results.claims imports numpy: loaded where used, not to bui
 
 __all__ = ["run", "ClaimsReport", "add_parser", "main"]
 DEFAULT_OUT = Path("results/claims")
+DEFAULT_SEEDS = 3  # per arm: the fewest that give an interval (``submit --claims`` trains as many)
 
 
 def default_out(quick: bool) -> Path:
@@ -52,7 +53,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("claims", help="test the papers' central claims at reduced scale (seeds, intervals, "
                                              "verdicts)", description=__doc__.split("\n\n")[0])
     p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per arm (default 3; --quick: 1)")
+    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                   help=f"seeds per arm (default {DEFAULT_SEEDS}; --quick: 1)")
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each)")
@@ -72,7 +74,7 @@ def main(args) -> int:
     return 0
 
 
-def run(papers: list[str] | None = None, *, seeds: int = 3, quick: bool = False, out: str | Path | None = None,
+def run(papers: list[str] | None = None, *, seeds: int = DEFAULT_SEEDS, quick: bool = False, out: str | Path | None = None,
         jobs: int | None = None, status: bool = False) -> ClaimsReport:
     """Check, train (what is not trained yet), compare and report the claims of ``papers`` (see the module
     docstring). ``status``: read what ``out`` holds, train nothing."""

@@ -208,6 +208,7 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
                                   exit_code=EXIT_INTERRUPTED) from None
         _advance(bar, path, log_path)
     if process.exitcode != 0 or run_status(path) != "done":
+        usage_path.unlink(missing_ok=True)
         lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
         reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1]).strip()
         raise DepthbenchError(f"{run.name} ended with exit code {process.exitcode}: {reason[:300]} (log {log_path});"

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from harness.commands.claims import DEFAULT_SEEDS, default_out
 from harness.core.errors import DepthbenchError
 
 if TYPE_CHECKING:  # slurm/ imported where used: the CLI imports every command module to build its parser
@@ -49,7 +50,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--claims", metavar="PAPER[,PAPER...]|all",
                    help="the runs of these papers' claims that are not done (`depthbench claims` plans them; "
                         "afterwards `depthbench claims` compares them): one job array")
-    p.add_argument("--seeds", type=int, metavar="N", help="with --claims: seeds per arm (default 3)")
+    p.add_argument("--seeds", type=int, metavar="N", help=f"with --claims: seeds per arm (default {DEFAULT_SEEDS})")
     p.add_argument("--quick", action="store_true", help="with --claims: one seed, the shortened schedules")
     p.add_argument("--claims-out", metavar="DIR",
                    help="with --claims: the folder `depthbench claims --out` reads (default results/claims, or "
@@ -96,7 +97,7 @@ def add_parser(subparsers) -> None:
 
 # ----------------------------------------------------------------------------------------- the Python API
 def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (), table: str | None = None,
-               rows: Sequence[str] | None = None, claims: Sequence[str] | None = None, seeds: int = 3,
+               rows: Sequence[str] | None = None, claims: Sequence[str] | None = None, seeds: int = DEFAULT_SEEDS,
                quick: bool = False, claims_out: str | Path | None = None, nodes: int = 1, gpus_per_node: int = 0,
                ntasks_per_node: int | None = None, cpus_per_task: int | None = None, mem: str | None = None,
                time: str | None = None, warning: int = 120, partition: str | None = None, account: str | None = None,
@@ -139,8 +140,6 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
 
     request = None
     if claims is not None:
-        from harness.commands.claims import default_out
-
         request = ClaimsRequest(list(claims), str(claims_out or default_out(quick)), seeds, quick)
     result = submit([str(c) for c in configs], list(overrides), options, table=table,
                     rows=list(rows) if rows else None, claims=request,
@@ -173,7 +172,7 @@ def submit_main(args) -> int:
     claims = None if args.claims is None else \
         [p.strip() for p in args.claims.split(",") if p.strip() and p.strip().lower() != "all"]
     result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, claims=claims,
-                        seeds=3 if args.seeds is None else args.seeds, quick=args.quick, claims_out=args.claims_out,
+                        seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds, quick=args.quick, claims_out=args.claims_out,
                         nodes=args.nodes,
                         gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node,
                         cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time, warning=args.warning,

@@ -245,16 +245,17 @@ def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *,
     """
     # Ctrl-C as a fresh interpreter would have it: ignored if ignored here, else Python's KeyboardInterrupt
     interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    files = (str(log_path), str(stderr_path or log_path), usage_path and str(usage_path))
-    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env), files,
-                                                                 str(cwd or os.getcwd()), interruptible, new_session),
+    options = dict(cwd=str(cwd or os.getcwd()), interruptible=interruptible, new_session=new_session,
+                   stdout_path=str(log_path), stderr_path=str(stderr_path or log_path),
+                   usage_path=usage_path and str(usage_path))
+    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env)), kwargs=options,
                                        name=module, daemon=False)
     process.start()
     return process
 
 
-def _run_module(module: str, argv: list[str], env: dict, files: tuple, cwd: str, interruptible: bool,
-                new_session: bool) -> None:
+def _run_module(module: str, argv: list[str], env: dict, *, cwd: str, interruptible: bool, new_session: bool,
+                stdout_path: str, stderr_path: str, usage_path: str | None) -> None:
     """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
     import atexit
     import io
@@ -269,10 +270,13 @@ def _run_module(module: str, argv: list[str], env: dict, files: tuple, cwd: str,
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    for fd, path in zip((1, 2), files[:2]):
+    shared = stderr_path == stdout_path  # then one open file for both, as Popen(stderr=STDOUT) gives
+    for fd, path in ((1, stdout_path),) + (() if shared else ((2, stderr_path),)):
         log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(log, fd)
         os.close(log)
+    if shared:
+        os.dup2(1, 2)
     unbuffered = bool(env.get("PYTHONUNBUFFERED"))
     encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding,
@@ -296,9 +300,9 @@ def _run_module(module: str, argv: list[str], env: dict, files: tuple, cwd: str,
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
-        if files[2]:  # the fork's counters started at zero (fork resets them): this run's CPU alone
+        if usage_path:  # the fork's counters started at zero (fork resets them): this run's CPU alone
             import resource
 
             cpu = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage,
                                                                (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
-            Path(files[2]).write_text(f"{cpu:.3f}\n")
+            Path(usage_path).write_text(f"{cpu:.3f}\n")
