@@ -150,8 +150,15 @@ def main(argv: list[str]) -> int:
     print(f"suite_cpu: make test (load {load}); the log is {out / 'make-test.log'}", flush=True)
     cpu0, start = busy_cpu_seconds(), time.monotonic()
     with open(out / "make-test.log", "w") as log:
-        code = subprocess.call(["make", "test", f"PYTEST_ARGS={pytest_args}", *make_args], cwd=ROOT, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
+        make = subprocess.Popen(["make", "test", f"PYTEST_ARGS={pytest_args}", *make_args], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            code = make.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached make and pytest too (one process group): let them stop
+            make.wait()
+            so_far = f" (the tests run so far: {records})" if records.exists() else ""
+            print(f"suite_cpu: interrupted; no report{so_far}", file=sys.stderr)
+            return 130
     wall, cpu = time.monotonic() - start, busy_cpu_seconds() - cpu0
     if not records.exists():
         print(f"suite_cpu: no test ran (make exited {code}); see {out / 'make-test.log'}", file=sys.stderr)
