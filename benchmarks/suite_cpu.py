@@ -1,6 +1,7 @@
 """Where `make test`'s time goes: CPU seconds per test and per test file, beside the machine's whole CPU use.
 
-    .venv/bin/python benchmarks/suite_cpu.py [OUTDIR] [-- MAKE_VARIABLES...]   # default OUTDIR benchmarks/results/<host>-<date>-suite
+    .venv/bin/python benchmarks/suite_cpu.py [OUTDIR] [-- MAKE_VARIABLES...]
+    # default OUTDIR benchmarks/results/<host>-<date>-suite; e.g. -- TEST_WORKERS=3 PYTEST_ARGS="tests/test_cli.py"
 
 runs ``make test`` with this file loaded as a pytest plugin and writes into OUTDIR: ``tests.csv`` (every test: its
 file, CPU seconds, wall seconds, xdist worker), ``summary.txt`` (wall time, the machine's busy CPU seconds over the
@@ -75,7 +76,6 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001 -- pytest's hook si
     if path:
         with open(path, "a") as fh:  # one short line per write: appends from the workers do not interleave
             fh.write(json.dumps(record) + "\n")
-
 
 
 # ----------------------------------------------------------------------------------------- the run and its report

@@ -74,8 +74,8 @@ def main(args) -> int:
     return 0
 
 
-def run(papers: list[str] | None = None, *, seeds: int = DEFAULT_SEEDS, quick: bool = False, out: str | Path | None = None,
-        jobs: int | None = None, status: bool = False) -> ClaimsReport:
+def run(papers: list[str] | None = None, *, seeds: int = DEFAULT_SEEDS, quick: bool = False,
+        out: str | Path | None = None, jobs: int | None = None, status: bool = False) -> ClaimsReport:
     """Check, train (what is not trained yet), compare and report the claims of ``papers`` (see the module
     docstring). ``status``: read what ``out`` holds, train nothing."""
     import os

@@ -172,8 +172,8 @@ def submit_main(args) -> int:
     claims = None if args.claims is None else \
         [p.strip() for p in args.claims.split(",") if p.strip() and p.strip().lower() != "all"]
     result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, claims=claims,
-                        seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds, quick=args.quick, claims_out=args.claims_out,
-                        nodes=args.nodes,
+                        seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds, quick=args.quick,
+                        claims_out=args.claims_out, nodes=args.nodes,
                         gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node,
                         cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time, warning=args.warning,
                         partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,
