@@ -36,10 +36,9 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # ----------------------------------------------------------------------------------------- the pytest plugin
-def tree_cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds of ``pid``'s process tree (default: this process): its own and reaped children's from getrusage
-    when it is this process, plus every live descendant's user/system time and its reaped children's."""
-    pid = pid or os.getpid()
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process's tree: its own and its reaped children's (getrusage), plus every live
+    descendant's user/system time and its reaped children's (/proc)."""
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
     for entry in Path("/proc").iterdir():
@@ -51,16 +50,12 @@ def tree_cpu_seconds(pid: int | None = None) -> float:
             continue  # ended while we looked
         children.setdefault(int(fields[1]), []).append(int(entry.name))
         times[int(entry.name)] = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
-    total, todo = 0.0, list(children.get(pid, []))
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    total, todo = sum(u.ru_utime + u.ru_stime for u in usage), list(children.get(os.getpid(), []))
     while todo:
         child = todo.pop()
         total += times[child]
         todo += children.get(child, [])
-    if pid == os.getpid():
-        usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-        total += sum(u.ru_utime + u.ru_stime for u in usage)
-    else:
-        total += times.get(pid, 0.0)
     return total
 
 
@@ -69,9 +64,8 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001 -- pytest's hook si
     """Around the whole protocol of one test (setup, call, teardown: module fixtures count where they start)."""
     start_cpu, start = tree_cpu_seconds(), time.monotonic()
     yield
-    record = {"test": item.nodeid, "file": item.nodeid.split("::")[0], "worker": os.environ.get(
-        "PYTEST_XDIST_WORKER", "main"), "cpu_s": round(tree_cpu_seconds() - start_cpu, 2),
-              "wall_s": round(time.monotonic() - start, 2)}
+    record = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+              "cpu_s": round(tree_cpu_seconds() - start_cpu, 2), "wall_s": round(time.monotonic() - start, 2)}
     path = os.environ.get(RECORDS)
     if path:
         with open(path, "a") as fh:  # one short line per write: appends from the workers do not interleave
@@ -94,6 +88,7 @@ def report(records_path: Path, out: Path, wall_s: float, machine_cpu_s: float, l
     import pandas as pd
 
     tests = pd.read_json(records_path, lines=True)
+    tests.insert(1, "file", tests.test.str.split("::").str[0])
     tests.to_csv(out / "tests.csv", index=False)
     files = tests.groupby("file")[["cpu_s", "wall_s"]].sum().sort_values("cpu_s", ascending=False)
     cores = os.cpu_count() or 1

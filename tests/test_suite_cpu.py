@@ -43,8 +43,8 @@ def test_cpu_of_children_and_grandchildren_counts_alive_and_reaped():
 def test_report_sums_tests_into_files(tmp_path):
     records = tmp_path / "records.jsonl"
     rows = [("tests/test_a.py::one", 3.0, 4.0), ("tests/test_a.py::two", 2.0, 2.5), ("tests/test_b.py::x", 1.0, 9.0)]
-    records.write_text("".join(json.dumps({"test": t, "file": t.split("::")[0], "worker": "gw0", "cpu_s": c,
-                                           "wall_s": w}) + "\n" for t, c, w in rows))
+    records.write_text("".join(json.dumps({"test": t, "worker": "gw0", "cpu_s": c, "wall_s": w}) + "\n"
+                               for t, c, w in rows))
     text = suite_cpu.report(records, tmp_path, wall_s=120.0, machine_cpu_s=12.0, load="0.10", make_args=[],
                             exit_code=0)
     files = [line.split() for line in text.splitlines() if line.endswith(".py")]

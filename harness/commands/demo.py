@@ -186,36 +186,35 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
     log_path, usage_path = logs / f"{run.name}.log", logs / f".{run.name}.cpu"
     usage_path.unlink(missing_ok=True)
     start = time.monotonic()
-    with open(log_path, "a") as log, tqdm(total=run.total_steps, desc=f"  {run.name}", unit="step", leave=True,
-                                          file=sys.stdout, dynamic_ncols=True, mininterval=1.0) as bar:
-        log.write(f"\n$ {' '.join([sys.executable, '-m', 'harness.cli', *args])}\n")
-        log.flush()
-        # a session of its own: Ctrl-C reaches the demo only, which then stops the run the preemption way
-        process = start_forked("harness.cli", args, dict(os.environ), log_path, new_session=True,
-                               usage_path=usage_path)
-        try:
-            while process.exitcode is None:
-                process.join(0.5)
-                _advance(bar, path, log_path)
-        except KeyboardInterrupt:
-            os.kill(process.pid, signal.SIGTERM)  # finish the step, checkpoint, exit 75
-            process.join(120)
-            if process.exitcode is None:
-                process.kill()
-            usage_path.unlink(missing_ok=True)
-            raise DepthbenchError(f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
-                                  f"command again to continue, finished runs are reused",
-                                  exit_code=EXIT_INTERRUPTED) from None
-        _advance(bar, path, log_path)
-    if process.exitcode != 0 or run_status(path) != "done":
+    try:  # the run's CPU file is read once it ends well, and never left behind
+        with open(log_path, "a") as log, tqdm(total=run.total_steps, desc=f"  {run.name}", unit="step", leave=True,
+                                              file=sys.stdout, dynamic_ncols=True, mininterval=1.0) as bar:
+            log.write(f"\n$ {' '.join([sys.executable, '-m', 'harness.cli', *args])}\n")
+            log.flush()
+            # a session of its own: Ctrl-C reaches the demo only, which then stops the run the preemption way
+            process = start_forked("harness.cli", args, dict(os.environ), log_path, new_session=True,
+                                   usage_path=usage_path)
+            try:
+                while process.exitcode is None:
+                    process.join(0.5)
+                    _advance(bar, path, log_path)
+            except KeyboardInterrupt:
+                os.kill(process.pid, signal.SIGTERM)  # finish the step, checkpoint, exit 75
+                process.join(120)
+                if process.exitcode is None:
+                    process.kill()
+                raise DepthbenchError(f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
+                                      f"command again to continue, finished runs are reused",
+                                      exit_code=EXIT_INTERRUPTED) from None
+            _advance(bar, path, log_path)
+        if process.exitcode != 0 or run_status(path) != "done":
+            lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
+            reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1]).strip()
+            raise DepthbenchError(f"{run.name} ended with exit code {process.exitcode}: {reason[:300]} "
+                                  f"(log {log_path}); fix it and run the demo again to continue")
+        return time.monotonic() - start, float(usage_path.read_text())
+    finally:
         usage_path.unlink(missing_ok=True)
-        lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
-        reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1]).strip()
-        raise DepthbenchError(f"{run.name} ended with exit code {process.exitcode}: {reason[:300]} (log {log_path});"
-                              f" fix it and run the demo again to continue")
-    cpu = float(usage_path.read_text())
-    usage_path.unlink()
-    return time.monotonic() - start, cpu
 
 
 def _advance(bar, path: Path, log_path: Path) -> None:
