@@ -17,8 +17,8 @@ docs/training.md.
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
@@ -29,8 +29,23 @@ if TYPE_CHECKING:
 __all__ = ["run", "add_parser", "main"]
 
 
+class HelpConfig(argparse.Action):
+    """``--help-config``: every config key with its default, type, range and help (harness/core/schema.py)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from harness.core.schema import describe
+
+        print(describe())
+        parser.exit()
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="pretrain/fine-tune a model from a config (Accelerate or DeepSpeed)")
+    p.add_argument("--help-config", action=HelpConfig,
+                   help="list every config key with its default, type, range and help, and exit")
     p.add_argument("config", help="a config file, e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. optim.lr=1e-3 epochs=10 (+key=value adds a key)")

@@ -17,6 +17,7 @@ import itertools
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.schema import lookup, section_keys
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,7 +135,7 @@ def apply_overrides(cfg, overrides) -> None:
             hint = f"; did you mean {', '.join(close)}?" if close else "; prefix it with + to add a new key"
             raise ConfigError(f"unknown config key {key!r}{hint}")
         else:
-            _check_type(key, _lookup(cfg, key), value)
+            _check_type(key, lookup(cfg, key), value)
         updates[key] = value
     try:
         cfg.merge_from_dict(updates)
@@ -143,16 +144,17 @@ def apply_overrides(cfg, overrides) -> None:
                           f"inner keys one by one (e.g. a.b.c=value) or check the key's type") from None
 
 
-def _lookup(cfg, key: str):
-    node = cfg
-    for part in key.split("."):
-        node = node[part]
-    return node
-
-
 def _check_type(key: str, old, new) -> None:
-    """An override keeps the kind of value it replaces (None and dicts accept anything)."""
-    if old is None or new is None or isinstance(old, dict):
+    """An override keeps the kind of value it replaces: a section (a dict) takes a dict, or None to switch it off;
+    a value takes a value of its kind (None accepts anything)."""
+    if isinstance(old, dict):
+        if new is None or isinstance(new, dict):
+            return
+        keys = list(old) or section_keys(key)
+        example = f"{key}.{keys[0]}=..." if keys else f"{key}=dict(...)"
+        raise ConfigError(f"{key}={new!r}: {key} is a section, not a value; it takes the keys "
+                          f"{', '.join(keys) or '(none yet)'}: set one of them (e.g. {example})")
+    if old is None or new is None:
         return
     numbers = (int, float)
     if isinstance(old, bool) or isinstance(new, bool):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.schema import check_values, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.tasks import task_for
 
@@ -25,21 +26,13 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
         raise ConfigError("this is a sweep definition; run one point as `depthbench train <its base config> "
                           "key=value ...` (harness.core.config.sweep_points lists them)")
     task = task_for(cfg.data.type)
-    if cfg.engine not in ("accelerate", "deepspeed"):
-        raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
-    if cfg.precision not in ("fp32", "bf16", "fp16"):
-        raise ConfigError(f"precision={cfg.precision!r} is not one of fp32, bf16, fp16")
-    check_ranges(cfg)
+    check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
     check_schedule_length(cfg)
     metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:
         raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
                           + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
-    per_step = world_size * cfg.grad_accum
-    if cfg.batch_size % per_step:
-        raise ConfigError(f"batch_size={cfg.batch_size} (global) is not divisible by {world_size} processes x "
-                          f"grad_accum={cfg.grad_accum}; use a multiple of {per_step}")
-    micro_batch = cfg.batch_size // per_step
+    micro_batch = per_device_batch(cfg.batch_size, world_size, cfg.grad_accum)
     if (cfg.aug.mixup or cfg.aug.cutmix) and micro_batch % 2:
         raise ConfigError(f"mixup/cutmix need an even batch per process, got {micro_batch}; change batch_size")
     if cfg.model.get("expand"):
@@ -63,41 +56,10 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     task.check_data(cfg.data)
 
 
-# the known keys' types and ranges, as intervals; a key missing from a config is skipped (datasets and schedules
-# add their own), None is allowed where the defaults use it as "off"
-RANGES = {
-    "epochs": ("int", "[1, inf)"), "batch_size": ("int", "[1, inf)"), "grad_accum": ("int", "[1, inf)"),
-    "eval_interval": ("int", "[1, inf)"), "log_interval": ("int", "[1, inf)"), "seed": ("int", "[0, inf)"),
-    "clip_grad": ("number", "(0, inf)"), "ckpt.interval_steps": ("int", "[0, inf)"),
-    "ckpt.interval_minutes": ("number", "(0, inf)"), "ema.decay": ("number", "[0, 1)"),
-    "deepspeed.zero_stage": ("int", "[0, 3]"), "data.workers": ("int", "[0, inf)"),
-    "loader.prefetch_factor": ("int", "[1, inf)"),
-    "data.input_size": ("int", "[1, inf)"),
-    "data.num_classes": ("int", "[1, inf)"), "data.eval_batch_size": ("int", "[1, inf)"),
-    "data.num_repeats": ("int", "[1, inf)"), "data.train_subset": ("int", "[1, inf)"),
-    "data.val_subset": ("int", "[1, inf)"), "data.crop_pct": ("number", "(0, 1]"),
-    "optim.lr": ("number", "(0, inf)"), "optim.weight_decay": ("number", "[0, inf)"),
-    "optim.momentum": ("number", "[0, 1]"), "optim.eps": ("number", "(0, inf)"),
-    "optim.lr_base_batch": ("number", "(0, inf)"), "sched.warmup_epochs": ("number", "[0, inf)"),
-    "sched.warmup_lr": ("number", "[0, inf)"), "sched.min_lr": ("number", "[0, inf)"),
-    "sched.decay_rate": ("number", "(0, inf)"), "sched.cooldown_epochs": ("number", "[0, inf)"),
-    "aug.mixup": ("number", "[0, inf)"), "aug.cutmix": ("number", "[0, inf)"), "aug.mixup_prob": ("number", "[0, 1]"),
-    "aug.mixup_switch_prob": ("number", "[0, 1]"), "aug.smoothing": ("number", "[0, 1)"),
-    "aug.reprob": ("number", "[0, 1]"), "aug.hflip": ("number", "[0, 1]"), "aug.color_jitter": ("number", "[0, inf)"),
-    "distill.temperature": ("number", "(0, inf)"), "distill.weight": ("number", "[0, 1]"),
-    "model.drop_path_rate": ("number", "[0, 1)"), "model.drop_rate": ("number", "[0, 1)"),
-}
-
-
-COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
 def speed_options(cfg) -> dict:
     """The speed options of ``cfg`` with their defaults (configs written before issue 27 lack the keys)."""
-    compile_ = {"enable": False, "mode": None, "backend": "inductor", "dynamic": False, **(cfg.get("compile") or {})}
-    from harness.engine.data import loader_options
-
-    loader = loader_options(cfg)
+    compile_ = with_defaults(cfg, "compile")
+    loader = with_defaults(cfg, "loader")
     optim = cfg.get("optim") or {}
     return {"compile": compile_, "channels_last": bool(cfg.get("channels_last")),
             "grad_checkpointing": bool(cfg.get("grad_checkpointing")), "fused": optim.get("fused"),
@@ -119,23 +81,10 @@ def describe_speed_options(cfg) -> str:
 
 
 def check_speed_options(cfg, model: bool = True) -> None:
-    """``compile``, ``channels_last``, ``grad_checkpointing``, ``optim.fused``/``foreach`` and ``loader``: types,
-    choices, and that torch and the model support them -- one line each, before anything is built."""
+    """``compile``, ``optim.fused``/``foreach`` and ``grad_checkpointing``: that torch and the model support them
+    -- one line each, before anything is built (their types and choices are the schema's, :func:`check_values`)."""
     o = speed_options(cfg)
     c = o["compile"]
-    for key, value in (("compile.enable", c["enable"]), ("channels_last", cfg.get("channels_last")),
-                       ("grad_checkpointing", cfg.get("grad_checkpointing")),
-                       ("loader.device_normalize", o["loader"]["device_normalize"]),
-                       ("loader.persistent_workers", o["loader"]["persistent_workers"])):
-        if value is not None and not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r}: it must be True or False")
-    for key in ("fused", "foreach"):
-        if o[key] is not None and not isinstance(o[key], bool):
-            raise ConfigError(f"optim.{key}={o[key]!r}: it must be True, False or None (torch's default)")
-    if c["mode"] not in COMPILE_MODES:
-        raise ConfigError(f"compile.mode={c['mode']!r} is not one of {', '.join(map(str, COMPILE_MODES))}")
-    if c["dynamic"] not in (None, True, False):
-        raise ConfigError(f"compile.dynamic={c['dynamic']!r}: it must be True, False or None")
     if c["enable"]:
         import torch
 
@@ -179,36 +128,6 @@ def check_fused_optimizer(opt: str) -> None:
                           f"{device} ({str(e).splitlines()[0]}); set optim.fused=None") from None
 
 
-def _lookup(cfg, key: str):
-    node = cfg
-    for part in key.split("."):
-        if not hasattr(node, "get") or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def in_interval(value: float, interval: str) -> bool:
-    """``"[0, 1)"``-style interval notation: brackets include the bound, parentheses exclude it."""
-    low, high = (float(b) for b in interval[1:-1].split(","))
-    return ((value >= low) if interval[0] == "[" else (value > low)) and \
-           ((value <= high) if interval[-1] == "]" else (value < high))
-
-
-def check_ranges(cfg) -> None:
-    """Every known key of the config has a value of its type and range (one line naming the key and the range):
-    ``ema.decay=5.0`` would otherwise train to NaN EMA weights and a run marked done, ``data.workers=-1`` end in
-    a library traceback."""
-    for key, (kind, interval) in RANGES.items():
-        value = _lookup(cfg, key)
-        if value is None:
-            continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or (kind == "int" and not isinstance(value, int)) or not in_interval(value, interval):
-            raise ConfigError(f"{key}={value!r}: it must be {'an integer' if kind == 'int' else 'a number'} in "
-                              f"{interval}")
-
-
 def load_training_config(config, overrides=(), recipe=None):
     """``(cfg, schedule_changes)``: a training config with its ``key=value`` overrides, the schedule rescaled to an
     ``epochs`` override (:func:`rescale_schedule`). What every command that starts or checks training reads a
@@ -221,6 +140,7 @@ def load_training_config(config, overrides=(), recipe=None):
     recipe = recipe if recipe is not None else load_config(config)
     cfg = copy.deepcopy(recipe)
     apply_overrides(cfg, list(overrides))
+    check_values(cfg)  # a runaway value (epochs=10**30, data.workers=10**6) is one line before anything else
     explicit = tuple(parse_override(o)[0] for o in overrides)
     changes = rescale_schedule(cfg, recipe.get("epochs"), explicit) if "epochs" in explicit else []
     return cfg, changes
