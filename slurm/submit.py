@@ -281,7 +281,7 @@ class Checker:
         key = str(config.resolve())
         if key not in self.loaded:
             self.loaded[key] = load_config(config, ())
-        return load_training_config(config, overrides, recipe=self.loaded[key])[0]
+        return load_training_config(config, overrides, recipe=self.loaded[key], engine=self.engine)[0]
 
     def element(self, config: Path, overrides: list[str], name: str | None = None, suffix: str = "") -> Element:
         cfg = self.load(config, overrides)

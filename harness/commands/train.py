@@ -104,9 +104,7 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun/accelerate launch leave it out")
     overrides = list(overrides) + speed_overrides(compile, compile_mode, channels_last, grad_checkpointing)
-    cfg, schedule_changes = load_training_config(config, overrides)
-    if engine:
-        cfg.engine = engine
+    cfg, schedule_changes = load_training_config(config, overrides, engine=engine)
     world_size = nproc if not launched() else int(distributed_env()["WORLD_SIZE"])
     # a launcher's ranks other than 0 keep quiet about bad input: rank 0 says it once
     try:

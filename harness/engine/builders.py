@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import ConfigError
-from harness.core.schema import check_values, per_device_batch, with_defaults
+from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.tasks import task_for
 
@@ -128,7 +128,7 @@ def check_fused_optimizer(opt: str) -> None:
                           f"{device} ({str(e).splitlines()[0]}); set optim.fused=None") from None
 
 
-def load_training_config(config, overrides=(), recipe=None):
+def load_training_config(config, overrides=(), recipe=None, engine: str | None = None):
     """``(cfg, schedule_changes)``: a training config with its ``key=value`` overrides, the schedule rescaled to an
     ``epochs`` override (:func:`rescale_schedule`). What every command that starts or checks training reads a
     config with; ``recipe``: the config already loaded without overrides (a caller checking many points of one
@@ -140,10 +140,53 @@ def load_training_config(config, overrides=(), recipe=None):
     recipe = recipe if recipe is not None else load_config(config)
     cfg = copy.deepcopy(recipe)
     apply_overrides(cfg, list(overrides))
+    if engine:  # --engine: the run's engine, before the settings it reads are checked
+        cfg.engine = engine
     check_values(cfg)  # a runaway value (epochs=10**30, data.workers=10**6) is one line before anything else
     explicit = tuple(parse_override(o)[0] for o in overrides)
+    check_settings_read(cfg, explicit)
     changes = rescale_schedule(cfg, recipe.get("epochs"), explicit) if "epochs" in explicit else []
     return cfg, changes
+
+
+def unread_setting(cfg, key: str) -> str | None:
+    """Why setting ``key`` would change nothing in the run of ``cfg`` -- the dataset type, the engine or an
+    option that is off does not read it -- naming what reads it; None when it is read."""
+    section, _, leaf = key.partition(".")
+    leaf = leaf.split(".")[0]
+    data_type = cfg.data.type
+    task = task_for(data_type)
+    if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
+        from harness.engine.tasks import data_types
+
+        readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
+        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA)"
+               if leaf == "root" and data_type in task.generated else "")
+        return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
+                + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
+                   if readers else f"no data type reads data.{leaf}: leave it out"))
+    if section == "aug" and leaf and not task.reads_aug:
+        return f"data.type={data_type!r} ({task.name}) has no augmentation; aug.* is read by the image data types"
+    off = {"deepspeed": (cfg.get("engine") != "deepspeed", "the deepspeed engine (engine=deepspeed, --engine "
+                                                             "deepspeed)"),
+           "ema": (leaf != "enable" and not (cfg.get("ema") or {}).get("enable"), "ema.enable=True"),
+           "distill": (leaf != "teacher" and not (cfg.get("distill") or {}).get("teacher"), "distill.teacher set"),
+           "compile": (leaf != "enable" and not with_defaults(cfg, "compile")["enable"], "compile.enable=True "
+                                                                                         "(--compile)")}
+    if section in off and leaf and off[section][0]:
+        return f"{key} is read only with {off[section][1]}; this run would ignore it"
+    return None
+
+
+def check_settings_read(cfg, keys) -> None:
+    """Every key set on the command line (``keys``) is read by this run: ``data.root=/data/imagenet`` on a digits
+    config would train on digits and exit 0; refused in one line naming the key and what reads it."""
+    if not isinstance(cfg.get("data"), dict) or "type" not in cfg.data:
+        return  # not a depthbench training config (an MMDetection one: submit reads both)
+    for key in keys:
+        why = unread_setting(cfg, key)
+        if why:
+            raise ConfigError(f"{key}={lookup(cfg, key)!r}: {why}")
 
 
 def rescale_schedule(cfg, planned_epochs: int, explicit: tuple[str, ...] = ()) -> list[str]:
