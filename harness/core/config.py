@@ -46,16 +46,32 @@ def config_named_by(name, source, error: type[ConfigError] | type = ConfigError)
     return Path(text).as_posix()
 
 
+def resolve_config_path(path) -> Path:
+    """The config file ``path`` names: as given (against the working directory), else -- a relative path -- against
+    this repository, so ``depthbench train configs/...`` works from any directory. A file in neither is one line
+    saying where it looked, with the closest configs of the repository."""
+    given = Path(path).expanduser()
+    tried = [given if given.is_absolute() else Path.cwd() / given]
+    if not given.is_absolute():
+        tried.append(REPO / given)
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate if candidate != tried[0] else given
+    where = " and ".join(str(c) for c in dict.fromkeys(tried))
+    raise ConfigError(f"config file {path} does not exist (tried {where}){_similar_configs(given)}")
+
+
 def _similar_configs(path: Path) -> str:
     """'; did you mean ...' from the repository's configs (a typo is the usual cause), else where configs live."""
     import difflib
 
-    root = Path(__file__).resolve().parents[2] / "configs"
+    root = CONFIGS_DIR
     known = {str(p.relative_to(root.parent)): p.name for p in root.rglob("*.py") if "_base_" not in p.parts}
     names = difflib.get_close_matches(path.name, set(known.values()), n=2, cutoff=0.8)
     hits = [rel for rel, name in sorted(known.items()) if name in names]
-    if hits:
-        return "; did you mean " + " or ".join(hits[:2]) + "?"
+    if hits:  # named from the repository, where the working directory is not the checkout
+        here = Path.cwd().resolve() == REPO.resolve()
+        return "; did you mean " + " or ".join(h if here else str(REPO / h) for h in hits[:2]) + "?"
     return ("; pretraining recipes live under configs/<paper>/, detection/segmentation under configs/det/ and "
             "configs/seg/, demo presets under configs/demo/")
 
@@ -79,9 +95,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
             raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         apply_overrides(cfg, overrides)
         return cfg
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist{_similar_configs(path)}")
+    path = resolve_config_path(path)
     _memoize_package_config_index()
     try:
         cfg = Config.fromfile(str(path))
