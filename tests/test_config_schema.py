@@ -44,8 +44,10 @@ def test_every_recipe_lies_inside_the_schema(path):
     (f"epochs={10 ** 30}", f"epochs={10 ** 30}: it must be an integer in [1, 100000]"),
     ("data.workers=1000000", "data.workers=1000000: it must be an integer in [0, 256]"),
     (f"seed={2 ** 70}", f"seed={2 ** 70}: it must be an integer in [0, 4294967295]"),
-    ("sched.decay_milestones=[-5, 10]", "sched.decay_milestones=[-5, 10]: it must be a list of integers in [1, 100000]"),
-    ("sched.decay_milestones=[10, 25]", "sched.decay_milestones=[10, 25]: each must lie inside the run, 1 <= m < epochs=20"),
+    ("sched.decay_milestones=[-5, 10]",
+     "sched.decay_milestones=[-5, 10]: it must be a list of integers in [1, 100000]"),
+    ("sched.decay_milestones=[10, 25]",
+     "sched.decay_milestones=[10, 25]: each must lie inside the run, 1 <= m < epochs=20"),
     ("batch_size=1073741824", "batch_size=1073741824: it must be an integer in [1, 2**20]"),
     ("data.input_size=100000", "data.input_size=100000: it must be an integer in [1, 8192]"),
     ("loader.prefetch_factor=100000", "loader.prefetch_factor=100000: it must be an integer in [1, 64]"),
@@ -112,4 +114,23 @@ def test_the_per_device_batch_problem_reads_the_same_in_train_preflight_and_esti
     rows = estimate([Job("x", PRESET, ["batch_size=10"])], Layout(nodes=1, gpus_per_node=3), records=[],
                     bench_rows=[]).rows
     assert train_error.value.args[0] == rows[0].problem
-    assert rows[0].problem == "batch_size=10 (global) is not divisible by 3 processes x grad_accum=1; use a multiple of 3"
+    assert rows[0].problem == ("batch_size=10 (global) is not divisible by 3 processes x grad_accum=1; "
+                               "use a multiple of 3")
+
+
+def test_one_schedule_rescaler_places_train_and_finetune_milestones_alike():
+    """Issue 44: train (timm's ``sched``) and finetune (MMEngine's ``param_scheduler``) share one rescaler."""
+    from mmengine import Config
+
+    from harness.engine.builders import load_training_config
+    from harness.engine.schedule import rescale_schedule
+
+    cfg, changes = load_training_config(PRESET, ["epochs=4"])  # the recipe: 20 epochs, milestones 10 and 15
+    mm = Config(dict(train_cfg=dict(type="IterBasedTrainLoop", max_iters=4),
+                     param_scheduler=[dict(type="MultiStepLR", by_epoch=False, milestones=[10, 15], begin=0, end=20)]))
+    mm_changes = rescale_schedule(mm, {"type": "IterBasedTrainLoop", "max_iters": 20}, ("train_cfg.max_iters",))
+    assert list(cfg.sched.decay_milestones) == list(mm.param_scheduler[0].milestones) == [2, 3]
+    assert changes and mm_changes
+    sources = [p for p in ROOT.glob("*/**/*.py") if ".venv" not in p.parts and "tests" not in p.parts]
+    assert [p.relative_to(ROOT).as_posix() for p in sources if "def rescale_schedule(" in p.read_text()] == \
+        ["harness/engine/schedule.py"]

@@ -136,6 +136,7 @@ def load_training_config(config, overrides=(), recipe=None, engine: str | None =
     import copy
 
     from harness.core.config import apply_overrides, load_config, parse_override
+    from harness.engine.schedule import rescale_schedule
 
     recipe = recipe if recipe is not None else load_config(config)
     cfg = copy.deepcopy(recipe)
@@ -187,30 +188,6 @@ def check_settings_read(cfg, keys) -> None:
         why = unread_setting(cfg, key)
         if why:
             raise ConfigError(f"{key}={lookup(cfg, key)!r}: {why}")
-
-
-def rescale_schedule(cfg, planned_epochs: int, explicit: tuple[str, ...] = ()) -> list[str]:
-    """Make the schedule follow an ``epochs`` override: the recipe's fixed epoch counts (``sched.decay_milestones``,
-    ``warmup_epochs``, ``cooldown_epochs``) are scaled by ``epochs / planned_epochs`` (timm's cosine/step schedules
-    already end at the run's last epoch); keys the command line sets itself (``explicit``) are kept as given.
-    Returns what changed, for the run's log and meta.json."""
-    sched = cfg.get("sched")
-    if not sched or not planned_epochs or cfg.epochs == planned_epochs:
-        return []
-    factor = cfg.epochs / planned_epochs
-    changes = []
-    if sched.get("decay_milestones") and "sched.decay_milestones" not in explicit:
-        # a milestone that lands at or after the end would never fire: dropped (a 1-epoch run does not decay)
-        scaled = sorted({m for m in (max(1, round(m * factor)) for m in sched.decay_milestones) if m < cfg.epochs})
-        changes.append(f"sched.decay_milestones {list(sched.decay_milestones)} -> {scaled}")
-        sched.decay_milestones = scaled
-    for key in ("warmup_epochs", "cooldown_epochs"):
-        value = sched.get(key)
-        if value and f"sched.{key}" not in explicit:
-            scaled = round(value * factor)
-            changes.append(f"sched.{key} {value} -> {scaled}")
-            sched[key] = scaled
-    return changes
 
 
 def check_schedule_length(cfg) -> None:
