@@ -43,6 +43,7 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     import copy
 
     from harness.core.config import apply_overrides, load_config, parse_override
+    from harness.core.schema import check_values
     from harness.engine.schedule import rescale_schedule
 
     cfg = load_config(path)
@@ -52,6 +53,7 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     old_root = cfg.get("data_root")
     planned = copy.deepcopy(cfg.get("train_cfg") or {})
     apply_overrides(cfg, overrides)
+    check_values(cfg)  # train_cfg.max_iters, the loaders' batch and workers, the seed: in range before any work
     if old_root and cfg.get("data_root") != old_root:
         retarget_data_root(cfg, old_root, cfg.data_root)
     explicit = tuple(parse_override(o)[0] for o in overrides)

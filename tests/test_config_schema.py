@@ -134,3 +134,17 @@ def test_one_schedule_rescaler_places_train_and_finetune_milestones_alike():
     sources = [p for p in ROOT.glob("*/**/*.py") if ".venv" not in p.parts and "tests" not in p.parts]
     assert [p.relative_to(ROOT).as_posix() for p in sources if "def rescale_schedule(" in p.read_text()] == \
         ["harness/engine/schedule.py"]
+
+
+@pytest.mark.parametrize("override, message", [
+    (f"train_cfg.max_iters={10 ** 30}", f"train_cfg.max_iters={10 ** 30}: it must be an integer in [1, 100000000]"),
+    ("train_dataloader.num_workers=1000000",
+     "train_dataloader.num_workers=1000000: it must be an integer in [0, 256]"),
+    (f"randomness.seed={2 ** 70}", f"randomness.seed={2 ** 70}: it must be an integer in [0, 4294967295]"),
+])
+def test_finetune_runaway_values_are_one_line_before_any_work(override, message):
+    from downstream.finetune import load_downstream_config
+
+    with pytest.raises(ConfigError) as e:
+        load_downstream_config("configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py", [override])
+    assert str(e.value) == message

@@ -17,7 +17,7 @@ import itertools
 from pathlib import Path
 
 from harness.core.errors import ConfigError
-from harness.core.schema import lookup, section_keys
+from harness.core.schema import check_values, lookup, section_keys
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,6 +94,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
         except Exception as e:
             raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         apply_overrides(cfg, overrides)
+        check_values(cfg)
         return cfg
     path = resolve_config_path(path)
     _memoize_package_config_index()
@@ -102,6 +103,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
     except Exception as e:  # syntax errors, a missing _base_ file, ...
         raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
     apply_overrides(cfg, overrides)
+    check_values(cfg)  # every value in its type and range (schema), before any command does work with it
     if cfg.get("experiment") is None:
         cfg.experiment = path.stem
     return cfg

@@ -44,6 +44,7 @@ class Key:
     open_high: bool = False
     choices: tuple = ()
     none: bool = True      # None is allowed ("off", "torch's default", "from the data")
+    scope: str = "train"   # "train": depthbench's recipes; "finetune": MMEngine's (configs/det, configs/seg)
 
     def interval(self) -> str:
         low = "-inf" if self.low == -INF else _number(self.low)
@@ -185,6 +186,23 @@ KEYS: tuple[Key, ...] = (
     # --- the model's regularisation (other model.* keys go to timm.create_model) ---
     Key("model.drop_path_rate", FROM_BASE, "number", "stochastic depth", 0, 1, open_high=True),
     Key("model.drop_rate", FROM_BASE, "number", "dropout before the head", 0, 1, open_high=True),
+    # --- MMEngine's configs (depthbench finetune/test; their defaults are the configs' own) ---
+    Key("train_cfg.max_iters", FROM_BASE, "int", "iterations of an iteration-based run (an override rescales the "
+        "schedule)", 1, 10 ** 8, scope="finetune"),
+    Key("train_cfg.max_epochs", FROM_BASE, "int", "epochs of an epoch-based run", 1, EPOCHS, scope="finetune"),
+    Key("train_cfg.val_interval", FROM_BASE, "int", "iterations/epochs between validations", 1, 10 ** 8,
+        scope="finetune"),
+    Key("train_dataloader.batch_size", FROM_BASE, "int", "images per process and iteration", 1, 65536,
+        scope="finetune"),
+    Key("train_dataloader.num_workers", FROM_BASE, "int", "loader processes per rank", 0, WORKERS,
+        scope="finetune"),
+    Key("val_dataloader.batch_size", FROM_BASE, "int", "images per process in validation", 1, 65536,
+        scope="finetune"),
+    Key("val_dataloader.num_workers", FROM_BASE, "int", "loader processes per rank", 0, WORKERS, scope="finetune"),
+    Key("test_dataloader.batch_size", FROM_BASE, "int", "images per process in testing", 1, 65536,
+        scope="finetune"),
+    Key("test_dataloader.num_workers", FROM_BASE, "int", "loader processes per rank", 0, WORKERS, scope="finetune"),
+    Key("randomness.seed", FROM_BASE, "int", "MMEngine's seed", 0, SEED, scope="finetune"),
 )
 BY_NAME = {k.name: k for k in KEYS}
 
@@ -303,10 +321,13 @@ def describe() -> str:
              "add a model argument with +model.KEY=value. Defaults marked 'base' come from configs/_base_/datasets/",
              "or schedules/.", ""]
     width = max(len(k.name) for k in KEYS)
-    for k in KEYS:
-        default = "base" if k.default is FROM_BASE else repr(k.default)
-        lines.append(f"  {k.name:<{width}}  {default:<12} {k.describe_type()}")
-        lines.append(f"  {'':<{width}}  {k.help}")
+    for scope, title in (("train", None), ("finetune", "MMEngine configs (depthbench finetune/test); the default is "
+                                                        "the config's own:")):
+        lines += ["", title] if title else []
+        for k in (k for k in KEYS if k.scope == scope):
+            default = ("base" if scope == "train" else "config") if k.default is FROM_BASE else repr(k.default)
+            lines.append(f"  {k.name:<{width}}  {default:<12} {k.describe_type()}")
+            lines.append(f"  {'':<{width}}  {k.help}")
     return "\n".join(lines)
 
 
