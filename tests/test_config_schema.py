@@ -33,10 +33,13 @@ def training_recipes():
 
 @pytest.mark.parametrize("path", training_recipes(), ids=lambda p: str(p.relative_to(ROOT / "configs")))
 def test_every_recipe_lies_inside_the_schema(path):
+    from harness.engine.builders import check_schedule_length
+
     cfg = load_config(path)
     if cfg.get("sweep"):
         return
     schema.check_values(cfg)
+    check_schedule_length(cfg)  # milestones inside the run
 
 
 @pytest.mark.parametrize("override, message", [

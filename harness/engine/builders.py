@@ -196,6 +196,9 @@ def check_schedule_length(cfg) -> None:
     sched = cfg.get("sched") or {}
     epochs = cfg.epochs
     milestones = list(sched.get("decay_milestones") or [])
+    if milestones and min(milestones) < epochs <= max(milestones):
+        raise ConfigError(f"sched.decay_milestones={milestones}: each must lie inside the run, 1 <= m < "
+                          f"epochs={epochs}")
     if sched.get("sched") == "multistep" and milestones and min(milestones) >= epochs:
         raise ConfigError(f"sched.decay_milestones={milestones} all lie at or beyond epochs={epochs}: the learning "
                           f"rate would never decay; set sched.decay_milestones for {epochs} epochs")
