@@ -151,3 +151,10 @@ def test_finetune_runaway_values_are_one_line_before_any_work(override, message)
     with pytest.raises(ConfigError) as e:
         load_downstream_config("configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py", [override])
     assert str(e.value) == message
+
+
+def test_adding_a_key_that_exists_keeps_its_type():
+    """``+compile=True`` took the path for new keys and skipped the type check."""
+    with pytest.raises(ConfigError, match=r"^compile=True: compile is a section, not a value"):
+        load_config(ROOT / PRESET, ["+compile=True"])
+    assert load_config(ROOT / PRESET, ["+model.width=8"]).model.width == 8

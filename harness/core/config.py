@@ -143,7 +143,7 @@ def apply_overrides(cfg, overrides) -> None:
     for text in overrides:
         key, value, add = parse_override(text)
         parent, _, leaf = key.rpartition(".")
-        if add:
+        if add and key not in known:
             if parent and parent not in known:
                 raise ConfigError(f"cannot add {key}: {parent} is not a section of the config")
         elif key not in known:
