@@ -107,6 +107,9 @@ def test_the_issue_example_digits_with_an_imagenet_root(tmp_path):
     ("digits", ["distill.weight=0.5"], "distill.weight is read only with distill.teacher set"),
     ("digits", ["compile.mode='max-autotune'"], "compile.mode is read only with compile.enable=True"),
     ("digits", ["compile.mode='max-autotune'", "compile.enable=True"], None),
+    ("digits", ["sched.decay_milestones=[5]"], None),                # multistep: read
+    ("folder", ["sched.decay_milestones=[5]"], "sched.sched='cosine' does not read sched.decay_milestones"),
+    ("folder", ["sched.decay_rate=0.5"], "it is read by sched.sched step, multistep, plateau, poly"),
 ])
 def test_options_of_a_switched_off_engine_or_feature_are_refused(recipe, overrides, message):
     if message is None:

@@ -150,6 +150,10 @@ def load_training_config(config, overrides=(), recipe=None, engine: str | None =
     return cfg, changes
 
 
+# the schedule keys only some of timm's schedules read (create_scheduler_v2's docstring says which)
+SCHEDULES_READING = {"decay_milestones": ("multistep",), "decay_rate": ("step", "multistep", "plateau", "poly")}
+
+
 def unread_setting(cfg, key: str) -> str | None:
     """Why setting ``key`` would change nothing in the run of ``cfg`` -- the dataset type, the engine or an
     option that is off does not read it -- naming what reads it; None when it is read."""
@@ -166,6 +170,10 @@ def unread_setting(cfg, key: str) -> str | None:
         return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
                 + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
                    if readers else f"no data type reads data.{leaf}: leave it out"))
+    sched = (cfg.get("sched") or {}).get("sched")
+    if section == "sched" and leaf in SCHEDULES_READING and sched not in SCHEDULES_READING[leaf]:
+        return (f"sched.sched={sched!r} does not read sched.{leaf}; it is read by sched.sched "
+                f"{', '.join(SCHEDULES_READING[leaf])} (timm's create_scheduler_v2)")
     if section == "aug" and leaf and not task.reads_aug:
         return f"data.type={data_type!r} ({task.name}) has no augmentation; aug.* is read by the image data types"
     off = {"deepspeed": (cfg.get("engine") != "deepspeed", "the deepspeed engine (engine=deepspeed, --engine "
