@@ -43,6 +43,8 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     import copy
 
     from harness.core.config import apply_overrides, load_config, parse_override
+    from harness.core.schema import check_values
+    from harness.engine.schedule import rescale_schedule
 
     cfg = load_config(path)
     if cfg.get("default_scope") not in TASKS:
@@ -51,6 +53,7 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     old_root = cfg.get("data_root")
     planned = copy.deepcopy(cfg.get("train_cfg") or {})
     apply_overrides(cfg, overrides)
+    check_values(cfg)  # train_cfg.max_iters, the loaders' batch and workers, the seed: in range before any work
     if old_root and cfg.get("data_root") != old_root:
         retarget_data_root(cfg, old_root, cfg.data_root)
     explicit = tuple(parse_override(o)[0] for o in overrides)
@@ -70,106 +73,6 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
 
     resolve_embedded_roots(cfg)
     return cfg
-
-
-# MMEngine's parameter schedulers (``<stem>LR``/``<stem>Momentum``/``<stem>ParamScheduler``) whose positions and
-# lengths are the keys below; any other scheduler cannot be rescaled safely, so an override of the run's length
-# then says which key to set instead
-SCHEDULER_STEMS = ("Constant", "CosineAnnealing", "CosineRestart", "Exponential", "Linear", "MultiStep", "OneCycle",
-                   "Poly", "QuadraticWarmup", "Step")
-POSITION_KEYS = ("begin", "end")                              # points of the run: 0 and the end stay put
-LENGTH_KEYS = ("T_max", "step_size", "total_steps", "total_iters")  # spans: scaled, at least 1
-LIST_KEYS = {"milestones": "position", "periods": "length"}
-
-
-def rescale_schedule(cfg, planned: dict, explicit: tuple[str, ...] = ()) -> list[str]:
-    """Make the schedule follow an override of the run's length (``train_cfg.max_iters`` for iteration-based
-    loops, ``train_cfg.max_epochs`` for epoch-based ones), as ``depthbench train`` does for ``epochs``: every
-    scheduler counted in that unit has its ``begin``/``end``/``milestones``/``T_max``... scaled by new / planned
-    (a warm-up of 50 of 500 iterations is 4 of 40, and at least 2), the validation and checkpoint intervals in
-    that unit follow, and ``scale`` (meta.json) says what runs. Keys the command line sets itself (``explicit``,
-    e.g. ``param_scheduler=[...]``) are kept as given. Returns what changed; a scheduler it cannot rescale is one
-    line naming the key to set."""
-    from harness.core.errors import ConfigError
-
-    loop = cfg.get("train_cfg") or {}
-    key = "max_iters" if "max_iters" in loop else "max_epochs"
-    old, new = planned.get(key), loop.get(key)
-    if f"train_cfg.{key}" not in explicit or not old or new == old:
-        return []
-    if not isinstance(new, int) or isinstance(new, bool) or new < 1:
-        raise ConfigError(f"train_cfg.{key}={new!r}: give a positive whole number")
-    by_epoch, unit = key == "max_epochs", "epochs" if key == "max_epochs" else "iterations"
-    factor = new / old
-
-    def position(v):
-        if not isinstance(v, (int, float)) or v <= 0 or v > old:  # 0 and "until the end" (INF) stay
-            return v
-        # a warm-up keeps at least 2 steps: in 1 it would leave the rate at its start factor for good
-        return new if v == old else min(new, max(2, round(v * factor)))
-
-    def length(v):
-        return min(new, max(1, round(v * factor))) if isinstance(v, (int, float)) and v < old else v
-
-    changes = []
-    if not any(k == "param_scheduler" or k.startswith("param_scheduler.") for k in explicit):
-        schedulers = cfg.get("param_scheduler")
-        # changed in place, none dropped: MMEngine's resume pairs schedulers with the checkpoint's by position
-        for i, scheduler in enumerate([schedulers] if isinstance(schedulers, dict) else list(schedulers or [])):
-            if bool(scheduler.get("by_epoch", True)) != by_epoch:  # counted in the other unit (a warm-up in
-                continue                                            # iterations of an epoch-based run)
-            name = str(scheduler.get("type", ""))
-            stem = name.split(".")[-1]
-            for suffix in ("ParamScheduler", "Momentum", "LR"):
-                if stem.endswith(suffix):
-                    stem = stem[: -len(suffix)]
-                    break
-            where = f"param_scheduler[{i}] ({name})"
-            if stem not in SCHEDULER_STEMS:
-                raise ConfigError(f"train_cfg.{key}={new}: {where} cannot be rescaled from {old} to {new} {unit}; "
-                                  f"set param_scheduler=[...] for {new} {unit} as well")
-            before = dict(scheduler)
-            for k in POSITION_KEYS:
-                if k in scheduler:
-                    scheduler[k] = position(scheduler[k])
-            for k in LENGTH_KEYS:
-                if k in scheduler:
-                    scheduler[k] = length(scheduler[k])
-            for k, kind in LIST_KEYS.items():
-                if scheduler.get(k) and kind == "position":  # a decay before the end stays before it (1x: 8, 11
-                    scheduler[k] = sorted({min(position(v), new - 1) if v < old else v  # of 12 -> 4, 5 of 6)
-                                           for v in scheduler[k]} - {0})
-                elif scheduler.get(k):
-                    scheduler[k] = [length(v) for v in scheduler[k]]
-            if scheduler.get("begin", 0) >= scheduler.get("end", float("inf")):
-                # starts at the (new) end: kept, so a resume pairs the same schedulers, but it never acts
-                scheduler["end"] = scheduler["begin"] + 1
-            diff = {k: (before.get(k), scheduler[k]) for k in scheduler if before.get(k) != scheduler[k]}
-            if diff:
-                changes.append(f"{where} " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in diff.items()))
-    intervals = [("train_cfg.val_interval", loop, "val_interval")]
-    checkpoint = (cfg.get("default_hooks") or {}).get("checkpoint")
-    if checkpoint and bool(checkpoint.get("by_epoch", True)) == by_epoch:
-        intervals.append(("default_hooks.checkpoint.interval", checkpoint, "interval"))
-    for name, section, k in intervals:
-        value = section.get(k)
-        if name not in explicit and isinstance(value, int) and 0 < value < old:
-            section[k] = length(value)
-            if section[k] != value:
-                changes.append(f"{name} {value} -> {section[k]}")
-    cfg.scale = describe_scale(cfg.get("scale"), old, new, unit)
-    return changes
-
-
-def describe_scale(scale, old: int, new: int, unit: str) -> str:
-    """meta.json's ``scale`` of a run shortened or lengthened from ``old`` to ``new`` ``unit``: the config's own
-    label with its count replaced (``embedded coco-shapes 128px, 40 iterations``), else one that says so."""
-    import re
-
-    if scale:
-        text, n = re.subn(rf"\b{old} {unit}\b", f"{new} {unit}", str(scale))
-        return text if n else f"{scale}, {new} {unit}"
-    return f"{new} {unit} (the config's {old})"
 
 
 def retarget_data_root(cfg, old: str, new: str) -> None:

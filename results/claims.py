@@ -47,6 +47,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.core.config import config_named_by
 from results.paper_tables import TABLES_DIR, TableError, read_yaml
 
 CLAIMS_DIR = TABLES_DIR / "claims"
@@ -165,6 +166,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
         role = a.get("role", "arm")
         if role not in ("arm", "source"):
             raise ClaimError(f"{where}: role {role!r} is not 'arm' or 'source'")
+        a = {**a, "config": config_named_by(a["config"], where, ClaimError)}  # data names no code outside configs/
         if not (REPO / a["config"]).is_file():
             raise ClaimError(f"{where}: config {a['config']} does not exist")
         arms[str(name)] = Arm(str(name), str(a["config"]), str(a.get("label", name)), tuple(overrides), role,

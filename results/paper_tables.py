@@ -65,6 +65,7 @@ from typing import Any
 
 import yaml
 
+from harness.core.config import config_named_by
 from harness.core.errors import DepthbenchError
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
@@ -181,6 +182,8 @@ def load(path: str | Path) -> list[Table]:
             if unknown_cols:
                 raise TableError(f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}")
             _check_selectors(r, columns, f"{rwhere} ({r['name']})")
+            if r.get("config") is not None:  # data names no code: only a config inside configs/
+                r["config"] = config_named_by(r["config"], f"{rwhere} ({r['name']})", TableError)
             rows.append(Row(table=str(t["id"]), paper_id=paper, **{k: v for k, v in r.items() if v is not None or k == "reason"}))
         tables.append(Table(paper=paper, id=str(t["id"]), caption=t.get("caption", ""), columns=columns, rows=rows))
     return tables

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from harness.core.config import resolve_config_path
 from harness.core.errors import DepthbenchError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -281,7 +282,7 @@ class Checker:
         key = str(config.resolve())
         if key not in self.loaded:
             self.loaded[key] = load_config(config, ())
-        return load_training_config(config, overrides, recipe=self.loaded[key])[0]
+        return load_training_config(config, overrides, recipe=self.loaded[key], engine=self.engine)[0]
 
     def element(self, config: Path, overrides: list[str], name: str | None = None, suffix: str = "") -> Element:
         cfg = self.load(config, overrides)
@@ -368,10 +369,8 @@ def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOpt
                               "digits.py), several, a sweep definition, or --table PAPER:TABLE")
     checker, elements = Checker(world_size, options.engine, data_required=not options.dry_run), []
     for text in configs:
-        path = Path(text)
-        if not path.is_file() and (REPO / text).is_file():
-            path = REPO / text
-        cfg = checker.load(path)  # a missing or broken file: one line
+        path = resolve_config_path(text)  # the working directory, then the repository; missing: one line
+        cfg = checker.load(path)  # a broken file: one line
         if cfg.get("sweep"):
             elements += checker.sweep(path, cfg, overrides)
         else:

@@ -159,9 +159,9 @@ TABLES = {"paper": [Table("paper", "3", "a table", {"top1": "Top-1"},
 
 
 def write_claims(tmp_path, body: str):
-    (tmp_path / "a.py").write_text("epochs = 1\n")
+    # a claims file names configs inside the repository's configs/ only (issue 39)
     path = tmp_path / "paper.yaml"
-    path.write_text(textwrap.dedent(body).replace("CFG", str(tmp_path / "a.py")))
+    path.write_text(textwrap.dedent(body).replace("CFG", "configs/claims/resnet18-w16_1xb64-2e_glyphs.py"))
     return path
 
 
@@ -200,7 +200,7 @@ def test_a_valid_claims_file_loads(tmp_path):
     ("rows: {A: 70.0, B: 71.0}", "rows: {A: 70.5, B: 71.0}", "prints top1=70.0, the claim copied 70.5"),
     ("rows: {A: 70.0, B: 71.0}", "rows: {Z: 70.0}", "has no row 'Z'"),
     ('table: "3"', 'table: "9"', "has no table '9'"),
-    ("config: CFG, label: B", "config: nope.py", "config nope.py does not exist"),
+    ("config: CFG, label: B", "config: configs/claims/nope.py", "config configs/claims/nope.py does not exist"),
     ("setting: glyphs 32x32, 1 epoch", "setting: ''", "'setting' is missing"),
     ("quick: [epochs=1]", "quick: epochs", "'quick' is a list"),
 ])

@@ -166,9 +166,9 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_old_on
 # ------------------------------------------------------------------------------------------------ config values
 @pytest.mark.parametrize("override, message", [
     ("ema.decay=5.0", "ema.decay=5.0: it must be a number in [0, 1)"),
-    ("data.workers=-1", "data.workers=-1: it must be an integer in [0, inf)"),
+    ("data.workers=-1", "data.workers=-1: it must be an integer in [0, 256]"),  # upper bounds: issue 39
     ("optim.lr=-1.0", "optim.lr=-1.0: it must be a number in (0, inf)"),
-    ("epochs=0", "epochs=0: it must be an integer in [1, inf)"),
+    ("epochs=0", "epochs=0: it must be an integer in [1, 100000]"),
 ])
 def test_config_values_out_of_range_are_one_line_before_any_work(override, message, tmp_path, cli):
     out = cli("train", PRESET, *TINY, override, "--work-dir", tmp_path / "run")

@@ -1,62 +1,113 @@
-# The engine's defaults: every key `depthbench train` reads is defined here (datasets/ and schedules/ fill in
-# data/aug and optim/sched). Command-line `key=value` overrides may only name keys that exist; `+key=value` adds one.
-experiment = None          # results/runs/<experiment>/<run-id>; None: the config file's name
+# GENERATED from harness/core/schema.py, the one source of every config key's default, type, range and
+# help: edit the schema, then `python -m harness.core.schema --write` (a test keeps the two equal).
+# Datasets (_base_/datasets/) and schedules (_base_/schedules/) fill in data/aug and optim/sched.
+# Command-line `key=value` overrides may only name keys that exist; `+key=value` adds one.
+# `depthbench train --help-config` lists every key with its range (docs/config.md).
+# results/runs/<experiment>/<run-id>; None: the config file's name
+experiment = None
+# seeds python, numpy, torch and the loaders
 seed = 0
-deterministic = False      # torch.use_deterministic_algorithms; CPU runs resume bit-identically without it
-engine = 'accelerate'      # 'accelerate' (DDP) or 'deepspeed' (ZeRO); --engine overrides
-precision = 'fp32'         # 'fp32', 'bf16' or 'fp16' (autocast; fp16 only on CUDA, CPU falls back to bf16)
+# torch.use_deterministic_algorithms; CPU runs resume bit-identically without it
+deterministic = False
+# 'accelerate' (DDP) or 'deepspeed' (ZeRO); --engine overrides
+engine = 'accelerate'
+# autocast dtype (fp16 only on CUDA, CPU falls back to bf16)
+precision = 'fp32'
 deepspeed = dict(
-    zero_stage=2,          # 0-3; 3 shards the weights too (no EMA then)
-    config=dict(),         # merged into the DeepSpeed config we build (e.g. zero_optimization=dict(overlap_comm=True))
+    # 0-3; 3 shards the weights too (no EMA then)
+    zero_stage=2,
+    # merged into the DeepSpeed config we build (e.g. zero_optimization=dict(overlap_comm=True))
+    config=dict(),
 )
+# DDP's find_unused_parameters
 find_unused_parameters = False
 
-# Speed options (issue 27; docs/training.md "Speed options"). Each is off by default, and off, training is
-# bit-identical to a run without the option. --compile/--channels-last/--grad-checkpointing set them too.
+# Speed options (issue 27; docs/training.md "Speed options"). Each is off by default, and off, training is bit-
+# identical to a run without the option. --compile/--channels-last/--grad-checkpointing set them too.
 compile = dict(
-    enable=False,          # torch.compile the model's training forward (and backward); evaluation runs eagerly
-    mode=None,             # None (inductor's default), 'reduce-overhead' (CUDA graphs), 'max-autotune', ...
+    # torch.compile the model's training forward (and backward); evaluation runs eagerly
+    enable=False,
+    # None (inductor's default), 'reduce-overhead' (CUDA graphs), 'max-autotune', ...
+    mode=None,
+    # a torch.compile backend (torch._dynamo.list_backends())
     backend='inductor',
-    dynamic=False,         # the training shapes are fixed (drop_last): one graph, no dynamic-shape kernels
+    # the training shapes are fixed (drop_last): one graph, no dynamic-shape kernels
+    dynamic=False,
 )
-channels_last = False      # NHWC weights and image batches (CNNs and conv stems on GPUs with tensor cores)
-grad_checkpointing = False # the model's set_grad_checkpointing(True): recompute activations in backward
+# NHWC weights and image batches (CNNs and conv stems on GPUs with tensor cores)
+channels_last = False
+# the model's set_grad_checkpointing(True): recompute activations in backward
+grad_checkpointing = False
 optim = dict(
-    fused=None,            # True: torch's fused kernel (AdamW/Adam/SGD/Adagrad; CPU and CUDA); None: torch's default
-    foreach=None,          # True/False: torch's multi-tensor (foreach) implementation; None: torch's default
+    # True: torch's fused kernel (AdamW/Adam/SGD/Adagrad; CPU and CUDA); None: torch's default
+    fused=None,
+    # True/False: torch's multi-tensor (foreach) implementation; None: torch's default
+    foreach=None,
 )
 loader = dict(
-    device_normalize=False,  # image batches leave the workers as uint8 and are normalised (and randomly erased)
-                             # on the training device: timm's prefetcher, 4x less to collate, pin and copy
-    prefetch_factor=None,    # batches each loader worker keeps ready (None: torch's default, 2)
-    persistent_workers=True, # keep loader workers alive between epochs
+    # image batches leave the workers as uint8 and are normalised (and randomly erased) on the training device: timm's
+    # prefetcher
+    device_normalize=False,
+    # batches each loader worker keeps ready (None: torch's default, 2)
+    prefetch_factor=None,
+    # keep loader workers alive between epochs
+    persistent_workers=True,
 )
-
+# epochs to train (an override rescales the schedule's epoch counts)
 epochs = 300
-batch_size = 1024          # GLOBAL images per optimizer step = processes x per-process batch x grad_accum
+# GLOBAL images per optimizer step = processes x per-process batch x grad_accum
+batch_size = 1024
+# micro-batches per optimizer step
 grad_accum = 1
-clip_grad = None           # max gradient norm, None: no clipping
-eval_interval = 1          # epochs between evaluations (the last epoch is always evaluated)
-log_interval = 10          # optimizer steps between metrics.jsonl lines
-log = dict(tensorboard=True)
+# max gradient norm, None: no clipping
+clip_grad = None
+# epochs between evaluations (the last epoch is always evaluated)
+eval_interval = 1
+# optimizer steps between metrics.jsonl lines
+log_interval = 10
+log = dict(
+    # TensorBoard events in the run directory's tb/
+    tensorboard=True,
+)
 ckpt = dict(
-    interval_steps=0,      # also write last.pth every N optimizer steps (0: only at epoch ends and on signals)
-    interval_minutes=30,   # ... and at least this often (None: off)
-    best_metric='top1',    # eval metric that picks best.pth ('top1', 'top5', 'ema_top1')
+    # also write last.pth every N optimizer steps (0: only at epoch ends and on signals)
+    interval_steps=0,
+    # ... and at least this often (None: off)
+    interval_minutes=30,
+    # eval metric that picks best.pth ('top1', 'top5', 'ema_top1'; the task's metrics)
+    best_metric='top1',
 )
 
+# every model key other than name/pretrained is passed to timm.create_model (drop_path_rate=..., img_size=...);
+# ScaleNet adds grow=dict(k=2, ...) (expand once after loading `pretrained`) or grow=dict(stages=[dict(epoch=..,
+# ...)])
 model = dict(
-    name=None,             # any timm-registered name, ours included (`depthbench models`)
-    pretrained=None,       # path to weights to start from (loaded with weights_only=True)
-    # every other key is passed to timm.create_model (drop_path_rate=..., img_size=...); ScaleNet adds
-    # grow=dict(k=2, ...) (expand once after loading `pretrained`) or grow=dict(stages=[dict(epoch=.., ...)])
+    # any timm-registered name, ours included (`depthbench models`)
+    name=None,
+    # path to weights to start from (loaded with weights_only=True)
+    pretrained=None,
 )
-ema = dict(enable=False, decay=0.99996, warmup=False)
-distill = dict(            # distillation when `teacher` is set (harness.engine.losses.TrainingLoss):
-    kind='soft',           # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
-    teacher=None,          # timm name of the teacher, e.g. 'regnety_160'
+ema = dict(
+    # timm's ModelEmaV3 of the weights
+    enable=False,
+    # EMA decay per optimizer step
+    decay=0.99996,
+    # timm's EMA warm-up
+    warmup=False,
+)
+
+# distillation when `teacher` is set (harness.engine.losses.TrainingLoss)
+distill = dict(
+    # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
+    kind='soft',
+    # timm name of the teacher, e.g. 'regnety_160'; None: no distillation
+    teacher=None,
+    # the teacher's trained weights
     teacher_checkpoint=None,
+    # passed to timm.create_model for the teacher
     teacher_kwargs=dict(),
+    # softmax temperature of the soft targets
     temperature=1.0,
-    weight=1.0,            # soft: loss = (1 - weight) * task + weight * KD, SReT: 1 (no one-hot term); hard: alpha
+    # soft: loss = (1 - weight) * task + weight * KD, SReT: 1 (no one-hot term); hard: alpha
+    weight=1.0,
 )

@@ -17,8 +17,8 @@ docs/training.md.
 """
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
@@ -29,8 +29,23 @@ if TYPE_CHECKING:
 __all__ = ["run", "add_parser", "main"]
 
 
+class HelpConfig(argparse.Action):
+    """``--help-config``: every config key with its default, type, range and help (harness/core/schema.py)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from harness.core.schema import describe
+
+        print(describe())
+        parser.exit()
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="pretrain/fine-tune a model from a config (Accelerate or DeepSpeed)")
+    p.add_argument("--help-config", action=HelpConfig,
+                   help="list every config key with its default, type, range and help, and exit")
     p.add_argument("config", help="a config file, e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. optim.lr=1e-3 epochs=10 (+key=value adds a key)")
@@ -89,9 +104,7 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun/accelerate launch leave it out")
     overrides = list(overrides) + speed_overrides(compile, compile_mode, channels_last, grad_checkpointing)
-    cfg, schedule_changes = load_training_config(config, overrides)
-    if engine:
-        cfg.engine = engine
+    cfg, schedule_changes = load_training_config(config, overrides, engine=engine)
     world_size = nproc if not launched() else int(distributed_env()["WORLD_SIZE"])
     # a launcher's ranks other than 0 keep quiet about bad input: rank 0 says it once
     try:

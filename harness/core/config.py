@@ -1,8 +1,8 @@
 """Training configs: MMEngine Python configs with ``_base_`` inheritance, plus ``key=value`` overrides.
 
-Every key the engine reads has a default in ``configs/_base_/default_runtime.py``; recipes override them. A
-command-line override may only name a key that exists (``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails
-in one line naming the key and its closest matches. Prefix a key with ``+`` to add one that the config does not
+Every key the engine reads has a default in ``configs/_base_/default_runtime.py`` (generated from the schema,
+harness/core/schema.py); recipes override them. A command-line override may only name a key that exists
+(``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails in one line naming the key and its closest matches. Prefix a key with ``+`` to add one that the config does not
 have (``+model.img_size=32`` passes ``img_size`` to the model). Values are Python literals (numbers, strings,
 tuples, lists, ``None``, ``True``); anything that does not parse as a literal is taken as a string.
 
@@ -17,18 +17,61 @@ import itertools
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.schema import check_values, lookup, section_keys
+
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS_DIR = REPO / "configs"
+CONFIG_RULE = ("a data file names a config by its repository path inside configs/ (e.g. configs/deit/x.py): relative, "
+               "no '..', not a link out of configs/; configs elsewhere run only when named on the command line")
+
+
+def config_named_by(name, source, error: type[ConfigError] | type = ConfigError) -> str:
+    """The config that a data file (``source``: a paper table, a claims file) names, checked to lie inside this
+    repository's ``configs/``: data never names code to run (MMEngine configs are Python). ``name`` is the config's
+    path in the repository (``configs/<paper>/...py``, as runs record ``config_file``); an absolute path, a ``..``
+    or a link that resolves outside ``configs/`` is one line naming the file and the rule."""
+    text = str(name) if isinstance(name, (str, Path)) else None
+    parts = Path(text).parts if text else ()
+    inside = (text and not Path(text).is_absolute() and ".." not in parts and len(parts) > 1
+              and parts[0] == "configs" and text.endswith(".py") and "\\" not in text
+              and not any(ord(c) < 32 for c in text))
+    if inside:
+        try:  # links resolved: a link inside configs/ that points out of it names code outside
+            (REPO / text).resolve().relative_to(CONFIGS_DIR.resolve())
+        except (ValueError, OSError, RuntimeError):
+            inside = False
+    if not inside:
+        raise error(f"{source}: config {name!r} is refused: {CONFIG_RULE}")
+    return Path(text).as_posix()
+
+
+def resolve_config_path(path) -> Path:
+    """The config file ``path`` names: as given (against the working directory), else -- a relative path -- against
+    this repository, so ``depthbench train configs/...`` works from any directory. A file in neither is one line
+    saying where it looked, with the closest configs of the repository."""
+    given = Path(path).expanduser()
+    tried = [given if given.is_absolute() else Path.cwd() / given]
+    if not given.is_absolute():
+        tried.append(REPO / given)
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate if candidate != tried[0] else given
+    where = " and ".join(str(c) for c in dict.fromkeys(tried))
+    raise ConfigError(f"config file {path} does not exist (tried {where}){_similar_configs(given)}")
 
 
 def _similar_configs(path: Path) -> str:
     """'; did you mean ...' from the repository's configs (a typo is the usual cause), else where configs live."""
     import difflib
 
-    root = Path(__file__).resolve().parents[2] / "configs"
+    root = CONFIGS_DIR
     known = {str(p.relative_to(root.parent)): p.name for p in root.rglob("*.py") if "_base_" not in p.parts}
     names = difflib.get_close_matches(path.name, set(known.values()), n=2, cutoff=0.8)
     hits = [rel for rel, name in sorted(known.items()) if name in names]
-    if hits:
-        return "; did you mean " + " or ".join(hits[:2]) + "?"
+    if hits:  # named from the repository, where the working directory is not the checkout
+        here = Path.cwd().resolve() == REPO.resolve()
+        return "; did you mean " + " or ".join(h if here else str(REPO / h) for h in hits[:2]) + "?"
     return ("; pretraining recipes live under configs/<paper>/, detection/segmentation under configs/det/ and "
             "configs/seg/, demo presets under configs/demo/")
 
@@ -51,16 +94,16 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
         except Exception as e:
             raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
         apply_overrides(cfg, overrides)
+        check_values(cfg)
         return cfg
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist{_similar_configs(path)}")
+    path = resolve_config_path(path)
     _memoize_package_config_index()
     try:
         cfg = Config.fromfile(str(path))
     except Exception as e:  # syntax errors, a missing _base_ file, ...
         raise ConfigError(f"cannot load config {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
     apply_overrides(cfg, overrides)
+    check_values(cfg)  # every value in its type and range (schema), before any command does work with it
     if cfg.get("experiment") is None:
         cfg.experiment = path.stem
     return cfg
@@ -100,7 +143,7 @@ def apply_overrides(cfg, overrides) -> None:
     for text in overrides:
         key, value, add = parse_override(text)
         parent, _, leaf = key.rpartition(".")
-        if add:
+        if add and key not in known:
             if parent and parent not in known:
                 raise ConfigError(f"cannot add {key}: {parent} is not a section of the config")
         elif key not in known:
@@ -108,7 +151,7 @@ def apply_overrides(cfg, overrides) -> None:
             hint = f"; did you mean {', '.join(close)}?" if close else "; prefix it with + to add a new key"
             raise ConfigError(f"unknown config key {key!r}{hint}")
         else:
-            _check_type(key, _lookup(cfg, key), value)
+            _check_type(key, lookup(cfg, key), value)
         updates[key] = value
     try:
         cfg.merge_from_dict(updates)
@@ -117,16 +160,17 @@ def apply_overrides(cfg, overrides) -> None:
                           f"inner keys one by one (e.g. a.b.c=value) or check the key's type") from None
 
 
-def _lookup(cfg, key: str):
-    node = cfg
-    for part in key.split("."):
-        node = node[part]
-    return node
-
-
 def _check_type(key: str, old, new) -> None:
-    """An override keeps the kind of value it replaces (None and dicts accept anything)."""
-    if old is None or new is None or isinstance(old, dict):
+    """An override keeps the kind of value it replaces: a section (a dict) takes a dict, or None to switch it off;
+    a value takes a value of its kind (None accepts anything)."""
+    if isinstance(old, dict):
+        if new is None or isinstance(new, dict):
+            return
+        keys = list(old) or section_keys(key)
+        example = f"{key}.{keys[0]}=..." if keys else f"{key}=dict(...)"
+        raise ConfigError(f"{key}={new!r}: {key} is a section, not a value; it takes the keys "
+                          f"{', '.join(keys) or '(none yet)'}: set one of them (e.g. {example})")
+    if old is None or new is None:
         return
     numbers = (int, float)
     if isinstance(old, bool) or isinstance(new, bool):

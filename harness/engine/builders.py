@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.tasks import task_for
 
@@ -25,21 +26,13 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
         raise ConfigError("this is a sweep definition; run one point as `depthbench train <its base config> "
                           "key=value ...` (harness.core.config.sweep_points lists them)")
     task = task_for(cfg.data.type)
-    if cfg.engine not in ("accelerate", "deepspeed"):
-        raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
-    if cfg.precision not in ("fp32", "bf16", "fp16"):
-        raise ConfigError(f"precision={cfg.precision!r} is not one of fp32, bf16, fp16")
-    check_ranges(cfg)
+    check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
     check_schedule_length(cfg)
     metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:
         raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
                           + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
-    per_step = world_size * cfg.grad_accum
-    if cfg.batch_size % per_step:
-        raise ConfigError(f"batch_size={cfg.batch_size} (global) is not divisible by {world_size} processes x "
-                          f"grad_accum={cfg.grad_accum}; use a multiple of {per_step}")
-    micro_batch = cfg.batch_size // per_step
+    micro_batch = per_device_batch(cfg.batch_size, world_size, cfg.grad_accum)
     if (cfg.aug.mixup or cfg.aug.cutmix) and micro_batch % 2:
         raise ConfigError(f"mixup/cutmix need an even batch per process, got {micro_batch}; change batch_size")
     if cfg.model.get("expand"):
@@ -63,41 +56,10 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     task.check_data(cfg.data)
 
 
-# the known keys' types and ranges, as intervals; a key missing from a config is skipped (datasets and schedules
-# add their own), None is allowed where the defaults use it as "off"
-RANGES = {
-    "epochs": ("int", "[1, inf)"), "batch_size": ("int", "[1, inf)"), "grad_accum": ("int", "[1, inf)"),
-    "eval_interval": ("int", "[1, inf)"), "log_interval": ("int", "[1, inf)"), "seed": ("int", "[0, inf)"),
-    "clip_grad": ("number", "(0, inf)"), "ckpt.interval_steps": ("int", "[0, inf)"),
-    "ckpt.interval_minutes": ("number", "(0, inf)"), "ema.decay": ("number", "[0, 1)"),
-    "deepspeed.zero_stage": ("int", "[0, 3]"), "data.workers": ("int", "[0, inf)"),
-    "loader.prefetch_factor": ("int", "[1, inf)"),
-    "data.input_size": ("int", "[1, inf)"),
-    "data.num_classes": ("int", "[1, inf)"), "data.eval_batch_size": ("int", "[1, inf)"),
-    "data.num_repeats": ("int", "[1, inf)"), "data.train_subset": ("int", "[1, inf)"),
-    "data.val_subset": ("int", "[1, inf)"), "data.crop_pct": ("number", "(0, 1]"),
-    "optim.lr": ("number", "(0, inf)"), "optim.weight_decay": ("number", "[0, inf)"),
-    "optim.momentum": ("number", "[0, 1]"), "optim.eps": ("number", "(0, inf)"),
-    "optim.lr_base_batch": ("number", "(0, inf)"), "sched.warmup_epochs": ("number", "[0, inf)"),
-    "sched.warmup_lr": ("number", "[0, inf)"), "sched.min_lr": ("number", "[0, inf)"),
-    "sched.decay_rate": ("number", "(0, inf)"), "sched.cooldown_epochs": ("number", "[0, inf)"),
-    "aug.mixup": ("number", "[0, inf)"), "aug.cutmix": ("number", "[0, inf)"), "aug.mixup_prob": ("number", "[0, 1]"),
-    "aug.mixup_switch_prob": ("number", "[0, 1]"), "aug.smoothing": ("number", "[0, 1)"),
-    "aug.reprob": ("number", "[0, 1]"), "aug.hflip": ("number", "[0, 1]"), "aug.color_jitter": ("number", "[0, inf)"),
-    "distill.temperature": ("number", "(0, inf)"), "distill.weight": ("number", "[0, 1]"),
-    "model.drop_path_rate": ("number", "[0, 1)"), "model.drop_rate": ("number", "[0, 1)"),
-}
-
-
-COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
 def speed_options(cfg) -> dict:
     """The speed options of ``cfg`` with their defaults (configs written before issue 27 lack the keys)."""
-    compile_ = {"enable": False, "mode": None, "backend": "inductor", "dynamic": False, **(cfg.get("compile") or {})}
-    from harness.engine.data import loader_options
-
-    loader = loader_options(cfg)
+    compile_ = with_defaults(cfg, "compile")
+    loader = with_defaults(cfg, "loader")
     optim = cfg.get("optim") or {}
     return {"compile": compile_, "channels_last": bool(cfg.get("channels_last")),
             "grad_checkpointing": bool(cfg.get("grad_checkpointing")), "fused": optim.get("fused"),
@@ -119,23 +81,10 @@ def describe_speed_options(cfg) -> str:
 
 
 def check_speed_options(cfg, model: bool = True) -> None:
-    """``compile``, ``channels_last``, ``grad_checkpointing``, ``optim.fused``/``foreach`` and ``loader``: types,
-    choices, and that torch and the model support them -- one line each, before anything is built."""
+    """``compile``, ``optim.fused``/``foreach`` and ``grad_checkpointing``: that torch and the model support them
+    -- one line each, before anything is built (their types and choices are the schema's, :func:`check_values`)."""
     o = speed_options(cfg)
     c = o["compile"]
-    for key, value in (("compile.enable", c["enable"]), ("channels_last", cfg.get("channels_last")),
-                       ("grad_checkpointing", cfg.get("grad_checkpointing")),
-                       ("loader.device_normalize", o["loader"]["device_normalize"]),
-                       ("loader.persistent_workers", o["loader"]["persistent_workers"])):
-        if value is not None and not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r}: it must be True or False")
-    for key in ("fused", "foreach"):
-        if o[key] is not None and not isinstance(o[key], bool):
-            raise ConfigError(f"optim.{key}={o[key]!r}: it must be True, False or None (torch's default)")
-    if c["mode"] not in COMPILE_MODES:
-        raise ConfigError(f"compile.mode={c['mode']!r} is not one of {', '.join(map(str, COMPILE_MODES))}")
-    if c["dynamic"] not in (None, True, False):
-        raise ConfigError(f"compile.dynamic={c['dynamic']!r}: it must be True, False or None")
     if c["enable"]:
         import torch
 
@@ -179,37 +128,7 @@ def check_fused_optimizer(opt: str) -> None:
                           f"{device} ({str(e).splitlines()[0]}); set optim.fused=None") from None
 
 
-def _lookup(cfg, key: str):
-    node = cfg
-    for part in key.split("."):
-        if not hasattr(node, "get") or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def in_interval(value: float, interval: str) -> bool:
-    """``"[0, 1)"``-style interval notation: brackets include the bound, parentheses exclude it."""
-    low, high = (float(b) for b in interval[1:-1].split(","))
-    return ((value >= low) if interval[0] == "[" else (value > low)) and \
-           ((value <= high) if interval[-1] == "]" else (value < high))
-
-
-def check_ranges(cfg) -> None:
-    """Every known key of the config has a value of its type and range (one line naming the key and the range):
-    ``ema.decay=5.0`` would otherwise train to NaN EMA weights and a run marked done, ``data.workers=-1`` end in
-    a library traceback."""
-    for key, (kind, interval) in RANGES.items():
-        value = _lookup(cfg, key)
-        if value is None:
-            continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or (kind == "int" and not isinstance(value, int)) or not in_interval(value, interval):
-            raise ConfigError(f"{key}={value!r}: it must be {'an integer' if kind == 'int' else 'a number'} in "
-                              f"{interval}")
-
-
-def load_training_config(config, overrides=(), recipe=None):
+def load_training_config(config, overrides=(), recipe=None, engine: str | None = None):
     """``(cfg, schedule_changes)``: a training config with its ``key=value`` overrides, the schedule rescaled to an
     ``epochs`` override (:func:`rescale_schedule`). What every command that starts or checks training reads a
     config with; ``recipe``: the config already loaded without overrides (a caller checking many points of one
@@ -217,37 +136,66 @@ def load_training_config(config, overrides=(), recipe=None):
     import copy
 
     from harness.core.config import apply_overrides, load_config, parse_override
+    from harness.engine.schedule import rescale_schedule
 
     recipe = recipe if recipe is not None else load_config(config)
     cfg = copy.deepcopy(recipe)
     apply_overrides(cfg, list(overrides))
+    if engine:  # --engine: the run's engine, before the settings it reads are checked
+        cfg.engine = engine
+    check_values(cfg)  # a runaway value (epochs=10**30, data.workers=10**6) is one line before anything else
     explicit = tuple(parse_override(o)[0] for o in overrides)
+    check_settings_read(cfg, explicit)
     changes = rescale_schedule(cfg, recipe.get("epochs"), explicit) if "epochs" in explicit else []
     return cfg, changes
 
 
-def rescale_schedule(cfg, planned_epochs: int, explicit: tuple[str, ...] = ()) -> list[str]:
-    """Make the schedule follow an ``epochs`` override: the recipe's fixed epoch counts (``sched.decay_milestones``,
-    ``warmup_epochs``, ``cooldown_epochs``) are scaled by ``epochs / planned_epochs`` (timm's cosine/step schedules
-    already end at the run's last epoch); keys the command line sets itself (``explicit``) are kept as given.
-    Returns what changed, for the run's log and meta.json."""
-    sched = cfg.get("sched")
-    if not sched or not planned_epochs or cfg.epochs == planned_epochs:
-        return []
-    factor = cfg.epochs / planned_epochs
-    changes = []
-    if sched.get("decay_milestones") and "sched.decay_milestones" not in explicit:
-        # a milestone that lands at or after the end would never fire: dropped (a 1-epoch run does not decay)
-        scaled = sorted({m for m in (max(1, round(m * factor)) for m in sched.decay_milestones) if m < cfg.epochs})
-        changes.append(f"sched.decay_milestones {list(sched.decay_milestones)} -> {scaled}")
-        sched.decay_milestones = scaled
-    for key in ("warmup_epochs", "cooldown_epochs"):
-        value = sched.get(key)
-        if value and f"sched.{key}" not in explicit:
-            scaled = round(value * factor)
-            changes.append(f"sched.{key} {value} -> {scaled}")
-            sched[key] = scaled
-    return changes
+# the schedule keys only some of timm's schedules read (create_scheduler_v2's docstring says which)
+SCHEDULES_READING = {"decay_milestones": ("multistep",), "decay_rate": ("step", "multistep", "plateau", "poly")}
+
+
+def unread_setting(cfg, key: str) -> str | None:
+    """Why setting ``key`` would change nothing in the run of ``cfg`` -- the dataset type, the engine or an
+    option that is off does not read it -- naming what reads it; None when it is read."""
+    section, _, leaf = key.partition(".")
+    leaf = leaf.split(".")[0]
+    data_type = cfg.data.type
+    task = task_for(data_type)
+    if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
+        from harness.engine.tasks import data_types
+
+        readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
+        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA)"
+               if leaf == "root" and data_type in task.generated else "")
+        return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
+                + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
+                   if readers else f"no data type reads data.{leaf}: leave it out"))
+    sched = (cfg.get("sched") or {}).get("sched")
+    if section == "sched" and leaf in SCHEDULES_READING and sched not in SCHEDULES_READING[leaf]:
+        return (f"sched.sched={sched!r} does not read sched.{leaf}; it is read by sched.sched "
+                f"{', '.join(SCHEDULES_READING[leaf])} (timm's create_scheduler_v2)")
+    if section == "aug" and leaf and not task.reads_aug:
+        return f"data.type={data_type!r} ({task.name}) has no augmentation; aug.* is read by the image data types"
+    off = {"deepspeed": (cfg.get("engine") != "deepspeed", "the deepspeed engine (engine=deepspeed, --engine "
+                                                             "deepspeed)"),
+           "ema": (leaf != "enable" and not (cfg.get("ema") or {}).get("enable"), "ema.enable=True"),
+           "distill": (leaf != "teacher" and not (cfg.get("distill") or {}).get("teacher"), "distill.teacher set"),
+           "compile": (leaf != "enable" and not with_defaults(cfg, "compile")["enable"], "compile.enable=True "
+                                                                                         "(--compile)")}
+    if section in off and leaf and off[section][0]:
+        return f"{key} is read only with {off[section][1]}; this run would ignore it"
+    return None
+
+
+def check_settings_read(cfg, keys) -> None:
+    """Every key set on the command line (``keys``) is read by this run: ``data.root=/data/imagenet`` on a digits
+    config would train on digits and exit 0; refused in one line naming the key and what reads it."""
+    if not isinstance(cfg.get("data"), dict) or "type" not in cfg.data:
+        return  # not a depthbench training config (an MMDetection one: submit reads both)
+    for key in keys:
+        why = unread_setting(cfg, key)
+        if why:
+            raise ConfigError(f"{key}={lookup(cfg, key)!r}: {why}")
 
 
 def check_schedule_length(cfg) -> None:
@@ -256,6 +204,9 @@ def check_schedule_length(cfg) -> None:
     sched = cfg.get("sched") or {}
     epochs = cfg.epochs
     milestones = list(sched.get("decay_milestones") or [])
+    if milestones and min(milestones) < epochs <= max(milestones):
+        raise ConfigError(f"sched.decay_milestones={milestones}: each must lie inside the run, 1 <= m < "
+                          f"epochs={epochs}")
     if sched.get("sched") == "multistep" and milestones and min(milestones) >= epochs:
         raise ConfigError(f"sched.decay_milestones={milestones} all lie at or beyond epochs={epochs}: the learning "
                           f"rate would never decay; set sched.decay_milestones for {epochs} epochs")

@@ -145,9 +145,10 @@ class EvalSampler(Sampler):
 
 
 def loader_options(cfg) -> dict:
-    """``cfg.loader`` with its defaults (a config written before the section existed has none)."""
-    return {"device_normalize": False, "prefetch_factor": None, "persistent_workers": True,
-            **(cfg.get("loader") or {})}
+    """``cfg.loader`` with the schema's defaults (a config written before the section existed has none)."""
+    from harness.core.schema import with_defaults
+
+    return with_defaults(cfg, "loader")
 
 
 def build_loaders(cfg, rank: int, world_size: int, micro_batch: int):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
 from harness.core.files import check_writable_folder
+from harness.core.schema import per_device_batch
 from harness.engine.builders import build_model, build_optimization, build_training, check_config, seed_everything
 from harness.engine.hooks import build_hooks
 
@@ -140,7 +141,7 @@ def train_process(cfg, plan: RunPlan) -> int:
 
     env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
     install_stop_handlers(announce=env["RANK"] == "0")
-    micro_batch = cfg.batch_size // (int(env["WORLD_SIZE"]) * cfg.grad_accum)
+    micro_batch = per_device_batch(cfg.batch_size, int(env["WORLD_SIZE"]), cfg.grad_accum)
     torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
     torch.backends.cudnn.benchmark = not cfg.deterministic
     backend = build_backend(cfg, micro_batch)

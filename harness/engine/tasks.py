@@ -19,13 +19,27 @@ from harness.core.errors import DataError
 BUILTIN_TASKS = "harness.tasks"
 
 
+# the data.* keys the engine itself reads for every data type (harness/engine/data.py, models.py, estimate.py)
+ENGINE_DATA_KEYS = ("type", "train_split", "val_split", "workers", "pin_memory", "eval_batch_size", "repeated_aug",
+                    "num_repeats", "train_subset", "val_subset", "num_classes", "input_size")
+
+
 class Task:
     """The interface of a task; subclasses override what their data needs."""
     name = ""
     data_types: tuple[str, ...] = ()
+    data_keys: tuple[str, ...] = ()   # the data.* keys the task reads besides ENGINE_DATA_KEYS
+    generated: tuple[str, ...] = ()   # data types it generates into the cache: they read no data.root
+    reads_aug = False                 # whether the aug.* section means anything to it
     metrics: tuple[str, ...] = ("top1", "top5", "loss")  # what evaluate() returns (ckpt.best_metric choices)
     lower_is_better: tuple[str, ...] = ("loss",)
     unit = "img"  # what a training sample is, for throughput lines ("img/s", "seq/s")
+
+    def reads_data_key(self, data_type: str, key: str) -> bool:
+        """Whether ``data.<key>`` changes anything for ``data_type`` (a setting that does nothing is refused)."""
+        if key == "root" and data_type in self.generated:
+            return False
+        return key in ENGINE_DATA_KEYS or key in self.data_keys
 
     def check_data(self, data) -> Path:
         """Fail in one line, before any expensive work, when the data is missing or malformed; return its root."""

@@ -32,6 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.errors import ConfigError
+from harness.core.schema import per_device_batch
+
 IMAGENET_1K_TRAIN = 1_281_167
 KNOWN_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1_437}
 REPEAT_ROUND = 256      # timm RepeatAugSampler's selected_round
@@ -199,10 +202,11 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
          startup_s: float) -> Row:
     row = Row(index, job.name, job.config, epochs=int(cfg.get("epochs") or 0))
     accum = int(cfg.get("grad_accum") or 1)
-    if cfg.batch_size % (layout.world * accum):
-        row.problem = f"batch_size={cfg.batch_size} is not divisible by {layout.world} ranks x grad_accum={accum}"
+    try:
+        row.micro_batch = per_device_batch(cfg.batch_size, layout.world, accum)
+    except ConfigError as e:
+        row.problem = str(e)
         return row
-    row.micro_batch = cfg.batch_size // (layout.world * accum)
     row.images, row.images_from = train_images(cfg, records)
     if row.images is not None:
         row.steps = row.epochs * steps_per_epoch(row.images, layout.world, row.micro_batch, accum,

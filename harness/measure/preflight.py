@@ -40,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.core.errors import DepthbenchError
+from harness.core.errors import ConfigError, DepthbenchError
+from harness.core.schema import per_device_batch
 
 FORMAT = "depthbench-preflight/1"
 RECORD = "preflight.json"
@@ -180,13 +181,11 @@ def make_plan(target: Target, world: int) -> Plan:
     except Exception:  # a model the counter cannot follow still gets every other check
         macs = 0
     accum = int(cfg.get("grad_accum") or 1)
-    per_step = world * accum
     problem, micro = None, None
-    if cfg.batch_size % per_step:
-        problem = (f"batch_size={cfg.batch_size} (global) is not divisible by {world} ranks x grad_accum={accum}; "
-                   f"use a multiple of {per_step} or another layout")
-    else:
-        micro = cfg.batch_size // per_step
+    try:
+        micro = per_device_batch(cfg.batch_size, world, accum)
+    except ConfigError as e:
+        problem = f"{e} or another layout"
     precision = str(cfg.get("precision") or "fp32")
     return Plan(target, cfg, participant, world, micro, problem, params, macs, precision)
 

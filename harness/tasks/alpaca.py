@@ -432,6 +432,8 @@ class InstructionTask(LanguageModelTask):
     metrics and evaluation (response-token loss, accuracy, perplexity) on instruction data and a Llama."""
     name = "alpaca"
     data_types = ("alpaca",)
+    data_keys = ("root", "val_size", "max_length", "tokenizer", "vocab_size")
+    generated = ()
 
     def check_data(self, data) -> Path:
         return check_alpaca_data(data)

@@ -444,6 +444,12 @@ class ImageTask(Task):
     """Image classification: timm models on the image layouts above; top-1/top-5/loss."""
     name = "image"
     data_types = ("folder", "wds", "cifar10", "cifar100", "digits", "glyphs")
+    data_keys = ("root", "interpolation", "crop_pct", "crop_mode", "mean", "std", "variant")
+    generated = ("digits", "glyphs")  # exported once into the data cache ($DEPTHBENCH_DATA)
+    reads_aug = True
+
+    def reads_data_key(self, data_type: str, key: str) -> bool:
+        return (key != "variant" or data_type == "glyphs") and super().reads_data_key(data_type, key)
 
     def check_data(self, data) -> Path:
         return check_data(data)

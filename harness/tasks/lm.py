@@ -248,6 +248,8 @@ class LanguageModelTask(Task):
     the loss and accuracy are per token, plus perplexity."""
     name = "lm"
     data_types = LM_DATA_TYPES
+    data_keys = ("root", "seq_len", "tokenizer", "vocab_size")
+    generated = ("kjv",)  # exported once into the data cache ($DEPTHBENCH_DATA)
     metrics = ("top1", "top5", "loss", "ppl")
     lower_is_better = ("loss", "ppl")
     unit = "seq"
