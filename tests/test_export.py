@@ -101,3 +101,24 @@ def test_the_exported_preprocessing_is_the_runs_evaluation_transform(pipeline, d
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (37, 29, 3), dtype=np.uint8))
     assert ours(image).shape == (3, 20, 20)
     assert torch.equal(theirs(image), ours(image))
+
+
+def test_a_fine_tune_run_points_to_exporting_its_backbones_run(tmp_path):
+    """A fine-tune (a detector around a timm backbone) does not fit timm's classifier layout: one line that says so
+    and names the pretraining run to export instead."""
+    from harness.core.config import load_config
+    from harness.core.rundir import RunDir
+
+    det = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
+    pretrained = tmp_path / "runs" / "steps-digits" / "20261127-090000"
+    for start, expected in ((pretrained / "best.pth", f"depthbench export {pretrained} --out DIR"),
+                            (None, "random initialisation")):
+        cfg = load_config(det, [f"model.backbone.init_cfg.checkpoint={str(start) if start else None!r}"])
+        run = RunDir.create("det", path=tmp_path / f"finetune-{bool(start)}", engine="mmengine", mode="finetune")
+        run.write_config(cfg.pretty_text, cfg.to_dict())
+        (run.path / "last.pth").write_bytes(b"an MMEngine checkpoint")
+        run.finish("done")
+        code, out, err = run_cli_here("export", run.path, "--out", tmp_path / "export")
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert "is a fine-tune (MaskRCNN with backbone steps_resnet18_w32)" in err and expected in err, err
+        assert not (tmp_path / "export").exists()

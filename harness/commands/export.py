@@ -125,6 +125,8 @@ def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
 
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
     name = model.get("name")
+    if isinstance(model.get("backbone"), dict):
+        raise DepthbenchError(_finetune_pointer(model, run_path))
     if not isinstance(name, str) or not name:
         raise DepthbenchError(f"{run_path}/config.json names no model.name; only timm-registered models export")
     if model.get("grow"):
@@ -136,6 +138,23 @@ def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
     if "num_classes" not in args and isinstance(data.get("num_classes"), int):
         args["num_classes"] = data["num_classes"]
     return name, args
+
+
+def _finetune_pointer(model: dict, run_path: Path) -> str:
+    """What to do with a fine-tune run (a detector/segmentor around a timm backbone), which timm's layout cannot
+    carry: export the pretraining run its backbone started from, or share the MMEngine checkpoint itself."""
+    backbone = model["backbone"]
+    init = backbone.get("init_cfg") if isinstance(backbone.get("init_cfg"), dict) else {}
+    start = init.get("checkpoint")
+    if isinstance(start, str) and start:
+        pretrained = Path(start).parent if Path(start).suffix in (".pth", ".safetensors") else Path(start)
+        where = f"export the pretraining run its backbone started from: depthbench export {pretrained} --out DIR"
+    else:
+        where = "its backbone started from random initialisation (no pretraining run to export)"
+    return (f"{run_path} is a fine-tune ({model.get('type', 'a detector/segmentor')} with backbone "
+            f"{backbone.get('model_name') or backbone.get('type')}): timm's export layout holds a classifier, and "
+            f"a detector/segmentor is none; {where}; or share the fine-tune's MMEngine checkpoint as it is "
+            f"(depthbench test and finetune's load_from read it weights-only)")
 
 
 def _data_config(cfg: dict, run_path: Path) -> dict | None:
