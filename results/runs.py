@@ -393,7 +393,8 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         meta = {}
         problems.add(path, f"meta.json unreadable ({str(e).splitlines()[0][:80]}); status unknown")
     wrong = [k for k in ("experiment", "run_id", "status", "model", "config_file", "command", "scale", "task",
-                         "mode", "checkpoint", "tested_run") if meta.get(k) is not None and not isinstance(meta[k], str)]
+                         "mode", "checkpoint", "tested_run")
+             if meta.get(k) is not None and not isinstance(meta[k], str)]
     if wrong:
         problems.add(path, f"meta.json fields of the wrong type ({', '.join(wrong)}: not text); ignored")
     status = _text(meta.get("status")) or "unknown"
