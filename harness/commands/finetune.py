@@ -33,7 +33,7 @@ __all__ = ["run_finetune", "run_test", "add_parser", "main", "test_main"]
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a detector/segmentor (MMDetection/MMSegmentation config)")
-    p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py")
+    p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. train_cfg.max_iters=100 data_root=data/coco/ (+key=value adds)")
     p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
