@@ -14,12 +14,14 @@ DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-co
 LIBRARY_LINE = 'The current default scope "mmseg" is not "mmdet"'
 
 # command -> arguments that run it for real and cheaply (a report from a cached/no-measurement table, the model list
-# without FLOPs, bad input refused after the config was loaded through MMEngine)
+# without FLOPs, bad input refused after the config was loaded through MMEngine; train and eval load it too)
 COMMANDS = {
     "verify": ["--paper", "horesnet", "--table", "1"],
     "models": ["horesnet10_rk4", "--no-flops"],
     "finetune": [DET, "train_cfg.max_iter=3"],
     "test": [DET, "/nonexistent/iter_1.pth", "train_cfg.max_iter=3"],
+    "train": ["configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", "--nproc", "0"],
+    "eval": ["configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", "--checkpoint", "/nonexistent/best.pth"],
 }
 
 
