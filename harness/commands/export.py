@@ -165,10 +165,10 @@ def _data_config(cfg: dict, run_path: Path) -> dict | None:
 
     from harness.engine.tasks import task_for
 
-    data, aug = (ConfigDict(cfg.get(k)) if isinstance(cfg.get(k), dict) else None for k in ("data", "aug"))
-    if data is None or aug is None or not isinstance(data.get("type"), str):
-        raise DepthbenchError(f"{run_path}/config.json has no data/aug settings, so the preprocessing the run "
-                              f"evaluated with is unknown; retrain with this version of depthbench")
+    data, aug = (ConfigDict(cfg.get(k) if isinstance(cfg.get(k), dict) else {}) for k in ("data", "aug"))
+    if not isinstance(data.get("type"), str):
+        raise DepthbenchError(f"{run_path}/config.json names no data.type, so the preprocessing the run evaluated "
+                              f"with is unknown; retrain with this version of depthbench")
     try:
         return task_for(data.type).data_config(data, aug)
     except (AttributeError, KeyError) as e:  # a config.json written before the key existed
