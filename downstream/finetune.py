@@ -23,6 +23,7 @@ with ``--resume auto``); a failure raises. See docs/downstream.md.
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from contextlib import contextmanager
@@ -332,12 +333,28 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
         with _mmengine_run(cfg, work_dir, verbose,
                            lambda runner: finetune_header(cfg, config_file, plan, runner.log_dir, verbose)) as runner:
             runner.train()
+            main, iterations = _is_main(), runner.iter
     except Preempted as e:
         print(f"depthbench finetune: {e}", file=sys.stderr)
         return EXIT_PREEMPTED
     finally:
         close_distributed()
+    if main:
+        print(done_line(work_dir, iterations), flush=True)
     return 0
+
+
+def done_line(work_dir: Path, iterations: int) -> str:
+    """The line a finished fine-tune ends with (as ``train``'s "done: best top1 ... at epoch N; DIR"): its length,
+    its last validation's numbers and its run directory."""
+    from harness.core.rundir import read_metrics
+    from downstream.hooks import numeric_metrics
+
+    metrics = Path(work_dir) / "metrics.jsonl"
+    evals = [r for r in read_metrics(metrics) if r.get("kind") == "eval"] if metrics.is_file() else []
+    last = {k: v for k, v in numeric_metrics(evals[-1]).items() if k not in ("epoch", "global_step")} if evals else {}
+    shown = "  ".join(f"{k} {v:.4f}" for k, v in list(last.items())[:4])
+    return f"done: {iterations} iterations" + (f", last validation {shown}" if shown else "") + f"; {work_dir}"
 
 
 @contextmanager
@@ -609,6 +626,7 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     work_dir = Path(_rank0(str(work_dir)))  # every rank writes where rank 0 chose (-2, -3... are first come)
     cfg.work_dir = str(work_dir)
     run = checkpoint_run_of(checkpoint)
+    cfg.scale = tested_scale(run)  # the checkpoint's run's setting, not the config's schedule
     _set_hook_meta(cfg, mode="test", checkpoint=str(checkpoint), tta=tta, config_file=str(config),
                    command=" ".join(sys.argv) if command is None else command,
                    **({"tested_run": str(run)} if run else {}))
@@ -629,6 +647,19 @@ def checkpoint_run_of(checkpoint) -> Path | None:
     from harness.core.rundir import checkpoint_run
 
     return checkpoint_run(checkpoint)  # the folder holding the file, when it is a run directory
+
+
+def tested_scale(run: Path | None) -> str | None:
+    """meta.json's ``scale`` of a test: that of the run whose checkpoint it evaluates (a 40-iteration fine-tune is
+    tested as one, whatever length the config names); None for a run at the paper's setting or a checkpoint from
+    outside any run (results labels every test by its checkpoint: results/runs.py)."""
+    if run is None:
+        return None
+    try:
+        scale = json.loads((run / "meta.json").read_text()).get("scale")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return scale if isinstance(scale, str) else None
 
 
 def default_test_dir(checkpoint) -> Path:

@@ -227,7 +227,8 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
             _figure(made["shortcut_ratio"], out_dir, figures.FIGURES["shortcut_ratio"][0])]
     if len(runs):
         shown = [c for c in ("experiment", "run_id", "status", "model", "scale", "config_file", "overrides", "seed",
-                             "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.mIoU") if c in runs]
+                             "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.segm_mAP", "metric.mIoU")
+                 if c in runs]
         body.append(_runs_html(runs, shown))
     else:
         body.append("<p>No run directories found.</p>")

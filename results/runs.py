@@ -4,11 +4,13 @@ One row per run, whatever its status: ``running``, ``failed`` and ``preempted`` 
 dropped. What a run is comes from its own files only:
 
 - ``meta.json``: status, experiment, run id, start/end, git commit, Slurm fields, ``config_file``, ``command``
-  (its ``key=value`` overrides) and ``scale`` (a reduced-scale run's label, e.g. "embedded digits 16px, 20 epochs");
+  (its ``key=value`` overrides) and ``scale`` (a reduced-scale run's label, e.g. "embedded digits 16px, 20 epochs";
+  a ``depthbench test`` run (``mode`` test) is labelled by the checkpoint it tested: :func:`test_label`);
   ``model``/``model_kwargs``/``task`` when the writer records them (downstream runs);
 - ``config.py`` (the resolved config): ``model`` (name + kwargs), ``epochs``, ``seed``, ``optim.lr``, ``data``;
 - ``metrics.jsonl``: the ``{"kind": "eval", ...}`` records (top1/top5/loss for pretraining; bbox_mAP/segm_mAP/
-  mIoU/mAcc for downstream, mmengine's ``coco/`` prefixes dropped), reduced per run by ``best``/``last``/``mean``;
+  mIoU/mAcc for downstream, mmengine's ``coco/`` prefixes dropped) and ``depthbench test``'s ``{"kind": "test"}``
+  ones (a test run's metrics), reduced per run by ``best``/``last``/``mean``;
   and ``depthbench eval``'s ``{"kind": "eval_suite", ...}`` rows (robustness sets, ImageNet-C, other input sizes,
   pool modes, StepsNet analyses), kept in the ``suite`` column as ``{suite_key(...): value}``, the newest record
   of each key winning (re-evaluating replaces a number; ``--reduce`` is about training evaluations only).
@@ -47,6 +49,7 @@ LOWER_IS_BETTER = {"loss", "ppl", "mce"}
 FRACTION_METRICS = re.compile(r"^(bbox|segm)_mAP(_\w+)?$")
 PRIMARY_METRICS = ("top1", "bbox_mAP", "mIoU", "ppl")
 MEAN_LAST = 5  # --reduce mean: the mean of a run's last 5 evaluations
+EVAL_KINDS = ("eval", "test")  # metrics.jsonl records that hold a run's evaluation (test: depthbench test's)
 # overrides that do not change what a run measures (paths, logging, engine); any other override marks the run
 # as not at the paper's setting
 NEUTRAL_OVERRIDES = re.compile(r"^(seed|experiment|deterministic|engine|precision|log_interval|eval_interval|"
@@ -184,7 +187,7 @@ def read_metrics(path: Path, problems: Problems, reduce: str = "best") -> tuple[
         bad = []  # every line is {...}: the common case, checked at C speed
     else:
         bad = [i for i, line in enumerate(all_lines, 1) if line and (line[0] != "{" or line[-1] != "}")]
-    lines = [line for line in all_lines if '"eval"' in line and line[-1:] == "}"]
+    lines = [line for line in all_lines if ('"eval"' in line or '"test"' in line) and line[-1:] == "}"]
     records, undecodable = [], 0
     for line in reversed(lines):  # newest first; the ones reduce() needs
         record = _decode_eval(line)
@@ -270,7 +273,7 @@ def _decode_eval(line: str) -> dict | None:
         record = load_json(line)
     except ValueError:
         return None
-    if not isinstance(record, dict) or record.get("kind", record.get("type")) != "eval":
+    if not isinstance(record, dict) or record.get("kind", record.get("type")) not in EVAL_KINDS:
         return None
     return {_metric_name(k): _percent(_metric_name(k), v) for k, v in record.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -389,7 +392,8 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
     except (ValueError, OSError) as e:
         meta = {}
         problems.add(path, f"meta.json unreadable ({str(e).splitlines()[0][:80]}); status unknown")
-    wrong = [k for k in ("experiment", "run_id", "status", "model", "config_file", "command", "scale", "task")
+    wrong = [k for k in ("experiment", "run_id", "status", "model", "config_file", "command", "scale", "task",
+                         "mode", "checkpoint", "tested_run")
              if meta.get(k) is not None and not isinstance(meta[k], str)]
     if wrong:
         problems.add(path, f"meta.json fields of the wrong type ({', '.join(wrong)}: not text); ignored")
@@ -400,7 +404,8 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         start=_text(meta.get("start")), end=_text(meta.get("end")), git_commit=_text(meta.get("git_commit")),
         engine=_text(meta.get("engine")), world_size=_number(meta.get("world_size")),
         slurm_job_id=_text(meta.get("slurm_job_id")), slurm_array_task_id=_text(meta.get("slurm_array_task_id")),
-        slurm_restart_count=_number(meta.get("slurm_restart_count")), scale=_text(meta.get("scale")),
+        slurm_restart_count=_number(meta.get("slurm_restart_count")),
+        scale=test_label(meta) if meta.get("mode") == "test" else _text(meta.get("scale")),
         task=_text(meta.get("task")), config_file=normalise_config(_text(meta.get("config_file"))),
         overrides=" ".join(overrides_of(_text(meta.get("command")))))
     cfg = {}
@@ -434,6 +439,18 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         record["eval_epoch"] = values.pop("epoch")
     record.update({f"metric.{k}": v for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)})
     return record
+
+
+def test_label(meta: dict) -> str:
+    """A ``depthbench test`` run's label: the checkpoint it tested (``<run>/<file>``) and that run's setting (the
+    ``scale`` the test recorded from it), e.g. "test of 20261127-101500/last.pth: embedded coco-shapes 128px, 40
+    iterations". Always a label, so a test is never taken for a run at the paper's setting or for another seed of
+    the fine-tune it tested."""
+    checkpoint, run = _text(meta.get("checkpoint")), _text(meta.get("tested_run"))
+    name = Path(checkpoint).name if checkpoint else "a checkpoint"
+    where = f"{Path(run).name}/{name}" if run else (checkpoint or name)
+    scale = _text(meta.get("scale"))
+    return f"test of {where}" + (" with TTA" if meta.get("tta") is True else "") + (f": {scale}" if scale else "")
 
 
 def model_identity(model) -> tuple[str | None, dict]:

@@ -119,6 +119,20 @@ def _one_line_error(capsys, code, needle):
     return lines[0]
 
 
+def test_a_bad_nproc_is_refused_before_the_heavy_imports():
+    """``finetune --nproc 0`` is answered before MMEngine and torch are imported (seconds), as ``train``'s is."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from harness.cli import main; "
+             f"code = main(['finetune', {DET!r}, '--nproc', '0']); "
+             "print(code, sorted(m for m in ('torch', 'mmengine', 'mmdet') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.split("\n")[0] == "2 []", (done.stdout, done.stderr[-2000:])
+    assert done.stderr.strip() == ("depthbench finetune: error: --nproc 0: give the number of processes to start, "
+                                   "1 or more")
+
+
 @pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(embedded_cache, tmp_path, capsys):
     work = tmp_path / "run"
@@ -221,7 +235,10 @@ def _eval_records(run: Path, kind="eval"):
 @pytest.mark.slow
 def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     run = tmp_path / "det"
+    capsys.readouterr()
     assert cli.main(["finetune", DET, "--work-dir", str(run), *SHORT]) == 0
+    done = capsys.readouterr().out.strip().splitlines()[-1]  # the last line says it ended, as train's does
+    assert done.startswith("done: 2 iterations, last validation coco/bbox_mAP ") and done.endswith(f"; {run}")
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "done" and meta["engine"] == "mmengine" and meta["world_size"] == 1
     assert meta["scale"].startswith("embedded coco-shapes")
@@ -258,8 +275,16 @@ def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["coco/bbox_mAP"] == pytest.approx(_eval_records(run)[-1]["coco/bbox_mAP"], abs=1e-6)
     (test_record,) = _eval_records(out, "test")
-    assert json.loads((out / "meta.json").read_text())["status"] == "done"
+    test_meta = json.loads((out / "meta.json").read_text())
+    assert test_meta["status"] == "done"
     assert test_record["coco/segm_mAP"] == printed["coco/segm_mAP"]
+    # labelled by the tested run (4 iterations), not by the config's 500; results reads its metrics (issue 45)
+    assert test_meta["scale"] == meta["scale"] and "4 iterations" in meta["scale"]
+    from results.runs import collect
+
+    (row,) = collect([out])[0].to_dict("records")
+    assert row["scale"] == f"test of {run.name}/last.pth: {meta['scale']}"
+    assert row["metric.bbox_mAP"] == pytest.approx(100 * printed["coco/bbox_mAP"])
 
 
 @pytest.mark.slow

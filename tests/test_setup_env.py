@@ -96,3 +96,44 @@ def test_setup_installs_every_font_package_the_glyphs_dataset_renders():
     from harness.tasks.glyphs import FONT_DEBIAN_PACKAGES
 
     assert tuple(sorted(setup_env.GLYPH_FONT_PACKAGES)) == FONT_DEBIAN_PACKAGES
+
+
+def test_concurrent_steps_say_whole_lines(monkeypatch):
+    """Setup's steps run in threads; each message is one whole line (it lost a newline: "...while mmcv
+    builds)setup: downloading..."). The stream lets a second writer in between any two writes of the first."""
+    import threading
+
+    class Interleaving:
+        def __init__(self):
+            self.text, self.gate = "", threading.Barrier(2)
+
+        def write(self, text):
+            self.text += text
+            if not text.endswith("\n"):  # a message without its newline: let the other thread write now
+                try:
+                    self.gate.wait(timeout=1)
+                except threading.BrokenBarrierError:
+                    pass
+            return len(text)
+
+        def flush(self):
+            pass
+
+    stream = Interleaving()
+    monkeypatch.setattr(sys, "stdout", stream)
+    threads = [threading.Thread(target=setup_env.say, args=(m,)) for m in ("installing the pinned stack",
+                                                                             "downloading the timm sdist")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(stream.text.splitlines()) == ["setup: downloading the timm sdist",
+                                                "setup: installing the pinned stack"], stream.text
+
+
+def test_the_mmcv_build_estimate_is_the_measured_one():
+    """2.5 min on a fresh 2-core machine (27 Nov 2026); setup announced ~7."""
+    line = setup_env.mmcv_build_estimate(2, cuda=False)
+    minutes = float(line.split("~")[1].split(" min")[0])
+    assert 2.0 <= minutes <= 3.5 and "2 idle cores" in line
+    assert "~7 min" not in setup_env.mmcv_build_estimate(2, cuda=True)

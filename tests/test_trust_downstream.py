@@ -264,7 +264,8 @@ def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_l
     assert cli.main(["test", DET, str(run / "last.pth"), "--json", "--verbose", "+test_dataloader.dataset.indices=4"]) == 0
     captured = capsys.readouterr()
     assert "coco/bbox_mAP" in json.loads(captured.out.strip().splitlines()[-1])
-    assert "mmengine - INFO" in captured.out  # --verbose: MMEngine's console log is back
+    # --verbose: MMEngine's console log is back, on stderr: stdout holds only the metrics (issue 45)
+    assert "mmengine - INFO" in captured.err and "mmengine - " not in captured.out
     tested = run.parent / f"{run.name}-test-iter_2"  # last.pth -> iter_2.pth
     meta = json.loads((tested / "meta.json").read_text())
     assert meta["mode"] == "test" and meta["status"] == "done" and meta["tested_run"] == str(run)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,8 +44,15 @@ class SetupError(Exception):
     """One line for the user; raised anywhere, printed once by main()."""
 
 
+_SAY = threading.Lock()
+
+
 def say(msg: str) -> None:
-    print(f"setup: {msg}", flush=True)
+    """One whole line: setup's steps run in threads (:func:`concurrently`), and print() writes a message and its
+    newline as two writes, which two threads interleaved ("...while mmcv builds)setup: downloading...")."""
+    with _SAY:
+        sys.stdout.write(f"setup: {msg}\n")
+        sys.stdout.flush()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -296,6 +304,19 @@ def patch_mmcv_setup(setup_py: Path) -> None:
     setup_py.write_text(src)
 
 
+# The CPU build (77 op files against torch's precompiled headers) took 2.5 min wall on a fresh 2-core machine
+# (27 Nov 2026): ~5 core-minutes, shared by the build's jobs.
+MMCV_CPU_BUILD_CORE_MINUTES = 5.0
+
+
+def mmcv_build_estimate(jobs: int, cuda: bool) -> str:
+    """How long the mmcv build will take, for the line that announces it."""
+    if cuda:
+        return "the CUDA kernels take longer than the CPU build (not timed here)"
+    minutes = max(1.0, MMCV_CPU_BUILD_CORE_MINUTES / max(jobs, 1))
+    return f"~{minutes:.1f} min on {jobs} idle cores, longer on a busy machine"
+
+
 def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
     check_compiler()
     check_disk(CACHE, 3, "the mmcv build")
@@ -307,8 +328,9 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
             "-d", str(sdist_dir), log_name="download-mmcv")
     jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
     cuda = build_env.get("FORCE_CUDA") == "1"
+    estimate = mmcv_build_estimate(int(jobs) if jobs.isdigit() else 1, cuda)
     say(f"building mmcv {MMCV} with compiled ops ({'CUDA arch ' + build_env['TORCH_CUDA_ARCH_LIST'] if cuda else 'CPU'}"
-        f", {jobs} jobs) - once per torch/CUDA/Python version; ~7 min on 2 idle cores, longer on a busy machine")
+        f", {jobs} jobs) - once per torch/CUDA/Python version; {estimate}")
     with tempfile.TemporaryDirectory(prefix="depthbench-mmcv-") as tmp:
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")

@@ -7,14 +7,16 @@
 
 ``DIR`` gets timm's own export layout (``timm.models.save_for_hf``): ``model.safetensors`` (tensors only: loading
 it never runs code) and ``config.json`` (the model's timm name as ``architecture``, its keyword arguments as
-``model_args``, the pretrained cfg, and under ``depthbench`` where the weights came from and the checkpoint's
-SHA-256). The model is rebuilt from the run's ``config.json`` -- data, never its ``config.py`` -- and the weights go
-through the one weights loader (strict), so an export always loads into the architecture it names::
+``model_args``, the pretrained cfg with the preprocessing the run evaluated with -- input size, mean/std,
+interpolation, crop_pct, crop_mode: its task's ``data_config`` -- and under ``depthbench`` where the weights came
+from and the checkpoint's SHA-256). The model is rebuilt from the run's ``config.json`` -- data, never its
+``config.py`` -- and the weights go through the one weights loader (strict), so an export always loads into the
+architecture it names, and timm's own data functions evaluate it as the run did::
 
     import timm, models
-    model = timm.create_model("local-dir:exports/horesnet10", pretrained=True)   # or with the name and file:
-    model = timm.create_model("horesnet10_rk4", pretrained=True, width=32, num_classes=10,
-                              pretrained_cfg_overlay=dict(file="exports/horesnet10/model.safetensors"))
+    from timm.data import create_transform, resolve_data_config
+    model = timm.create_model("local-dir:exports/horesnet10", pretrained=True)
+    transform = create_transform(**resolve_data_config({}, model=model))
 
 and depthbench reads the folder wherever it takes weights (``model.pretrained=DIR``, ``eval --checkpoint DIR``).
 """
@@ -77,6 +79,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
                               f"config.py, which depthbench does not execute); retrain, or export by hand with "
                               f"timm.models.save_for_hf")
     name, model_args = _architecture(cfg, run_path)
+    data_config = _data_config(cfg, run_path)
     model = _build(name, model_args)
 
     from timm.models import save_for_hf
@@ -90,7 +93,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
         out.rmdir()  # empty (checked above): atomic_dir fills a sibling and renames it here
     with atomic_dir(out) as tmp:
         save_for_hf(model, str(tmp), model_config={"depthbench": provenance}, model_args=model_args,
-                    safe_serialization=True)
+                    safe_serialization=True, data_config=data_config)
         umask = os.umask(0)
         os.umask(umask)
         for file in tmp.iterdir():  # safetensors writes 0600; a shared export is readable as the umask allows
@@ -122,6 +125,8 @@ def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
 
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
     name = model.get("name")
+    if isinstance(model.get("backbone"), dict):
+        raise DepthbenchError(_finetune_pointer(model, run_path))
     if not isinstance(name, str) or not name:
         raise DepthbenchError(f"{run_path}/config.json names no model.name; only timm-registered models export")
     if model.get("grow"):
@@ -133,6 +138,42 @@ def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
     if "num_classes" not in args and isinstance(data.get("num_classes"), int):
         args["num_classes"] = data["num_classes"]
     return name, args
+
+
+def _finetune_pointer(model: dict, run_path: Path) -> str:
+    """What to do with a fine-tune run (a detector/segmentor around a timm backbone), which timm's layout cannot
+    carry: export the pretraining run its backbone started from, or share the MMEngine checkpoint itself."""
+    backbone = model["backbone"]
+    init = backbone.get("init_cfg") if isinstance(backbone.get("init_cfg"), dict) else {}
+    start = init.get("checkpoint")
+    if isinstance(start, str) and start:
+        pretrained = Path(start).parent if Path(start).suffix in (".pth", ".safetensors") else Path(start)
+        where = f"export the pretraining run its backbone started from: depthbench export {pretrained} --out DIR"
+    else:
+        where = "its backbone started from random initialisation (no pretraining run to export)"
+    return (f"{run_path} is a fine-tune ({model.get('type', 'a detector/segmentor')} with backbone "
+            f"{backbone.get('model_name') or backbone.get('type')}): timm's export layout holds a classifier, and "
+            f"a detector/segmentor is none; {where}; or share the fine-tune's MMEngine checkpoint as it is "
+            f"(depthbench test and finetune's load_from read it weights-only)")
+
+
+def _data_config(cfg: dict, run_path: Path) -> dict | None:
+    """The preprocessing the run evaluated with, as timm's data config (its task's, from the config as data; None
+    for a task without images): written into the export's ``pretrained_cfg`` in place of the architecture's
+    defaults, so timm's ``resolve_data_config`` + ``create_transform`` on the export evaluate as the run did."""
+    from mmengine.config import ConfigDict
+
+    from harness.engine.tasks import task_for
+
+    data, aug = (ConfigDict(cfg.get(k) if isinstance(cfg.get(k), dict) else {}) for k in ("data", "aug"))
+    if not isinstance(data.get("type"), str):
+        raise DepthbenchError(f"{run_path}/config.json names no data.type, so the preprocessing the run evaluated "
+                              f"with is unknown; retrain with this version of depthbench")
+    try:
+        return task_for(data.type).data_config(data, aug)
+    except (AttributeError, KeyError) as e:  # a config.json written before the key existed
+        raise DepthbenchError(f"{run_path}/config.json lacks a setting of the run's preprocessing ({e}); retrain "
+                              f"with this version of depthbench") from None
 
 
 def _build(name: str, model_args: dict):

@@ -33,7 +33,7 @@ __all__ = ["run_finetune", "run_test", "add_parser", "main", "test_main"]
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a detector/segmentor (MMDetection/MMSegmentation config)")
-    p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py")
+    p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, e.g. train_cfg.max_iters=100 data_root=data/coco/ (+key=value adds)")
     p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
@@ -82,14 +82,16 @@ def run_finetune(config: str | Path, *, overrides=(), nproc: int = 1, resume: st
     too. Bad input raises :class:`DepthbenchError` before anything is written; a preempted run is a RunResult with
     ``status`` preempted (exit code 75).
     """
-    from downstream.finetune import finetune_process, prepare_finetune
     from harness.engine.launch import launched, spawn
-    from harness.engine.runner import RunResult
 
+    # checked before MMEngine and torch are imported (seconds): a wrong flag is answered at once
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
-        raise DepthbenchError(f"--nproc {nproc}: it must be at least 1")
+        raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun leave it out")
+    from downstream.finetune import finetune_process, prepare_finetune
+    from harness.engine.runner import RunResult
+
     resume = str(resume) if resume is not None else None
     plan = prepare_finetune(config, list(overrides), resume=resume, work_dir=work_dir)
     if nproc > 1:  # each rank is this command again, in the directory just checked

@@ -71,9 +71,13 @@ def main(args) -> int:
             if sys.stderr.isatty():
                 from tqdm import tqdm
                 bar = tqdm(total=len(selected), desc="counting", unit="model", leave=False)
-            else:  # piped: one line, so a script's log shows what the wait is for
-                print(f"depthbench models: {len(selected)} models (counts not cached yet take a while)",
-                      file=sys.stderr, flush=True)
+            else:  # piped: one line, so a script's log shows what the wait is for (when there is one)
+                from harness.measure.catalog import uncounted
+
+                pending = len(uncounted([name for name, _ in selected], not args.no_flops))
+                if pending:
+                    print(f"depthbench models: {len(selected)} models; counting the {pending} not cached yet takes "
+                          f"a while", file=sys.stderr, flush=True)
 
         rows = run(args.pattern, family=args.family, flops=not args.no_flops, on_start=start,
                    on_row=lambda row: bar.update() if bar else None)

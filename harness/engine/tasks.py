@@ -57,6 +57,11 @@ class Task:
     def build_model(self, cfg, pretrained: bool = True):
         raise NotImplementedError
 
+    def data_config(self, data, aug) -> dict | None:
+        """The preprocessing a model is evaluated with, as timm's data config (``pretrained_cfg`` fields), for
+        ``depthbench export``; None where the task's inputs are not images."""
+        return None
+
     def build_criterion(self, cfg, device=None, input_dtype=None):
         """``(mixup_fn or None, criterion)``; the criterion is called as ``criterion(inputs, outputs, targets)``."""
         raise NotImplementedError

@@ -32,11 +32,27 @@ def default_input_size(name: str):
     return tuple(cfg.input_size) if cfg and cfg.input_size else (3, 224, 224)
 
 
+def count_keys(name: str, with_flops: bool, cache) -> list[str]:
+    """The cache keys of a model's counts (parameters, and GFLOPs if ``with_flops``) at its default input size."""
+    from harness.measure.cache import model_code
+
+    columns = ["params_m"] + (["flops_g"] if with_flops else [])
+    return [cache.key("catalog", c, name, list(default_input_size(name)), model_code(name)) for c in columns]
+
+
+def uncounted(names: list[str], with_flops: bool = True, cache=None) -> list[str]:
+    """The models among ``names`` whose counts :func:`describe` would have to measure (not in ``cache``)."""
+    from harness.measure.cache import MeasurementCache
+
+    cache = cache if cache is not None else MeasurementCache()
+    return [n for n in names if not all(cache.has(k) for k in count_keys(n, with_flops, cache))]
+
+
 def describe(name: str, family: str, with_flops: bool = True, cache=None) -> dict:
     """A model's row: input size, parameters (M) and GFLOPs (MACs) at that size, or the error it raised when
     built. ``cache`` (a :class:`harness.measure.cache.MeasurementCache`): counts are read from it when the code
     that defines the model has not changed, and stored there otherwise."""
-    from harness.measure.cache import MeasurementCache, model_code
+    from harness.measure.cache import MeasurementCache
 
     cache = cache if cache is not None else MeasurementCache(enabled=False)
     input_size = default_input_size(name)
@@ -61,8 +77,8 @@ def describe(name: str, family: str, with_flops: bool = True, cache=None) -> dic
         return count_flops(model(), input_size).total
 
     measured = [("params_m", params, 1e6)] + ([("flops_g", flops, 1e9)] if with_flops else [])
-    for column, fn, unit in measured:
-        value = cache.get(cache.key("catalog", column, name, list(input_size), model_code(name)), fn)
+    for (column, fn, unit), key in zip(measured, count_keys(name, with_flops, cache)):
+        value = cache.get(key, fn)
         if "error" in value:  # list the model anyway, with what went wrong (the first line, whole)
             entry.pop("params_m", None)
             entry["error"] = value["error"]

@@ -201,24 +201,42 @@ class CIFAR10Pickle(Dataset):
 
 
 # ----------------------------------------------------------------------------------------- transforms
+PIPELINES = ("imagenet", "cifar", "none")
+
+
+def eval_data_config(data, aug) -> dict:
+    """The evaluation preprocessing of a recipe as timm's data config (``pretrained_cfg`` fields: input_size,
+    interpolation, mean, std, crop_pct, crop_mode): the evaluation transform is ``timm.data.create_transform`` of
+    exactly this, and ``depthbench export`` writes it into the export's config.json, so timm's standard
+    ``resolve_data_config`` + ``create_transform`` on an export rebuilds the transform the run evaluated with.
+    The ``cifar`` and ``none`` pipelines evaluate on the image squashed to the input size (bilinear, no crop: the
+    CIFAR recipes' test transform), whatever ``data.crop_pct``/``crop_mode``/``interpolation`` say."""
+    if aug.pipeline not in PIPELINES:
+        raise ConfigError(f"aug.pipeline={aug.pipeline!r} is not one of {', '.join(PIPELINES)}")
+    size = data.input_size
+    config = dict(input_size=(3, size, size), mean=tuple(data.mean), std=tuple(data.std))
+    if aug.pipeline == "imagenet":
+        return dict(config, interpolation=data.interpolation, crop_pct=data.crop_pct, crop_mode=data.crop_mode)
+    return dict(config, interpolation="bilinear", crop_pct=1.0, crop_mode="squash")
+
+
 def build_transform(data, aug, is_training: bool):
-    """The training or evaluation transform of a recipe (see the module docstring for the pipelines)."""
+    """The training or evaluation transform of a recipe (see the module docstring for the pipelines; evaluation:
+    :func:`eval_data_config`)."""
     import torchvision.transforms as T
     from timm.data import create_transform
 
+    evaluation = eval_data_config(data, aug)  # checks the pipeline's name
+    if not is_training:
+        return create_transform(**evaluation, is_training=False)
     size, pipeline = data.input_size, aug.pipeline
-    if pipeline not in ("imagenet", "cifar", "none"):
-        raise ConfigError(f"aug.pipeline={pipeline!r} is not one of imagenet, cifar, none")
     if pipeline == "imagenet":
-        if is_training:
-            return black_zero_bit_posterize(create_transform(
-                size, is_training=True, auto_augment=aug.auto_augment, color_jitter=aug.color_jitter,
-                re_prob=aug.reprob, re_mode=aug.remode, re_count=aug.recount, interpolation=data.interpolation,
-                mean=data.mean, std=data.std, scale=aug.scale, ratio=aug.ratio, hflip=aug.hflip))
-        return create_transform(size, is_training=False, interpolation=data.interpolation, crop_pct=data.crop_pct,
-                                crop_mode=data.crop_mode, mean=data.mean, std=data.std)
+        return black_zero_bit_posterize(create_transform(
+            size, is_training=True, auto_augment=aug.auto_augment, color_jitter=aug.color_jitter,
+            re_prob=aug.reprob, re_mode=aug.remode, re_count=aug.recount, interpolation=data.interpolation,
+            mean=data.mean, std=data.std, scale=aug.scale, ratio=aug.ratio, hflip=aug.hflip))
     steps = [T.Resize((size, size))]
-    if is_training and pipeline == "cifar":
+    if pipeline == "cifar":
         steps += [T.RandomCrop(size, padding=aug.crop_padding), T.RandomHorizontalFlip(aug.hflip)]
         if aug.auto_augment == "cifar10":
             steps.append(T.AutoAugment(T.AutoAugmentPolicy.CIFAR10))
@@ -470,6 +488,9 @@ class ImageTask(Task):
 
     def build_dataset(self, data, aug, split: str, is_training: bool):
         return build_dataset(data, aug, split, is_training)
+
+    def data_config(self, data, aug) -> dict:
+        return eval_data_config(data, aug)
 
     def build_model(self, cfg, pretrained: bool = True):
         from harness.engine.models import create_config_model
