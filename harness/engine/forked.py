@@ -227,7 +227,11 @@ def _serve(listener: socket.socket) -> Request | None:
                 wake_read.recv(4096)
             elif key.fileobj is listener:
                 connection, _ = listener.accept()
-                request = Request(**_receive(connection))
+                try:
+                    request = Request(**_receive(connection))
+                except (EOFError, OSError):  # the caller went away mid-request: nothing to start
+                    connection.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -239,8 +243,11 @@ def _serve(listener: socket.socket) -> Request | None:
                     os.dup2(devnull, 0)
                     os.close(devnull)
                     return request
-                _send(connection, pid)
                 runs[pid] = (connection, request)
+                try:
+                    _send(connection, pid)
+                except OSError:  # the caller went away: the run ends when the caller's stdin pipe closes
+                    pass
             elif not os.read(0, 4096):  # the caller closed stdin (exited or was killed): stop, runs included
                 for pid, (_, request) in runs.items():
                     _kill(pid, request)
