@@ -24,7 +24,7 @@ test: setup
 	@$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## test-fast: setup, then the unit and integration tests that are not slow (tests/tiers.py: no Slurm cluster, no
-## claims, floors, setup or GPU check, none that cost 1.5 CPU-s or more when measured); `make test` runs them all
+## claims, floors, setup or GPU check, none that cost 1.0 CPU-s or more when measured); `make test` runs them all
 test-fast: setup
 	@$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system and not slow" $(PYTEST_ARGS)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 COSTS = TESTS / "cpu_seconds.csv"
-FAST_CPU_S = 1.5
+FAST_CPU_S = 1.0
 TIERS = ("unit", "integration", "system")
 
 # tests (node id prefixes, relative to the repository) that are system tests for what they run
