@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
