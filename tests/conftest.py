@@ -41,10 +41,9 @@ def mark_tiers(items) -> None:
     for item in items:
         function, fixturenames = getattr(item, "function", None), getattr(item, "fixturenames", ())
         namespaces = [vars(item.module), globals()] if getattr(item, "module", None) else [globals()]
-        cost = costs.get(item.nodeid)
-        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, cost))
-        if cost is not None and cost >= tiers.FAST_CPU_S:
-            item.add_marker("slow")
+        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, costs.get(item.nodeid)))
+    for item in tiers.slow_items(items, costs):
+        item.add_marker("slow")
 
 
 @pytest.fixture

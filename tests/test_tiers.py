@@ -1,5 +1,6 @@
 """tests/tiers.py: each test's tier follows from what it uses (tests/conftest.py marks every collected test)."""
 import csv
+import sys
 import subprocess  # noqa: F401  (named by a synthetic test below)
 
 import pytest
@@ -65,3 +66,28 @@ def test_the_measured_costs_are_data_that_reads(tmp_path):
     with open(tiers.COSTS, newline="") as fh:  # the committed list: suite_cpu.py's measurement of the whole suite
         rows = list(csv.DictReader(fh))
     assert len(rows) > 100 and all(r["test"].startswith("tests/") and float(r["cpu_s"]) >= 0.1 for r in rows)
+
+
+@pytest.fixture(scope="module")
+def shared_run():
+    """A stand-in for a module's expensive shared run (used by the fake items below, no real test)."""
+
+
+@pytest.fixture
+def per_test():
+    """A function-scoped fixture: sharing it is not sharing a run."""
+
+
+def test_tests_sharing_a_module_fixture_with_a_slow_test_are_slow():
+    """The first user of a shared run carries its measured cost; the others would start it when it is deselected."""
+    from types import SimpleNamespace
+
+    module = sys.modules[__name__]
+
+    def item(nodeid, *fixtures):
+        return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, module=module)
+
+    items = [item("first", "shared_run"), item("second", "shared_run", "tmp_path"), item("third", "per_test"),
+             item("fourth", "per_test"), item("alone")]
+    costs = {"first": 30.0, "third": 5.0, "second": 0.1}
+    assert [i.nodeid for i in tiers.slow_items(items, costs)] == ["first", "second", "third"]

@@ -41,6 +41,7 @@ PROCESS = re.compile(r"\b(subprocess|Popen|run_cli|start_cli|start_forked\w*|mul
                      r"finetune\.run)\b")
 PROCESS_FIXTURES = {"cli", "browser"}
 WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+SHARED_SCOPE = re.compile(r"""scope\s*=\s*["'](module|package|session)["']""")
 
 
 def read_costs(path: Path = COSTS) -> dict[str, float]:
@@ -94,6 +95,24 @@ def tier(nodeid: str, function, fixturenames, namespaces: list[dict], cost: floa
     if (cost or 0.0) >= FAST_CPU_S or uses_processes(function, fixturenames, namespaces):
         return "integration"
     return "unit"
+
+
+def slow_items(items, costs: dict[str, float]) -> list:
+    """The tests that cost :data:`FAST_CPU_S` or more, and every test sharing a module- or session-scoped fixture of
+    its test module with one of them: the first test to use such a fixture (a trained run) is the one measured with
+    its cost, the others would start it when that one is deselected."""
+    slow = {item.nodeid for item in items if costs.get(item.nodeid, 0.0) >= FAST_CPU_S}
+    shared: dict[tuple, list] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        for name in getattr(item, "fixturenames", ()) if module else ():
+            value = vars(module).get(name)
+            if value is not None and hasattr(value, "__wrapped__") and SHARED_SCOPE.search(_source(value)):
+                shared.setdefault((module.__name__, name), []).append(item)
+    for users in shared.values():
+        if any(item.nodeid in slow for item in users):
+            slow.update(item.nodeid for item in users)
+    return [item for item in items if item.nodeid in slow]
 
 
 def write_costs(suite_csv: Path, out: Path = COSTS) -> None:
