@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # on one worker (its module fixtures -- a Slurm cluster, a trained run -- are built once). TEST_WORKERS=0: in-process
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 
-.PHONY: setup demo test test-timm-all clean-venv
+.PHONY: setup demo test test-fast test-timm-all clean-venv
 
 ## setup: create/update .venv with the pinned stack; builds mmcv's ops once and caches the wheel
 setup:
@@ -22,6 +22,11 @@ demo: setup
 ## test: setup (a no-op when done), then the whole test suite
 test: setup
 	@$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+## test-fast: setup, then the unit and integration tests that are not slow (tests/tiers.py: no Slurm cluster, no
+## claims, floors, setup or GPU check, none that cost 1.0 CPU-s or more when measured); `make test` runs them all
+test-fast: setup
+	@$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not system and not slow" $(PYTEST_ARGS)
 
 ## test-timm-all: timm's own model tests (its tests/test_models.py, unchanged) on every registered paper model;
 ## `make test` runs them on one model per family (DEPTHBENCH_TIMM_MODELS=names picks others). Without timm's
@@ -53,4 +58,4 @@ test-random: setup
 	    -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # pytest-randomly, once installed, shuffles every pytest run that loads it; these targets keep the files' order
-test test-timm-all: export PYTEST_ADDOPTS := -p no:randomly $(PYTEST_ADDOPTS)
+test test-fast test-timm-all: export PYTEST_ADDOPTS := -p no:randomly $(PYTEST_ADDOPTS)

@@ -212,6 +212,15 @@ def measure(config: str, what: str) -> float:
     return count_model_flops(model, size) / 1e9
 
 
+def cache_key(paper: str, table: str, row: str) -> list:
+    """What a dense row's counts depend on, for the measurement cache: the row, its config and the counting code."""
+    from harness.measure.cache import file_hash
+
+    config = DENSE_CONFIGS.get((paper, str(table), row))
+    return [paper, table, row, config, file_hash(str(REPO / config)) if config and "::" not in config else "",
+            file_hash(str(REPO / "downstream" / "audit.py")), file_hash(str(REPO / "downstream" / "backbone.py"))]
+
+
 def measure_row(paper: str, table: str, row: str, column: str) -> float:
     """The value of a dense verify column for one row of a paper's tables."""
     return measure(config_for(paper, table, row), DENSE_COLUMNS[column])

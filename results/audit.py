@@ -41,8 +41,6 @@ from typing import Callable
 from results import paper_tables
 from results.paper_tables import Row
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 @dataclass
 class Measure:
@@ -53,13 +51,22 @@ class Measure:
     dense: bool = False   # measured on the row's detector/segmentor config, not on its (backbone) model
 
 
+@dataclass
+class DenseCounter:
+    """How a dense row's whole detector/segmentor is counted (``downstream.audit``). The caller hands it in:
+    results and downstream are peers and do not import each other (.importlinter); ``depthbench verify`` and
+    ``results`` join them (harness/commands/verify.py ``dense_counter``)."""
+    measure_row: Callable[[str, str, str, str], float]  # (paper, table, row, column) -> the column's value
+    cache_key: Callable[[str, str, str], list]           # (paper, table, row) -> what the count depends on
+
+
 class RowContext:
     """One row's model, built once and shared by all of the row's measures."""
     _models: dict = {}
     _base_counts: dict = {}  # (base model, with norms) → parameter count, for the increment measures
 
-    def __init__(self, row: Row):
-        self.row = row
+    def __init__(self, row: Row, dense: DenseCounter | None = None):
+        self.row, self.dense = row, dense
 
     @property
     def model(self):
@@ -175,9 +182,7 @@ def _params(ctx: RowContext) -> int:
 
 def _dense(column: str) -> Callable[[RowContext], float]:
     def measure(ctx: RowContext) -> float:
-        from downstream.audit import measure_row  # imports mmdet/mmseg: only when a dense row is measured
-
-        return measure_row(ctx.row.paper_id, ctx.row.table, ctx.row.name, column)
+        return ctx.dense.measure_row(ctx.row.paper_id, ctx.row.table, ctx.row.name, column)
     return measure
 
 
@@ -243,12 +248,13 @@ class Audit:
     ArchValue}`` for a report cell, from the same checks; ``prepare(rows)`` measures what the cache lacks first,
     with progress on stderr. ``measure=False`` reads the cache only (a cell not measured yet is left out)."""
 
-    def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True):
+    def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True,
+                 dense: DenseCounter | None = None):
         from harness.measure.cache import MeasurementCache
 
         self.cache = MeasurementCache(enabled=cache)
         self.path = self.cache.path
-        self.measure, self.progress = measure, progress
+        self.measure, self.progress, self.dense = measure, progress, dense
 
     # ------------------------------------------------------------------ keys and values
     def _key(self, column: str, row: Row) -> str:
@@ -257,27 +263,24 @@ class Audit:
         parts = [column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
                  model_code(row.model), model_code(row.base), file_hash(str(Path(__file__)))]
         if MEASURES[column].dense:  # the row's own detector/segmentor config and the dense counting code
-            from downstream.audit import DENSE_CONFIGS
-
-            config = DENSE_CONFIGS.get((row.paper_id, str(row.table), row.name))
-            parts += [row.paper_id, row.table, row.name, config,
-                      file_hash(str(REPO / config)) if config and "::" not in config else "",
-                      file_hash(str(REPO / "downstream" / "audit.py")), file_hash(str(REPO / "downstream" /
-                                                                                    "backbone.py"))]
+            parts += self.dense.cache_key(row.paper_id, row.table, row.name)
         return self.cache.key(*parts)
 
     def _todo(self, row: Row) -> list[str]:
         if row.reason or not row.model:
             return []
-        return [c for c in measured_columns(row) if c not in row.unchecked
+        return [c for c in measured_columns(row) if c not in row.unchecked and (self.dense or not MEASURES[c].dense)
                 and isinstance(row.paper[c], (int, float)) and not self.cache.has(self._key(c, row))]
 
     def value(self, column: str, row: Row, ctx: RowContext | None = None) -> dict | None:
         """``{"value": x}`` or ``{"error": line}``; None when not cached and ``measure=False``."""
+        if MEASURES[column].dense and self.dense is None:
+            return {"error": f"{column} counts the row's detector/segmentor: an Audit(dense=...) measures it "
+                             f"(harness/commands/verify.py dense_counter)"}
         key = self._key(column, row)
         if not self.cache.has(key) and not self.measure:
             return None
-        return self.cache.get(key, lambda: MEASURES[column].fn(ctx or RowContext(row)))
+        return self.cache.get(key, lambda: MEASURES[column].fn(ctx or RowContext(row, self.dense)))
 
     def prepare(self, rows: list[Row]) -> None:
         """Measure every row not in the cache yet (a progress bar on a terminal, a line per 10 % otherwise, on
@@ -296,7 +299,7 @@ class Audit:
         try:
             step = max(1, len(todo) // 10)
             for i, row in enumerate(todo, 1):
-                ctx = RowContext(row)
+                ctx = RowContext(row, self.dense)
                 for column in self._todo(row):
                     self.value(column, row, ctx)
                 if bar is not None:
@@ -324,7 +327,7 @@ class Audit:
                 return [Check(**base, column="-", status="error",
                               note=f"paper values for {measured} but no 'model' and no 'reason'")]
             return []
-        checks, ctx = [], RowContext(row)
+        checks, ctx = [], RowContext(row, self.dense)
         for column in measured:
             value = row.paper[column]
             if column in row.unchecked:
@@ -357,9 +360,10 @@ class Audit:
 
 
 def verify(papers: list[str] | None = None, files: list[str] | None = None, table: str | None = None,
-           *, cache: bool = True, progress: bool = True) -> list[Check]:
+           *, cache: bool = True, progress: bool = True, dense: DenseCounter | None = None) -> list[Check]:
     """Every check of the papers' tables (all papers by default; ``files``: other tables YAMLs instead; ``table``:
-    one table id). Bad input (a missing or malformed tables file, an unknown paper) raises ``TableError``."""
+    one table id; ``dense``: how the dense rows' detectors/segmentors are counted). Bad input (a missing or
+    malformed tables file, an unknown paper) raises ``TableError``."""
     sources = [paper_tables.load(f) for f in files or []]
     if not files:
         sources += [paper_tables.load_paper(p) for p in (papers or paper_tables.available_papers())]
@@ -367,7 +371,7 @@ def verify(papers: list[str] | None = None, files: list[str] | None = None, tabl
     if table is not None and not tables:
         raise paper_tables.TableError(f"no table {table!r} in {', '.join(papers or files or ['the papers'])}")
     rows = [row for t in tables for row in t.rows]
-    audit = Audit(cache=cache, progress=progress)
+    audit = Audit(cache=cache, progress=progress, dense=dense)
     audit.prepare(rows)
     try:
         return [check for row in rows for check in audit.check_row(row)]

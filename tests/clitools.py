@@ -1,6 +1,6 @@
 """``run_cli`` / ``start_cli``: ``depthbench ARGS`` in a process of its own; ``run_cli_here``: in this process.
 
-The processes are forks of a server that imported the stack once (:func:`harness.engine.launch.start_forked`, the
+The processes are forks of a server that imported the stack once (:func:`harness.engine.forked.start_forked`, the
 way ``depthbench claims`` starts its runs): the same program as ``python -m harness.cli ARGS`` -- argv, cwd,
 environment, thread count, fresh seeds, signals, exit codes (tests/test_forked_runs.py compares the two) -- without
 the ~4 s of CPU a fresh interpreter spends importing torch, timm and the rest; the suite starts ~100 of them.
@@ -28,7 +28,7 @@ class ForkedCli:
     ``depthbench ARGS`` started as a fork of the preloaded server; stdout and stderr are read when it has ended."""
 
     def __init__(self, args, cwd, env, new_session=False):
-        from harness.engine.launch import start_forked
+        from harness.engine.forked import start_forked
 
         self.args = [str(a) for a in args]
         streams = Path(tempfile.mkdtemp(prefix="depthbench-cli-"))
@@ -37,7 +37,7 @@ class ForkedCli:
                                      stderr_path=self._stderr, new_session=new_session)
         self.pid = self._process.pid
         if not _running:
-            atexit.register(_kill_running)  # after multiprocessing's own exit hook: it would wait for them
+            atexit.register(_kill_running)  # before the server's exit hook (which kills what is left, too)
         _running.append(self)
 
     @property

@@ -10,6 +10,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.e
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 import pytest  # noqa: E402
+import tiers  # noqa: E402
 import torch  # noqa: E402
 from clitools import run_cli
 
@@ -30,6 +31,19 @@ def pytest_collection_modifyitems(config, items):
         return next((i for i, name in enumerate(LONGEST_FIRST) if name in parts), len(LONGEST_FIRST))
 
     items.sort(key=rank)  # stable: the order inside a file stays
+    mark_tiers(items)
+
+
+def mark_tiers(items) -> None:
+    """Each test gets its tier (unit, integration or system) from what it uses, and ``slow`` from its measured
+    cost (tests/tiers.py): ``make test-fast`` runs ``-m "not system and not slow"``."""
+    costs = tiers.read_costs()
+    for item in items:
+        function, fixturenames = getattr(item, "function", None), getattr(item, "fixturenames", ())
+        namespaces = [vars(item.module), globals()] if getattr(item, "module", None) else [globals()]
+        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, costs.get(item.nodeid)))
+    for item in tiers.slow_items(items, costs):
+        item.add_marker("slow")
 
 
 @pytest.fixture

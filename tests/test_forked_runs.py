@@ -1,4 +1,4 @@
-"""``harness.engine.launch.start_forked`` (``depthbench claims``' runs): a run forked from the preloaded server is the
+"""``harness.engine.forked.start_forked`` (``depthbench claims``' runs): a run forked from the preloaded server is the
 same program as ``python -m MODULE ARGS`` in a fresh interpreter -- argv, ``__main__``, working directory,
 environment, torch's thread count and seed, stdout/stderr into the log, the exit code (a signal's as ``-N``) --
 except the seeds of torch's and numpy's global generators, which each fork draws anew as a fresh interpreter does."""
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from harness.core.errors import EXIT_BAD_INPUT
-from harness.engine.launch import start_forked
+from harness.engine.forked import start_forked
 
 TESTS = Path(__file__).resolve().parent
 
@@ -86,7 +86,7 @@ def test_the_cli_forked_answers_bad_input_in_one_line(tmp_path):
 
 POOL_FIRST = """
 import multiprocessing, os, sys
-from harness.engine.launch import start_forked
+from harness.engine.forked import start_forked
 
 if __name__ == "__main__":
     with multiprocessing.get_context("forkserver").Pool(1) as pool:  # as results.runs reads many runs
@@ -106,3 +106,76 @@ def test_a_fork_server_started_earlier_without_the_preload_is_replaced(tmp_path)
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(log.read_text().splitlines()[0])["preloaded"] is True
+
+
+CALLER = """
+import os, sys, time
+from harness.engine.forked import start_forked
+
+if __name__ == "__main__":
+    # the claims' way and the demo's (a session of its own)
+    runs = [start_forked("forked_probe", [], dict(os.environ, PROBE_SLEEP="300"), f"{sys.argv[1]}.{i}", cwd=sys.argv[2],
+                         new_session=bool(i)) for i in range(2)]
+    print(*(run.pid for run in runs), flush=True)
+    time.sleep(300)
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # dead, not reaped
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def test_no_run_outlives_its_caller(tmp_path):
+    """The caller killed (SIGKILL: no exit handler runs): its runs and their server end with it, no orphan left."""
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER)
+    caller = subprocess.Popen([sys.executable, str(script), str(tmp_path / "probe.log"), str(TESTS)], cwd=TESTS.parent,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        runs = [int(pid) for pid in caller.stdout.readline().split()]
+        assert len(runs) == 2, "the caller did not start its runs"
+        servers = {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in runs}
+        assert servers and caller.pid not in servers  # forks of the server, the caller's child
+        assert not any(_ended(pid) for pid in runs + sorted(servers))
+    finally:
+        caller.kill()
+        caller.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(_ended(pid) for pid in runs + sorted(servers)):
+        time.sleep(0.1)
+    assert all(_ended(pid) for pid in runs + sorted(servers)), "a run or its server outlived the caller"
+
+
+BURNER = """
+import os, sys
+from harness.engine.forked import start_forked
+
+if __name__ == "__main__":
+    run = start_forked("forked_probe", [], dict(os.environ, PROBE_BURN="2"), sys.argv[1], cwd=sys.argv[2],
+                       usage_path=sys.argv[3])
+    run.join(300)
+    sys.exit(run.exitcode)
+"""
+
+
+def test_a_runs_cpu_reaches_the_callers_callers_as_a_subprocesss_does(tmp_path):
+    """`time make test` counts the runs: the caller waits for the server at exit, the server for its runs."""
+    import resource
+
+    script, usage = tmp_path / "burner.py", tmp_path / "cpu"
+    script.write_text(BURNER)
+
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    before = children_cpu()
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "log"), str(TESTS), str(usage)],
+                          cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_cpu = float(usage.read_text())
+    assert run_cpu >= 2.0  # the probe's own burn, as the server measured it (wait4)
+    assert children_cpu() - before >= run_cpu

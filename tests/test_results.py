@@ -635,7 +635,7 @@ def test_results_cells_and_status_give_verifys_answer_for_the_dense_rows(tmp_pat
     dense = [c for c in checks if c.column.startswith("seg_")]
     assert any(c.status == "pass" for c in dense) and all(c.status in ("pass", "reason") for c in dense)
     index = compare.RunIndex(runs.collect([tmp_path / "no-runs"])[0], compare.MODEL_RENAMES)
-    view = compare.view_table(table, index, Audit(progress=False))
+    view = compare.view_table(table, index, Audit(progress=False, dense=verify.dense_counter()))
     by_cell = {(line.row.name, column): cell for line in view.lines for column, cell in line.cells.items()
                if cell.kind == "arch"}
     for check in checks:

@@ -13,7 +13,7 @@ one FLOP counter. Then every arm is trained ``--seeds`` times through the engine
 ``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
 call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
 at a time, one thread each, each forked from one process that imported the stack once
-(:func:`harness.engine.launch.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 %
+(:func:`harness.engine.forked.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 %
 interval of the difference; supported / contradicted / inconclusive in the paper's direction), written to
 ``<out>/claims.json`` and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands,
 and the difference with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
@@ -127,7 +127,7 @@ def _prepare_data(datasets: set, jobs: int) -> None:
     import sys
     import time
 
-    from harness.engine.launch import forked_context
+    from harness.engine.forked import start_forked_call
     from harness.tasks.glyphs import export_glyphs, glyph_fonts, glyphs_folder
 
     waiting = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
@@ -135,14 +135,12 @@ def _prepare_data(datasets: set, jobs: int) -> None:
     if not waiting:
         return
     glyph_fonts()  # a missing font package: one line, before any work
-    context, running, start = forked_context(), [], time.monotonic()
+    running, start = [], time.monotonic()
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
                 size, root, variant = waiting.pop(0)
-                process = context.Process(target=export_glyphs, args=(size, root),
-                                          kwargs={"variant": variant, "progress": False})
-                process.start()
+                process = start_forked_call(export_glyphs, size, root, variant=variant, progress=False)
                 running.append((process, size, variant))
             for item in [r for r in running if r[0].exitcode is not None]:
                 running.remove(item)
@@ -162,13 +160,13 @@ def _prepare_data(datasets: set, jobs: int) -> None:
 def _train(specs: list[RunSpec], jobs: int) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done). Each run is the
     command line its console log starts with, started as a fork of a server that imported the stack once
-    (:func:`harness.engine.launch.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
+    (:func:`harness.engine.forked.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
     import os
     import shlex
     import sys
     import time
 
-    from harness.engine.launch import start_forked
+    from harness.engine.forked import start_forked
     from results.claims import run_done
 
     todo = [s for s in specs if not run_done(s)]

@@ -174,10 +174,10 @@ def best_metric(path: Path, keys=tuple(NAMES)) -> str:
 def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
     """One run as a ``depthbench train``/``finetune`` process with a progress bar; returns its wall-clock and
     CPU seconds (the CPU time is what to compare on a shared machine). The process is a fork of the server that
-    imported the stack once (:func:`harness.engine.launch.start_forked`): ~4 s of CPU less per run."""
+    imported the stack once (:func:`harness.engine.forked.start_forked`): ~4 s of CPU less per run."""
     from tqdm import tqdm
 
-    from harness.engine.launch import start_forked
+    from harness.engine.forked import start_forked
 
     path = run.path(out)
     logs = out / "logs"

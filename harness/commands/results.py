@@ -89,6 +89,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
     claims = _claims_report(claims)
     from results import compare, render, runs as run_data
+    from harness.commands.verify import dense_counter
     from results.audit import Audit
     from results.status import status_text
 
@@ -98,7 +99,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     selected = [t for ts in tables.values() for t in ts if table in (None, t.id)]
     audited = None
     if audit:
-        audited = Audit(progress=True)
+        audited = Audit(progress=True, dense=dense_counter())
         audited.prepare([row for t in selected for row in t.rows])
     index = compare.RunIndex(frame, compare.MODEL_RENAMES)
     views = [compare.view_table(t, index, audited) for t in selected]

@@ -9,23 +9,17 @@ DeepSpeed's launcher, and :func:`spawn` below. Under Slurm, ``srun`` (one task p
 torchrun's static single-node mode gives (a free rendezvous port per run, ``OMP_NUM_THREADS`` split between
 the processes), but it forwards SIGUSR1/SIGTERM to every process and waits for them to checkpoint — torchrun's
 agent dies on SIGUSR1 and kills its workers 30 s after SIGTERM, which breaks preemption. If a process fails, the
-others are stopped.
-
-:func:`start_forked` runs many short ``python -m MODULE ARGS`` processes (``depthbench claims``' dozens of runs)
-as forks of one server that has imported the stack once, instead of as fresh interpreters that each import it.
+others are stopped. (Many short runs as forks of a server that imported the stack once: harness/engine/forked.py.)
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
 
@@ -192,117 +186,3 @@ def _wait_all(procs, grace_s: float) -> list[int]:
                 if p.poll() is None:
                     p.kill()
         time.sleep(0.05)
-
-
-# ----------------------------------------------------------------------------------------- forked runs
-# What a training run imports anyway: ~4 s of CPU in every fresh interpreter (torch ~2 s; torch._dynamo over a
-# second, which torchvision imports and Accelerate's prepare needs). The fork server imports them once.
-PRELOAD = ["torch", "torch._dynamo", "torchvision", "timm", "accelerate", "mmengine", "torch.utils.tensorboard",
-           "models", "harness.engine.runner"]
-
-
-@functools.cache
-def forked_context():
-    """multiprocessing's fork server context, its server started once per process (it imports :data:`PRELOAD`)."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    context = multiprocessing.get_context("forkserver")
-    # the fork server is one per process: one started earlier without the preload (results.runs' reading pool) would
-    # be reused as it is, and every run would import torch itself. Its stop is multiprocessing's own (used by its
-    # tests); forks it made live on, and later pools use the preloaded server
-    forkserver._forkserver._stop()
-    context.set_forkserver_preload(PRELOAD)
-    # the server's torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _run_module),
-    # and a Ctrl-C while it imports is not its traceback (each run sets its own Ctrl-C handling)
-    threads = os.environ.pop("OMP_NUM_THREADS", None)
-    main_thread = threading.current_thread() is threading.main_thread()
-    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
-    try:
-        forkserver.ensure_running()
-    finally:
-        if threads is not None:
-            os.environ["OMP_NUM_THREADS"] = threads
-        if main_thread:
-            signal.signal(signal.SIGINT, interrupt)
-    return context
-
-
-def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *, stderr_path=None,
-                 new_session: bool = False, usage_path=None):
-    """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``
-    (stderr to ``stderr_path`` if given), as a fork of multiprocessing's fork server, which has imported
-    :data:`PRELOAD` once (started by the first call).
-
-    The run is the same program as the fresh interpreter: ``runpy`` runs the module as ``__main__`` with the same
-    ``sys.argv``; only what a fresh interpreter decides at start-up is redone in the fork (below). Returns the
-    ``multiprocessing.Process``: ``exitcode`` is ``None`` while it runs, then the exit code (``-N``: killed by
-    signal N), as ``Popen.returncode``; ``join()`` waits. It is in this process's process group, so a terminal's
-    Ctrl-C reaches it as it reaches a subprocess; ``new_session``: in a session and process group of its own, whose
-    id is its pid, as ``Popen(start_new_session=True)`` (``os.killpg(pid, sig)`` reaches it and its children).
-    ``usage_path``: where the run writes its CPU seconds (its own and its children's) when it ends: a fork of the
-    server is not this process's child, so ``RUSAGE_CHILDREN`` here does not count it as it counts a subprocess.
-    """
-    # Ctrl-C as a fresh interpreter would have it: ignored if ignored here, else Python's KeyboardInterrupt
-    interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    options = dict(cwd=str(cwd or os.getcwd()), interruptible=interruptible, new_session=new_session,
-                   stdout_path=str(log_path), stderr_path=str(stderr_path or log_path),
-                   usage_path=usage_path and str(usage_path))
-    process = forked_context().Process(target=_run_module, args=(module, list(argv), dict(env)), kwargs=options,
-                                       name=module, daemon=False)
-    process.start()
-    return process
-
-
-def _run_module(module: str, argv: list[str], env: dict, *, cwd: str, interruptible: bool, new_session: bool,
-                stdout_path: str, stderr_path: str, usage_path: str | None) -> None:
-    """In the fork: what a fresh interpreter would have set up, then ``python -m module argv``."""
-    import atexit
-    import io
-    import runpy
-
-    import numpy
-    import torch
-
-    if new_session:
-        os.setsid()
-    signal.signal(signal.SIGINT, signal.default_int_handler if interruptible else signal.SIG_IGN)
-    os.chdir(cwd)
-    os.environ.clear()
-    os.environ.update(env)
-    shared = stderr_path == stdout_path  # then one open file for both, as Popen(stderr=STDOUT) gives
-    for fd, path in ((1, stdout_path),) + (() if shared else ((2, stderr_path),)):
-        log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.dup2(log, fd)
-        os.close(log)
-    if shared:
-        os.dup2(1, 2)
-    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
-    encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding,
-                                                   line_buffering=True, write_through=unbuffered)
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding, "backslashreplace",
-                                                   line_buffering=True, write_through=unbuffered)
-    # torch sized its thread pool when the server imported it, without OMP_NUM_THREADS (forked_context): the
-    # machine's default, which is also the most torch takes from OMP_NUM_THREADS (MKL caps it at the cores)
-    threads = env.get("OMP_NUM_THREADS", "").strip()
-    if threads.isdigit() and int(threads) > 0:
-        torch.set_num_threads(min(int(threads), torch.get_num_threads()))
-    # a fresh interpreter seeds torch's and numpy's global generators from the OS; forks would share the server's
-    torch.seed()
-    numpy.random.seed()
-    sys.argv = ["-m", *argv]
-    if sys.path[0] != cwd:  # `python -m` puts the working directory first
-        sys.path.insert(0, cwd)
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    finally:  # multiprocessing ends a fork with os._exit: run what an interpreter runs on its way out
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if usage_path:  # the fork's counters started at zero (fork resets them): this run's CPU alone
-            import resource
-
-            cpu = sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage,
-                                                               (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
-            Path(usage_path).write_text(f"{cpu:.3f}\n")
