@@ -643,6 +643,10 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
         results = []
         for r in json.loads(path.read_text()):
             source = r["claim"]["source"]
+            if "direction" in r["claim"]:  # a report of the earlier, unplanned claims (before the design)
+                legacy = dict(r["claim"])
+                legacy["kind"] = {"no_worse": "no_worse"}.get(legacy.pop("direction"), "better")
+                r["claim"] = legacy
             claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])}),
                              "budget_differs": tuple(r["claim"].get("budget_differs", ()))})
             arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
