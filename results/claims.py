@@ -807,6 +807,7 @@ def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False)
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results})
-    seeds_text = f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]} seeds"
+    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
+                  else f"{seeds[0]}–{seeds[-1]} seeds")
     return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced "
             f"setting)" + (" [--quick: no verdicts]" if quick else ""))

@@ -145,7 +145,8 @@ class Look:
     decision: str | None
 
 
-def run_looks(kind: str, margin: float, alpha: float, looks: Sequence[int], estimates: Sequence[Estimate]) -> list[Look]:
+def run_looks(kind: str, margin: float, alpha: float, looks: Sequence[int],
+              estimates: Sequence[Estimate]) -> list[Look]:
     """The looks reached, in order, each with its repeated interval and decision; stops at the first decision."""
     looks = tuple(int(n) for n in looks)
     dfs = [e.df if math.isfinite(e.df) else math.inf for e in estimates] + [math.inf] * (len(looks) - len(estimates))

@@ -128,8 +128,10 @@ def test_metric_values_and_curve_bands():
 
 
 def test_status_line_counts_verdicts():
-    results = [run(claim(), [b + 5 for b in BASE]), run(claim(margin=0.5), list(np.asarray(BASE) + [3, -4, 2, -3, 1, 4]))]
-    assert status_line("paper", results) == "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
+    results = [run(claim(), [b + 5 for b in BASE]),
+               run(claim(margin=0.5), list(np.asarray(BASE) + [3, -4, 2, -3, 1, 4]))]
+    assert status_line("paper", results) == \
+        "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
     assert status_line("paper", []) == "paper: no claims evaluated yet"
     assert math.isfinite(results[0].interval.diff)
 
@@ -176,7 +178,8 @@ def test_the_size_audit_refuses_unequal_arms():
 
 # ----------------------------------------------------------------------------------------- claim files
 TABLES = {"paper": [Table("paper", "3", "a table", {"top1": "Top-1"},
-                          [Row(table="3", name="A", paper={"top1": 70.0}), Row(table="3", name="B", paper={"top1": 71.0})])]}
+                          [Row(table="3", name="A", paper={"top1": 70.0}),
+                           Row(table="3", name="B", paper={"top1": 71.0})])]}
 
 
 def write_claims(tmp_path, body: str):

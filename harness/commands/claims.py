@@ -382,8 +382,8 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
             versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
                       if c.minus else f"{c.treatment} − {c.baseline}")
             looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
-            lines += [f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; paper: "
-                      f"{c.source.numbers()})",
+            lines += [f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
+                      f"paper: {c.source.numbers()})",
                       f"  - ours: {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
                       f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
                       f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
