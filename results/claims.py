@@ -705,8 +705,8 @@ def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Se
 
 
 def stop_decision(claim: Claim, values, looks: Sequence[int], alpha: float) -> str | None:
-    """The decision the plan reaches by the looks ``values`` cover, at the stopping level ``alpha`` (alpha / m):
-    a claim with a decision trains no more seeds."""
+    """The decision the plan (``looks``: all of them, which fix the boundaries) reaches by the looks ``values``
+    cover, at the stopping level ``alpha`` (alpha / m): a claim with a decision trains no more seeds."""
     reached = seq.run_looks(claim.kind, claim.margin, alpha, looks, estimates(claim, values, looks))
     return reached[-1].decision if reached else None
 

@@ -58,3 +58,14 @@ def test_no_effect_with_a_tight_spread_is_equivalent_and_a_wide_one_inconclusive
 def test_holm_steps_down():
     assert seq.holm([0.01, 0.04, 0.03, 0.005], 0.05) == [0.05 / 3, None, None, 0.05 / 4]
     assert seq.holm([0.001, 0.02], 0.05) == [0.025, 0.05]
+
+
+def test_a_look_uses_the_whole_plans_boundaries():
+    """At 3 of 3/6/9 seeds the boundary is O'Brien-Fleming's strict first one, not a fixed-sample test at 3."""
+    from results.claims import stop_decision
+
+    c = claim()
+    base = [80.0, 81.0, 79.0]
+    values = {"base": dict(enumerate(base)), "treat": {i: b + d for i, (b, d) in enumerate(zip(base, [4, 5, 6]))}}
+    assert stop_decision(c, values, (3,), 0.05) == "supported"        # a one-look plan decides
+    assert stop_decision(c, values, (3, 6, 9), 0.05) is None          # the sequential plan waits for more seeds

@@ -339,3 +339,16 @@ def test_the_same_source_weights_named_relative_or_absolute_are_not_stale(tmp_pa
     other, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "elsewhere") if s.arm == "scalenet"]
     other.work_dir = absolute.work_dir  # the recorded run, planned from another source run's weights
     assert "model.pretrained was" in stale_runs([other])[0][1]
+
+
+def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    import torch
+
+    from harness.cli import main
+
+    if torch.cuda.is_available():  # on a GPU machine the same call trains there; here it must refuse
+        pytest.skip("a GPU is visible: --device cuda is valid here")
+    assert main(["claims", "horesnet", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device cuda: torch sees no GPU here" in err[0]
+    assert not (tmp_path / "out").exists()  # refused before any folder or run

@@ -142,7 +142,7 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
             key = (claim.paper, claim.id)
             if key in open_claims and not quick and cl.stop_decision(
                     claim, {a: values.get((claim.paper, a), {}) for a in claim.arm_names},
-                    plans[key][:look + 1], alpha / len(primaries)):
+                    plans[key], alpha / len(primaries)):  # the whole plan: its boundaries; the data reach look k
                 del open_claims[key]  # decided at this look: no more seeds for it
     all_specs = list(specs.values())
     results = cl.evaluate([(c, f.design) for c, f in primaries], _values(all_specs), plans, powers, quick)
