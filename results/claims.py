@@ -619,6 +619,7 @@ class ClaimResult:
     ruled_out: str = ""                  # inconclusive: the largest effect the data rule out
     quick: bool = False
     hardware: tuple = ()                 # the machines the runs came from (one text each)
+    seeds_needed: int | None = None      # for the target power without the budget's cap (None: more than 60)
 
     @property
     def stopped_at(self) -> int:
@@ -654,7 +655,7 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             i = r["interval"]
             low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
-            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick") if k in r}
+            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
             results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
                                         tuple(r.get("looks", ())), tuple(r.get("planned", ())),
                                         hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
@@ -681,6 +682,18 @@ def plan_looks(claim: Claim, design: Design, primaries: int) -> tuple[tuple[int,
     alpha = design.alpha / max(1, primaries)
     return seq.seeds_for_power(abs(claim.power["effect"]) or claim.margin, claim.power["sd"], alpha,
                                design.target_power, design.look_every, design.max_seeds, claim.kind, claim.margin)
+
+
+def seeds_needed(claim: Claim, design: Design, primaries: int, most: int = 60) -> int | None:
+    """The seeds per arm the power analysis asks for without the budget's cap -- a plan with three looks at
+    thirds of it, n a multiple of 3 -- or None when even ``most`` do not reach ``target_power``."""
+    alpha = design.alpha / max(1, primaries)
+    effect = abs(claim.power["effect"]) or claim.margin
+    for n in range(3, most + 1, 3):
+        looks = (n,) if n == 3 else (n // 3, 2 * n // 3, n)
+        if seq.power(effect, claim.power["sd"], alpha, looks, claim.kind, claim.margin, 4000) >= design.target_power:
+            return n
+    return None
 
 
 def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Sequence[int]) -> list[seq.Estimate]:

@@ -147,8 +147,12 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
     all_specs = list(specs.values())
     results = cl.evaluate([(c, f.design) for c, f in primaries], _values(all_specs), plans, powers, quick)
     hardware = _hardware(all_specs)
+    designs = {(c.paper, c.id): f.design for c, f in primaries}
     results = [replace(r, hardware=tuple(sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)")
-                                                  for a in r.claim.arm_names})))
+                                                  for a in r.claim.arm_names})),
+                       seeds_needed=None if quick else cl.seeds_needed(r.claim, designs[(r.claim.paper,
+                                                                                           r.claim.id)],
+                                                                         len(primaries)))
                for r in results]
     status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick)
                     for f in files]
@@ -389,7 +393,9 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                       f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
                       + (f"; {r.ruled_out}" if r.ruled_out else ""),
                       f"  - plan: looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
-                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ({c.power['sd_from']}); "
+                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ({c.power['sd_from']}; "
+                      f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
+                      f"{r.seeds_needed or 'more than 60'} seeds per arm; "
                       f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
                       f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
                       f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png"]
