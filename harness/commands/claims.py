@@ -113,7 +113,7 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
         looks, power = cl.plan_looks(claim, f.design, len(primaries))
         if cap is not None:
             looks = tuple(n for n in looks if n <= cap) or (cap,)
-        plans[(claim.paper, claim.id)], powers[(claim.paper, claim.id)] = ((1,) if quick else looks), power
+        plans[(claim.paper, claim.id)], powers[(claim.paper, claim.id)] = ((1,), None) if quick else (looks, power)
     datasets = set()
     for f in files:
         configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
