@@ -77,6 +77,14 @@ def test_status_reads_the_report_and_knows_a_quick_folder(quick):
         assert not any("move them away" in line or "no claims evaluated yet" in line for line in status)
 
 
+def test_a_full_run_into_the_quick_folder_is_one_line(quick):
+    from harness.core.errors import DepthbenchError
+
+    report, out = quick
+    with pytest.raises(DepthbenchError, match=r"holds a --quick report; add --quick to continue it"):
+        run(PAPERS, quick=False, out=out)
+
+
 def test_status_of_the_committed_report_shows_its_verdicts():
     from results.claims import read_report
     from harness.commands.claims import DEFAULT_OUT

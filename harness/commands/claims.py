@@ -98,6 +98,7 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
     files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
     if status:
         return _status(files, out)
+    _check_folder_kind(out, quick)
     if device == "cuda":
         import torch
 
@@ -158,6 +159,24 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
                     for f in files]
     written = write_report(results, files, all_specs, out, quick)
     return ClaimsReport(results, out, all_specs, written, status_lines)
+
+
+def _check_folder_kind(out: Path, quick: bool) -> None:
+    """A --quick report's folder is not a full run's, and the other way round: one line instead of advice to move
+    valid runs away (their recipes differ by the quick overrides)."""
+    from results import claims as cl
+
+    report = out / "claims.json"
+    if not report.is_file():
+        return
+    try:
+        stored = cl.read_report(report)
+    except DepthbenchError:
+        return  # rewritten by this call
+    was_quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored)
+    if stored and was_quick != quick:
+        raise DepthbenchError(f"--out {out} holds a {'--quick' if was_quick else 'full'} report; "
+                              f"{'add' if was_quick else 'drop'} --quick to continue it, or give another --out")
 
 
 def _status(files, out: Path) -> ClaimsReport:
