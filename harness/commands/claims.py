@@ -1,23 +1,25 @@
-"""``depthbench claims``: the papers' central comparisons at reduced scale, with seeds, intervals and verdicts.
+"""``depthbench claims``: the papers' central claims at reduced scale, tested with a pre-registered sequential design.
 
-    depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--status]
+    depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--device cpu|cuda] [--status]
 
     from harness.commands.claims import run
-    report = run(["horesnet"], seeds=3)          # ClaimsReport(results, out, ...); report.results[0].verdict
+    report = run(["horesnet"])                   # ClaimsReport(results, out, ...); report.results[0].verdict
 
-Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml``: the claim, the paper's
-table/rows/numbers, the arms' configs under ``configs/claims/``, the metric and the direction). Before anything is
+Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml``: the paper's sentence, table,
+rows and numbers, what it claims, the arms' configs under ``configs/claims/`` and the design). Before anything is
 trained, every claim's arms are checked to be a fair comparison (the same data, epochs, batch, optimizer budget
-and augmentation: only the model differs) and, where the claim says so, audited equal in parameters/FLOPs with the
-one FLOP counter. Then every arm is trained ``--seeds`` times through the engine -- each run a plain
-``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
-call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
-at a time, one thread each, each forked from one process that imported the stack once
-(:func:`harness.engine.launch.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 %
-interval of the difference; supported / contradicted / inconclusive in the paper's direction), written to
-``<out>/claims.json`` and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands,
-and the difference with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
-Everything is at reduced scale and says so: never the paper's setting.
+and augmentation: only the model differs, unless the claim names a key) and, where the claim says so, audited
+equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look: the first look's
+evaluation seeds, a decision per claim at alpha/m (:func:`results.claims.stop_decision`), the next look's seeds for
+the claims still open -- each run a plain ``depthbench train CONFIG key=value ... --work-dir
+<out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second call reuses finished runs and continues interrupted
+ones, and the same command lines can go to Slurm), ``--jobs`` at a time, one thread each, each forked from one
+process that imported the stack once (:func:`harness.engine.launch.start_forked`), with the machine it ran on
+beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm),
+written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and the HTML Claims page) and
+``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the interval at each
+look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
+scale and says so: never the paper's setting.
 """
 from __future__ import annotations
 
