@@ -750,7 +750,7 @@ def evaluate(claims: Sequence[tuple[Claim, Design]], values: Mapping[tuple[str, 
         base = arm_stats(claim.baseline, [arm_values[claim.baseline][s] for s in used])
         treat = arm_stats(claim.treatment, [arm_values[claim.treatment][s] for s in used])
         ruled_out = ""
-        if quick or not reached:
+        if quick or not reached or not math.isfinite(reached[-1].low):  # one seed: no interval
             verdict = "no verdict"
             diff = treat.mean - base.mean
             interval = Interval(claim.test, 1 - read_at, diff, None, None)
