@@ -1,41 +1,46 @@
-"""The papers' claims at reduced scale: definitions (``results/tables/claims/<paper>.yaml``), statistics, verdicts.
+"""The papers' claims at reduced scale: definitions (``results/tables/claims/<paper>.yaml``), a pre-registered
+design per claim, statistics and verdicts.
 
-A claims file names the *arms* of a paper's central comparisons (each a config under ``configs/claims/``, trained
-with several seeds) and the *claims* that compare two arms::
+A claims file quotes the paper and fixes the design before any evaluated run (docs/claims.md has the whole schema)::
 
     paper: horesnet
-    setting: "glyphs 32x32 (53 classes, held-out typefaces), 6 epochs, batch 64, ..."   # the reduced setting
+    setting: "glyphs 16x16 (53 classes, held-out typefaces), 5 epochs, batch 64, ..."   # the reduced setting
+    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
     arms:
-      euler10: {config: configs/claims/horesnet10-euler_1xb64-6e_glyphs.py, label: "Euler x4 (10 layers)"}
-      rk4-10: {config: configs/claims/horesnet10-rk4_1xb64-6e_glyphs.py, label: "RK-4 x1 (10 layers)"}
+      euler18: {config: configs/claims/horesnet18-euler-w16_1xb64-5e_glyphs-16px.py, label: "Euler x8"}
       shallow: {config: ..., role: source}          # trained only to initialise another arm (ScaleNet)
       deep: {config: ..., init_from: shallow}       # model.pretrained = the source arm's run (same seed)
-    claims:
-      - id: rk4-vs-euler-10
-        text: "At equal parameters a higher-order scheme (RK-4) classifies better than Euler"
-        paper: {table: "3", column: top1, rows: {"Euler X4": 91.72, "RK4 X1": 91.51}}
-        baseline: euler10                           # the reference arm ...
-        treatment: rk4-10                           # ... and the arm the paper says is better
-        metric: top1                                # top1 (last evaluation) or top1_auc (mean over epochs)
-        direction: higher                           # higher | lower | no_worse (then margin: points)
-        equal: {params: 0.02, flops: 0.02}          # audited before training: relative gap allowed
-        expected: {flops: lower}                    # audited too: the treatment must have fewer FLOPs (slicing)
+    claims:                                         # the primaries: each gets a verdict, Holm across a run's
+      - id: rk4-vs-euler-18
+        quote: "After that, higher order schemes are showing more and more apparent advantages ..."  # verbatim
+        where: "Table 3 caption"
+        paper: {table: "3", column: top1, rows: {"Euler X8": 92.68, "RK4 X2": 92.98}}
+        kind: better                                # better | no_worse | similar (the paper's claim)
+        margin: 3.0                                 # points: no_worse/similar margin; for better the
+                                                    # smallest effect worth detecting (an "equivalent" verdict)
+        test: paired                                # paired (same seed, data order, init) | welch
+        baseline: euler18
+        treatment: rk4-18
+        minus: {baseline: euler10, treatment: rk4-10}   # optional: an interaction (the gain minus this gain)
+        power: {sd: 9.9, sd_from: "...", effect: 3.0, effect_from: "..."}   # the power analysis' inputs
+        equal: {params: 0.0, flops: 0.0}            # audited before training: relative gap allowed
+        budget_differs: [epochs]                    # budget keys the arms may differ in (ScaleNet's 3E)
+    exploratory: [{id: ..., text: ..., why: ...}]   # listed in the report, never trained, no verdict
     quick: [epochs=1, data.train_subset=2000]       # --quick: the same overrides on every arm
 
 The numbers under ``paper`` are copied from ``results/tables/<paper>.yaml`` and checked against it when loaded.
 
-Statistics (:func:`compare`): per arm mean ± sample standard deviation over seeds; the difference treatment −
-baseline with a 95 % **Welch t-interval** by default (unequal variances, Welch–Satterthwaite degrees of
-freedom). With 3 seeds per arm that is the honest interval: a percentile bootstrap (``method="bootstrap"``)
-has only 10 distinct resamples per arm and comes out too narrow, so it is offered for larger seed counts only.
-Verdicts (:func:`verdict`): *supported* when the interval excludes 0 in the paper's direction, *contradicted*
-when it excludes 0 the other way, *inconclusive* otherwise; for ``no_worse`` claims (slicing saves FLOPs "at no
-accuracy cost") supported means the interval lies above −margin and contradicted that it lies below −margin.
-With one seed per arm (``--quick``) there is no interval and no verdict.
+The design (:mod:`results.sequential`): looks every ``look_every`` seeds per arm up to the seed count the power
+analysis gives (``power.sd`` measured on the tuning seeds, ``power.effect`` the paper's effect or the smallest
+worth detecting; at most ``max_seeds``), Lan-DeMets O'Brien-Fleming-type alpha spending, repeated confidence
+intervals of the paired per-seed difference (Welch where the arms share no initialisation), TOST for "similar" and
+"no worse", Holm's step-down over the run's primaries. Evaluation seeds start at ``seeds_from``, disjoint from the
+``tuning_seeds`` the recipes were tuned on. Verdicts: *supported*, *contradicted*, *equivalent* (within the
+margin) or *inconclusive* with the largest effect the data rule out.
 
 Fairness (:func:`check_equal_budget`): the compared arms' resolved configs must agree on every key of
 :data:`BUDGET_KEYS` (epochs, batch, optimizer, schedule, data, augmentation, EMA, distillation, precision,
-evaluation interval); only ``model`` may differ. A pair that differs is refused in one line before training.
+evaluation interval) except those the claim lists in ``budget_differs``; only ``model`` may differ otherwise.
 No training here: the functions take per-seed metric values and per-epoch curves and return dataclasses.
 """
 from __future__ import annotations
@@ -48,25 +53,26 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.config import config_named_by
+from results import sequential as seq
 from results.paper_tables import TABLES_DIR, TableError, read_yaml
 
 CLAIMS_DIR = TABLES_DIR / "claims"
 REPO = TABLES_DIR.parent.parent
 METRICS = {"top1": "top-1 of the last evaluation (%)",
            "top1_auc": "mean top-1 over the evaluated epochs (%), the normalised area under the learning curve"}
-DIRECTIONS = ("higher", "lower", "no_worse")
-VERDICTS = ("supported", "contradicted", "inconclusive", "no verdict")
-INTERVAL_METHODS = ("welch", "bootstrap")
+KINDS = seq.KINDS
+TESTS = ("paired", "welch")
+VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdict")
 # keys whose values must be identical in the compared arms' resolved configs (only `model` may differ)
 BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
                "precision", "eval_interval")
 AUDIT_MEASURES = ("params", "flops")
-# a baseline outside this band (mean top-1, %) is flagged: saturated data or a recipe at chance cannot tell arms apart
-CREDIBLE_BASELINE = (60.0, 95.0)
-FILE_FIELDS = {"paper", "setting", "arms", "claims", "quick", "note"}
+FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
+DESIGN_FIELDS = {"alpha", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
-CLAIM_FIELDS = {"id", "text", "paper", "baseline", "treatment", "metric", "direction", "margin", "equal", "note",
-                "expected"}
+CLAIM_FIELDS = {"id", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
+                "equal", "expected", "budget_differs", "power", "note"}
+POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
 
 
@@ -99,19 +105,47 @@ class PaperSource:
 
 
 @dataclass(frozen=True)
+class Design:
+    """The pre-registered plan shared by a file's claims (fixed before any evaluated run)."""
+    alpha: float = 0.05                  # familywise, two-sided, over the run's primaries (Holm)
+    target_power: float = 0.8
+    look_every: int = 3                  # seeds per arm between looks
+    max_seeds: int = 6                   # the budget's cap on seeds per arm
+    seeds_from: int = 100                # evaluation seeds: seeds_from, seeds_from + 1, ...
+    tuning_seeds: tuple[int, ...] = (0, 1, 2)   # the seeds the recipes were tuned on (never evaluated)
+
+
+@dataclass(frozen=True)
 class Claim:
     paper: str
     id: str
-    text: str
+    text: str                            # the paper's sentence, verbatim
     source: PaperSource
     baseline: str
     treatment: str
     metric: str = "top1"
-    direction: str = "higher"
-    margin: float = 0.0                  # points; only for direction no_worse
+    kind: str = "better"                 # better | no_worse | similar
+    margin: float = 3.0                  # points (see the module docstring)
     equal: dict = field(default_factory=dict)   # measure -> allowed relative gap, audited before training
     expected: dict = field(default_factory=dict)  # measure -> "lower"/"higher": treatment vs baseline, audited
     note: str = ""
+    where: str = ""                      # section / table of the quote
+    test: str = "paired"                 # paired | welch
+    minus: dict = field(default_factory=dict)    # {baseline, treatment} of the pair whose gain is subtracted
+    budget_differs: tuple = ()
+    power: dict = field(default_factory=dict)    # sd, sd_from, effect, effect_from
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [self.baseline, self.treatment, *([self.minus["baseline"], self.minus["treatment"]] if self.minus
+                                                  else [])]
+
+
+@dataclass(frozen=True)
+class Exploratory:
+    id: str
+    text: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -122,10 +156,12 @@ class ClaimsFile:
     claims: tuple[Claim, ...]
     quick: tuple[str, ...] = ()
     path: Path | None = None
+    design: Design = Design()
+    exploratory: tuple[Exploratory, ...] = ()
 
     def arms_of(self, claim: Claim) -> list[Arm]:
         """The arms a claim needs trained, sources first (an arm initialised from a source needs its run)."""
-        names = [claim.baseline, claim.treatment]
+        names = claim.arm_names
         needed = [self.arms[n].init_from for n in names if self.arms[n].init_from] + names
         return [self.arms[n] for n in dict.fromkeys(needed)]
 
@@ -154,6 +190,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
     paper = str(doc.get("paper") or path.stem)
     if not doc.get("setting"):
         raise ClaimError(f"{path}: 'setting' is missing; say the reduced setting (data, epochs, batch, recipe)")
+    design = _design(doc.get("design"), f"{path}: design")
     arms = {}
     for name, a in doc["arms"].items():
         where = f"{path}: arm {name!r}"
@@ -182,12 +219,37 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
             raise ClaimError(f"{path}: claim id {claim.id!r} appears twice")
         seen.add(claim.id)
         claims.append(claim)
+    exploratory = []
+    for i, x in enumerate(doc.get("exploratory") or []):
+        if not isinstance(x, dict) or set(x) != {"id", "text", "why"}:
+            raise ClaimError(f"{path}: exploratory #{i + 1} needs exactly 'id', 'text' and 'why' (no verdict)")
+        exploratory.append(Exploratory(str(x["id"]), " ".join(str(x["text"]).split()), " ".join(str(x["why"]).split())))
     quick = doc.get("quick") or []
     if not isinstance(quick, list) or not all(isinstance(o, str) and "=" in o for o in quick):
         raise ClaimError(f"{path}: 'quick' is a list of key=value overrides applied to every arm under --quick")
-    result = ClaimsFile(paper, str(doc["setting"]), arms, tuple(claims), tuple(quick), path)
+    result = ClaimsFile(paper, str(doc["setting"]), arms, tuple(claims), tuple(quick), path, design,
+                        tuple(exploratory))
     _check_paper_numbers(result, tables)
     return result
+
+
+def _design(d, where: str) -> Design:
+    if not isinstance(d, dict):
+        raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
+    _no_extra(d, DESIGN_FIELDS, where)
+    try:
+        design = Design(**{**d, "tuning_seeds": tuple(int(s) for s in d.get("tuning_seeds", ()))})
+    except (TypeError, ValueError) as e:
+        raise ClaimError(f"{where}: {e}") from None
+    if not (0 < design.alpha < 0.5 and 0 < design.target_power < 1 and isinstance(design.look_every, int)
+            and design.look_every >= 2 and isinstance(design.max_seeds, int) and design.max_seeds >= design.look_every):
+        raise ClaimError(f"{where}: alpha in (0, 0.5), target_power in (0, 1), look_every >= 2 seeds and max_seeds "
+                         ">= look_every")
+    evaluated = range(design.seeds_from, design.seeds_from + design.max_seeds)
+    if any(s in evaluated for s in design.tuning_seeds):
+        raise ClaimError(f"{where}: evaluation seeds {design.seeds_from}-{evaluated[-1]} overlap the tuning seeds "
+                         f"{list(design.tuning_seeds)}; move seeds_from past them")
+    return design
 
 
 def _no_extra(mapping: dict, allowed: set, where: str) -> None:
@@ -201,26 +263,46 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
         raise ClaimError(f"{where}: each claim needs an 'id'")
     where = f"{where} ({c['id']})"
     _no_extra(c, CLAIM_FIELDS, where)
-    for key in ("text", "paper", "baseline", "treatment"):
+    for key in ("quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
         if not c.get(key):
-            raise ClaimError(f"{where}: '{key}' is missing")
-    for key in ("baseline", "treatment"):
-        if c[key] not in arms:
-            raise ClaimError(f"{where}: {key} {c[key]!r} is not an arm; known: {', '.join(arms)}")
-        if arms[c[key]].role == "source":
-            raise ClaimError(f"{where}: {key} {c[key]!r} is a source arm (it only initialises others)")
+            raise ClaimError(f"{where}: '{key}' is missing (every claim quotes its paper and states its design)")
+    minus = c.get("minus") or {}
+    if minus and (not isinstance(minus, dict) or set(minus) != {"baseline", "treatment"}):
+        raise ClaimError(f"{where}: 'minus' is {{baseline: ARM, treatment: ARM}}, the pair whose gain is subtracted")
+    for key, name in [("baseline", c["baseline"]), ("treatment", c["treatment"]),
+                      *[(f"minus.{k}", v) for k, v in minus.items()]]:
+        if name not in arms:
+            raise ClaimError(f"{where}: {key} {name!r} is not an arm; known: {', '.join(arms)}")
+        if arms[name].role == "source":
+            raise ClaimError(f"{where}: {key} {name!r} is a source arm (it only initialises others)")
     if c["baseline"] == c["treatment"]:
         raise ClaimError(f"{where}: baseline and treatment are the same arm {c['baseline']!r}")
-    metric, direction = c.get("metric", "top1"), c.get("direction", "higher")
+    metric, kind, test = c.get("metric", "top1"), c["kind"], c["test"]
     if metric not in METRICS:
         raise ClaimError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
-    if direction not in DIRECTIONS:
-        raise ClaimError(f"{where}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
-    margin = c.get("margin", 0.0)
-    if direction == "no_worse" and not (isinstance(margin, (int, float)) and margin > 0):
-        raise ClaimError(f"{where}: direction no_worse needs a positive 'margin' (points of {metric})")
-    if direction != "no_worse" and "margin" in c:
-        raise ClaimError(f"{where}: 'margin' only applies to direction no_worse")
+    if kind not in KINDS:
+        raise ClaimError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)} (what the paper claims)")
+    if test not in TESTS:
+        raise ClaimError(f"{where}: test {test!r} is not one of {', '.join(TESTS)}")
+    if test == "paired" and any(arms[n].init_from for n in (c["baseline"], c["treatment"])):
+        raise ClaimError(f"{where}: an arm initialised from another run shares no initial weights with its "
+                         "counterpart: test: welch")
+    if minus and test != "paired":
+        raise ClaimError(f"{where}: an interaction ('minus') is estimated per seed: test: paired")
+    margin = c.get("margin")
+    if not (isinstance(margin, (int, float)) and margin > 0):
+        raise ClaimError(f"{where}: 'margin' (points of {metric}) must be positive: the similar/no-worse margin, "
+                         "or for 'better' the smallest effect worth detecting")
+    power = c["power"]
+    if not isinstance(power, dict) or set(power) != POWER_FIELDS or not all(
+            isinstance(power[k], (int, float)) for k in ("sd", "effect")) or power["sd"] <= 0:
+        raise ClaimError(f"{where}: 'power' needs sd (> 0, points: the measured spread of one seed's difference), "
+                         "sd_from, effect (points) and effect_from (where each comes from)")
+    budget_differs = c.get("budget_differs") or []
+    if not isinstance(budget_differs, list) or set(budget_differs) - set(BUDGET_KEYS):
+        raise ClaimError(f"{where}: 'budget_differs' lists keys of {', '.join(BUDGET_KEYS)}")
+    if budget_differs and test == "paired":
+        raise ClaimError(f"{where}: arms with different budgets ({budget_differs}) do not pair: test: welch")
     equal = c.get("equal") or {}
     if not isinstance(equal, dict) or set(equal) - set(AUDIT_MEASURES) or not all(
             isinstance(v, (int, float)) and 0 <= v < 1 for v in equal.values()):
@@ -237,9 +319,9 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
                          "e.g. {table: '3', column: top1, rows: {'Euler X4': 91.72}}")
     _no_extra(src, SOURCE_FIELDS, f"{where}: paper")
     source = PaperSource(str(src["table"]), str(src.get("column", "top1")), dict(src["rows"]), str(src.get("note", "")))
-    return Claim(paper, str(c["id"]), " ".join(str(c["text"]).split()), source, c["baseline"], c["treatment"],
-                 metric, direction, float(margin) if direction == "no_worse" else 0.0, dict(equal),
-                 dict(expected), str(c.get("note", "")))
+    return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source, c["baseline"], c["treatment"],
+                 metric, kind, float(margin), dict(equal), dict(expected), " ".join(str(c.get("note", "")).split()),
+                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power))
 
 
 def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
@@ -286,13 +368,21 @@ def budget_view(cfg) -> dict:
 def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
     """Refuse a claim whose two arms' resolved configs differ in a :data:`BUDGET_KEYS` key (one line, the first
     difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict)."""
-    base, treat = budget_view(configs[claim.baseline]), budget_view(configs[claim.treatment])
-    for key in BUDGET_KEYS:
+    pairs = [(claim.baseline, claim.treatment)] + ([(claim.baseline, claim.minus["baseline"]),
+                                                     (claim.minus["baseline"], claim.minus["treatment"])]
+                                                    if claim.minus else [])
+    for a, b in pairs:
+        _check_pair_budget(claim, a, b, configs)
+
+
+def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mapping]) -> None:
+    base, treat = budget_view(configs[a]), budget_view(configs[b])
+    for key in [k for k in BUDGET_KEYS if k not in claim.budget_differs]:
         diff = _first_difference(base[key], treat[key], key)
         if diff:
-            path, a, b = diff
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: the arms differ in {path} ({claim.baseline}: {a!r}, "
-                             f"{claim.treatment}: {b!r}); both arms need the same data, epochs, batch, optimizer "
+            path, va, vb = diff
+            raise ClaimError(f"claim {claim.paper}/{claim.id}: the arms differ in {path} ({a}: {va!r}, "
+                             f"{b}: {vb!r}); both arms need the same data, epochs, batch, optimizer "
                              "budget and augmentation — only the model may differ")
 
 
@@ -346,10 +436,11 @@ def check_audit(claim: Claim, sizes: Mapping[str, Mapping[str, float]]) -> dict:
     return gaps
 
 
-def seeds_per_arm(seeds, quick: bool) -> int:
-    """How many seeds each arm trains: ``seeds`` (an integer, 1 or more), one under ``--quick``."""
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise ClaimError(f"--seeds {seeds}: give the number of seeds per arm, 1 or more")
+def seeds_per_arm(seeds, quick: bool) -> int | None:
+    """The cap on seeds per arm: ``seeds`` (an integer, 1 or more; None: the design's plan), one under
+    ``--quick``."""
+    if seeds is not None and (not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1):
+        raise ClaimError(f"--seeds {seeds}: give the most seeds per arm to train, 1 or more")
     return 1 if quick else seeds
 
 
@@ -357,11 +448,16 @@ def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
     """Every claim of ``claims`` is a fair comparison (:func:`check_equal_budget`) and, where it says so, of equal
     (or the expected) size, audited with the one FLOP counter (:func:`check_audit`): one line on the first that is
     not, before anything trains or is submitted. Returns each arm's resolved config."""
+    from dataclasses import replace
+
     configs = resolve_configs(claims, quick)
     for claim in claims.claims:
         check_equal_budget(claim, configs)
-        if claim.equal or claim.expected:
-            check_audit(claim, {arm: arm_size(configs[arm]) for arm in (claim.baseline, claim.treatment)})
+        pairs = [claim] + ([replace(claim, baseline=claim.minus["baseline"], treatment=claim.minus["treatment"],
+                                    minus={})] if claim.minus else [])
+        for pair in pairs:
+            if pair.equal or pair.expected:
+                check_audit(pair, {arm: arm_size(configs[arm]) for arm in (pair.baseline, pair.treatment)})
     return configs
 
 
@@ -392,15 +488,17 @@ class RunSpec:
         return self.work_dir.parent / f"{self.work_dir.name}.console.txt"
 
 
-def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path) -> list[RunSpec]:
-    """One run per (arm a claim needs, seed); sources first, each arm initialised from its source's same seed."""
+def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path,
+              only: Iterable[Claim] | None = None) -> list[RunSpec]:
+    """One run per (arm a claim of ``only`` -- default all -- needs, evaluation seed: the design's
+    ``seeds_from`` + 0 .. ``seeds`` - 1); sources first, each arm initialised from its source's same seed."""
     needed = {}
-    for claim in claims.claims:
+    for claim in claims.claims if only is None else only:
         for arm in claims.arms_of(claim):
             needed[arm.name] = arm
     specs, by_key = [], {}
     for arm in needed.values():
-        for seed in range(seeds):
+        for seed in range(claims.design.seeds_from, claims.design.seeds_from + seeds):
             work_dir = Path(out) / "runs" / claims.paper / arm.name / f"seed{seed}"
             overrides = [*arm.overrides, *(claims.quick if quick else ()), f"seed={seed}",
                          f"experiment='claims-{claims.paper}-{arm.name}'"]
@@ -495,12 +593,12 @@ class ArmStats:
 
 @dataclass(frozen=True)
 class Interval:
-    method: str                          # "welch" or "bootstrap"
-    level: float
-    diff: float                          # mean(treatment) - mean(baseline)
+    method: str                          # "paired" or "welch" (repeated confidence interval of the plan)
+    level: float                         # the familywise level it is read at (1 - alpha/m or Holm's)
+    diff: float                          # the effect: mean(treatment - baseline) (minus the shallower gain)
     low: float | None                    # None: not enough seeds for an interval
     high: float | None
-    df: float | None = None              # Welch–Satterthwaite degrees of freedom
+    df: float | None = None
 
     def bounds(self) -> str:
         """``[low, high]`` with signs, or ``—`` without an interval (one seed)."""
@@ -515,14 +613,27 @@ class ClaimResult:
     interval: Interval
     verdict: str
     notes: tuple[str, ...] = ()
+    looks: tuple = ()                    # ({n, diff, low, high, decision}, ...) at the looks reached
+    planned: tuple = ()                  # the plan's looks (seeds per arm)
+    power: float | None = None           # of the plan, at the design's effect (or margin) and sd
+    p_value: float | None = None         # repeated p-value (Holm's input)
+    level: float | None = None           # the level Holm rejected at, or None
+    ruled_out: str = ""                  # inconclusive: the largest effect the data rule out
+    quick: bool = False
+    hardware: tuple = ()                 # the machines the runs came from (one text each)
+    seeds_needed: int | None = None      # for the target power without the budget's cap (None: more than 60)
+
+    @property
+    def stopped_at(self) -> int:
+        return self.looks[-1]["n"] if self.looks else 0
 
     def summary(self) -> str:
         """One line: the claim, both arms, the interval and the verdict."""
         c, b, t, i = self.claim, self.baseline, self.treatment, self.interval
-        ci = (f"[{i.low:+.2f}, {i.high:+.2f}]" if i.low is not None else "no interval (one seed)")
+        ci = f"{i.bounds()} ({i.method}, {i.level:.1%})" if i.low is not None else "no interval (one seed)"
+        extra = f"; {self.ruled_out}" if self.ruled_out else ""
         return (f"{c.paper}/{c.id}: {c.treatment} {t.mean:.2f} ± {t.std:.2f} vs {c.baseline} {b.mean:.2f} ± "
-                f"{b.std:.2f} ({c.metric}, n={t.n}/{b.n}); Δ {i.diff:+.2f}, {i.level:.0%} {i.method} {ci} → "
-                f"{self.verdict}")
+                f"{b.std:.2f} ({c.metric}, n={t.n}/{b.n}); effect {i.diff:+.2f} {ci} → {self.verdict}{extra}")
 
 
 def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
@@ -535,14 +646,21 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
         results = []
         for r in json.loads(path.read_text()):
             source = r["claim"]["source"]
-            claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])})})
+            if "direction" in r["claim"]:  # a report of the earlier, unplanned claims (before the design)
+                legacy = dict(r["claim"])
+                legacy["kind"] = {"no_worse": "no_worse"}.get(legacy.pop("direction"), "better")
+                r["claim"] = legacy
+            claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])}),
+                             "budget_differs": tuple(r["claim"].get("budget_differs", ()))})
             arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
                              float(r[k]["std"])) for k in ("baseline", "treatment")]
             i = r["interval"]
             low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
-            results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"]))),
-                            str(r["setting"])))
+            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
+            results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
+                                        tuple(r.get("looks", ())), tuple(r.get("planned", ())),
+                                        hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
                          "it") from None
@@ -559,73 +677,106 @@ def arm_stats(arm: str, values: Iterable[float]) -> ArmStats:
     return ArmStats(arm, values, float(np.mean(values)), std)
 
 
-def welch_interval(treatment: Sequence[float], baseline: Sequence[float], level: float = 0.95) -> Interval:
-    """Welch's t-interval for mean(treatment) − mean(baseline) (unequal variances)."""
-    from scipy import stats
-
-    t, b = np.asarray(treatment, float), np.asarray(baseline, float)
-    diff = float(t.mean() - b.mean())
-    if len(t) < 2 or len(b) < 2:
-        return Interval("welch", level, diff, None, None)
-    vt, vb = t.var(ddof=1) / len(t), b.var(ddof=1) / len(b)
-    se = math.sqrt(vt + vb)
-    if se == 0.0:  # identical values in both arms: the difference is exact
-        return Interval("welch", level, diff, diff, diff, math.inf)
-    df = (vt + vb) ** 2 / (vt ** 2 / (len(t) - 1) + vb ** 2 / (len(b) - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return Interval("welch", level, diff, diff - half, diff + half, float(df))
+def plan_looks(claim: Claim, design: Design, primaries: int) -> tuple[tuple[int, ...], float]:
+    """The claim's looks (seeds per arm) from its power analysis, and the plan's power: the fewest seeds, in steps
+    of ``look_every`` up to ``max_seeds``, that reach ``target_power`` at alpha / ``primaries`` (the level every
+    stopping decision is taken at, so that Holm cannot undo it)."""
+    alpha = design.alpha / max(1, primaries)
+    return seq.seeds_for_power(abs(claim.power["effect"]) or claim.margin, claim.power["sd"], alpha,
+                               design.target_power, design.look_every, design.max_seeds, claim.kind, claim.margin)
 
 
-def bootstrap_interval(treatment: Sequence[float], baseline: Sequence[float], level: float = 0.95,
-                       resamples: int = 10_000, seed: int = 0) -> Interval:
-    """Percentile bootstrap of mean(treatment) − mean(baseline), seeds resampled within each arm (fixed RNG)."""
-    t, b = np.asarray(treatment, float), np.asarray(baseline, float)
-    diff = float(t.mean() - b.mean())
-    if len(t) < 2 or len(b) < 2:
-        return Interval("bootstrap", level, diff, None, None)
-    rng = np.random.default_rng(seed)
-    dt = t[rng.integers(len(t), size=(resamples, len(t)))].mean(axis=1)
-    db = b[rng.integers(len(b), size=(resamples, len(b)))].mean(axis=1)
-    low, high = np.quantile(dt - db, [0.5 - level / 2, 0.5 + level / 2])
-    return Interval("bootstrap", level, diff, float(low), float(high))
+def seeds_needed(claim: Claim, design: Design, primaries: int, most: int = 60) -> int | None:
+    """The seeds per arm the power analysis asks for without the budget's cap -- a plan with three looks at
+    thirds of it, n a multiple of 3 -- or None when even ``most`` do not reach ``target_power``."""
+    alpha = design.alpha / max(1, primaries)
+    effect = abs(claim.power["effect"]) or claim.margin
+    for n in range(3, most + 1, 3):
+        looks = (n,) if n == 3 else (n // 3, 2 * n // 3, n)
+        if seq.power(effect, claim.power["sd"], alpha, looks, claim.kind, claim.margin, 4000) >= design.target_power:
+            return n
+    return None
 
 
-def verdict(interval: Interval, direction: str, margin: float = 0.0) -> str:
-    """supported / contradicted / inconclusive for the paper's ``direction`` (see the module docstring);
-    "no verdict" without an interval."""
-    if interval.low is None:
-        return "no verdict"
-    low, high = interval.low, interval.high
-    if direction == "lower":
-        low, high = -high, -low
-    if direction == "no_worse":
-        if low > -margin:
-            return "supported"
-        return "contradicted" if high < -margin else "inconclusive"
-    if direction not in DIRECTIONS:
-        raise ClaimError(f"direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
-    if low > 0:
-        return "supported"
-    return "contradicted" if high < 0 else "inconclusive"
+def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Sequence[int]) -> list[seq.Estimate]:
+    """The claim's effect at each look whose seeds all arms have (``values``: arm -> {seed: value}); the first
+    ``n`` evaluation seeds that every arm finished make look ``n``."""
+    common = sorted(set.intersection(*(set(values.get(a, {})) for a in claim.arm_names)))
+    out = []
+    for n in looks:
+        if len(common) < n:
+            break
+        seeds = common[:n]
+        if claim.test == "welch":
+            out.append(seq.welch_estimate([values[claim.treatment][s] for s in seeds],
+                                          [values[claim.baseline][s] for s in seeds]))
+            continue
+        d = [values[claim.treatment][s] - values[claim.baseline][s] for s in seeds]
+        if claim.minus:
+            d = [x - (values[claim.minus["treatment"]][s] - values[claim.minus["baseline"]][s])
+                 for x, s in zip(d, seeds)]
+        out.append(seq.paired_estimate(d))
+    return out
 
 
-def compare(claim: Claim, values: Mapping[str, Sequence[float]], method: str = "welch",
-            level: float = 0.95) -> ClaimResult:
-    """The claim's statistics and verdict from per-seed metric values (``{arm: [value per seed]}``)."""
-    if method not in INTERVAL_METHODS:
-        raise ClaimError(f"interval method {method!r} is not one of {', '.join(INTERVAL_METHODS)}")
-    for arm in (claim.baseline, claim.treatment):
-        if arm not in values:
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: no values for arm {arm!r}")
-    base, treat = arm_stats(claim.baseline, values[claim.baseline]), arm_stats(claim.treatment, values[claim.treatment])
-    interval = (welch_interval if method == "welch" else bootstrap_interval)(treat.values, base.values, level)
-    notes = []
-    if not CREDIBLE_BASELINE[0] <= base.mean <= CREDIBLE_BASELINE[1]:  # both metrics are top-1 in %
-        notes.append(f"baseline {base.mean:.1f} % ({claim.metric}) is outside {CREDIBLE_BASELINE[0]:.0f}–"
-                     f"{CREDIBLE_BASELINE[1]:.0f} %: the reduced setting may not be able to tell the arms apart")
-    if method == "bootstrap" and min(base.n, treat.n) < 6:
-        notes.append(f"bootstrap with {min(base.n, treat.n)} seeds per arm is too narrow; Welch is the default")
-    return ClaimResult(claim, base, treat, interval, verdict(interval, claim.direction, claim.margin), tuple(notes))
+def stop_decision(claim: Claim, values, looks: Sequence[int], alpha: float) -> str | None:
+    """The decision the plan (``looks``: all of them, which fix the boundaries) reaches by the looks ``values``
+    cover, at the stopping level ``alpha`` (alpha / m): a claim with a decision trains no more seeds."""
+    reached = seq.run_looks(claim.kind, claim.margin, alpha, looks, estimates(claim, values, looks))
+    return reached[-1].decision if reached else None
+
+
+def evaluate(claims: Sequence[tuple[Claim, Design]], values: Mapping[tuple[str, str], Mapping[int, float]],
+             looks: Mapping[tuple[str, str], tuple[int, ...]], powers: Mapping | None = None,
+             quick: bool = False) -> list[ClaimResult]:
+    """Every primary claim's verdict: repeated p-values, Holm over the claims, then the verdict read off the
+    repeated interval at the level Holm gives (alpha / m where it rejects nothing). ``values``: (paper, arm) ->
+    {seed: value}; ``looks``: (paper, claim id) -> the plan's looks."""
+    alpha = claims[0][1].alpha if claims else 0.05
+    m = len(claims)
+    prepared = []
+    for claim, _ in claims:
+        arm_values = {a: values.get((claim.paper, a), {}) for a in claim.arm_names}
+        plan = looks[(claim.paper, claim.id)]
+        ests = [] if quick else estimates(claim, arm_values, plan)
+        prepared.append((claim, arm_values, plan, ests))
+    pvalues = [seq.repeated_p(c.kind, c.margin, plan, ests) if ests else 1.0 for c, _, plan, ests in prepared]
+    levels = seq.holm(pvalues, alpha) if not quick else [None] * m
+    results = []
+    for (claim, arm_values, plan, ests), p, level in zip(prepared, pvalues, levels):
+        read_at = level if level is not None else alpha / m
+        reached = seq.run_looks(claim.kind, claim.margin, read_at, plan, ests) if ests else []
+        decision = reached[-1].decision if reached else None
+        common = sorted(set.intersection(*(set(v) for v in arm_values.values()))) if arm_values else []
+        used = common[:reached[-1].n] if reached else common[:1]
+        base = arm_stats(claim.baseline, [arm_values[claim.baseline][s] for s in used])
+        treat = arm_stats(claim.treatment, [arm_values[claim.treatment][s] for s in used])
+        ruled_out = ""
+        if quick or not reached or not math.isfinite(reached[-1].low):  # one seed: no interval
+            verdict = "no verdict"
+            diff = treat.mean - base.mean
+            interval = Interval(claim.test, 1 - read_at, diff, None, None)
+        else:
+            last = reached[-1]
+            interval = Interval(claim.test, 1 - read_at, last.estimate.diff, last.low, last.high, last.estimate.df)
+            if level is not None:  # Holm rejected the claim's null hypothesis
+                verdict = {"better": "supported" if last.estimate.diff > 0 else "contradicted",
+                           "no_worse": "supported", "similar": "equivalent"}[claim.kind]
+            else:
+                # a "supported"/"equivalent" primary decision at alpha/m implies Holm's rejection: what is left
+                # here is "equivalent" (better) or "contradicted" (similar, no_worse), read at alpha/m
+                verdict = decision or "inconclusive"
+                if verdict == "inconclusive":
+                    ruled_out = (f"the data rule out an effect above {last.high:+.2f} and below {last.low:+.2f} "
+                                 f"points ({interval.level:.1%} repeated interval at {last.n} seeds)")
+        notes = [] if len(common) >= (plan[0] if plan else 1) or quick else [
+            f"only {len(common)} seeds finished in every arm; the plan's first look needs {plan[0]}"]
+        results.append(ClaimResult(claim, base, treat, interval, verdict, tuple(notes),
+                                   tuple({"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high,
+                                          "decision": lk.decision} for lk in reached), tuple(plan),
+                                   (powers or {}).get((claim.paper, claim.id)), None if quick else p, level,
+                                   ruled_out, quick))
+    return results
 
 
 # ----------------------------------------------------------------------------------------- curves
@@ -663,13 +814,15 @@ def curve_band(arm: str, curves: Sequence[Sequence[tuple[int, float]]]) -> Curve
 
 
 # ----------------------------------------------------------------------------------------- reporting
-def status_line(paper: str, results: Sequence[ClaimResult]) -> str:
-    """``depthbench claims --status``: one line per paper, e.g. ``horesnet: 4 claims — 2 supported, 2
-    inconclusive (3 seeds)``."""
+def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False) -> str:
+    """``depthbench claims --status``: one line per paper, e.g. ``horesnet: 3 claims — 1 supported, 2
+    inconclusive (3–6 seeds)``."""
     if not results:
         return f"{paper}: no claims evaluated yet"
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results})
-    seeds_text = f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]} seeds"
-    return f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced setting)"
+    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
+                  else f"{seeds[0]}–{seeds[-1]} seeds")
+    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced "
+            f"setting)" + (" [--quick: no verdicts]" if quick else ""))

@@ -107,10 +107,11 @@ def _runs_html(runs: pd.DataFrame, shown: list[str]) -> str:
 CLAIMS_LEGEND = (
     '<p class="legend">The papers\' central comparisons re-run at a <b>reduced setting</b> (stated per paper: the '
     'embedded glyphs dataset, small widths, a few epochs on CPU) by <code>depthbench claims</code> — never the '
-    'paper\'s setting. Per claim: both arms\' mean ± std over seeds, the difference (treatment − baseline) with its '
-    '95 % interval, and the verdict: <i>supported</i> / <i>contradicted</i> when the interval excludes 0 in / '
-    'against the paper\'s direction, else <i>inconclusive</i> (<i>no_worse</i> claims: the interval stays above '
-    '−margin). Figures: learning curves (mean, min–max band over seeds) and the difference with its interval.</p>')
+    'paper\'s setting. Per claim: the paper\'s sentence, both arms\' mean ± std over seeds, the effect (paired per '
+    'seed, or Welch) with its repeated confidence interval from the pre-registered sequential plan (Holm across the '
+    'run\'s claims), and the verdict: <i>supported</i> / <i>contradicted</i> / <i>equivalent</i> (within the '
+    'claim\'s margin) / <i>inconclusive</i> (docs/claims.md). Figures: learning curves (mean, min–max band over '
+    'seeds) and the interval at each look.</p>')
 
 
 def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:

@@ -26,7 +26,7 @@ def config(work_dir) -> dict:
 def test_every_arm_trains_once_with_the_quick_schedule(quick):
     report, out = quick
     arms = {(p, a) for p in PAPERS for a in load_claims(p).arms}
-    assert {(s.paper, s.arm) for s in report.runs} == arms and all(s.seed == 0 for s in report.runs)
+    assert {(s.paper, s.arm) for s in report.runs} == arms and all(s.seed == 100 for s in report.runs)
     for spec in report.runs:
         meta = json.loads((spec.work_dir / "meta.json").read_text())
         assert meta["status"] == "done", spec.work_dir
@@ -37,14 +37,15 @@ def test_every_arm_trains_once_with_the_quick_schedule(quick):
         assert console[0].startswith(f"$ depthbench train {spec.config} ") and console[0].endswith(
             f"--work-dir {spec.work_dir} --resume auto")  # the command line to rerun or submit the run
         resolved = config(spec.work_dir)
-        assert resolved["epochs"] == 1 and resolved["data"]["train_subset"] == 2120 and resolved["seed"] == 0
+        assert resolved["epochs"] == 1 and resolved["data"]["train_subset"] == 2120 and resolved["seed"] == 100
 
 
 def test_the_expanded_arm_starts_from_the_trained_source(quick):
     report, out = quick
     by_arm = {s.arm: s for s in report.runs if s.paper == "scalenet"}
     assert config(by_arm["scalenet"].work_dir)["model"]["pretrained"] == str(by_arm["shallow"].work_dir / "best.pth")
-    assert config(by_arm["scratch"].work_dir)["model"]["pretrained"] is None
+    assert config(by_arm["scratch-3x"].work_dir)["model"]["pretrained"] is None
+    assert config(by_arm["scratch-compute"].work_dir)["model"]["pretrained"] is None
 
 
 def test_the_report_has_every_claim_without_verdicts(quick):
@@ -59,6 +60,43 @@ def test_the_report_has_every_claim_without_verdicts(quick):
     assert (out / "figures" / "glyphs-samples.png").is_file()
     assert [line.split(":")[0] for line in report.status] == PAPERS
     assert all(line.endswith("[--quick: no verdicts]") for line in report.status)
+    text = (out / "claims.md").read_text()
+    for paper in PAPERS:  # every claim quotes its paper; the hardware is named
+        assert all(c.text in text for c in load_claims(paper).claims)
+    assert "## Hardware" in text and " torch " in text and " timm " in text
+    assert all(r["hardware"] and r["planned"] == [1] for r in records)
+
+
+def test_status_reads_the_report_and_knows_a_quick_folder(quick):
+    """One source of truth: --status summarises the folder's claims.json (what claims.md was written from), with
+    or without --quick, and never advises moving a quick folder's runs away."""
+    report, out = quick
+    for flag in (True, False):
+        status = run(PAPERS, quick=flag, out=out, status=True).status
+        assert status == report.status, status
+        assert not any("move them away" in line or "no claims evaluated yet" in line for line in status)
+
+
+def test_a_full_run_into_the_quick_folder_is_one_line(quick):
+    from harness.core.errors import DepthbenchError
+
+    report, out = quick
+    with pytest.raises(DepthbenchError, match=r"holds a --quick report; add --quick to continue it"):
+        run(PAPERS, quick=False, out=out)
+
+
+def test_status_of_the_committed_report_shows_its_verdicts():
+    from results.claims import read_report
+    from harness.commands.claims import DEFAULT_OUT
+
+    stored = read_report(DEFAULT_OUT / "claims.json")
+    status = run(status=True).status
+    assert not any("no claims evaluated yet" in line for line in status)
+    for paper in {r.claim.paper for r, _ in stored}:
+        line = next(line for line in status if line.startswith(f"{paper}:"))
+        mine = [r for r, _ in stored if r.claim.paper == paper]
+        assert f"{len(mine)} claim" in line
+        assert all(f"{sum(r.verdict == v for r in mine)} {v}" in line for v in {r.verdict for r in mine})
 
 
 def test_a_second_call_reuses_the_finished_runs(quick, capsys):

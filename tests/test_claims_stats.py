@@ -1,100 +1,121 @@
 """results/claims.py: the statistics and verdicts of `depthbench claims`, the equal-budget rule, the claim files."""
+import math
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from results.claims import (BUDGET_KEYS, Claim, ClaimError, PaperSource, available_claims, check_audit,
-                            check_equal_budget, compare, curve_band, load, load_claims, metric_value, resolve_configs,
-                            status_line, verdict, welch_interval)
+from results import sequential as seq
+from results.claims import (BUDGET_KEYS, Claim, ClaimError, Design, PaperSource, available_claims, check_audit,
+                            check_equal_budget, curve_band, evaluate, load, load_claims, metric_value, plan_looks,
+                            resolve_configs, status_line)
 from results.paper_tables import Row, Table
 
-
-def claim(direction="higher", margin=0.0, metric="top1", equal=None, expected=None):
-    return Claim("paper", "c1", "B beats A", PaperSource("1", "top1", {"A": 70.0, "B": 71.0}), "a", "b", metric,
-                 direction, margin, equal or {}, expected or {})
+POWER = {"sd": 2.0, "sd_from": "pilot", "effect": 3.0, "effect_from": "smallest worth detecting"}
 
 
-BASE = [75.0, 75.4, 74.8]
+def claim(kind="better", margin=3.0, metric="top1", equal=None, expected=None, test="paired", cid="c1"):
+    return Claim("paper", cid, "B beats A", PaperSource("1", "top1", {"A": 70.0, "B": 71.0}), "a", "b", metric,
+                 kind, margin, equal or {}, expected or {}, test=test, power=POWER)
+
+
+BASE = [75.0, 75.4, 74.8, 75.9, 74.2, 75.1]
+
+
+def run(c, treat, base=BASE, looks=(3, 6), quick=False):
+    values = {("paper", "a"): dict(enumerate(base)), ("paper", "b"): dict(enumerate(treat))}
+    return evaluate([(c, Design())], values, {("paper", c.id): looks}, quick=quick)[0]
 
 
 # ----------------------------------------------------------------------------------------- verdicts
-def test_a_known_effect_is_supported():
-    result = compare(claim(), {"a": BASE, "b": [80.1, 80.3, 79.9]})
-    assert result.verdict == "supported"
-    assert result.interval.diff == pytest.approx(5.0333, abs=1e-3) and result.interval.low > 0
-    assert (result.baseline.n, result.treatment.n) == (3, 3)
-    assert result.baseline.std == pytest.approx(np.std(BASE, ddof=1))
+def test_a_known_effect_is_supported_at_the_first_decisive_look():
+    result = run(claim(), [b + 5 + e for b, e in zip(BASE, [0.1, -0.2, 0.1, 0.0, 0.2, -0.1])])
+    assert result.verdict == "supported" and result.interval.low > 0
+    assert result.stopped_at in (3, 6) and result.p_value < 0.05 and result.level == 0.05
 
 
 def test_a_reversed_effect_is_contradicted():
-    assert compare(claim(), {"a": BASE, "b": [70.2, 69.7, 70.5]}).verdict == "contradicted"
+    assert run(claim(), [b - 5 for b in BASE]).verdict == "contradicted"
 
 
-def test_noise_is_inconclusive():
+def test_pairing_uses_the_shared_seed():
+    """Arms that move together seed by seed: the paired test sees a steady +1, Welch only noise."""
+    base = [70.0, 80.0, 75.0, 85.0, 72.0, 78.0]
+    treat = [b + 1.0 + e for b, e in zip(base, [0.05, -0.05, 0.0, 0.05, -0.05, 0.0])]
+    assert run(claim(margin=0.5), treat, base).verdict == "supported"
+    assert run(claim(margin=0.5, test="welch"), treat, base).verdict == "inconclusive"
+
+
+def test_similar_and_no_worse_use_the_margin():
+    near = [b + e for b, e in zip(BASE, [0.1, -0.1, 0.05, 0.0, -0.05, 0.1])]
+    assert run(claim("similar", 1.0), near).verdict == "equivalent"
+    assert run(claim("no_worse", 1.0), near).verdict == "supported"
+    assert run(claim("no_worse", 1.0), [b - 4 for b in BASE]).verdict == "contradicted"
+    assert run(claim("similar", 1.0), [b + 6 for b in BASE]).verdict == "contradicted"
+
+
+def test_noise_is_inconclusive_and_says_what_it_rules_out():
     rng = np.random.default_rng(0)
-    a, b = 75 + rng.normal(0, 1, 3), 75 + rng.normal(0, 1, 3)
-    assert compare(claim(), {"a": a, "b": b}).verdict == "inconclusive"
+    result = run(claim(margin=0.5), list(np.asarray(BASE) + rng.normal(0, 4, 6)))
+    assert result.verdict == "inconclusive" and result.stopped_at == 6
+    assert f"above {result.interval.high:+.2f}" in result.ruled_out
 
 
-def test_direction_lower_mirrors_higher():
-    lower = compare(claim("lower"), {"a": BASE, "b": [70.2, 69.7, 70.5]})
-    assert lower.verdict == "supported"
-    assert compare(claim("lower"), {"a": BASE, "b": [80.1, 80.3, 79.9]}).verdict == "contradicted"
-
-
-def test_no_worse_uses_the_margin():
-    # slicing: "fewer FLOPs at no accuracy cost" within 1 point
-    assert compare(claim("no_worse", 1.0), {"a": BASE, "b": [74.9, 75.2, 75.1]}).verdict == "supported"
-    assert compare(claim("no_worse", 1.0), {"a": BASE, "b": [71.0, 71.3, 70.8]}).verdict == "contradicted"
-    assert compare(claim("no_worse", 1.0), {"a": BASE, "b": [73.0, 75.9, 74.0]}).verdict == "inconclusive"
-
-
-def test_welch_interval_matches_scipy():
+def test_holm_corrects_across_the_primaries():
+    """Two claims with p about 0.034 each (one look): alone each is supported, together Holm rejects neither."""
     from scipy import stats
 
-    a, b = [75.0, 75.4, 74.8, 76.1], [80.1, 79.0, 79.9]
-    interval = welch_interval(b, a)
+    diffs = [1.0, 1.3, 1.9]
+    p = seq.repeated_p("better", 3.0, (3,), [seq.paired_estimate(diffs)])
+    assert p == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue, rel=1e-3)  # one look: the plain t-test
+    base = [75.0, 76.0, 74.0]
+    treat = [b + d for b, d in zip(base, diffs)]
+    values = {("paper", "a"): dict(enumerate(base)), ("paper", "b"): dict(enumerate(treat))}
+    alone = evaluate([(claim(cid="c1"), Design())], values, {("paper", "c1"): (3,)})
+    assert [r.verdict for r in alone] == ["supported"]
+    both = evaluate([(claim(cid="c1", margin=0.5), Design()), (claim(cid="c2", margin=0.5), Design())], values,
+                    {("paper", "c1"): (3,), ("paper", "c2"): (3,)})
+    assert [r.verdict for r in both] == ["inconclusive", "inconclusive"] and both[0].level is None
+
+
+def test_paired_and_welch_estimates_match_scipy():
+    from scipy import stats
+
+    a, b = [75.0, 75.4, 74.8, 76.1], [80.1, 79.0, 79.9, 80.5]
+    welch = seq.welch_estimate(b, a)
     test = stats.ttest_ind(b, a, equal_var=False)
-    reference = test.confidence_interval(0.95)
-    assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high))
-    assert interval.df == pytest.approx(test.df) and interval.method == "welch"
+    assert welch.diff / welch.se == pytest.approx(test.statistic) and welch.df == pytest.approx(test.df)
+    paired = seq.paired_estimate(np.subtract(b, a))
+    assert paired.diff / paired.se == pytest.approx(stats.ttest_rel(b, a).statistic) and paired.df == 3
+
+
+def test_boundaries_spend_alpha_like_obrien_fleming():
+    z = seq.z_boundaries(0.05, (3, 6, 9))
+    assert z[0] > z[1] > z[2] > 1.96 and z[2] < 2.1  # most alpha is left for the last look
+    assert seq.z_boundaries(0.05, (9,)) == pytest.approx((1.959964,), abs=1e-5)
+    assert seq.power(3.0, 2.0, 0.05, (3, 6, 9)) > seq.power(1.0, 2.0, 0.05, (3, 6, 9))
 
 
 def test_one_seed_gives_no_interval_and_no_verdict():
-    result = compare(claim(), {"a": [75.0], "b": [80.0]})
+    result = run(claim(), [80.0], [75.0], looks=(1,), quick=True)
     assert result.interval.low is None and result.verdict == "no verdict"
     assert "no interval" in result.summary()
 
 
-def test_identical_arms_have_an_exact_difference():
-    assert compare(claim(), {"a": BASE, "b": BASE}).verdict == "inconclusive"
-    assert verdict(welch_interval([80.0, 80.0], [75.0, 75.0]), "higher") == "supported"
-
-
-def test_bootstrap_is_deterministic_and_flagged_for_few_seeds():
-    first = compare(claim(), {"a": BASE, "b": [80.1, 80.3, 79.9]}, method="bootstrap")
-    again = compare(claim(), {"a": BASE, "b": [80.1, 80.3, 79.9]}, method="bootstrap")
-    assert first.interval == again.interval and first.interval.low <= first.interval.diff <= first.interval.high
-    assert any("Welch is the default" in n for n in first.notes)
-    with pytest.raises(ClaimError, match="interval method"):
-        compare(claim(), {"a": BASE, "b": BASE}, method="t")
-
-
-def test_a_baseline_that_cannot_separate_arms_is_flagged():
-    saturated = compare(claim(), {"a": [99.0, 99.2, 99.1], "b": [99.5, 99.4, 99.6]})
-    assert any("outside 60–95" in n for n in saturated.notes)
-    at_chance = compare(claim(metric="top1_auc"), {"a": [2.1, 2.4, 3.0], "b": [10.0, 12.0, 14.0]})
-    assert any("baseline 2.5 % (top1_auc) is outside 60–95" in n for n in at_chance.notes)
-    assert not compare(claim(), {"a": BASE, "b": BASE}).notes
-
-
 def test_missing_or_non_finite_values_are_refused():
-    with pytest.raises(ClaimError, match="no values for arm 'b'"):
-        compare(claim(), {"a": BASE})
     with pytest.raises(ClaimError, match="non-finite"):
-        compare(claim(), {"a": BASE, "b": [80.0, float("nan"), 81.0]})
+        run(claim(), [80.0, float("nan"), 81.0], BASE[:3], looks=(3,))
+
+
+def test_every_shipped_claim_has_a_power_analysis_within_the_budget():
+    files = [load_claims(p) for p in available_claims()]
+    m = sum(len(f.claims) for f in files)
+    for f in files:
+        for c in f.claims:
+            looks, power = plan_looks(c, f.design, m)
+            assert looks[-1] <= f.design.max_seeds and 0 <= power <= 1 and looks[0] == f.design.look_every
+            assert not set(f.design.tuning_seeds) & set(range(f.design.seeds_from, f.design.seeds_from + looks[-1]))
 
 
 # ----------------------------------------------------------------------------------------- curves
@@ -107,10 +128,12 @@ def test_metric_values_and_curve_bands():
 
 
 def test_status_line_counts_verdicts():
-    results = [compare(claim(), {"a": BASE, "b": [80.1, 80.3, 79.9]}),
-               compare(claim(), {"a": BASE, "b": [75.1, 74.6, 75.5]})]
-    assert status_line("paper", results) == "paper: 2 claims — 1 supported, 1 inconclusive (3 seeds, reduced setting)"
+    results = [run(claim(), [b + 5 for b in BASE]),
+               run(claim(margin=0.5), list(np.asarray(BASE) + [3, -4, 2, -3, 1, 4]))]
+    assert status_line("paper", results) == \
+        "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
     assert status_line("paper", []) == "paper: no claims evaluated yet"
+    assert math.isfinite(results[0].interval.diff)
 
 
 # ----------------------------------------------------------------------------------------- fairness
@@ -155,7 +178,8 @@ def test_the_size_audit_refuses_unequal_arms():
 
 # ----------------------------------------------------------------------------------------- claim files
 TABLES = {"paper": [Table("paper", "3", "a table", {"top1": "Top-1"},
-                          [Row(table="3", name="A", paper={"top1": 70.0}), Row(table="3", name="B", paper={"top1": 71.0})])]}
+                          [Row(table="3", name="A", paper={"top1": 70.0}),
+                           Row(table="3", name="B", paper={"top1": 71.0})])]}
 
 
 def write_claims(tmp_path, body: str):
@@ -171,12 +195,20 @@ GOOD = """
     arms:
       a: {config: CFG, label: A}
       b: {config: CFG, label: B}
+    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
     claims:
       - id: b-beats-a
-        text: B beats A
+        quote: B beats A.
+        where: Table 3
         paper: {table: "3", column: top1, rows: {A: 70.0, B: 71.0}}
+        kind: better
+        margin: 3.0
+        test: paired
+        power: {sd: 2.0, sd_from: pilot, effect: 3.0, effect_from: smallest worth detecting}
         baseline: a
         treatment: b
+    exploratory:
+      - {id: x, text: C beats A, why: not claimed by the paper}
     quick: [epochs=1]
 """
 
@@ -184,16 +216,27 @@ GOOD = """
 def test_a_valid_claims_file_loads(tmp_path):
     claims = load(write_claims(tmp_path, GOOD), tables=TABLES)
     (c,) = claims.claims
-    assert (c.baseline, c.treatment, c.metric, c.direction) == ("a", "b", "top1", "higher")
+    assert (c.baseline, c.treatment, c.metric, c.kind, c.test, c.text) == ("a", "b", "top1", "better", "paired",
+                                                                          "B beats A.")
+    assert claims.design.seeds_from == 100 and claims.exploratory[0].why == "not claimed by the paper"
     assert claims.quick == ("epochs=1",) and [a.name for a in claims.arms_of(c)] == ["a", "b"]
 
 
 @pytest.mark.parametrize("old, new, message", [
     ("treatment: b", "treatment: c", "treatment 'c' is not an arm"),
     ("treatment: b", "treatment: a", "baseline and treatment are the same arm"),
-    ("baseline: a", "baseline: a\n        direction: sideways", "direction 'sideways'"),
+    ("kind: better", "kind: sideways", "kind 'sideways'"),
+    ("test: paired", "test: ranks", "test 'ranks'"),
     ("baseline: a", "baseline: a\n        metric: top5", "metric 'top5'"),
-    ("baseline: a", "baseline: a\n        direction: no_worse", "needs a positive 'margin'"),
+    ("margin: 3.0", "margin: 0", "'margin' (points of top1) must be positive"),
+    ("quote: B beats A.", "text: B beats A.", "unknown field(s) ['text']"),
+    ("        where: Table 3\n", "", "'where' is missing"),
+    ("sd: 2.0, ", "", "'power' needs sd"),
+    ("seeds_from: 100", "seeds_from: 1", "overlap the tuning seeds"),
+    ("    design: {", "    nodesign: {", "unknown field(s) ['nodesign']"),
+    ("        test: paired\n", "        test: paired\n        budget_differs: [epochs]\n", "do not pair: test: welch"),
+    ("      - {id: x, text: C beats A, why: not claimed by the paper}", "      - {id: x, text: C}",
+     "needs exactly 'id', 'text' and 'why'"),
     ("baseline: a", "baseline: a\n        equal: {params: 2}", "'equal' maps"),
     ("baseline: a", "baseline: a\n        expected: {flops: fewer}", "'expected' maps"),
     ("baseline: a", "baseline: a\n        colour: red", "unknown field(s) ['colour']"),
@@ -214,6 +257,9 @@ def test_malformed_claims_files_are_refused_in_one_line(tmp_path, old, new, mess
 def test_a_source_arm_initialises_but_is_never_compared(tmp_path):
     body = GOOD.replace("b: {config: CFG, label: B}",
                         "b: {config: CFG, label: B, init_from: s}\n      s: {config: CFG, role: source}")
+    with pytest.raises(ClaimError, match="shares no initial weights"):
+        load(write_claims(tmp_path, body), tables=TABLES)
+    body = body.replace("test: paired", "test: welch")
     claims = load(write_claims(tmp_path, body), tables=TABLES)
     assert [a.name for a in claims.arms_of(claims.claims[0])] == ["s", "a", "b"]
     with pytest.raises(ClaimError, match="is a source arm"):
@@ -245,6 +291,7 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
     from results.claims import REPO, load_claims, plan_runs, stale_runs
 
     spec = next(s for s in plan_runs(load_claims("stepsnet"), 1, False, tmp_path) if s.arm == "deit")
+    assert spec.seed == 100 and spec.work_dir.name == "seed100"  # evaluation seeds: not the tuning seeds 0-2
     cfg = load_training_config(REPO / spec.config, spec.overrides)[0]
     run = RunDir.create("claims-stepsnet-deit", path=spec.work_dir)
     run.write_config("", cfg.to_dict())  # what `depthbench train` records
@@ -292,3 +339,16 @@ def test_the_same_source_weights_named_relative_or_absolute_are_not_stale(tmp_pa
     other, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "elsewhere") if s.arm == "scalenet"]
     other.work_dir = absolute.work_dir  # the recorded run, planned from another source run's weights
     assert "model.pretrained was" in stale_runs([other])[0][1]
+
+
+def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    import torch
+
+    from harness.cli import main
+
+    if torch.cuda.is_available():  # on a GPU machine the same call trains there; here it must refuse
+        pytest.skip("a GPU is visible: --device cuda is valid here")
+    assert main(["claims", "horesnet", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device cuda: torch sees no GPU here" in err[0]
+    assert not (tmp_path / "out").exists()  # refused before any folder or run

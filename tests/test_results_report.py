@@ -35,17 +35,20 @@ def report(tmp_path_factory):
     return out
 
 
-STEPS_RESNET = {"resnet": [70.0, 71.0, 72.0], "steps-resnet": [73.0, 74.5, 75.0]}  # a clear effect, 3 seeds
+STEPS_DEIT = {"deit": [70.0, 71.0, 72.0], "steps-deit": [73.0, 74.5, 75.0]}  # a clear effect, 3 seeds
 
 
 def write_claims_report(folder: Path) -> Path:
-    """A `depthbench claims` report folder for StepsNet's ResNet claim from per-seed values (no training)."""
+    """A `depthbench claims` report folder for StepsNet's DeiT claim from per-seed values (no training), one look
+    of 3 seeds: the plan's repeated interval is then the plain paired t-interval."""
     from harness.commands.claims import write_report
     from results import claims as cl
 
     stepsnet = cl.load_claims("stepsnet")
-    claim = next(c for c in stepsnet.claims if c.id == "steps-resnet-vs-resnet")
-    write_report([cl.compare(claim, STEPS_RESNET)], [stepsnet], [], folder, quick=False)
+    claim = next(c for c in stepsnet.claims if c.id == "steps-deit-vs-deit")
+    values = {("stepsnet", arm): dict(enumerate(v)) for arm, v in STEPS_DEIT.items()}
+    result = cl.evaluate([(claim, stepsnet.design)], values, {("stepsnet", claim.id): (3,)})
+    write_report(result, [stepsnet], [], folder, quick=False)
     return folder
 
 
@@ -135,25 +138,23 @@ def test_all_five_papers_render(browser, tmp_path, monkeypatch):
 
 
 def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(browser, report):
-    """claims.html: per claim the paper's numbers, both arms (mean ± std, n), the difference with Welch's 95 %
+    """claims.html: per claim the paper's numbers, both arms (mean ± std, n), the paired difference with its 95 %
     interval (computed here with scipy, not by the code under test) and the verdict; the dataset's samples and the
     claim's figure load."""
-    import numpy as np
     from scipy import stats
 
-    base, treat = np.array(STEPS_RESNET["resnet"]), np.array(STEPS_RESNET["steps-resnet"])
-    vb, vt = base.var(ddof=1) / 3, treat.var(ddof=1) / 3
-    df = (vb + vt) ** 2 / (vb ** 2 / 2 + vt ** 2 / 2)
-    diff, half = treat.mean() - base.mean(), stats.t.ppf(0.975, df) * np.sqrt(vb + vt)
+    test = stats.ttest_rel(STEPS_DEIT["steps-deit"], STEPS_DEIT["deit"])
+    ci = test.confidence_interval(0.95)
+    diff, low, high = (ci.low + ci.high) / 2, ci.low, ci.high
     page, errors, failed = visit(browser, (report / "claims.html").as_uri())
     check_page(page, errors, failed, "claims.html")
     cells = page.eval_on_selector_all("main table tbody tr td", "tds => tds.map(td => td.textContent)")
-    assert cells == ["Table 1: ResNet-18 70.2, Steps-ResNet-18 71.8", "resnet 71.00 ± 1.00 (n=3)",
-                     "steps-resnet 74.17 ± 1.04 (n=3)", f"{diff:+.2f}",
-                     f"[{diff - half:+.2f}, {diff + half:+.2f}] (welch)", "supported"]
+    assert cells == ["Table 1: DeiT-T 72.2, Steps-DeiT-T 73.2", "deit 71.00 ± 1.00 (n=3)",
+                     "steps-deit 74.17 ± 1.04 (n=3)", f"{diff:+.2f}", f"[{low:+.2f}, {high:+.2f}] (paired)",
+                     "supported"]
     assert "reduced setting" in page.inner_text("main")
     images = page.eval_on_selector_all("img", "els => els.map(e => e.getAttribute('src'))")
-    assert images == ["figures/claims/glyphs-samples.png", "figures/claims/stepsnet-steps-resnet-vs-resnet.png"]
+    assert images == ["figures/claims/glyphs-samples.png", "figures/claims/stepsnet-steps-deit-vs-deit.png"]
     page.close()
 
 

@@ -1,27 +1,29 @@
-"""``depthbench claims``: the papers' central comparisons at reduced scale, with seeds, intervals and verdicts.
+"""``depthbench claims``: the papers' central claims at reduced scale, tested with a pre-registered sequential design.
 
-    depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--status]
+    depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--device cpu|cuda] [--status]
 
     from harness.commands.claims import run
-    report = run(["horesnet"], seeds=3)          # ClaimsReport(results, out, ...); report.results[0].verdict
+    report = run(["horesnet"])                   # ClaimsReport(results, out, ...); report.results[0].verdict
 
-Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml``: the claim, the paper's
-table/rows/numbers, the arms' configs under ``configs/claims/``, the metric and the direction). Before anything is
+Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml``: the paper's sentence, table,
+rows and numbers, what it claims, the arms' configs under ``configs/claims/`` and the design). Before anything is
 trained, every claim's arms are checked to be a fair comparison (the same data, epochs, batch, optimizer budget
-and augmentation: only the model differs) and, where the claim says so, audited equal in parameters/FLOPs with the
-one FLOP counter. Then every arm is trained ``--seeds`` times through the engine -- each run a plain
-``depthbench train CONFIG key=value ... --work-dir <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second
-call reuses finished runs and continues interrupted ones, and the same command lines can go to Slurm) -- ``--jobs``
-at a time, one thread each, each forked from one process that imported the stack once
-(:func:`harness.engine.forked.start_forked`). The statistics and verdicts are :mod:`results.claims` (Welch 95 %
-interval of the difference; supported / contradicted / inconclusive in the paper's direction), written to
-``<out>/claims.json`` and ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands,
-and the difference with its interval). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI).
-Everything is at reduced scale and says so: never the paper's setting.
+and augmentation: only the model differs, unless the claim names a key) and, where the claim says so, audited
+equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look: the first look's
+evaluation seeds, a decision per claim at alpha/m (:func:`results.claims.stop_decision`), the next look's seeds for
+the claims still open -- each run a plain ``depthbench train CONFIG key=value ... --work-dir
+<out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second call reuses finished runs and continues interrupted
+ones, and the same command lines can go to Slurm), ``--jobs`` at a time, one thread each, each forked from one
+process that imported the stack once (:func:`harness.engine.forked.start_forked`), with the machine it ran on
+beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm),
+written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and the HTML Claims page) and
+``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the interval at each
+look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
+scale and says so: never the paper's setting.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,21 +52,24 @@ class ClaimsReport:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("claims", help="test the papers' central claims at reduced scale (seeds, intervals, "
-                                             "verdicts)", description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser("claims", help="test the papers' central claims at reduced scale (a pre-registered "
+                                             "sequential design, Holm-corrected verdicts)",
+                              description=__doc__.split("\n\n")[0])
     p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
-    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
-                   help=f"seeds per arm (default {DEFAULT_SEEDS}; --quick: 1)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="cap on seeds per arm (default: the design's plan, its power analysis; --quick: 1)")
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
-    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each)")
-    p.add_argument("--status", action="store_true", help="only summarise what the folder holds: a line per paper")
+    p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each; cuda: 1)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="where the runs train (default: the engine's choice, "
+                                                             "a GPU where one is visible)")
+    p.add_argument("--status", action="store_true", help="only summarise the folder's report: a line per paper")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     report = run(args.papers or None, seeds=args.seeds, quick=args.quick, out=args.out, jobs=args.jobs,
-                 status=args.status)
+                 status=args.status, device=args.device)
     if not args.status:
         for result in report.results:
             print(result.summary())
@@ -74,48 +79,176 @@ def main(args) -> int:
     return 0
 
 
-def run(papers: list[str] | None = None, *, seeds: int = DEFAULT_SEEDS, quick: bool = False,
-        out: str | Path | None = None, jobs: int | None = None, status: bool = False) -> ClaimsReport:
-    """Check, train (what is not trained yet), compare and report the claims of ``papers`` (see the module
-    docstring). ``status``: read what ``out`` holds, train nothing."""
+def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: bool = False,
+        out: str | Path | None = None, jobs: int | None = None, status: bool = False,
+        device: str | None = None) -> ClaimsReport:
+    """Check, train (what is not trained yet, look by look), compare and report the claims of ``papers`` (see
+    the module docstring). ``seeds``: a cap on seeds per arm (default: each claim's planned looks). ``status``:
+    read the report ``out`` holds, train nothing."""
     import os
 
     from harness.core.files import check_writable_folder
     from harness.tasks.glyphs import DEFAULT_VARIANT
     from results import claims as cl
 
-    seeds = cl.seeds_per_arm(seeds, quick)
+    cap = cl.seeds_per_arm(seeds, quick)
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
+    if device not in (None, "cpu", "cuda"):
+        raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
     out = Path(out) if out else default_out(quick)
     files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
+    if status:
+        return _status(files, out)
+    _check_folder_kind(out, quick)
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise DepthbenchError("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
+                                  "on a GPU node, or drop --device to train on the CPU")
+    if len({f.design.alpha for f in files}) > 1:
+        raise DepthbenchError("the claims files state different alphas; one run has one familywise alpha (Holm)")
     check_writable_folder(out, "--out", "the claims' runs and report")
-    specs, datasets = [], set()
-    for claims in files:
-        configs = cl.check_claims(claims, quick)  # an unfair or unequal-size claim: one line, nothing trained
+    primaries = [(claim, f) for f in files for claim in f.claims]
+    plans, powers = {}, {}
+    for claim, f in primaries:
+        looks, power = cl.plan_looks(claim, f.design, len(primaries))
+        if cap is not None:
+            looks = tuple(n for n in looks if n <= cap) or (cap,)
+        plans[(claim.paper, claim.id)], powers[(claim.paper, claim.id)] = ((1,), None) if quick else (looks, power)
+    datasets = set()
+    for f in files:
+        configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
         datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
                      for c in configs.values() if c.data.type == "glyphs"}
-        specs += cl.plan_runs(claims, seeds, quick, out)
-    stale = []
-    if status:
-        stale = cl.stale_runs(specs)  # listed with the status lines; nothing trains
-    else:  # before anything trains: a report would mix two recipes
-        cl.check_not_stale(specs, "move them away (or use another --out) and they are trained again")
-        jobs = jobs or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-        _prepare_data(datasets, jobs)
-        _train(specs, jobs)
-    results, status_lines = [], []
-    for claims in files:
-        paper_results = [_compare(claim, claims, specs, quick) for claim in claims.claims]
-        paper_results = [r for r in paper_results if r is not None]
-        results += paper_results
-        status_lines.append(cl.status_line(claims.paper, paper_results) + (" [--quick: no verdicts]" if quick
-                                                                            else ""))
-    if stale:
-        status_lines.append(f"{len(stale)} finished run(s) have another recipe than their arm's config now (e.g. "
-                            f"{stale[0][0].work_dir}: {stale[0][1]}): move them away to retrain them")
-    written = [] if status else write_report(results, files, specs, out, quick)
-    return ClaimsReport(results, out, specs, written, status_lines)
+    jobs = jobs or (1 if device == "cuda" else
+                    max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+    env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
+    alpha = files[0].design.alpha if files else 0.05
+    open_claims = dict.fromkeys((c.paper, c.id) for c, _ in primaries)
+    specs: dict = {}
+    for look in range(max((len(v) for v in plans.values()), default=0)):
+        todo = []
+        for claim, f in primaries:
+            plan = plans[(claim.paper, claim.id)]
+            if (claim.paper, claim.id) in open_claims and look < len(plan):
+                todo += cl.plan_runs(f, plan[look], quick, out, only=[claim])
+        todo = list({s.work_dir: s for s in todo}.values())
+        cl.check_not_stale(todo, "move them away (or use another --out) and they are trained again")
+        if look == 0:
+            _prepare_data(datasets, jobs)
+        _train(todo, jobs, env)
+        specs.update({s.work_dir: s for s in todo})
+        values = _values(list(specs.values()))
+        for claim, _ in primaries:
+            key = (claim.paper, claim.id)
+            if key in open_claims and not quick and cl.stop_decision(
+                    claim, {a: values.get((claim.paper, a), {}) for a in claim.arm_names},
+                    plans[key], alpha / len(primaries)):  # the whole plan: its boundaries; the data reach look k
+                del open_claims[key]  # decided at this look: no more seeds for it
+    all_specs = list(specs.values())
+    results = cl.evaluate([(c, f.design) for c, f in primaries], _values(all_specs), plans, powers, quick)
+    hardware = _hardware(all_specs)
+    designs = {(c.paper, c.id): f.design for c, f in primaries}
+    results = [replace(r, hardware=tuple(sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)")
+                                                  for a in r.claim.arm_names})),
+                       seeds_needed=None if quick else cl.seeds_needed(r.claim, designs[(r.claim.paper,
+                                                                                           r.claim.id)],
+                                                                         len(primaries)))
+               for r in results]
+    status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick)
+                    for f in files]
+    written = write_report(results, files, all_specs, out, quick)
+    return ClaimsReport(results, out, all_specs, written, status_lines)
+
+
+def _check_folder_kind(out: Path, quick: bool) -> None:
+    """A --quick report's folder is not a full run's, and the other way round: one line instead of advice to move
+    valid runs away (their recipes differ by the quick overrides)."""
+    from results import claims as cl
+
+    report = out / "claims.json"
+    if not report.is_file():
+        return
+    try:
+        stored = cl.read_report(report)
+    except DepthbenchError:
+        return  # rewritten by this call
+    was_quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored)
+    if stored and was_quick != quick:
+        raise DepthbenchError(f"--out {out} holds a {'--quick' if was_quick else 'full'} report; "
+                              f"{'add' if was_quick else 'drop'} --quick to continue it, or give another --out")
+
+
+def _status(files, out: Path) -> ClaimsReport:
+    """``--status``: the verdicts of the report ``out`` holds (its claims.json: the one source the report's
+    claims.md and the HTML Claims page are written from), per paper; a --quick folder says so, and claims the
+    report lacks or that changed since it was written are named."""
+    from results import claims as cl
+
+    report = out / "claims.json"
+    if not report.is_file():
+        return ClaimsReport([], out, status=[f"{f.paper}: no claims evaluated yet (no report in {out})"
+                                             for f in files])
+    stored = cl.read_report(report)
+    lines, results = [], []
+    for f in files:
+        mine = [r for r, _ in stored if r.claim.paper == f.paper]
+        results += mine
+        quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored if r.claim.paper == f.paper)
+        current = {(c.id, c.text, c.kind) for c in f.claims}
+        reported = {(r.claim.id, r.claim.text, r.claim.kind) for r in mine}
+        line = cl.status_line(f.paper, mine, quick) if mine else f"{f.paper}: not in the report {report}"
+        if mine and current != reported:
+            line += (f" — the report predates the current claims file ({len(current - reported)} claim(s) new or "
+                     f"changed): rerun `depthbench claims {f.paper}{' --quick' if quick else ''} --out {out}`")
+        lines.append(line)
+    return ClaimsReport(results, out, [], [], lines)
+
+
+def _values(specs) -> dict:
+    """(paper, arm) -> {seed: top-1 of the last evaluation} of the finished runs."""
+    from results import claims as cl
+
+    values: dict = {}
+    for s in specs:
+        curve = _curve(s.work_dir) if cl.run_done(s) else []
+        if curve:
+            values.setdefault((s.paper, s.arm), {})[s.seed] = cl.metric_value(curve, "top1")
+    return values
+
+
+def machine(gpu: bool = True) -> str:
+    """This machine in one line: CPU model and ISA extensions that matter for float kernels, GPU, torch, timm."""
+    import platform
+
+    import timm
+    import torch
+
+    cpu, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name") and cpu in ("", platform.machine(), platform.processor()):
+                    cpu = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = "/".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) or platform.machine()
+    gpu = torch.cuda.get_device_name() if gpu and torch.cuda.is_available() else "no GPU"
+    return f"{cpu} ({isa}), {gpu}, torch {torch.__version__}, timm {timm.__version__}"
+
+
+def _hardware(specs) -> dict:
+    """(paper, arm) -> the machine its runs were trained on (from each run's ``<seed>.hardware.txt``)."""
+    seen: dict = {}
+    for s in specs:
+        path = s.work_dir.parent / f"{s.work_dir.name}.hardware.txt"
+        if path.is_file():
+            seen.setdefault((s.paper, s.arm), set()).add(path.read_text().strip())
+    return {k: "; ".join(sorted(v)) for k, v in seen.items()}
 
 
 # ----------------------------------------------------------------------------------------- training
@@ -157,7 +290,7 @@ def _prepare_data(datasets: set, jobs: int) -> None:
             process.join()
 
 
-def _train(specs: list[RunSpec], jobs: int) -> None:
+def _train(specs: list[RunSpec], jobs: int, env_extra: dict | None = None) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done). Each run is the
     command line its console log starts with, started as a fork of a server that imported the stack once
     (:func:`harness.engine.forked.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
@@ -174,7 +307,8 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
         return
     print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
           flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env_extra or {}))
+    here = machine(gpu=(env_extra or {}).get("CUDA_VISIBLE_DEVICES") != "")
     running: dict = {}  # id(spec) -> (spec, process): specs hold lists, so they are not hashable
     finished, failed, start = 0, [], time.monotonic()
 
@@ -189,6 +323,7 @@ def _train(specs: list[RunSpec], jobs: int) -> None:
                 argv = ["train", spec.config, *spec.overrides, "--work-dir", str(spec.work_dir), "--resume", "auto"]
                 # the run's command line first, e.g. for Slurm
                 spec.console.write_text(f"$ {shlex.join(['depthbench', *argv])}\n")
+                (spec.work_dir.parent / f"{spec.work_dir.name}.hardware.txt").write_text(here + "\n")
                 running[id(spec)] = (spec, start_forked("harness.cli", argv, env, spec.console))
             for key, (spec, proc) in list(running.items()):
                 if proc.exitcode is None:
@@ -227,19 +362,6 @@ def _curve(work_dir: Path) -> list[tuple[int, float]]:
     return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
 
 
-def _compare(claim, claims, specs: list[RunSpec], quick: bool):
-    from results import claims as cl
-
-    values = {}
-    for arm in (claim.baseline, claim.treatment):
-        curves = [_curve(s.work_dir) for s in specs if s.paper == claims.paper and s.arm == arm and cl.run_done(s)]
-        curves = [c for c in curves if c]
-        if not curves:
-            return None
-        values[arm] = [cl.metric_value(c, claim.metric) for c in curves]
-    return cl.compare(claim, values)
-
-
 # ----------------------------------------------------------------------------------------- report
 def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     """``out``/claims.json (the results, read by the HTML report's Claims page), claims.md, a figure per claim and
@@ -260,25 +382,55 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     written = [out / "claims.json", out / "claims.md"]
     atomic_write(written[0], json.dumps(records, indent=1, default=str))
     lines = ["# The papers' claims at reduced scale (depthbench claims)", "",
-             "Every number here is from a reduced setting (stated per paper), never the paper's setting. "
-             "Verdict: supported / contradicted when the 95 % interval of the difference excludes 0 in / against "
-             "the paper's direction, else inconclusive." + (" `--quick`: one seed, no verdicts." if quick else ""),
+             "Every number here is from a reduced setting (stated per paper), never the paper's setting. Each claim "
+             "quotes its paper and was tested with the design fixed in its claims file before any evaluated run "
+             "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
+             "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
+             "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
+             "the margin) / inconclusive (with the effects the data rule out)."
+             + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
              ""]
+    machines: dict = {}
+    for r in results:
+        for h in r.hardware:
+            machines.setdefault(h, []).append(f"{r.claim.paper}/{r.claim.id}")
+    lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
     for f in files:
-        lines += [f"## {f.paper}", "", f"Setting: {f.setting}", ""]
+        lines += [f"## {f.paper}", "", f"Setting: {f.setting}", "",
+                  f"Design: alpha {f.design.alpha} familywise (Holm over {len(results)} primaries), evaluation seeds "
+                  f"from {f.design.seeds_from} (tuning seeds {list(f.design.tuning_seeds)}), looks every "
+                  f"{f.design.look_every} seeds up to {f.design.max_seeds}.", ""]
         for r in [r for r in results if r.claim.paper == f.paper]:
             c, i = r.claim, r.interval
-            lines += [f"- **{c.text}** (Table {c.source.table}: {c.source.numbers()})",
-                      f"  - {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
-                      f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}/"
-                      f"{r.baseline.n}); difference {i.diff:+.2f}, 95 % {i.method} interval {i.bounds()}: "
-                      f"**{r.verdict}**"]
+            versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
+                      if c.minus else f"{c.treatment} − {c.baseline}")
+            looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
+            lines += [f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
+                      f"paper: {c.source.numbers()})",
+                      f"  - ours: {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
+                      f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
+                      f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
+                      + (f"; {r.ruled_out}" if r.ruled_out else ""),
+                      f"  - plan: looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
+                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ({c.power['sd_from']}; "
+                      f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
+                      f"{r.seeds_needed or 'more than 60'} seeds per arm; "
+                      f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
+                      f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
+                      f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png"]
             lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
+        if f.exploratory:
+            lines += ["", "Exploratory (not trained by `depthbench claims`, no verdict):"]
+            lines += [f"- {x.id}: {x.text} — {x.why}" for x in f.exploratory]
         lines.append("")
     atomic_write(written[1], "\n".join(lines))
     written += _figures(results, specs, out / "figures")
     written.append(_glyph_samples(out / "figures" / "glyphs-samples.png"))
     return written
+
+
+def _pct(power) -> str:
+    return "—" if power is None else f"{power:.0%}"
 
 
 def _glyph_samples(path: Path) -> Path:
@@ -333,13 +485,14 @@ def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
         curves_ax.grid(alpha=0.3)
         i = r.interval
         diff_ax.axhline(0, color="k", linewidth=0.8)
-        if i.low is not None:
-            diff_ax.errorbar([0], [i.diff], yerr=[[i.diff - i.low], [i.high - i.diff]], fmt="o", color="C3",
-                             capsize=6)
-        else:
+        for lk in r.looks:  # the repeated interval at each look reached (the last one decides)
+            if lk["low"] == lk["low"]:  # not NaN
+                diff_ax.errorbar([lk["n"]], [lk["diff"]], yerr=[[lk["diff"] - lk["low"]], [lk["high"] - lk["diff"]]],
+                                 fmt="o", color="C3", capsize=6)
+        if not r.looks:
             diff_ax.plot([0], [i.diff], "o", color="C3")
-        diff_ax.set_xticks([])
-        diff_ax.set_ylabel(f"{c.treatment} − {c.baseline} ({c.metric})")
+        diff_ax.set_xlabel("seeds per arm (look)")
+        diff_ax.set_ylabel(f"effect ({c.metric}, points)")
         diff_ax.set_title(r.verdict, fontsize=9)
         fig.tight_layout()
         path = folder / f"{c.paper}-{c.id}.png"
