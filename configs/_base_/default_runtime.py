@@ -26,6 +26,8 @@ optim = dict(
     foreach=None,          # True/False: torch's multi-tensor (foreach) implementation; None: torch's default
 )
 loader = dict(
+    pipeline='cpu',          # 'cpu': timm's transforms in the loader workers; 'device': workers read bytes, the
+                             # training device decodes (nvJPEG) and augments in batches (docs/data.md)
     device_normalize=False,  # image batches leave the workers as uint8 and are normalised (and randomly erased)
                              # on the training device: timm's prefetcher, 4x less to collate, pin and copy
     prefetch_factor=None,    # batches each loader worker keeps ready (None: torch's default, 2)
