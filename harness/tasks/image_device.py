@@ -192,7 +192,7 @@ class EncodedBatch:
                                    for name, (idx, args) in groups.items()})
         erase = [(i, *box) for i, s in enumerate(samples) for box in s.erase]
         self.erase = torch.tensor(erase, dtype=torch.int64).reshape(-1, 5)
-        self.noise_seed = sum(s.noise_seed for s in samples) % (1 << 62)
+        self.noise_seeds = torch.tensor([s.noise_seed for s in samples], dtype=torch.int64)
         self.device = torch.device("cpu")
 
     def pin_memory(self):
@@ -262,29 +262,25 @@ def _warn_once(name, what):
 
 def crop_resize(images: list, boxes: torch.Tensor, size: int) -> torch.Tensor:
     """Each image's box (x1, y1, x2, y2 in pixel-edge coordinates) resized to ``size``², as float (B, 3, S, S) in
-    [0, 255]: one roi_align over an atlas of the images (see the module docstring for why roi_align)."""
+    [0, 255]: one roi_align over the images padded to the batch's largest height and width (see the module
+    docstring for why roi_align). The padding repeats each image's last row and column, so bilinear taps at an
+    edge read the edge (as PIL's resize does), and every box is in its own image's coordinates: a sample's pixels
+    do not depend on the batch it came in (the same numbers for any number of ranks)."""
     from torchvision.ops import roi_align
 
     device = images[0].device
     heights = torch.tensor([im.shape[1] for im in images])
     widths = torch.tensor([im.shape[2] for im in images])
-    # atlas rows: one replicated row above and below each image (bilinear taps at its edges stay in the image)
-    rows_per = heights + 2
-    starts = torch.cumsum(rows_per, 0) - rows_per
-    owner = torch.repeat_interleave(torch.arange(len(images)), rows_per)
-    local = (torch.arange(int(rows_per.sum())) - starts[owner] - 1).clamp_min(0)
-    local = torch.minimum(local, heights[owner] - 1)
     bases = torch.cumsum(heights * widths, 0) - heights * widths
-    row_base = (bases[owner] + local * widths[owner]).to(device, non_blocking=True)
-    row_last = (widths[owner] - 1).to(device, non_blocking=True)
+    rows = torch.minimum(torch.arange(int(heights.max()))[None, :], heights[:, None] - 1)  # (B, maxH)
+    row_base = (bases[:, None] + rows * widths[:, None]).to(device, non_blocking=True)
+    row_last = (widths - 1).to(device, non_blocking=True)
     flat = torch.cat([im.reshape(3, -1) for im in images], dim=1)
     columns = torch.arange(int(widths.max()), device=device)
-    source = row_base[:, None] + torch.minimum(columns[None, :], row_last[:, None])  # right edge replicated
-    atlas = flat[:, source.reshape(-1)].reshape(1, 3, *source.shape).float()
-    rois = torch.cat([torch.zeros(len(images), 1), boxes.float()], dim=1)
-    rois[:, 2] += (starts + 1).float()
-    rois[:, 4] += (starts + 1).float()
-    return roi_align(atlas, rois.to(device, non_blocking=True), output_size=size, spatial_scale=1.0,
+    source = row_base[:, :, None] + torch.minimum(columns[None, None, :], row_last[:, None, None])  # (B, maxH, maxW)
+    padded = flat[:, source.reshape(-1)].reshape(3, *source.shape).transpose(0, 1).float()
+    rois = torch.cat([torch.arange(len(images), dtype=torch.float32)[:, None], boxes.float()], dim=1)
+    return roi_align(padded, rois.to(device, non_blocking=True), output_size=size, spatial_scale=1.0,
                      sampling_ratio=-1, aligned=True)
 
 
@@ -492,12 +488,14 @@ class DeviceAugment:
             x = apply_ops(x, batch.op_layers, self.fill)
         x = (x / 255 - self.mean.to(device)) / self.std.to(device)
         if self.training and len(batch.erase):
-            x = self._erase(x, batch.erase.to(device, non_blocking=True), batch.noise_seed)
+            x = self._erase(x, batch.erase.to(device, non_blocking=True),
+                            batch.noise_seeds.to(device, non_blocking=True))
         return x
 
-    def _erase(self, x, boxes, seed):
-        """timm's RandomErasing on the drawn boxes: 'pixel' normal noise per pixel, 'rand' per channel,
-        'const' zeros; the noise comes from a generator seeded by the batch (exact resume)."""
+    def _erase(self, x, boxes, seeds):
+        """timm's RandomErasing on the drawn boxes: 'pixel' normal noise per pixel, 'rand' per channel, 'const'
+        zeros. The noise is a function of the sample's seed and the pixel (:func:`normal_noise`): exact resume,
+        and the same pixels whatever the batch."""
         n, c, h, w = x.shape
         rows = torch.arange(h, device=x.device).view(1, h, 1)
         cols = torch.arange(w, device=x.device).view(1, 1, w)
@@ -505,14 +503,35 @@ class DeviceAugment:
         inside = (rows >= top) & (rows < top + height) & (cols >= left) & (cols < left + width)  # (k, h, w)
         mask = torch.zeros(n, h, w, dtype=torch.bool, device=x.device).index_put_(
             (index.view(-1),), inside, accumulate=True)
-        generator = torch.Generator(device=x.device).manual_seed(seed)
         if self.erase_mode == "pixel":
-            noise = torch.randn(x.shape, generator=generator, device=x.device)
+            noise = normal_noise(seeds, (c, h, w))
         elif self.erase_mode == "rand":
-            noise = torch.randn(n, c, 1, 1, generator=generator, device=x.device).expand_as(x)
+            noise = normal_noise(seeds, (c, 1, 1)).expand_as(x)
         else:
             noise = torch.zeros_like(x)
         return torch.where(mask[:, None], noise, x)
+
+
+def _mix32(x):
+    """A 32-bit integer hash (lowbias32) on int64 tensors holding values < 2**32 (no overflow)."""
+    mask = 0xFFFFFFFF
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & mask
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & mask
+    return x ^ (x >> 16)
+
+
+def normal_noise(seeds: torch.Tensor, shape) -> torch.Tensor:
+    """Standard normal noise (len(seeds), *shape), a pure function of each sample's seed and the element's position
+    (counter-based: hash, then Box-Muller), so it needs no per-sample generator and no loop."""
+    count = math.prod(shape)
+    counter = torch.arange(count, device=seeds.device, dtype=torch.int64)[None, :] * 2
+    key = _mix32((seeds[:, None] & 0xFFFFFFFF) ^ _mix32((seeds[:, None] >> 32) & 0xFFFFFFFF))
+    u1 = (_mix32(key ^ counter).double() + 1) / 4294967297.0  # in (0, 1)
+    u2 = _mix32(key ^ (counter + 1)).double() / 4294967296.0
+    normal = torch.sqrt(-2 * torch.log(u1)) * torch.cos(2 * math.pi * u2)
+    return normal.float().reshape(len(seeds), *shape)
 
 
 # ------------------------------------------------------------------------------------------- the switch

@@ -39,10 +39,6 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
     """Write ``folder/<split>/<class>/<image>`` as tar shards plus index into ``out`` (which must not exist yet, or
     be empty); returns the ``_info.json`` written. Classes and samples are in timm's ImageFolder order, so the labels
     equal the folder reader's."""
-    from timm.data.readers.reader_image_folder import find_images_and_targets
-
-    from harness.core.files import atomic_dir
-
     folder, out = Path(folder).expanduser(), Path(out).expanduser()
     present = [s for s in splits if (folder / s).is_dir()]
     if not present:
@@ -52,6 +48,10 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
         raise DataError(f"{out} exists and is not an empty folder; choose a new folder for the shards")
     if shard_size < 1:
         raise DataError(f"--shard-size {shard_size} must be at least 1")
+    from timm.data.readers.reader_image_folder import find_images_and_targets
+
+    from harness.core.files import atomic_dir
+
     class_to_idx = None
     info = {"name": folder.name, "splits": {}}
     if out.exists():
