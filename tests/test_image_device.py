@@ -233,3 +233,50 @@ def test_non_jpeg_files_are_decoded_on_the_cpu_named_once_and_broken_ones_in_one
     assert capsys.readouterr().err.count(str(png)) == 1
     with pytest.raises(DataError, match="b.JPEG is not a readable image"):
         EncodedImages(Files([str(broken)]))[0]
+
+
+def digits_jpeg_folder(root: Path) -> Path:
+    """The embedded digits (32 px) as JPEGs (quality 95): the device pipeline decodes JPEG."""
+    from harness.tasks.image import export_digits
+
+    source = export_digits(32, root / "png")
+    for png in source.rglob("*.png"):
+        target = root / "jpeg" / png.relative_to(source).with_suffix(".JPEG")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(png).convert("RGB").save(target, quality=95)
+    return root / "jpeg"
+
+
+@pytest.mark.slow
+def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path, monkeypatch):
+    """The digits (as JPEGs) with the ImageNet recipe (RandomResizedCrop, RandAugment m9, random erasing), 3 epochs
+    of a small HO-ResNet, 3 seeds through each pipeline: the device pipeline's mean top-1 lies within the CPU
+    pipeline's seed spread (its range, widened by the standard error of the difference of means)."""
+    import signal
+
+    from harness.commands.train import run as train_run
+
+    folder = digits_jpeg_folder(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    top1 = {"cpu": [], "device": []}
+    try:
+        for pipeline in top1:
+            for seed in range(3):
+                run = tmp_path / f"{pipeline}{seed}"
+                result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=run, overrides=[
+                    "data.type=folder", f"data.root={folder}", "data.input_size=16", "data.crop_pct=1.0",
+                    "data.interpolation=bicubic", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
+                    "aug.scale=(0.35,1.0)", "aug.reprob=0.25", "aug.remode=pixel", "model.width=8", "epochs=3",
+                    "sched.decay_milestones=[2]", "log.tensorboard=False", f"seed={seed}",
+                    f"loader.pipeline={pipeline}"])
+                assert result.status == "done"
+                top1[pipeline].append(result.best_metric)
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    cpu, device = np.array(top1["cpu"]), np.array(top1["device"])
+    print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
+    assert cpu.min() > 30  # 10 classes: chance is 10 %
+    slack = np.sqrt(cpu.var(ddof=1) / 3 + device.var(ddof=1) / 3)
+    assert cpu.min() - slack <= device.mean() <= cpu.max() + slack, top1

@@ -411,7 +411,8 @@ def device_batches(dataset) -> tuple:
 
 
 def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
-    """``loader.pipeline='device'``: ``(dataset of encoded samples, collate_fn, finish)`` (harness/tasks/image_device.py)."""
+    """``loader.pipeline='device'``: ``(dataset of encoded samples, collate_fn, finish)``
+    (harness/tasks/image_device.py)."""
     from harness.tasks.image_device import encoded_batches as build
 
     return build(dataset, data, aug, is_training)

@@ -158,12 +158,12 @@ class EncodedImages(torch.utils.data.Dataset):
             header = Image.open(io.BytesIO(data))  # parses the header only
             pixels = None
             if not data.startswith(JPEG_MAGIC) or header.mode not in ("RGB", "L"):  # PNG, CMYK JPEG, ...: PIL
-                pixels = torch.from_numpy(np.asarray(header.convert("RGB"))).permute(2, 0, 1).contiguous()
+                pixels = torch.from_numpy(np.array(header.convert("RGB"))).permute(2, 0, 1).contiguous()
         except Exception as e:
             raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
         params = self.draw(header) if self.draw is not None else {"box": None, "flip": False, "ops": [], "erase": []}
-        sample = EncodedSample(data=None if pixels is not None else torch.frombuffer(bytearray(data), dtype=torch.uint8),
-                               pixels=pixels, height=header.size[1], width=header.size[0], name=name,
+        encoded = None if pixels is not None else torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        sample = EncodedSample(data=encoded, pixels=pixels, height=header.size[1], width=header.size[0], name=name,
                                noise_seed=random.getrandbits(62), **params)
         return sample, target
 

@@ -1,4 +1,5 @@
-"""Image shards for clusters: ``depthbench data pack IMAGEFOLDER OUT`` and the map-style reader (``data.type='shards'``).
+"""Image shards for clusters: ``depthbench data pack IMAGEFOLDER OUT`` and the map-style reader
+(``data.type='shards'``).
 
 An ImageFolder of 1.28 M small files is what shared cluster file systems serve worst (a metadata lookup per image);
 a few hundred tar files of ~1,000 images each are read in large sequential pieces. The layout is WebDataset's
