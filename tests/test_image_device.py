@@ -247,11 +247,60 @@ def digits_jpeg_folder(root: Path) -> Path:
     return root / "jpeg"
 
 
+def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) -> float:
+    """A small CNN trained on the digits JPEGs through the engine's loaders (``build_loaders``, ``DeviceLoader``) with
+    the ImageNet recipe's transforms (RandomResizedCrop, RandAugment m9 with magnitude noise, random erasing); the
+    validation top-1 through the same pipeline's evaluation transform."""
+    from torch import nn
+
+    from harness.engine.data import DeviceLoader, build_loaders, set_train_epoch
+
+    cfg = imagenet_cfg(16, scale=(0.5, 1.0), hflip=0.0, reprob=0.25, remode="pixel", mixup=0.0, cutmix=0.0)
+    cfg.data.update(type="folder", root=str(folder), num_classes=10, crop_pct=1.0, workers=0, repeated_aug=False,
+                    pin_memory=False, mean=(0.5,) * 3, std=(0.5,) * 3)
+    cfg.loader = dict(pipeline=pipeline, persistent_workers=False)
+    cfg.seed = seed
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=32)
+    for epoch in range(epochs):
+        set_train_epoch(train, epoch)
+        model.train()
+        for x, y in DeviceLoader(train, "cpu"):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in DeviceLoader(val, "cpu"):
+            correct += int((model(x).argmax(1) == y).sum())
+            total += len(y)
+    assert total == 360
+    return 100.0 * correct / total
+
+
 @pytest.mark.slow
-def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path, monkeypatch):
-    """The digits (as JPEGs) with the ImageNet recipe (RandomResizedCrop, RandAugment m9, random erasing), 3 epochs
-    of a small HO-ResNet, 3 seeds through each pipeline: the device pipeline's mean top-1 lies within the CPU
-    pipeline's seed spread (its range, widened by the standard error of the difference of means)."""
+def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path):
+    """3 seeds through each pipeline: the device pipeline's mean top-1 lies within the CPU pipeline's seed spread
+    (its range, widened by the standard error of the difference of the means)."""
+    torch.set_num_threads(1)
+    folder = digits_jpeg_folder(tmp_path)
+    top1 = {p: np.array([train_and_evaluate(folder, p, seed) for seed in range(3)]) for p in ("cpu", "device")}
+    cpu, device = top1["cpu"], top1["device"]
+    print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
+    assert cpu.min() > 50  # 10 classes: chance is 10 %
+    slack = np.sqrt(cpu.var(ddof=1) / 3 + device.var(ddof=1) / 3)
+    assert cpu.min() - slack <= device.mean() <= cpu.max() + slack, top1
+
+
+@pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
+def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path, monkeypatch, engine):
     import signal
 
     from harness.commands.train import run as train_run
@@ -259,24 +308,42 @@ def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accurac
     folder = digits_jpeg_folder(tmp_path)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
-    top1 = {"cpu": [], "device": []}
     try:
-        for pipeline in top1:
-            for seed in range(3):
-                run = tmp_path / f"{pipeline}{seed}"
-                result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=run, overrides=[
-                    "data.type=folder", f"data.root={folder}", "data.input_size=16", "data.crop_pct=1.0",
-                    "data.interpolation=bicubic", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
-                    "aug.scale=(0.35,1.0)", "aug.reprob=0.25", "aug.remode=pixel", "model.width=8", "epochs=3",
-                    "sched.decay_milestones=[2]", "log.tensorboard=False", f"seed={seed}",
-                    f"loader.pipeline={pipeline}"])
-                assert result.status == "done"
-                top1[pipeline].append(result.best_metric)
+        result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=tmp_path / "run",
+                           engine=engine, overrides=[
+                               "data.type=folder", f"data.root={folder}", "data.input_size=16", "data.crop_pct=1.0",
+                               "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "model.width=8",
+                               "epochs=1", "data.train_subset=64", "data.val_subset=40", "batch_size=16",
+                               "log.tensorboard=False", "loader.pipeline=device"])
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
-    cpu, device = np.array(top1["cpu"]), np.array(top1["device"])
-    print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
-    assert cpu.min() > 30  # 10 classes: chance is 10 %
-    slack = np.sqrt(cpu.var(ddof=1) / 3 + device.var(ddof=1) / 3)
-    assert cpu.min() - slack <= device.mean() <= cpu.max() + slack, top1
+    assert result.status == "done", result
+    import json
+
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in evals if r["kind"] == "eval"]
+    assert evals and evals[-1]["images"] == 40
+
+
+def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, monkeypatch):
+    """preflight times the batches as training gets them: with loader.pipeline=device, decoded and augmented."""
+    from harness.measure import preflight as pf
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
+    folder = digits_jpeg_folder(tmp_path)
+    overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder", f"data.root={folder}",
+                 "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "data.crop_pct=1.0")
+    rank = pf._Rank(0, 0, 1, "here", "cpu")
+    opts = pf.Options(loader_seconds=1.0).resolved("cpu")
+    calls = []
+    finish = DeviceAugment.__call__
+    monkeypatch.setattr(DeviceAugment, "__call__", lambda self, batch: (calls.append(len(batch)),
+                                                                         finish(self, batch))[1])
+    for pipeline in ("cpu", "device"):
+        plan = pf.make_plan(pf.Target("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py",
+                                      (*overrides, f"loader.pipeline={pipeline}")), 1)
+        check, numbers = rank.loader(plan, opts, step_ms=None)
+        assert check.verdict == "ok" and numbers["pipeline"] == pipeline, check.text
+        assert f"({pipeline} pipeline, data.workers=0" in check.text and numbers["loader_per_s"] > 0
+        assert bool(calls) == (pipeline == "device")

@@ -254,9 +254,18 @@ def _decode_one(sample, device):
         return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device)
 
 
+NAMED_FILES = 5  # a dataset of PNGs would otherwise name every file
+
+
 def _warn_once(name, what):
-    if name not in _warned:
-        _warned.add(name)
+    """Name a file the batched decode could not take, once per file and process, the first few only."""
+    if name in _warned or len(_warned) > NAMED_FILES:
+        return
+    _warned.add(name)
+    if len(_warned) > NAMED_FILES:
+        print(f"depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
+              f"for the device pipeline", file=sys.stderr)
+    else:
         print(f"depthbench: {name} {what}", file=sys.stderr)
 
 
