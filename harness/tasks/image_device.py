@@ -463,7 +463,7 @@ OPS = {"AutoContrast": auto_contrast, "Equalize": equalize, "Invert": invert,
 
 
 def apply_ops(images, op_layers, fill):
-    """Each layer's ops on the images that drew them (index_copy: one launch per op, none per sample)."""
+    """Each layer's ops on the images that drew them, in place (index_copy_: one launch per op, none per sample)."""
     size = images.shape[-1]
     for groups in op_layers:
         for name, (index, args) in groups.items():
@@ -473,7 +473,7 @@ def apply_ops(images, op_layers, fill):
                 out = affine(chosen, affine_matrices(name, args, size), fill)
             else:
                 out = OPS[name](chosen, args.to(images.device, non_blocking=True))
-            images = images.index_copy(0, index, out)
+            images.index_copy_(0, index, out)
     return images
 
 
