@@ -364,3 +364,12 @@ def test_gpu_check_s_loader_part_runs_in_its_cpu_tiny_mode(tmp_path):
     found = {it["name"]: it for it in report["parts"]["loader"]["items"]}
     assert set(found) == {"cpu pipeline", "device pipeline"}
     assert all(it["verdict"] == "ok" and it["images_per_s"] > 0 and it["cores"] > 0 for it in found.values())
+
+
+def test_a_bad_pipeline_value_is_one_line_before_anything_is_built():
+    from harness.core.errors import ConfigError
+    from harness.engine.builders import check_speed_options
+
+    check_speed_options(Config(dict(loader=dict(pipeline="device"))), model=False)
+    with pytest.raises(ConfigError, match="loader.pipeline='gpu' is not one of 'cpu'"):
+        check_speed_options(Config(dict(loader=dict(pipeline="gpu"))), model=False)

@@ -113,7 +113,8 @@ def describe_speed_options(cfg) -> str:
         parts.append(f"compiled ({c['backend']}{', mode ' + c['mode'] if c['mode'] else ''})")
     named = (("channels-last", o["channels_last"]), ("grad checkpointing", o["grad_checkpointing"]),
              ("fused optimizer", o["fused"]), ("foreach optimizer", o["foreach"]),
-             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]))
+             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]),
+             ("images decoded and augmented on the device", o["loader"]["pipeline"] == "device"))
     parts += [name for name, on in named if on]
     return ", ".join(parts)
 
@@ -132,6 +133,9 @@ def check_speed_options(cfg, model: bool = True) -> None:
     for key in ("fused", "foreach"):
         if o[key] is not None and not isinstance(o[key], bool):
             raise ConfigError(f"optim.{key}={o[key]!r}: it must be True, False or None (torch's default)")
+    if o["loader"]["pipeline"] not in ("cpu", "device"):
+        raise ConfigError(f"loader.pipeline={o['loader']['pipeline']!r} is not one of 'cpu' (timm's transforms in the "
+                          f"loader workers), 'device' (decode and augment on the training device)")
     if c["mode"] not in COMPILE_MODES:
         raise ConfigError(f"compile.mode={c['mode']!r} is not one of {', '.join(map(str, COMPILE_MODES))}")
     if c["dynamic"] not in (None, True, False):
