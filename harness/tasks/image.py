@@ -415,7 +415,10 @@ def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
     (harness/tasks/image_device.py)."""
     from harness.tasks.image_device import encoded_batches as build
 
-    return build(dataset, data, aug, is_training)
+    transform = None
+    if is_training and aug.pipeline == "imagenet":
+        transform = build_transform(data, aug, is_training=True)
+    return build(dataset, data, aug, is_training, transform)
 
 
 # ----------------------------------------------------------------------------------------- model and loss

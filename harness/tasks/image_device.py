@@ -544,10 +544,9 @@ def normal_noise(seeds: torch.Tensor, shape) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------- the switch
-def encoded_batches(dataset, data, aug, is_training: bool):
-    """``(EncodedImages, collate_fn, finish)`` of an image dataset for ``loader.pipeline='device'``."""
-    from harness.tasks.image import build_transform
-
+def encoded_batches(dataset, data, aug, is_training: bool, train_transform=None):
+    """``(EncodedImages, collate_fn, finish)`` of an image dataset for ``loader.pipeline='device'``;
+    ``train_transform``: the recipe's CPU training transform (harness/tasks/image.py), whose draws the workers make."""
     if not (hasattr(dataset, "read") or hasattr(getattr(dataset, "reader", None), "__getitem__")) \
             or data.type in ("cifar10", "cifar100", "wds"):
         raise ConfigError(f"loader.pipeline='device' reads image files or packed shards (data.type folder, shards, "
@@ -557,7 +556,7 @@ def encoded_batches(dataset, data, aug, is_training: bool):
                           f"{aug.pipeline!r}; set loader.pipeline='cpu'")
     draw = None
     if is_training:
-        draw = ParameterDraw(build_transform(data, aug, is_training=True), data.input_size)
+        draw = ParameterDraw(train_transform, data.input_size)
     mean = data.mean
     fill = tuple(round(255 * x) for x in mean)
     finish = DeviceAugment(data.input_size, mean, data.std, is_training, erase_mode=aug.remode, fill=fill,
