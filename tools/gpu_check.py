@@ -741,7 +741,7 @@ def part_loader(ctx):
 
     if _needs_mmengine(ctx, "the training loader"):
         return
-    images, batch, batches, workers, size = (64, 8, 3, 0, 32) if ctx.tiny else (3000, 128, 12, 4, 224)
+    images, batch, batches, workers, size = (64, 8, 3, 0, 32) if ctx.tiny else (1500, 128, 10, 4, 224)
     folder = make_folder(ctx.work / "loader-jpegs", images, 10)
     shards = ctx.work / "loader-shards"
     run_pack(folder, shards, shard_size=500)
