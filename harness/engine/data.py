@@ -8,7 +8,9 @@ Batches reach the training device through :class:`DeviceLoader` (timm's ``Prefet
 batch is copied (from pinned memory) and finished on a side stream while the current one trains. With
 ``loader.device_normalize`` a dataset that offers it (``dataset.device_batches()``, the image task's) leaves its
 workers as uint8 images, collated and pinned as uint8 -- a quarter of the float32 bytes -- and is normalised (and
-randomly erased, with the patches its workers drew) on the device: the same numbers as the CPU path.
+randomly erased, with the patches its workers drew) on the device: the same numbers as the CPU path. With
+``loader.pipeline='device'`` an image dataset is replaced by its encoded form (``dataset.encoded_batches()``:
+workers read bytes and draw the augmentation parameters; the device decodes and augments, docs/data.md).
 """
 from __future__ import annotations
 
