@@ -27,6 +27,13 @@ Each round every loader delivers ``--batches`` batches, interleaved (A B C, then
 worker = images/s / max(workers, 1). Reported: median [q25-q75] over rounds, and per-round ratios. The per-sample
 seeding is also timed alone (``seed_all`` per sample against the per-sample loading time).
 
+``--pipelines`` (issue 42) instead compares ``loader.pipeline`` ``cpu`` (timm's transforms in the workers) and
+``device`` (workers read bytes; decode, crop, RandAugment, erasing batched on ``--device``) on the folder and on its
+shards (``depthbench data pack``, made once next to it): images/s of finished batches on the device (the device
+part included and waited for) and the CPU cores used (process + reaped workers' CPU time / wall time), rounds
+interleaved, ratios per round. On a CPU machine ``--device cpu`` runs the device part on the CPU: the numbers say
+what the batched code costs there, not what a GPU does (tools/gpu_check.py's ``loader`` part measures that).
+
 ``--step-ms NAME=MS`` (repeatable; e.g. a training step time ``depthbench bench`` measured on your GPU at the
 recipe's per-GPU batch) adds how many workers per GPU keep up: ceil(batch per GPU / step time / images/s per
 worker).
@@ -129,6 +136,87 @@ def build(kind: str, cfg, batch_size: int, workers: int):
     return inner, lambda epoch: None
 
 
+def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -> dict:
+    """One pass of ``batches`` finished batches of the training loader (``DeviceLoader``: the device part runs and
+    is waited for): images/s after the first batch, and CPU cores used over the pass (this process and its loader
+    workers, which are reaped at the end of the pass: ``RUSAGE_CHILDREN``)."""
+    import resource
+
+    import torch
+
+    from harness.engine.data import DeviceLoader, build_loaders, set_train_epoch
+
+    def cpu_seconds():
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    loader, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=batch_size)
+    set_train_epoch(loader, epoch)
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    iterator = iter(DeviceLoader(loader, device))
+    start, images = None, 0
+    for i in range(batches):
+        inputs, _ = next(iterator)
+        sync()
+        if i == 0:
+            start = time.perf_counter()
+        else:
+            images += len(inputs)
+    seconds = time.perf_counter() - start
+    del iterator, loader  # the workers end and are reaped: their CPU time is counted
+    import gc
+
+    gc.collect()
+    wall = time.perf_counter() - wall0
+    return {"images_per_s": images / seconds, "cores": (cpu_seconds() - cpu0) / wall}
+
+
+def compare_pipelines(args, root: Path) -> dict:
+    """``--pipelines``: cpu against device pipeline, on the folder and its shards, interleaved rounds."""
+    from harness.commands.data import run_pack
+
+    shards = root.with_name(root.name + "-shards")
+    if not shards.exists():
+        run_pack(root, shards, shard_size=500)
+    kinds = [(source, pipeline) for source in ("folder", "shards") for pipeline in ("cpu", "device")]
+    results = {}
+    for workers in args.workers:
+        cfgs = {}
+        for source, pipeline in kinds:
+            cfg = training_config(args.config, shards if source == "shards" else root, args.classes, workers)
+            cfg.data.type = "shards" if source == "shards" else "folder"
+            cfg.data.pin_memory = args.device.startswith("cuda")
+            cfg.loader.pipeline = pipeline
+            cfgs[(source, pipeline)] = cfg
+        runs = {kind: [] for kind in kinds}
+        for round_index in range(args.rounds + 1):  # round 0: warm-up
+            for kind in kinds if round_index % 2 == 0 else kinds[::-1]:
+                measured = pipeline_rate(cfgs[kind], args.batch_size, args.batches, args.device, round_index)
+                if round_index:
+                    runs[kind].append(measured)
+        for (source, pipeline), values in runs.items():
+            rate = quantiles([v["images_per_s"] for v in values])
+            cores = quantiles([v["cores"] for v in values])
+            per_core = quantiles([v["images_per_s"] / v["cores"] for v in values])
+            key = f"{source} {pipeline} @ {workers} workers"
+            results[key] = {"images_per_s": round(rate["median"], 1), "q25": round(rate["q25"], 1),
+                            "q75": round(rate["q75"], 1), "cores": round(cores["median"], 2),
+                            "images_per_core_s": round(per_core["median"], 1)}
+            print(f"workers {workers}  {source:<6} {pipeline:<6} {rate['median']:8.1f} img/s "
+                  f"[{rate['q25']:.1f}-{rate['q75']:.1f}]  {cores['median']:.2f} cores  "
+                  f"{per_core['median']:.1f} img/s per core", flush=True)
+        for source in ("folder", "shards"):
+            device, cpu = runs[(source, "device")], runs[(source, "cpu")]
+            for name, f in (("img/s", lambda v: v["images_per_s"]),
+                            ("img/s per core", lambda v: v["images_per_s"] / v["cores"])):
+                q = quantiles([f(a) / f(b) for a, b in zip(device, cpu)])
+                results[f"{source} device / cpu {name} @ {workers} workers"] = {k: round(v, 3) for k, v in q.items()}
+                print(f"workers {workers}  {source} device / cpu, {name}: {q['median']:.2f}x "
+                      f"[{q['q25']:.2f}-{q['q75']:.2f}]", flush=True)
+    return results
+
+
 def time_batches(loader, batches: int, skip: int) -> float:
     """Images/s from batch ``skip`` to batch ``batches`` of a fresh pass (the pass is then closed)."""
     iterator = iter(loader)
@@ -184,6 +272,9 @@ def main(argv=None) -> int:
     p.add_argument("--step-ms", nargs="*", default=[], metavar="NAME=MS[@BATCH]",
                    help="training step times (ms) at a per-GPU batch (default the config's batch_size / 8)")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--pipelines", action="store_true",
+                   help="compare loader.pipeline cpu and device on the folder and its shards (issue 42)")
+    p.add_argument("--device", default="cpu", help="--pipelines: where the device pipeline runs (cpu, cuda)")
     args = p.parse_args(argv)
 
     import torch
@@ -196,6 +287,13 @@ def main(argv=None) -> int:
     make_folder(root, args.images, args.classes)
     print(f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "
           f"{time.perf_counter() - start:.0f} s to make or find)", flush=True)
+    if args.pipelines:
+        result = {"pipelines": compare_pipelines(args, root), "root": str(root), "config": args.config,
+                  "batch_size": args.batch_size, "device": args.device, "load_avg": os.getloadavg(),
+                  "cpu": _cpu_name(), "torch": torch.__version__}
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        return 0
     rows, ratios = [], {}
     for workers in args.workers:
         cfgs = {kind: training_config(args.config, root, args.classes, workers, device_normalize=kind.endswith("uint8"))

@@ -19,6 +19,7 @@ Importing this module is cheap (the command modules import their dependencies wh
 """
 from harness.commands.bench import run as bench
 from harness.commands.claims import run as claims
+from harness.commands.data import run_pack as pack_data
 from harness.commands.demo import run as demo
 from harness.commands.diagnose import run as diagnose
 from harness.commands.env import run as env
@@ -36,4 +37,4 @@ from harness.commands.train import run as train
 from harness.commands.verify import run as verify
 
 __all__ = ["bench", "cancel", "claims", "demo", "diagnose", "env", "evaluate", "export", "finetune", "jobs",
-           "models", "preflight", "results", "submit", "test", "train", "verify"]
+           "models", "pack_data", "preflight", "results", "submit", "test", "train", "verify"]

@@ -18,7 +18,7 @@ from harness.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DepthbenchErro
 
 # the command modules (under harness/commands/), in the order `depthbench --help` lists their commands
 COMMANDS = ["demo", "env", "models", "verify", "bench", "train", "eval", "export", "finetune", "diagnose", "results",
-            "claims", "preflight", "submit"]
+            "claims", "preflight", "submit", "data"]
 
 
 def build_parser() -> argparse.ArgumentParser:

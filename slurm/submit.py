@@ -70,6 +70,7 @@ class Submission:
     skipped: list[str] = field(default_factory=list)
     data_notes: list[str] = field(default_factory=list)  # datasets a dry run did not find here
     followup: Submission | None = None  # runs that start from a run of this one: a second job, afterok this one
+    workers: int | None = None  # the most loader workers (data.workers) of a rank of any run: --cpus-per-task - 1
 
 
 @dataclass
@@ -267,6 +268,7 @@ class Checker:
         self.world_size, self.engine, self.data_required = world_size, engine, data_required
         self.loaded, self.models = {}, set()
         self.data_notes: list[str] = []
+        self.workers: int | None = None  # the most data.workers of the runs checked
 
     def _data_missing(self, error: DepthbenchError) -> None:
         if self.data_required:
@@ -307,6 +309,9 @@ class Checker:
             check_config(cfg, self.world_size, model=False)
         except DataError as e:  # the dataset check comes last in check_config: everything else was checked
             self._data_missing(e)
+        workers = cfg.data.get("workers")
+        if isinstance(workers, int):
+            self.workers = max(self.workers or 0, workers)
         model = (cfg.model.name, repr(sorted(model_kwargs(cfg).items())), cfg.data.input_size, cfg.distill.teacher)
         if model not in self.models:
             check_model(cfg)
@@ -378,7 +383,7 @@ def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOpt
     first = Path(configs[0]).stem
     name = f"db-{first}" if len(configs) == 1 else f"db-{len(configs)}configs"
     return Submission(elements, options.job_name or safe_name(name), paper=paper_of(elements[0].config),
-                      data_notes=checker.data_notes)
+                      data_notes=checker.data_notes, workers=checker.workers)
 
 
 def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides: Sequence[str],
@@ -422,7 +427,7 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
         elements.append(checker.element(REPO / row.config, [*kwargs, *overrides], name=row.name))
     name = options.job_name or safe_name(f"db-{paper}-table{table.id}")
     return Submission(elements, name, paper=paper.lower(), table=table.id, skipped=skipped,
-                      data_notes=checker.data_notes)
+                      data_notes=checker.data_notes, workers=checker.workers)
 
 
 @dataclass
@@ -473,8 +478,9 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
                               f"{' '.join(papers)} --out {out}` compares them")
     name = options.job_name or safe_name(f"db-claims-{papers[0] if len(papers) == 1 else f'{len(papers)}papers'}")
     paper = papers[0] if len(papers) == 1 else None
-    followup = Submission(later, f"{name}-after", paper=paper) if later else None
-    return Submission(now, name, paper=paper, skipped=skipped, data_notes=checker.data_notes, followup=followup)
+    followup = Submission(later, f"{name}-after", paper=paper, workers=checker.workers) if later else None
+    return Submission(now, name, paper=paper, skipped=skipped, data_notes=checker.data_notes, followup=followup,
+                      workers=checker.workers)
 
 
 def paper_of(config: str) -> str | None:
@@ -597,6 +603,7 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
         before_submit([{"index": i, **asdict(e)} for i, e in enumerate([*sub.elements, *later])])
     if options.preflight:
         sub, options = preflight_submission(sub, options, tasks)
+    options, cpu_notes = cpus_for_workers(options, sub.workers)
     if not options.dry_run and shutil.which("sbatch") is None:
         raise DepthbenchError("sbatch is not on PATH: run this on a Slurm login node, start the local cluster "
                               "(sudo slurm/local-cluster.sh start), or add --dry-run to see the script")
@@ -604,7 +611,7 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
     script = render(options, sub, tasks, stamp)
     notes = [f"data check skipped for this dry run: {e} -- the data may live only on the cluster, where a submit "
              "without --dry-run checks it" for e in sub.data_notes]
-    notes += [n for n in [runs_root_note()] if n]
+    notes += [n for n in [runs_root_note()] if n] + cpu_notes
     if options.dry_run:
         # the script's log folder, so that `submit --dry-run > job.sbatch; sbatch job.sbatch` works as it is
         try:
@@ -641,6 +648,22 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
     return result
 
 
+def cpus_for_workers(options: SubmitOptions, workers: int | None) -> tuple[SubmitOptions, list[str]]:
+    """Every rank gets the cores its loader workers need: ``--cpus-per-task`` is data.workers + 1 (the rank's own
+    process) unless given; a smaller given value is kept, with one warning naming both numbers."""
+    if workers is None:
+        return options, []
+    needed = workers + 1
+    if options.cpus_per_task is None:
+        return replace(options, cpus_per_task=needed), []
+    if options.cpus_per_task < needed:
+        return options, [f"--cpus-per-task {options.cpus_per_task} is less than the {needed} cores a rank uses "
+                         f"(data.workers={workers} loader workers + 1); its workers will share cores and the GPU may "
+                         f"wait for data -- give --cpus-per-task {needed} or set "
+                         f"data.workers={options.cpus_per_task - 1}"]
+    return options, []
+
+
 def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) -> tuple[Submission, SubmitOptions]:
     """One job on the allocation the runs of ``sub`` would get -- same nodes, ranks, partition and rendering -- that
     runs ``depthbench preflight`` on each distinct training run (its config and overrides) with the runs' layout,
@@ -664,7 +687,8 @@ def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) ->
     element = Element("preflight", sub.elements[0].config, args, "preflight", command="preflight")
     job_name = options.job_name or safe_name(f"{sub.job_name}-preflight")
     return (Submission([element], job_name, paper=sub.paper, table=sub.table, skipped=sub.skipped,
-                       data_notes=sub.data_notes), replace(options, time=limit, max_concurrent=None))
+                       data_notes=sub.data_notes, workers=sub.workers),
+            replace(options, time=limit, max_concurrent=None))
 
 
 def sbatch(script: str) -> str:

@@ -21,6 +21,11 @@ Parts, in this order, each in a process of its own with a time box (a part past 
 - ``preflight``  ``depthbench preflight`` (harness/commands/preflight.py) on the digits preset and on StepsNet's
   Steps-DeiT-S recipe (its 224 px model, per-device batch 128, ImageNet augmentation and 10 loader workers, fed
   from the digits exported at 224 px); ``preflight.json``/``preflight.txt`` copied to the report folder.
+- ``loader``  the training loader of the DeiT recipe at 224² (RandomResizedCrop, RandAugment m9, random erasing) on
+  a generated ImageNet-like JPEG set packed into shards, ``loader.pipeline`` ``cpu`` (timm's transforms in 4 loader
+  workers) against ``device`` (4 workers read bytes; nvJPEG decode and the augmentations batched on the GPU):
+  finished images/s per GPU and the CPU cores used (benchmarks/loader_throughput.py's code; issue 42's goal:
+  6,000 images/s with <= 4 cores). ``--tiny``: 32 px, 2 batches of 8, no workers, on the CPU.
 - ``compile``  ``torch.compile`` of one model per family (forward and training step), compared with the float64
   reference, in parallel processes for the remaining time (``--tiny``: one model, the ``aot_eager`` backend: the
   tracing without minutes of C++ compilation on a CPU).
@@ -52,13 +57,13 @@ if str(REPO) not in sys.path:  # `python3 tools/gpu_check.py` puts tools/ first,
 
 TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
 TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
-PARTS = ("models", "transnext", "bench", "train", "preflight", "compile")
+PARTS = ("models", "transnext", "bench", "train", "preflight", "compile", "loader")
 # seconds: (time box, least time worth starting it with); the GPU run's boxes sum to 510 s within the 450 s budget
 # because a part that ends early leaves its time to the next (compile takes what is left, up to its box)
 BOXES = {"models": (100, 40), "transnext": (50, 15), "bench": (110, 40), "train": (110, 40),
-         "preflight": (90, 30), "compile": (150, 40)}
+         "preflight": (90, 30), "compile": (150, 40), "loader": (120, 60)}
 BOXES_TINY = {"models": (180, 30), "transnext": (120, 20), "bench": (150, 30), "train": (300, 60),
-              "preflight": (180, 30), "compile": (240, 30)}
+              "preflight": (180, 30), "compile": (240, 30), "loader": (240, 60)}
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
 # (model, keyword arguments, batch, input side or None for the model's own): one per family at the papers' main
@@ -259,7 +264,7 @@ def run_part(args) -> int:
     if args.part == "compile" and args.model:
         ctx.items = ctx.work / f"compile-{args.model}.jsonl"
     fn = {"models": part_models, "transnext": part_transnext, "bench": part_bench, "train": part_train,
-          "preflight": part_preflight, "compile": part_compile}[args.part]
+          "preflight": part_preflight, "compile": part_compile, "loader": part_loader}[args.part]
     try:
         fn(ctx)
     except Exception as e:  # the part's own failure is an item too: the report says what broke
@@ -724,6 +729,34 @@ def part_preflight(ctx):
     ctx.emit(name="depthbench preflight", exit_code=report.exit_code, summary=report.record.get("summary"),
              checks=checks, verdict="fail" if report.exit_code else
              ("warn" if report.record.get("summary", {}).get("warn") else "ok"))
+
+
+# ------------------------------------------------------------------------------------------------ part: loader
+def part_loader(ctx):
+    """loader.pipeline cpu against device on packed shards (issue 42); see the module docstring."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from loader_throughput import make_folder, pipeline_rate, training_config
+
+    from harness.commands.data import run_pack
+
+    if _needs_mmengine(ctx, "the training loader"):
+        return
+    images, batch, batches, workers, size = (64, 8, 3, 0, 32) if ctx.tiny else (1500, 128, 10, 4, 224)
+    folder = make_folder(ctx.work / "loader-jpegs", images, 10)
+    shards = ctx.work / "loader-shards"
+    run_pack(folder, shards, shard_size=500)
+    for pipeline in ("cpu", "device"):
+        cfg = training_config("configs/deit/deit-small_8xb128-300e_in1k.py", shards, 10, workers)
+        cfg.data.update(type="shards", input_size=size, pin_memory=ctx.device == "cuda")
+        cfg.loader.pipeline = pipeline
+        if ctx.left() < 20:
+            ctx.emit(name=f"{pipeline} pipeline", verdict="skip", reason="no time left in the part's box")
+            continue
+        rates = [pipeline_rate(cfg, batch, batches, ctx.device, epoch) for epoch in range(2)]
+        best = max(rates, key=lambda r: r["images_per_s"])
+        ctx.emit(name=f"{pipeline} pipeline", images_per_s=round(best["images_per_s"], 1),
+                 cores=round(best["cores"], 2), workers=workers, batch=batch, input_size=size,
+                 goal="6,000 images/s per GPU with <= 4 cores" if ctx.device == "cuda" else "CPU mode: code path only")
 
 
 # ------------------------------------------------------------------------------------------------ part: compile

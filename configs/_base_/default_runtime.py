@@ -45,6 +45,9 @@ optim = dict(
     foreach=None,
 )
 loader = dict(
+    # 'cpu': timm's transforms in the loader workers; 'device': workers read bytes, the training device decodes
+    # (nvJPEG) and augments in batches (docs/data.md)
+    pipeline='cpu',
     # image batches leave the workers as uint8 and are normalised (and randomly erased) on the training device: timm's
     # prefetcher
     device_normalize=False,

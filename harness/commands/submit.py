@@ -59,7 +59,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                    help="GPUs per node, one rank each (default 0: CPU)")
     p.add_argument("--ntasks-per-node", type=int, metavar="T", help="ranks per node on CPU partitions (default 1)")
-    p.add_argument("--cpus-per-task", type=int, metavar="C", help="CPU cores per rank (data-loading workers + 1)")
+    p.add_argument("--cpus-per-task", type=int, metavar="C",
+                   help="CPU cores per rank (default: the config's data.workers + 1; a smaller value is warned about)")
     p.add_argument("--mem", metavar="SIZE",
                    help="memory per node, e.g. 64G (default: the cluster's default, DefMemPerNode/CPU/GPU in its "
                         "slurm.conf; where none is set Slurm gives each job all of a node's memory)")

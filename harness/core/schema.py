@@ -106,6 +106,9 @@ KEYS: tuple[Key, ...] = (
         "torch's default"),
     Key("optim.foreach", None, "bool", "True/False: torch's multi-tensor (foreach) implementation; None: torch's "
         "default"),
+    Key("loader.pipeline", "cpu", "choice", "'cpu': timm's transforms in the loader workers; 'device': workers read "
+        "bytes, the training device decodes (nvJPEG) and augments in batches (docs/data.md)",
+        choices=("cpu", "device"), none=False),
     Key("loader.device_normalize", False, "bool", "image batches leave the workers as uint8 and are normalised "
         "(and randomly erased) on the training device: timm's prefetcher"),
     Key("loader.prefetch_factor", None, "int", "batches each loader worker keeps ready (None: torch's default, 2)",

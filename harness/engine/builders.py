@@ -75,7 +75,8 @@ def describe_speed_options(cfg) -> str:
         parts.append(f"compiled ({c['backend']}{', mode ' + c['mode'] if c['mode'] else ''})")
     named = (("channels-last", o["channels_last"]), ("grad checkpointing", o["grad_checkpointing"]),
              ("fused optimizer", o["fused"]), ("foreach optimizer", o["foreach"]),
-             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]))
+             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]),
+             ("images decoded and augmented on the device", o["loader"]["pipeline"] == "device"))
     parts += [name for name, on in named if on]
     return ", ".join(parts)
 

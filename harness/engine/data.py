@@ -8,7 +8,9 @@ Batches reach the training device through :class:`DeviceLoader` (timm's ``Prefet
 batch is copied (from pinned memory) and finished on a side stream while the current one trains. With
 ``loader.device_normalize`` a dataset that offers it (``dataset.device_batches()``, the image task's) leaves its
 workers as uint8 images, collated and pinned as uint8 -- a quarter of the float32 bytes -- and is normalised (and
-randomly erased, with the patches its workers drew) on the device: the same numbers as the CPU path.
+randomly erased, with the patches its workers drew) on the device: the same numbers as the CPU path. With
+``loader.pipeline='device'`` an image dataset is replaced by its encoded form (``dataset.encoded_batches()``:
+workers read bytes and draw the augmentation parameters; the device decodes and augments, docs/data.md).
 """
 from __future__ import annotations
 
@@ -157,7 +159,7 @@ def build_loaders(cfg, rank: int, world_size: int, micro_batch: int):
     the model's input (:class:`DeviceLoader` calls it)."""
     data = cfg.data
     train_set = build_dataset(data, cfg.aug, data.train_split, is_training=True)
-    collate_fn, finish = _device_batches(cfg, train_set)
+    train_set, collate_fn, finish = _device_batches(cfg, train_set)
     generator = torch.Generator().manual_seed(cfg.seed)  # loader seeds must not consume the global torch RNG
     if isinstance(train_set, torch.utils.data.IterableDataset):
         train_set.set_loader_cfg(num_workers=data.workers)
@@ -176,7 +178,7 @@ def build_eval_loader(cfg, rank: int, world_size: int, batch_size: int, device_f
     ``device_finish``: honour ``loader.device_normalize`` (the caller iterates through :class:`DeviceLoader`)."""
     data = cfg.data
     val_set = build_dataset(data, cfg.aug, data.val_split, is_training=False)
-    collate_fn, finish = _device_batches(cfg, val_set) if device_finish else (None, None)
+    val_set, collate_fn, finish = _device_batches(cfg, val_set) if device_finish else (val_set, None, None)
     if isinstance(val_set, torch.utils.data.IterableDataset):
         loader = DataLoader(val_set, batch_size=batch_size, collate_fn=collate_fn, **_loader_args(cfg))
     else:
@@ -187,19 +189,36 @@ def build_eval_loader(cfg, rank: int, world_size: int, batch_size: int, device_f
 
 
 def _device_batches(cfg, dataset) -> tuple:
-    """``(collate_fn, finish)`` of a dataset switched to device-side finishing (``loader.device_normalize``), or
-    ``(None, None)``: torch's collation, batches ready on the CPU."""
-    if not loader_options(cfg)["device_normalize"]:
-        return None, None
-    inner = dataset
+    """``(dataset, collate_fn, finish)`` of a dataset switched to device-side finishing (``loader.pipeline='device'``:
+    decode and augment; ``loader.device_normalize``: normalise), or ``(dataset, None, None)``: torch's collation,
+    batches ready on the CPU."""
+    options = loader_options(cfg)
+    if options["pipeline"] not in ("cpu", "device"):
+        from harness.core.errors import ConfigError
+
+        raise ConfigError(f"loader.pipeline={options['pipeline']!r} is not one of 'cpu', 'device'")
+    if options["pipeline"] == "cpu" and not options["device_normalize"]:
+        return dataset, None, None
+    outer, inner = None, dataset
     while not hasattr(inner, "device_batches") and hasattr(inner, "dataset"):  # through Subset
-        inner = inner.dataset
+        outer, inner = inner, inner.dataset
+    if options["pipeline"] == "device":
+        if not hasattr(inner, "encoded_batches"):
+            from harness.core.errors import ConfigError
+
+            raise ConfigError(f"loader.pipeline='device': data.type={cfg.data.type} datasets are not images; set "
+                              f"loader.pipeline='cpu'")
+        encoded, collate_fn, finish = inner.encoded_batches()
+        if outer is None:
+            return encoded, collate_fn, finish
+        outer.dataset = encoded
+        return dataset, collate_fn, finish
     if not hasattr(inner, "device_batches"):
         from harness.core.errors import ConfigError
 
         raise ConfigError(f"loader.device_normalize=True: data.type={cfg.data.type} datasets have no uint8 mode "
                           f"(image datasets do); set loader.device_normalize=False")
-    return inner.device_batches()
+    return (dataset, *inner.device_batches())
 
 
 def _loader_args(cfg) -> dict:

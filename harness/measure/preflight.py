@@ -614,7 +614,9 @@ class _Rank:
     def _loader(self, plan: Plan, opts: Options, step_ms: float | None) -> tuple[Check, dict]:
         import gc
 
-        from harness.engine.data import build_loaders, check_data, set_train_epoch
+        import torch
+
+        from harness.engine.data import DeviceLoader, build_loaders, check_data, loader_options, set_train_epoch
 
         if plan.problem:
             return self.check("loader", "fail", f"{plan.label}: {plan.problem}", config=plan.label), {}
@@ -638,9 +640,15 @@ class _Rank:
             return seconds >= opts.loader_seconds or (len(stamps) >= skip + max(10, 4 * workers)
                                                      and seconds >= min(2.0, opts.loader_seconds))
 
-        for _ in _limited(train, enough):
+        # the configured pipeline as training runs it: batches finished on the device (loader.pipeline='device'
+        # decodes and augments there, loader.device_normalize normalises), each one waited for
+        pipeline = loader_options(cfg)["pipeline"]
+        source = DeviceLoader(train, self.device) if getattr(train, "finish", None) is not None else train
+        synchronize = torch.cuda.synchronize if str(self.device).startswith("cuda") else (lambda: None)
+        for _ in _limited(source, enough):
+            synchronize()
             stamps.append(time.perf_counter())
-        del train
+        del train, source
         gc.collect()  # persistent workers end with their loader
         if not stamps:
             return self.check("loader", "fail", f"{plan.label}: the loader gave no batch of {batch}",
@@ -652,8 +660,9 @@ class _Rank:
         else:
             rate = len(stamps) * batch / (stamps[-1] - start)
         numbers = {"loader_per_s": round(rate, 2), "loader_first_batch_s": round(first, 3), "train_images": images,
-                   "workers": workers, "data_root": str(root)}
-        base = (f"{plan.label}: loader {rate:,.0f} {unit}/s per rank from {root} (data.workers={workers}, "
+                   "workers": workers, "data_root": str(root), "pipeline": pipeline}
+        base = (f"{plan.label}: loader {rate:,.0f} {unit}/s per rank from {root} ({pipeline} pipeline, "
+                f"data.workers={workers}, "
                 f"{len(stamps)} batches, first after {first:.1f} s"
                 + (": start-up included, a lower bound)" if len(steady) < 3 else ")"))
         if not step_ms:

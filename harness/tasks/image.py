@@ -6,6 +6,8 @@
               (timm ``create_dataset``); CIFAR-10 exported as images uses this layout too.
 - ``wds``     WebDataset shards in timm's layout (``<root>/_info.json`` naming the splits, or a split given as
               ``"train-{0000..1023}.tar|1281167"``), for multi-node runs that stream from a shared file system.
+- ``shards``  tar shards with an index made by ``depthbench data pack`` (harness/tasks/shards.py): a map-style
+              dataset, so the samplers give every rank the same samples whatever the number of ranks or workers.
 - ``cifar10`` CIFAR-10's standard python-pickle layout (``data_batch_1..5``, ``test_batch`` in ``<root>`` or in
               ``<root>/cifar-10-batches-py``).
 - ``cifar100`` CIFAR-100's (``train``, ``test`` in ``<root>`` or ``<root>/cifar-100-python``; the 100 fine labels).
@@ -14,6 +16,9 @@
               so everything runs on a fresh machine with no download.
 - ``glyphs``  the harder embedded set of the claims (harness/tasks/glyphs.py): 53 characters rendered from the
               typefaces of Debian's font packages, validation on held-out typefaces; rendered once per input size.
+
+``loader.pipeline`` picks where images are decoded and augmented: ``cpu`` (timm's transforms in the loader workers)
+or ``device`` (workers read bytes, the training device decodes and augments in batches: harness/tasks/image_device.py).
 
 ``aug.pipeline`` picks the training transform: ``imagenet`` (timm ``create_transform``: RandomResizedCrop,
 RandAugment, colour jitter, random erasing), ``cifar`` (random crop with padding, flip, torchvision's
@@ -97,6 +102,11 @@ def check_data(data) -> Path:
             _check_image_folder(root, split, data)
     elif data.type in ("cifar10", "cifar100"):
         _cifar_folder(root, data.type)
+    elif data.type == "shards":
+        from harness.tasks.shards import check_shards
+
+        for split in (data.train_split, data.val_split):
+            check_shards(root, split)
     elif data.type == "wds":
         has_info = any((root / n).is_file() for n in ("_info.json", "info.json", "_info.yaml", "info.yaml"))
         for split in (data.train_split, data.val_split):
@@ -117,6 +127,7 @@ _LAYOUTS = {
     "cifar10": f"expected CIFAR-10's python-pickle files ({', '.join(CIFAR10_FILES)}) in {{root}} or "
                "{root}/cifar-10-batches-py",
     "cifar100": "expected CIFAR-100's python-pickle files (train, test) in {root} or {root}/cifar-100-python",
+    "shards": "expected the shards of `depthbench data pack IMAGEFOLDER {root}`",
     "wds": "expected WebDataset shards with timm's {root}/_info.json (splits, shard names, sample counts) or "
            "splits like 'train-{{0000..0099}}.tar|<num_samples>'",
 }
@@ -278,6 +289,10 @@ def build_dataset(data, aug, split: str, is_training: bool):
     transform = build_transform(data, aug, is_training)
     if data.type in ("cifar10", "cifar100"):
         dataset = CIFAR10Pickle(root, train=is_training, transform=transform, kind=data.type)
+    elif data.type == "shards":
+        from harness.tasks.shards import ShardDataset
+
+        dataset = ShardDataset(root, split, transform)
     else:
         from timm.data import create_dataset
 
@@ -286,6 +301,7 @@ def build_dataset(data, aug, split: str, is_training: bool):
                                  batch_size=1, input_img_mode="RGB")
         dataset.transform = transform
     dataset.device_batches = functools.partial(device_batches, dataset)  # loader.device_normalize (engine data.py)
+    dataset.encoded_batches = functools.partial(encoded_batches, dataset, data, aug, is_training)  # loader.pipeline
     classes = getattr(dataset, "class_to_idx", None) or getattr(getattr(dataset, "reader", None), "class_to_idx", None)
     if classes and len(classes) > data.num_classes:
         raise DataError(f"{root}/{split} has {len(classes)} classes but data.num_classes={data.num_classes}; "
@@ -412,6 +428,17 @@ def device_batches(dataset) -> tuple:
     return collate_uint8, DeviceNormalize(normalize.mean, normalize.std)
 
 
+def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
+    """``loader.pipeline='device'``: ``(dataset of encoded samples, collate_fn, finish)``
+    (harness/tasks/image_device.py)."""
+    from harness.tasks.image_device import encoded_batches as build
+
+    transform = None
+    if is_training and aug.pipeline == "imagenet":
+        transform = build_transform(data, aug, is_training=True)
+    return build(dataset, data, aug, is_training, transform)
+
+
 # ----------------------------------------------------------------------------------------- model and loss
 def build_criterion(cfg, device=None, input_dtype=None):
     """``(mixup_fn, criterion)`` as DeiT: soft-target CE under mixup/cutmix, else label smoothing, else CE;
@@ -461,7 +488,7 @@ def build_teacher(cfg, device=None, input_dtype=None):
 class ImageTask(Task):
     """Image classification: timm models on the image layouts above; top-1/top-5/loss."""
     name = "image"
-    data_types = ("folder", "wds", "cifar10", "cifar100", "digits", "glyphs")
+    data_types = ("folder", "shards", "wds", "cifar10", "cifar100", "digits", "glyphs")
     data_keys = ("root", "interpolation", "crop_pct", "crop_mode", "mean", "std", "variant")
     generated = ("digits", "glyphs")  # exported once into the data cache ($DEPTHBENCH_DATA)
     reads_aug = True
