@@ -1,0 +1,232 @@
+"""Issue 39, the file-access half: a run directory, a record, a cache or a report that a user receives is data.
+Depthbench opens such files one way (harness.core.files): never through a link, never a FIFO or device (and never
+blocks on one), never a huge or deeply nested file, and every refusal is one line naming the file. Data roots are
+walked without leaving the root or looping; undecodable images name their file; record strings are printed without
+control characters.
+
+Each test builds the crafted input that got through before this pass (checked against the code before it). Every
+call that could hang on a FIFO runs under a timeout (``_in_time``), so a regression fails instead of blocking.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import DepthbenchError
+from harness.core.files import (MAX_DEPTH, BadFile, copy_regular, is_regular, loads_json, loads_yaml, open_file,
+                                printable, read_json, read_text, walk_files)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _in_time(fn, seconds: float = 20):
+    """``fn()``'s result or exception; fails the test (instead of hanging it) when ``fn`` blocks."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"blocked for more than {seconds} s (a FIFO was opened?)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _one_line(out, code=2):
+    assert out.returncode == code, (out.returncode, out.stdout[-1000:], out.stderr[-2000:])
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------------ the one opener
+def test_the_opener_refuses_links_special_files_and_size(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"private": 1}')
+    (run / "meta.json").symlink_to(secret)
+    with pytest.raises(BadFile, match="meta.json .* is a symbolic link"):
+        read_json(run / "meta.json", inside=run, what="meta.json")
+    # a link higher up, inside the run directory: every component is opened without following
+    (run / "sub").symlink_to(tmp_path)
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        read_json(run / "sub" / "secret.json", inside=run)
+    assert not is_regular(run / "sub" / "secret.json", inside=run)
+    with pytest.raises(BadFile, match="is not inside"):
+        read_json(run / ".." / "secret.json", inside=run)
+    os.mkfifo(run / "fifo.json")
+    with pytest.raises(BadFile, match="is a FIFO"):
+        _in_time(lambda: read_json(run / "fifo.json", inside=run))
+    with pytest.raises(BadFile, match="is a FIFO"):
+        _in_time(lambda: open_file(run / "fifo.json"))  # without a root too
+    with pytest.raises(BadFile, match="is a device"):
+        _in_time(lambda: read_text("/dev/zero"))
+    (run / "big.json").write_bytes(b" " * 2000)
+    with pytest.raises(BadFile, match="2,000 bytes, more than the 1,000"):
+        read_text(run / "big.json", max_bytes=1000)
+    with pytest.raises(FileNotFoundError):
+        read_json(run / "missing.json", inside=run)
+    (run / "ok.json").write_text('{"a": [1, 2]}')
+    assert read_json(run / "ok.json", inside=run) == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100000 + "]" * 100000, "nested more than"),
+    ('{"a": ' * 5000 + "1" + "}" * 5000, "nested more than"),
+    ('{"n": ' + "9" * 5000 + "}", "not valid JSON"),  # longer than Python's int digit limit
+    ('{"n": NaN}', "not valid JSON"),
+    ("[1, 2]", "holds a list where an object belongs"),
+    ('"\\ud800', "not valid JSON"),
+    (b'{"a": "\xff"}', "not valid JSON"),
+])
+def test_json_is_bounded_and_typed(text, message):
+    with pytest.raises(BadFile, match=message):
+        loads_json(text, source="x.json", finite=True)
+
+
+def test_json_depth_skips_brackets_in_strings():
+    assert loads_json('{"a": "' + "[" * 1000 + '"}') == {"a": "[" * 1000}
+    assert loads_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, expect=list)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(200)), "nested more than"),
+    ("[" * 5000 + "]" * 5000, "nested more than"),
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + chr(ord(c) - 1)] * 9)}]\n" for c in "bcdefghijklmnopqrs"), "aliases"),
+    ("- 1\n- 2\n", "holds a list where an object belongs"),
+    ("a: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
+    ("a: [unclosed\n", "not valid YAML"),
+])
+def test_yaml_is_bounded_and_typed(text, message):
+    with pytest.raises(BadFile, match=message):
+        loads_yaml(text, source="x.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ run directories
+def test_a_run_directory_reads_no_link_and_waits_on_no_fifo(tmp_path):
+    from harness.core.rundir import RunDir, read_config_json, read_metrics
+
+    run = RunDir.create("exp", path=tmp_path / "run")
+    run.finish("done")
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"private": 1}\n')
+    (run.path / "metrics.jsonl").symlink_to(secret)
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        read_metrics(run.path / "metrics.jsonl")
+    (run.path / "config.json").unlink(missing_ok=True)
+    os.mkfifo(run.path / "config.json")
+    assert _in_time(lambda: read_config_json(run.path)) is None  # a FIFO config.json: "no config", at once
+    (run.path / "meta.json").unlink()
+    os.mkfifo(run.path / "meta.json")
+    with pytest.raises(BadFile, match="meta.json .* is a FIFO"):
+        _in_time(lambda: RunDir.open(run.path, writer=False))
+
+
+def test_a_fifo_as_lock_file_is_one_line(tmp_path):
+    from harness.core.rundir import lock_run_dir, run_dir_in_use
+
+    (tmp_path / "run").mkdir()
+    os.mkfifo(tmp_path / "run" / ".lock")
+    assert _in_time(lambda: run_dir_in_use(tmp_path / "run")) is None
+    with pytest.raises(DepthbenchError, match=r"\.lock is not a regular file"):
+        _in_time(lambda: lock_run_dir(tmp_path / "run"))
+
+
+def test_a_planted_tb_link_does_not_move_the_events(tmp_path):
+    from harness.core.rundir import RunDir
+
+    run = RunDir.create("exp", path=tmp_path / "run")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run.path / "tb").symlink_to(elsewhere)
+    with pytest.raises(BadFile, match="tb .* is a symbolic link"):
+        run.file("tb")
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        run.file("tb/events.out")
+    run.finish("done")
+    assert not any(elsewhere.iterdir())
+
+
+def test_resume_auto_never_follows_a_last_pth_link_to_another_run(tmp_path):
+    import torch
+
+    from harness.engine.checkpoint import find_resume, save_atomic
+
+    other = tmp_path / "other"
+    other.mkdir()
+    save_atomic({"w": torch.ones(1)}, other / "last.pth")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "running"}')
+    (run / "last.pth").symlink_to(other / "last.pth")
+    with pytest.raises(BadFile, match="last.pth.* is a symbolic link"):
+        find_resume("auto", run)
+    (run / "last.pth").unlink()
+    assert find_resume("auto", run) is None
+    save_atomic({"w": torch.ones(1)}, run / "last.pth")
+    assert find_resume("auto", run) == run / "last.pth"
+
+
+def test_train_resume_auto_with_a_linked_last_pth_is_one_line(tmp_path, cli):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "last.pth").write_bytes(b"not a checkpoint")
+    work = tmp_path / "run"
+    work.mkdir()
+    (work / "meta.json").write_text('{"status": "preempted"}')
+    (work / "last.pth").symlink_to(other / "last.pth")
+    out = cli("train", "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", "--work-dir", work, "--resume", "auto")
+    assert "is a symbolic link" in _one_line(out)
+
+
+# ------------------------------------------------------------------------------------------------ copies, walks
+def test_copies_into_a_report_take_only_regular_files_inside_the_source(tmp_path):
+    source = tmp_path / "claims"
+    source.mkdir()
+    (source / "figure.png").write_bytes(b"png")
+    private = tmp_path / "private.png"
+    private.write_bytes(b"secret")
+    (source / "linked.png").symlink_to(private)
+    site = tmp_path / "site"
+    site.mkdir()
+    copy_regular(source / "figure.png", site / "figure.png", inside=source)
+    assert (site / "figure.png").read_bytes() == b"png"
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        copy_regular(source / "linked.png", site / "linked.png", inside=source)
+    with pytest.raises(BadFile, match="is not inside"):
+        copy_regular(source / ".." / "private.png", site / "x.png", inside=source)
+    assert not (site / "linked.png").exists() and not (site / "x.png").exists()
+
+
+def test_a_data_root_is_walked_without_loops_or_leaving_it(tmp_path):
+    root = tmp_path / "data"
+    (root / "train" / "cat").mkdir(parents=True)
+    (root / "train" / "cat" / "a.png").write_bytes(b"x")
+    (root / "train" / "cat" / "loop").symlink_to(root / "train")  # a loop inside the root
+    os.mkfifo(root / "train" / "cat" / "b.png")  # not a regular file: never opened
+    files = _in_time(lambda: list(walk_files(root)))
+    assert files == [root / "train" / "cat" / "a.png"]
+    (root / "train" / "cat" / "out").symlink_to(tmp_path)
+    with pytest.raises(BadFile, match="symbolic link out of the data root"):
+        _in_time(lambda: list(walk_files(root)))
+
+
+# ------------------------------------------------------------------------------------------------ printing
+def test_printable_strips_terminal_escapes():
+    assert printable("gpu\x1b]0;owned\x07\x1b[2J\r\nx\u202e") == "gpu?]0;owned??[2J??x?"
+    assert printable("a\nb", newlines=True) == "a\nb"
