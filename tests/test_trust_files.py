@@ -230,3 +230,66 @@ def test_a_data_root_is_walked_without_loops_or_leaving_it(tmp_path):
 def test_printable_strips_terminal_escapes():
     assert printable("gpu\x1b]0;owned\x07\x1b[2J\r\nx\u202e") == "gpu?]0;owned??[2J??x?"
     assert printable("a\nb", newlines=True) == "a\nb"
+
+
+# ------------------------------------------------------------------------------------------------ records, caches
+def test_bad_numbers_in_a_preflight_record_never_reach_the_estimate(tmp_path, monkeypatch):
+    from harness.core.config import load_config
+    from harness.measure import estimate as est
+    from harness.measure.preflight import read_records
+
+    cfg = load_config("configs/stepsnet/resnet18_8xb128-300e_in1k.py", ["data.train_subset=2560"])
+    ident = est.identity(cfg, 128)
+    folder = tmp_path / "preflight"
+    for name, fields in (("nan", {"step_ms": float("nan")}), ("text", {"step_ms": "fast"}),
+                         ("zero", {"step_ms": 5.0, "micro_batch": 0}), ("inf", {"step_ms": 1e999}),
+                         ("kwargs", {"step_ms": 5.0, "model_kwargs": [1], "input_size": 7})):
+        (folder / name).mkdir(parents=True)
+        record = {"format": "depthbench-preflight/1", "time": f"2026-11-2{len(name)}", "device": "cuda",
+                  "device_name": "GPU\x1b]0;pwned\x07\x1b[2J", "configs": [{**ident, "world": 8, **fields}]}
+        (folder / name / "preflight.json").write_text(json.dumps(record))
+    os.mkfifo(folder / "fifo")  # neither a folder nor a record: skipped at once
+    (folder / "deep").mkdir()
+    (folder / "deep" / "preflight.json").write_text("[" * 50000 + "]" * 50000)
+    records = _in_time(lambda: read_records(tmp_path))
+    assert len(records) == 5 and all("\x1b" not in r["device_name"] for r in records)
+    job = est.Job("ResNet-18", "configs/stepsnet/resnet18_8xb128-300e_in1k.py", ["data.train_subset=2560"])
+    (row,) = est.estimate([job], est.Layout(nodes=1, gpus_per_node=8), records=records, bench_rows=[]).rows
+    assert row.step_s is None and row.source.startswith("none: no preflight record")
+    good = {**json.loads((folder / "nan" / "preflight.json").read_text()), "configs": [{**ident, "step_ms": 250.0}]}
+    (folder / "nan" / "preflight.json").write_text(json.dumps(good))
+    (row,) = est.estimate([job], est.Layout(nodes=1, gpus_per_node=8), records=read_records(tmp_path),
+                          bench_rows=[]).rows
+    assert row.step_s == pytest.approx(0.25) and "\x1b" not in row.source and "GPU?]0;pwned??[2J" in row.source
+
+
+def test_a_measurement_cache_that_is_a_fifo_or_a_link_is_rebuilt_at_once(tmp_path, monkeypatch):
+    from harness.measure.cache import MeasurementCache
+
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    os.mkfifo(tmp_path / "measurements.json")
+    assert _in_time(lambda: MeasurementCache().values) == {}
+    (tmp_path / "measurements.json").unlink()
+    (tmp_path / "elsewhere.json").write_text('{"k": {"value": 1.0}}')
+    (tmp_path / "measurements.json").symlink_to(tmp_path / "elsewhere.json")
+    assert MeasurementCache().values == {}
+    (tmp_path / "measurements.json").unlink()
+    (tmp_path / "measurements.json").write_text('{"a": {"value": NaN}, "b": {"value": "1"}, "c": [1], '
+                                                '"d": {"value": 2.5}, "e": {"error": "x"}}')
+    assert MeasurementCache().values == {"d": {"value": 2.5}, "e": {"error": "x"}}
+
+
+def test_job_records_that_are_fifos_or_escapes_are_named_and_stripped(tmp_path, monkeypatch):
+    from slurm.jobs import read_records
+
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path))
+    (tmp_path / "slurm").mkdir()
+    os.mkfifo(tmp_path / "slurm" / "1.json")
+    (tmp_path / "slurm" / "2.json").write_text(json.dumps({"paper": "p\x1b[31m", "elements": [
+        {"job": "2", "work_dir": str(tmp_path / "run"), "name": "job\x1b]0;owned\x07\r"}]}))
+    (tmp_path / "slurm" / "3.json").write_text('{"elements": ' + "[" * 20000 + "]" * 20000 + "}")
+    problems = []
+    records = _in_time(lambda: read_records(problems))
+    assert [e["name"] for r in records for e in r["elements"]] == ["job?]0;owned??"]
+    assert records[0]["paper"] == "p?[31m"
+    assert any("1.json is a FIFO" in p for p in problems) and any("3.json is nested" in p for p in problems)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, printable, read_json, read_text
 
 if TYPE_CHECKING:
     from harness.measure.preflight import Report
@@ -159,10 +160,10 @@ def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_n
             argv += [option, str(value)]
     code = spawn(nproc, argv)
     try:
-        record = json.loads((path / RECORD).read_text())
-        text = (path / "preflight.txt").read_text().rstrip("\n")
-    except (OSError, ValueError):
+        record = read_json(path / RECORD, inside=path, what="preflight record")
+        text = printable(read_text(path / "preflight.txt", inside=path), newlines=True).rstrip("\n")
+        checks = [Check(**c) for c in record.get("checks", [])]
+    except (OSError, BadFile, TypeError):
         raise DepthbenchError(f"the {nproc} preflight processes ended (exit {code}) without a record in {path}; "
                               f"their output above says why", exit_code=1) from None
-    checks = [Check(**c) for c in record.get("checks", [])]
     return Report(checks, record, path / RECORD, text, code if code else 0, shown=True)
