@@ -293,3 +293,58 @@ def test_job_records_that_are_fifos_or_escapes_are_named_and_stripped(tmp_path, 
     assert [e["name"] for r in records for e in r["elements"]] == ["job?]0;owned??"]
     assert records[0]["paper"] == "p?[31m"
     assert any("1.json is a FIFO" in p for p in problems) and any("3.json is nested" in p for p in problems)
+
+
+# ------------------------------------------------------------------------------------------------ claims, results
+def test_a_claims_figure_that_links_out_or_climbs_is_left_out_of_the_site(tmp_path, capsys):
+    from results.report import _copy_figure
+
+    figures, site = tmp_path / "claims" / "figures", tmp_path / "site"
+    figures.mkdir(parents=True)
+    site.mkdir()
+    (tmp_path / "private.png").write_bytes(b"secret")
+    (figures / "deit-a.png").symlink_to(tmp_path / "private.png")
+    (figures / "deit-b.png").write_bytes(b"png")
+    assert not _copy_figure(figures, "deit-a.png", site)
+    assert not _copy_figure(figures, "../../private.png", site)
+    assert _copy_figure(figures, "deit-b.png", site) and (site / "deit-b.png").read_bytes() == b"png"
+    assert sorted(p.name for p in site.iterdir()) == ["deit-b.png"]
+    err = capsys.readouterr().err
+    assert "deit-a.png is a symbolic link" in err and "not a plain file name" in err
+
+
+@pytest.mark.parametrize("text", ["[" * 100000, "[1e999999999999]", '[{"claim": 1}]', "{}", "not json"])
+def test_a_bad_claims_report_is_one_line(tmp_path, text):
+    from results.claims import ClaimError, read_report
+
+    (tmp_path / "claims.json").write_text(text)
+    with pytest.raises(ClaimError) as error:
+        read_report(tmp_path / "claims.json")
+    assert "\n" not in str(error.value) and "claims.json" in str(error.value)
+
+
+def test_a_claims_run_whose_meta_json_is_not_json_is_not_done(tmp_path):
+    from results.claims import RunSpec, run_done
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "meta.json").write_text("{not json")
+    spec = RunSpec("deit", "a", 0, "configs/x.py", [], tmp_path / "run")
+    assert run_done(spec) is False
+    (tmp_path / "run" / "meta.json").unlink()
+    os.mkfifo(tmp_path / "run" / "meta.json")
+    assert _in_time(lambda: run_done(spec)) is False
+
+
+def test_results_name_a_fifo_or_a_link_in_a_run_and_wait_on_neither(tmp_path):
+    from results import runs
+
+    for name in ("fifo", "link"):
+        (tmp_path / "exp" / name).mkdir(parents=True)
+    os.mkfifo(tmp_path / "exp" / "fifo" / "meta.json")
+    os.mkfifo(tmp_path / "exp" / "fifo" / "metrics.jsonl")
+    (tmp_path / "secret.json").write_text('{"status": "done", "model": "private"}')
+    (tmp_path / "exp" / "link" / "meta.json").symlink_to(tmp_path / "secret.json")
+    frame, problems = _in_time(lambda: runs.collect([tmp_path]))
+    assert len(frame) == 2 and set(frame["status"]) == {"unknown"} and "private" not in set(frame["model"])
+    text = problems.summary()
+    assert "a FIFO" in text and "a symbolic link" in text
