@@ -348,3 +348,47 @@ def test_results_name_a_fifo_or_a_link_in_a_run_and_wait_on_neither(tmp_path):
     assert len(frame) == 2 and set(frame["status"]) == {"unknown"} and "private" not in set(frame["model"])
     text = problems.summary()
     assert "a FIFO" in text and "a symbolic link" in text
+
+
+# ------------------------------------------------------------------------------------------------ MMEngine work dirs
+def test_the_work_dir_guard_refuses_planted_links_and_removes_them_mid_run(tmp_path, capsys):
+    from downstream.hooks import guard_work_dir
+
+    work, other = tmp_path / "work", tmp_path / "other"
+    (work / "20261127_000000" / "vis_data").mkdir(parents=True)
+    other.mkdir()
+    (other / "precious.pth").write_bytes(b"precious")
+    (work / "iter_1.pth").write_bytes(b"ours")
+    (work / "last.pth").symlink_to("iter_1.pth")  # depthbench's own link, beside it: allowed
+    guard_work_dir(work)
+    for planted in ("iter_2.pth", "last_checkpoint", "20261127_000000/vis_data/scalars.json"):
+        (work / planted).symlink_to(other / "precious.pth")
+        with pytest.raises(BadFile, match=f"{planted} in the work dir is a symbolic link"):
+            guard_work_dir(work)
+        guard_work_dir(work, remove=True)  # mid-run: the link goes, its target stays
+        assert not os.path.lexists(work / planted) and (other / "precious.pth").read_bytes() == b"precious"
+    (work / "epoch_1.pth").unlink(missing_ok=True)
+    (work / "20261127_000000" / "vis_data").rmdir()
+    (work / "20261127_000000" / "vis_data").symlink_to(other)
+    with pytest.raises(BadFile, match="vis_data in the work dir is a symbolic link"):
+        guard_work_dir(work)
+    (work / "20261127_000000" / "vis_data").unlink()
+    os.mkfifo(work / "epoch_1.pth")
+    with pytest.raises(BadFile, match="epoch_1.pth in the work dir is not a regular file"):
+        guard_work_dir(work)
+    assert "removed" in capsys.readouterr().err
+
+
+def test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line(embedded_cache, tmp_path, capsys):
+    from harness import cli
+
+    det = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
+    work, target = tmp_path / "work", tmp_path / "precious.pth"
+    work.mkdir()
+    target.write_bytes(b"precious")
+    (work / "iter_2.pth").symlink_to(target)  # MMEngine's CheckpointHook would torch.save through it
+    code = cli.main(["finetune", det, "--work-dir", str(work), "train_cfg.max_iters=2",
+                     "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and "iter_2.pth in the work dir is a symbolic link" in err[0], err
+    assert target.read_bytes() == b"precious"
