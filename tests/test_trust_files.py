@@ -392,3 +392,18 @@ def test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line(e
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and "iter_2.pth in the work dir is a symbolic link" in err[0], err
     assert target.read_bytes() == b"precious"
+
+
+def test_an_export_target_that_is_a_link_is_one_line(tmp_path, cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
+    assert "--out" in _one_line(cli("export", run, "--out", tmp_path / "out")) and (tmp_path / "elsewhere").is_dir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert "is a symbolic link" in _one_line(cli("export", run, "--out", tmp_path / "dangling"))
+    (run / "best.pth").unlink()
+    (run / "best.pth").symlink_to(tmp_path / "other.pth")
+    assert "best.pth is a symbolic link" in _one_line(cli("export", run, "--out", tmp_path / "new"))
