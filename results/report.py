@@ -124,8 +124,8 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
     body = [CLAIMS_LEGEND]
     if _copy_figure(claims_dir / "figures", "glyphs-samples.png", figure_dir):
         body.append(_figure([figure_dir / "glyphs-samples.png"], out_dir, "The glyphs dataset: training images "
-                            "(top rows), validation images from held-out typefaces (middle rows) and the same validation images "
-                            "in the clean variant that the DeiT claims use (bottom row)"))
+                            "(top rows), validation images from held-out typefaces (middle rows) and the same "
+                            "validation images in the clean variant that the DeiT claims use (bottom row)"))
 
     def arm(stats) -> str:
         return e(f"{stats.arm} {stats.mean:.2f} ± {stats.std:.2f} (n={stats.n})")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -504,3 +502,29 @@ def test_a_wrongly_shaped_cifar_batch_is_one_line(tmp_path, data):
         (tmp_path / name).write_bytes(pickle.dumps(bad if name == "data_batch_2" else good))
     with pytest.raises(DataError, match="data_batch_2 is not a CIFAR batch file"):
         CIFAR10Pickle(tmp_path, train=True)
+
+
+# ------------------------------------------------------------------------------------------------ control characters
+def test_jobs_prints_no_terminal_escape_from_a_record(tmp_path, cli):
+    (tmp_path / "slurm").mkdir()
+    run = tmp_path / "exp" / "run\x1b[2J"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"status": "running\x1b]0;x\x07", "experiment": "exp"}))
+    (tmp_path / "slurm" / "7.json").write_text(json.dumps({"paper": "deit", "elements": [
+        {"job": "7", "work_dir": str(run), "name": "name\x1b]0;owned\x07\x1b[31m"}]}))
+    os.mkfifo(tmp_path / "slurm" / "8.json")
+    out = cli("jobs", env={"DEPTHBENCH_RUNS": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout + out.stderr and "\x07" not in out.stdout
+    assert "name?]0;owned??[31m" in out.stdout and "run?[2J" in out.stdout
+    assert "8.json is a FIFO" in out.stderr
+
+
+def test_results_print_no_terminal_escape_from_a_run(tmp_path, cli):
+    run = tmp_path / "exp\x1b[2J" / "r1"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"status": "done\x1b[31m", "experiment": "exp\x1b]0;t\x07"}))
+    (run / "metrics.jsonl").write_text("[" * 100000 + "\n")
+    out = cli("results", "--runs", tmp_path, "--no-audit", "--format", "md")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "\x1b" not in out.stdout + out.stderr and "\x07" not in out.stdout + out.stderr

@@ -73,7 +73,8 @@ def main(args) -> int:
                  loader_seconds=args.loader_seconds, work_dir=args.work_dir,
                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     if report.record and not report.shown:  # rank 0 (under --nproc its own process showed it)
-        print(json.dumps(report.record, indent=1, default=str) if args.json else report.text, flush=True)
+        print(json.dumps(report.record, indent=1, default=str) if args.json else printable(report.text, newlines=True),
+              flush=True)
     return report.exit_code
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, read_bytes
+from harness.core.files import BadFile, atomic_write, printable, read_bytes
 
 __all__ = ["run", "ResultsReport", "add_parser", "main"]
 
@@ -69,9 +69,9 @@ def main(args) -> int:
     report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
                  out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit,
                  claims=args.claims)
-    sys.stdout.write(report.text)
+    sys.stdout.write(printable(report.text, newlines=True))  # run names and fields come from the runs' files
     sys.stdout.flush()
-    print(report.summary, file=sys.stderr)
+    print(printable(report.summary, newlines=True), file=sys.stderr)
     return 0
 
 
