@@ -528,3 +528,109 @@ def test_results_print_no_terminal_escape_from_a_run(tmp_path, cli):
     out = cli("results", "--runs", tmp_path, "--no-audit", "--format", "md")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "\x1b" not in out.stdout + out.stderr and "\x07" not in out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------------------------------------ fuzz
+def _documents(seed: int = 0, n: int = 60) -> list[str]:
+    """Adversarial documents (deep, huge, wrong types, NaN/inf, not text) and random JSON values of random types
+    and shapes, as text: every one is a valid or an invalid record for every reader."""
+    import random
+
+    rng = random.Random(seed)
+    fixed = ["", " ", "null", "0", "-1", "1e999", "-Infinity", "NaN", '"text"', "[]", "{}", "[1, 2]", "true",
+             "[" * 200000, "[" * 100000 + "]" * 100000, '{"a":' * 3000 + "1" + "}" * 3000, "9" * 100000,
+             '{"status": ' + "9" * 5000 + "}", '{"status": NaN, "format": Infinity}', "\x00\x01\x02\xff",
+             '{"configs": [{"step_ms": "x", "micro_batch": 0}], "format": "depthbench-preflight/1"}',
+             '{"elements": [{"job": [], "work_dir": {}}], "paper": 5}', '{"model": {"name": ' + "[" * 5000 + "}}",
+             '[{"claim": {"source": {"rows": 3}}}]', "\ufeff{}", '{"a": "\\ud800"}', "- " * 10000,
+             "a: &a [1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" * 1, "!!python/object/apply:os.system [x]",
+             "{" * 5000, '{"tables": [{"id": 1, "rows": [[[[1]]]]}]}', '{"arms": {"a": []}, "claims": [1]}']
+
+    def value(depth=0):
+        kinds = ["int", "float", "str", "bool", "none", "big", "nan"] + (["list", "dict"] * 3 if depth < 6 else [])
+        kind = rng.choice(kinds)
+        if kind == "list":
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        if kind == "dict":
+            keys = ["status", "format", "configs", "elements", "model", "name", "step_ms", "micro_batch", "job",
+                    "work_dir", "tables", "rows", "arms", "claims", "paper", "value", "error", "splits", "x"]
+            return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 5))}
+        return {"int": lambda: rng.randint(-10, 10**6), "float": lambda: rng.uniform(-1e6, 1e6),
+                "str": lambda: "".join(rng.choice("ab\x1b[]{}\"\\\n/.") for _ in range(rng.randint(0, 12))),
+                "bool": lambda: rng.random() < 0.5, "none": lambda: None, "big": lambda: 10 ** rng.randint(20, 400),
+                "nan": lambda: rng.choice([float("nan"), float("inf"), -float("inf")])}[kind]()
+
+    return fixed + [json.dumps(value()) for _ in range(n)]
+
+
+def _readers(root: Path):
+    """Every reader of JSON/YAML records, as ``(file it reads, call)``; each call reads what the file holds."""
+    from harness.core.rundir import RunDir, read_config_json, read_metrics
+    from harness.engine.checkpoint import latest_run
+    from harness.measure import preflight
+    from harness.measure.cache import MeasurementCache
+    from results import claims, paper_tables, runs
+    from slurm import jobs
+
+    run = root / "exp" / "run"
+    return [
+        (run / "meta.json", lambda: RunDir.open(run, writer=False).meta()),
+        (run / "config.json", lambda: read_config_json(run)),
+        (run / "metrics.jsonl", lambda: read_metrics(run / "metrics.jsonl")),
+        (run / "meta.json", lambda: latest_run(root / "exp")),
+        (run / "meta.json", lambda: runs.collect([root / "exp"])),
+        (run / "metrics.jsonl", lambda: runs.collect([root / "exp"])),
+        (root / "preflight" / "x" / "preflight.json", lambda: preflight.read_records(root)),
+        (root / "slurm" / "1.json", lambda: jobs.read_records([])),
+        (root / "cache" / "measurements.json", lambda: MeasurementCache().values),
+        (root / "claims.json", lambda: claims.read_report(root / "claims.json")),
+        (root / "tables.yaml", lambda: paper_tables.load(root / "tables.yaml")),
+        (root / "claims.yaml", lambda: claims.load(root / "claims.yaml", tables={})),
+    ]
+
+
+def test_every_record_reader_survives_random_and_adversarial_documents(tmp_path, monkeypatch):
+    """Each reader returns, or raises a one-line DepthbenchError; never another exception, never a hang."""
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path))
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "exp" / "run").mkdir(parents=True)
+    (tmp_path / "exp" / "run" / "meta.json").write_text('{"status": "running"}')
+    for folder in ("preflight/x", "slurm", "cache"):
+        (tmp_path / folder).mkdir(parents=True)
+    failures = []
+    for path, read in _readers(tmp_path):
+        before = path.read_bytes() if path.exists() else None
+        for document in _documents(int(os.environ.get("DEPTHBENCH_FUZZ_SEED", "0"))):
+            path.write_text(document, errors="surrogateescape")
+            try:
+                _in_time(read, 30)
+            except DepthbenchError as e:
+                if "\n" in str(e) or not str(e):
+                    failures.append((path.name, document[:40], f"not one line: {str(e)[:80]}"))
+            except Exception as e:  # noqa: BLE001 - what the test looks for
+                failures.append((path.name, document[:40], f"{type(e).__name__}: {str(e)[:80]}"))
+        if before is None:
+            path.unlink()
+        else:
+            path.write_bytes(before)
+    assert not failures, "\n".join(map(str, failures[:20])) + f"\n({len(failures)} in all)"
+
+
+@pytest.mark.parametrize("document", ["[" * 100000, '{"a": ' + "9" * 5000 + "}", "NaN", "[1]", "\xff\xfe"])
+def test_commands_that_read_records_fail_in_one_line(tmp_path, cli, document):
+    """The commands whose input is a record (export: a run's config.json and meta.json; results --claims: a claims
+    report; submit --table: a tables file) exit 2 with one line on every bad document."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    (run / "config.json").write_text(document, errors="surrogateescape")
+    _one_line(cli("export", run, "--out", tmp_path / "out"))
+    (run / "meta.json").write_text(document, errors="surrogateescape")
+    _one_line(cli("export", run, "--out", tmp_path / "out"))
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "claims.json").write_text(document, errors="surrogateescape")
+    _one_line(cli("results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site",
+                  "--no-audit"))
+    (tmp_path / "t.yaml").write_text(document, errors="surrogateescape")
+    _one_line(cli("submit", "--table", f"{tmp_path / 't.yaml'}:1", "--dry-run"))

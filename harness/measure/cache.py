@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sys
 from functools import lru_cache
@@ -89,7 +88,7 @@ class MeasurementCache:
             return {}  # missing, corrupt, a link or a FIFO: rebuilt, never trusted (nor waited on)
         # only well-formed entries: {"value": finite number} or {"error": text}
         return {k: v for k, v in values.items() if isinstance(v, dict) and (
-            isinstance(v.get("error"), str) or (type(v.get("value")) in (int, float) and math.isfinite(v["value"])))}
+            isinstance(v.get("error"), str) or (type(v.get("value")) in (int, float) and -1e308 < v["value"] < 1e308))}
 
     @staticmethod
     def key(*parts) -> str:

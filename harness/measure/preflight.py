@@ -1025,7 +1025,8 @@ def read_records(root: str | Path | None = None) -> list[dict]:
 
 
 def _positive(value, kind=(int, float)) -> bool:
-    return type(value) in (kind if isinstance(kind, tuple) else (kind,)) and math.isfinite(value) and value > 0
+    # compared, not math.isfinite: that raises OverflowError on a 400-digit integer; NaN compares False
+    return type(value) in (kind if isinstance(kind, tuple) else (kind,)) and 0 < value < 1e308
 
 
 # the fields that `submit --estimate` computes with, and what each must be; a record is a file anyone with access
