@@ -634,3 +634,15 @@ def test_commands_that_read_records_fail_in_one_line(tmp_path, cli, document):
                   "--no-audit"))
     (tmp_path / "t.yaml").write_text(document, errors="surrogateescape")
     _one_line(cli("submit", "--table", f"{tmp_path / 't.yaml'}:1", "--dry-run"))
+
+
+def test_a_deeply_nested_or_fifo_alpaca_file_is_one_line(tmp_path):
+    from harness.core.errors import DataError
+    from harness.tasks.alpaca import _read
+
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(DataError, match="deep.json is nested more than"):
+        _read(str(tmp_path / "deep.json"), "k")
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(DataError, match="fifo.json is a FIFO"):
+        _in_time(lambda: _read(str(tmp_path / "fifo.json"), "k"))

@@ -170,7 +170,7 @@ def _refuse(path, st, what: str):
             else "a directory" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
             else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
     return BadFile(f"{what} {path} is {kind}, not a regular file; depthbench follows no links and opens no special "
-                   f"files in runs, records and caches: replace it by the file itself")
+                   f"files in runs, records, caches and datasets: replace it by the file itself")
 
 
 def _open_dir_chain(path: Path, inside: Path | None, what: str) -> tuple[int, str]:
@@ -283,7 +283,7 @@ def loads_json(text: str | bytes, *, source: str = "JSON", max_depth: int = MAX_
     than ``max_depth``, a number too long for an int, NaN/Infinity when ``finite``, a top level not of type(s)
     ``expect`` (None: any)."""
     if json_depth(text) > max_depth:
-        raise BadFile(f"{source} is nested more than {max_depth} levels deep; it is not a file depthbench wrote")
+        raise BadFile(f"{source} is nested more than {max_depth} levels deep; no record or dataset file nests so deep")
 
     def constant(name):
         raise ValueError(f"{name} is not a finite number")

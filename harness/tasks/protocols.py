@@ -223,9 +223,11 @@ def load_real_labels(path=None) -> list:
 
     if path is None:
         return json.loads(pkgutil.get_data("timm.data", "_info/imagenet_real_labels.json").decode())
+    from harness.core.files import BadFile, read_json
+
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
+        return read_json(path, expect=list, what="--real-labels")
+    except (OSError, BadFile) as e:
         raise DepthbenchError(f"--real-labels {path}: not a readable ReaL labels json ({e})") from None
 
 
