@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.files import BadFile, loads_json, printable, read_text
+from harness.core.files import MAX_LOG_BYTES, BadFile, loads_json, printable, read_text
 
 REPO = Path(__file__).resolve().parent.parent
 # old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
@@ -177,7 +177,7 @@ def read_metrics(path: Path, problems: Problems, reduce: str = "best") -> tuple[
     eval line is read with a regular expression and the winning line alone is decoded.
     """
     try:
-        text = read_text(path, inside=path.parent, what="metrics.jsonl")
+        text = read_text(path, inside=path.parent, what="metrics.jsonl", max_bytes=MAX_LOG_BYTES)
     except OSError as e:
         problems.add(path.parent, f"cannot read metrics.jsonl ({e.strerror})")
         return [], 0, {}
@@ -551,7 +551,7 @@ def load_curves(path: str | Path) -> pd.DataFrame:
     """Every record of one run's metrics.jsonl (training curves); bad lines skipped."""
     rows = []
     try:
-        text = read_text(Path(path, "metrics.jsonl"), inside=path, what="metrics.jsonl")
+        text = read_text(Path(path, "metrics.jsonl"), inside=path, what="metrics.jsonl", max_bytes=MAX_LOG_BYTES)
     except (OSError, BadFile):
         return pd.DataFrame()
     for line in text.splitlines():

@@ -143,7 +143,8 @@ def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
 # ``max_bytes``, and JSON/YAML never deeper than ``max_depth`` (checked before the parser recurses) and of the type
 # the caller expects. Every refusal is a :class:`BadFile` (one line naming the file); a missing file stays
 # FileNotFoundError, so callers can tell "absent" from "wrong".
-MAX_BYTES = 64 << 20        # records, caches, metrics: far above any real one
+MAX_BYTES = 64 << 20        # records and caches: far above any real one
+MAX_LOG_BYTES = 1 << 30     # metrics.jsonl of a long run (one line per log step)
 MAX_DEPTH = 64              # JSON/YAML nesting: real records nest < 10 deep; Python's parsers recurse ~1000 deep
 MAX_YAML_ALIASES = 100      # aliases multiply what a walk over the loaded document visits ("billion laughs")
 

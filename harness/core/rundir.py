@@ -30,8 +30,8 @@ import subprocess
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import (BadFile, append_line, atomic_write, is_regular, loads_json, no_link_below, read_json,
-                                 read_text)
+from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
+                                 no_link_below, read_json, read_text)
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 STATUSES = ("running", "done", "failed", "preempted")
@@ -245,7 +245,7 @@ class RunDir:
 def read_metrics(path: str | Path) -> list[dict]:
     """The records of a metrics.jsonl; a torn last line (a run killed mid-write) is ignored, others raise."""
     path = Path(path)
-    lines = read_text(path, inside=path.parent, what="metrics file").splitlines()
+    lines = read_text(path, inside=path.parent, what="metrics file", max_bytes=MAX_LOG_BYTES).splitlines()
     records = []
     for i, line in enumerate(lines):
         if not line.strip():

@@ -373,9 +373,10 @@ def _trim_lines(path: Path, keep: int) -> int:
     """Drop the training records after the first ``keep`` lines, keep foreign records; return the line count."""
     from harness.core.files import atomic_write
 
-    from harness.core.files import read_text
+    from harness.core.files import MAX_LOG_BYTES, read_text
 
-    lines = read_text(path, inside=path.parent, what="metrics file").splitlines(keepends=True) if path.exists() else []
+    lines = (read_text(path, inside=path.parent, what="metrics file", max_bytes=MAX_LOG_BYTES)
+             .splitlines(keepends=True) if os.path.lexists(path) else [])
     if len(lines) > keep:
         lines = lines[:keep] + [line for line in lines[keep:] if _kind(line) in FOREIGN_KINDS]
         atomic_write(path, "".join(lines))
