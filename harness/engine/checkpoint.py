@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import re
 import sys
@@ -132,8 +133,9 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
     ``mmap=True`` maps the tensors instead of reading them: a cheap check of a large file."""
     name = str(path) if isinstance(path, (str, Path)) else "<in-memory file>"
     if isinstance(path, (str, Path)):
-        if not Path(path).is_file():
-            raise DepthbenchError(f"{name}: no such file")
+        if not Path(path).is_file():  # follows a link the user named; a FIFO or device is never opened
+            raise DepthbenchError(f"{name}: not a regular file (a FIFO, device or folder)" if os.path.exists(path)
+                                  else f"{name}: no such file")
         verify_checksum(path)
         if Path(path).suffix == ".safetensors":  # tensors only by construction: nothing to unpickle
             return _read_safetensors(Path(path))
