@@ -28,6 +28,7 @@ import io
 import os
 import signal
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -36,8 +37,39 @@ from mmengine.dist import all_reduce, all_gather_object, get_world_size, is_main
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
-from harness.core.files import atomic_symlink
+from harness.core.files import BadFile, atomic_symlink, atomic_write, is_regular, printable, read_text
 from harness.core.rundir import RunDir, now, read_metrics
+
+
+def guard_work_dir(work_dir, remove: bool = False) -> None:
+    """MMEngine's hooks write into the work dir with plain ``open``/``torch.save``, which follow links: a planted
+    ``iter_N.pth``, ``epoch_N.pth``, ``last_checkpoint``, log folder or ``vis_data`` link would have a checkpoint or
+    log written over its target. Before they run, every entry of the work dir (and of its log folders) must be a
+    regular file or a folder, not a link or a FIFO -- the one link allowed is depthbench's own ``last.pth``, naming
+    a file beside it. ``remove=False`` (before the run): a planted entry is one line, nothing is written;
+    ``remove=True`` (before each checkpoint save, mid-run): the planted link itself is removed (never its target)
+    so the save writes a new file, with a warning."""
+    root = Path(work_dir)
+    if not root.is_dir():
+        return
+    for folder, dirs, files in os.walk(root):  # never descends into a linked folder
+        for name in dirs + files:
+            path = Path(folder, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                continue
+            if name.startswith(".") and ".tmp-" in name:  # a killed writer's temporary (atomic_symlink's)
+                os.unlink(path)
+                continue
+            if path == root / "last.pth" and stat.S_ISLNK(mode) and "/" not in os.readlink(path):
+                continue  # ours: last.pth -> iter_N.pth beside it
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            if not remove:
+                raise BadFile(f"{path} in the work dir is {what}; MMEngine would write through it. Remove it, or "
+                              f"give another --work-dir")
+            print(f"depthbench: warning: removed {printable(path)} ({what}) from the work dir before a checkpoint "
+                  f"write", file=sys.stderr)
+            os.unlink(path)  # the link itself, never its target
 
 
 class Preempted(RuntimeError):
@@ -98,7 +130,9 @@ class RunDirHook(Hook):
         scale = runner.cfg.get("scale")
         if scale:
             fields["scale"] = scale
-        if (path / "meta.json").is_file():
+        if writer:
+            guard_work_dir(path)
+        if os.path.lexists(path / "meta.json"):  # RunDir.open names one that is a link or a FIFO
             self.run = RunDir.open(path, writer=writer)
             self.run.update_meta(status="running", **fields)
         else:
@@ -108,6 +142,11 @@ class RunDirHook(Hook):
         global _stop_signal
         _stop_signal = None
         _install((signal.SIGUSR1, signal.SIGTERM))
+
+    def before_save_checkpoint(self, runner, checkpoint) -> None:
+        """Every save (the CheckpointHook's and the preemption save) finds no planted link to write through."""
+        if is_main_process():
+            guard_work_dir(runner.work_dir, remove=True)
 
     def before_train(self, runner) -> None:
         """After MMEngine's resume: drop records a killed run logged after its checkpoint, note the resume. From
@@ -141,7 +180,7 @@ class RunDirHook(Hook):
             runner.save_checkpoint(runner.work_dir, filename, save_optimizer=True, save_param_scheduler=True,
                                    by_epoch=False)
             if is_main_process():
-                Path(runner.work_dir, "last_checkpoint").write_text(str(Path(runner.work_dir, filename)))
+                atomic_write(Path(runner.work_dir, "last_checkpoint"), str(Path(runner.work_dir, filename)))
                 self._link_last(runner)
             self.run.finish("preempted", global_step=step)
             self.restore_signal_handlers()
@@ -175,12 +214,12 @@ class RunDirHook(Hook):
     def _link_last(runner) -> None:
         """``last.pth`` -> the checkpoint named in MMEngine's ``last_checkpoint`` file."""
         work_dir = Path(runner.work_dir)
-        marker = work_dir / "last_checkpoint"
-        if not marker.exists():
+        try:
+            named = read_text(work_dir / "last_checkpoint", inside=work_dir, max_bytes=4096).strip()
+        except (OSError, BadFile):
             return
-        target = Path(marker.read_text().strip())
-        link = work_dir / "last.pth"
-        if not target.is_file() or (link.is_symlink() and os.readlink(link) == target.name):
+        target, link = work_dir / Path(named).name, work_dir / "last.pth"
+        if not is_regular(target, inside=work_dir) or (link.is_symlink() and os.readlink(link) == target.name):
             return
         atomic_symlink(link, target.name)
 

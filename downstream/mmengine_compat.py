@@ -98,19 +98,15 @@ def checkpoint_in_work_dir(work_dir) -> str | None:
     """The checkpoint MMEngine's ``last_checkpoint`` file names, looked up inside ``work_dir`` only: MMEngine writes
     an absolute path, which a copied or planted file could point anywhere; its file name is what counts. None
     when there is no pointer or it names no regular file in the work directory."""
-    import os
+    from harness.core.files import BadFile, is_regular, read_bytes
 
-    marker = osp.join(work_dir, "last_checkpoint")
-    if not osp.isfile(marker):
-        return None
-    try:
-        with open(marker) as fh:
-            name = osp.basename(fh.read().strip())
-    except (OSError, UnicodeDecodeError):
+    try:  # never through a link, never a FIFO (it would block the open)
+        name = osp.basename(read_bytes(osp.join(work_dir, "last_checkpoint"), inside=work_dir, max_bytes=4096)
+                            .decode().strip())
+    except (OSError, BadFile, UnicodeDecodeError):
         return None
     path = osp.join(work_dir, name)
-    inside = osp.realpath(path).startswith(osp.realpath(work_dir) + os.sep)
-    return path if name and osp.isfile(path) and inside else None
+    return path if name and is_regular(path, inside=work_dir) else None
 
 
 _console = {"quiet": False}

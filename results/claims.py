@@ -529,8 +529,7 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
     recipe changes, comparing them would mix two recipes, so they have to be trained again. Keys a run did not
     record (added to the engine since) are not compared; glyphs runs recorded before ``data.variant`` existed are
     the cluttered set."""
-    import json
-
+    from harness.core.files import BadFile, read_json
     from harness.engine.builders import load_training_config
 
     stale = []
@@ -538,8 +537,8 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
         if not run_done(spec):
             continue
         try:
-            saved = json.loads((spec.work_dir / "config.json").read_text())
-        except (OSError, ValueError):
+            saved = read_json(spec.work_dir / "config.json", inside=spec.work_dir, what="config.json")
+        except (OSError, BadFile):
             stale.append((spec, "its config.json is missing or unreadable"))
             continue
         if isinstance(saved.get("data"), dict) and saved["data"].get("type") == "glyphs":
@@ -639,12 +638,12 @@ class ClaimResult:
 def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
     """The results a ``depthbench claims`` report holds (its claims.json: each ClaimResult as a dict plus the
     reduced ``setting``), rebuilt as ``(ClaimResult, setting)``; a file that is not that raises ClaimError."""
-    import json
+    from harness.core.files import BadFile, read_json
 
     path = Path(path)
     try:
         results = []
-        for r in json.loads(path.read_text()):
+        for r in read_json(path, expect=list, what="claims report"):
             source = r["claim"]["source"]
             if "direction" in r["claim"]:  # a report of the earlier, unplanned claims (before the design)
                 legacy = dict(r["claim"])
@@ -661,7 +660,7 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
                                         tuple(r.get("looks", ())), tuple(r.get("planned", ())),
                                         hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile) as e:
         raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
                          "it") from None
     return results

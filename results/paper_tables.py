@@ -115,13 +115,17 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 def read_yaml(path: Path, error: type[Exception], what: str):
     """The document of the YAML file ``path`` (floats as printed: :class:`_Loader`); a missing or malformed file
-    raises ``error`` naming it (``what``: e.g. "tables file")."""
+    raises ``error`` naming it (``what``: e.g. "tables file"), and so does one that is a link's target outside
+    depthbench's reach, a FIFO, huge or nested deeper than a table needs (harness.core.files)."""
+    from harness.core.files import BadFile
+    from harness.core.files import read_yaml as read_bounded_yaml
+
     try:
-        return yaml.load(path.read_text(), Loader=_Loader)
+        return read_bounded_yaml(path, expect=None, loader=_Loader, what=what)
     except FileNotFoundError:
         raise error(f"{path}: no such {what}") from None
-    except yaml.YAMLError as e:
-        raise error(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    except BadFile as e:
+        raise error(str(e)) from None
 
 
 @dataclass

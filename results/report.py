@@ -8,10 +8,12 @@ from any static server.
 from __future__ import annotations
 
 import html
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from harness.core.files import atomic_write
 from results import figures, render
 from results.compare import TableView
 from results.runs import Problems
@@ -117,18 +119,14 @@ CLAIMS_LEGEND = (
 def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
     """The Claims page from ``depthbench claims``' report (``results``: ``(ClaimResult, setting)`` read from
     ``claims_dir``/claims.json; its figures are copied beside the site so it stays self-contained)."""
-    import shutil
-
     e = html.escape
     figure_dir = out_dir / "figures" / "claims"
     figure_dir.mkdir(parents=True, exist_ok=True)
     body = [CLAIMS_LEGEND]
-    samples = claims_dir / "figures" / "glyphs-samples.png"
-    if samples.is_file():
-        shutil.copy2(samples, figure_dir / samples.name)
-        body.append(_figure([figure_dir / samples.name], out_dir, "The glyphs dataset: training images (top rows), "
-                            "validation images from held-out typefaces (middle rows) and the same validation images "
-                            "in the clean variant that the DeiT claims use (bottom row)"))
+    if _copy_figure(claims_dir / "figures", "glyphs-samples.png", figure_dir):
+        body.append(_figure([figure_dir / "glyphs-samples.png"], out_dir, "The glyphs dataset: training images "
+                            "(top rows), validation images from held-out typefaces (middle rows) and the same "
+                            "validation images in the clean variant that the DeiT claims use (bottom row)"))
 
     def arm(stats) -> str:
         return e(f"{stats.arm} {stats.mean:.2f} ± {stats.std:.2f} (n={stats.n})")
@@ -148,11 +146,30 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
                     f"<th>Δ ({e(mine[0][0].claim.metric)})</th><th>95 % interval</th><th>verdict</th></tr>"
                     f"</thead><tbody>{''.join(rows)}</tbody></table>")
         for r, _ in mine:
-            png = claims_dir / "figures" / f"{paper}-{r.claim.id}.png"
-            if png.is_file():
-                shutil.copy2(png, figure_dir / png.name)
-                body.append(_figure([figure_dir / png.name], out_dir, f"{paper}/{r.claim.id}: {r.verdict}"))
+            name = f"{paper}-{r.claim.id}.png"
+            if _copy_figure(claims_dir / "figures", name, figure_dir):
+                body.append(_figure([figure_dir / name], out_dir, f"{paper}/{r.claim.id}: {r.verdict}"))
     return "\n".join(body)
+
+
+def _copy_figure(source: Path, name: str, target: Path) -> bool:
+    """Copy the figure ``source/name`` into the site (False when there is none). A claims report is data: the
+    name (from its claims.json) must be one plain file name, and the file a regular file inside ``source``, not a
+    link (a figure linked to a private file would be published) -- else it is left out, with a warning."""
+    from harness.core.files import BadFile, copy_regular, printable
+
+    if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(".png"):
+        print(f"depthbench results: warning: claims figure {printable(name)!r} is not a plain file name; left out",
+              file=sys.stderr)
+        return False
+    try:
+        copy_regular(source / name, target / name, inside=source, what="claims figure")
+    except FileNotFoundError:
+        return False
+    except BadFile as e:
+        print(f"depthbench results: warning: {printable(e)}; left out of the report", file=sys.stderr)
+        return False
+    return True
 
 
 def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_dir: Path,
@@ -181,7 +198,7 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
 
     def write(name: str, title: str, body: str) -> None:
         path = out_dir / name
-        path.write_text(_page(title, body, name, papers, has_claims))
+        atomic_write(path, _page(title, body, name, papers, has_claims))  # a planted link is replaced, not followed
         pages.append(path)
 
     # index

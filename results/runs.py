@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.core.files import MAX_LOG_BYTES, BadFile, loads_json, printable, read_text
+
 REPO = Path(__file__).resolve().parent.parent
 # old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
 MODEL_RENAMES: dict[str, str] = {}
@@ -78,7 +80,7 @@ class Problems:
         lines = [f"{len(self.items)} problem(s) in the run directories (the other runs are all used):"]
         for message, paths in by_message.items():
             where = paths[0] if len(paths) == 1 else f"{len(paths)} runs ({paths[0]}, ...)"
-            lines.append(f"  {where}: {message}")
+            lines.append(printable(f"  {where}: {message}"))  # names and messages come from the runs' files
         return "\n".join(lines)
 
 
@@ -103,13 +105,14 @@ def find_run_dirs(roots) -> list[Path]:
 def _subdirs(path: Path) -> list[Path]:
     try:
         with os.scandir(path) as it:
-            return sorted(Path(e.path) for e in it if e.is_dir() and not e.name.startswith("."))
+            # a linked folder is not followed: it could lead out of the runs root, or in a circle
+            return sorted(Path(e.path) for e in it if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
     except OSError:
         return []
 
 
 def _is_run_dir(path: Path) -> bool:
-    return any(os.path.exists(os.path.join(path, name)) for name in RUN_FILES)
+    return any(os.path.lexists(os.path.join(path, name)) for name in RUN_FILES)
 
 
 def read_config_fields(text: str) -> dict:
@@ -177,9 +180,12 @@ def read_metrics(path: Path, problems: Problems, reduce: str = "best") -> tuple[
     eval line is read with a regular expression and the winning line alone is decoded.
     """
     try:
-        text = path.read_text(errors="replace")
+        text = read_text(path, inside=path.parent, what="metrics.jsonl", max_bytes=MAX_LOG_BYTES)
     except OSError as e:
         problems.add(path.parent, f"cannot read metrics.jsonl ({e.strerror})")
+        return [], 0, {}
+    except BadFile as e:
+        problems.add(path.parent, f"metrics.jsonl unreadable ({_why(e)})")
         return [], 0, {}
     all_lines = text.split("\n")
     body = text.rstrip("\n")
@@ -355,9 +361,14 @@ JSON_ERRORS = (ValueError, RecursionError, TypeError)
 def load_json(text: str):
     """``json.loads`` that turns every way a hostile or corrupt file can fail into ValueError."""
     try:
-        return json.loads(text)
-    except JSON_ERRORS as e:
-        raise ValueError(f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}") from None
+        return loads_json(text, expect=None)
+    except BadFile as e:
+        raise ValueError(_why(e)) from None
+
+
+def _why(error: BadFile) -> str:
+    """A BadFile's reason without the file's name (the problem list names the run)."""
+    return str(error).split(" is ", 1)[-1][:100]
 
 
 def _text(value) -> str | None:
@@ -384,9 +395,12 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
     meta = {}
     meta_file = path / "meta.json"
     try:
-        meta = load_json(meta_file.read_text(errors="replace"))
+        meta = load_json(read_text(meta_file, inside=path, what="meta.json"))
         if not isinstance(meta, dict):
             raise ValueError("not an object")
+    except BadFile as e:
+        meta = {}
+        problems.add(path, f"meta.json unreadable ({_why(e)}); status unknown")
     except FileNotFoundError:
         problems.add(path, "no meta.json (not written by depthbench, or copied incompletely); status unknown")
     except (ValueError, OSError) as e:
@@ -410,11 +424,11 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         overrides=" ".join(overrides_of(_text(meta.get("command")))))
     cfg = {}
     config_file = path / "config.py"
-    if config_file.exists():
+    if os.path.lexists(config_file):
         try:
-            cfg = read_config_fields(config_file.read_text(errors="replace"))
-        except OSError:
-            problems.add(path, "config.py unreadable")
+            cfg = read_config_fields(read_text(config_file, inside=path, what="config.py"))
+        except (OSError, BadFile):
+            problems.add(path, "config.py unreadable (not a regular file of the run, or not readable)")
     config_name, config_kwargs = model_identity(cfg.get("model"))
     name = _text(meta.get("model")) or config_name
     kwargs = meta.get("model_kwargs")
@@ -554,8 +568,8 @@ def load_curves(path: str | Path) -> pd.DataFrame:
     """Every record of one run's metrics.jsonl (training curves); bad lines skipped."""
     rows = []
     try:
-        text = Path(path, "metrics.jsonl").read_text(errors="replace")
-    except OSError:
+        text = read_text(Path(path, "metrics.jsonl"), inside=path, what="metrics.jsonl", max_bytes=MAX_LOG_BYTES)
+    except (OSError, BadFile):
         return pd.DataFrame()
     for line in text.splitlines():
         try:

@@ -6,7 +6,6 @@ accounting runs (many clusters, and the local test cluster, have none); a run's 
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, printable, read_json
 from slurm.submit import paper_of, runs_root, slurm_dir
 
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
@@ -50,11 +50,11 @@ def read_records(problems: list[str] | None = None) -> list[dict]:
     problems = problems if problems is not None else []
     for path in sorted(slurm_dir().glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1):
         try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError, RecursionError) as e:  # RecursionError: deeply nested JSON
-            problems.append(f"{path} is not a readable submission record ({type(e).__name__}); ignored")
+            record = read_json(path, inside=slurm_dir(), what="submission record")
+        except (OSError, BadFile) as e:  # a link, a FIFO, deeply nested or not JSON: named, never waited on
+            problems.append(f"{printable(e) if isinstance(e, BadFile) else f'{path}: {e.strerror}'}; ignored")
             continue
-        elements = record.get("elements") if isinstance(record, dict) else None
+        elements = record.get("elements")
         if not isinstance(elements, list):
             problems.append(f"{path} is not a submission record (no list of runs under 'elements'); ignored")
             continue
@@ -71,16 +71,16 @@ def read_records(problems: list[str] | None = None) -> list[dict]:
 
 
 def _text(value) -> str | None:
-    """A string field as it is, anything else (a list, a number, null) as None."""
-    return value if isinstance(value, str) else None
+    """A string field without control characters (it is printed: a job name must not be a terminal escape),
+    anything else (a list, a number, null) as None."""
+    return printable(value) if isinstance(value, str) else None
 
 
 def read_meta(work_dir: str | Path) -> dict:
     try:
-        meta = json.loads((Path(work_dir) / "meta.json").read_text())
-    except (OSError, ValueError, RecursionError):
+        return read_json(Path(work_dir) / "meta.json", inside=work_dir, what="meta.json")
+    except (OSError, BadFile):
         return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def slurm_states(job_ids: set[str]) -> tuple[dict, str]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
+from harness.core.files import BadFile, open_file, read_text
 
 __all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
@@ -146,9 +147,11 @@ def audit_equal_size(out: Path, configs: list[str]) -> str:
 
 # ----------------------------------------------------------------------------------------- runs
 def run_status(path: Path) -> str | None:
+    from harness.core.files import read_json
+
     try:
-        return json.loads((path / "meta.json").read_text()).get("status")
-    except (OSError, ValueError):
+        return read_json(path / "meta.json", inside=path, what="meta.json").get("status")
+    except (OSError, BadFile):
         return None
 
 
@@ -226,14 +229,14 @@ def _advance(bar, path: Path, log_path: Path) -> None:
             bar.refresh()
     step = 0
     try:
-        with open(path / "metrics.jsonl", "rb") as f:
+        with open_file(path / "metrics.jsonl", inside=path, max_bytes=None) as f:
             f.seek(max(0, f.seek(0, 2) - 4096))
             for line in f.read().decode(errors="replace").splitlines()[-5:]:
                 try:
                     step = max(step, int(json.loads(line).get("global_step", 0)))
                 except (ValueError, AttributeError, TypeError):
                     continue
-    except OSError:
+    except (OSError, BadFile):
         return
     if step > bar.n:
         bar.update(step - bar.n)
@@ -241,8 +244,11 @@ def _advance(bar, path: Path, log_path: Path) -> None:
 
 def _epochs_of(path: Path) -> int:
     """The epochs of a training run, from the resolved config it wrote (config.py)."""
-    match = re.search(r"^epochs\s*=\s*(\d+)", (path / "config.py").read_text() if (path / "config.py").is_file()
-                      else "", re.M)
+    try:
+        text = read_text(path / "config.py", inside=path, what="config.py")
+    except (OSError, BadFile):
+        text = ""
+    match = re.search(r"^epochs\s*=\s*(\d+)", text, re.M)
     return int(match.group(1)) if match else 1
 
 

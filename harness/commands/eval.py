@@ -171,9 +171,11 @@ def run_model_config(run: Path | None) -> dict | None:
     if resolved is None and (Path(run) / "config.py").is_file():
         from results.runs import read_config_fields
 
+        from harness.core.files import BadFile, read_text
+
         try:
-            resolved = read_config_fields((Path(run) / "config.py").read_text(errors="replace"))
-        except (OSError, RecursionError, MemoryError):
+            resolved = read_config_fields(read_text(Path(run) / "config.py", inside=run, what="config.py"))
+        except (OSError, RecursionError, MemoryError, BadFile):
             resolved = None
     model = (resolved or {}).get("model")
     return model if isinstance(model, dict) else None

@@ -68,6 +68,9 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
 
     source, run_path = _source(Path(run_dir).expanduser(), checkpoint)
     out = Path(out).expanduser()
+    if os.path.islink(out):  # rmdir/rename would act on the link or where it points, not on a folder of ours
+        raise DepthbenchError(f"--out {out} is a symbolic link; give the path of a new folder (not a link) for the "
+                              f"export")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DepthbenchError(f"--out {out} exists and is not an empty folder; choose a new folder for the export")
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
@@ -105,6 +108,8 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
 
 def _source(path: Path, checkpoint: str) -> tuple[Path, Path]:
     """``(checkpoint file, its run directory)``."""
+    from harness.core.files import no_link_below
+
     if path.is_file():
         if not (path.parent / "meta.json").is_file():
             raise DepthbenchError(f"{path} is not inside a run directory of depthbench train (no meta.json beside "
@@ -114,6 +119,7 @@ def _source(path: Path, checkpoint: str) -> tuple[Path, Path]:
         raise DepthbenchError(f"{path}: not a run directory of depthbench train (no meta.json)")
     names = [f"{checkpoint}.pth"] + (["last.pth"] if checkpoint == "best" else [])
     for name in names:
+        no_link_below(path / name, path, what=name)  # a link to another run's checkpoint is refused
         if (path / name).is_file():
             return path / name, path
     raise DepthbenchError(f"{path} has no {' or '.join(names)}; the run wrote no checkpoint yet")

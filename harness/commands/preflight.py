@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, printable, read_json, read_text
 
 if TYPE_CHECKING:
     from harness.measure.preflight import Report
@@ -72,7 +73,8 @@ def main(args) -> int:
                  loader_seconds=args.loader_seconds, work_dir=args.work_dir,
                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     if report.record and not report.shown:  # rank 0 (under --nproc its own process showed it)
-        print(json.dumps(report.record, indent=1, default=str) if args.json else report.text, flush=True)
+        print(json.dumps(report.record, indent=1, default=str) if args.json else printable(report.text, newlines=True),
+              flush=True)
     return report.exit_code
 
 
@@ -159,10 +161,10 @@ def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_n
             argv += [option, str(value)]
     code = spawn(nproc, argv)
     try:
-        record = json.loads((path / RECORD).read_text())
-        text = (path / "preflight.txt").read_text().rstrip("\n")
-    except (OSError, ValueError):
+        record = read_json(path / RECORD, inside=path, what="preflight record")
+        text = printable(read_text(path / "preflight.txt", inside=path), newlines=True).rstrip("\n")
+        checks = [Check(**c) for c in record.get("checks", [])]
+    except (OSError, BadFile, TypeError):
         raise DepthbenchError(f"the {nproc} preflight processes ended (exit {code}) without a record in {path}; "
                               f"their output above says why", exit_code=1) from None
-    checks = [Check(**c) for c in record.get("checks", [])]
     return Report(checks, record, path / RECORD, text, code if code else 0, shown=True)

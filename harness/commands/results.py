@@ -15,11 +15,14 @@ come from the ``depthbench verify`` audit (cached in ``.cache/depthbench``).
 """
 from __future__ import annotations
 
+import io
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, atomic_write, printable, read_bytes
 
 __all__ = ["run", "ResultsReport", "add_parser", "main"]
 
@@ -66,9 +69,9 @@ def main(args) -> int:
     report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
                  out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit,
                  claims=args.claims)
-    sys.stdout.write(report.text)
+    sys.stdout.write(printable(report.text, newlines=True))  # run names and fields come from the runs' files
     sys.stdout.flush()
-    print(report.summary, file=sys.stderr)
+    print(printable(report.summary, newlines=True), file=sys.stderr)
     return 0
 
 
@@ -114,7 +117,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
         text = status_text(views)
         report.text = text
         if out:
-            (out / "status.txt").write_text(text)
+            atomic_write(out / "status.txt", text)
             report.files.append(out / "status.txt")
     elif format == "html":
         from results import report as site
@@ -180,7 +183,7 @@ def _claims_report(claims):
     from results.claims import read_report
 
     folder = Path(claims) if claims else DEFAULT_OUT
-    if not (folder / "claims.json").is_file():
+    if not os.path.lexists(folder / "claims.json"):  # there but a link or a FIFO: read_report names it
         if claims:
             raise DepthbenchError(f"--claims {claims}: no claims.json there; give the --out folder of a "
                                   "`depthbench claims` run")
@@ -213,8 +216,8 @@ def _bench_frames(paths, strict: bool):
     frames = []
     for path in paths:
         try:
-            frame = pd.read_csv(path)
-        except (OSError, ValueError, pd.errors.ParserError) as e:
+            frame = pd.read_csv(io.BytesIO(read_bytes(path, what="bench CSV")))  # never a FIFO or a huge file
+        except (OSError, ValueError, pd.errors.ParserError, BadFile) as e:
             if strict:
                 raise DepthbenchError(f"--bench {path} is not a CSV ({str(e).splitlines()[0]})") from None
             continue
@@ -230,7 +233,7 @@ def _write_tables(views, fmt, out, render, report: ResultsReport) -> None:
     if fmt == "csv":
         text = render.to_csv(views)
         if out:
-            (out / "results.csv").write_text(text)
+            atomic_write(out / "results.csv", text)
             report.files.append(out / "results.csv")
             report.text += f"wrote {out / 'results.csv'}\n"
         else:
@@ -247,7 +250,7 @@ def _write_tables(views, fmt, out, render, report: ResultsReport) -> None:
         return
     for paper, parts in by_paper.items():
         path = out / f"{paper}.{'md' if fmt == 'md' else 'tex'}"
-        path.write_text("\n".join(parts))
+        atomic_write(path, "\n".join(parts))
         report.files.append(path)
         report.text += f"wrote {path}\n"
 

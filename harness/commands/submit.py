@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 
 from harness.commands.claims import DEFAULT_SEEDS, default_out
 from harness.core.errors import DepthbenchError
+from harness.core.files import printable
 
 if TYPE_CHECKING:  # slurm/ imported where used: the CLI imports every command module to build its parser
     from harness.measure.estimate import Estimate
@@ -232,7 +233,7 @@ def _show_estimate(estimate: Estimate) -> None:
 def jobs_main(args) -> int:
     result = run_jobs(paper=args.paper)
     for problem in result.problems:  # unreadable records and run directories: listed, the others still shown
-        print(f"depthbench jobs: {problem}", file=sys.stderr)
+        print(f"depthbench jobs: {printable(problem)}", file=sys.stderr)
     rows = result.rows
     if args.json:
         for r in rows:
@@ -245,7 +246,7 @@ def jobs_main(args) -> int:
     header = ("JOB", "SLURM", "RUN", "BEST", "NAME", "RUN DIRECTORY")
     table = [header] + [(r["job"], r["slurm_state"], r["status"],
                          f"{r['best_metric']:.2f}" if isinstance(r["best_metric"], (int, float)) else "-",
-                         r["name"] or "-", _short(r["work_dir"])) for r in rows]
+                         r["name"] or "-", printable(_short(r["work_dir"]))) for r in rows]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]))
@@ -256,7 +257,7 @@ def jobs_main(args) -> int:
 
 def cancel_main(args) -> int:
     result = run_cancel(args.target)
-    what = f"job {result.job}" + (f" ({_short(str(result.run_dir))})" if result.run_dir else "")
+    what = f"job {result.job}" + (f" ({printable(_short(str(result.run_dir)))})" if result.run_dir else "")
     print(f"cancelled {what}; a run that had started checkpoints on SIGTERM (status preempted) and can be resumed "
           "with `depthbench train CONFIG --work-dir RUN --resume auto`")
     return 0

@@ -23,7 +23,13 @@ class DepthbenchError(Exception):
 
     def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT):
         # one line, whole: newlines from wrapped library messages are folded, never cut
-        super().__init__(" ".join(str(message).split()))
+        text = str(message)
+        if text.startswith("Caught ") and "Original Traceback" in text:
+            # torch's DataLoader re-raises a worker's error as type(error)("Caught ... <traceback> ...: message"):
+            # the message is what follows the error's name on the traceback's last line
+            last = text.rstrip().splitlines()[-1]
+            text = last.split(": ", 1)[1] if ": " in last else last
+        super().__init__(" ".join(text.split()))
         self.exit_code = exit_code
 
 

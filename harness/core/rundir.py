@@ -25,11 +25,13 @@ import json
 import os
 import re
 import socket
+import stat
 import subprocess
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import append_line, atomic_write
+from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
+                                 no_link_below, read_json, read_text)
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 STATUSES = ("running", "done", "failed", "preempted")
@@ -107,10 +109,13 @@ def lock_run_dir(path: str | Path) -> None:
         return
     lock = path / ".lock"
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
         raise DepthbenchError(f"cannot lock the run directory {path} ({e.strerror}); check that it is a directory "
-                              f"you can write") from None
+                              f"you can write, and that its .lock is a plain file") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock: refused, never waited on
+        os.close(fd)
+        raise DepthbenchError(f"cannot lock the run directory {path}: {lock} is not a regular file; remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -132,11 +137,14 @@ def unlock_run_dir(path: str | Path) -> None:
 def run_dir_in_use(path: str | Path) -> str | None:
     """Who holds the run directory's lock (a process of ours counts as free), or None: a cheap check before work."""
     path = Path(path)
-    if str(path.resolve()) in _LOCKS or not (path / ".lock").is_file():
+    if str(path.resolve()) in _LOCKS or not is_regular(path / ".lock"):
         return None
     try:
-        fd = os.open(path / ".lock", os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -176,7 +184,9 @@ class RunDir:
     @classmethod
     def open(cls, path: str | Path, writer: bool = True) -> "RunDir":
         path = Path(path)
-        if not (path / "meta.json").is_file():
+        if not is_regular(path / "meta.json", inside=path):
+            if os.path.lexists(path / "meta.json"):  # a link or a FIFO: read_json names what it is
+                read_json(path / "meta.json", inside=path, what="meta.json")
             raise DepthbenchError(f"{path} is not a run directory (no meta.json)")
         if writer:
             lock_run_dir(path)
@@ -185,7 +195,7 @@ class RunDir:
     # ---------------------------------------------------------------- meta.json
     def meta(self) -> dict:
         try:
-            return json.loads((self.path / "meta.json").read_text())
+            return read_json(self.path / "meta.json", inside=self.path, what="meta.json")
         except FileNotFoundError:
             return {}
 
@@ -194,7 +204,8 @@ class RunDir:
             return
         if "status" in fields and fields["status"] not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {fields['status']!r}")
-        atomic_write(self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str))
+        atomic_write(self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str),
+                     inside=self.path)
 
     def finish(self, status: str = "done", **fields) -> None:
         self.update_meta(status=status, end=now(), **fields)
@@ -225,19 +236,23 @@ class RunDir:
             append_line(self.path / "log.txt", line, sync=False)
 
     def file(self, name: str) -> Path:
-        return self.path / name
+        """``<run>/<name>`` for writing or reading, refused in one line when it (or a folder on the way) is a link or
+        a special file: a planted ``tb`` link cannot move the TensorBoard events, a ``last.pth`` link cannot
+        redirect a checkpoint."""
+        return no_link_below(self.path / name, self.path, what=name)
 
 
 def read_metrics(path: str | Path) -> list[dict]:
     """The records of a metrics.jsonl; a torn last line (a run killed mid-write) is ignored, others raise."""
-    lines = Path(path).read_text().splitlines()
+    path = Path(path)
+    lines = read_text(path, inside=path.parent, what="metrics file", max_bytes=MAX_LOG_BYTES).splitlines()
     records = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            records.append(loads_json(line, source=f"{path}:{i + 1}"))
+        except BadFile:
             if i == len(lines) - 1:
                 break
             raise DepthbenchError(f"{path}:{i + 1}: not a JSON line; the metrics file is corrupt") from None
@@ -249,7 +264,7 @@ def checkpoint_run(checkpoint: str | Path) -> Path | None:
     holding it, when that has a ``meta.json``; None for a weights file outside any run."""
     path = Path(checkpoint).expanduser()
     for folder in (path, path.parent):
-        if (folder / "meta.json").is_file():
+        if is_regular(folder / "meta.json", inside=folder):
             return folder
     return None
 
@@ -257,7 +272,6 @@ def checkpoint_run(checkpoint: str | Path) -> Path | None:
 def read_config_json(run: str | Path) -> dict | None:
     """A run directory's resolved config as data (``config.json``); None when missing or unreadable."""
     try:
-        data = json.loads((Path(run) / "config.json").read_text())
-    except (OSError, ValueError, RecursionError):
+        return read_json(Path(run) / "config.json", inside=run, what="config.json")
+    except (OSError, BadFile):
         return None
-    return data if isinstance(data, dict) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import random
 import re
 import sys
@@ -132,8 +133,9 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
     ``mmap=True`` maps the tensors instead of reading them: a cheap check of a large file."""
     name = str(path) if isinstance(path, (str, Path)) else "<in-memory file>"
     if isinstance(path, (str, Path)):
-        if not Path(path).is_file():
-            raise DepthbenchError(f"{name}: no such file")
+        if not Path(path).is_file():  # follows a link the user named; a FIFO or device is never opened
+            raise DepthbenchError(f"{name}: not a regular file (a FIFO, device or folder)" if os.path.exists(path)
+                                  else f"{name}: no such file")
         verify_checksum(path)
         if Path(path).suffix == ".safetensors":  # tensors only by construction: nothing to unpickle
             return _read_safetensors(Path(path))
@@ -461,8 +463,7 @@ def find_resume(resume: str | None, run_path: Path | None) -> Path | None:
     if resume is None:
         return None
     if resume == "auto":
-        candidate = run_path / "last.pth" if run_path is not None else None
-        return candidate if candidate is not None and candidate.is_file() else None
+        return run_checkpoint(run_path) if run_path is not None else None
     path = Path(resume)
     if path.is_dir():
         path = path / "last.pth"
@@ -471,18 +472,28 @@ def find_resume(resume: str | None, run_path: Path | None) -> Path | None:
     return path
 
 
+def run_checkpoint(run_path: Path, name: str = "last.pth") -> Path | None:
+    """``<run>/last.pth`` when it is a regular file of that run; None when there is none; one line when it is a
+    link (``--resume auto`` never resumes from another run's checkpoint through a planted link) or a FIFO."""
+    from harness.core.files import is_regular, no_link_below
+
+    candidate = Path(run_path) / name
+    no_link_below(candidate, run_path, what=f"the checkpoint to resume ({name})")
+    return candidate if is_regular(candidate, inside=run_path) else None
+
+
 def latest_run(experiment_root: Path, checkpoint_of=lambda run: run / "last.pth") -> Path | None:
     """The newest run directory of an experiment that did not finish and has a checkpoint
     (``checkpoint_of(run)``: its ``last.pth``; downstream runs pass MMEngine's ``last_checkpoint`` file)."""
-    import json
+    from harness.core.files import BadFile, is_regular, read_json
 
     runs = []
     for meta in Path(experiment_root).glob("*/meta.json"):
         try:
-            status = json.loads(meta.read_text()).get("status")
-        except (OSError, ValueError):
+            status = read_json(meta, inside=meta.parent, what="meta.json").get("status")
+        except (OSError, BadFile):
             continue
         checkpoint = checkpoint_of(meta.parent)
-        if status != "done" and checkpoint is not None and checkpoint.is_file():
+        if status != "done" and checkpoint is not None and is_regular(checkpoint, inside=meta.parent):
             runs.append(checkpoint)
     return max(runs, key=lambda c: c.stat().st_mtime, default=Path()).parent if runs else None

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
-from harness.core.files import check_writable_folder
+from harness.core.files import check_writable_folder, is_regular
 from harness.core.schema import per_device_batch
 from harness.engine.builders import build_model, build_optimization, build_training, check_config, seed_everything
 from harness.engine.hooks import build_hooks
@@ -34,11 +34,11 @@ class RunResult:
 
     @classmethod
     def from_exit(cls, exit_code: int, run_dir: Path) -> "RunResult":
-        import json
+        from harness.core.files import BadFile, read_json
 
         try:
-            meta = json.loads((Path(run_dir) / "meta.json").read_text())
-        except (OSError, ValueError):
+            meta = read_json(Path(run_dir) / "meta.json", inside=run_dir, what="meta.json")
+        except (OSError, BadFile):
             meta = {}
         return cls(STATUS_BY_EXIT.get(exit_code, "failed"), exit_code, Path(run_dir), meta.get("best_metric"))
 
@@ -80,7 +80,7 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
                 pick_new: bool = True) -> RunPlan:
     """Check the run's inputs and decide its directory and resume checkpoint; writes nothing."""
-    from harness.engine.checkpoint import latest_run
+    from harness.engine.checkpoint import latest_run, run_checkpoint
     from harness.core.rundir import DEFAULT_ROOT, check_name, new_run_path, run_dir_in_use
 
     check_name(cfg.experiment)
@@ -92,7 +92,7 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
     if resume == "auto":
         if run_path is None:
             run_path = latest_run(DEFAULT_ROOT / cfg.experiment)
-        if run_path is not None and (run_path / "last.pth").is_file():
+        if run_path is not None and run_checkpoint(run_path) is not None:
             resume_path = run_path / "last.pth"
     elif resume:
         resume_path = Path(resume).expanduser()
@@ -100,9 +100,9 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
             resume_path = resume_path / "last.pth"
         if not resume_path.is_file():
             raise DepthbenchError(f"--resume {resume}: no checkpoint at {resume_path}")
-        if run_path is None and (resume_path.parent / "meta.json").is_file():
+        if run_path is None and is_regular(resume_path.parent / "meta.json"):
             run_path = resume_path.parent  # continue that run in its own directory
-    elif run_path is not None and (run_path / "last.pth").exists():
+    elif run_path is not None and os.path.lexists(run_path / "last.pth"):
         raise DepthbenchError(f"--work-dir {work_dir} already holds a checkpoint; add --resume auto to continue it "
                               f"or choose another directory")
     if resume_path is not None:
@@ -201,7 +201,7 @@ def open_run(cfg, plan: RunPlan, backend):
                   config_file=plan.config_file, command=plan.command, **slurm_meta())
     if plan.schedule_changes:
         fields["schedule_rescaled"] = plan.schedule_changes
-    if (path / "meta.json").is_file():
+    if os.path.lexists(path / "meta.json"):  # RunDir.open refuses one that is a link or a FIFO
         run = RunDir.open(path, writer=backend.is_main)
         run.update_meta(status="running", **fields)
     else:
@@ -374,7 +374,10 @@ def _trim_lines(path: Path, keep: int) -> int:
     """Drop the training records after the first ``keep`` lines, keep foreign records; return the line count."""
     from harness.core.files import atomic_write
 
-    lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+    from harness.core.files import MAX_LOG_BYTES, read_text
+
+    lines = (read_text(path, inside=path.parent, what="metrics file", max_bytes=MAX_LOG_BYTES)
+             .splitlines(keepends=True) if os.path.lexists(path) else [])
     if len(lines) > keep:
         lines = lines[:keep] + [line for line in lines[keep:] if _kind(line) in FOREIGN_KINDS]
         atomic_write(path, "".join(lines))

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from harness.core.files import atomic_write
+from harness.core.files import BadFile, atomic_write, read_bytes, read_json
 
 REPO = Path(__file__).resolve().parents[2]
 # the code every architecture number depends on, besides the model's own file
@@ -31,8 +31,8 @@ def cache_dir() -> Path:
 @lru_cache(maxsize=None)
 def file_hash(path: str) -> str:
     try:
-        return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
-    except OSError:
+        return hashlib.sha1(read_bytes(path, max_bytes=None)).hexdigest()[:12]
+    except (OSError, BadFile):
         return "missing"
 
 
@@ -80,13 +80,15 @@ class MeasurementCache:
         self.dirty = False
 
     def _read(self) -> dict:
-        if self.path is None or not self.path.exists():
+        if self.path is None:
             return {}
         try:
-            values = json.loads(self.path.read_text())
-            return values if isinstance(values, dict) else {}
-        except (ValueError, OSError, RecursionError):
-            return {}  # a corrupt cache is rebuilt, never trusted
+            values = read_json(self.path, what="measurement cache")
+        except (OSError, BadFile):
+            return {}  # missing, corrupt, a link or a FIFO: rebuilt, never trusted (nor waited on)
+        # only well-formed entries: {"value": finite number} or {"error": text}
+        return {k: v for k, v in values.items() if isinstance(v, dict) and (
+            isinstance(v.get("error"), str) or (type(v.get("value")) in (int, float) and -1e308 < v["value"] < 1e308))}
 
     @staticmethod
     def key(*parts) -> str:

@@ -24,7 +24,7 @@ counted (on ImageNet ~1-2 % of training).
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 import os
 import time
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.files import printable
 from harness.core.schema import per_device_batch
 
 IMAGENET_1K_TRAIN = 1_281_167
@@ -295,13 +296,16 @@ def _wds_size(root: Path, split: str) -> int | None:
     if "|" in split:  # "train-{0000..1023}.tar|1281167"
         tail = split.rsplit("|", 1)[1].strip()
         return int(tail) if tail.isdigit() else None
+    from harness.core.files import BadFile, read_json
+
     for name in ("_info.json", "info.json"):
         try:
-            info = json.loads((root / name).read_text())
-        except (OSError, ValueError):
+            info = read_json(root / name, inside=root, what="WebDataset info")
+        except (OSError, BadFile):
             continue
-        entry = (info.get("splits") or {}).get(split) or {}
-        if isinstance(entry.get("num_samples"), int):
+        splits = info.get("splits") if isinstance(info.get("splits"), dict) else {}
+        entry = splits.get(split) if isinstance(splits.get(split), dict) else {}
+        if type(entry.get("num_samples")) is int and entry["num_samples"] > 0:
             return entry["num_samples"]
     return None
 
@@ -336,7 +340,7 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         if layout.partition and record.get("partition") and record["partition"] != layout.partition:
             continue
         for c in record.get("configs") or []:
-            if not c.get("step_ms") or not _same_model(c, ident, exact=True):
+            if not (c.get("step_ms") and c.get("micro_batch")) or not _same_model(c, ident, exact=True):
                 continue
             matches.append((record, c))
     exact = [(r, c) for r, c in matches if c.get("micro_batch") == ident["micro_batch"]]
@@ -367,7 +371,8 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         note = "" if batch == ident["micro_batch"] else f"scaled from batch {batch}"
         if layout.world > 1:
             note = "; ".join(filter(None, [note, "no gradient sync in a bench row"]))
-        return Timing(step, f"bench {str(row.get('date', ''))[:10]} {row.get('device_name') or row['device']}",
+        where = printable(row.get("device_name") or row["device"])
+        return Timing(step, f"bench {printable(str(row.get('date', ''))[:10])} {where}",
                       row.get("_path", ""), note)
     return None
 
@@ -385,23 +390,27 @@ def _same_model(record: dict, ident: dict, exact: bool) -> bool:
 
 
 def _float(value) -> float | None:
+    """A CSV cell as a finite number (NaN, inf, text: None)."""
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def _json(text) -> dict:
+    from harness.core.files import BadFile, loads_json
+
     try:
-        value = json.loads(text) if text else {}
-    except ValueError:
+        return loads_json(text, source="model_kwargs") if text else {}
+    except BadFile:
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def bench_csv_rows(folders: Sequence[str | Path] | None = None) -> list[dict]:
     """``depthbench bench`` CSV rows (newest first) from ``<runs>/bench/`` and the repository's
     ``benchmarks/results/``; each row carries its file in ``_path``."""
+    from harness.core.files import BadFile, read_text
     from harness.measure.preflight import runs_root
 
     repo = Path(__file__).resolve().parents[2]
@@ -410,9 +419,10 @@ def bench_csv_rows(folders: Sequence[str | Path] | None = None) -> list[dict]:
     for folder in map(Path, folders):
         for path in sorted(folder.rglob("*.csv")) if folder.is_dir() else []:
             try:
-                with open(path, newline="") as fh:
-                    found = [r for r in csv.DictReader(fh) if r.get("model") and r.get("train_step_time")]
-            except (OSError, UnicodeDecodeError, csv.Error):
+                text = read_text(path, inside=folder, what="bench CSV", errors="strict")
+                found = [r for r in csv.DictReader(io.StringIO(text, newline=""))
+                         if r.get("model") and r.get("train_step_time")]
+            except (OSError, UnicodeDecodeError, csv.Error, BadFile):
                 continue
             rows += [{**r, "_path": str(path)} for r in found]
     return sorted(rows, key=lambda r: r.get("date") or "", reverse=True)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.core.errors import ConfigError, DepthbenchError
+from harness.core.files import BadFile, printable, read_json
 from harness.core.schema import per_device_batch
 
 FORMAT = "depthbench-preflight/1"
@@ -1021,10 +1022,40 @@ def read_records(root: str | Path | None = None) -> list[dict]:
     records = []
     for path in folder.glob(f"*/{RECORD}") if folder.is_dir() else []:
         try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
+            record = read_json(path, inside=folder, what="preflight record")
+        except (OSError, BadFile):
             continue
-        if isinstance(record, dict) and record.get("format") == FORMAT:
+        if record.get("format") == FORMAT:
+            record = checked_record(record)
             record["path"] = str(path)
             records.append(record)
     return sorted(records, key=lambda r: str(r.get("time")), reverse=True)
+
+
+def _positive(value, kind=(int, float)) -> bool:
+    # compared, not math.isfinite: that raises OverflowError on a 400-digit integer; NaN compares False
+    return type(value) in (kind if isinstance(kind, tuple) else (kind,)) and 0 < value < 1e308
+
+
+# the fields that `submit --estimate` computes with, and what each must be; a record is a file anyone with access
+# to the runs folder may have written: NaN, a string or a zero batch must not reach the arithmetic
+_CONFIG_FIELDS = {"step_ms": _positive, "allreduce_ms": _positive, "micro_batch": lambda v: _positive(v, int),
+                  "world": lambda v: _positive(v, int), "train_images": lambda v: _positive(v, int),
+                  "model": lambda v: isinstance(v, str), "data_type": lambda v: isinstance(v, str),
+                  "data_root": lambda v: isinstance(v, str), "precision": lambda v: isinstance(v, str),
+                  "overrides": lambda v: isinstance(v, list) and all(isinstance(o, str) for o in v),
+                  "model_kwargs": lambda v: isinstance(v, dict), "input_size": lambda v: isinstance(v, list)}
+_RECORD_FIELDS = ("device", "device_name", "partition", "time")
+
+
+def checked_record(record: dict) -> dict:
+    """A preflight record with every field that estimates use checked: a string field that is not a string is
+    dropped, and a config entry with a bad number (NaN, infinite, a string, zero or negative) is left out whole --
+    its step time is not a measurement."""
+    record = {k: printable(v) if k in _RECORD_FIELDS else v for k, v in record.items()
+              if k not in _RECORD_FIELDS or isinstance(v, str)}  # printed by --estimate: no terminal escapes
+    configs = record.get("configs")
+    record["configs"] = [c for c in configs if isinstance(c, dict) and all(
+        check(c[key]) for key, check in _CONFIG_FIELDS.items() if c.get(key) is not None)] \
+        if isinstance(configs, list) else []
+    return record

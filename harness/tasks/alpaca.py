@@ -57,11 +57,14 @@ def format_prompt(example: dict) -> str:
 
 @lru_cache(maxsize=4)
 def _read(path: str, key: str) -> tuple:
-    try:
-        records = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise DataError(f"data.root={path} is not a JSON file ({type(e).__name__}: {str(e)[:80]}); give an "
-                        f"Alpaca-format file: a JSON list of {{instruction, input, output}} records") from None
+    from harness.core.files import BadFile, read_json
+
+    try:  # not a FIFO, not nested deeper than a record list needs (a deep file was a RecursionError)
+        records = read_json(path, max_bytes=None, expect=None, what="data.root")
+    except (OSError, BadFile) as e:
+        why = str(e) if isinstance(e, BadFile) else f"{type(e).__name__}: {str(e)[:80]}"
+        raise DataError(f"{why}; give an Alpaca-format file: a JSON list of {{instruction, input, output}} "
+                        f"records") from None
     if not isinstance(records, list) or not records:
         raise DataError(f"data.root={path} holds no list of records; an Alpaca-format file is a JSON list of "
                         f"{{instruction, input, output}} records")

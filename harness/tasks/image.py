@@ -31,6 +31,7 @@ import functools
 import math
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,25 @@ def load_cifar_batch(path: Path) -> dict:
     return batch
 
 
+def _cifar_images(batch: dict, key: str, classes: int, path: Path) -> np.ndarray:
+    """A batch's images as (N, 32, 32, 3) uint8, checked against its labels: a wrongly shaped batch is one line."""
+    why = None
+    try:
+        data = np.asarray(batch["data"])
+    except (ValueError, TypeError):  # ragged lists
+        data, why = None, "'data' is not an array"
+    labels = batch.get(key)
+    if why is None and (data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.dtype.kind not in "ui"):
+        why = f"'data' is {data.dtype} of shape {data.shape}, not N x 3072 integers"
+    elif why is None and not (isinstance(labels, (list, np.ndarray)) and len(labels) == len(data)):
+        why = f"'{key}' is not a list of {len(data)} labels"
+    elif why is None and not all(isinstance(t, (int, np.integer)) and 0 <= t < classes for t in labels):
+        why = f"'{key}' holds values outside 0..{classes - 1}"
+    if why:
+        raise DataError(f"{path} is not a CIFAR batch file ({why}); re-download the dataset's python version")
+    return data.astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+
+
 class CIFAR10Pickle(Dataset):
     """CIFAR-10 (or, ``kind="cifar100"``, CIFAR-100's fine labels) from its python-pickle batches (no checksum
     check, so re-packed copies load too)."""
@@ -196,8 +216,8 @@ class CIFAR10Pickle(Dataset):
         images, targets = [], []
         for name in names:
             batch = load_cifar_batch(folder / name)
-            images.append(np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-            targets += list(batch[key])
+            images.append(_cifar_images(batch, key, classes, folder / name))
+            targets += [int(t) for t in batch[key]]
         self.images, self.targets, self.transform = np.concatenate(images), targets, transform
         self.class_to_idx = {str(c): c for c in range(classes)}
 
@@ -293,13 +313,14 @@ def build_dataset(data, aug, split: str, is_training: bool):
         from harness.tasks.shards import ShardDataset
 
         dataset = ShardDataset(root, split, transform)
-    else:
+    elif data.type == "wds":
         from timm.data import create_dataset
 
-        name = f"wds/{Path(root).name}" if data.type == "wds" else ""
-        dataset = create_dataset(name, root=str(root), split=split, is_training=is_training and data.type == "wds",
+        dataset = create_dataset(f"wds/{Path(root).name}", root=str(root), split=split, is_training=is_training,
                                  batch_size=1, input_img_mode="RGB")
         dataset.transform = transform
+    else:
+        dataset = ImageFolder(Path(root) / split, transform, skip_bad=bool(data.get("skip_bad_images")))
     dataset.device_batches = functools.partial(device_batches, dataset)  # loader.device_normalize (engine data.py)
     dataset.encoded_batches = functools.partial(encoded_batches, dataset, data, aug, is_training)  # loader.pipeline
     classes = getattr(dataset, "class_to_idx", None) or getattr(getattr(dataset, "reader", None), "class_to_idx", None)
@@ -309,6 +330,87 @@ def build_dataset(data, aug, split: str, is_training: bool):
     return dataset
 
 
+
+
+class ImageFolder(Dataset):
+    """An ImageFolder split as timm's ImageDataset reads it (labels: the leaf folder's name; classes and files in
+    natural order), with two differences. The walk is :func:`harness.core.files.walk_files`: timm's follows every
+    link, so a folder with a link loop walked without end; here no link leads out of the root and none loops. And
+    an image that does not decode -- not an image, truncated (Pillow decodes lazily, so timm's ``convert`` raised
+    it unnamed), a decompression bomb (Pillow's warning counts: more than ``Image.MAX_IMAGE_PIXELS``) -- is one
+    :class:`DataError` naming the file, where timm retried the next sample and, after ten, raised "Failed to load
+    10 consecutive samples" without a name. ``skip_bad`` (``data.skip_bad_images``): skipped instead, each skip a
+    warning line naming the file and counting the skips of this loader process."""
+
+    def __init__(self, root: Path, transform=None, skip_bad: bool = False):
+        from timm.data.readers.img_extensions import get_img_extensions
+        from timm.utils.misc import natural_key
+
+        from harness.core.files import BadFile, walk_files
+
+        root = Path(root)
+        types = get_img_extensions(as_set=True)
+        try:
+            files = [p for p in walk_files(root) if p.suffix.lower() in types]
+        except BadFile as e:
+            raise DataError(str(e)) from None
+        labels = ["" if p.parent == root else p.parent.name for p in files]
+        self.root, self.transform, self.skip_bad, self.skipped = root, transform, skip_bad, 0
+        self.class_to_idx = {c: i for i, c in enumerate(sorted(set(labels), key=natural_key))}
+        self.samples = sorted(((str(p), self.class_to_idx[label]) for p, label in zip(files, labels)),
+                              key=lambda sample: natural_key(sample[0]))
+        if not self.samples:
+            raise DataError(f"{root} holds no images ({', '.join(sorted(types))})")
+
+    def __len__(self):
+        return len(self.samples)
+
+    def filename(self, index: int) -> str:
+        return self.samples[index][0]
+
+    def read(self, index: int) -> tuple[bytes, int]:
+        """The compressed bytes of sample ``index`` and its label (``loader.pipeline='device'`` decodes them)."""
+        path, target = self.samples[index]
+        with open(path, "rb") as fh:
+            return fh.read(), target
+
+    def __getitem__(self, index):
+        for _ in range(len(self.samples)):
+            path, target = self.samples[index]
+            try:
+                image = decode_image(path)
+                break
+            except DataError as e:
+                if not self.skip_bad:
+                    raise
+                self.skipped += 1
+                print(f"depthbench: warning: skipped {str(e).split('; replace')[0]} ({self.skipped} skipped by this "
+                      f"loader process)",
+                      file=sys.stderr, flush=True)
+                index = (index + 1) % len(self.samples)
+        else:
+            raise DataError(f"{self.root}: no image decodes; check the dataset")
+        return (self.transform(image) if self.transform is not None else image), target
+
+
+def decode_image(path: str | Path):
+    """The RGB image at ``path``, decoded whole; one :class:`DataError` line naming the file when it does not
+    decode."""
+    import warnings
+
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with open(path, "rb") as fh:
+                image = Image.open(fh)
+                image.load()
+                return image.convert("RGB")
+    except Exception as e:  # Pillow raises OSError, SyntaxError, ValueError, DecompressionBomb*, struct.error, ...
+        reason = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
+        raise DataError(f"{path}: the image does not decode ({reason}); replace or remove it, or set "
+                        f"data.skip_bad_images=True to skip such images") from None
 
 
 # ----------------------------------------------------------------------------------------- uint8 batches
@@ -489,12 +591,13 @@ class ImageTask(Task):
     """Image classification: timm models on the image layouts above; top-1/top-5/loss."""
     name = "image"
     data_types = ("folder", "shards", "wds", "cifar10", "cifar100", "digits", "glyphs")
-    data_keys = ("root", "interpolation", "crop_pct", "crop_mode", "mean", "std", "variant")
+    data_keys = ("root", "interpolation", "crop_pct", "crop_mode", "mean", "std", "variant", "skip_bad_images")
     generated = ("digits", "glyphs")  # exported once into the data cache ($DEPTHBENCH_DATA)
     reads_aug = True
 
     def reads_data_key(self, data_type: str, key: str) -> bool:
-        return (key != "variant" or data_type == "glyphs") and super().reads_data_key(data_type, key)
+        only = {"variant": ("glyphs",), "skip_bad_images": ("folder",)}.get(key)
+        return (only is None or data_type in only) and super().reads_data_key(data_type, key)
 
     def check_data(self, data) -> Path:
         return check_data(data)

@@ -131,7 +131,7 @@ class _ErasingBoxes:
 
 
 class EncodedImages(torch.utils.data.Dataset):
-    """An image dataset (timm's folder dataset or :class:`~harness.tasks.shards.ShardDataset`) as encoded samples:
+    """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`) as encoded samples:
     ``(EncodedSample, target)``; ``draw`` (:class:`ParameterDraw`) is None for evaluation."""
 
     def __init__(self, dataset, draw=None):
@@ -142,7 +142,7 @@ class EncodedImages(torch.utils.data.Dataset):
 
     def _read(self, index):
         source = self.dataset
-        if hasattr(source, "read"):  # ShardDataset
+        if hasattr(source, "read"):  # ShardDataset, our ImageFolder
             data, target = source.read(index)
             return data, target, source.filename(index)
         handle, target, *_ = source.reader[index]  # timm's readers: an open file (folder) or file-like (tar)

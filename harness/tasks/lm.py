@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from harness.core.errors import ConfigError, DataError
-from harness.core.files import atomic_write, data_cache
+from harness.core.files import atomic_write, data_cache, read_text
 from harness.engine.tasks import Task
 
 LM_DATA_TYPES = ("text", "kjv")
@@ -181,7 +181,7 @@ def token_ids(data, split: str) -> np.ndarray:
     if tokenizer.get_vocab_size() > data.vocab_size:
         raise DataError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but data.vocab_size="
                         f"{data.vocab_size}; the model's embedding would not cover it")
-    text = split_file(data, split).read_text(encoding="utf-8")
+    text = read_text(split_file(data, split), max_bytes=None, what="text split", errors="strict")  # no FIFO
     # WikiText's raw files: one paragraph or heading a line, blank lines between; the blank ones carry no text
     ids = encode_lines(tokenizer, [line.strip() for line in text.splitlines() if line.strip()])
     path.parent.mkdir(parents=True, exist_ok=True)

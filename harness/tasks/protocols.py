@@ -223,9 +223,11 @@ def load_real_labels(path=None) -> list:
 
     if path is None:
         return json.loads(pkgutil.get_data("timm.data", "_info/imagenet_real_labels.json").decode())
+    from harness.core.files import BadFile, read_json
+
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
+        return read_json(path, expect=list, what="--real-labels")
+    except (OSError, BadFile) as e:
         raise DepthbenchError(f"--real-labels {path}: not a readable ReaL labels json ({e})") from None
 
 
@@ -283,9 +285,11 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     import numpy as np
     from PIL import Image
 
+    from harness.tasks.image import decode_image
+
     files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
-             if p.suffix.lower() in IMAGE_EXTENSIONS]
-    images = [(cls, p.stem, np.asarray(_at_least_32(Image.open(p).convert("RGB")))) for cls, p in files]
+             if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()]
+    images = [(cls, p.stem, np.asarray(_at_least_32(decode_image(p)))) for cls, p in files]  # one line per bad one
     shutil.rmtree(target, ignore_errors=True)  # an incomplete set (written by hand, or before this was atomic)
     with atomic_dir(target) as tmp:
         for c in (corruptions if tmp is not None else ()):  # None: another process wrote it meanwhile

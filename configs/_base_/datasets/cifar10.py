@@ -20,6 +20,8 @@ data = dict(
     num_repeats=3,
     train_subset=None,
     val_subset=None,
+    skip_bad_images=False, # image folders: an image that does not decode is an error naming it; True: skipped,
+                           # each skip one warning line naming the file
 )
 aug = dict(
     pipeline='cifar',

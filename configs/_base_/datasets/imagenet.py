@@ -19,6 +19,8 @@ data = dict(
     num_repeats=3,
     train_subset=None,     # train on a fixed random subset of N images (smoke runs)
     val_subset=None,
+    skip_bad_images=False, # image folders: an image that does not decode is an error naming it; True: skipped,
+                           # each skip one warning line naming the file
 )
 aug = dict(
     pipeline='imagenet',   # 'imagenet' (timm create_transform), 'cifar' (crop+flip+AutoAugment CIFAR10), 'none'
