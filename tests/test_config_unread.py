@@ -25,15 +25,16 @@ RECIPES = {
 }
 IMAGE_ONLY = {"interpolation", "crop_pct", "crop_mode", "mean", "std"}
 TOKENS = {"seq_len", "tokenizer", "vocab_size", "max_length", "val_size"}
+FOLDER_ONLY = {"skip_bad_images"}  # image folders decode files; every other type reads pickles, tokens or renders
 # what each data type leaves unread of the keys the dataset bases set: the specification this test holds the code to
 UNREAD = {
-    "digits": {"root", "variant"} | TOKENS,
-    "glyphs": {"root"} | TOKENS,
-    "cifar10": {"variant"} | TOKENS,
+    "digits": {"root", "variant"} | TOKENS | FOLDER_ONLY,
+    "glyphs": {"root"} | TOKENS | FOLDER_ONLY,
+    "cifar10": {"variant"} | TOKENS | FOLDER_ONLY,
     "folder": {"variant"} | TOKENS,
-    "kjv": {"root", "variant", "max_length", "val_size"} | IMAGE_ONLY,
-    "text": {"variant", "max_length", "val_size"} | IMAGE_ONLY,
-    "alpaca": {"variant", "seq_len"} | IMAGE_ONLY,
+    "kjv": {"root", "variant", "max_length", "val_size"} | IMAGE_ONLY | FOLDER_ONLY,
+    "text": {"variant", "max_length", "val_size"} | IMAGE_ONLY | FOLDER_ONLY,
+    "alpaca": {"variant", "seq_len"} | IMAGE_ONLY | FOLDER_ONLY,
 }
 
 

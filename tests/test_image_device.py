@@ -368,8 +368,8 @@ def test_gpu_check_s_loader_part_runs_in_its_cpu_tiny_mode(tmp_path):
 
 def test_a_bad_pipeline_value_is_one_line_before_anything_is_built():
     from harness.core.errors import ConfigError
-    from harness.engine.builders import check_speed_options
+    from harness.core.schema import check_values
 
-    check_speed_options(Config(dict(loader=dict(pipeline="device"))), model=False)
-    with pytest.raises(ConfigError, match="loader.pipeline='gpu' is not one of 'cpu'"):
-        check_speed_options(Config(dict(loader=dict(pipeline="gpu"))), model=False)
+    check_values(Config(dict(loader=dict(pipeline="device"))))
+    with pytest.raises(ConfigError, match="loader.pipeline='gpu' is not one of cpu, device"):
+        check_values(Config(dict(loader=dict(pipeline="gpu"))))
