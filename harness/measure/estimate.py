@@ -89,6 +89,25 @@ class Timing:
 
 
 @dataclass
+class Scaling:
+    """How a run's throughput on ``nodes`` nodes compares with one node at the same global batch."""
+    nodes: int
+    micro_batch: int                 # per device on ``nodes`` nodes
+    images_per_s: float
+    one_node_batch: int              # per device on one node
+    one_node_images_per_s: float
+    efficiency: float                # images_per_s / (nodes x one_node_images_per_s)
+    compute_s: float
+    allreduce_s: float | None
+    allreduce_from: str = ""
+    restore_batch: int | None = None  # the smallest per-device batch with efficiency >= EFFICIENCY_WARNING
+    restore_efficiency: float | None = None
+
+
+EFFICIENCY_WARNING = 0.7
+
+
+@dataclass
 class Row:
     index: int
     name: str
@@ -104,6 +123,7 @@ class Row:
     wall_s: float | None = None
     requeues: int | None = None
     problem: str = ""
+    scaling: Scaling | None = None
 
 
 @dataclass
@@ -208,6 +228,8 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
         row.steps = row.epochs * steps_per_epoch(row.images, layout.world, row.micro_batch, accum,
                                                  bool(cfg.data.get("repeated_aug")))
     timing = find_timing(identity(cfg, row.micro_batch), layout, records, bench_rows)
+    if layout.nodes > 1:
+        row.scaling = scaling(cfg, layout, records)
     if timing is None:
         ident = identity(cfg, row.micro_batch)
         row.source = (f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
@@ -227,6 +249,41 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
     row.wall_s = wall_seconds(train_s, n, startup_s)
     row.device_hours = device_hours(row.wall_s, layout.nodes * layout.ranks_per_node)
     return row
+
+
+def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
+    """Images/s of ``cfg`` on ``layout.nodes`` nodes against one node at the same global batch, from the preflight
+    step times at the per-device batches each would run (:func:`step_at_batch`) and the gradient all-reduce
+    (:func:`allreduce_seconds`); with the smallest per-device batch that keeps the efficiency at 0.7 or more when
+    it is under. None without a preflight record of the model on this kind of device."""
+    accum, ranks = int(cfg.get("grad_accum") or 1), layout.ranks_per_node
+    one = Layout(1, layout.gpus_per_node, layout.ntasks_per_node, partition=layout.partition)
+    curve = batch_curve(identity(cfg, None), layout, records)
+    if not curve or cfg.batch_size % (layout.world * accum):
+        return None
+    record, config = curve[max(curve)]
+
+    def images_per_s(lay: Layout, micro: int) -> tuple[float, float, float | None, str]:
+        compute = step_at_batch(curve, micro)[0]
+        allreduce, how = allreduce_seconds(record, config, lay.world)
+        return micro * lay.world * accum / max(compute, allreduce or 0.0), compute, allreduce, how
+
+    def efficiency(micro: int) -> float:
+        return images_per_s(layout, micro)[0] / (layout.nodes * images_per_s(one, micro * layout.nodes)[0])
+
+    micro = cfg.batch_size // (layout.world * accum)
+    rate, compute, allreduce, how = images_per_s(layout, micro)
+    one_rate = images_per_s(one, micro * layout.nodes)[0]
+    result = Scaling(layout.nodes, micro, rate, micro * layout.nodes, one_rate, rate / (layout.nodes * one_rate),
+                     compute, allreduce, how)
+    if result.efficiency < EFFICIENCY_WARNING:
+        batch = micro
+        while batch < 4 * max(curve) and batch < 8192:
+            batch *= 2
+            if efficiency(batch) >= EFFICIENCY_WARNING:
+                result.restore_batch, result.restore_efficiency = batch, efficiency(batch)
+                break
+    return result
 
 
 def identity(cfg, micro_batch: int | None) -> dict:
@@ -323,26 +380,19 @@ def _count_images(folder: Path, limit_s: float = 20.0) -> int | None:
 
 # ----------------------------------------------------------------------------------------------- step times
 def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows: Sequence[dict]) -> Timing | None:
-    """The newest step time for the model ``ident`` on ``layout``'s kind of device: a preflight record at the same
-    per-device batch, else one at another batch (scaled per sample), else a bench CSV row (scaled)."""
-    matches = []
-    for record in records:
-        if record.get("device") != layout.device:
-            continue
-        if layout.partition and record.get("partition") and record["partition"] != layout.partition:
-            continue
-        for c in record.get("configs") or []:
-            if not c.get("step_ms") or not _same_model(c, ident, exact=True):
-                continue
-            matches.append((record, c))
-    exact = [(r, c) for r, c in matches if c.get("micro_batch") == ident["micro_batch"]]
-    for record, c in exact + [m for m in matches if m not in exact]:
-        step = c["step_ms"] / 1000 * ident["micro_batch"] / c["micro_batch"]
-        note = "" if c["micro_batch"] == ident["micro_batch"] else f"scaled from batch {c['micro_batch']}"
-        if c.get("allreduce_ms") and c.get("world") == layout.world:
-            step = max(step, c["allreduce_ms"] / 1000)
+    """The step time for the model ``ident`` on ``layout``'s kind of device at its per-device batch: from preflight
+    records (:func:`batch_curve`: the newest measurement at each batch, interpolated between measured batches),
+    else a bench CSV row (scaled per sample). A step is the longer of computing it and the gradient all-reduce
+    (DDP overlaps them, :func:`allreduce_seconds`)."""
+    curve = batch_curve(ident, layout, records)
+    if curve:
+        step, note = step_at_batch(curve, ident["micro_batch"])
+        record, config = curve[min(curve, key=lambda b: abs(b - ident["micro_batch"]))]
+        allreduce, how = allreduce_seconds(record, config, layout.world)
+        if allreduce is not None:
+            step = max(step, allreduce)
         elif layout.world > 1:
-            note = "; ".join(filter(None, [note, "gradient sync not measured at this world size"]))
+            note = "; ".join(filter(None, [note, f"gradient sync not measured at this world size"]))
         where = f"{record.get('device_name') or record.get('device')}" + (
             f", partition {record['partition']}" if record.get("partition") else "")
         return Timing(step, f"preflight {str(record.get('time', ''))[:10]} {where}", record.get("path", ""), note)
@@ -366,6 +416,66 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         return Timing(step, f"bench {str(row.get('date', ''))[:10]} {row.get('device_name') or row['device']}",
                       row.get("_path", ""), note)
     return None
+
+
+def batch_curve(ident: dict, layout: Layout, records: Sequence[dict]) -> dict[int, tuple[dict, dict]]:
+    """``{per-device batch: (record, config)}``: the newest preflight measurement of the model ``ident`` at each
+    batch on ``layout``'s kind of device (and partition, when both name one); records come newest first."""
+    curve = {}
+    for record in records:
+        if record.get("device") != layout.device:
+            continue
+        if layout.partition and record.get("partition") and record["partition"] != layout.partition:
+            continue
+        for c in record.get("configs") or []:
+            if c.get("step_ms") and c.get("micro_batch") and _same_model(c, ident, exact=True):
+                curve.setdefault(int(c["micro_batch"]), (record, c))
+    return curve
+
+
+def step_at_batch(curve: dict[int, tuple[dict, dict]], batch: int) -> tuple[float, str]:
+    """Seconds of compute per step at ``batch`` and how it was found. Between two measured batches: linear in the
+    batch (a step's fixed cost stays; a small batch is not cheaper per sample). Outside them, never faster than
+    measured: past the largest batch, per sample from it; below the smallest, the line through the two smallest,
+    but at least the smallest batch's time per sample (with one measured batch: its step, no faster)."""
+    points = sorted((b, c["step_ms"] / 1000) for b, (_, c) in curve.items())
+    times = dict(points)
+    if batch in times:
+        return times[batch], ""
+    larger = [(b, t) for b, t in points if b > batch]
+    smaller = [(b, t) for b, t in points if b < batch]
+    if larger and smaller:
+        (b0, t0), (b1, t1) = smaller[-1], larger[0]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0), f"interpolated between batches {b0} and {b1}"
+    if smaller:  # past the largest measured batch: per sample from it
+        b0, t0 = smaller[-1]
+        return t0 * batch / b0, f"scaled from batch {b0}"
+    (b0, t0) = larger[0]
+    if len(larger) == 1:
+        return t0, f"measured at batch {b0} only: assumed no faster at batch {batch}"
+    (b1, t1) = larger[1]
+    line = t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+    return max(line, t0 * batch / b0), f"extrapolated below batch {b0} from batches {b0} and {b1}"
+
+
+def allreduce_seconds(record: dict, config: dict, world: int) -> tuple[float | None, str]:
+    """The gradient all-reduce of ``config``'s model on ``world`` ranks: measured when the record ran at that world
+    size, else ring all-reduce arithmetic -- ``grad_bytes x 2(n-1)/n / bus bandwidth`` -- with the record's bus
+    bandwidth at the message size nearest the gradients (nccl-tests' busbw, ``preflight`` all-reduce rows)."""
+    if world <= 1:
+        return 0.0, "one rank: no all-reduce"
+    if config.get("allreduce_ms") and config.get("world") == world:
+        return config["allreduce_ms"] / 1000, f"measured on {world} ranks"
+    grad_bytes = config.get("grad_bytes") or (4 * config["params"] if config.get("params") else None)
+    rows = [r for r in ((record.get("allreduce") or {}).get("rows") or []) if r.get("busbw_gbs")]
+    if not grad_bytes or not rows:
+        return None, ""
+    row = min(rows, key=lambda r: abs(math.log(r["bytes"] / grad_bytes)))
+    ranks = (record.get("allreduce") or {}).get("ranks") or record.get("world_size")
+    hosts = len(record.get("hosts") or []) or 1
+    seconds = grad_bytes * 2 * (world - 1) / world / (row["busbw_gbs"] * 1e9)
+    return seconds, (f"{grad_bytes / 1e6:,.0f} MB of gradients at {row['busbw_gbs']:g} GB/s bus bandwidth "
+                     f"({ranks} ranks on {hosts} node(s))")
 
 
 def _same_model(record: dict, ident: dict, exact: bool) -> bool:
@@ -455,12 +565,37 @@ def format_estimate(est: Estimate) -> str:
     for row in table:
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         lines.append("  " + "  ".join(cells) + "  " + row[-1])
+    lines += format_scaling(est)
     images = {r.images_from for r in est.rows if r.images_from}
     if images:
         lines.append("  images per epoch from: " + "; ".join(sorted(images)))
     lines += [f"  note: {n}" for n in est.notes]
     lines.append("  (steps x step time + a start-up per allocation; queue waits and evaluation not included)")
     return "\n".join(lines)
+
+
+def format_scaling(est: Estimate) -> list[str]:
+    """One line per run on several nodes: images/s, the efficiency against one node, and a warning under 0.7."""
+    lines = []
+    for r in est.rows:
+        sc = r.scaling
+        if sc is None:
+            if est.layout.nodes > 1 and r.step_s is not None:
+                lines.append(f"  scaling #{r.index}: not estimated (no preflight record of its model on this "
+                             f"device: batch times and bus bandwidth come from one)")
+            continue
+        sync = ("all-reduce not measured (no bus bandwidth in the record)" if sc.allreduce_s is None else
+                f"all-reduce {sc.allreduce_s * 1000:,.1f} ms ({sc.allreduce_from})")
+        lines.append(f"  scaling #{r.index}: {sc.nodes} nodes {sc.images_per_s:,.0f} img/s at batch {sc.micro_batch}"
+                     f"/device (step {sc.compute_s * 1000:,.1f} ms, {sync}); one node {sc.one_node_images_per_s:,.0f}"
+                     f" img/s at batch {sc.one_node_batch}/device: efficiency {sc.efficiency:.2f}")
+        if sc.efficiency < EFFICIENCY_WARNING:
+            fix = (f"a per-device batch of {sc.restore_batch} (global {sc.restore_batch * est.layout.world:,}; "
+                   f"rescale the lr) would give {sc.restore_efficiency:.2f}" if sc.restore_batch else
+                   "no per-device batch up to 4x the largest measured restores it")
+            lines.append(f"  warning: #{r.index} scales at {sc.efficiency:.2f} on {sc.nodes} nodes (under "
+                         f"{EFFICIENCY_WARNING}): fewer nodes cost less for nearly the same time, or {fix}")
+    return lines
 
 
 def jobs_from_elements(elements: Sequence) -> list[Job]:
