@@ -177,7 +177,12 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
         for i in range(n):
             (data / split / "n01440764" / f"{i}.JPEG").write_bytes(b"")
     cfg = load_config(RESNET18, [f"data.root={str(data)!r}"])
-    record = preflight_record(cfg, 128, step_ms=250.0)
+    from harness.engine.models import build_model
+    from harness.measure.flops import count_flops
+
+    gmacs = {name: count_flops(build_model(name, num_classes=1000), 224).total / 1e9
+             for name in ("resnet18", "steps_resnet18")}
+    record = preflight_record(cfg, 128, step_ms=250.0, gmacs=gmacs["resnet18"])
     (runs / "preflight" / "x").mkdir(parents=True)
     (runs / "preflight" / "x" / "preflight.json").write_text(json.dumps(record))
     out = cli("submit", "--table", "stepsnet:1", "--rows", "ResNet-18,Steps-ResNet-18", "--gpus-per-node", 8,
@@ -194,8 +199,11 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
     # 2,560 images / 8 ranks / 128 = 2 steps x 300 epochs = 600 steps of 0.25 s = 150 s; an allocation of 5 min
     # trains 300 - 60 - 120 = 120 s -> 2 allocations, 1 requeue; wall 150 + 2 x 120 = 390 s; 390 x 8 / 3600 GPU-h
     assert re.search(r"\b300\s+2,560\s+128\s+600\s+0\.250 s\s+0\.9\s+00:06:30\s+1\s+preflight 2026-11-20", resnet), resnet
-    assert re.search(r"\b600\s+-\s+-\s+-\s+-\s+none: no preflight record or bench CSV for steps_resnet18", steps_resnet)
-    assert re.search(r"1,200\s+0\.9\+\s+00:06:30\+\s+1 of 2 run\(s\) timed", total), total
+    # issue 45 item 7: the unmeasured Steps-ResNet-18 by FLOPs from the measured ResNet-18, labelled with the factor
+    factor = gmacs["steps_resnet18"] / gmacs["resnet18"]
+    assert f"{0.25 * factor:.3f} s" in steps_resnet and " 600 " in steps_resnet, steps_resnet
+    assert f"by FLOPs: x{factor:.2f} resnet18's step (same family" in steps_resnet, steps_resnet
+    assert re.search(r"1,200\s+\S+\s+\S+\s+2 of 2 run\(s\) timed", total), total
 
 
 # ----------------------------------------------------------------------------------------------- scaling (issue 40)
@@ -252,3 +260,24 @@ def test_scaling_efficiency_over_nodes_warns_under_0_7_with_the_batch_that_resto
     # two nodes: 64 per GPU (60 ms) against one node at 128 (100 ms): 0.83, no warning
     table = est.format_estimate(est.estimate([job], layout(nodes=2), records=[record], bench_rows=[]))
     assert "efficiency 0.83" in table and "warning" not in table
+
+
+def test_an_unmeasured_model_is_timed_by_flops_from_the_nearest_family():
+    """Issue 45 item 7: one preflight of a table's baselines times the rest, labelled with the factor."""
+    resnet, deit = load_config(RESNET18), load_config("configs/deit/deit-small_8xb128-300e_in1k.py")
+    record = preflight_record(resnet, 128, 100.0, gmacs=2.0)
+    record["configs"].append({**est.identity(deit, 128), "step_ms": 300.0, "world": 8, "gmacs": 4.0})
+    lay = layout()
+    flops = {"steps_resnet18": 3.0, "steps_deit_small_patch16_224": 6.0, "transnext_micro": 2.5}.get
+
+    def timing(model, micro=128):
+        ident = {**est.identity(resnet, micro), "model": model}
+        return est.timing_by_flops(ident, lay, [record], gmacs=lambda i: flops(i["model"]))
+
+    same = timing("steps_resnet18")  # 3.0 / 2.0 GMACs x resnet18's 100 ms
+    assert same.step_s == pytest.approx(0.15) and "x1.50 resnet18's step (same family" in same.source
+    assert timing("steps_deit_small_patch16_224").step_s == pytest.approx(0.45)  # deit: 6.0 / 4.0 x 300 ms
+    nearest = timing("transnext_micro")  # no shared name part: the nearest in MACs (resnet18, 2.0)
+    assert nearest.step_s == pytest.approx(0.125) and "nearest by FLOPs" in nearest.source
+    assert timing("steps_resnet18", micro=64).step_s == pytest.approx(0.15)  # one measured batch: no faster
+    assert est.timing_by_flops(est.identity(resnet, 128), layout(gpus_per_node=0), [record]) is None  # other device

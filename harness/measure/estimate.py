@@ -231,6 +231,8 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
     if layout.nodes > 1:
         row.scaling = scaling(cfg, layout, records)
     if timing is None:
+        timing = timing_by_flops(identity(cfg, row.micro_batch), layout, records)
+    if timing is None:
         ident = identity(cfg, row.micro_batch)
         row.source = (f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
                       f"{ident['precision']} on {layout.device}; run `depthbench preflight` (or submit --preflight) "
@@ -416,6 +418,70 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         return Timing(step, f"bench {str(row.get('date', ''))[:10]} {row.get('device_name') or row['device']}",
                       row.get("_path", ""), note)
     return None
+
+
+def timing_by_flops(ident: dict, layout: Layout, records: Sequence[dict], gmacs=None) -> Timing | None:
+    """A step time for a model nobody timed on this device, from one that was: its step at this batch
+    (:func:`step_at_batch`) times the ratio of the two models' MACs per sample -- the measured model's utilisation,
+    carried over. The measured model is the nearest family (a shared name part: steps_resnet18 ~ resnet18), else
+    the nearest in MACs. ``gmacs(ident)``: the model's GMACs per sample (default: :func:`model_gmacs`)."""
+    gmacs = gmacs or model_gmacs
+    measured = {}
+    for record in records:
+        if record.get("device") != layout.device or (layout.partition and record.get("partition")
+                                                     and record["partition"] != layout.partition):
+            continue
+        for c in record.get("configs") or []:
+            if c.get("step_ms") and c.get("gmacs") and c.get("micro_batch") and c.get("precision") == ident[
+                    "precision"]:
+                measured.setdefault(json.dumps([c["model"], c.get("model_kwargs"), c.get("input_size")],
+                                               sort_keys=True), c)
+    if not measured:
+        return None
+    target = gmacs(ident)
+    if not target:
+        return None
+    tokens = _name_parts(ident["model"])
+
+    def nearness(c):
+        return (bool(tokens & _name_parts(c["model"])), -abs(math.log(c["gmacs"] / target)))
+
+    base = max(measured.values(), key=nearness)
+    curve = batch_curve({**base, "micro_batch": None}, layout, records)
+    step, note = step_at_batch(curve, ident["micro_batch"])
+    record = curve[min(curve, key=lambda b: abs(b - ident["micro_batch"]))][0]
+    factor = target / base["gmacs"]
+    kin = "same family" if nearness(base)[0] else "nearest by FLOPs"
+    source = (f"by FLOPs: x{factor:.2f} {base['model']}'s step ({kin}, {target:.2f} / {base['gmacs']:.2f} GMACs at "
+              f"its measured utilisation; preflight {str(record.get('time', ''))[:10]} "
+              f"{record.get('device_name') or record.get('device')})")
+    if layout.world > 1:
+        note = "; ".join(filter(None, [note, "gradient sync not measured for this model"]))
+    return Timing(step * factor, source, record.get("path", ""), note)
+
+
+def _name_parts(model: str) -> set[str]:
+    """The alphabetic parts of a model name, less size words: ``steps_deit_small_patch16`` -> {steps, deit}."""
+    import re
+
+    return set(re.findall(r"[a-z]+", model.lower())) - {"tiny", "small", "base", "large", "patch", "window", "x"}
+
+
+def model_gmacs(ident: dict) -> float | None:
+    """GMACs per sample of the model ``ident`` at its input size (meta device; cached with the model's code)."""
+    from harness.engine.models import build_model
+    from harness.measure.cache import MeasurementCache, model_code
+    from harness.measure.flops import count_flops, example_inputs
+
+    def count():
+        model = build_model(ident["model"], **ident["model_kwargs"])
+        return count_flops(model, inputs=example_inputs(model, tuple(ident["input_size"]))).total
+
+    cache = MeasurementCache()
+    value = cache.get(cache.key("estimate", "macs", ident["model"], ident["model_kwargs"], ident["input_size"],
+                                model_code(ident["model"])), count)
+    cache.save()
+    return value["value"] / 1e9 if "value" in value else None
 
 
 def batch_curve(ident: dict, layout: Layout, records: Sequence[dict]) -> dict[int, tuple[dict, dict]]:
