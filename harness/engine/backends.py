@@ -35,6 +35,7 @@ class Backend:
         self.world_size = dist.get_world_size() if dist.is_initialized() else 1
         self.compiled = False
         self.non_finite_guard: NonFiniteGuard | None = None
+        self.cuda_graphs = False
 
     @property
     def is_main(self) -> bool:
@@ -109,8 +110,26 @@ class Backend:
         and its state-dict keys stay what they were (no ``_orig_mod.`` prefixes), so DDP/DeepSpeed, EMA,
         checkpoints and hooks see the same model; under DDP the compiled forward runs inside DDP's, so Dynamo's
         DDP optimizer splits the graph at the gradient buckets."""
-        self.unwrap(model).compile(backend=backend, mode=mode, dynamic=dynamic)
+        self.unwrap(model).compile(backend=backend, mode=self.compile_mode(mode), dynamic=dynamic)
         self.compiled = True
+
+    def compile_mode(self, mode: str | None) -> str | None:
+        """``reduce-overhead`` (CUDA graphs) on a CUDA device; elsewhere the default mode, said in one line. Under
+        DDP the graphs hold the bare module's forward and backward (compiled inside DDP, whose hooks and
+        all-reduce stay eager), with BatchNorm's buffers as static inputs of the module; the loop marks each
+        step's start (:meth:`step_begin`) so a replay may reuse the previous step's output memory."""
+        self.cuda_graphs = mode == "reduce-overhead" and self.device.type == "cuda"
+        if mode == "reduce-overhead" and not self.cuda_graphs:
+            if self.is_main:
+                print(f"depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); compiling "
+                      f"in the default mode on the {self.device.type}", file=sys.stderr)
+            return None
+        return mode
+
+    def step_begin(self) -> None:
+        """A new training step starts: CUDA-graph trees may overwrite the previous step's outputs from here."""
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
 
     def eager(self):
         """Run compiled models eagerly in this context (evaluation: its eval-mode graph and its other batch sizes
@@ -298,7 +317,7 @@ class DeepSpeedBackend(Backend):
     def compile(self, model, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = False):
         """DeepSpeed's own ``engine.compile`` (the same in-place ``module.compile``, plus its ZeRO-3 hook
         handling)."""
-        self.engine.compile(backend=backend, compile_kwargs={"mode": mode, "dynamic": dynamic})
+        self.engine.compile(backend=backend, compile_kwargs={"mode": self.compile_mode(mode), "dynamic": dynamic})
         self.compiled = True
 
     def backward(self, loss: torch.Tensor) -> None:

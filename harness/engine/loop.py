@@ -143,6 +143,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
     for images, targets in loader:
         if state.batch_in_epoch >= total:
             break
+        backend.step_begin()
         images = images.to(backend.device, non_blocking=True)
         targets = targets.to(backend.device, non_blocking=True)
         hard_targets = targets
