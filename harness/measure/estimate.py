@@ -8,11 +8,15 @@ Per run (an element of the submission: a config, a table row, a sweep point):
   ``batch_size / (world x grad_accum)``, divided by ``grad_accum``. N, the training images, comes from
   ``data.train_subset``, a preflight record of the same data, the split's ``_info.json`` (WebDataset), a count of
   the ImageFolder, or the known size of CIFAR / the digits / ImageNet-1k's 1,281,167 images;
-- **step time**: the newest matching record -- a ``preflight.json`` (harness/measure/preflight.py) of the same model,
-  arguments, input size and precision on the same kind of device (and partition, when both name one), else a
-  ``depthbench bench`` CSV row -- at this layout's per-device batch (scaled per sample when the record's batch
-  differs); when the record measured the gradient all-reduce at this world size, the step is the longer of the
-  two (DDP overlaps them). No record: the run says so, and its cost is left out of the total;
+- **step time**: the matching preflight records (harness/measure/preflight.py: the same model, arguments, input
+  size and precision on the same kind of device, and partition when both name one) at this layout's per-device
+  batch, interpolated between measured batches (:func:`step_at_batch`), the longer of it and the gradient
+  all-reduce (:func:`allreduce_seconds`: measured at this world size, else the record's bus bandwidth and the
+  model's gradient bytes); else a ``depthbench bench`` CSV row (scaled per sample); else another model measured on
+  the device, by the ratio of MACs (:func:`timing_by_flops`). No step time: the run says so and its cost is left
+  out of the total;
+- **scaling** (``--nodes`` > 1, :func:`scaling`): images/s on N nodes against one node at the same global batch,
+  with a warning under 0.7 and the per-device batch that restores it;
 - **wall time** = steps x step time + a start-up per allocation (imports, data scan, resume: ``startup_s``); with
   ``--time``, allocations = ceil(training time / (limit - warning - start-up)) and **requeues** = allocations - 1;
 - **GPU-hours** = wall time x nodes x GPUs per node (rank-hours on CPU partitions).
