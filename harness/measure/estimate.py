@@ -544,8 +544,9 @@ def allreduce_seconds(record: dict, config: dict, world: int) -> tuple[float | N
     ranks = (record.get("allreduce") or {}).get("ranks") or record.get("world_size")
     hosts = len(record.get("hosts") or []) or 1
     seconds = grad_bytes * 2 * (world - 1) / world / (row["busbw_gbs"] * 1e9)
-    return seconds, (f"{grad_bytes / 1e6:,.0f} MB of gradients at {row['busbw_gbs']:g} GB/s bus bandwidth "
-                     f"({ranks} ranks on {hosts} node(s))")
+    size = f"{grad_bytes / 1e6:,.1f} MB" if grad_bytes >= 1e5 else f"{grad_bytes / 1e3:,.1f} kB"
+    return seconds, (f"{size} of gradients at {row['busbw_gbs']:.3g} GB/s bus bandwidth, measured on {ranks} ranks "
+                     f"on {hosts} node(s)")
 
 
 def _same_model(record: dict, ident: dict, exact: bool) -> bool:
