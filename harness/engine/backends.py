@@ -292,13 +292,17 @@ class DeepSpeedBackend(Backend):
             "gradient_accumulation_steps": grad_accum,
             "train_batch_size": micro_batch * grad_accum * self.world_size,
             "gradient_clipping": float(clip_grad or 0.0),
-            # ZeRO reads the global gradient norm on the host (a sync per step): only when clipping needs it
-            "zero_optimization": {"stage": zero_stage, "compute_grad_norm": bool(clip_grad)},
+            "zero_optimization": {"stage": zero_stage},
             "torch_autocast": {"enabled": self.precision == "bf16", "dtype": "bfloat16"},
             "fp16": {"enabled": self.precision == "fp16"},
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
         }, extra_config or {})
+        # ZeRO reads the global gradient norm on the host (a sync per step): only when clipping needs it (and where
+        # DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights)
+        zero = self.config["zero_optimization"]
+        zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero_stage == 1 and bool(
+            (self.config.get("bf16") or {}).get("enabled"))))
 
     def prepare(self, model, optimizer):
         import deepspeed
