@@ -206,10 +206,12 @@ def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, tmp
     assert [r["global_step"] for r in records if r["kind"] == "train"] == [4, 8, 12, 16, 20]
 
 
-@pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
-def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step(engine, tmp_path):
+@pytest.mark.parametrize("engine, optim", [("accelerate", []), ("deepspeed", []),
+                                           ("accelerate", ["optim.fused=True"])],  # the fused kernel's found_inf
+                         ids=["accelerate", "deepspeed", "accelerate-fused"])
+def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step(engine, optim, tmp_path):
     # log and checkpoint every 4 updates; rank 1's loss is NaN at update 6
-    reports, work_dir = train_two_ranks(tmp_path, engine, ["ckpt.interval_steps=4"], nan_at=6)
+    reports, work_dir = train_two_ranks(tmp_path, engine, ["ckpt.interval_steps=4"] + optim, nan_at=6)
     for report in reports:
         assert report["exit_code"] == 1
         assert report["unchanged_since_nan"], "an update was applied after the non-finite loss"
