@@ -84,6 +84,30 @@ def test_device_normalisation_trains_bit_identically_to_the_cpu_path(env, tmp_pa
     assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
 
 
+def test_reduce_overhead_falls_back_on_cpu_with_ema_and_accumulation_and_resumes_exactly(env, tmp_path):
+    """Issue 40: compile.mode=reduce-overhead (CUDA graphs) is an engine option; on the CPU it compiles in the default
+    mode and says so in one line; with EMA and grad accumulation a SIGUSR1-preempted run resumes bit-identically."""
+    options = ["--compile-mode", "reduce-overhead"]
+    overrides = TINY + ["ema.enable=True", "grad_accum=2"]  # 8 = 4 per step x 2: still 20 updates per epoch
+    reference = tmp_path / "reference"
+    rc, out, err = finish(launch(env, reference, *options, overrides=overrides))
+    assert rc == 0, err[-2000:]
+    fallback = [line for line in err.splitlines() if "reduce-overhead" in line]
+    assert fallback == ["depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); "
+                        "compiling in the default mode on the cpu"]
+    assert "compiled (inductor, mode reduce-overhead)" in out
+    run = tmp_path / "run"
+    proc = launch(env, run, *options, overrides=overrides)
+    wait_for_step(proc, run, 4)
+    proc.send_signal(signal.SIGUSR1)
+    rc, out, err = finish(proc)
+    assert rc == EXIT_PREEMPTED, err[-2000:]
+    assert load(run)["ema"] is not None
+    train(env, run, "--resume", "auto", *options, overrides=overrides)
+    assert_same_training(run, reference)
+    assert all(torch.equal(load(run)["ema"][k], load(reference)["ema"][k]) for k in load(reference)["ema"])
+
+
 # ----------------------------------------------------------------------------------------- with the recipe features
 def test_compiled_mixed_depth_distillation_ema_never_recompiles(env, tmp_path, monkeypatch):
     """SReT's mixed depth (MixedDepthLogits, every branch trained), soft-label distillation, Mixup, EMA and a

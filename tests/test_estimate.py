@@ -177,7 +177,12 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
         for i in range(n):
             (data / split / "n01440764" / f"{i}.JPEG").write_bytes(b"")
     cfg = load_config(RESNET18, [f"data.root={str(data)!r}"])
-    record = preflight_record(cfg, 128, step_ms=250.0)
+    from harness.engine.models import build_model
+    from harness.measure.flops import count_flops
+
+    gmacs = {name: count_flops(build_model(name, num_classes=1000), 224).total / 1e9
+             for name in ("resnet18", "steps_resnet18")}
+    record = preflight_record(cfg, 128, step_ms=250.0, gmacs=gmacs["resnet18"])
     (runs / "preflight" / "x").mkdir(parents=True)
     (runs / "preflight" / "x" / "preflight.json").write_text(json.dumps(record))
     out = cli("submit", "--table", "stepsnet:1", "--rows", "ResNet-18,Steps-ResNet-18", "--gpus-per-node", 8,
@@ -194,5 +199,85 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
     # 2,560 images / 8 ranks / 128 = 2 steps x 300 epochs = 600 steps of 0.25 s = 150 s; an allocation of 5 min
     # trains 300 - 60 - 120 = 120 s -> 2 allocations, 1 requeue; wall 150 + 2 x 120 = 390 s; 390 x 8 / 3600 GPU-h
     assert re.search(r"\b300\s+2,560\s+128\s+600\s+0\.250 s\s+0\.9\s+00:06:30\s+1\s+preflight 2026-11-20", resnet), resnet
-    assert re.search(r"\b600\s+-\s+-\s+-\s+-\s+none: no preflight record or bench CSV for steps_resnet18", steps_resnet)
-    assert re.search(r"1,200\s+0\.9\+\s+00:06:30\+\s+1 of 2 run\(s\) timed", total), total
+    # issue 45 item 7: the unmeasured Steps-ResNet-18 by FLOPs from the measured ResNet-18, labelled with the factor
+    factor = gmacs["steps_resnet18"] / gmacs["resnet18"]
+    assert f"{0.25 * factor:.3f} s" in steps_resnet and " 600 " in steps_resnet, steps_resnet
+    assert f"by FLOPs: x{factor:.2f} resnet18's step (same family" in steps_resnet, steps_resnet
+    assert re.search(r"1,200\s+\S+\s+\S+\s+2 of 2 run\(s\) timed", total), total
+
+
+# ----------------------------------------------------------------------------------------------- scaling (issue 40)
+def batch_sweep_record(cfg, step_ms_by_batch: dict, grad_bytes=100e6, busbw_gbs=50.0, world=8):
+    """One preflight record on one 8-GPU node: the model timed at several per-GPU batches, and the all-reduce."""
+    configs = [{**est.identity(cfg, batch), "step_ms": ms, "world": world, "grad_bytes": grad_bytes}
+               for batch, ms in step_ms_by_batch.items()]
+    return {"format": "depthbench-preflight/1", "time": "2026-11-20T10:00:00+00:00", "device": "cuda",
+            "device_name": "NVIDIA H100", "hosts": ["node1"], "world_size": world, "path": "/runs/p/preflight.json",
+            "allreduce": {"backend": "nccl", "ranks": world,
+                          "rows": [{"bytes": int(grad_bytes), "busbw_gbs": busbw_gbs},
+                                   {"bytes": 2**20, "busbw_gbs": 5.0}]},
+            "configs": configs}
+
+
+def test_step_time_is_interpolated_between_measured_batches_never_scaled_from_one():
+    cfg = load_config(RESNET18)
+    curve = {b: ({}, {"step_ms": ms}) for b, ms in {16: 40.0, 64: 60.0, 128: 100.0}.items()}
+    assert est.step_at_batch(curve, 64) == (0.06, "")
+    step, note = est.step_at_batch(curve, 32)  # 40 + (60 - 40) x 16/48 ms: the fixed cost stays
+    assert step == pytest.approx(0.04 + 0.02 / 3) and note == "interpolated between batches 16 and 64"
+    assert est.step_at_batch(curve, 256)[0] == pytest.approx(0.2)  # past the largest: per sample, no faster
+    # below the smallest: the line through 16 and 64 (33.3 ms at 8) but never under per-sample from 16 (20 ms)
+    assert est.step_at_batch(curve, 8)[0] == pytest.approx(0.04 - 0.02 / 6)
+    only = {128: ({}, {"step_ms": 100.0})}
+    step, note = est.step_at_batch(only, 16)  # one measured batch: a smaller batch is assumed no faster
+    assert step == pytest.approx(0.1) and "measured at batch 128 only" in note
+    record = batch_sweep_record(cfg, {16: 40.0, 64: 60.0, 128: 100.0})
+    timing = est.find_timing(est.identity(cfg, 32), layout(nodes=4), [record], [])
+    assert timing.step_s == pytest.approx(0.04 + 0.02 / 3) and "interpolated" in timing.note
+
+
+def test_scaling_efficiency_over_nodes_warns_under_0_7_with_the_batch_that_restores_it():
+    # global batch 1,024 (the papers'): 8 nodes x 8 GPUs hold 16 images each, one node 128
+    cfg = load_config(RESNET18, ["batch_size=1024"])
+    record = batch_sweep_record(cfg, {16: 40.0, 64: 60.0, 128: 100.0})
+    sc = est.scaling(cfg, layout(nodes=8), [record])
+    # ring all-reduce of 100 MB on 64 ranks at 50 GB/s bus bandwidth: 1e8 x 2 x 63/64 / 5e10 s, under the 40 ms step
+    assert sc.allreduce_s == pytest.approx(1e8 * 2 * 63 / 64 / 5e10)
+    assert (sc.micro_batch, sc.one_node_batch) == (16, 128)
+    assert sc.images_per_s == pytest.approx(1024 / 0.040) and sc.one_node_images_per_s == pytest.approx(1024 / 0.1)
+    assert sc.efficiency == pytest.approx(25600 / (8 * 10240))  # 0.31
+    # per-GPU 32: 46.7 ms vs one node at 256 (200 ms): 0.54; per-GPU 64: 60 ms vs 400 ms: 0.83 -> 64 restores it
+    assert sc.restore_batch == 64 and sc.restore_efficiency == pytest.approx((64 * 64 / 0.06) / (8 * 512 * 8 / 0.4))
+    # a slow link: the all-reduce (at 1 GB/s, 197 ms) bounds the step
+    slow = est.scaling(cfg, layout(nodes=8), [batch_sweep_record(cfg, {16: 40.0, 64: 60.0, 128: 100.0},
+                                                                 busbw_gbs=1.0)])
+    assert slow.images_per_s == pytest.approx(1024 / (1e8 * 2 * 63 / 64 / 1e9))
+    job = est.Job("ResNet-18", RESNET18, ["batch_size=1024", "data.train_subset=10240"])
+    table = est.format_estimate(est.estimate([job], layout(nodes=8), records=[record], bench_rows=[]))
+    assert "scaling #0: 8 nodes 25,600 img/s at batch 16/device" in table
+    assert "one node 10,240 img/s at batch 128/device: efficiency 0.31" in table
+    assert "warning: #0 scales at 0.31 on 8 nodes (under 0.7)" in table and "per-device batch of 64" in table
+    # two nodes: 64 per GPU (60 ms) against one node at 128 (100 ms): 0.83, no warning
+    table = est.format_estimate(est.estimate([job], layout(nodes=2), records=[record], bench_rows=[]))
+    assert "efficiency 0.83" in table and "warning" not in table
+
+
+def test_an_unmeasured_model_is_timed_by_flops_from_the_nearest_family():
+    """Issue 45 item 7: one preflight of a table's baselines times the rest, labelled with the factor."""
+    resnet, deit = load_config(RESNET18), load_config("configs/deit/deit-small_8xb128-300e_in1k.py")
+    record = preflight_record(resnet, 128, 100.0, gmacs=2.0)
+    record["configs"].append({**est.identity(deit, 128), "step_ms": 300.0, "world": 8, "gmacs": 4.0})
+    lay = layout()
+    flops = {"steps_resnet18": 3.0, "steps_deit_small_patch16_224": 6.0, "transnext_micro": 2.5}.get
+
+    def timing(model, micro=128):
+        ident = {**est.identity(resnet, micro), "model": model}
+        return est.timing_by_flops(ident, lay, [record], gmacs=lambda i: flops(i["model"]))
+
+    same = timing("steps_resnet18")  # 3.0 / 2.0 GMACs x resnet18's 100 ms
+    assert same.step_s == pytest.approx(0.15) and "x1.50 resnet18's step (same family" in same.source
+    assert timing("steps_deit_small_patch16_224").step_s == pytest.approx(0.45)  # deit: 6.0 / 4.0 x 300 ms
+    nearest = timing("transnext_micro")  # no shared name part: the nearest in MACs (resnet18, 2.0)
+    assert nearest.step_s == pytest.approx(0.125) and "nearest by FLOPs" in nearest.source
+    assert timing("steps_resnet18", micro=64).step_s == pytest.approx(0.15)  # one measured batch: no faster
+    assert est.timing_by_flops(est.identity(resnet, 128), layout(gpus_per_node=0), [record]) is None  # other device

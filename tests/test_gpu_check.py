@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = ["models", "transnext", "bench", "train", "preflight", "compile", "loader"]
+PARTS = ["models", "transnext", "bench", "train", "preflight", "compile", "loader", "nosync"]
 KNOWN: dict = {}  # (part, item) -> the defect a failing item shows, while one is open (none now)
 
 pytestmark = pytest.mark.slow
@@ -125,3 +125,18 @@ def test_report_markdown(check):
     for part in PARTS:
         assert f"| {part} | {report['parts'][part]['status']} |" in text and f"## {part}" in text
     assert "Tolerances: max|logits - CPU float64 logits|" in text
+
+
+def test_nosync_step_and_step_timings(check):
+    """Issue 40: the digits preset trains with zero host reads between log steps (the CPU's stand-in for
+    set_sync_debug_mode("error")), and the pair's step is timed at each batch in eager, compiled and
+    reduce-overhead (the default mode on the CPU, said in the report)."""
+    _, report, _ = check
+    found = items(report, "nosync")
+    step = next(it for name, it in found.items() if name.startswith("no-sync training step"))
+    assert step["verdict"] == "ok" and step["host_reads_between_log_steps"] == 0 and step["steps_checked"] == 20
+    rows = found["step timings"]["rows"]
+    assert {(r["mode"], r["batch"]) for r in rows} == {(m, b) for m in ("eager", "default", "reduce-overhead")
+                                                       for b in (2, 4)}
+    assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
+    assert "no CUDA graphs" in found["step timings"]["note"]

@@ -26,6 +26,12 @@ Parts, in this order, each in a process of its own with a time box (a part past 
   workers) against ``device`` (4 workers read bytes; nvJPEG decode and the augmentations batched on the GPU):
   finished images/s per GPU and the CPU cores used (benchmarks/loader_throughput.py's code; issue 42's goal:
   6,000 images/s with <= 4 cores). ``--tiny``: 32 px, 2 batches of 8, no workers, on the CPU.
+- ``nosync``  (issue 40) the digits preset trained one epoch in this process with every host sync between log
+  steps an error (``torch.cuda.set_sync_debug_mode("error")`` outside the loop's sync points; on the CPU, which has
+  no such mode, host reads counted by a ``TorchDispatchMode``: zero expected); then the training step of the
+  StepsNet equal-FLOPs pairs (Steps-DeiT-S/DeiT-S, Steps-Swin-T/Swin-T, Steps-ResNet-50/ResNet-50) at per-GPU batch
+  16, 64 and 128, eager, compiled and ``reduce-overhead`` (CUDA graphs), bf16, AdamW fused -- each pair's
+  throughput ratio (``--tiny``: HO-ResNet-10 RK4 vs Euler at batch 2 and 4, fp32, ``aot_eager``).
 - ``compile``  ``torch.compile`` of one model per family (forward and training step), compared with the float64
   reference, in parallel processes for the remaining time (``--tiny``: one model, the ``aot_eager`` backend: the
   tracing without minutes of C++ compilation on a CPU).
@@ -57,13 +63,20 @@ if str(REPO) not in sys.path:  # `python3 tools/gpu_check.py` puts tools/ first,
 
 TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
 TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
-PARTS = ("models", "transnext", "bench", "train", "preflight", "compile", "loader")
-# seconds: (time box, least time worth starting it with); the GPU run's boxes sum to 510 s within the 450 s budget
-# because a part that ends early leaves its time to the next (compile takes what is left, up to its box)
+PARTS = ("models", "transnext", "bench", "train", "preflight", "compile", "loader", "nosync")
+# seconds: (time box, least time worth starting it with); the GPU run's boxes sum to 1,230 s beyond the 450 s budget
+# because a part that ends early leaves its time to the next (compile, loader, then nosync take what is left, up to
+# their boxes; nosync's timings want `--parts nosync --budget 600` of their own)
 BOXES = {"models": (100, 40), "transnext": (50, 15), "bench": (110, 40), "train": (110, 40),
-         "preflight": (90, 30), "compile": (150, 40), "loader": (120, 60)}
+         "preflight": (90, 30), "compile": (150, 40), "loader": (120, 60), "nosync": (600, 60)}
 BOXES_TINY = {"models": (180, 30), "transnext": (120, 20), "bench": (150, 30), "train": (300, 60),
-              "preflight": (180, 30), "compile": (240, 30), "loader": (240, 60)}
+              "preflight": (180, 30), "compile": (240, 30), "loader": (240, 60), "nosync": (240, 40)}
+# issue 40: the step timings (per-GPU batches x modes, bf16); tiny: HO-ResNet-10 RK4 vs Euler at 16 px, fp32
+STEP_MODELS = [("deit_small_patch16_224", "steps_deit_small"), ("swin_tiny_patch4_window7_224", "steps_swin_tiny"),
+               ("resnet50", "steps_resnet50")]
+STEP_MODELS_TINY = [("horesnet10_euler", "horesnet10_rk4")]
+STEP_BATCHES, STEP_BATCHES_TINY = (16, 64, 128), (2, 4)
+STEP_MODES = ("eager", "default", "reduce-overhead")
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
 # (model, keyword arguments, batch, input side or None for the model's own): one per family at the papers' main
@@ -264,7 +277,7 @@ def run_part(args) -> int:
     if args.part == "compile" and args.model:
         ctx.items = ctx.work / f"compile-{args.model}.jsonl"
     fn = {"models": part_models, "transnext": part_transnext, "bench": part_bench, "train": part_train,
-          "preflight": part_preflight, "compile": part_compile, "loader": part_loader}[args.part]
+          "preflight": part_preflight, "compile": part_compile, "loader": part_loader, "nosync": part_nosync}[args.part]
     try:
         fn(ctx)
     except Exception as e:  # the part's own failure is an item too: the report says what broke
@@ -552,6 +565,174 @@ def part_bench(ctx):
                  for p in result.pairs]
         ctx.emit(name=label, seconds=round(time.perf_counter() - start, 1), rows=rows, pairs=pairs,
                  peak=result.machine.get(f"peak_gflops_{spec.get('amp') or 'fp32'}"))
+
+
+# ------------------------------------------------------------------------------------------------ part: nosync
+def part_nosync(ctx):
+    """Issue 40: no host sync between log steps in a real training run, and the step timings of the pairs."""
+    if not _needs_mmengine(ctx, "no-sync training step"):
+        _nosync_training(ctx)
+    _step_timings(ctx)
+
+
+def _nosync_training(ctx):
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from harness.commands.train import run as train_run
+    from harness.engine import backends, loop
+
+    env = part_env(ctx.device, ctx.work)
+    for key in ("DEPTHBENCH_RUNS", "CUBLAS_WORKSPACE_CONFIG"):
+        os.environ[key] = env[key]
+    cuda = ctx.device == "cuda"
+    outside = {"reads": 0, "where": {}}
+    state = {"inside": True}  # inside a sync point: from a read of the totals to the next step's start
+
+    class Reads(TorchDispatchMode):  # the CPU's stand-in for set_sync_debug_mode: host reads of tensors
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default and not state["inside"]:
+                import traceback
+
+                outside["reads"] += 1
+                frame = traceback.extract_stack()[-3]
+                where = f"{Path(frame.filename).name}:{frame.lineno}"
+                outside["where"][where] = outside["where"].get(where, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    def mark(inside: bool):
+        state["inside"] = inside
+        if cuda:
+            torch.cuda.set_sync_debug_mode("default" if inside else "error")
+
+    real_read, real_begin, real_epoch = (backends.Backend.reduce_and_read, backends.Backend.step_begin,
+                                         loop.train_one_epoch)
+
+    def read(self, tensor):
+        mark(True)
+        return real_read(self, tensor)
+
+    def begin(self):
+        real_begin(self)
+        state["steps"] = state.get("steps", 0) + 1
+        mark(False)
+
+    class HostLoader:  # the input pipeline's own CPU reads (sampling, CPU transforms) are not the step's
+        def __init__(self, loader):
+            self.loader = loader
+
+        def __getattr__(self, name):
+            return getattr(self.loader, name)
+
+        def __len__(self):
+            return len(self.loader)
+
+        def __iter__(self):
+            before, state["inside"] = state["inside"], True
+            batches = iter(self.loader)
+            state["inside"] = before
+            while True:
+                before, state["inside"] = state["inside"], True
+                batch = next(batches, None)
+                state["inside"] = before
+                if batch is None:
+                    return
+                yield batch
+
+    def epoch(objects, loader, *args, **kwargs):
+        inner, loader.loader = loader.loader, HostLoader(loader.loader)
+        try:
+            if cuda:
+                return real_epoch(objects, loader, *args, **kwargs)
+            with Reads():
+                return real_epoch(objects, loader, *args, **kwargs)
+        finally:
+            loader.loader = inner
+            mark(True)
+
+    backends.Backend.reduce_and_read, backends.Backend.step_begin, loop.train_one_epoch = read, begin, epoch
+    overrides = (TRAIN_TINY if ctx.tiny else TRAIN) + ["log_interval=10", "ckpt.interval_steps=0"]
+    start = time.perf_counter()
+    try:
+        result = train_run(str(REPO / PRESET), work_dir=ctx.work / "nosync-run", overrides=overrides)
+        error = None if result.exit_code == 0 else f"exit {result.exit_code}"
+    except Exception as e:  # set_sync_debug_mode("error") raises at the syncing call: the report names it
+        error = f"{type(e).__name__}: {str(e)[:300]}"
+    finally:
+        backends.Backend.reduce_and_read, backends.Backend.step_begin, loop.train_one_epoch = (real_read, real_begin,
+                                                                                              real_epoch)
+        if cuda:
+            torch.cuda.set_sync_debug_mode("default")
+    check = "set_sync_debug_mode('error')" if cuda else "host reads counted (TorchDispatchMode)"
+    verdict = "fail" if error or outside["reads"] or not state.get("steps") else "ok"
+    ctx.emit(name=f"no-sync training step ({check} between log steps)", verdict=verdict, error=error,
+             steps_checked=state.get("steps", 0), host_reads_between_log_steps=outside["reads"], where=outside["where"],
+             seconds=round(time.perf_counter() - start, 1))
+
+
+def _step_timings(ctx):
+    """Milliseconds per training step (forward, backward, fused AdamW) and images/s per pair, batch and mode."""
+    torch = _torch_setup(ctx)
+    cuda = ctx.device == "cuda"
+    batches = STEP_BATCHES_TINY if ctx.tiny else STEP_BATCHES
+    pairs = STEP_MODELS_TINY if ctx.tiny else STEP_MODELS
+    kwargs = {"width": 8, "num_classes": 10} if ctx.tiny else {}
+    side = 16 if ctx.tiny else None
+    dtype = torch.bfloat16 if cuda else None
+    backend = "inductor" if cuda else "aot_eager"  # the CPU: tracing without minutes of C++ compilation
+    rows = []
+    for mode in STEP_MODES:
+        for baseline, candidate in pairs:
+            for batch in batches:
+                if ctx.left() < 15:
+                    ctx.emit(name=f"step {mode} {candidate} b{batch}", verdict="skip", reason="not reached in the box")
+                    continue
+                ms = {}
+                for name in (baseline, candidate):
+                    try:
+                        ms[name] = _step_ms(torch, ctx, name, kwargs, batch, side, mode, dtype, backend)
+                    except Exception as e:
+                        ctx.emit(name=f"step {mode} {name} b{batch}", verdict="fail",
+                                 error=f"{type(e).__name__}: {str(e)[:300]}")
+                if len(ms) == 2:
+                    rows.append({"mode": mode, "batch": batch, "baseline": baseline, "candidate": candidate,
+                                 "baseline_ms": round(ms[baseline], 3), "candidate_ms": round(ms[candidate], 3),
+                                 "throughput_ratio": round(ms[baseline] / ms[candidate], 3)})
+                    ctx.emit(name=f"step {mode} {candidate}/{baseline} b{batch}", **rows[-1])
+    ctx.emit(name="step timings", rows=rows, precision="bf16" if dtype else "fp32",
+             note=None if cuda else "CPU: reduce-overhead has no CUDA graphs here and runs as the default mode")
+
+
+def _step_ms(torch, ctx, name, kwargs, batch, side, mode, dtype, backend) -> float:
+    """One model's training step in milliseconds (median of timed steps after warm-up/compilation)."""
+    import statistics
+
+    model = _build(name, kwargs).to(ctx.device).train()
+    images, _ = _input(name, kwargs, batch, side)
+    images = images.to(ctx.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    cuda_graphs = mode == "reduce-overhead" and ctx.device == "cuda"
+    forward = model
+    if mode != "eager":
+        forward = torch.compile(model, backend=backend, mode=mode if ctx.device == "cuda" else None)
+    autocast = (torch.autocast("cuda", dtype=dtype) if dtype is not None else _null())
+
+    def step():
+        if cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with autocast:
+            loss = _loss(forward(images))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(1 if ctx.tiny else 3):
+        step()
+    times = [_timed(step, ctx.device) for _ in range(2 if ctx.tiny else 10)]
+    del model, optimizer, forward
+    if ctx.device == "cuda":
+        torch.cuda.empty_cache()
+    return statistics.median(times)
 
 
 # ------------------------------------------------------------------------------------------------ part: train

@@ -8,8 +8,8 @@
   (its bf16-weights mode and fp16 through ``deepspeed.config``); gloo on CPU (``DS_ACCELERATOR=cpu``), NCCL on
   GPUs.
 
-Each training step all-reduces one small vector (loss, stop request, checkpoint-due flag) so every rank agrees
-on the logged loss, on stopping for a signal and on non-finite losses, which stop the run before the update.
+Neither backend waits on the host during a step: the gradient norm stays a tensor, and :class:`NonFiniteGuard`
+skips an update with non-finite gradients on the device (the loop reads what happened at its next sync point).
 """
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ class Backend:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world_size = dist.get_world_size() if dist.is_initialized() else 1
         self.compiled = False
+        self.non_finite_guard: NonFiniteGuard | None = None
+        self.cuda_graphs = False
 
     @property
     def is_main(self) -> bool:
@@ -47,16 +49,15 @@ class Backend:
         dist.all_reduce(tensor)
         return tensor.tolist()
 
-    def agree(self, loss: torch.Tensor, correct: torch.Tensor, *flags: bool) -> tuple:
-        """(loss averaged over ranks, ``correct`` summed, flags or-ed); one all-reduce, which also syncs the device."""
-        head = torch.stack([loss.detach().double().reshape(()), correct.double().reshape(())])
-        if self.world_size == 1:
-            loss_value, correct_value = head.tolist()
-            return (loss_value, correct_value, *flags)
-        tensor = torch.cat([head, torch.tensor([float(f) for f in flags], dtype=torch.float64, device=head.device)])
-        dist.all_reduce(tensor)
-        values = tensor.tolist()
-        return (values[0] / self.world_size, values[1], *(v > 0 for v in values[2:]))
+    def reduce_and_read(self, tensor: torch.Tensor) -> list[float]:
+        """``tensor`` summed over ranks (in place) and read on the host: the one collective and the one host read
+        of the loop's sync points."""
+        if self.world_size > 1:
+            dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def any_rank(self, flag: bool) -> bool:
+        return self.all_reduce_sum([float(flag)])[0] > 0
 
     def broadcast_object(self, obj):
         if self.world_size == 1:
@@ -109,8 +110,26 @@ class Backend:
         and its state-dict keys stay what they were (no ``_orig_mod.`` prefixes), so DDP/DeepSpeed, EMA,
         checkpoints and hooks see the same model; under DDP the compiled forward runs inside DDP's, so Dynamo's
         DDP optimizer splits the graph at the gradient buckets."""
-        self.unwrap(model).compile(backend=backend, mode=mode, dynamic=dynamic)
+        self.unwrap(model).compile(backend=backend, mode=self.compile_mode(mode), dynamic=dynamic)
         self.compiled = True
+
+    def compile_mode(self, mode: str | None) -> str | None:
+        """``reduce-overhead`` (CUDA graphs) on a CUDA device; elsewhere the default mode, said in one line. Under
+        DDP the graphs hold the bare module's forward and backward (compiled inside DDP, whose hooks and
+        all-reduce stay eager), with BatchNorm's buffers as static inputs of the module; the loop marks each
+        step's start (:meth:`step_begin`) so a replay may reuse the previous step's output memory."""
+        self.cuda_graphs = mode == "reduce-overhead" and self.device.type == "cuda"
+        if mode == "reduce-overhead" and not self.cuda_graphs:
+            if self.is_main:
+                print(f"depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); compiling "
+                      f"in the default mode on the {self.device.type}", file=sys.stderr)
+            return None
+        return mode
+
+    def step_begin(self) -> None:
+        """A new training step starts: CUDA-graph trees may overwrite the previous step's outputs from here."""
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
 
     def eager(self):
         """Run compiled models eagerly in this context (evaluation: its eval-mode graph and its other batch sizes
@@ -118,6 +137,57 @@ class Backend:
         if not self.compiled:
             return contextlib.nullcontext()
         return torch.compiler.set_stance("force_eager")
+
+
+class NonFiniteGuard:
+    """Skips every optimizer update from the first one with a NaN/inf gradient on, on the device (no host read).
+
+    Installed on the torch optimizer the run builds, under Accelerate's wrapper or DeepSpeed's ZeRO optimizer
+    alike (both call its ``step``; ZeRO once per parameter group, with its flat partitions). Before each step,
+    GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``, scale 1: gradients unchanged)
+    raises ``found`` on a non-finite gradient; the update is then skipped -- by the fused optimizers' own
+    ``found_inf`` (AdamW/Adam/SGD/Adagrad with ``optim.fused=True``: no extra work), else by putting the
+    parameters back (``torch.where`` against a copy taken before the step: one copy of the parameters per
+    update). The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite
+    loss into NaN gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised
+    -- the run stops at the loop's next sync point, before any checkpoint -- so a state the skipped step may have
+    touched (a momentum buffer) is never applied or saved.
+    """
+
+    def __init__(self, optimizer, device):
+        self.optimizer, self.device = optimizer, torch.device(device)
+        self.found = torch.zeros((), dtype=torch.float32, device=self.device)
+        self.one = torch.ones((), dtype=torch.float32, device=self.device)
+        self.fused = bool(optimizer.defaults.get("fused")) and getattr(optimizer, "_step_supports_amp_scaling", False)
+        if self.fused:
+            optimizer.found_inf = self.found  # read by the fused kernels at every step
+        self.inner_step = optimizer.step
+        optimizer.step = self.step
+
+    def step(self, closure=None):
+        with torch.no_grad():
+            params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            grads = {}
+            for p in params:
+                if p.grad is not None:
+                    grads.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+            for (device, _), same in grads.items():
+                found = self.found if device == self.device else self.found.to(device)
+                torch._amp_foreach_non_finite_check_and_unscale_(same, found, self.one.to(device))
+                if found is not self.found:
+                    torch.maximum(self.found, found.to(self.device), out=self.found)
+            if self.fused:
+                return self.inner_step(closure)
+            before = [p.detach().clone() for p in params]
+            result = self.inner_step(closure)
+            keep_old = self.found.bool()
+            for p, old in zip(params, before):
+                p.copy_(torch.where(keep_old, old, p))
+        return result
+
+    def take_skipped(self) -> torch.Tensor:
+        """1 when the update just made was skipped, else 0 (a device tensor)."""
+        return self.found.double()
 
 
 def resolve_precision(precision: str) -> str:
@@ -148,6 +218,7 @@ class AccelerateBackend(Backend):
         self.device = self.accelerator.device
 
     def prepare(self, model, optimizer):
+        self.non_finite_guard = NonFiniteGuard(optimizer, self.device)
         return self.accelerator.prepare(model, optimizer)
 
     def autocast(self):
@@ -165,7 +236,7 @@ class AccelerateBackend(Backend):
         norm = self.accelerator.clip_grad_norm_(model.parameters(), clip_grad) if clip_grad else None
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return None if norm is None else float(norm)
+        return norm  # a tensor: read on the host only at a log step
 
     def unwrap(self, model):
         # not accelerator.unwrap_model: it imports DeepSpeed (~0.5 s of every run's start-up) only to look for an
@@ -227,10 +298,16 @@ class DeepSpeedBackend(Backend):
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
         }, extra_config or {})
+        # ZeRO reads the global gradient norm on the host (a sync per step): only when clipping needs it (and where
+        # DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights)
+        zero = self.config["zero_optimization"]
+        zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero_stage == 1 and bool(
+            (self.config.get("bf16") or {}).get("enabled"))))
 
     def prepare(self, model, optimizer):
         import deepspeed
 
+        self.non_finite_guard = NonFiniteGuard(optimizer, self.device)
         self.engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
         dtype = next(self.engine.module.parameters()).dtype  # DeepSpeed's fp16/bf16 modes cast the weights
         self.input_dtype = dtype if dtype in (torch.float16, torch.bfloat16) else None
@@ -244,7 +321,7 @@ class DeepSpeedBackend(Backend):
     def compile(self, model, backend: str = "inductor", mode: str | None = None, dynamic: bool | None = False):
         """DeepSpeed's own ``engine.compile`` (the same in-place ``module.compile``, plus its ZeRO-3 hook
         handling)."""
-        self.engine.compile(backend=backend, compile_kwargs={"mode": mode, "dynamic": dynamic})
+        self.engine.compile(backend=backend, compile_kwargs={"mode": self.compile_mode(mode), "dynamic": dynamic})
         self.compiled = True
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -252,8 +329,7 @@ class DeepSpeedBackend(Backend):
 
     def step(self, model, optimizer, boundary: bool, clip_grad: float | None):
         self.engine.step()  # a no-op between accumulation boundaries
-        norm = self.engine.get_global_grad_norm() if boundary and clip_grad else None
-        return None if norm is None else float(norm)
+        return self.engine.get_global_grad_norm() if boundary and clip_grad else None
 
     def unwrap(self, model):
         return model.module

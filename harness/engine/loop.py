@@ -2,12 +2,13 @@
 (harness/engine/backends.py: Accelerate or DeepSpeed, one interface), plus the run's log (:class:`RunLog`) and
 the stop requests that turn a signal into a checkpoint (preemption).
 
-Each training step all-reduces one small vector (loss, stop request, checkpoint-due flag) so every rank agrees
-on the logged loss, on stopping for a signal and on non-finite losses, which stop the run before the update.
+No step waits on the host between sync points (log steps, periodic checkpoints, an epoch's end): the loss and
+hits are summed on the device and read there with one small all-reduce, which also agrees on stopping for a signal
+and on checkpointing by time; a non-finite loss or gradient skips its update on the device and stops the run at
+the next sync point (docs/training.md, "A step that never waits").
 """
 from __future__ import annotations
 
-import math
 import resource
 import signal
 import sys
@@ -67,19 +68,64 @@ class TrainState:
 
 
 # ----------------------------------------------------------------------------------------- training
+class StepTotals:
+    """What the loop sums between two sync points, on the device: no host read and no collective per step.
+
+    Per rank: the loss sum, the top-1 hits, the updates the non-finite guard skipped, and where the first
+    non-finite loss was (its step and value). :meth:`read` adds the host flags (stop request, checkpoint due by
+    time), all-reduces the vector once and reads it once (``Backend.reduce_and_read``); the sums restart at zero.
+    """
+    SLOTS = ("loss_sum", "correct", "skipped", "bad_ranks", "bad_step_sum", "bad_loss_sum", "stop", "save_by_time")
+
+    def __init__(self, device):
+        self.sums = torch.zeros(len(self.SLOTS), dtype=torch.float64, device=device)
+        self.bad_seen = torch.zeros((), dtype=torch.bool, device=device)
+
+    def add(self, loss: torch.Tensor, correct: torch.Tensor, step: int) -> None:
+        loss = loss.detach().double().reshape(())
+        first_bad = ~torch.isfinite(loss) & ~self.bad_seen
+        self.bad_seen |= first_bad
+        self.sums[:6] += torch.stack([loss, correct.double().reshape(()), loss.new_zeros(()), first_bad.double(),
+                                      first_bad.double() * step, torch.where(first_bad, loss, 0.0)])
+
+    def add_skipped(self, skipped: torch.Tensor) -> None:
+        self.sums[2] += skipped
+
+    def read(self, backend: Backend, *flags: bool) -> dict:
+        self.sums[6:] = torch.tensor([float(f) for f in flags], dtype=torch.float64)
+        values = dict(zip(self.SLOTS, backend.reduce_and_read(self.sums)))
+        self.sums.zero_()
+        return values
+
+
+def poisoned_if_non_finite(loss: torch.Tensor) -> torch.Tensor:
+    """``loss`` itself, or, when it is NaN/inf, a loss whose backward makes *every* gradient NaN (times NaN, not
+    times 1): the gradient all-reduce then carries the non-finite loss of any rank to every rank's gradients, where
+    the optimizer's guard (``harness.engine.backends.NonFiniteGuard``) finds it and skips the update on every
+    rank alike -- with no host read and no extra collective. ``x * 1.0`` is exact: finite steps are unchanged."""
+    return loss * torch.where(torch.isfinite(loss.detach()), 1.0, float("nan")).to(loss.dtype)
+
+
 def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, log, checkpoint=None) -> str:
     """Train ``state.epoch`` from micro-batch ``state.batch_in_epoch`` to its end.
 
     ``objects``: the run's :class:`harness.builders.TrainingObjects` (model, optimizer, scheduler, EMA, criterion,
     mixup). The criterion composes the loss (``criterion(images, outputs, targets)``, DeiT-style): the loop does
-    not know about teachers or multi-branch outputs. Returns ``"done"``, or ``"preempted"`` right after the
-    optimizer step during which a stop was requested. ``checkpoint()`` is called on every rank when a periodic
-    checkpoint is due.
+    not know about teachers or multi-branch outputs. Returns ``"done"``, or ``"preempted"`` at the first sync
+    point after a stop was requested. ``checkpoint()`` is called on every rank when a periodic checkpoint is due.
+
+    Between sync points -- every ``log_interval`` updates, a periodic checkpoint and the epoch's end -- a step
+    queues its work and never waits for the device: the loss, hits and skipped updates are summed on the device
+    (:class:`StepTotals`) and read with one all-reduce at the sync point, where the stop request and the
+    checkpoint-by-time flag are agreed too (at most ``log_interval`` updates late). A non-finite loss or gradient
+    is never applied (the optimizer's guard skips the update on the device); the run stops at the next sync
+    point, before any checkpoint, so ``last.pth`` stays the last good state.
     """
     from harness.engine.losses import primary_logits
 
     model, optimizer, scheduler, ema = objects.model, objects.optimizer, objects.scheduler, objects.ema
     criterion, mixup_fn = objects.criterion, objects.mixup_fn
+    guard = backend.non_finite_guard
     model.train()
     total = batches_per_epoch(loader) // cfg.grad_accum * cfg.grad_accum
     if state.batch_in_epoch == 0:
@@ -90,11 +136,14 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
     scheduler.step_update(num_updates=state.global_step)
     progress = log.progress(total, state.batch_in_epoch, f"epoch {state.epoch}")
     images_per_batch = loader.batch_size * backend.world_size
-    window_loss, window_images, window_start = [], 0, time.perf_counter()
+    totals = StepTotals(backend.device)
+    window_loss, window_batches, window_start = 0.0, 0, time.perf_counter()
     step_start = window_start
+    grad_norm = None
     for images, targets in loader:
         if state.batch_in_epoch >= total:
             break
+        backend.step_begin()
         images = images.to(backend.device, non_blocking=True)
         targets = targets.to(backend.device, non_blocking=True)
         hard_targets = targets
@@ -111,44 +160,52 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
             # per sample: the fraction of its targets hit (1 label for an image, one per position for a sequence)
             correct = ((logits.argmax(dim=-1) == hard_targets).float().reshape(len(hard_targets), -1).mean(1).sum()
                        if mixup_fn is None else loss.new_zeros(()))
-            loss_value, correct, stop, save_by_time = backend.agree(loss, correct, stop_requested(),
-                                                                    log.checkpoint_due_by_time())
-            if not math.isfinite(loss_value):
-                raise NonFiniteLoss(f"loss is {loss_value} at epoch {state.epoch}, step {state.global_step + 1}; "
-                                    f"stopped before the update, the last checkpoint is the last good state "
-                                    f"(lower optim.lr, set clip_grad, or use precision=fp32)")
-            backend.backward(loss)
-        grad_norm = backend.step(model, optimizer, boundary, cfg.clip_grad)
+            totals.add(loss, correct, state.global_step + 1)
+            backend.backward(poisoned_if_non_finite(loss))
+        norm = backend.step(model, optimizer, boundary, cfg.clip_grad)
+        grad_norm = norm if norm is not None else grad_norm
         state.batch_in_epoch += 1
         now = time.perf_counter()
-        state.epoch_loss_sum += loss_value
-        state.epoch_correct += correct
         state.epoch_images += images_per_batch
         state.epoch_time_s += now - step_start
         state.train_time_s += now - step_start
         step_start = now
-        window_loss.append(loss_value)
-        window_images += images_per_batch
+        window_batches += 1
         progress.update(1)
         if not boundary:
             continue
         state.global_step += 1
+        totals.add_skipped(guard.take_skipped())
         scheduler.step_update(num_updates=state.global_step)
         if ema is not None:
             ema.update(backend.unwrap(model), step=state.global_step)
-        if state.global_step % cfg.log_interval == 0 or state.batch_in_epoch == total or stop:
+        # ---- one optimizer update ends here; below: only what happens at a sync point
+        every = cfg.ckpt.interval_steps
+        log_due = state.global_step % cfg.log_interval == 0 or state.batch_in_epoch == total
+        checkpoint_due = checkpoint is not None and bool(every) and state.global_step % every == 0
+        if not (log_due or checkpoint_due):
+            continue
+        read = totals.read(backend, stop_requested(), log.checkpoint_due_by_time())
+        read["skipped"] /= backend.world_size  # every rank skips the same updates
+        check_finite(read, state)
+        state.epoch_loss_sum += read["loss_sum"] / backend.world_size
+        state.epoch_correct += read["correct"]
+        window_loss += read["loss_sum"] / backend.world_size
+        stop = read["stop"] > 0
+        if log_due or stop:
             elapsed = time.perf_counter() - window_start
-            per_batch = elapsed / len(window_loss)
-            log.train_step(state, loss=sum(window_loss) / len(window_loss),
-                           lr=max(g["lr"] for g in optimizer.param_groups), grad_norm=grad_norm,
-                           images_per_s=window_images / elapsed, step_time=per_batch * cfg.grad_accum,
-                           peak_mem_mb=peak_memory_mb(), eta_s=per_batch * (total - state.batch_in_epoch))
-            window_loss, window_images, window_start = [], 0, time.perf_counter()
+            per_batch = elapsed / window_batches
+            log.train_step(state, loss=window_loss / window_batches,
+                           lr=max(g["lr"] for g in optimizer.param_groups),
+                           grad_norm=None if grad_norm is None else float(grad_norm),
+                           images_per_s=window_batches * images_per_batch / elapsed,
+                           step_time=per_batch * cfg.grad_accum, peak_mem_mb=peak_memory_mb(),
+                           eta_s=per_batch * (total - state.batch_in_epoch))
+            window_loss, window_batches, window_start = 0.0, 0, time.perf_counter()
         if stop:
             progress.close()
             return "preempted"
-        every = cfg.ckpt.interval_steps
-        if checkpoint is not None and ((every and state.global_step % every == 0) or save_by_time):
+        if checkpoint_due or (checkpoint is not None and read["save_by_time"] > 0):
             checkpoint()
     progress.close()
     log.metrics("epoch", train_loss=state.epoch_loss_sum / max(state.batch_in_epoch, 1),
@@ -156,6 +213,21 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
                 images_per_s=state.epoch_images / max(state.epoch_time_s, 1e-9), epoch_time_s=state.epoch_time_s,
                 train_time_s=state.train_time_s)
     return "done"
+
+
+def check_finite(read: dict, state: TrainState) -> None:
+    """Stop (NonFiniteLoss) at the sync point after a non-finite loss or a skipped update: every rank reads the
+    same reduced values, so every rank stops; no checkpoint is written after it."""
+    if not (read["skipped"] or read["bad_ranks"]):
+        return
+    if read["bad_ranks"]:
+        where = (f"loss is {read['bad_loss_sum']} at epoch {state.epoch}, "
+                 f"step {round(read['bad_step_sum'] / read['bad_ranks'])}")
+    else:
+        where = f"a gradient is non-finite at epoch {state.epoch}, by step {state.global_step}"
+    raise NonFiniteLoss(f"{where}; {read['skipped']:.0f} update(s) skipped by step "
+                        f"{state.global_step} and the run stopped: the last checkpoint is the last good state "
+                        f"(lower optim.lr, set clip_grad, or use precision=fp32)")
 
 
 @torch.no_grad()

@@ -332,8 +332,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                 hook.after_epoch(backend.unwrap(objects.model), log)
             state.epoch, state.batch_in_epoch = epoch + 1, 0
             save_last()
-            zero = torch.zeros((), device=backend.device)
-            if backend.agree(zero, zero, stop_requested())[2]:
+            if backend.any_rank(stop_requested()):
                 return _preempted(None, run, log, state)
     except NonFiniteLoss as e:
         log.info(f"depthbench train: error: {e}")

@@ -8,11 +8,15 @@ Per run (an element of the submission: a config, a table row, a sweep point):
   ``batch_size / (world x grad_accum)``, divided by ``grad_accum``. N, the training images, comes from
   ``data.train_subset``, a preflight record of the same data, the split's ``_info.json`` (WebDataset), a count of
   the ImageFolder, or the known size of CIFAR / the digits / ImageNet-1k's 1,281,167 images;
-- **step time**: the newest matching record -- a ``preflight.json`` (harness/measure/preflight.py) of the same model,
-  arguments, input size and precision on the same kind of device (and partition, when both name one), else a
-  ``depthbench bench`` CSV row -- at this layout's per-device batch (scaled per sample when the record's batch
-  differs); when the record measured the gradient all-reduce at this world size, the step is the longer of the
-  two (DDP overlaps them). No record: the run says so, and its cost is left out of the total;
+- **step time**: the matching preflight records (harness/measure/preflight.py: the same model, arguments, input
+  size and precision on the same kind of device, and partition when both name one) at this layout's per-device
+  batch, interpolated between measured batches (:func:`step_at_batch`), the longer of it and the gradient
+  all-reduce (:func:`allreduce_seconds`: measured at this world size, else the record's bus bandwidth and the
+  model's gradient bytes); else a ``depthbench bench`` CSV row (scaled per sample); else another model measured on
+  the device, by the ratio of MACs (:func:`timing_by_flops`). No step time: the run says so and its cost is left
+  out of the total;
+- **scaling** (``--nodes`` > 1, :func:`scaling`): images/s on N nodes against one node at the same global batch,
+  with a warning under 0.7 and the per-device batch that restores it;
 - **wall time** = steps x step time + a start-up per allocation (imports, data scan, resume: ``startup_s``); with
   ``--time``, allocations = ceil(training time / (limit - warning - start-up)) and **requeues** = allocations - 1;
 - **GPU-hours** = wall time x nodes x GPUs per node (rank-hours on CPU partitions).
@@ -93,6 +97,25 @@ class Timing:
 
 
 @dataclass
+class Scaling:
+    """How a run's throughput on ``nodes`` nodes compares with one node at the same global batch."""
+    nodes: int
+    micro_batch: int                 # per device on ``nodes`` nodes
+    images_per_s: float
+    one_node_batch: int              # per device on one node
+    one_node_images_per_s: float
+    efficiency: float                # images_per_s / (nodes x one_node_images_per_s)
+    compute_s: float
+    allreduce_s: float | None
+    allreduce_from: str = ""
+    restore_batch: int | None = None  # the smallest per-device batch with efficiency >= EFFICIENCY_WARNING
+    restore_efficiency: float | None = None
+
+
+EFFICIENCY_WARNING = 0.7
+
+
+@dataclass
 class Row:
     index: int
     name: str
@@ -108,6 +131,7 @@ class Row:
     wall_s: float | None = None
     requeues: int | None = None
     problem: str = ""
+    scaling: Scaling | None = None
 
 
 @dataclass
@@ -213,6 +237,10 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
         row.steps = row.epochs * steps_per_epoch(row.images, layout.world, row.micro_batch, accum,
                                                  bool(cfg.data.get("repeated_aug")))
     timing = find_timing(identity(cfg, row.micro_batch), layout, records, bench_rows)
+    if layout.nodes > 1:
+        row.scaling = scaling(cfg, layout, records)
+    if timing is None:
+        timing = timing_by_flops(identity(cfg, row.micro_batch), layout, records)
     if timing is None:
         ident = identity(cfg, row.micro_batch)
         row.source = (f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
@@ -232,6 +260,41 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
     row.wall_s = wall_seconds(train_s, n, startup_s)
     row.device_hours = device_hours(row.wall_s, layout.nodes * layout.ranks_per_node)
     return row
+
+
+def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
+    """Images/s of ``cfg`` on ``layout.nodes`` nodes against one node at the same global batch, from the preflight
+    step times at the per-device batches each would run (:func:`step_at_batch`) and the gradient all-reduce
+    (:func:`allreduce_seconds`); with the smallest per-device batch that keeps the efficiency at 0.7 or more when
+    it is under. None without a preflight record of the model on this kind of device."""
+    accum, ranks = int(cfg.get("grad_accum") or 1), layout.ranks_per_node
+    one = Layout(1, layout.gpus_per_node, layout.ntasks_per_node, partition=layout.partition)
+    curve = batch_curve(identity(cfg, None), layout, records)
+    if not curve or cfg.batch_size % (layout.world * accum):
+        return None
+    record, config = curve[max(curve)]
+
+    def images_per_s(lay: Layout, micro: int) -> tuple[float, float, float | None, str]:
+        compute = step_at_batch(curve, micro)[0]
+        allreduce, how = allreduce_seconds(record, config, lay.world)
+        return micro * lay.world * accum / max(compute, allreduce or 0.0), compute, allreduce, how
+
+    def efficiency(micro: int) -> float:
+        return images_per_s(layout, micro)[0] / (layout.nodes * images_per_s(one, micro * layout.nodes)[0])
+
+    micro = cfg.batch_size // (layout.world * accum)
+    rate, compute, allreduce, how = images_per_s(layout, micro)
+    one_rate = images_per_s(one, micro * layout.nodes)[0]
+    result = Scaling(layout.nodes, micro, rate, micro * layout.nodes, one_rate, rate / (layout.nodes * one_rate),
+                     compute, allreduce, how)
+    if result.efficiency < EFFICIENCY_WARNING:
+        batch = micro
+        while batch < 4 * max(curve) and batch < 8192:
+            batch *= 2
+            if efficiency(batch) >= EFFICIENCY_WARNING:
+                result.restore_batch, result.restore_efficiency = batch, efficiency(batch)
+                break
+    return result
 
 
 def identity(cfg, micro_batch: int | None) -> dict:
@@ -331,28 +394,21 @@ def _count_images(folder: Path, limit_s: float = 20.0) -> int | None:
 
 # ----------------------------------------------------------------------------------------------- step times
 def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows: Sequence[dict]) -> Timing | None:
-    """The newest step time for the model ``ident`` on ``layout``'s kind of device: a preflight record at the same
-    per-device batch, else one at another batch (scaled per sample), else a bench CSV row (scaled)."""
-    matches = []
-    for record in records:
-        if record.get("device") != layout.device:
-            continue
-        if layout.partition and record.get("partition") and record["partition"] != layout.partition:
-            continue
-        for c in record.get("configs") or []:
-            if not (c.get("step_ms") and c.get("micro_batch")) or not _same_model(c, ident, exact=True):
-                continue
-            matches.append((record, c))
-    exact = [(r, c) for r, c in matches if c.get("micro_batch") == ident["micro_batch"]]
-    for record, c in exact + [m for m in matches if m not in exact]:
-        step = c["step_ms"] / 1000 * ident["micro_batch"] / c["micro_batch"]
-        note = "" if c["micro_batch"] == ident["micro_batch"] else f"scaled from batch {c['micro_batch']}"
-        if c.get("allreduce_ms") and c.get("world") == layout.world:
-            step = max(step, c["allreduce_ms"] / 1000)
+    """The step time for the model ``ident`` on ``layout``'s kind of device at its per-device batch: from preflight
+    records (:func:`batch_curve`: the newest measurement at each batch, interpolated between measured batches),
+    else a bench CSV row (scaled per sample). A step is the longer of computing it and the gradient all-reduce
+    (DDP overlaps them, :func:`allreduce_seconds`)."""
+    curve = batch_curve(ident, layout, records)
+    if curve:
+        step, note = step_at_batch(curve, ident["micro_batch"])
+        record, config = curve[min(curve, key=lambda b: abs(b - ident["micro_batch"]))]
+        allreduce, how = allreduce_seconds(record, config, layout.world)
+        if allreduce is not None:
+            step = max(step, allreduce)
         elif layout.world > 1:
             note = "; ".join(filter(None, [note, "gradient sync not measured at this world size"]))
-        where = f"{record.get('device_name') or record.get('device')}" + (
-            f", partition {record['partition']}" if record.get("partition") else "")
+        where = printable(f"{record.get('device_name') or record.get('device')}" + (
+            f", partition {record['partition']}" if record.get("partition") else ""))
         return Timing(step, f"preflight {str(record.get('time', ''))[:10]} {where}", record.get("path", ""), note)
     for row in bench_rows:
         if row.get("device") != layout.device or not _float(row.get("train_step_time")):
@@ -375,6 +431,131 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         return Timing(step, f"bench {printable(str(row.get('date', ''))[:10])} {where}",
                       row.get("_path", ""), note)
     return None
+
+
+def timing_by_flops(ident: dict, layout: Layout, records: Sequence[dict], gmacs=None) -> Timing | None:
+    """A step time for a model nobody timed on this device, from one that was: its step at this batch
+    (:func:`step_at_batch`) times the ratio of the two models' MACs per sample -- the measured model's utilisation,
+    carried over. The measured model is the nearest family (a shared name part: steps_resnet18 ~ resnet18), else
+    the nearest in MACs. ``gmacs(ident)``: the model's GMACs per sample (default: :func:`model_gmacs`)."""
+    gmacs = gmacs or model_gmacs
+    measured = {}
+    for record in records:
+        if record.get("device") != layout.device or (layout.partition and record.get("partition")
+                                                     and record["partition"] != layout.partition):
+            continue
+        for c in record.get("configs") or []:
+            if c.get("step_ms") and c.get("gmacs") and c.get("micro_batch") and c.get("precision") == ident[
+                    "precision"]:
+                measured.setdefault(json.dumps([c["model"], c.get("model_kwargs"), c.get("input_size")],
+                                               sort_keys=True), c)
+    if not measured:
+        return None
+    target = gmacs(ident)
+    if not target:
+        return None
+    tokens = _name_parts(ident["model"])
+
+    def nearness(c):
+        return (bool(tokens & _name_parts(c["model"])), -abs(math.log(c["gmacs"] / target)))
+
+    base = max(measured.values(), key=nearness)
+    curve = batch_curve({**base, "micro_batch": None}, layout, records)
+    step, note = step_at_batch(curve, ident["micro_batch"])
+    record = curve[min(curve, key=lambda b: abs(b - ident["micro_batch"]))][0]
+    factor = target / base["gmacs"]
+    kin = "same family" if nearness(base)[0] else "nearest by FLOPs"
+    source = (f"by FLOPs: x{factor:.2f} {base['model']}'s step ({kin}, {target:.2f} / {base['gmacs']:.2f} GMACs at "
+              f"its measured utilisation; preflight {str(record.get('time', ''))[:10]} "
+              f"{record.get('device_name') or record.get('device')})")
+    if layout.world > 1:
+        note = "; ".join(filter(None, [note, "gradient sync not measured for this model"]))
+    return Timing(step * factor, source, record.get("path", ""), note)
+
+
+def _name_parts(model: str) -> set[str]:
+    """The alphabetic parts of a model name, less size words: ``steps_deit_small_patch16`` -> {steps, deit}."""
+    import re
+
+    return set(re.findall(r"[a-z]+", model.lower())) - {"tiny", "small", "base", "large", "patch", "window", "x"}
+
+
+def model_gmacs(ident: dict) -> float | None:
+    """GMACs per sample of the model ``ident`` at its input size (meta device; cached with the model's code)."""
+    from harness.engine.models import build_model
+    from harness.measure.cache import MeasurementCache, model_code
+    from harness.measure.flops import count_flops, example_inputs
+
+    def count():
+        model = build_model(ident["model"], **ident["model_kwargs"])
+        return count_flops(model, inputs=example_inputs(model, tuple(ident["input_size"]))).total
+
+    cache = MeasurementCache()
+    value = cache.get(cache.key("estimate", "macs", ident["model"], ident["model_kwargs"], ident["input_size"],
+                                model_code(ident["model"])), count)
+    cache.save()
+    return value["value"] / 1e9 if "value" in value else None
+
+
+def batch_curve(ident: dict, layout: Layout, records: Sequence[dict]) -> dict[int, tuple[dict, dict]]:
+    """``{per-device batch: (record, config)}``: the newest preflight measurement of the model ``ident`` at each
+    batch on ``layout``'s kind of device (and partition, when both name one); records come newest first."""
+    curve = {}
+    for record in records:
+        if record.get("device") != layout.device:
+            continue
+        if layout.partition and record.get("partition") and record["partition"] != layout.partition:
+            continue
+        for c in record.get("configs") or []:
+            if c.get("step_ms") and c.get("micro_batch") and _same_model(c, ident, exact=True):
+                curve.setdefault(int(c["micro_batch"]), (record, c))
+    return curve
+
+
+def step_at_batch(curve: dict[int, tuple[dict, dict]], batch: int) -> tuple[float, str]:
+    """Seconds of compute per step at ``batch`` and how it was found. Between two measured batches: linear in the
+    batch (a step's fixed cost stays; a small batch is not cheaper per sample). Outside them, never faster than
+    measured: past the largest batch, per sample from it; below the smallest, the line through the two smallest,
+    but at least the smallest batch's time per sample (with one measured batch: its step, no faster)."""
+    points = sorted((b, c["step_ms"] / 1000) for b, (_, c) in curve.items())
+    times = dict(points)
+    if batch in times:
+        return times[batch], ""
+    larger = [(b, t) for b, t in points if b > batch]
+    smaller = [(b, t) for b, t in points if b < batch]
+    if larger and smaller:
+        (b0, t0), (b1, t1) = smaller[-1], larger[0]
+        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0), f"interpolated between batches {b0} and {b1}"
+    if smaller:  # past the largest measured batch: per sample from it
+        b0, t0 = smaller[-1]
+        return t0 * batch / b0, f"scaled from batch {b0}"
+    (b0, t0) = larger[0]
+    if len(larger) == 1:
+        return t0, f"measured at batch {b0} only: assumed no faster at batch {batch}"
+    (b1, t1) = larger[1]
+    line = t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+    return max(line, t0 * batch / b0), f"extrapolated below batch {b0} from batches {b0} and {b1}"
+
+
+def allreduce_seconds(record: dict, config: dict, world: int) -> tuple[float | None, str]:
+    """The gradient all-reduce of ``config``'s model on ``world`` ranks: measured when the record ran at that world
+    size, else ring all-reduce arithmetic -- ``grad_bytes x 2(n-1)/n / bus bandwidth`` -- with the record's bus
+    bandwidth at the message size nearest the gradients (nccl-tests' busbw, ``preflight`` all-reduce rows)."""
+    if world <= 1:
+        return 0.0, "one rank: no all-reduce"
+    if config.get("allreduce_ms") and config.get("world") == world:
+        return config["allreduce_ms"] / 1000, f"measured on {world} ranks"
+    grad_bytes = config.get("grad_bytes") or (4 * config["params"] if config.get("params") else None)
+    rows = [r for r in ((record.get("allreduce") or {}).get("rows") or []) if r.get("busbw_gbs")]
+    if not grad_bytes or not rows:
+        return None, ""
+    row = min(rows, key=lambda r: abs(math.log(r["bytes"] / grad_bytes)))
+    ranks = (record.get("allreduce") or {}).get("ranks") or record.get("world_size")
+    hosts = len(record.get("hosts") or []) or 1
+    seconds = grad_bytes * 2 * (world - 1) / world / (row["busbw_gbs"] * 1e9)
+    size = f"{grad_bytes / 1e6:,.1f} MB" if grad_bytes >= 1e5 else f"{grad_bytes / 1e3:,.1f} kB"
+    return seconds, (f"{size} of gradients at {row['busbw_gbs']:.3g} GB/s bus bandwidth, measured on {ranks} ranks "
+                     f"on {hosts} node(s)")
 
 
 def _same_model(record: dict, ident: dict, exact: bool) -> bool:
@@ -469,12 +650,37 @@ def format_estimate(est: Estimate) -> str:
     for row in table:
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         lines.append("  " + "  ".join(cells) + "  " + row[-1])
+    lines += format_scaling(est)
     images = {r.images_from for r in est.rows if r.images_from}
     if images:
         lines.append("  images per epoch from: " + "; ".join(sorted(images)))
     lines += [f"  note: {n}" for n in est.notes]
     lines.append("  (steps x step time + a start-up per allocation; queue waits and evaluation not included)")
     return "\n".join(lines)
+
+
+def format_scaling(est: Estimate) -> list[str]:
+    """One line per run on several nodes: images/s, the efficiency against one node, and a warning under 0.7."""
+    lines = []
+    for r in est.rows:
+        sc = r.scaling
+        if sc is None:
+            if est.layout.nodes > 1 and r.step_s is not None:
+                lines.append(f"  scaling #{r.index}: not estimated (no preflight record of its model on this "
+                             f"device: batch times and bus bandwidth come from one)")
+            continue
+        sync = ("all-reduce not measured (no bus bandwidth in the record)" if sc.allreduce_s is None else
+                f"all-reduce {sc.allreduce_s * 1000:,.1f} ms ({sc.allreduce_from})")
+        lines.append(f"  scaling #{r.index}: {sc.nodes} nodes {sc.images_per_s:,.0f} img/s at batch {sc.micro_batch}"
+                     f"/device (step {sc.compute_s * 1000:,.1f} ms, {sync}); one node {sc.one_node_images_per_s:,.0f}"
+                     f" img/s at batch {sc.one_node_batch}/device: efficiency {sc.efficiency:.2f}")
+        if sc.efficiency < EFFICIENCY_WARNING:
+            fix = (f"a per-device batch of {sc.restore_batch} (global {sc.restore_batch * est.layout.world:,}; "
+                   f"rescale the lr) would give {sc.restore_efficiency:.2f}" if sc.restore_batch else
+                   "no per-device batch up to 4x the largest measured restores it")
+            lines.append(f"  warning: #{r.index} scales at {sc.efficiency:.2f} on {sc.nodes} nodes (under "
+                         f"{EFFICIENCY_WARNING}): fewer nodes cost less for nearly the same time, or {fix}")
+    return lines
 
 
 def jobs_from_elements(elements: Sequence) -> list[Job]:
