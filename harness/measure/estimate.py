@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import time
