@@ -71,9 +71,13 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
         raise DepthbenchError(f"{path} was written by the {checkpoint.get('engine')} engine; resume with "
                               f"--engine {checkpoint.get('engine')}")
     optimizer = checkpoint.get("optimizer") or {}
-    if engine == "deepspeed" and len(optimizer.get("partitions", ())) != world_size:
-        raise DepthbenchError(f"{path} holds DeepSpeed optimizer partitions of {len(optimizer.get('partitions', ()))} "
-                              f"processes; resume with the same number of processes ({world_size} now)")
+    saved = len(optimizer.get("partitions", ()))
+    if engine == "deepspeed" and saved != world_size:
+        # its ZeRO partitions are DeepSpeed's flat buffers of `saved` ranks, kept inside last.pth, not a DeepSpeed
+        # checkpoint folder that deepspeed.checkpoint.ds_to_universal could convert; Accelerate runs are elastic
+        raise DepthbenchError(f"{path} holds DeepSpeed ZeRO optimizer partitions of {saved} processes and this run "
+                              f"has {world_size}: resume on {saved} processes (e.g. submit --nodes with the same "
+                              f"ranks), or continue from its weights only with model.pretrained={path} in a new run")
 
 
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
@@ -210,12 +214,14 @@ def open_run(cfg, plan: RunPlan, backend):
 
 
 # ----------------------------------------------------------------------------------------- checkpoints
-def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
+def save_checkpoint(path, state, cfg_text, backend, objects, micro_batch: int) -> None:
     """Write ``last.pth`` (collective: every rank calls it, rank 0 writes)."""
     from harness.engine.checkpoint import FORMAT, rng_state, save_atomic
 
     checkpoint = {
         "format": FORMAT, "engine": backend.name, "world_size": backend.world_size, **asdict(state),
+        # the position as a GLOBAL count of the epoch's samples consumed (TrainSampler): any world size resumes it
+        "samples_in_epoch": state.batch_in_epoch * micro_batch * backend.world_size,
         "model": backend.model_state(objects.model), "optimizer": backend.optimizer_state(objects.optimizer),
         "scheduler": objects.scheduler.state_dict(), "scaler": backend.scaler_state(),
         "ema": objects.ema.module.state_dict() if objects.ema is not None else None,
@@ -226,10 +232,16 @@ def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
     backend.barrier()
 
 
-def restore(checkpoint: dict, same_run: bool, backend, objects):
+def restore(checkpoint: dict, same_run: bool, backend, objects, micro_batch: int, seed: int):
     """Restore the optimizer, schedule, scaler, EMA and RNG states of a ``last.pth`` (the model weights were
-    loaded before wrapping); returns the TrainState to continue from."""
+    loaded before wrapping); returns the TrainState to continue from.
+
+    Elastic: a checkpoint of N ranks continues on M. Model, optimizer, schedule, scaler and EMA are the same on
+    every rank (DDP); the sample position is a global count (``samples_in_epoch``), so the epoch continues with
+    the samples not yet seen, in the same order (TrainSampler); ranks below N take their own RNG states, the others
+    a fresh seed from (seed, rank, step) -- dropout and mixup draws cannot be bit-identical on another rank count."""
     from harness.engine.checkpoint import set_rng_state
+    from harness.engine.builders import seed_everything
     from harness.engine.loop import TrainState
 
     backend.load_model_state(objects.model, checkpoint["model"])
@@ -239,14 +251,22 @@ def restore(checkpoint: dict, same_run: bool, backend, objects):
     if objects.ema is not None and checkpoint["ema"] is not None:
         objects.ema.module.load_state_dict(checkpoint["ema"])
     state = TrainState(**{k: checkpoint[k] for k in TrainState.__dataclass_fields__})
-    if len(checkpoint["rng"]) == backend.world_size:
+    samples = checkpoint.get("samples_in_epoch")  # absent in checkpoints written before issue 41: same world size
+    if samples is not None:
+        per_step = micro_batch * backend.world_size
+        if samples % per_step:
+            raise DepthbenchError(f"the checkpoint stopped {samples} samples into epoch {state.epoch}, not a whole "
+                                  f"number of micro-batches of {per_step} (batch_size / grad_accum changed?); "
+                                  f"resume with the batch_size and grad_accum it was trained with")
+        state.batch_in_epoch = samples // per_step
+    saved = len(checkpoint["rng"])
+    if backend.rank < saved:
         set_rng_state(checkpoint["rng"][backend.rank])
-    elif backend.is_main:
-        print(f"depthbench train: checkpoint from {len(checkpoint['rng'])} processes, now {backend.world_size}: "
-              "training continues, but not bit-identically", file=sys.stderr)
+    else:
+        seed_everything(seed + backend.rank + 7919 * state.global_step)
     if not same_run:  # a new run directory: its metrics.jsonl starts empty
         state.records = 0
-    return state
+    return state, saved
 
 
 # ----------------------------------------------------------------------------------------- the loop
@@ -267,11 +287,12 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     evaluate = task.evaluate
     sign = -1 if lower_is_better(cfg, cfg.ckpt.best_metric) else 1  # best.pth keeps the largest sign * value
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
-    state = TrainState()
+    state, saved_ranks = TrainState(), backend.world_size
     if checkpoint is not None:
-        state = restore(checkpoint, plan.resume_path.parent == run.path, backend, objects)
+        state, saved_ranks = restore(checkpoint, plan.resume_path.parent == run.path, backend, objects,
+                                     train_loader.batch_size, cfg.seed)
         record = {"time": now(), "from": str(plan.resume_path), "epoch": state.epoch,
-                  "global_step": state.global_step}
+                  "global_step": state.global_step, "ranks": backend.world_size, "from_ranks": saved_ranks}
         run.update_meta(resumes=run.meta().get("resumes", []) + [record])
         del checkpoint
     if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
@@ -292,11 +313,15 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
              f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, "
              + (f"{speed}, " if speed else "") + f"run dir {run.path}"
              + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
+    if saved_ranks != backend.world_size:
+        log.info(f"resumed on {backend.world_size} ranks from {saved_ranks}: same samples in the same order from "
+                 f"epoch {state.epoch} batch {state.batch_in_epoch}; dropout/mixup draws differ from a run on "
+                 f"{saved_ranks}")
     if plan.schedule_changes:
         log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
 
     def save_last():
-        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects)
+        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
         log.checkpoint_written()
 
     try:
