@@ -39,6 +39,12 @@ clip_grad = None           # max gradient norm, None: no clipping
 eval_interval = 1          # epochs between evaluations (the last epoch is always evaluated)
 log_interval = 10          # optimizer steps between metrics.jsonl lines
 log = dict(tensorboard=True)
+hang = dict(                # a rank's hang watchdog (harness/engine/watchdog.py) and the collectives' timeout
+    watchdog=True,         # dump every rank's stacks and exit 76 (requeued) when a training step takes longer than
+    factor=20.0,           # ... max(factor x the median step x log_interval, floor_s) seconds
+    floor_s=300.0,
+    collective_timeout_s=1800,  # the process group's timeout (torch's default: 10 min NCCL, 30 min gloo)
+)
 ckpt = dict(
     interval_steps=0,      # also write last.pth every N optimizer steps (0: only at epoch ends and on signals)
     interval_minutes=30,   # ... and at least this often (None: off)

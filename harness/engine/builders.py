@@ -86,6 +86,8 @@ RANGES = {
     "aug.reprob": ("number", "[0, 1]"), "aug.hflip": ("number", "[0, 1]"), "aug.color_jitter": ("number", "[0, inf)"),
     "distill.temperature": ("number", "(0, inf)"), "distill.weight": ("number", "[0, 1]"),
     "model.drop_path_rate": ("number", "[0, 1)"), "model.drop_rate": ("number", "[0, 1)"),
+    "hang.factor": ("number", "[1, inf)"), "hang.floor_s": ("number", "(0, inf)"),
+    "hang.collective_timeout_s": ("number", "(0, inf)"),
 }
 
 

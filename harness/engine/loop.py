@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from harness.engine import watchdog
 from harness.engine.backends import Backend
 from harness.engine.data import batches_per_epoch, set_train_epoch
 
@@ -120,6 +121,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
             backend.backward(loss)
         grad_norm = backend.step(model, optimizer, boundary, cfg.clip_grad)
         state.batch_in_epoch += 1
+        watchdog.beat(state.global_step)  # a clock read: the hang watchdog's heartbeat (no device sync)
         now = time.perf_counter()
         state.epoch_loss_sum += loss_value
         state.epoch_correct += correct

@@ -141,6 +141,7 @@ def train_process(cfg, plan: RunPlan) -> int:
     from harness.engine.backends import build_backend
     from harness.engine.loop import install_stop_handlers
     from harness.engine.launch import export_distributed_env
+    from harness.engine import watchdog
 
     env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
     install_stop_handlers(announce=env["RANK"] == "0")
@@ -157,6 +158,7 @@ def train_process(cfg, plan: RunPlan) -> int:
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
         checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
         run = open_run(cfg, plan, backend)
+        watchdog.start(cfg, run.path, backend.rank)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
@@ -164,9 +166,11 @@ def train_process(cfg, plan: RunPlan) -> int:
                                        "periodic one")
             raise
         except BaseException as e:  # a crash: say so in meta.json (SIGKILL leaves "running")
+            watchdog.record_error(run.path, backend.rank, e, watchdog.last_step())
             run.finish("failed", error=f"{type(e).__name__}: {e}")
             raise
     finally:
+        watchdog.stop()
         backend.close()
 
 
@@ -276,6 +280,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
 
     from harness.core.rundir import now
     from harness.engine import checkpoint as ckpt
+    from harness.engine import watchdog
     from harness.engine.builders import describe_speed_options, lower_is_better
     from harness.engine.data import batches_per_epoch
     from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
@@ -321,7 +326,8 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
         log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
 
     def save_last():
-        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
+        with watchdog.suspended():
+            save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
         log.checkpoint_written()
 
     try:
@@ -334,7 +340,9 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                         log.info(f"epoch {epoch}: model {hook.change}; optimizer and schedule rebuilt")
                         objects.model, objects.optimizer, objects.scheduler, objects.ema = build_optimization(
                             changed.to(backend.device), cfg, backend, updates_per_epoch)
+            watchdog.resume()
             outcome = train_one_epoch(objects, train_loader, backend, state, cfg, log, checkpoint=save_last)
+            watchdog.pause()  # evaluation and the epoch's checkpoint: bounded by the collectives' timeout
             if outcome == "preempted":
                 return _preempted(save_last, run, log, state)
             if (epoch + 1) % cfg.eval_interval == 0 or epoch + 1 == cfg.epochs:
