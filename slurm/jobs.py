@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.engine.watchdog import read_step
 from slurm.restart import Failure, read_history
 from slurm.submit import paper_of, runs_root, slurm_dir
 
@@ -215,7 +216,8 @@ def rank_summary(folder: Path) -> list[str]:
         error = _json(folder / f"error-rank-{rank}.json")
         stacks = folder / f"stacks-rank-{rank}.txt"
         node = heartbeat.get("node") or error.get("node") or "?"
-        step = heartbeat.get("step") if heartbeat.get("step") is not None else error.get("step")
+        step = read_step(folder / f"step-rank-{rank}.bin")
+        step = step if step is not None else heartbeat.get("step", error.get("step"))
         if stacks.is_file():
             where = "stack dump: " + innermost(stacks.read_text()) + f" ({stacks.name})"
         elif error:

@@ -91,6 +91,10 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
     errors = {int(m.group(1)): _read_json(p) for p in folder.glob("error-rank-*.json")
               if (m := re.search(r"rank-(\d+)", p.name))}
     dumps = {int(m.group(1)): p for p in folder.glob("stacks-rank-*.txt") if (m := re.search(r"rank-(\d+)", p.name))}
+    for path in folder.glob("step-rank-*.bin"):  # the exact last step (harness/engine/watchdog.py)
+        rank, data = int(re.search(r"rank-(\d+)", path.name).group(1)), path.read_bytes()
+        if len(data) >= 8:
+            heartbeats.setdefault(rank, {})["step"] = int.from_bytes(data[:8], "little", signed=True)
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     stacks = str(folder) if dumps else None
     failed = sorted(e for e in exits if e[3] not in (0, EXIT_PREEMPTED))

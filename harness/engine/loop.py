@@ -121,7 +121,6 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
             backend.backward(loss)
         grad_norm = backend.step(model, optimizer, boundary, cfg.clip_grad)
         state.batch_in_epoch += 1
-        watchdog.beat(state.global_step)  # a clock read: the hang watchdog's heartbeat (no device sync)
         now = time.perf_counter()
         state.epoch_loss_sum += loss_value
         state.epoch_correct += correct
@@ -135,6 +134,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         if not boundary:
             continue
         state.global_step += 1
+        watchdog.beat(state.global_step)  # a clock read: the hang watchdog's heartbeat (no device sync)
         scheduler.step_update(num_updates=state.global_step)
         if ema is not None:
             ema.update(backend.unwrap(model), step=state.global_step)

@@ -158,7 +158,7 @@ def train_process(cfg, plan: RunPlan) -> int:
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
         checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
         run = open_run(cfg, plan, backend)
-        watchdog.start(cfg, run.path, backend.rank)
+        watchdog.start(cfg, run.path, backend.rank, backend.world_size)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
@@ -326,8 +326,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
         log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
 
     def save_last():
-        with watchdog.suspended():
-            save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
+        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
         log.checkpoint_written()
 
     try:
@@ -340,7 +339,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                         log.info(f"epoch {epoch}: model {hook.change}; optimizer and schedule rebuilt")
                         objects.model, objects.optimizer, objects.scheduler, objects.ema = build_optimization(
                             changed.to(backend.device), cfg, backend, updates_per_epoch)
-            watchdog.resume()
+            watchdog.resume(state.global_step)
             outcome = train_one_epoch(objects, train_loader, backend, state, cfg, log, checkpoint=save_last)
             watchdog.pause()  # evaluation and the epoch's checkpoint: bounded by the collectives' timeout
             if outcome == "preempted":

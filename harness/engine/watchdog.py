@@ -16,18 +16,21 @@ the peers or exit with a code of our choosing; torch's NCCL watchdog covers NCCL
 rank). Both are used for what they do: faulthandler writes the stacks, NCCL's recorder its trace.
 
 Files of attempt K (``SLURM_RESTART_COUNT``; 0 outside Slurm), one per rank R: ``heartbeat-rank-R.json`` (node,
-pid, last step, its time; rewritten at most every few seconds by the thread), ``stacks-rank-R.txt`` (the dump,
+pid, last step, its time; rewritten at most every few seconds by the thread), ``step-rank-R.bin`` (the last
+finished step, exact: a shared memory mapping each step writes; these two under Slurm only), ``stacks-rank-R.txt`` (the dump,
 after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json`` (a Python exception that ended the
 rank: type, message, step), and ``exits`` (one line per rank, written by the sbatch script's task wrapper:
 ``time rank node exit-code``).
 """
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import json
+import mmap
 import os
+import signal
 import statistics
+import struct
 import threading
 import time
 from collections import deque
@@ -36,6 +39,16 @@ from pathlib import Path
 from harness.core.errors import EXIT_HUNG
 
 HEARTBEAT_EVERY_S = 2.0
+_STEP = struct.Struct("<q")
+
+
+def read_step(path) -> int | None:
+    """The step a rank's ``step-rank-R.bin`` holds (None: no file)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    return _STEP.unpack(data[:8])[0] if len(data) >= 8 else None
 
 
 def attempt() -> int:
@@ -63,26 +76,49 @@ class Watchdog:
                  grace_s: float | None = None, poll_s: float = 0.5, on_hang=None):
         self.dir = attempt_dir(run_path)  # created on the first write
         self.heartbeats = bool(os.environ.get("SLURM_JOB_ID"))  # for `depthbench jobs --why` and the requeue
+        self._step_map = self._map_step_file(rank) if self.heartbeats else None
         self.rank, self.factor, self.floor_s, self.sync_every = rank, factor, floor_s, sync_every
         self.grace_s = min(30.0, floor_s / 2) if grace_s is None else grace_s
         self.poll_s, self.on_hang = poll_s, on_hang or (lambda: os._exit(EXIT_HUNG))
         self.intervals: deque = deque(maxlen=50)
         self.step, self.last = None, time.monotonic()
         self.armed, self.fresh, self.fired = False, True, False
+        self.fault_step = None
         self._written = (None, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="depthbench-watchdog", daemon=True)
 
     # ---------------------------------------------------------------- the loop's side: no locks, no device sync
+    def _map_step_file(self, rank: int):
+        """``step-rank-R.bin``: the last finished step as 8 bytes in a shared file mapping -- a memory write per
+        step, no system call, and exact even when the rank is killed right after (the page cache keeps it)."""
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.dir / f"step-rank-{rank}.bin", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, 8)
+                return mmap.mmap(fd, 8)
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+
     def beat(self, step: int) -> None:
+        if self._step_map is not None:
+            _STEP.pack_into(self._step_map, 0, step)
+        if step == self.fault_step:  # DEPTHBENCH_INJECT_FAULT: this rank dies here, on every attempt
+            os.kill(os.getpid(), signal.SIGKILL)
         now = time.monotonic()
         if self.armed and not self.fresh:
             self.intervals.append(now - self.last)
         self.step, self.last, self.armed, self.fresh = step, now, True, False
 
-    def resume(self) -> None:
-        """Arm before an epoch's steps: the first step is timed against the floor (it starts the loader)."""
+    def resume(self, step: int | None = None) -> None:
+        """Arm before an epoch's steps (``step``: the optimizer steps done so far); the first step is timed
+        against the floor (it starts the loader)."""
         self.last, self.armed, self.fresh = time.monotonic(), True, True
+        if step is not None:
+            self.step = step
 
     def pause(self) -> None:
         self.armed = False
@@ -163,14 +199,28 @@ def _write_json(path: Path, record: dict) -> None:
 _current: Watchdog | None = None
 
 
-def start(cfg, run_path, rank: int) -> Watchdog | None:
+def start(cfg, run_path, rank: int, world_size: int = 1) -> Watchdog | None:
     """This process's watchdog from ``cfg.hang`` (None when ``hang.watchdog`` is off)."""
     global _current
     options = hang_options(cfg)
     if not options["watchdog"]:
         return None
-    _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval).start()
-    return _current
+    _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval)
+    _current.fault_step = injected_fault(rank, world_size)
+    return _current.start()
+
+
+def injected_fault(rank: int, world_size: int) -> int | None:
+    """``DEPTHBENCH_INJECT_FAULT=STEP[:RANK]`` (tests of the restart rules on a real cluster, docs/slurm.md): rank
+    RANK (default: the last) kills itself with SIGKILL once it has finished optimizer step STEP -- on every attempt,
+    like a bad sample or a bug at that step would."""
+    spec = os.environ.get("DEPTHBENCH_INJECT_FAULT")
+    if not spec:
+        return None
+    step, _, target = spec.partition(":")
+    if not step.isdigit() or (target and not target.isdigit()):
+        raise ValueError(f"DEPTHBENCH_INJECT_FAULT={spec!r}: expected STEP or STEP:RANK")
+    return int(step) if rank == (int(target) if target else world_size - 1) else None
 
 
 def beat(step: int) -> None:
@@ -179,26 +229,14 @@ def beat(step: int) -> None:
         _current.beat(step)
 
 
-def resume() -> None:
+def resume(step: int | None = None) -> None:
     if _current is not None:
-        _current.resume()
+        _current.resume(step)
 
 
 def pause() -> None:
     if _current is not None:
         _current.pause()
-
-
-@contextlib.contextmanager
-def suspended():
-    """No hang checks inside (a checkpoint written between steps); the previous state afterwards."""
-    armed = _current is not None and _current.armed
-    pause()
-    try:
-        yield
-    finally:
-        if armed:
-            resume()
 
 
 def stop() -> None:
