@@ -170,7 +170,9 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
                           and _in_range(int(index), k[len(base) + 2:-1])), None)
         history = read_history(r["work_dir"])
         last = history[-1] if history else {}
-        r.update(failures=len(history), excluded=last.get("excluded") or [],
+        excluded = last.get("excluded")  # meta.json is data anyone may have written: plain strings only
+        r.update(failures=len(history),
+                 excluded=[str(n) for n in excluded if isinstance(n, str)] if isinstance(excluded, list) else [],
                  last_failure=_text(last.get("action")) and f"{Failure(**_fields(last)).describe()}; {last['action']}")
         count, best = meta.get("slurm_restart_count", restarts), meta.get("best_metric")
         r.update(slurm_state=state or "-", restarts=count if isinstance(count, int) and count >= 0 else restarts,

@@ -499,8 +499,8 @@ def paper_of(config: str) -> str | None:
 # PyTorch's documented NCCL watchdog settings (torch.distributed, "Debugging" / ProcessGroupNCCL's environment):
 # a failed or timed-out collective ends the rank (the job then requeues), and the flight recorder keeps each rank's
 # last collectives, dumped into the run directory on a timeout and by our own watchdog (harness/engine/watchdog.py)
-NCCL_ENV = """# ---- GPU partition: NCCL's watchdog ends a rank on a failed or timed-out collective; its flight recorder keeps
-# the last collectives of each rank, dumped into the run directory on a timeout (and by depthbench's hang watchdog)
+NCCL_ENV = """# ---- GPU partition: NCCL's watchdog ends a rank on a failed or timed-out collective; its flight recorder
+# keeps the last collectives of each rank, dumped into the run directory on a timeout (and by depthbench's watchdog)
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 export TORCH_NCCL_TRACE_BUFFER_SIZE=2000
 export TORCH_NCCL_DUMP_ON_TIMEOUT=1

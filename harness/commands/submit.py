@@ -112,7 +112,8 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
                qos: str | None = None, constraint: str | None = None, exclusive: bool = False,
                max_concurrent: int | None = None, job_name: str | None = None, sbatch: Sequence[str] = (),
                engine: str | None = None, dry_run: bool = False, estimate: bool = False, preflight: bool = False,
-               max_restarts: int = 3, min_nodes: int | None = None, show_estimate: Callable[[Estimate], None] | None = None) -> SubmitResult:
+               max_restarts: int = 3, min_nodes: int | None = None,
+               show_estimate: Callable[[Estimate], None] | None = None) -> SubmitResult:
     """Submit config files (several, or a sweep definition: one job array) or the rows of a paper ``table``
     ("PAPER:TABLE"; only ``rows`` if given), each with the ``key=value`` ``overrides``, as one sbatch job -- or the
     runs of papers' ``claims`` (``[]``: every paper with claims; ``seeds``, ``quick`` and ``claims_out`` as
@@ -120,7 +121,8 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
 
     The rest are ``depthbench submit``'s options (:class:`slurm.submit.SubmitOptions`): ``nodes``, ``gpus_per_node``
     (0: CPU) or ``ntasks_per_node``, ``time`` (minutes, HH:MM:SS, D-HH:MM:SS), ``warning`` (seconds of USR1 before
-    the limit), ``sbatch`` (other sbatch options), ``engine``, ``dry_run`` (render the script, submit nothing).
+    the limit), ``sbatch`` (other sbatch options), ``engine``, ``dry_run`` (render the script, submit nothing),
+    ``max_restarts`` (requeues after crashes and hangs), ``min_nodes`` (a requeue may continue on fewer nodes).
     ``estimate``: work out each run's cost (``result.estimate``, :mod:`harness.measure.estimate`) once the runs are
     checked, and hand it to ``show_estimate`` before anything is submitted. ``preflight``: submit one
     ``depthbench preflight`` job of the runs on the same allocation instead of the runs.

@@ -17,8 +17,8 @@ rank). Both are used for what they do: faulthandler writes the stacks, NCCL's re
 
 Files of attempt K (``SLURM_RESTART_COUNT``; 0 outside Slurm), one per rank R: ``heartbeat-rank-R.json`` (node,
 pid, last step, its time; rewritten at most every few seconds by the thread), ``step-rank-R.bin`` (the last
-finished step, exact: a shared memory mapping each step writes; these two under Slurm only), ``stacks-rank-R.txt`` (the dump,
-after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json`` (a Python exception that ended the
+finished step, exact: a shared memory mapping each step writes; these two under Slurm only),
+``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json`` (a Python exception that ended the
 rank: type, message, step), and ``exits`` (one line per rank, written by the sbatch script's task wrapper:
 ``time rank node exit-code``).
 """
