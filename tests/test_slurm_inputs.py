@@ -325,8 +325,8 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
     assert (rows["12"]["status"], rows["12"]["best_metric"], rows["12"]["config"]) == ("-", None, "")
     assert (rows["12"]["failures"], rows["12"]["excluded"]) == (2, ["n1"])  # meta.json's restarts, type-checked
     assert rows["12"]["last_failure"].endswith("; stopped: y")
-    code, out, err = cli("jobs", "--why", runs / "other" / "typed")
-    assert code == 0 and "2 failed attempt(s)" in out and "Traceback" not in err, err
+    why = cli("jobs", "--why", runs / "other" / "typed")
+    assert why[0] == 0 and "2 failed attempt(s)" in why[1] and "Traceback" not in why[2], why
     problems = err.splitlines()
     assert all(line.startswith("depthbench jobs: ") for line in problems) and "Traceback" not in err
     for name in ("1", "2", "3", "5", "6"):
