@@ -384,7 +384,7 @@ class _Group:
         """Every rank's view of the transport between nodes (:func:`nccl_transport` of its NCCL log; gloo: TCP)."""
         if nccl_log is None:
             mine = {"transport": "gloo over TCP sockets", "gdr": None,
-                    "interface": os.environ.get("GLOO_SOCKET_IFNAME") or "the default route's"}
+                    "interface": os.environ.get("GLOO_SOCKET_IFNAME")}  # None: the hostname's address
         elif nccl_log == Path():
             mine = {"transport": "unknown (NCCL_DEBUG is set: see NCCL's own INFO lines)", "gdr": None}
         else:
