@@ -336,6 +336,13 @@ def test_dry_run_paper_table_rows(fresh_runs, fake_datasets):
     assert [c[4] for _, c in commands.values()] == ["configs/stepsnet/resnet18_8xb128-300e_in1k.py",
                                                     "configs/stepsnet/steps-resnet18_8xb128-300e_in1k.py"]
     assert re.search(r"^ +1\) NAME=Steps-ResNet-18$", script, re.M)
+    # GPU partitions: PyTorch's NCCL watchdog and flight-recorder settings (issue 41); CPU scripts have none
+    for line in ("TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-timeout-rank-"):
+        assert re.search(rf"^export {re.escape(line)}$", script, re.M), line
+    assert "--max-restarts 3 --nodes 1" in script and "--min-nodes 1" in script
+    assert "TORCH_NCCL" not in dry_run(PRESET, *TINY)
 
 
 def test_dry_run_fine_tuning_config(fresh_runs):
@@ -356,6 +363,10 @@ def test_dry_run_fine_tuning_config(fresh_runs):
     (["--nodes", "3", "--ntasks-per-node", "2"], "batch_size=8 (global) is not divisible by 6 processes"),
     (["--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
     (["--mem", "lots"], "--mem 'lots' is not a Slurm size"),
+    (["--max-restarts", "-1"], "--max-restarts -1: give 0 (never requeue after a failure) or more"),
+    (["--nodes", "2", "--min-nodes", "3"], "--min-nodes 3: give 1 to --nodes (2)"),
+    (["--nodes", "4", "--min-nodes", "3"], "--min-nodes 3: batch_size=8 (global) does not split over 3 node(s)"),
+    (["--nodes", "2", "--min-nodes", "1", "--engine", "deepspeed"], "DeepSpeed runs resume on their own number"),
 ])
 def test_bad_options_one_line(fresh_runs, args, message):
     code, out, err = cli("submit", PRESET, *TINY, *args)
