@@ -339,7 +339,8 @@ def test_dry_run_paper_table_rows(fresh_runs, fake_datasets):
     # GPU partitions: PyTorch's NCCL watchdog and flight-recorder settings (issue 41); CPU scripts have none
     for line in ("TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
                  "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
-                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-timeout-rank-"):
+                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-"
+                 "timeout-rank-"):
         assert re.search(rf"^export {re.escape(line)}$", script, re.M), line
     assert "--max-restarts 3 --nodes 1" in script and "--min-nodes 1" in script
     assert "TORCH_NCCL" not in dry_run(PRESET, *TINY)
