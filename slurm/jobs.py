@@ -14,6 +14,8 @@ from pathlib import Path
 
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, printable, read_json
+from harness.engine.watchdog import read_step
+from slurm.restart import Failure, read_history
 from slurm.submit import paper_of, runs_root, slurm_dir
 
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
@@ -166,11 +168,116 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
             base, _, index = r["job"].partition("_")
             state = next((s for k, (s, _) in states.items() if k.startswith(f"{base}_[") and index
                           and _in_range(int(index), k[len(base) + 2:-1])), None)
+        history = read_history(r["work_dir"])
+        last = history[-1] if history else {}
+        excluded = last.get("excluded")  # meta.json is data anyone may have written: plain strings only
+        r.update(failures=len(history),
+                 excluded=[str(n) for n in excluded if isinstance(n, str)] if isinstance(excluded, list) else [],
+                 last_failure=_text(last.get("action")) and f"{Failure(**_fields(last)).describe()}; {last['action']}")
         count, best = meta.get("slurm_restart_count", restarts), meta.get("best_metric")
         r.update(slurm_state=state or "-", restarts=count if isinstance(count, int) and count >= 0 else restarts,
                  status=_text(meta.get("status")) or "-",
                  best_metric=best if isinstance(best, (int, float)) and not isinstance(best, bool) else None)
     return rows, note
+
+
+def _fields(record: dict) -> dict:
+    """A meta.json ``restarts`` entry as :class:`Failure`'s fields (unknown keys dropped, a missing attempt -1)."""
+    known = {k: v for k, v in record.items() if k in Failure.__dataclass_fields__}
+    return {"attempt": -1, "exit": "?", **known}
+
+
+def why(target: str) -> str:
+    """``depthbench jobs --why RUN``: each failed attempt of the run (named by its directory or job id), what was
+    done about it, and where every rank was: the first frames of each rank's stack dump (its innermost call in the
+    training process's main thread), or why there is none."""
+    run_dir = _run_dir_of(target)
+    history = read_history(run_dir)
+    meta = read_meta(run_dir)
+    lines = [f"{run_dir}: status {meta.get('status', '-')}, {len(history)} failed attempt(s)"]
+    if meta.get("error"):
+        lines.append(f"  error: {meta['error']}")
+    for record in history:
+        failure = Failure(**_fields(record))
+        lines.append(f"- {failure.describe()} at {failure.time or '?'}: {failure.action or '-'}")
+        folder = Path(run_dir) / "faults" / f"attempt-{failure.attempt}"
+        lines += ["    " + line for line in rank_summary(folder)]
+    if not history:
+        lines.append("  no failed attempts recorded (faults/ in the run directory)")
+    return "\n".join(lines)
+
+
+def rank_summary(folder: Path) -> list[str]:
+    """One line per rank of an attempt: node, last step, and where its main thread was (innermost frame)."""
+    ranks = sorted({int(m.group(1)) for p in folder.glob("*-rank-*") if (m := re.search(r"rank-(\d+)", p.name))})
+    if not ranks:
+        return ["no per-rank records (the attempt ended before the ranks started training)"]
+    lines = []
+    for rank in ranks:
+        heartbeat = _json(folder / f"heartbeat-rank-{rank}.json")
+        error = _json(folder / f"error-rank-{rank}.json")
+        stacks = folder / f"stacks-rank-{rank}.txt"
+        node = heartbeat.get("node") or error.get("node") or "?"
+        step = read_step(folder / f"step-rank-{rank}.bin")
+        step = step if step is not None else heartbeat.get("step", error.get("step"))
+        if stacks.is_file():
+            where = "stack dump: " + innermost(stacks.read_text()) + f" ({stacks.name})"
+        elif error:
+            where = f"raised {error.get('type')}: {str(error.get('message', ''))[:120]}"
+        else:
+            where = "no stack dump (the process was frozen or dead when its peers dumped theirs)"
+        lines.append(f"rank {rank} on {node}, last step {step if step is not None else '-'}: {where}")
+    return lines
+
+
+def innermost(dump: str) -> str:
+    """The training thread's innermost frame of a faulthandler dump ("Current thread" or the first one listed),
+    as ``function (file:line)``, plus the first depthbench frame under it when that is another."""
+    header, _, body = dump.partition("\n")
+    main_thread = _loads(header).get("main_thread") or "?"
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", body)
+    main = next((b for b in blocks if main_thread in b.split("\n", 1)[0]), None)
+    main = main or next((b for b in blocks if "Current thread" not in b and "File" in b), "")
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', main)
+    if not frames:
+        return "no Python frames"
+    path, line, func = frames[0]
+    text = f"{func} ({Path(path).name}:{line})"
+    ours = next(((p, ln, f) for p, ln, f in frames if "/harness/" in p), None)
+    if ours and ours != frames[0]:
+        text += f" in {ours[2]} ({Path(ours[0]).name}:{ours[1]})"
+    return text
+
+
+def _loads(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _run_dir_of(target: str) -> Path:
+    target = target.strip()
+    if JOB_ID.fullmatch(target):
+        rows, _ = job_rows()
+        run = next((r["work_dir"] for r in rows if r["job"] == target), None)
+        if run is None:
+            raise DepthbenchError(f"no submitted run has job id {target}; `depthbench jobs` lists them")
+        return Path(run)
+    path = Path(target).absolute()
+    if not path.is_dir():
+        raise DepthbenchError(f"{target} is neither a run directory nor a job id of a submitted run; "
+                              "`depthbench jobs` lists both")
+    return path
 
 
 def _in_range(index: int, spec: str) -> bool:

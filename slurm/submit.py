@@ -94,6 +94,8 @@ class SubmitOptions:
     engine: str | None = None              # accelerate | deepspeed (default: each config's)
     dry_run: bool = False
     preflight: bool = False                # submit `depthbench preflight` of the runs instead of the runs
+    max_restarts: int = 3                  # requeues after crashes and hangs (slurm/restart.py)
+    min_nodes: int | None = None           # a requeue without a failed node may continue on this many (elastic)
 
 
 def runs_root() -> Path:
@@ -217,6 +219,13 @@ def check_options(options: SubmitOptions) -> int:
         check_constraint(options.constraint)
     if options.engine is not None and options.engine not in ("accelerate", "deepspeed"):
         raise DepthbenchError(f"--engine {options.engine!r}: choose accelerate or deepspeed")
+    if options.max_restarts < 0:
+        raise DepthbenchError(f"--max-restarts {options.max_restarts}: give 0 (never requeue after a failure) or more")
+    if options.min_nodes is not None and not 1 <= options.min_nodes <= options.nodes:
+        raise DepthbenchError(f"--min-nodes {options.min_nodes}: give 1 to --nodes ({options.nodes})")
+    if options.min_nodes is not None and options.min_nodes < options.nodes and options.engine == "deepspeed":
+        raise DepthbenchError("--min-nodes below --nodes: DeepSpeed runs resume on their own number of ranks only "
+                              "(ZeRO partitions); leave --min-nodes out or use --engine accelerate")
     if options.max_concurrent is not None and options.max_concurrent < 1:
         raise DepthbenchError(f"--max-concurrent {options.max_concurrent}: needs at least 1")
     if options.warning < MIN_WARNING_S:
@@ -492,6 +501,18 @@ def paper_of(config: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------------------- rendering
+# PyTorch's documented NCCL watchdog settings (torch.distributed, "Debugging" / ProcessGroupNCCL's environment):
+# a failed or timed-out collective ends the rank (the job then requeues), and the flight recorder keeps each rank's
+# last collectives, dumped into the run directory on a timeout and by our own watchdog (harness/engine/watchdog.py)
+NCCL_ENV = """# ---- GPU partition: NCCL's watchdog ends a rank on a failed or timed-out collective; its flight recorder
+# keeps the last collectives of each rank, dumped into the run directory on a timeout (and by depthbench's watchdog)
+export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+export TORCH_NCCL_TRACE_BUFFER_SIZE=2000
+export TORCH_NCCL_DUMP_ON_TIMEOUT=1
+export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-timeout-rank-
+mkdir -p "$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}\""""
+
+
 def sbatch_lines(options: SubmitOptions, sub: Submission, tasks: int) -> list[str]:
     """The ``#SBATCH`` lines: every value was checked by :func:`check_options` (names, sizes, times, one option per
     --sbatch); the log path, which comes from the runs folder, is one quoted word."""
@@ -553,6 +574,10 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
         "ELEMENTS": "\n".join(cases),
         "TASKS_PER_NODE": str(tasks),
         "WARNING": str(options.warning),
+        "MAX_RESTARTS": str(options.max_restarts),
+        "NODES": str(options.nodes),
+        "MIN_NODES": str(options.min_nodes or options.nodes),
+        "NCCL_ENV": NCCL_ENV if options.gpus_per_node else "",
     }
     text = TEMPLATE.read_text()
     unknown = set(re.findall(r"\{\{(\w+)\}\}", text)) - set(values)
@@ -598,6 +623,8 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
             check_text(what, value)
     # options and configs first: their errors say more than a missing sbatch
     sub = collect(configs, overrides, options, options.nodes * tasks, table=table, rows=rows, claims=claims)
+    if options.min_nodes is not None and options.min_nodes < options.nodes:
+        check_elastic_worlds(sub, options, tasks)
     if before_submit is not None:
         later = sub.followup.elements if sub.followup else []
         before_submit([{"index": i, **asdict(e)} for i, e in enumerate([*sub.elements, *later])])
@@ -662,6 +689,27 @@ def cpus_for_workers(options: SubmitOptions, workers: int | None) -> tuple[Submi
                          f"wait for data -- give --cpus-per-task {needed} or set "
                          f"data.workers={options.cpus_per_task - 1}"]
     return options, []
+
+
+def check_elastic_worlds(sub: Submission, options: SubmitOptions, tasks: int) -> None:
+    """With ``--min-nodes``, a requeue may continue a run on fewer nodes: each run's global batch must split over
+    every rank count from ``min_nodes`` to ``nodes`` nodes (elastic resume keeps the global batch)."""
+    from harness.core.errors import ConfigError
+
+    checker = Checker(options.nodes * tasks, options.engine, data_required=False)
+    for e in sub.elements + (sub.followup.elements if sub.followup else []):
+        if e.command != "train":
+            continue
+        cfg = checker.load(REPO / e.config if not Path(e.config).is_absolute() else Path(e.config), e.overrides)
+        if (options.engine or cfg.engine) == "deepspeed":
+            raise ConfigError(f"{e.name}: --min-nodes below --nodes needs the accelerate engine (a DeepSpeed run "
+                              "resumes on its own number of ranks only); leave --min-nodes out")
+        for nodes in range(options.min_nodes, options.nodes):
+            per_step = nodes * tasks * cfg.grad_accum
+            if cfg.batch_size % per_step:
+                raise ConfigError(f"{e.name}: --min-nodes {options.min_nodes}: batch_size={cfg.batch_size} (global) "
+                                  f"does not split over {nodes} node(s) x {tasks} rank(s) x grad_accum="
+                                  f"{cfg.grad_accum}; choose a batch_size every such rank count divides")
 
 
 def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) -> tuple[Submission, SubmitOptions]:

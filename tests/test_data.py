@@ -98,14 +98,48 @@ def test_train_sampler_resumes_where_it_stopped(tmp_path):
 def test_ranks_split_an_epoch_and_eval_covers_every_sample_once():
     dataset = list(range(11))
     shares = [list(TrainSampler(dataset, rank=r, world_size=2, seed=0)) for r in range(2)]
-    assert [len(share) for share in shares] == [6, 6]  # 11 samples padded to 2 x 6, as DistributedSampler does
-    assert set(i for share in shares for i, _, _ in share) == set(dataset)
+    assert [len(share) for share in shares] == [5, 5]  # the tail of 1 sample is left out: no padding duplicates
+    indices = [i for share in shares for i, _, _ in share]
+    assert len(set(indices)) == 10 and set(indices) <= set(dataset)
     seeds = [s for share in shares for _, s, _ in share]
     assert len(set(seeds)) == len(seeds)  # every slot of the epoch gets its own augmentation seed
     evals = [list(EvalSampler(dataset, r, 3)) for r in range(3)]
     assert len({len(e) for e in evals}) == 1  # equal lengths: collective-safe
     valid = sorted(i for e in evals for i, _, ok in e if ok)
     assert valid == dataset
+
+
+def global_stream(dataset, world: int, micro: int, epoch: int, start: int = 0, **kwargs) -> list:
+    """What all ``world`` ranks train on, micro-batch by micro-batch, as the loader's drop_last batches of each
+    rank's sampler: one list of (index, seed) per global micro-batch, each sorted (the ranks see it at once)."""
+    shares = []
+    for rank in range(world):
+        sampler = TrainSampler(dataset, rank=rank, world_size=world, seed=7, **kwargs)
+        sampler.set_epoch(epoch, start)
+        items = [(i, s) for i, s, _ in sampler]
+        shares.append([items[k:k + micro] for k in range(0, len(items) // micro * micro, micro)])
+    assert len({len(share) for share in shares}) == 1  # every rank the same number of batches
+    return [sorted(x for share in shares for x in share[k]) for k in range(len(shares[0]))]
+
+
+@pytest.mark.parametrize("repeated", [False, True])
+def test_train_order_is_the_same_on_1_2_and_4_ranks_and_resumes_across_them(repeated):
+    """Elastic resume (issue 41): the global micro-batches (batch_size / grad_accum = 8 samples) are the same
+    samples with the same augmentation seeds on 1, 2 and 4 ranks; a run that consumed 3 of them on N ranks and
+    continues on M trains exactly the rest."""
+    dataset = list(range(300 if repeated else 53))
+    kwargs = dict(repeated_aug=repeated, num_repeats=3)
+    streams = {world: global_stream(dataset, world, 8 // world, 2, **kwargs) for world in (1, 2, 4)}
+    assert streams[1] == streams[2] == streams[4]
+    assert len(streams[1]) == (256 if repeated else 53) // 8
+    seen = [x for batch in streams[1] for x in batch]
+    assert len({s for _, s in seen}) == len(seen)  # one augmentation seed per slot
+    for before, after in ((4, 1), (1, 2), (2, 4)):
+        head = global_stream(dataset, before, 8 // before, 2, **kwargs)[:3]
+        rest = global_stream(dataset, after, 8 // after, 2, start=3 * 8, **kwargs)
+        assert head + rest == streams[1], (before, after)
+    with pytest.raises(ValueError, match="not a whole number of rounds"):
+        TrainSampler(dataset, rank=0, world_size=4, seed=7).set_epoch(0, start=6)
 
 
 def test_augmentation_depends_only_on_the_sample_seed(tmp_path):

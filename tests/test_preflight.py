@@ -149,6 +149,9 @@ def test_two_local_processes_all_reduce(env, tmp_path):
         assert LOCAL <= {name for r, name in checks if r == rank}
     row = checks[(None, "grad-sync")][0]
     assert row["unit"] == "x step" and row["data"]["time_ms"] > 0
+    transport = checks[(None, "transport")][0]  # issue 41: what carries the all-reduce, as each rank reports it
+    assert transport["verdict"] == "ok" and transport["text"] == "gloo between 1 node(s): gloo over TCP sockets"
+    assert [v["transport"] for v in transport["data"]["views"]] == ["gloo over TCP sockets"] * 2
 
 
 # ----------------------------------------------------------------------------------------------- Slurm

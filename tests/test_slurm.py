@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -335,6 +336,14 @@ def test_dry_run_paper_table_rows(fresh_runs, fake_datasets):
     assert [c[4] for _, c in commands.values()] == ["configs/stepsnet/resnet18_8xb128-300e_in1k.py",
                                                     "configs/stepsnet/steps-resnet18_8xb128-300e_in1k.py"]
     assert re.search(r"^ +1\) NAME=Steps-ResNet-18$", script, re.M)
+    # GPU partitions: PyTorch's NCCL watchdog and flight-recorder settings (issue 41); CPU scripts have none
+    for line in ("TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-"
+                 "timeout-rank-"):
+        assert re.search(rf"^export {re.escape(line)}$", script, re.M), line
+    assert "--max-restarts 3 --nodes 1" in script and "--min-nodes 1" in script
+    assert "TORCH_NCCL" not in dry_run(PRESET, *TINY)
 
 
 def test_dry_run_fine_tuning_config(fresh_runs):
@@ -355,6 +364,10 @@ def test_dry_run_fine_tuning_config(fresh_runs):
     (["--nodes", "3", "--ntasks-per-node", "2"], "batch_size=8 (global) is not divisible by 6 processes"),
     (["--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
     (["--mem", "lots"], "--mem 'lots' is not a Slurm size"),
+    (["--max-restarts", "-1"], "--max-restarts -1: give 0 (never requeue after a failure) or more"),
+    (["--nodes", "2", "--min-nodes", "3"], "--min-nodes 3: give 1 to --nodes (2)"),
+    (["--nodes", "4", "--min-nodes", "3"], "--min-nodes 3: batch_size=8 (global) does not split over 3 node(s)"),
+    (["--nodes", "2", "--min-nodes", "1", "--engine", "deepspeed"], "DeepSpeed runs resume on their own number"),
 ])
 def test_bad_options_one_line(fresh_runs, args, message):
     code, out, err = cli("submit", PRESET, *TINY, *args)
@@ -520,6 +533,146 @@ def test_time_limit_signal_checkpoints_and_requeues(cluster, runs, time_limit_jo
     final = time_limit_result["final"]
     assert final["JobState"] == "CANCELLED" and final["Restarts"] == "1"
     assert time_limit_result["after"] == "CANCELLED"
+
+
+# ----------------------------------------------------------------------------------------- failures (issue 41)
+# Two nodes, one rank each; --min-nodes 1: a requeue without a failed node continues on the other one (elastic).
+def submit_failing(*args, config=PRESET, env=None) -> tuple[str, str]:
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})  # sbatch exports the submitting environment to the job (all its attempts)
+    try:
+        code, out, err = cli("submit", config, *TINY, "--nodes", 2, "--min-nodes", 1, "--time", 10, *args)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    assert code == 0, err
+    job = submitted(out)
+    return job, jobs()[job]["work_dir"]
+
+
+def heartbeat(work_dir, rank: int, attempt: int = 0) -> dict:
+    path = Path(work_dir) / "faults" / f"attempt-{attempt}" / f"heartbeat-rank-{rank}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def a_rank_of(job, work_dir, rank, steps, reference) -> dict:
+    """Wait until the job trains, then the heartbeat of ``rank`` (its pid and node) once it has a step."""
+    wait_training(job, work_dir, steps, reference)
+    return wait_for(lambda: (h := heartbeat(work_dir, rank)).get("step") and h, 60, f"rank {rank}'s heartbeat")
+
+
+def cancel_if_queued(job) -> None:
+    if queued(job):
+        subprocess.run(["scancel", job], check=False)
+        wait_gone(job)
+
+
+@pytest.mark.slow
+def test_killed_rank_requeues_without_its_node_and_finishes_elastically(cluster, runs, two_node_run):
+    """(a) kill -9 of rank 1 mid-epoch: the job requeues itself without rank 1's node, continues on the other one
+    (2 ranks -> 1: elastic resume) from the last checkpoint, and finishes; meta.json and `jobs` show the history."""
+    job, work_dir = submit_failing()
+    try:
+        victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
+        os.kill(victim["pid"], signal.SIGKILL)
+        final = wait_gone(job, 600)
+    finally:
+        cancel_if_queued(job)
+    assert final["JobState"] == "COMPLETED" and final["Restarts"] == "1" and final["NodeList"] != victim["node"]
+    m = meta(work_dir)
+    assert m["status"] == "done" and m["world_size"] == 1
+    (failure,) = m["restarts"]
+    assert (failure["attempt"], failure["exit"], failure["rank"], failure["node"]) == (0, "SIGKILL", 1, victim["node"])
+    assert failure["excluded"] == [victim["node"]]
+    assert failure["action"] == f"requeued on 1 node(s) without {victim['node']}"
+    assert [(r["ranks"], r["from_ranks"]) for r in m["resumes"]] == [(1, 2)]
+    assert "resumed on 1 ranks from 2: same samples in the same order" in (Path(work_dir) / "log.txt").read_text()
+    steps = [r["global_step"] for r in metric_records(work_dir) if r["kind"] == "train"]
+    assert steps == list(range(1, 41))  # every step once, in order: the epoch continued where it stopped
+    assert [e["epoch"] for e in evals(work_dir)] == [0, 1]
+    row = jobs()[job]
+    assert (row["failures"], row["excluded"], row["slurm_state"]) == (1, [victim["node"]], "COMPLETED")
+    assert "requeued (1 of 3 restarts)" in slurm_log(runs, job)
+
+
+@pytest.mark.slow
+def test_frozen_rank_is_detected_dumped_and_requeued(cluster, runs, two_node_run):
+    """(b) SIGSTOP of rank 1 inside a step: rank 0's watchdog (floor 20 s) notices within the bound, writes its
+    stacks, exits 76; the frozen rank (no dump) is the suspect; requeued without its node; finishes."""
+    job, work_dir = submit_failing("hang.floor_s=20", "hang.factor=5")
+    victim = {}
+    try:
+        victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
+        os.kill(victim["pid"], signal.SIGSTOP)
+        stopped = time.monotonic()
+        dump = Path(work_dir) / "faults" / "attempt-0" / "stacks-rank-0.txt"
+        wait_for(dump.exists, 120, "rank 0's watchdog to dump its stacks (bound: 2 minutes)")
+        detected = time.monotonic() - stopped
+        final = wait_gone(job, 600)
+    finally:
+        if victim.get("pid") and Path(f"/proc/{victim['pid']}").exists():
+            os.kill(victim["pid"], signal.SIGKILL)
+        cancel_if_queued(job)
+    assert 15 < detected < 120
+    header = json.loads(dump.read_text().splitlines()[0])
+    assert header["rank"] == 0 and "no training step ended for" in header["reason"]
+    assert final["JobState"] == "COMPLETED" and final["Restarts"] == "1"
+    m = meta(work_dir)
+    (failure,) = m["restarts"]
+    assert (failure["exit"], failure["rank"], failure["node"]) == ("hang", 1, victim["node"])
+    assert failure["stacks"].endswith("faults/attempt-0") and m["status"] == "done"
+    code, out, err = cli("jobs", "--why", work_dir)
+    assert code == 0, err
+    assert f"attempt 0: rank 1 on {victim['node']} hang" in out
+    assert re.search(r"rank 0 on n\d, last step \d+: stack dump: \w+ \(", out), out
+    assert f"rank 1 on {victim['node']}, last step" in out and "no stack dump (the process was frozen" in out
+
+
+@pytest.mark.slow
+def test_config_error_on_the_requeued_attempt_fails_once(cluster, runs, two_node_run, tmp_path):
+    """(c) a crash, then bad input on the requeued attempt (the config was edited meanwhile): FAILED at once, no
+    loop, the reason in one line."""
+    config = tmp_path / "digits.py"
+    config.write_text(f"_base_ = ['{ROOT / PRESET}']\n")
+    job, work_dir = submit_failing(config=config)
+    try:
+        victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
+        os.kill(victim["pid"], signal.SIGKILL)
+        config.write_text(f"_base_ = ['{ROOT / PRESET}']\nema = dict(decay=5.0)\n")
+        final = wait_gone(job, 600)
+    finally:
+        cancel_if_queued(job)
+    assert final["JobState"] == "FAILED" and final["Restarts"] == "1" and final["ExitCode"] == "2:0"
+    time.sleep(3)
+    assert not queued(job)  # not requeued again
+    m = meta(work_dir)
+    assert [(r["attempt"], r["exit"]) for r in m["restarts"]] == [(0, "SIGKILL"), (1, "exit 2")]
+    assert m["status"] == "failed" and "bad input (exit 2)" in m["error"] and "not requeued" in m["error"]
+    assert "ema.decay=5.0" in slurm_log(runs, job)
+    code, out, _ = cli("jobs")
+    assert re.search(rf"^    last failure: attempt 1: .*exit 2.*stopped: .*bad input", out, re.M), out
+
+
+@pytest.mark.slow
+def test_rank_crashing_at_the_same_step_stops_with_a_reason(cluster, runs, two_node_run):
+    """(d) the last rank dies (SIGKILL) after step 5 on every attempt: requeued once without its node, then the
+    same step failing the same way is deterministic: stopped, one line in `jobs`."""
+    job, work_dir = submit_failing(env={"DEPTHBENCH_INJECT_FAULT": "5"})
+    try:
+        final = wait_gone(job, 600)
+    finally:
+        cancel_if_queued(job)
+    assert final["JobState"] == "FAILED" and final["Restarts"] == "1"
+    m = meta(work_dir)
+    assert [(r["attempt"], r["exit"], r["step"]) for r in m["restarts"]] == [(0, "SIGKILL", 5), (1, "SIGKILL", 5)]
+    assert m["restarts"][0]["rank"] == 1 and m["restarts"][1]["rank"] == 0
+    assert m["status"] == "failed" and "the same step failed the same way twice" in m["error"]
+    code, out, _ = cli("jobs")
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"{job} ")]
+    assert len(lines) == 1 and re.search(r"FAILED +failed .* 2, excl n\d ", lines[0]), out
+    after = out.splitlines()[out.splitlines().index(lines[0]) + 1]
+    assert after.startswith("    last failure: attempt 1: rank 0 on n") and "SIGKILL at step 5" in after
+    assert "deterministic error -- not requeued" in after
 
 
 # ----------------------------------------------------------------------------------------- real jobs, one node

@@ -309,7 +309,9 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
         (folder / f"{name}.json").write_text(record if isinstance(record, str) else json.dumps(record))
     metas = {"hand": {"slurm_job_id": [1], "status": "done"},
              "typed": {"slurm_job_id": "12", "config_file": 3, "experiment": ["x"], "status": {"a": 1},
-                       "best_metric": "high", "slurm_restart_count": "many"},
+                       "best_metric": "high", "slurm_restart_count": "many",
+                       "restarts": [3, {"attempt": "x", "excluded": 5, "action": ["a"]},
+                                    {"exit": {"a": 1}, "excluded": ["n1", 2], "action": "stopped: y", "bogus": 1}]},
              "nested": "[" * 100_000 + "]" * 100_000, "list": [1, 2]}
     for name, meta in metas.items():
         (runs / "other" / name).mkdir(parents=True)
@@ -321,6 +323,10 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
     assert set(rows) == {"7", "8", "12"}, rows
     assert rows["8"]["name"] is None and rows["8"]["config"] == "" and rows["7"]["paper"] is None
     assert (rows["12"]["status"], rows["12"]["best_metric"], rows["12"]["config"]) == ("-", None, "")
+    assert (rows["12"]["failures"], rows["12"]["excluded"]) == (2, ["n1"])  # meta.json's restarts, type-checked
+    assert rows["12"]["last_failure"].endswith("; stopped: y")
+    why = cli("jobs", "--why", runs / "other" / "typed")
+    assert why[0] == 0 and "2 failed attempt(s)" in why[1] and "Traceback" not in why[2], why
     problems = err.splitlines()
     assert all(line.startswith("depthbench jobs: ") for line in problems) and "Traceback" not in err
     for name in ("1", "2", "3", "5", "6"):

@@ -72,6 +72,17 @@ log = dict(
     # TensorBoard events in the run directory's tb/
     tensorboard=True,
 )
+hang = dict(
+    # a rank's hang watchdog (harness/engine/watchdog.py): dump every rank's stacks and exit 76 (requeued) when a
+    # training step takes longer than the bound below
+    watchdog=True,
+    # ... max(factor x the median step x log_interval, floor_s) seconds
+    factor=20.0,
+    # the least time a step may take before it counts as hung
+    floor_s=300.0,
+    # the process group's timeout (torch's default: 10 min NCCL, 30 min gloo)
+    collective_timeout_s=1800,
+)
 ckpt = dict(
     # also write last.pth every N optimizer steps (0: only at epoch ends and on signals)
     interval_steps=0,

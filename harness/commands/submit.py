@@ -5,8 +5,8 @@
                       [--nodes N] [--gpus-per-node G | --ntasks-per-node T] [--cpus-per-task C] [--mem M]
                       [--time T] [--warning S] [--partition P] [--account A] [--qos Q] [--constraint C]
                       [--exclusive] [--max-concurrent K] [--engine accelerate|deepspeed] [--dry-run]
-                      [--estimate] [--preflight] [key=value ...]
-    depthbench jobs [--paper P] [--json]
+                      [--max-restarts N] [--min-nodes M] [--estimate] [--preflight] [key=value ...]
+    depthbench jobs [--paper P] [--json] [--why RUN|JOBID]
     depthbench cancel RUN|JOBID
 
     from harness.commands.submit import run_submit, run_jobs, run_cancel
@@ -73,6 +73,12 @@ def add_parser(subparsers) -> None:
     for name in ("partition", "account", "qos", "constraint"):
         p.add_argument(f"--{name}")
     p.add_argument("--exclusive", action="store_true", help="whole nodes")
+    p.add_argument("--max-restarts", type=int, default=3, metavar="N",
+                   help="requeues after a crashed or hung rank, each without the failed node (default 3; never for "
+                        "bad input or a step that fails the same way twice)")
+    p.add_argument("--min-nodes", type=int, metavar="M",
+                   help="a requeue may continue the run on as few as M nodes when the partition has no others "
+                        "(elastic resume; default: --nodes)")
     p.add_argument("--max-concurrent", type=int, metavar="K", help="array elements running at once (%%K)")
     p.add_argument("--job-name", metavar="NAME", help="default: db-<config>, db-<N>configs or db-<paper>-table<id>")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
@@ -90,6 +96,8 @@ def add_parser(subparsers) -> None:
     j = subparsers.add_parser("jobs", help="submitted runs with their Slurm job ids, states and run directories")
     j.add_argument("--paper", help="only this paper's runs (stepsnet, sret, transnext, horesnet, scalenet)")
     j.add_argument("--json", action="store_true", help="one JSON object per run")
+    j.add_argument("--why", metavar="RUN|JOBID",
+                   help="why a run failed or restarted: each attempt, and where every rank was (its stack dumps)")
     j.set_defaults(func=jobs_main)
 
     c = subparsers.add_parser("cancel", help="cancel a submitted run (scancel)")
@@ -106,6 +114,7 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
                qos: str | None = None, constraint: str | None = None, exclusive: bool = False,
                max_concurrent: int | None = None, job_name: str | None = None, sbatch: Sequence[str] = (),
                engine: str | None = None, dry_run: bool = False, estimate: bool = False, preflight: bool = False,
+               max_restarts: int = 3, min_nodes: int | None = None,
                show_estimate: Callable[[Estimate], None] | None = None) -> SubmitResult:
     """Submit config files (several, or a sweep definition: one job array) or the rows of a paper ``table``
     ("PAPER:TABLE"; only ``rows`` if given), each with the ``key=value`` ``overrides``, as one sbatch job -- or the
@@ -114,7 +123,8 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
 
     The rest are ``depthbench submit``'s options (:class:`slurm.submit.SubmitOptions`): ``nodes``, ``gpus_per_node``
     (0: CPU) or ``ntasks_per_node``, ``time`` (minutes, HH:MM:SS, D-HH:MM:SS), ``warning`` (seconds of USR1 before
-    the limit), ``sbatch`` (other sbatch options), ``engine``, ``dry_run`` (render the script, submit nothing).
+    the limit), ``sbatch`` (other sbatch options), ``engine``, ``dry_run`` (render the script, submit nothing),
+    ``max_restarts`` (requeues after crashes and hangs), ``min_nodes`` (a requeue may continue on fewer nodes).
     ``estimate``: work out each run's cost (``result.estimate``, :mod:`harness.measure.estimate`) once the runs are
     checked, and hand it to ``show_estimate`` before anything is submitted. ``preflight``: submit one
     ``depthbench preflight`` job of the runs on the same allocation instead of the runs.
@@ -127,7 +137,7 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
         nodes=nodes, gpus_per_node=gpus_per_node, ntasks_per_node=ntasks_per_node, cpus_per_task=cpus_per_task,
         mem=mem, time=time, warning=warning, partition=partition, account=account, qos=qos, constraint=constraint,
         exclusive=exclusive, max_concurrent=max_concurrent, job_name=job_name, sbatch=list(sbatch), engine=engine,
-        dry_run=dry_run, preflight=preflight)
+        dry_run=dry_run, preflight=preflight, max_restarts=max_restarts, min_nodes=min_nodes)
     cost = []
 
     def estimate_runs(elements: list[dict]) -> None:
@@ -181,7 +191,8 @@ def submit_main(args) -> int:
                         partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,
                         exclusive=args.exclusive, max_concurrent=args.max_concurrent, job_name=args.job_name,
                         sbatch=args.sbatch, engine=args.engine, dry_run=args.dry_run, estimate=args.estimate,
-                        preflight=args.preflight, show_estimate=_show_estimate)
+                        preflight=args.preflight, max_restarts=args.max_restarts, min_nodes=args.min_nodes,
+                        show_estimate=_show_estimate)
     for line in result.skipped:
         print(f"depthbench submit: not submitted: {line}", file=sys.stderr)
     for line in result.notes:
@@ -231,6 +242,11 @@ def _show_estimate(estimate: Estimate) -> None:
 
 
 def jobs_main(args) -> int:
+    if args.why:
+        from slurm.jobs import why
+
+        print(why(args.why))
+        return 0
     result = run_jobs(paper=args.paper)
     for problem in result.problems:  # unreadable records and run directories: listed, the others still shown
         print(f"depthbench jobs: {printable(problem)}", file=sys.stderr)
@@ -243,16 +259,26 @@ def jobs_main(args) -> int:
         print(f"no submitted runs under {result.root}" + (f" for {args.paper}" if args.paper else "")
               + " (depthbench submit ...)")
         return 0
-    header = ("JOB", "SLURM", "RUN", "BEST", "NAME", "RUN DIRECTORY")
+    header = ("JOB", "SLURM", "RUN", "BEST", "NAME", "FAILURES", "RUN DIRECTORY")
     table = [header] + [(r["job"], r["slurm_state"], r["status"],
                          f"{r['best_metric']:.2f}" if isinstance(r["best_metric"], (int, float)) else "-",
-                         r["name"] or "-", printable(_short(r["work_dir"]))) for r in rows]
+                         r["name"] or "-", printable(_failures(r)), printable(_short(r["work_dir"]))) for r in rows]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
-    for row in table:
+    for row, r in zip(table, [None] + rows):
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]))
+        if r is not None and r.get("last_failure"):  # one line: the newest failure and what was done
+            print(f"    last failure: {r['last_failure']}")
     if result.note:
         print(f"({result.note})")
     return 0
+
+
+def _failures(row: dict) -> str:
+    """``-``, or the number of failed attempts and the nodes excluded since (``2, excl n1,n3``)."""
+    if not row.get("failures"):
+        return "-"
+    excluded = row.get("excluded") or []
+    return f"{row['failures']}" + (f", excl {','.join(excluded)}" if excluded else "")
 
 
 def cancel_main(args) -> int:

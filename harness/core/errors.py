@@ -15,6 +15,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1          # the work itself failed (a non-finite loss, a failed check in verify)
 EXIT_BAD_INPUT = 2       # bad input: nothing was done or written
 EXIT_PREEMPTED = 75      # stopped by a signal after a checkpoint; rerun with --resume auto
+EXIT_HUNG = 76           # a rank's watchdog saw no step end in time: stacks dumped, restart from the checkpoint
 EXIT_INTERRUPTED = 130   # a second Ctrl-C: stopped at once
 
 

@@ -124,6 +124,14 @@ KEYS: tuple[Key, ...] = (
         none=False),
     Key("log_interval", 10, "int", "optimizer steps between metrics.jsonl lines", 1, STEPS, none=False),
     Key("log.tensorboard", True, "bool", "TensorBoard events in the run directory's tb/"),
+    Key("hang.watchdog", True, "bool", "a rank's hang watchdog (harness/engine/watchdog.py): dump every rank's stacks "
+        "and exit 76 (requeued) when a training step takes longer than the bound below", none=False),
+    Key("hang.factor", 20.0, "number", "... max(factor x the median step x log_interval, floor_s) seconds", 1, 10_000,
+        none=False),
+    Key("hang.floor_s", 300.0, "number", "the least time a step may take before it counts as hung", 0, 7 * 86400,
+        open_low=True, none=False),
+    Key("hang.collective_timeout_s", 1800, "number", "the process group's timeout (torch's default: 10 min NCCL, "
+        "30 min gloo)", 0, 7 * 86400, open_low=True, none=False),
     Key("ckpt.interval_steps", 0, "int", "also write last.pth every N optimizer steps (0: only at epoch ends and "
         "on signals)", 0, STEPS),
     Key("ckpt.interval_minutes", 30, "number", "... and at least this often (None: off)", 0, 10 ** 6,

@@ -14,6 +14,7 @@ skips an update with non-finite gradients on the device (the loop reads what hap
 from __future__ import annotations
 
 import contextlib
+import datetime
 import sys
 
 import torch
@@ -206,14 +207,18 @@ def resolve_precision(precision: str) -> str:
 class AccelerateBackend(Backend):
     name = "accelerate"
 
-    def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False):
+    def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
+                 timeout: datetime.timedelta | None = None):
         from accelerate import Accelerator
-        from accelerate.utils import DistributedDataParallelKwargs
+        from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
         precision = resolve_precision(precision)
+        handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
+        if timeout is not None:
+            handlers.append(InitProcessGroupKwargs(timeout=timeout))
         self.accelerator = Accelerator(
             cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
-            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)])
+            kwargs_handlers=handlers)
         super().__init__(precision, grad_accum)
         self.device = self.accelerator.device
 
@@ -274,14 +279,15 @@ class DeepSpeedBackend(Backend):
     channels_last_weights = False
 
     def __init__(self, precision: str, grad_accum: int, micro_batch: int, clip_grad: float | None,
-                 zero_stage: int = 2, extra_config: dict | None = None):
+                 zero_stage: int = 2, extra_config: dict | None = None,
+                 timeout: datetime.timedelta | None = None):
         import deepspeed
         from deepspeed.utils import logger as ds_logger
 
         ds_logger.setLevel("WARNING")
         cuda = torch.cuda.is_available()
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
-                                   verbose=False)
+                                   verbose=False, **({"timeout": timeout} if timeout is not None else {}))
         super().__init__(precision, grad_accum)
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.zero_stage = zero_stage
@@ -381,12 +387,16 @@ def _deep_update(base: dict, extra: dict) -> dict:
 
 
 def build_backend(cfg, micro_batch: int) -> Backend:
+    from harness.engine.watchdog import hang_options
+
+    # the collectives' timeout from the config (hang.collective_timeout_s), not the backend's default
+    timeout = datetime.timedelta(seconds=hang_options(cfg)["collective_timeout_s"])
     if cfg.engine == "accelerate":
-        return AccelerateBackend(cfg.precision, cfg.grad_accum, cfg.find_unused_parameters)
+        return AccelerateBackend(cfg.precision, cfg.grad_accum, cfg.find_unused_parameters, timeout)
     if cfg.engine == "deepspeed":
         ds = cfg.deepspeed
         return DeepSpeedBackend(cfg.precision, cfg.grad_accum, micro_batch, cfg.clip_grad, ds.zero_stage,
-                                ds.get("config"))
+                                ds.get("config"), timeout)
     raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
 
 

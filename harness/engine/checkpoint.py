@@ -4,8 +4,12 @@
 of every epoch and on SIGUSR1/SIGTERM) holds everything a resumed run needs to continue bit for bit::
 
     format, engine, world_size, epoch, batch_in_epoch (the sampler position, in micro-batches of this epoch),
-    global_step (optimizer updates), records (metrics.jsonl lines written), best, model, optimizer, scheduler,
-    scaler, ema, rng (python/numpy/torch/cuda states of every rank), config (the resolved config text)
+    samples_in_epoch (the same position as a GLOBAL count of the epoch's samples: what a resume on another
+    number of ranks continues from), global_step (optimizer updates), records (metrics.jsonl lines written),
+    best, model, optimizer, scheduler, scaler, ema, rng (python/numpy/torch/cuda states of every rank), config
+
+A run resumes on the same number of ranks bit for bit; on another number (Accelerate) with the same samples in the
+same order (harness/engine/runner.py ``restore``).
 
 ``best.pth`` holds the model (and EMA) weights of the best evaluation so far, for ``depthbench eval``.
 

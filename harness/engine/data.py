@@ -100,35 +100,66 @@ class SeededSamples(Dataset):
         return image, (torch.full_like(target, -1) if torch.is_tensor(target) else -1)  # per-token targets (LM)
 
 
-class TrainSampler(Sampler):
-    """This rank's share of a training epoch, from sample ``start`` on, as ``(index, seed, True)`` items.
+REPEAT_ROUND = 256  # timm's RepeatAugSampler keeps N // 256 * 256 samples of an epoch (its selected_round)
 
-    The order is torch's DistributedSampler (or timm's RepeatAugSampler with repeated augmentation), fixed by
-    (seed, epoch); ``set_epoch(epoch, start)`` skips what a resumed run has already trained on.
+
+def epoch_order(length: int, seed: int, epoch: int, repeated_aug: bool = False, num_repeats: int = 3) -> torch.Tensor:
+    """The epoch's GLOBAL order of dataset indices: a function of (seed, epoch) only, never of the number of ranks.
+
+    Plain: torch's DistributedSampler permutation (``randperm`` seeded with ``seed + epoch``), without its padding.
+    Repeated augmentation: that permutation with each index repeated ``num_repeats`` times and cut to
+    ``N // 256 * 256`` samples (``N`` below 256: ``N``), the samples timm's RepeatAugSampler selects on any number
+    of ranks. Written here because neither sampler has an order independent of the world size (both pad to a
+    multiple of it, RepeatAugSampler also cuts per rank), which an elastic resume needs."""
+    generator = torch.Generator()
+    generator.manual_seed(seed + epoch)
+    order = torch.randperm(length, generator=generator)
+    if repeated_aug:
+        keep = length // REPEAT_ROUND * REPEAT_ROUND if length >= REPEAT_ROUND else length
+        order = order.repeat_interleave(num_repeats)[:keep]
+    return order
+
+
+class TrainSampler(Sampler):
+    """This rank's share of a training epoch, as ``(index, seed, True)`` items: the interface of every
+    training dataset that is not a stream (image folders, CIFAR, the shard datasets).
+
+    The epoch's global order is :func:`epoch_order` (seed, epoch); rank ``r`` of ``W`` takes its global positions
+    ``r, r + W, r + 2W, ...`` (DistributedSampler's split), so the ``k``-th micro-batch of all ranks together is
+    always global positions ``[k * G, (k + 1) * G)`` with ``G = micro_batch * W`` -- the same samples whatever
+    ``W`` is, as long as ``G`` (``batch_size / grad_accum``) is. The tail that does not fill ``W`` positions is
+    left out (no padding, no duplicates). Each sample is augmented under ``sample_seed(seed, epoch, global
+    position)``.
+
+    ``set_epoch(epoch, start)``: ``start`` is the GLOBAL number of samples of the epoch's order already consumed (by
+    all ranks together, a multiple of ``W``); the rank continues at global position ``start + rank``. A run
+    checkpointed on N ranks resumes on M with exactly the samples not yet seen, in the same order.
     """
 
     def __init__(self, dataset, rank: int, world_size: int, seed: int, repeated_aug: bool = False,
                  num_repeats: int = 3):
-        from timm.data.distributed_sampler import RepeatAugSampler
-        from torch.utils.data.distributed import DistributedSampler
+        self.length, self.rank, self.world_size, self.seed = len(dataset), rank, world_size, seed
+        self.repeated_aug, self.num_repeats = repeated_aug, num_repeats
+        self.epoch, self.start = 0, 0
+        self.total = len(epoch_order(self.length, seed, 0, repeated_aug, num_repeats)) // world_size * world_size
 
-        if repeated_aug:
-            self.order = RepeatAugSampler(dataset, num_replicas=world_size, rank=rank, num_repeats=num_repeats)
-        else:
-            self.order = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
-        self.rank, self.world_size, self.seed, self.epoch, self.start = rank, world_size, seed, 0, 0
+    @property
+    def per_rank(self) -> int:
+        """Samples of a whole epoch on each rank."""
+        return self.total // self.world_size
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
+        if start % self.world_size:
+            raise ValueError(f"start {start} is not a whole number of rounds of {self.world_size} ranks")
         self.epoch, self.start = epoch, start
-        self.order.set_epoch(epoch)
 
     def __iter__(self):
-        for position, index in enumerate(self.order):
-            if position >= self.start:
-                yield index, sample_seed(self.seed, self.epoch, position * self.world_size + self.rank), True
+        order = epoch_order(self.length, self.seed, self.epoch, self.repeated_aug, self.num_repeats).tolist()
+        for position in range(self.start + self.rank, self.total, self.world_size):
+            yield order[position], sample_seed(self.seed, self.epoch, position), True
 
     def __len__(self):
-        return max(0, len(self.order) - self.start)
+        return max(0, (self.total - self.start) // self.world_size)
 
 
 class EvalSampler(Sampler):
@@ -295,9 +326,11 @@ def _ignore_stop_signals(worker_id: int) -> None:
 
 
 def set_train_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> None:
-    """Position the training loader at ``start_batch`` of ``epoch`` (WebDataset streams restart the epoch)."""
+    """Position the training loader at micro-batch ``start_batch`` of ``epoch``: all ranks together have consumed
+    ``start_batch * batch_size * world_size`` samples of the epoch's global order (WebDataset streams restart the
+    epoch)."""
     if isinstance(loader.sampler, TrainSampler):
-        loader.sampler.set_epoch(epoch, start_batch * loader.batch_size)
+        loader.sampler.set_epoch(epoch, start_batch * loader.batch_size * loader.sampler.world_size)
     elif hasattr(loader.dataset, "set_epoch"):
         loader.dataset.set_epoch(epoch)
 
@@ -305,5 +338,5 @@ def set_train_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> Non
 def batches_per_epoch(loader: DataLoader) -> int:
     """Full-epoch length of the training loader in micro-batches (independent of the resume position)."""
     if isinstance(loader.sampler, TrainSampler):
-        return len(loader.sampler.order) // loader.batch_size
+        return loader.sampler.per_rank // loader.batch_size
     return len(loader)

@@ -72,9 +72,13 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
         raise DepthbenchError(f"{path} was written by the {checkpoint.get('engine')} engine; resume with "
                               f"--engine {checkpoint.get('engine')}")
     optimizer = checkpoint.get("optimizer") or {}
-    if engine == "deepspeed" and len(optimizer.get("partitions", ())) != world_size:
-        raise DepthbenchError(f"{path} holds DeepSpeed optimizer partitions of {len(optimizer.get('partitions', ()))} "
-                              f"processes; resume with the same number of processes ({world_size} now)")
+    saved = len(optimizer.get("partitions", ()))
+    if engine == "deepspeed" and saved != world_size:
+        # its ZeRO partitions are DeepSpeed's flat buffers of `saved` ranks, kept inside last.pth, not a DeepSpeed
+        # checkpoint folder that deepspeed.checkpoint.ds_to_universal could convert; Accelerate runs are elastic
+        raise DepthbenchError(f"{path} holds DeepSpeed ZeRO optimizer partitions of {saved} processes and this run "
+                              f"has {world_size}: resume on {saved} processes (e.g. submit --nodes with the same "
+                              f"ranks), or continue from its weights only with model.pretrained={path} in a new run")
 
 
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
@@ -138,6 +142,7 @@ def train_process(cfg, plan: RunPlan) -> int:
     from harness.engine.backends import build_backend
     from harness.engine.loop import install_stop_handlers
     from harness.engine.launch import export_distributed_env
+    from harness.engine import watchdog
 
     env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
     install_stop_handlers(announce=env["RANK"] == "0")
@@ -154,6 +159,7 @@ def train_process(cfg, plan: RunPlan) -> int:
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
         checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
         run = open_run(cfg, plan, backend)
+        watchdog.start(cfg, run.path, backend.rank, backend.world_size)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
@@ -161,9 +167,11 @@ def train_process(cfg, plan: RunPlan) -> int:
                                        "periodic one")
             raise
         except BaseException as e:  # a crash: say so in meta.json (SIGKILL leaves "running")
+            watchdog.record_error(run.path, backend.rank, e, watchdog.last_step())
             run.finish("failed", error=f"{type(e).__name__}: {e}")
             raise
     finally:
+        watchdog.stop()
         backend.close()
 
 
@@ -211,12 +219,14 @@ def open_run(cfg, plan: RunPlan, backend):
 
 
 # ----------------------------------------------------------------------------------------- checkpoints
-def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
+def save_checkpoint(path, state, cfg_text, backend, objects, micro_batch: int) -> None:
     """Write ``last.pth`` (collective: every rank calls it, rank 0 writes)."""
     from harness.engine.checkpoint import FORMAT, rng_state, save_atomic
 
     checkpoint = {
         "format": FORMAT, "engine": backend.name, "world_size": backend.world_size, **asdict(state),
+        # the position as a GLOBAL count of the epoch's samples consumed (TrainSampler): any world size resumes it
+        "samples_in_epoch": state.batch_in_epoch * micro_batch * backend.world_size,
         "model": backend.model_state(objects.model), "optimizer": backend.optimizer_state(objects.optimizer),
         "scheduler": objects.scheduler.state_dict(), "scaler": backend.scaler_state(),
         "ema": objects.ema.module.state_dict() if objects.ema is not None else None,
@@ -227,10 +237,16 @@ def save_checkpoint(path, state, cfg_text, backend, objects) -> None:
     backend.barrier()
 
 
-def restore(checkpoint: dict, same_run: bool, backend, objects):
+def restore(checkpoint: dict, same_run: bool, backend, objects, micro_batch: int, seed: int):
     """Restore the optimizer, schedule, scaler, EMA and RNG states of a ``last.pth`` (the model weights were
-    loaded before wrapping); returns the TrainState to continue from."""
+    loaded before wrapping); returns the TrainState to continue from.
+
+    Elastic: a checkpoint of N ranks continues on M. Model, optimizer, schedule, scaler and EMA are the same on
+    every rank (DDP); the sample position is a global count (``samples_in_epoch``), so the epoch continues with
+    the samples not yet seen, in the same order (TrainSampler); ranks below N take their own RNG states, the others
+    a fresh seed from (seed, rank, step) -- dropout and mixup draws cannot be bit-identical on another rank count."""
     from harness.engine.checkpoint import set_rng_state
+    from harness.engine.builders import seed_everything
     from harness.engine.loop import TrainState
 
     backend.load_model_state(objects.model, checkpoint["model"])
@@ -240,14 +256,22 @@ def restore(checkpoint: dict, same_run: bool, backend, objects):
     if objects.ema is not None and checkpoint["ema"] is not None:
         objects.ema.module.load_state_dict(checkpoint["ema"])
     state = TrainState(**{k: checkpoint[k] for k in TrainState.__dataclass_fields__})
-    if len(checkpoint["rng"]) == backend.world_size:
+    samples = checkpoint.get("samples_in_epoch")  # absent in checkpoints written before issue 41: same world size
+    if samples is not None:
+        per_step = micro_batch * backend.world_size
+        if samples % per_step:
+            raise DepthbenchError(f"the checkpoint stopped {samples} samples into epoch {state.epoch}, not a whole "
+                                  f"number of micro-batches of {per_step} (batch_size / grad_accum changed?); "
+                                  f"resume with the batch_size and grad_accum it was trained with")
+        state.batch_in_epoch = samples // per_step
+    saved = len(checkpoint["rng"])
+    if backend.rank < saved:
         set_rng_state(checkpoint["rng"][backend.rank])
-    elif backend.is_main:
-        print(f"depthbench train: checkpoint from {len(checkpoint['rng'])} processes, now {backend.world_size}: "
-              "training continues, but not bit-identically", file=sys.stderr)
+    else:
+        seed_everything(seed + backend.rank + 7919 * state.global_step)
     if not same_run:  # a new run directory: its metrics.jsonl starts empty
         state.records = 0
-    return state
+    return state, saved
 
 
 # ----------------------------------------------------------------------------------------- the loop
@@ -257,6 +281,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
 
     from harness.core.rundir import now
     from harness.engine import checkpoint as ckpt
+    from harness.engine import watchdog
     from harness.engine.builders import describe_speed_options, lower_is_better
     from harness.engine.data import batches_per_epoch
     from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
@@ -268,11 +293,12 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     evaluate = task.evaluate
     sign = -1 if lower_is_better(cfg, cfg.ckpt.best_metric) else 1  # best.pth keeps the largest sign * value
     updates_per_epoch = batches_per_epoch(train_loader) // cfg.grad_accum
-    state = TrainState()
+    state, saved_ranks = TrainState(), backend.world_size
     if checkpoint is not None:
-        state = restore(checkpoint, plan.resume_path.parent == run.path, backend, objects)
+        state, saved_ranks = restore(checkpoint, plan.resume_path.parent == run.path, backend, objects,
+                                     train_loader.batch_size, cfg.seed)
         record = {"time": now(), "from": str(plan.resume_path), "epoch": state.epoch,
-                  "global_step": state.global_step}
+                  "global_step": state.global_step, "ranks": backend.world_size, "from_ranks": saved_ranks}
         run.update_meta(resumes=run.meta().get("resumes", []) + [record])
         del checkpoint
     if backend.is_main:  # drop what a killed run logged after its checkpoint (all of it when starting over)
@@ -293,11 +319,15 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
              f"{updates_per_epoch} steps/epoch, {torch.get_num_threads()} threads/process, "
              + (f"{speed}, " if speed else "") + f"run dir {run.path}"
              + (f", resumed at epoch {state.epoch} batch {state.batch_in_epoch}" if state.global_step else ""))
+    if saved_ranks != backend.world_size:
+        log.info(f"resumed on {backend.world_size} ranks from {saved_ranks}: same samples in the same order from "
+                 f"epoch {state.epoch} batch {state.batch_in_epoch}; dropout/mixup draws differ from a run on "
+                 f"{saved_ranks}")
     if plan.schedule_changes:
         log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
 
     def save_last():
-        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects)
+        save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
         log.checkpoint_written()
 
     try:
@@ -310,7 +340,9 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                         log.info(f"epoch {epoch}: model {hook.change}; optimizer and schedule rebuilt")
                         objects.model, objects.optimizer, objects.scheduler, objects.ema = build_optimization(
                             changed.to(backend.device), cfg, backend, updates_per_epoch)
+            watchdog.resume(state.global_step)
             outcome = train_one_epoch(objects, train_loader, backend, state, cfg, log, checkpoint=save_last)
+            watchdog.pause()  # evaluation and the epoch's checkpoint: bounded by the collectives' timeout
             if outcome == "preempted":
                 return _preempted(save_last, run, log, state)
             if (epoch + 1) % cfg.eval_interval == 0 or epoch + 1 == cfg.epochs:

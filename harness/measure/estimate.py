@@ -3,8 +3,8 @@
 Per run (an element of the submission: a config, a table row, a sweep point):
 
 - **optimizer steps** = epochs x steps per epoch, where an epoch is what the engine's sampler gives each rank
-  (harness/engine/data.py: torch's DistributedSampler pads to ``ceil(N / world)`` samples; timm's RepeatAugSampler
-  -- ``data.repeated_aug`` -- takes ``floor(N // 256 * 256 / world)``), in whole micro-batches of
+  (harness/engine/data.py's TrainSampler: ``floor(N / world)`` samples; with ``data.repeated_aug``, as timm's
+  RepeatAugSampler, ``floor(N // 256 * 256 / world)``), in whole micro-batches of
   ``batch_size / (world x grad_accum)``, divided by ``grad_accum``. N, the training images, comes from
   ``data.train_subset``, a preflight record of the same data, the split's ``_info.json`` (WebDataset), a count of
   the ImageFolder, or the known size of CIFAR / the digits / ImageNet-1k's 1,281,167 images;
@@ -151,10 +151,10 @@ class Estimate:
 def steps_per_epoch(images: int, world: int, micro_batch: int, grad_accum: int = 1,
                     repeated_aug: bool = False) -> int:
     """Optimizer steps per epoch on each rank, as the engine's samplers and ``drop_last`` loader give them."""
-    if repeated_aug:
+    if repeated_aug and images >= REPEAT_ROUND:
         per_rank = images // REPEAT_ROUND * REPEAT_ROUND // world
     else:
-        per_rank = math.ceil(images / world)
+        per_rank = images // world
     return per_rank // micro_batch // grad_accum
 
 

@@ -31,6 +31,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -352,6 +353,7 @@ class _Group:
         if self.world == 1:
             return {"backend": None, "ranks": 1, "rows": [], "grad": {}}
         backend = "nccl" if nccl else "gloo"
+        nccl_log = _nccl_debug_to_file() if nccl else None  # NCCL reads it when the group's communicator starts
         group = self.dist.new_group(backend="nccl", timeout=_dt.timedelta(seconds=self.timeout_s)) if nccl else None
         device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
         result = {"backend": backend, "ranks": self.world, "rows": [], "grad": {}, "error": None, "correct": None}
@@ -369,12 +371,66 @@ class _Group:
             result["rows"].sort(key=lambda r: r["bytes"])
             by_size = {r["bytes"]: r for r in result["rows"]}
             result["grad"] = {label: by_size[n] for label, n in grads.items()}
+            result["transport"] = self._transport(nccl_log)
+            result["pairs"] = self._pair_bandwidths(device, nccl, max(sizes))
         except Exception as e:  # a broken link: a fail line, and the other checks still run
             result["error"] = _one_line(e)
         finally:
             if group is not None:
                 self.dist.destroy_process_group(group)
         return result
+
+    def _transport(self, nccl_log: Path | None) -> list:
+        """Every rank's view of the transport between nodes (:func:`nccl_transport` of its NCCL log; gloo: TCP)."""
+        if nccl_log is None:
+            mine = {"transport": "gloo over TCP sockets", "gdr": None,
+                    "interface": os.environ.get("GLOO_SOCKET_IFNAME")}  # None: the hostname's address
+        elif nccl_log == Path():
+            mine = {"transport": "unknown (NCCL_DEBUG is set: see NCCL's own INFO lines)", "gdr": None}
+        else:
+            text = "".join(f.read_text(errors="replace") for f in nccl_log.parent.glob(nccl_log.name + "*"))
+            mine = nccl_transport(text)
+        views = [None] * self.world
+        self.dist.all_gather_object(views, {"node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
+                                            **mine})
+        return views
+
+    def _pair_bandwidths(self, device, nccl: bool, nbytes: int) -> list:
+        """All-reduce bus bandwidth between neighbouring nodes on a ring of the nodes (their first ranks), one
+        pair at a time -- (0,1), (1,2), ..., (n-1,0) -- so each node is measured with two different peers: a slow
+        node shows in both of its pairs, a good one in at most one. Needs 3 nodes (with 2 there is one pair:
+        nobody to compare with); [] otherwise."""
+        import torch
+
+        nodes = [None] * self.world
+        self.dist.all_gather_object(nodes, os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+        order = list(dict.fromkeys(nodes))
+        if len(order) < 3:
+            return []
+        leaders = [nodes.index(n) for n in order]
+        pairs = [(i, (i + 1) % len(order)) for i in range(len(order))]
+        me, results = self.dist.get_rank(), []
+        for a, b in pairs:  # every rank creates every group, in the same order (torch.distributed's rule)
+            ranks = sorted({leaders[a], leaders[b]})
+            sub = self.dist.new_group(ranks, backend="nccl" if nccl else "gloo",
+                                      timeout=_dt.timedelta(seconds=self.timeout_s))
+            if me in ranks:
+                buffer = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
+                for _ in range(2):
+                    self.dist.all_reduce(buffer, group=sub)
+                sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+                sync()
+                start = time.perf_counter()
+                for _ in range(5):
+                    self.dist.all_reduce(buffer, group=sub)
+                sync()
+                seconds = (time.perf_counter() - start) / 5
+                if me == ranks[0]:
+                    results.append({"nodes": [order[a], order[b]], **_bandwidth_row(nbytes, seconds, 2)})
+            self.dist.destroy_process_group(sub)
+        gathered = [None] * self.world
+        self.dist.all_gather_object(gathered, results)
+        return [r for part in gathered for r in part]
 
     def _time_allreduce(self, nbytes: int, device, group) -> float:
         import torch
@@ -884,7 +940,8 @@ def _assemble(gathered: list[dict], collective: dict, plans: list[Plan], same: d
         "device": opts.device, "device_name": gathered[0]["device_name"],
         "partition": os.environ.get("SLURM_JOB_PARTITION"), **slurm_meta(),
         "layout": asdict(layout), "summary": counts, "versions": gathered[0]["versions"],
-        "allreduce": {k: collective.get(k) for k in ("backend", "ranks", "rows", "correct", "error")},
+        "allreduce": {k: collective.get(k) for k in ("backend", "ranks", "rows", "correct", "error", "transport",
+                                                     "pairs")},
         "configs": configs, "checks": [asdict(c) for c in checks]}
     text = render(checks, record, run_path / RECORD)
     path = run_path / RECORD
@@ -897,6 +954,97 @@ def _plain(value):
     from harness.measure.bench import _plain as plain
 
     return plain(value)
+
+
+SLOW_NODE_FRACTION = 0.5  # a node whose pairwise all-reduce bandwidth is under half its peers' median fails
+
+
+def _nccl_debug_to_file() -> Path:
+    """Point NCCL's INFO log (init and network) at a file of this process, to read the transport from; Path()
+    when the user set NCCL_DEBUG (their log goes where they asked; we do not take it over)."""
+    import tempfile
+
+    if os.environ.get("NCCL_DEBUG"):
+        return Path()
+    folder = Path(tempfile.mkdtemp(prefix="depthbench-nccl-"))
+    os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(folder / "nccl.%p.log"))
+    return folder / f"nccl.{os.getpid()}.log"
+
+
+def nccl_transport(log: str) -> dict:
+    """What NCCL says it uses between nodes, from its INFO lines: ``NET/IB : Using [0]mlx5_0:1/IB`` (InfiniBand)
+    or ``.../RoCE``, ``NET/Socket : Using [0]eth0:...`` (TCP sockets), ``NET/OFI`` / a plugin (libfabric: EFA,
+    Slingshot); GPUDirect RDMA from ``GPU Direct RDMA Enabled`` or a ``GDRDMA`` channel."""
+    transport, interface = None, None
+    for line in log.splitlines():
+        m = re.search(r"NET/IB\s*:\s*Using\s+(.*)", line)
+        if m:
+            kinds = set(re.findall(r"/(IB|RoCE)\b", m.group(1)))
+            transport = "RoCE" if kinds == {"RoCE"} else "InfiniBand" + (" + RoCE" if "RoCE" in kinds else "")
+            interface = re.sub(r"\s+", " ", m.group(1)).strip()[:120]
+            break
+        m = re.search(r"NET/Socket\s*:\s*Using\s+(.*)", line)
+        if m and transport is None:
+            transport, interface = "TCP sockets", m.group(1).strip()[:120]
+        m = re.search(r"NET/(OFI|AWS Libfabric|Plugin)\b", line)
+        if m and transport is None:
+            transport = "libfabric (OFI)" if m.group(1) != "Plugin" else "a NCCL net plugin"
+    gdr = bool(re.search(r"GPU Direct RDMA Enabled|/GDRDMA", log)) if transport else None
+    if transport is None:
+        transport = ("no network between nodes (one node: NVLink/PCIe/shared memory)" if "Init COMPLETE" in log
+                     or "comm " in log else "unknown (no NCCL network line in its log)")
+    return {"transport": transport, "interface": interface, "gdr": gdr}
+
+
+def slow_nodes(pairs: list[dict], fraction: float = SLOW_NODE_FRACTION) -> tuple[dict, list[str]]:
+    """``({node: its best pair bandwidth}, [nodes under fraction x the median of the others' best])``."""
+    import statistics
+
+    best: dict[str, float] = {}
+    for row in pairs:
+        for node in row["nodes"]:
+            best[node] = max(best.get(node, 0.0), row["busbw_gbs"])
+    slow = [n for n, bw in best.items() if len(best) > 2
+            and bw < fraction * statistics.median([v for m, v in best.items() if m != n])]
+    return best, slow
+
+
+def _transport_check(views: list[dict], backend: str, nodes: int) -> Check:
+    """One line: what carries the all-reduce between nodes, as each node's NCCL (or gloo) reports it."""
+    if not views:
+        return Check("transport", "ok", f"{backend}: no transport reported", None, "")
+    kinds = sorted({v.get("transport") or "?" for v in views})
+    gdr = {v.get("gdr") for v in views}
+    text = f"{backend} between {nodes} node(s): {', '.join(kinds)}"
+    if backend == "nccl":
+        text += ("; GPUDirect RDMA on" if gdr == {True} else "; GPUDirect RDMA off" if gdr == {False} else
+                 "; GPUDirect RDMA on some ranks only" if True in gdr else "")
+    interfaces = sorted({str(v.get("interface")) for v in views if v.get("interface")})
+    if interfaces:
+        text += f" (via {', '.join(interfaces[:3])})"
+    verdict = "ok"
+    if backend == "nccl" and nodes > 1 and any(k == "TCP sockets" for k in kinds):
+        verdict, text = "warn", text + ": NCCL fell back to sockets between nodes; is the InfiniBand/RoCE driver " \
+                                       "loaded and NCCL_IB_DISABLE unset?"
+    if len(kinds) > 1:
+        verdict, text = "warn", text + ": the nodes do not agree on one transport"
+    return Check("transport", verdict, text, None, "", data={"views": views})
+
+
+def _pair_checks(pairs: list[dict], nodes: int) -> list[Check]:
+    if nodes < 3:
+        return [Check("node-bandwidth", "ok", f"{nodes} node(s): the per-node bandwidth rule needs 3 or more (a "
+                      "slow node is one under {:.0%} of its peers' median; with 2 there is no one to compare)".format(
+                          SLOW_NODE_FRACTION), None, "")] if nodes == 2 else []
+    best, slow = slow_nodes(pairs)
+    text = ", ".join(f"{n} {bw:,.2f}" for n, bw in best.items())
+    if slow:
+        return [Check("node-bandwidth", "fail", f"{', '.join(slow)}: all-reduce bus bandwidth under "
+                      f"{SLOW_NODE_FRACTION:.0%} of the other nodes' median (GB/s by node, best pair: {text}); "
+                      f"exclude it (--sbatch=--exclude={','.join(slow)}) or have it checked", len(slow), "nodes",
+                      data={"pairs": pairs})]
+    return [Check("node-bandwidth", "ok", f"every node within {SLOW_NODE_FRACTION:.0%} of its peers' median "
+                  f"(GB/s by node, best pair: {text})", 0, "nodes", data={"pairs": pairs})]
 
 
 def _collective_checks(gathered: list[dict], collective: dict, plans: list[Plan]) -> list[Check]:
@@ -939,6 +1087,8 @@ def _collective_checks(gathered: list[dict], collective: dict, plans: list[Plan]
         verdict, text = "warn", (text + ": slower than a 40 Gb/s link; is NCCL on the fast interconnect? "
                                  "(NCCL_DEBUG=INFO shows the transport)")
     checks.append(Check("all-reduce", verdict, text, best["busbw_gbs"], "GB/s", data={"rows": rows}))
+    checks.append(_transport_check(collective.get("transport") or [], backend, nodes))
+    checks += _pair_checks(collective.get("pairs") or [], nodes)
     steps = {}
     for g in gathered:
         for label, m in g["measured"].items():

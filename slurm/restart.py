@@ -1,0 +1,280 @@
+"""After a failed attempt of a submitted run: requeue it without the bad node, or stop and say why.
+
+The sbatch script (slurm/depthbench.sbatch) runs ``python -m slurm.restart WORK_DIR --status S ...`` when srun
+ended with a code that is neither 0 nor 75 (a preemption, requeued by the script itself). This module reads what
+the attempt left in ``WORK_DIR/faults/attempt-K/`` (harness/engine/watchdog.py: each rank's exit line, Python
+error, heartbeat and stack dump), decides (:func:`decide`), appends the attempt to meta.json's ``restarts`` and,
+to requeue, runs ``scontrol requeuehold`` / ``update ExcNodeList=...`` / ``release`` on its own job (a running
+job's excluded nodes cannot be changed; the script ignores SIGTERM meanwhile, so the requeue's kill does not cut
+the three calls short). Exit code 0: requeued; 1: stopped (the script then exits with srun's code: FAILED).
+
+Rules (docs/slurm.md "When things fail"):
+- exit 2 from any rank: bad input (a config or data error), the same on every attempt: never requeued;
+- the same step failing the same way (error type, signal or exit code) on two attempts: deterministic, stopped;
+- otherwise requeued from the last checkpoint, at most ``--max-restarts`` times (preemptions do not count);
+- the node of the rank that failed first is excluded from then on (accumulated); for a hang (exit 76, every live
+  rank's watchdog dumped its stacks) the suspect is a rank that left no dump (frozen or dead), else the rank
+  whose last finished step is behind the others'; with ``--min-nodes`` below ``--nodes`` the job continues on
+  as many nodes as the partition still has (elastic resume), never fewer than ``--min-nodes``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_HUNG = 2, 75, 76  # harness/core/errors.py (not imported: keep this light)
+
+
+@dataclass
+class Failure:
+    """What ended one attempt: the rank that failed first and how."""
+    attempt: int
+    exit: str                     # "exit 1", "SIGKILL", "hang", "exit 2", "node lost"
+    rank: int | None = None
+    node: str | None = None
+    step: int | None = None       # the failing rank's last finished optimizer step (heartbeat / error record)
+    error: str | None = None      # a Python exception's type and message
+    stacks: str | None = None     # the attempt's folder of stack dumps, when there is one
+    time: str = ""
+    action: str = ""
+    excluded: list[str] = field(default_factory=list)
+
+    @property
+    def signature(self) -> tuple:
+        """"The same way": the exit and the error's type; with the step it defines a deterministic failure."""
+        return self.exit, (self.error or "").split(":")[0]
+
+    def describe(self) -> str:
+        where = f"rank {self.rank} on {self.node}" if self.rank is not None else (self.node or "a rank")
+        step = f" at step {self.step}" if self.step is not None else ""
+        what = f"{self.exit}" + (f" ({self.error})" if self.error else "")
+        return f"attempt {self.attempt}: {where} {what}{step}"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def exit_word(code: int) -> str:
+    if code == EXIT_HUNG:
+        return "hang"
+    if code > 128:
+        try:
+            return signal.Signals(code - 128).name
+        except ValueError:
+            pass
+    return f"exit {code}"
+
+
+def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
+    """The first failure of ``attempt`` from its folder of records (see harness/engine/watchdog.py)."""
+    folder = Path(work_dir) / "faults" / f"attempt-{attempt}"
+    exits = []
+    for line in (folder / "exits").read_text().splitlines() if (folder / "exits").is_file() else []:
+        parts = line.split()
+        if len(parts) == 4 and parts[1].isdigit() and re.fullmatch(r"-?\d+", parts[3]):
+            exits.append((float(parts[0]), int(parts[1]), parts[2], int(parts[3])))
+    heartbeats = {int(m.group(1)): _read_json(p) for p in folder.glob("heartbeat-rank-*.json")
+                  if (m := re.search(r"rank-(\d+)", p.name))}
+    errors = {int(m.group(1)): _read_json(p) for p in folder.glob("error-rank-*.json")
+              if (m := re.search(r"rank-(\d+)", p.name))}
+    dumps = {int(m.group(1)): p for p in folder.glob("stacks-rank-*.txt") if (m := re.search(r"rank-(\d+)", p.name))}
+    for path in folder.glob("step-rank-*.bin"):  # the exact last step (harness/engine/watchdog.py)
+        rank, data = int(re.search(r"rank-(\d+)", path.name).group(1)), path.read_bytes()
+        if len(data) >= 8:
+            heartbeats.setdefault(rank, {})["step"] = int.from_bytes(data[:8], "little", signed=True)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    stacks = str(folder) if dumps else None
+    failed = sorted(e for e in exits if e[3] not in (0, EXIT_PREEMPTED))
+    if any(code == EXIT_BAD_INPUT for _, _, _, code in failed):  # bad input anywhere outranks its peers' errors
+        _, rank, node, _ = next(e for e in failed if e[3] == EXIT_BAD_INPUT)
+        return Failure(attempt, "exit 2", rank, node, time=now, stacks=stacks,
+                       error=_error_text(errors.get(rank)))
+    if failed and failed[0][3] == EXIT_HUNG or (dumps and not failed):
+        return _hang(attempt, heartbeats, dumps, exits, now, stacks)
+    if failed:
+        _, rank, node, code = failed[0]
+        error = errors.get(rank, {})
+        step = error.get("step") if error else heartbeats.get(rank, {}).get("step")
+        return Failure(attempt, exit_word(code), rank, node, step, _error_text(error), stacks, now)
+    missing = sorted(set(heartbeats) - {e[1] for e in exits})
+    if missing:  # ranks that never reported an exit: their node went away with them
+        rank = missing[0]
+        return Failure(attempt, "node lost", rank, heartbeats[rank].get("node"), heartbeats[rank].get("step"),
+                       stacks=stacks, time=now)
+    return Failure(attempt, exit_word(srun_status), time=now, stacks=stacks)
+
+
+def _error_text(error: dict | None) -> str | None:
+    if not error or not error.get("type"):
+        return None
+    return f"{error['type']}: {error.get('message', '')}"[:200]
+
+
+def _hang(attempt, heartbeats, dumps, exits, now, stacks) -> Failure:
+    """A hang's suspect: a rank with a heartbeat but no stack dump (its watchdog could not run: frozen, or
+    stuck holding the interpreter), else the rank whose last step is behind the others', else nobody."""
+    silent = sorted(r for r in heartbeats if r not in dumps)
+    steps = {r: h.get("step") for r, h in heartbeats.items() if isinstance(h.get("step"), int)}
+    rank = None
+    if silent:
+        rank = silent[0]
+    elif steps and len(set(steps.values())) > 1:
+        rank = min(steps, key=steps.get)
+    if rank is None:
+        return Failure(attempt, "hang", step=max(steps.values(), default=None), stacks=stacks, time=now,
+                       error="every rank waited in the same place; no node to blame")
+    node = heartbeats.get(rank, {}).get("node") or next((n for _, r, n, _ in exits if r == rank), None)
+    return Failure(attempt, "hang", rank, node, steps.get(rank), stacks=stacks, time=now,
+                   error="no stack dump from this rank (frozen or dead)" if rank in silent else None)
+
+
+def decide(failure: Failure, history: list[dict], max_restarts: int) -> tuple[bool, str]:
+    """``(requeue, reason)`` for ``failure`` given the earlier attempts' records (meta.json ``restarts``)."""
+    if failure.exit == "exit 2":
+        return False, (f"{failure.describe()}: bad input (exit 2), the same on every attempt -- not requeued; fix "
+                       "it (the job log has the one-line error) and resubmit")
+    for earlier in history:
+        same = (earlier.get("step") is not None and earlier.get("step") == failure.step
+                and (earlier.get("exit"), (earlier.get("error") or "").split(":")[0]) == failure.signature)
+        if same:
+            return False, (f"{failure.describe()}, as on attempt {earlier.get('attempt')}: the same step failed "
+                           "the same way twice, a deterministic error -- not requeued")
+    used = sum(1 for h in history if str(h.get("action", "")).startswith("requeued"))
+    if used >= max_restarts:
+        return False, f"{failure.describe()}: all {max_restarts} restarts used (--max-restarts) -- not requeued"
+    return True, f"{failure.describe()}: requeued ({used + 1} of {max_restarts} restarts)"
+
+
+# ----------------------------------------------------------------------------------------- Slurm
+def scontrol(*args: str) -> None:
+    out = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"scontrol {' '.join(args)}: {out.stderr.strip() or out.returncode}")
+
+
+def usable_nodes(partition: str | None, excluded: list[str]) -> int | None:
+    """Nodes of the partition that are up (not down, drained or failing) and not excluded; None: sinfo failed."""
+    cmd = ["sinfo", "-h", "-N", "-o", "%N %t"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    up = {n for n, state in (line.split()[:2] for line in out.stdout.splitlines() if len(line.split()) >= 2)
+          if not re.match(r"(down|drain|fail|maint|unk|boot|futr|inval)", state.rstrip("*~#!%$@^-"))}
+    return len(up - set(excluded))
+
+
+def node_count(nodes: int, min_nodes: int, partition: str | None, excluded: list[str]) -> int:
+    """How many nodes the requeued job asks for: ``nodes``, or with ``min_nodes`` below it as many as the
+    partition still has up and not excluded (at least ``min_nodes``)."""
+    if min_nodes >= nodes:
+        return nodes
+    usable = usable_nodes(partition, excluded)
+    return max(min_nodes, min(nodes, usable if usable is not None else nodes))
+
+
+def requeue(job: str, excluded: list[str], count: int, resize: bool, tasks_per_node: int) -> None:
+    """Requeue ``job`` held, exclude ``excluded`` and set its node count, release."""
+    update = [f"JobId={job}"]
+    if excluded:
+        update.append(f"ExcNodeList={','.join(excluded)}")
+    if resize:  # NumTasks too: the job's task count would otherwise ask for the old number of nodes
+        update += [f"NumNodes={count}", f"NumTasks={count * tasks_per_node}"]
+    scontrol("requeuehold", job)
+    try:
+        if len(update) > 1:
+            scontrol("update", *update)
+    finally:
+        scontrol("release", job)
+
+
+# ----------------------------------------------------------------------------------------- meta.json
+def write_history(work_dir: Path, history: list[dict], stopped: str | None) -> None:
+    from harness.core.rundir import RunDir
+
+    work_dir = Path(work_dir)
+    if (work_dir / "meta.json").is_file():
+        run = RunDir.open(work_dir)
+        fields = {"restarts": history}
+        if stopped:
+            fields.update(status="failed", error=stopped)
+        run.finish(**fields) if stopped else run.update_meta(**fields)
+    else:  # the run failed before it wrote meta.json (e.g. a config error): keep the history beside it
+        from harness.core.files import atomic_write
+
+        (work_dir / "faults").mkdir(parents=True, exist_ok=True)
+        atomic_write(work_dir / "faults" / "restarts.json", json.dumps(history, indent=1))
+
+
+def read_history(work_dir: Path) -> list[dict]:
+    work_dir = Path(work_dir)
+    history = _read_json(work_dir / "meta.json").get("restarts")
+    if history is None:
+        try:
+            history = json.loads((work_dir / "faults" / "restarts.json").read_text())
+        except (OSError, ValueError):
+            history = []
+    return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m slurm.restart", description=__doc__.splitlines()[0])
+    p.add_argument("work_dir", type=Path)
+    p.add_argument("--status", type=int, required=True, help="srun's exit code")
+    p.add_argument("--max-restarts", type=int, default=3)
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--min-nodes", type=int)
+    p.add_argument("--tasks-per-node", type=int, default=1)
+    args = p.parse_args(argv)
+    attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    job = os.environ.get("SLURM_JOB_ID", "")
+    history = read_history(args.work_dir)
+    failure = read_attempt(args.work_dir, attempt, args.status)
+    again, reason = decide(failure, history, args.max_restarts)
+    excluded = list(dict.fromkeys([n for h in history for n in h.get("excluded", [])]))
+    partition, min_nodes = os.environ.get("SLURM_JOB_PARTITION"), args.min_nodes or args.nodes
+    kept = ""
+    if again and failure.node and failure.node not in excluded:
+        usable = usable_nodes(partition, excluded + [failure.node])
+        if usable is None or usable >= min_nodes:
+            excluded.append(failure.node)
+        else:  # a job that excludes every node would wait forever
+            kept = f" ({failure.node} not excluded: the partition would keep {usable} of the {min_nodes} needed)"
+    failure.excluded = excluded
+    if again:
+        count = node_count(args.nodes, min_nodes, partition, excluded)
+        failure.action = (f"requeued on {count} node(s)" + (f" without {','.join(excluded)}" if excluded else "")
+                          + kept)
+        history.append(asdict(failure))
+        write_history(args.work_dir, history, None)  # first: the requeue ends this job's processes
+        print(f"[depthbench] {reason}; {failure.action}", flush=True)
+        try:
+            requeue(job, excluded, count, min_nodes < args.nodes, args.tasks_per_node)
+            return 0
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            history.pop()
+            again, reason = False, f"{failure.describe()}: could not requeue ({e}); resubmit to continue"
+    failure.action = f"stopped: {reason}"
+    history.append(asdict(failure))
+    write_history(args.work_dir, history, reason)
+    print(f"[depthbench] {reason}", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
