@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, printable, read_json
+from harness.core.files import BadFile, loads_json, printable, read_json
 from harness.engine.watchdog import read_step
-from slurm.restart import Failure, read_history
+from slurm.restart import Failure, read_history, read_record
 from slurm.submit import paper_of, runs_root, slurm_dir
 
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
@@ -214,8 +214,8 @@ def rank_summary(folder: Path) -> list[str]:
         return ["no per-rank records (the attempt ended before the ranks started training)"]
     lines = []
     for rank in ranks:
-        heartbeat = _json(folder / f"heartbeat-rank-{rank}.json")
-        error = _json(folder / f"error-rank-{rank}.json")
+        heartbeat = read_record(folder / f"heartbeat-rank-{rank}.json")
+        error = read_record(folder / f"error-rank-{rank}.json")
         stacks = folder / f"stacks-rank-{rank}.txt"
         node = heartbeat.get("node") or error.get("node") or "?"
         step = read_step(folder / f"step-rank-{rank}.bin")
@@ -251,18 +251,9 @@ def innermost(dump: str) -> str:
 
 def _loads(text: str) -> dict:
     try:
-        value = json.loads(text)
-    except ValueError:
+        return loads_json(text, source="stack dump header")
+    except BadFile:
         return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _run_dir_of(target: str) -> Path:

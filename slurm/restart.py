@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.core.files import BadFile, atomic_write, read_json
+
 EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_HUNG = 2, 75, 76  # harness/core/errors.py (not imported: keep this light)
 
 
@@ -59,12 +61,13 @@ class Failure:
         return f"attempt {self.attempt}: {where} {what}{step}"
 
 
-def _read_json(path: Path) -> dict:
+def read_record(path: Path) -> dict:
+    """A fault record of the run directory (harness.core.files' opener: no link, no FIFO, capped); {} when it is
+    missing or unreadable -- a rank killed while writing leaves none, and the others still tell the story."""
     try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_json(path, what="fault record")
+    except (OSError, BadFile):
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def exit_word(code: int) -> str:
@@ -86,9 +89,9 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
         parts = line.split()
         if len(parts) == 4 and parts[1].isdigit() and re.fullmatch(r"-?\d+", parts[3]):
             exits.append((float(parts[0]), int(parts[1]), parts[2], int(parts[3])))
-    heartbeats = {int(m.group(1)): _read_json(p) for p in folder.glob("heartbeat-rank-*.json")
+    heartbeats = {int(m.group(1)): read_record(p) for p in folder.glob("heartbeat-rank-*.json")
                   if (m := re.search(r"rank-(\d+)", p.name))}
-    errors = {int(m.group(1)): _read_json(p) for p in folder.glob("error-rank-*.json")
+    errors = {int(m.group(1)): read_record(p) for p in folder.glob("error-rank-*.json")
               if (m := re.search(r"rank-(\d+)", p.name))}
     dumps = {int(m.group(1)): p for p in folder.glob("stacks-rank-*.txt") if (m := re.search(r"rank-(\d+)", p.name))}
     for path in folder.glob("step-rank-*.bin"):  # the exact last step (harness/engine/watchdog.py)
@@ -215,19 +218,18 @@ def write_history(work_dir: Path, history: list[dict], stopped: str | None) -> N
             fields.update(status="failed", error=stopped)
         run.finish(**fields) if stopped else run.update_meta(**fields)
     else:  # the run failed before it wrote meta.json (e.g. a config error): keep the history beside it
-        from harness.core.files import atomic_write
-
         (work_dir / "faults").mkdir(parents=True, exist_ok=True)
         atomic_write(work_dir / "faults" / "restarts.json", json.dumps(history, indent=1))
 
 
 def read_history(work_dir: Path) -> list[dict]:
     work_dir = Path(work_dir)
-    history = _read_json(work_dir / "meta.json").get("restarts")
+    history = read_record(work_dir / "meta.json").get("restarts")
     if history is None:
         try:
-            history = json.loads((work_dir / "faults" / "restarts.json").read_text())
-        except (OSError, ValueError):
+            history = read_json(work_dir / "faults" / "restarts.json", inside=work_dir, expect=list,
+                                what="restart history")
+        except (OSError, BadFile):
             history = []
     return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
 
