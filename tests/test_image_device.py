@@ -287,16 +287,19 @@ def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) 
 
 @pytest.mark.slow
 def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path):
-    """3 seeds through each pipeline: the device pipeline's mean top-1 lies within the CPU pipeline's seed spread
-    (its range, widened by the standard error of the difference of the means)."""
+    """3 seeds through each pipeline: the device pipeline's top-1 is not distinguishable from the CPU pipeline's at
+    their seed spread (Welch's t-test, two-sided, alpha 0.01: with 3 seeds it fails only on a clear gap -- a
+    pipeline at chance, or one that loses ~10 points at this spread -- not on seed noise, which a range check
+    tripped ~1 time in 3 under no difference at all)."""
+    from scipy import stats
+
     torch.set_num_threads(1)
     folder = digits_jpeg_folder(tmp_path)
     top1 = {p: np.array([train_and_evaluate(folder, p, seed) for seed in range(3)]) for p in ("cpu", "device")}
     cpu, device = top1["cpu"], top1["device"]
     print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
-    assert cpu.min() > 50  # 10 classes: chance is 10 %
-    slack = np.sqrt(cpu.var(ddof=1) / 3 + device.var(ddof=1) / 3)
-    assert cpu.min() - slack <= device.mean() <= cpu.max() + slack, top1
+    assert cpu.min() > 50 and device.min() > 50  # 10 classes: chance is 10 %
+    assert stats.ttest_ind(cpu, device, equal_var=False).pvalue > 0.01, top1
 
 
 @pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])

@@ -142,7 +142,9 @@ def test_the_loop_trains_every_branch_of_a_mixed_depth_model():
     torch.manual_seed(0)
     model = TwoBranch()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    backend = AccelerateBackend("fp32", 1)
+    # prepared as the runner prepares them: the backend wraps the optimizer in its non-finite guard
+    model, optimizer = backend.prepare(model, torch.optim.SGD(model.parameters(), lr=0.5))
     scheduler = SimpleNamespace(step=lambda epoch: None, step_update=lambda num_updates: None)
     objects = TrainingObjects(model, optimizer, scheduler, None, TrainingLoss(torch.nn.CrossEntropyLoss()), None)
     loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randint(0, 3, (16,))), batch_size=8)
@@ -152,7 +154,7 @@ def test_the_loop_trains_every_branch_of_a_mixed_depth_model():
                           train_step=lambda state, **v: logged.append(("train", v)),
                           checkpoint_due_by_time=lambda: False)
     cfg = SimpleNamespace(grad_accum=1, clip_grad=None, log_interval=1, ckpt=SimpleNamespace(interval_steps=0))
-    assert train_one_epoch(objects, loader, AccelerateBackend("fp32", 1), TrainState(), cfg, log) == "done"
+    assert train_one_epoch(objects, loader, backend, TrainState(), cfg, log) == "done"
     for name in ("deep.weight", "shallow.weight"):
         assert not torch.equal(model.state_dict()[name], before[name]), f"{name} did not train"
     assert [kind for kind, _ in logged] == ["train", "train", "epoch"]

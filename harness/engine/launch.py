@@ -13,6 +13,7 @@ others are stopped. (Many short runs as forks of a server that imported the stac
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -73,6 +74,22 @@ def export_distributed_env(single_process_group: bool = False) -> dict:
     env.setdefault("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
     os.environ.update(env)
     return env
+
+
+@contextlib.contextmanager
+def distributed_env_exported(single_process_group: bool = False):
+    """:func:`export_distributed_env` for the length of a run in this process, then ``os.environ`` as it was: a
+    run called in-process (the Python API, a notebook, a test) must not leave ``RANK``/``MASTER_PORT`` behind, or
+    every later run of that process -- and every process it starts -- would rendezvous on the first run's port."""
+    before = {k: os.environ.get(k) for k in DIST_VARS}
+    try:
+        yield export_distributed_env(single_process_group)
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def launched() -> bool:

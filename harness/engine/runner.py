@@ -136,15 +136,21 @@ def check_epoch_length(cfg, train_loader) -> None:
 # ----------------------------------------------------------------------------------------- one process
 def train_process(cfg, plan: RunPlan) -> int:
     """One process of a training run (rank/world from the environment); returns the exit code."""
+    from harness.engine.launch import distributed_env_exported
+
+    with distributed_env_exported(single_process_group=cfg.engine == "deepspeed") as env:
+        return _train_process(cfg, plan, env)
+
+
+def _train_process(cfg, plan: RunPlan, env: dict) -> int:
+    """:func:`train_process` with this process's distributed variables in ``os.environ`` (``env``)."""
     import torch
 
     from harness.engine.data import DeviceLoader, batches_per_epoch, build_loaders
     from harness.engine.backends import build_backend
     from harness.engine.loop import install_stop_handlers
-    from harness.engine.launch import export_distributed_env
     from harness.engine import watchdog
 
-    env = export_distributed_env(single_process_group=cfg.engine == "deepspeed")
     install_stop_handlers(announce=env["RANK"] == "0")
     micro_batch = per_device_batch(cfg.batch_size, int(env["WORLD_SIZE"]), cfg.grad_accum)
     torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
