@@ -594,3 +594,19 @@ def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_pat
     metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"kind": "tra')  # + a torn line
     assert _trim_lines(metrics, keep=2) == 3
     assert [json.loads(line) for line in metrics.read_text().splitlines()] == [lines[0], lines[1], lines[3]]
+
+
+def test_a_run_in_process_leaves_no_distributed_variables_behind(monkeypatch):
+    """An in-process DeepSpeed run (the API, a test) exported RANK/WORLD_SIZE/MASTER_PORT into os.environ for good:
+    every later run of that process, and every process it started, then met on that one port (EADDRINUSE)."""
+    from harness.engine.launch import DIST_VARS, distributed_env_exported
+
+    for key in DIST_VARS:
+        monkeypatch.delenv(key, raising=False)
+    with distributed_env_exported(single_process_group=True) as env:
+        assert os.environ["MASTER_PORT"] == env["MASTER_PORT"] and os.environ["RANK"] == "0"
+    assert not any(key in os.environ for key in DIST_VARS)
+    monkeypatch.setenv("MASTER_PORT", "12345")  # a launcher's own value stays
+    with distributed_env_exported(single_process_group=True):
+        pass
+    assert os.environ["MASTER_PORT"] == "12345"
