@@ -133,8 +133,18 @@ def _stat(pid) -> list[str]:
 
 
 def _alive(pid) -> bool:
+    """Whether any thread of ``pid`` still runs. A killed process's leader can be a zombie while its other threads
+    (the hang watchdog's, torch's) are still being torn down, and the files -- the run directory's lock -- are
+    released only when the last one has gone."""
     fields = _stat(pid)
-    return bool(fields) and fields[0] != "Z"  # a zombie has ended (and released its files)
+    if not fields:
+        return False
+    try:
+        tasks = [task.name for task in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        tasks = []
+    states = [fields[0]] + [f[0] for f in (_stat(f"{pid}/task/{t}") for t in tasks) if f]
+    return any(state != "Z" for state in states)
 
 
 def sigkill_mid_epoch(env, work_dir, nproc):
