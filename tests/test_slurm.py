@@ -599,7 +599,10 @@ def test_killed_rank_requeues_without_its_node_and_finishes_elastically(cluster,
 def test_frozen_rank_is_detected_dumped_and_requeued(cluster, runs, two_node_run):
     """(b) SIGSTOP of rank 1 inside a step: rank 0's watchdog (floor 20 s) notices within the bound, writes its
     stacks, exits 76; the frozen rank (no dump) is the suspect; requeued without its node; finishes."""
-    job, work_dir = submit_failing("hang.floor_s=20", "hang.factor=5")
+    # 80 steps an epoch (not TINY's 20): the freeze must land inside a training step, where the watchdog is armed --
+    # on a loaded machine the ranks were sometimes past step 20 by then, in the epoch's evaluation and checkpoint,
+    # which the collectives' timeout bounds instead (docs/slurm.md)
+    job, work_dir = submit_failing("hang.floor_s=20", "hang.factor=5", "data.train_subset=640")
     victim = {}
     try:
         victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
