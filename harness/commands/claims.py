@@ -324,8 +324,8 @@ def _train(specs: list[RunSpec], jobs: int, env_extra: dict | None = None) -> No
                 # the run's command line first, e.g. for Slurm
                 spec.console.write_text(f"$ {shlex.join(['depthbench', *argv])}\n")
                 (spec.work_dir.parent / f"{spec.work_dir.name}.hardware.txt").write_text(here + "\n")
-                running[id(spec)] = (spec, start_forked("harness.cli", argv, env, spec.console))
-            for key, (spec, proc) in list(running.items()):
+                running[id(spec)] = (spec, start_forked("harness.cli", argv, env, spec.console), time.monotonic())
+            for key, (spec, proc, began) in list(running.items()):
                 if proc.exitcode is None:
                     continue
                 del running[key]
@@ -334,12 +334,13 @@ def _train(specs: list[RunSpec], jobs: int, env_extra: dict | None = None) -> No
                     failed.append((spec, proc.exitcode))
                 print(f"  [{finished}/{finished + len(todo) + len(running)}] {spec.paper}/{spec.arm} seed "
                       f"{spec.seed}: {'done' if proc.exitcode == 0 else f'exit {proc.exitcode}'} "
-                      f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+                      f"in {time.monotonic() - began:.0f} s ({time.monotonic() - start:.0f} s since the start)",
+                      file=sys.stderr, flush=True)
             if todo and not running and not any(ready(s) for s in todo):
                 break  # what is left waits for a source run that failed
             time.sleep(0.2)
     except KeyboardInterrupt:  # the runs checkpoint and stop (their own Ctrl-C); a rerun continues them
-        for _, proc in running.values():
+        for _, proc, _ in running.values():
             proc.join()
         raise
     if failed or todo:
