@@ -167,20 +167,20 @@ def test_nccl_transport_from_its_log():
 
 
 def test_transport_check_warns_when_nccl_falls_back_to_sockets():
-    from harness.measure.preflight import _transport_check, nccl_transport
+    from harness.measure.preflight import nccl_transport, transport_check
 
-    ok = _transport_check([{"node": "a", **nccl_transport(IB_LOG)}, {"node": "b", **nccl_transport(IB_LOG)}],
+    ok = transport_check([{"node": "a", **nccl_transport(IB_LOG)}, {"node": "b", **nccl_transport(IB_LOG)}],
                           "nccl", 2)
     assert ok.verdict == "ok" and "InfiniBand; GPUDirect RDMA on" in ok.text
-    bad = _transport_check([{"node": "a", **nccl_transport(IB_LOG)}, {"node": "b", **nccl_transport(SOCKET_LOG)}],
+    bad = transport_check([{"node": "a", **nccl_transport(IB_LOG)}, {"node": "b", **nccl_transport(SOCKET_LOG)}],
                            "nccl", 2)
     assert bad.verdict == "warn" and "fell back to sockets" in bad.text and "do not agree" in bad.text
-    gloo = _transport_check([{"node": "n1", "transport": "gloo over TCP sockets", "gdr": None}], "gloo", 2)
+    gloo = transport_check([{"node": "n1", "transport": "gloo over TCP sockets", "gdr": None}], "gloo", 2)
     assert gloo.verdict == "ok" and gloo.text == "gloo between 2 node(s): gloo over TCP sockets"
 
 
 def test_a_node_under_half_its_peers_bandwidth_fails():
-    from harness.measure.preflight import _pair_checks, slow_nodes
+    from harness.measure.preflight import pair_checks, slow_nodes
 
     def ring(bandwidth):  # a pair runs at the slower node's speed
         nodes = list(bandwidth)
@@ -190,8 +190,8 @@ def test_a_node_under_half_its_peers_bandwidth_fails():
     best, slow = slow_nodes(ring({"n1": 20.0, "n2": 21.0, "n3": 6.0, "n4": 19.0}))
     assert slow == ["n3"] and best == {"n1": 20.0, "n2": 20.0, "n3": 6.0, "n4": 19.0}  # a pair: its slower node
     assert slow_nodes(ring({"n1": 20.0, "n2": 12.0, "n3": 19.0}))[1] == []  # 12 >= half of 19.5
-    (check,) = _pair_checks(ring({"n1": 20.0, "n2": 21.0, "n3": 6.0, "n4": 19.0}), 4)
+    (check,) = pair_checks(ring({"n1": 20.0, "n2": 21.0, "n3": 6.0, "n4": 19.0}), 4)
     assert check.verdict == "fail" and check.text.startswith("n3: all-reduce bus bandwidth under 50%")
     assert "--sbatch=--exclude=n3" in check.text
-    (two,) = _pair_checks([], 2)
+    (two,) = pair_checks([], 2)
     assert two.verdict == "ok" and "needs 3 or more" in two.text

@@ -337,7 +337,7 @@ def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, mon
     folder = digits_jpeg_folder(tmp_path)
     overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder", f"data.root={folder}",
                  "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "data.crop_pct=1.0")
-    rank = pf._Rank(0, 0, 1, "here", "cpu")
+    rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options(loader_seconds=1.0).resolved("cpu")
     calls = []
     finish = DeviceAugment.__call__
@@ -346,7 +346,7 @@ def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, mon
     for pipeline in ("cpu", "device"):
         plan = pf.make_plan(pf.Target("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py",
                                       (*overrides, f"loader.pipeline={pipeline}")), 1)
-        check, numbers = rank.loader(plan, opts, step_ms=None)
+        check, numbers = pf.loader_check(rank, plan, opts, step_ms=None)
         assert check.verdict == "ok" and numbers["pipeline"] == pipeline, check.text
         assert f"({pipeline} pipeline, data.workers=0" in check.text and numbers["loader_per_s"] > 0
         assert bool(calls) == (pipeline == "device")

@@ -1,4 +1,4 @@
-"""``depthbench preflight`` (harness/commands/preflight.py, harness/measure/preflight.py): here, and on the local Slurm
+"""``depthbench preflight`` (harness/commands/preflight.py, harness/measure/preflight/): here, and on the local Slurm
 cluster through ``depthbench submit --preflight`` -- one node with two ranks, and two nodes (two ``slurmd`` on this
 machine, so the gloo all-reduce crosses nodes) -- with the loader and run-folder checks on the embedded data.
 
@@ -88,9 +88,9 @@ def test_one_process_here(env, tmp_path):
 
 def test_loader_bound_says_how_many_workers(env):
     plan = pf.make_plan(pf.Target(DIGITS, tuple(TINY)), 1)
-    rank = pf._Rank(0, 0, 1, "here", "cpu")
+    rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options(loader_seconds=1.0).resolved("cpu")
-    check, numbers = rank.loader(plan, opts, step_ms=0.1)  # a step that consumes 160,000 images/s
+    check, numbers = pf.loader_check(rank, plan, opts, step_ms=0.1)  # a step that consumes 160,000 images/s
     assert check.verdict == "warn" and check.check == "loader"
     assert check.value == pytest.approx(numbers["step_per_s"] / numbers["loader_per_s"], rel=1e-3)
     assert re.search(rf"loader-bound by {check.value:.1f}x: the loader delivers [\d,]+ img/s per rank "
@@ -100,15 +100,15 @@ def test_loader_bound_says_how_many_workers(env):
 
 def test_checkpoint_window_and_space_verdicts(env, tmp_path):
     plan = pf.make_plan(pf.Target(DIGITS, tuple(TINY)), 1)
-    rank = pf._Rank(0, 0, 1, "here", "cpu")
+    rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options().resolved("cpu")
     slow = {plan.label: {"step_ms": 200_000.0}}  # a 200 s step cannot finish inside a 120 s warning
-    checks = {c.check: c for c in rank.disk([plan], [plan], slow, tmp_path, pf.Layout(warning_s=120), opts)}
+    checks = {c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], slow, tmp_path, pf.Layout(warning_s=120), opts)}
     window = checks["checkpoint"]
     assert window.verdict == "fail" and window.value > 200 and "raise --warning to 420" in window.text
     assert checks["space"].verdict == "ok" and checks["space"].data["need_bytes"] > 0
     fast = {plan.label: {"step_ms": 1.0}}
-    checks = {c.check: c for c in rank.disk([plan], [plan], fast, tmp_path, pf.Layout(warning_s=120), opts)}
+    checks = {c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], fast, tmp_path, pf.Layout(warning_s=120), opts)}
     assert checks["checkpoint"].verdict == "ok" and checks["checkpoint"].data["bandwidth_mbs"] > 0
     assert not list(tmp_path.glob(".preflight-*"))  # the test checkpoint is removed
 

@@ -15,7 +15,7 @@ loader (images/s against the step's), then all ranks together measure all-reduce
 gradient synchronisation, and rank 0 the run folder (checkpoint write time against ``--warning``, free space).
 One line per check with its verdict (ok / warn / fail) and number; ``<runs>/preflight/<run id>/preflight.json``
 keeps it all for ``depthbench submit --estimate``. Exit 0 when nothing failed, 1 when a check failed, 2 for bad
-input. The checks are harness/measure/preflight.py; docs/preflight.md explains each.
+input. The checks are harness/measure/preflight/ (a module per check); docs/preflight.md explains each.
 """
 from __future__ import annotations
 
@@ -144,13 +144,12 @@ def _seconds(time: str | None) -> int | None:
 def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning,
              work_dir) -> Report:
     """``--nproc P``: P local ranks of ``depthbench preflight``; rank 0's process prints the report."""
-    from harness.core.rundir import new_run_path
     from harness.engine.launch import spawn
-    from harness.measure.preflight import EXPERIMENT, RECORD, Check, Report, make_plan, runs_root
+    from harness.measure.preflight import RECORD, Check, Report, make_plan, new_record_path
 
     for t in targets:
         make_plan(t, 1)
-    path = Path(work_dir) if work_dir else new_run_path(EXPERIMENT, runs_root())
+    path = Path(work_dir) if work_dir else new_record_path()
     argv = ["preflight", "--work-dir", str(path), "--warning", str(warning)]
     for t in targets:
         argv += ["--config", t.config, *t.overrides]

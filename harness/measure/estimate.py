@@ -8,7 +8,7 @@ Per run (an element of the submission: a config, a table row, a sweep point):
   ``batch_size / (world x grad_accum)``, divided by ``grad_accum``. N, the training images, comes from
   ``data.train_subset``, a preflight record of the same data, the split's ``_info.json`` (WebDataset), a count of
   the ImageFolder, or the known size of CIFAR / the digits / ImageNet-1k's 1,281,167 images;
-- **step time**: the matching preflight records (harness/measure/preflight.py: the same model, arguments, input
+- **step time**: the matching preflight records (harness/measure/preflight/: the same model, arguments, input
   size and precision on the same kind of device, and partition when both name one) at this layout's per-device
   batch, interpolated between measured batches (:func:`step_at_batch`), the longer of it and the gradient
   all-reduce (:func:`allreduce_seconds`: measured at this world size, else the record's bus bandwidth and the
