@@ -1,8 +1,6 @@
 """``depthbench data pack`` and the map-style shard reader (``data.type=shards``): the same samples and labels as the
 folder, readable by timm's WebDataset reader, and one global order for any number of ranks and loader workers."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +8,7 @@ import pytest
 import torch
 from mmengine import Config
 
+from clitools import run_cli
 from harness.core.errors import DataError
 from harness.engine.data import build_loaders, set_train_epoch
 
@@ -89,7 +88,7 @@ def test_pack_refuses_bad_input_in_one_line(tmp_path, packed):
     folder, shards, _ = packed
     for argv, needle in ((["data", "pack", str(tmp_path / "none"), str(tmp_path / "out")], "has no split folder"),
                          (["data", "pack", str(folder), str(shards)], "not an empty folder")):
-        result = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True)
+        result = run_cli(*argv)
         assert result.returncode == 2 and needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
     with pytest.raises(DataError, match="depthbench data pack"):
         from harness.engine.data import check_data

@@ -4,18 +4,22 @@ Reliability (issue 8): (a) SIGKILL mid-epoch + ``--resume auto`` gives bit-ident
 with 1 and 2 processes; (b) SIGUSR1 -> checkpoint, status ``preempted``, identical resume; (c) a kill during a
 checkpoint write never leaves ``last.pth`` unreadable; (d) DeepSpeed ZeRO-2 on 2 processes trains and resumes;
 (e) bad inputs fail in one line, non-zero, writing nothing. Plus: non-finite loss handling, a real accuracy on
-the embedded digits, and ``depthbench eval``.
+the embedded digits, and ``depthbench eval``. (a), (b), Ctrl-C, elastic resumes and ranks dying with their
+launcher are checked on one run per number of processes, stopped in each way in turn (the ``interrupted`` fixture).
 
 The tiny setting: the embedded HO-ResNet digits preset at 8x8 with 8 channels, 160 training images, global
 batch 8 -> 20 optimizer steps per epoch, 2 epochs, ``last.pth`` every 3 steps.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -147,16 +151,6 @@ def _alive(pid) -> bool:
     return any(state != "Z" for state in states)
 
 
-def sigkill_mid_epoch(env, work_dir, nproc):
-    proc = launch(env, work_dir, "--nproc", str(nproc))
-    wait_for_step(proc, work_dir, 4)
-    pids = freeze_run(proc)  # freeze every process of the run, then look at its last checkpoint
-    checkpoint = load(work_dir)
-    kill_run(proc, pids)
-    assert 0 < checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and checkpoint["epoch"] == 0, "not mid-epoch"
-    return checkpoint
-
-
 @pytest.fixture(scope="module")
 def reference(env, tmp_path_factory):
     """Uninterrupted runs, by number of processes."""
@@ -170,34 +164,112 @@ def reference(env, tmp_path_factory):
     return get
 
 
+# One run per number of processes is stopped in each way in turn -- a Slurm preemption (SIGUSR1), a Ctrl-C
+# (SIGINT; with --nproc to the launcher, which forwards it), then a crash mid-epoch (SIGKILL) -- each stop 4 steps
+# into the previous resume, all in epoch 0. The tests below each check one stop, and that the run, resumed after
+# the last one, is the uninterrupted run bit for bit: one run's training for all of them (a stop on 2 ranks costs
+# two fresh interpreters, ~10 CPU-s) instead of a run each.
+STOPS = {1: ("SIGUSR1", "SIGINT", "SIGKILL"), 2: ("SIGINT", "SIGKILL")}
+
+
+@dataclass
+class Stop:
+    """What one stop left: the launcher's exit code and console, the run's status, its last.pth and last logged
+    step; for SIGKILL, the run's processes (launcher first) and those still alive 60 s after the kill."""
+    returncode: int
+    out: str
+    err: str
+    status: str
+    checkpoint: dict
+    last_step: int
+    pids: list = field(default_factory=list)
+    outlived: list = field(default_factory=list)
+
+
+def stop_run(env, run, nproc, how, resume) -> Stop:
+    """Start (or resume) the run on ``nproc`` processes, let it train 4 more steps, and stop it with ``how``."""
+    proc = launch(env, run, "--nproc", str(nproc), *(["--resume", "auto"] if resume else []))
+    wait_for_step(proc, run, last_logged_step(run) + 4)
+    pids, checkpoint = [], None  # for SIGKILL: last.pth as the kill found it (a stop writes its own)
+    if how == "SIGKILL":
+        pids = freeze_run(proc)  # freeze every process of the run, then look at its last checkpoint
+        checkpoint = load(run)
+        # the launcher's process group, as a crash would: the ranks (process groups of their own) are not in it
+        # and must die with it (the parent-death signal, harness.engine.launch.die_with_launcher)
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.send_signal(getattr(signal, how))
+    rc, out, err = finish(proc)
+    outlived = []
+    if pids:
+        deadline = time.monotonic() + 60
+        while (outlived := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for pid in outlived:  # an orphan holds the run directory: end it, the tests report it
+            os.kill(pid, signal.SIGKILL)
+        wait_gone(outlived, 60, "a SIGKILLed process lived on")
+    status = json.loads((Path(run) / "meta.json").read_text())["status"]
+    return Stop(rc, out, err, status, checkpoint or load(run), last_logged_step(run), pids, outlived)
+
+
+@pytest.fixture(scope="module")
+def interrupted(env, tmp_path_factory):
+    """By number of processes: the run stopped in each way of STOPS in turn (each stop's Stop, by signal name), and
+    ``resumed(ranks)``: a copy of it, killed as the last stop left it, resumed on ``ranks`` processes to its end."""
+    runs = {}
+
+    def get(nproc):
+        if nproc not in runs:
+            run, stops, copies = tmp_path_factory.mktemp(f"interrupted{nproc}") / "run", {}, {}
+            for i, how in enumerate(STOPS[nproc]):
+                stops[how] = stop_run(env, run, nproc, how, resume=i > 0)
+                if how != "SIGKILL":
+                    assert stops[how].returncode == EXIT_PREEMPTED, stops[how].err[-2000:]  # or nothing to resume
+
+            def resumed(ranks):
+                if ranks not in copies:
+                    copies[ranks] = tmp_path_factory.mktemp(f"interrupted{nproc}-resumed{ranks}") / "run"
+                    shutil.copytree(run, copies[ranks], symlinks=True)
+                    train(env, copies[ranks], "--nproc", str(ranks), "--resume", "auto")
+                return copies[ranks]
+            runs[nproc] = SimpleNamespace(run=run, stops=stops, resumed=resumed)
+        return runs[nproc]
+    return get
+
+
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(env, reference, tmp_path, nproc):
-    ref = reference(nproc)
-    run = tmp_path / "run"
-    sigkill_mid_epoch(env, run, nproc)
-    assert json.loads((run / "meta.json").read_text())["status"] == "running"  # killed: nobody wrote an end
-    train(env, run, "--nproc", str(nproc), "--resume", "auto")
-    assert_same_training(run, ref)
+def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(interrupted, reference, nproc):
+    runs = interrupted(nproc)
+    killed = runs.stops["SIGKILL"]
+    assert 0 < killed.checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and killed.checkpoint["epoch"] == 0, \
+        "not mid-epoch"
+    assert not killed.outlived, "a process of the run outlived its launcher"
+    assert killed.status == "running"  # killed: nobody wrote an end
+    run = runs.resumed(nproc)
+    assert_same_training(run, reference(nproc))
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["status"] == "done" and meta["world_size"] == nproc and len(meta["resumes"]) == 1
+    # one resume per stop, the last from the SIGKILL's checkpoint
+    assert meta["status"] == "done" and meta["world_size"] == nproc and len(meta["resumes"]) == len(STOPS[nproc])
+    assert meta["resumes"][-1]["global_step"] == killed.checkpoint["global_step"]
     assert not list(run.glob(".*tmp*"))
 
 
 @pytest.mark.parametrize("before, after", [(2, 1), (1, 2)])
-def test_elastic_resume_on_another_number_of_ranks(env, tmp_path, before, after):
+def test_elastic_resume_on_another_number_of_ranks(interrupted, before, after):
     """Issue 41: a run killed mid-epoch on N ranks continues on M: from the checkpoint's global sample position
     (the sampler's order is the same on any rank count: tests/test_data.py), to the end, saying so. Its numbers
     are not compared with an uninterrupted run: the digits model's BatchNorm normalises over each rank's
     micro-batch, so 1 and 2 ranks train differently even on the same samples."""
-    run = tmp_path / "run"
-    checkpoint = sigkill_mid_epoch(env, run, before)
+    runs = interrupted(before)
+    checkpoint = runs.stops["SIGKILL"].checkpoint
+    assert 0 < checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and checkpoint["epoch"] == 0, "not mid-epoch"
     assert checkpoint["samples_in_epoch"] == checkpoint["batch_in_epoch"] * 8  # global: batch_size / grad_accum
-    train(env, run, "--nproc", str(after), "--resume", "auto")
+    run = runs.resumed(after)
     assert f"resumed on {after} ranks from {before}: same samples in the same order from epoch 0 batch " \
            f"{checkpoint['batch_in_epoch']}" in (run / "log.txt").read_text()
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "done" and meta["world_size"] == after
-    (resume,) = meta["resumes"]
+    resume = meta["resumes"][-1]  # the earlier ones: the run's own stops, on `before` ranks
     assert (resume["ranks"], resume["from_ranks"], resume["global_step"]) == (after, before, checkpoint["global_step"])
     steps = [r["global_step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
              if r["kind"] == "train"]
@@ -205,60 +277,39 @@ def test_elastic_resume_on_another_number_of_ranks(env, tmp_path, before, after)
     assert load(run)["global_step"] == TOTAL_STEPS
 
 
-def test_ranks_die_with_a_killed_launcher(env, tmp_path):
-    """``kill -9`` of ``train --nproc 2``'s launcher alone: its ranks (process groups of their own) die with it
-    instead of training on as orphans that hold the run directory, so ``--resume auto`` works right after."""
-    run = tmp_path / "run"
-    proc = launch(env, run, "--nproc", "2", overrides=TINY + ["epochs=1000"])
-    wait_for_step(proc, run, 4)
-    ranks = run_processes(proc)[1:]
-    assert len(ranks) >= 2, ranks
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    try:
-        wait_gone(ranks, 30, "the ranks outlived their launcher")  # an orphan would train its 1000 epochs
-    finally:
-        for pid in filter(_alive, ranks):
-            os.kill(pid, signal.SIGKILL)
-    resumed = launch(env, run, "--nproc", "2", "--resume", "auto", overrides=TINY + ["epochs=1000"])
-    wait_for_step(resumed, run, last_logged_step(run) + 1)
-    kill_run(resumed, freeze_run(resumed))
+def test_ranks_die_with_a_killed_launcher(interrupted):
+    """``kill -9`` of ``train --nproc 2``'s launcher (its process group): its ranks (process groups of their own) die
+    with it instead of living on as orphans that hold the run directory (frozen here, so an orphan would never
+    end), so ``--resume auto`` works right after."""
+    runs = interrupted(2)
+    killed = runs.stops["SIGKILL"]
+    assert len(killed.pids[1:]) >= 2, killed.pids
+    assert not killed.outlived, "the ranks outlived their launcher"
+    assert json.loads((runs.resumed(2) / "meta.json").read_text())["status"] == "done"
 
 
-def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, reference, tmp_path):
-    ref = reference(1)
-    run = tmp_path / "run"
-    proc = launch(env, run)
-    wait_for_step(proc, run, 4)
-    proc.send_signal(signal.SIGUSR1)
-    rc, out, err = finish(proc)
-    assert rc == EXIT_PREEMPTED, err[-2000:]
-    assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
-    checkpoint = load(run)
+def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(interrupted, reference):
+    runs = interrupted(1)
+    stop = runs.stops["SIGUSR1"]
+    assert stop.returncode == EXIT_PREEMPTED, stop.err[-2000:]
+    assert stop.status == "preempted"
     # the step during which the signal came was finished and is the checkpoint (not the last periodic one)
-    assert checkpoint["global_step"] == last_logged_step(run) < TOTAL_STEPS
-    assert "--resume auto" in out
-    train(env, run, "--resume", "auto")
-    assert_same_training(run, ref)
+    assert stop.checkpoint["global_step"] == stop.last_step < TOTAL_STEPS
+    assert "--resume auto" in stop.out
+    assert_same_training(runs.resumed(1), reference(1))
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_ctrl_c_is_a_preemption_and_a_second_one_stops_at_once(env, reference, tmp_path, nproc):
+def test_ctrl_c_is_a_preemption_and_a_second_one_stops_at_once(interrupted, reference, nproc):
     """Issue 26: the first Ctrl-C (SIGINT; with --nproc to the launcher, which forwards it) checkpoints at the next
     step and exits 75 with the resume hint, and the run resumes bit-identically."""
-    ref = reference(nproc)
-    run = tmp_path / "run"
-    proc = launch(env, run, "--nproc", str(nproc))
-    wait_for_step(proc, run, 4)
-    proc.send_signal(signal.SIGINT)
-    rc, out, err = finish(proc)
-    assert rc == EXIT_PREEMPTED, err[-2000:]
-    assert "stopping after this step to write a checkpoint" in err and "--resume auto" in out
-    assert json.loads((run / "meta.json").read_text())["status"] == "preempted"
-    checkpoint = load(run)
-    assert checkpoint["global_step"] == last_logged_step(run) and 0 < checkpoint["batch_in_epoch"]
-    train(env, run, "--nproc", str(nproc), "--resume", "auto")
-    assert_same_training(run, ref)
+    runs = interrupted(nproc)
+    stop = runs.stops["SIGINT"]
+    assert stop.returncode == EXIT_PREEMPTED, stop.err[-2000:]
+    assert "stopping after this step to write a checkpoint" in stop.err and "--resume auto" in stop.out
+    assert stop.status == "preempted"
+    assert stop.checkpoint["global_step"] == stop.last_step and 0 < stop.checkpoint["batch_in_epoch"]
+    assert_same_training(runs.resumed(nproc), reference(nproc))
 
 
 SECOND_CTRL_C = """

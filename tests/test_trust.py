@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from clitools import start_cli
 from harness.core.errors import DepthbenchError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,16 +102,14 @@ def test_appends_never_follow_a_symlink(tmp_path):
 def test_a_second_train_on_the_same_work_dir_is_one_line(tmp_path, cli):
     env = {"OMP_NUM_THREADS": "1", "DEPTHBENCH_DATA": str(tmp_path / "data")}
     work = tmp_path / "run"
-    first = subprocess.Popen([sys.executable, "-m", "harness.cli", "train", PRESET, *TINY, "epochs=50",
-                              "--work-dir", str(work)], cwd=ROOT, env={**os.environ, **env},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = start_cli("train", PRESET, *TINY, "epochs=50", "--work-dir", work, env={**os.environ, **env})
     try:
         deadline = time.monotonic() + 300
         while not (work / "meta.json").exists() and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)  # meta.json is written once the run holds its lock
         # frozen while it holds the lock: however fast the machine, the first run cannot finish under the second
         os.kill(first.pid, signal.SIGSTOP)
-        assert first.poll() is None, first.stderr.read()[-2000:]
+        assert first.poll() is None, first.communicate()[1][-2000:]
         second = cli("train", PRESET, *TINY, "--work-dir", work, "--resume", "auto", env=env)
         assert second.returncode == 2
         assert second.stderr.count("\n") == 1 and "is in use by pid" in second.stderr, second.stderr
@@ -118,7 +117,7 @@ def test_a_second_train_on_the_same_work_dir_is_one_line(tmp_path, cli):
         assert meta["status"] == "running" and "resumes" not in meta
     finally:
         first.kill()
-        first.wait()
+        first.communicate()
 
 
 def test_experiment_override_cannot_escape(tmp_path, cli):

@@ -276,12 +276,14 @@ def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_l
 def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_path):
     """Issue 26 item 2: a first SIGINT checkpoints after the iteration and exits 75 with the resume hint (status
     preempted); --resume auto continues from that checkpoint (here for one more iteration)."""
+    from clitools import run_cli, start_cli
+
     work = tmp_path / "run"
     env = {**os.environ, "DEPTHBENCH_CACHE": str(embedded_cache), "OMP_NUM_THREADS": "1"}
-    args = [sys.executable, "-m", "harness.cli", "finetune", DET, "--work-dir", str(work),
+    args = ["finetune", DET, "--work-dir", str(work),
             "train_cfg.max_iters=60", "train_cfg.val_interval=1000", "default_hooks.checkpoint.interval=1000",
             "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
-    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_cli(*args, env=env)  # a fork of the preloaded server: `depthbench finetune` as a user starts it
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and process.poll() is None:
@@ -301,7 +303,7 @@ def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_p
     assert meta["status"] == "preempted" and 1 <= step < 60
     assert (work / f"iter_{step}.pth").is_file() and (work / "last.pth").resolve() == (work / f"iter_{step}.pth")
     resumed = [a.replace("max_iters=60", f"max_iters={step + 1}") for a in args] + ["--resume", "auto"]
-    done = subprocess.run(resumed, cwd=ROOT, env=env, capture_output=True, text=True)
+    done = run_cli(*resumed, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     meta = json.loads((work / "meta.json").read_text())
     assert meta["status"] == "done" and [r["global_step"] for r in meta["resumes"]] == [step]
