@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from clitools import start_cli
+from devices import device_env, device_overrides, on_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -159,14 +160,15 @@ def sigkill_mid_epoch(env, work_dir, nproc):
 
 @pytest.fixture(scope="module")
 def reference(env, tmp_path_factory):
-    """Uninterrupted runs, by number of processes."""
+    """Uninterrupted runs, by number of processes (and device: tests/devices.py)."""
     runs = {}
 
-    def get(nproc):
-        if nproc not in runs:
-            runs[nproc] = tmp_path_factory.mktemp(f"reference{nproc}")
-            train(env, runs[nproc], "--nproc", str(nproc))
-        return runs[nproc]
+    def get(nproc, device="cpu"):
+        if (nproc, device) not in runs:
+            runs[nproc, device] = tmp_path_factory.mktemp(f"reference{nproc}-{device}")
+            train(device_env(env, device), runs[nproc, device], "--nproc", str(nproc),
+                  overrides=TINY + device_overrides(device))
+        return runs[nproc, device]
     return get
 
 
@@ -225,10 +227,13 @@ def test_ranks_die_with_a_killed_launcher(env, tmp_path):
     kill_run(resumed, freeze_run(resumed))
 
 
-def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, reference, tmp_path):
-    ref = reference(1)
+@on_devices("train")
+def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, reference, tmp_path, device):
+    """Also the GPU check's training part: on CUDA (tests/devices.py) the same run, preemption and resume."""
+    ref = reference(1, device)
+    env, overrides = device_env(env, device), TINY + device_overrides(device)
     run = tmp_path / "run"
-    proc = launch(env, run)
+    proc = launch(env, run, overrides=overrides)
     wait_for_step(proc, run, 4)
     proc.send_signal(signal.SIGUSR1)
     rc, out, err = finish(proc)
@@ -238,7 +243,7 @@ def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, refere
     # the step during which the signal came was finished and is the checkpoint (not the last periodic one)
     assert checkpoint["global_step"] == last_logged_step(run) < TOTAL_STEPS
     assert "--resume auto" in out
-    train(env, run, "--resume", "auto")
+    train(env, run, "--resume", "auto", overrides=overrides)
     assert_same_training(run, ref)
 
 
