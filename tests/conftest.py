@@ -59,6 +59,9 @@ def mark_tiers(items) -> None:
         item.add_marker("slow")
 
 
+record = devices.record  # the GPU check's measurements for its report (tests/devices.py)
+
+
 @pytest.fixture
 def cli():
     return run_cli

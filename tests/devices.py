@@ -32,10 +32,10 @@ import pytest
 
 KINDS = ("cuda", "cpu")
 PARTS = ("models", "transnext", "bench", "train", "preflight", "loader", "nosync", "compile")
-# seconds per test, by part, in the order of KINDS: (on CUDA at full size, on the CPU at tiny sizes). CUDA: about twice what each test
-# took on an H200 or is expected to take there; with tools/gpu_check.sh's session limit of 360 s no test starts
-# after 6 minutes and none runs past 120 s, so the CUDA run ends within 8 minutes. CPU: a guard against a hang on
-# a loaded CI machine, not a measurement.
+# seconds per test, by part, in the order of KINDS: (on CUDA at full size, on the CPU at tiny sizes). CUDA: about
+# twice what each test took on an H200 or is expected to take there; with tools/gpu_check.sh's session limit of
+# 360 s no test starts after 6 minutes and none runs past 120 s, so the CUDA run ends within 8 minutes. CPU: a
+# guard against a hang on a loaded CI machine, not a measurement.
 LIMITS_S = {"models": (40, 240), "transnext": (60, 240), "bench": (60, 240), "train": (120, 400),
             "preflight": (90, 240), "loader": (90, 240), "nosync": (90, 240), "compile": (120, 300)}
 ALONE_LIMIT_S = 290  # a test run alone (the compiled step timings): two of them in one 10-minute call
@@ -109,8 +109,8 @@ def record(request):
     """``record(name=..., **numbers)``: a measurement of this test for the GPU check's report (kept with the test's
     report, so it reaches the report from pytest-xdist workers too)."""
     def add(**item):
-        request.node.user_properties.append(("gpu_check", dict(item)))
-        return item
+        request.node.user_properties.append(("gpu_check", item))
+        return item  # still the recorded one: a test may add to it
     return add
 
 
@@ -206,8 +206,9 @@ def environment(cuda: bool) -> dict:
             info[dist] = None
     if cuda and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, sm=f"{props.major}{props.minor}", gpu_memory_gib=round(props.total_memory / 2**30, 1),
-                    bf16=torch.cuda.is_bf16_supported(), nccl=".".join(map(str, torch.cuda.nccl.version())))
+        info.update(gpu=props.name, sm=f"{props.major}{props.minor}",
+                    gpu_memory_gib=round(props.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported(),
+                    nccl=".".join(map(str, torch.cuda.nccl.version())))
     info["swattention"] = swattention_available()
     return info
 
@@ -226,7 +227,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | {part['status']} | {part['seconds']} | " + " | ".join(map(str, counts)) + " |")
     for name, part in report["parts"].items():
         lines += ["", f"## {name}", ""]
-        lines += [f"- `{t['test']}`: {t['verdict']}: " + " ".join(str(t.get("error") or t.get("reason") or "").split())[:300]
+        lines += [f"- `{t['test']}`: {t['verdict']}: " + _one_line(t.get("error") or t.get("reason"))
                   for t in part["tests"] if t["verdict"] != "ok"]
         scalars = [{k: v for k, v in item.items() if not isinstance(v, list)} for item in part["items"]]
         lines += ([""] if lines[-1] else []) + _table(scalars) if scalars else []
@@ -235,6 +236,10 @@ def markdown(report: dict) -> str:
                 if isinstance(rows, list) and rows and isinstance(rows[0], dict):
                     lines += ["", f"{item.get('name')}: {key}", ""] + _table(rows)
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text or "").split())[:300]
 
 
 def _table(items: list[dict]) -> list[str]:

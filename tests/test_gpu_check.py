@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from devices import TOL_BF16, TOL_FP32, device_param, on_devices, record  # noqa: F401  (record: a fixture)
+from devices import TOL_BF16, TOL_FP32, device_param, on_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -81,6 +81,14 @@ def runs_here(tmp_path, tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path_factory.getbasetemp() / "gpu-check-data"))
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for deterministic=True
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def tf32_as_it_was():
+    """A test that turns TF32 off (:func:`plain_fp32`) leaves it as it found it for the next (bench's fp32 rows)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -363,7 +371,7 @@ def test_loader_pipelines_on_shards(device, runs_here, monkeypatch, record):
         record(name=f"{pipeline} pipeline", images_per_s=round(best["images_per_s"], 1),
                cores=round(best["cores"], 2), workers=workers, batch=batch, input_size=size,
                goal="6,000 images/s per GPU with <= 4 cores" if device == "cuda" else "CPU mode: code path only")
-        assert best["images_per_s"] > 0
+        assert best["images_per_s"] > 0 and best["cores"] > 0, best
 
 
 # ------------------------------------------------------------------------------------------------ part: nosync
@@ -571,22 +579,50 @@ def test_compiled_models_match_float64(device, references, record):
 
 
 # ------------------------------------------------------------------------------------------------ the runner
-def test_gpu_check_sh_runs_a_part_and_writes_the_report(tmp_path):
-    """tools/gpu_check.sh in its CPU mode, on one cheap part: pytest selects the part's CPU variant, and the report
-    folder gets report.json (its outcome and measurements) and report.md; the exit code is pytest's."""
+def test_gpu_check_sh_runs_the_selected_tests_and_writes_the_report(tmp_path):
+    """tools/gpu_check.sh in its CPU mode on one cheap test (later pytest options win over its own): the report
+    folder gets report.json (the test's outcome and measurements, by part) and report.md; the exit code is
+    pytest's."""
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1", PYTEST_ADDOPTS="-p no:randomly")
+    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     proc = subprocess.run(["bash", "tools/gpu_check.sh", str(out), "--device", "cpu", "-m",
-                           "device(kind='cpu', part='transnext')"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+                           "device(kind='cpu', part='models')", "-k", "horesnet10_rk4"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
-    assert report["device"] == "cpu" and report["tiny"] and list(report["parts"]) == ["transnext"]
-    part = report["parts"]["transnext"]
-    assert part["status"] == "ok" and [t["verdict"] for t in part["tests"]] == ["ok", "ok"]
-    names = {item["name"] for item in part["items"]}
-    assert {f"transnext_micro {mode} {size}" for mode in ("normal", "linear") for size in (64, 96, 128)} <= names
-    assert "transnext_micro train step 96 bf16" in names and report["environment"]["torch"]
+    assert report["format"] == "depthbench-gpu-check/2" and report["device"] == "cpu" and report["tiny"]
+    assert list(report["parts"]) == ["models"] and report["environment"]["torch"]
+    part = report["parts"]["models"]
+    (test,) = part["tests"]
+    assert test["test"].endswith("test_model_matches_float64_and_trains[cpu-horesnet10_rk4]")
+    assert part["status"] == test["verdict"] == "ok" and part["seconds"] > 0
+    (item,) = part["items"]
+    assert item["name"] == "horesnet10_rk4" and item["verdict"] == "ok" and item["fp32_rel_err"] <= 1e-5
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "report.json", "report.md"]
+    assert "1 passed" in (out / "log.txt").read_text()
     text = (out / "report.md").read_text()
-    assert text.startswith("# depthbench GPU check: cpu, ") and "| transnext | ok |" in text
+    assert text.startswith("# depthbench GPU check: cpu, ") and "| models | ok |" in text
     assert "Tolerances: max|logits - CPU float64 logits|" in text
+
+
+def test_the_report_groups_outcomes_by_part():
+    """A failed test fails its part, a timeout is named, a skipped CUDA variant does not make the report CUDA's, and
+    a selected test that never started (the session's time limit) is reported, not dropped."""
+    from devices import assemble
+
+    selected = {"t::a[cpu]": {"kind": "cpu", "part": "models"}, "t::a[cuda]": {"kind": "cuda", "part": "models"},
+                "t::b[cpu]": {"kind": "cpu", "part": "bench"}, "t::c[cpu]": {"kind": "cpu", "part": "compile"},
+                "t::d[cpu]": {"kind": "cpu", "part": "loader"}}
+    tests = {"t::a[cpu]": {"outcome": "passed", "seconds": 1.0, "items": [{"name": "m", "x": 1}]},
+             "t::a[cuda]": {"outcome": "skipped", "seconds": 0.0, "items": [], "reason": "no CUDA device here"},
+             "t::b[cpu]": {"outcome": "failed", "seconds": 2.0, "items": [{"name": "b"}], "error": "assert 0"},
+             "t::c[cpu]": {"outcome": "timeout", "seconds": 9.0, "items": [], "error": "Timeout (>9.0s)"}}
+    report = assemble(selected, tests, started="2026-11-28T00:00:00Z", wall_s=12.0)
+    assert report["device"] == "cpu" and report["tiny"]
+    parts = report["parts"]
+    assert list(parts) == ["models", "bench", "loader", "compile"]  # the check's order
+    assert [parts[p]["status"] for p in parts] == ["ok", "fail", "skip", "timeout"]
+    assert [t["verdict"] for t in parts["models"]["tests"]] == ["ok", "skip"]
+    assert parts["models"]["items"] == [{"name": "m", "x": 1, "verdict": "ok", "test": "t::a[cpu]"}]
+    assert parts["bench"]["items"][0]["verdict"] == "fail" and parts["bench"]["tests"][0]["error"] == "assert 0"
+    assert "not started" in parts["loader"]["tests"][0]["reason"]
