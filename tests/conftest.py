@@ -9,6 +9,7 @@ from pathlib import Path
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
+import devices  # noqa: E402
 import pytest  # noqa: E402
 import tiers  # noqa: E402
 import torch  # noqa: E402
@@ -25,6 +26,16 @@ LONGEST_FIRST = ("test_train.py", "test_finetune.py", "test_engine_options.py", 
                  "test_gpu_check.py", "timm_contract", "test_trust_downstream.py", "test_claims_run.py")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--gpu-check-out", metavar="DIR", help="the GPU check's report folder: report.json and report.md "
+                     "of the tests with the device marker (tests/devices.py; tools/gpu_check.sh sets it)")
+
+
+def pytest_configure(config):
+    if config.getoption("gpu_check_out") and not hasattr(config, "workerinput"):  # once, not in xdist's workers
+        config.pluginmanager.register(devices.Report(config.getoption("gpu_check_out")), "gpu-check-report")
+
+
 def pytest_collection_modifyitems(config, items):
     def rank(item):
         parts = Path(str(item.fspath)).parts
@@ -32,6 +43,7 @@ def pytest_collection_modifyitems(config, items):
 
     items.sort(key=rank)  # stable: the order inside a file stays
     mark_tiers(items)
+    devices.prepare(items)
 
 
 def mark_tiers(items) -> None:
@@ -41,9 +53,13 @@ def mark_tiers(items) -> None:
     for item in items:
         function, fixturenames = getattr(item, "function", None), getattr(item, "fixturenames", ())
         namespaces = [vars(item.module), globals()] if getattr(item, "module", None) else [globals()]
-        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, costs.get(item.nodeid)))
+        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, costs.get(item.nodeid),
+                                   devices.marks_of(item).get("kind")))
     for item in tiers.slow_items(items, costs):
         item.add_marker("slow")
+
+
+record = devices.record  # the GPU check's measurements for its report (tests/devices.py)
 
 
 @pytest.fixture

@@ -163,7 +163,7 @@ def test_pairs_report_ratios_with_claims(capsys, monkeypatch):
 
 
 def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
-    """Found by tools/gpu_check.py on a GPU: a second `bench --pairs ... --out X.csv` refused its own X_pairs.csv
+    """Found by the GPU check on a GPU: a second `bench --pairs ... --out X.csv` refused its own X_pairs.csv
     (it looked for a 'model' column, which only the per-model CSV has)."""
     import csv
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from devices import device_env, device_overrides, on_devices
 from test_train import (EXIT_PREEMPTED, PRESET, ROOT, TINY, assert_same_training, curve, finish, freeze_run,
                         kill_run, last_logged_step, launch, load, train, wait_for_step)
 
@@ -59,17 +60,21 @@ def test_every_option_on_accelerate_resumes_bit_identically_after_sigkill(env, t
     assert_same_training(run, reference)
 
 
-def test_every_option_on_deepspeed_preempts_and_resumes_bit_identically(env, tmp_path):
+@on_devices("train")
+def test_every_option_on_deepspeed_preempts_and_resumes_bit_identically(env, tmp_path, device):
+    """Also the GPU check's DeepSpeed training: on CUDA (tests/devices.py) compiled by inductor for the GPU, with
+    uint8 batches normalised there."""
+    env, overrides = device_env(env, device), TINY + device_overrides(device)
     reference = tmp_path / "reference"
-    train(env, reference, "--engine", "deepspeed", *ALL_OPTIONS)
+    train(env, reference, "--engine", "deepspeed", *ALL_OPTIONS, overrides=overrides)
     run = tmp_path / "run"
-    proc = launch(env, run, "--engine", "deepspeed", *ALL_OPTIONS)
+    proc = launch(env, run, "--engine", "deepspeed", *ALL_OPTIONS, overrides=overrides)
     wait_for_step(proc, run, 4)
     proc.send_signal(signal.SIGUSR1)
     rc, out, err = finish(proc)
     assert rc == EXIT_PREEMPTED, err[-3000:]
     assert load(run)["global_step"] == last_logged_step(run) < 40
-    train(env, run, "--engine", "deepspeed", "--resume", "auto", *ALL_OPTIONS)
+    train(env, run, "--engine", "deepspeed", "--resume", "auto", *ALL_OPTIONS, overrides=overrides)
     assert_same_training(run, reference)
 
 

@@ -352,23 +352,6 @@ def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, mon
         assert bool(calls) == (pipeline == "device")
 
 
-def test_gpu_check_s_loader_part_runs_in_its_cpu_tiny_mode(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, OMP_NUM_THREADS="1", DEPTHBENCH_DATA=str(tmp_path / "data"))
-    proc = subprocess.run([sys.executable, "tools/gpu_check.py", "--device", "cpu", "--tiny", "--parts", "loader",
-                           "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:]
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    found = {it["name"]: it for it in report["parts"]["loader"]["items"]}
-    assert set(found) == {"cpu pipeline", "device pipeline"}
-    assert all(it["verdict"] == "ok" and it["images_per_s"] > 0 and it["cores"] > 0 for it in found.values())
-
-
 def test_a_bad_pipeline_value_is_one_line_before_anything_is_built():
     from harness.core.errors import ConfigError
     from harness.core.schema import check_values

@@ -42,6 +42,15 @@ def test_a_tests_tier_follows_from_what_it_uses(nodeid, function, fixtures, cost
     assert tiers.tier(nodeid, function, fixtures, NAMESPACES, cost) == expected
 
 
+def test_a_gpu_check_variant_on_an_accelerator_is_a_system_test_wherever_it_lives():
+    """tests/devices.py's ``device(kind=...)``: the CUDA variant of an engine test is the GPU check; its CPU variant
+    keeps the tier of what it uses."""
+    assert tiers.tier("tests/test_x.py::test_a[cuda]", plain, (), NAMESPACES, None, "cuda") == "system"
+    assert tiers.tier("tests/test_x.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "unit"
+    assert tiers.tier("tests/test_x.py::test_a[cpu]", uses_the_helper, (), NAMESPACES, None, "cpu") == "integration"
+    assert tiers.tier("tests/test_gpu_check.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "system"
+
+
 def test_real_tests_get_their_tier():
     namespaces = [vars(test_layers)]
     assert tiers.tier("tests/test_layers.py::test_lint_imports_keeps_every_contract",

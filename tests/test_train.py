@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from clitools import start_cli
+from devices import device_env, device_overrides, on_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -153,14 +154,15 @@ def _alive(pid) -> bool:
 
 @pytest.fixture(scope="module")
 def reference(env, tmp_path_factory):
-    """Uninterrupted runs, by number of processes."""
+    """Uninterrupted runs, by number of processes (and device: tests/devices.py)."""
     runs = {}
 
-    def get(nproc):
-        if nproc not in runs:
-            runs[nproc] = tmp_path_factory.mktemp(f"reference{nproc}")
-            train(env, runs[nproc], "--nproc", str(nproc))
-        return runs[nproc]
+    def get(nproc, device="cpu"):
+        if (nproc, device) not in runs:
+            runs[nproc, device] = tmp_path_factory.mktemp(f"reference{nproc}-{device}")
+            train(device_env(env, device), runs[nproc, device], "--nproc", str(nproc),
+                  overrides=TINY + device_overrides(device))
+        return runs[nproc, device]
     return get
 
 
@@ -288,15 +290,32 @@ def test_ranks_die_with_a_killed_launcher(interrupted):
     assert json.loads((runs.resumed(2) / "meta.json").read_text())["status"] == "done"
 
 
-def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(interrupted, reference):
-    runs = interrupted(1)
-    stop = runs.stops["SIGUSR1"]
+@on_devices("train")
+def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, interrupted, reference, tmp_path, device):
+    """Also the GPU check's training part (tests/devices.py): on the CPU the SIGUSR1 stop of the shared interrupted
+    run; on CUDA the same stop and resume of a run of its own (the shared run is a CPU run)."""
+    if device == "cpu":
+        runs = interrupted(1)
+        stop, resume = runs.stops["SIGUSR1"], lambda: runs.resumed(1)
+    else:
+        env, overrides = device_env(env, device), TINY + device_overrides(device)
+        run = tmp_path / "run"
+        proc = launch(env, run, overrides=overrides)
+        wait_for_step(proc, run, 4)
+        proc.send_signal(signal.SIGUSR1)
+        rc, out, err = finish(proc)
+        stop = Stop(rc, out, err, json.loads((run / "meta.json").read_text())["status"], load(run),
+                    last_logged_step(run))
+
+        def resume():
+            train(env, run, "--resume", "auto", overrides=overrides)
+            return run
     assert stop.returncode == EXIT_PREEMPTED, stop.err[-2000:]
     assert stop.status == "preempted"
     # the step during which the signal came was finished and is the checkpoint (not the last periodic one)
     assert stop.checkpoint["global_step"] == stop.last_step < TOTAL_STEPS
     assert "--resume auto" in stop.out
-    assert_same_training(runs.resumed(1), reference(1))
+    assert_same_training(resume(), reference(1, device))
 
 
 @pytest.mark.parametrize("nproc", [1, 2])

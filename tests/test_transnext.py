@@ -729,7 +729,7 @@ def test_verify_rows_of_transnext_models_pass():
 
 def test_a_training_step_under_bf16_autocast():
     """TransNeXt's recipes train in bf16: the fused ConvGLU's recompute in backward must run in the forward's
-    dtype (it ran in fp32 and met bf16 activations; found by tools/gpu_check.py)."""
+    dtype (it ran in fp32 and met bf16 activations; found by the GPU check, tests/test_gpu_check.py)."""
     model = build_model("transnext_micro", device="cpu", img_size=64).train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(torch.randn(2, 3, 64, 64))

@@ -4,8 +4,9 @@
   uses (followed by name, transitively) -- and cost under :data:`FAST_CPU_S` when last measured;
 - ``integration``: a forked or fresh CLI, a subprocess, a browser, a tiny run in this process, or a measured cost
   of :data:`FAST_CPU_S` or more;
-- ``system``: a real Slurm cluster (the ``cluster`` fixture), or one of :data:`SYSTEM` -- claims end to end,
-  the fine-tuning floors, ``make setup``, the GPU check.
+- ``system``: a real Slurm cluster (the ``cluster`` fixture), one of :data:`SYSTEM` -- claims end to end,
+  the fine-tuning floors, ``make setup``, the GPU check --, or a GPU check variant on an accelerator (the
+  ``device`` marker's ``kind`` other than ``cpu``: tests/devices.py), wherever its test lives.
 
 Orthogonally, ``slow``: the test cost :data:`FAST_CPU_S` CPU seconds or more in the measured list
 :data:`COSTS` (data, committed: ``benchmarks/suite_cpu.py``'s per-test CPU seconds on the idle 2-core machine).
@@ -89,8 +90,9 @@ def system_reason(nodeid: str, fixturenames) -> str | None:
     return next((SYSTEM_FIXTURES[f] for f in fixturenames if f in SYSTEM_FIXTURES), None)
 
 
-def tier(nodeid: str, function, fixturenames, namespaces: list[dict], cost: float | None) -> str:
-    if system_reason(nodeid, fixturenames):
+def tier(nodeid: str, function, fixturenames, namespaces: list[dict], cost: float | None,
+         device_kind: str | None = None) -> str:
+    if system_reason(nodeid, fixturenames) or device_kind not in (None, "cpu"):
         return "system"
     if (cost or 0.0) >= FAST_CPU_S or uses_processes(function, fixturenames, namespaces):
         return "integration"

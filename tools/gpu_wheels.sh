@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Wheels of what a bare GPU machine lacks for tools/gpu_check.py, into .whl/ (ignored through .git/info/exclude).
+# Wheels of what a bare GPU machine lacks for the GPU check (tools/gpu_check.sh), into .whl/ (ignored through
+# .git/info/exclude).
 #
 #   tools/gpu_wheels.sh            # here, with network to the package index; lists the wheels and their total size
 #
 # That machine (docs/preflight.md, "The GPU check") has Python 3.12 with torch, timm, accelerate, numpy, PyYAML,
-# rich and opencv, but no mmengine (depthbench reads configs with it) and no DeepSpeed, and no network. So: mmengine
-# and the pure-Python packages it needs there (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist,
-# built into a py3 wheel here -- with what it needs there (hjson, pydantic and its parts, a typing-extensions new
-# enough for them; pydantic-core is compiled: its cp312 manylinux wheel). Versions are requirements/lock.txt's.
-# Everything together must stay under 64 MiB (what travels with a checkout to that machine); tools/gpu_check.sh
-# installs them there with --no-index.
+# rich and opencv, but no pytest (the check is tests), no mmengine (depthbench reads configs with it) and no
+# DeepSpeed, and no network. So: pytest and pytest-timeout (the check's time limits) with what pytest needs
+# (pluggy, iniconfig, packaging, pygments: 1.8 MiB together); mmengine and the pure-Python packages it needs there
+# (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist, built into a py3 wheel here -- with what it
+# needs there (hjson, pydantic and its parts, a typing-extensions new enough for them; pydantic-core is compiled:
+# its cp312 manylinux wheel). Versions are requirements/lock.txt's. Everything together must stay under 64 MiB
+# (what travels with a checkout to that machine); tools/gpu_check.sh installs them there with --no-index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
 PYTHON=${PYTHON:-python3}
-PURE=(mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions)
+PURE=(pytest pytest-timeout pluggy iniconfig packaging pygments
+      mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions)
 COMPILED=(pydantic-core)
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64)

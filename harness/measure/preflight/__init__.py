@@ -38,9 +38,6 @@ from harness.measure.preflight.record import (EXPERIMENT, FORMAT, RECORD, checke
 from harness.measure.preflight.run_folder import checkpoint_checks, run_folder_check
 from harness.measure.preflight.step import step_check
 
-# the name tools/gpu_check.py imports (it is being rewritten as tests; then this alias goes)
-_driver_version = driver_version
-
 __all__ = [
     "EXPERIMENT", "FORMAT", "MIB", "RECORD", "SLOW_NODE_FRACTION", "VERDICTS",
     "Check", "Layout", "Options", "Plan", "Rank", "Report", "Target",

@@ -1,0 +1,258 @@
+"""The GPU check's plumbing: tests parametrised over devices, their time limits, and the report they write.
+
+A GPU check test runs on ``cuda`` at the papers' sizes and on ``cpu`` at tiny sizes (CI runs the CPU variant, so
+the code stays tested without a GPU). Each variant carries ``pytest.mark.device(kind=..., part=...)``:
+
+- ``kind`` picks a device's variants: ``-m "device(kind='cuda')"`` (tools/gpu_check.sh on a GPU machine),
+  ``-m "device(kind='cpu')"`` (its CPU mode); where no CUDA device is visible the CUDA variants are skipped with
+  the reason (``pytest -rs`` prints it);
+- ``part`` names the GPU check's part (:data:`PARTS`) -- the report groups by it and :data:`LIMITS_S` gives its time
+  limit on CUDA (:data:`CPU_LIMIT_S` on the CPU); ``-m "device(part='models')"`` runs one part;
+- ``alone=True``: a test too long for the 8-minute run (the compiled step timings): tools/gpu_check.sh leaves it
+  out; run it on its own (docs/preflight.md).
+
+Time limits are pytest-timeout's, and only pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py
+adds the marker), and for the whole CUDA run tools/gpu_check.sh's ``--session-timeout`` (no test starts after it).
+``--gpu-check-out DIR`` writes ``report.json`` and ``report.md`` there (:class:`Report`; docs/preflight.md).
+
+A module of its own (not ``conftest``) so test modules can import it by name.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+KINDS = ("cuda", "cpu")
+PARTS = ("models", "transnext", "bench", "train", "preflight", "loader", "nosync", "compile")
+# seconds per test on CUDA at full size, by part: about twice what each test took on an H200 or is expected to take
+# there; with tools/gpu_check.sh's session limit of 360 s no test starts after 6 minutes and none runs past 120 s,
+# so the CUDA run ends within 8 minutes
+LIMITS_S = {"models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight": 90, "loader": 90, "nosync": 90,
+            "compile": 120}
+CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
+#                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
+ALONE_LIMIT_S = 290  # a test run alone (the compiled step timings): two of them in one 10-minute call
+TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
+TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
+FORMAT = "depthbench-gpu-check/2"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def device_mark(kind: str, part: str, alone: bool = False):
+    assert kind in KINDS and part in PARTS, (kind, part)
+    return pytest.mark.device(kind=kind, part=part, **({"alone": True} if alone else {}))
+
+
+def device_param(kind: str, *values, part: str, alone: bool = False, id: str | None = None):
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
+    return pytest.param(kind, *values, marks=device_mark(kind, part, alone), id=id or kind)
+
+
+def on_devices(part: str):
+    """``@on_devices("train")``: the test once per device (its ``device`` argument: ``"cpu"`` or ``"cuda"``)."""
+    return pytest.mark.parametrize("device", [device_param(kind, part=part) for kind in KINDS])
+
+
+def device_env(env: dict, device: str) -> dict:
+    """The environment of a training process on ``device``: on CUDA DeepSpeed's CUDA accelerator (tests/conftest.py
+    sets the CPU's) and deterministic cuBLAS (``deterministic=True`` needs it). ``cpu``: ``env`` as it is, as for
+    every other training test (a run trains where the engine finds a device: on CI's machines the CPU)."""
+    return dict(env, DS_ACCELERATOR="cuda", CUBLAS_WORKSPACE_CONFIG=":4096:8") if device == "cuda" else dict(env)
+
+
+def device_overrides(device: str) -> list[str]:
+    """Config overrides for a run on ``device`` that must reproduce another bit for bit: on CUDA deterministic
+    kernels (on the CPU they are already)."""
+    return ["deterministic=True"] if device == "cuda" else []
+
+
+def marks_of(item) -> dict:
+    """The ``device`` marker's keyword arguments of a collected test ({} for any other test)."""
+    found: dict = {}
+    for mark in item.iter_markers("device"):
+        found = {**mark.kwargs, **found}
+    return found
+
+
+def prepare(items) -> None:
+    """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped."""
+    no_cuda = None
+    for item in items:
+        marks = marks_of(item)
+        if not marks:
+            continue
+        kind, part = marks["kind"], marks["part"]
+        limit = CPU_LIMIT_S if kind == "cpu" else ALONE_LIMIT_S if marks.get("alone") else LIMITS_S[part]
+        item.add_marker(pytest.mark.timeout(limit))
+        if kind == "cuda":
+            if no_cuda is None:
+                no_cuda = not cuda_available()
+            if no_cuda:
+                item.add_marker(pytest.mark.skip(reason="no CUDA device here (torch.cuda.is_available() is False): "
+                                                        "the GPU check's CUDA variant (tools/gpu_check.sh)"))
+
+
+@pytest.fixture
+def record(request):
+    """``record(name=..., **numbers)``: a measurement of this test for the GPU check's report (kept with the test's
+    report, so it reaches the report from pytest-xdist workers too)."""
+    def add(**item):
+        request.node.user_properties.append(("gpu_check", item))
+        return item  # still the recorded one: a test may add to it
+    return add
+
+
+# ------------------------------------------------------------------------------------------------ the report
+class Report:
+    """A pytest plugin (tests/conftest.py registers it with ``--gpu-check-out DIR``): every GPU check test's outcome
+    and measurements, by part, into ``DIR/report.json`` and ``DIR/report.md`` when the session ends."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out).absolute()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.start = time.monotonic()
+        self.selected: dict[str, dict] = {}  # node id -> device marker's keyword arguments
+        self.tests: dict[str, dict] = {}
+
+    def pytest_collection_finish(self, session):  # after -m / -k deselected theirs
+        self.selected = {item.nodeid: marks_of(item) for item in session.items if marks_of(item)}
+
+    def pytest_runtest_logreport(self, report):
+        if report.nodeid not in self.selected:
+            return
+        test = self.tests.setdefault(report.nodeid, {"outcome": "passed", "seconds": 0.0, "items": []})
+        test["seconds"] += report.duration
+        test["items"] += [value for key, value in report.user_properties if key == "gpu_check"
+                          and value not in test["items"]]
+        if report.skipped and report.when != "teardown":
+            test["outcome"] = "skipped"
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            test["reason"] = reason.removeprefix("Skipped: ")
+        elif report.failed:
+            text = str(report.longrepr)
+            test["outcome"] = "timeout" if "Timeout (>" in text else "failed"
+            test.setdefault("error", _last_lines(text))
+
+    def pytest_sessionfinish(self, session):
+        report = assemble(self.selected, self.tests, started=self.started,
+                          wall_s=round(time.monotonic() - self.start, 1))
+        (self.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        (self.out / "report.md").write_text(markdown(report))
+
+
+def _last_lines(text: str, lines: int = 6) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-1500:]
+
+
+VERDICT = {"passed": "ok", "failed": "fail", "timeout": "timeout", "skipped": "skip", "not run": "skip"}
+
+
+def assemble(selected: dict[str, dict], tests: dict[str, dict], started: str, wall_s: float) -> dict:
+    """report.json: per part its status, seconds, the tests' outcomes and what they measured. A part's status: fail
+    if a test failed, else timeout if one ran out of time, else ok if one passed, else skip."""
+    ran = {marks["kind"] for nodeid, marks in selected.items() if tests.get(nodeid, {}).get("outcome") in
+           ("passed", "failed", "timeout")}  # a CUDA variant skipped without CUDA ran nowhere
+    kinds = sorted(ran or {marks["kind"] for marks in selected.values()})
+    parts: dict[str, dict] = {}
+    for nodeid, marks in selected.items():
+        test = tests.get(nodeid, {"outcome": "not run", "seconds": 0.0, "items": [],
+                                  "reason": "not started: the session's time limit had passed"})
+        part = parts.setdefault(marks["part"], {"status": "skip", "seconds": 0.0, "tests": [], "items": []})
+        part["seconds"] = round(part["seconds"] + test["seconds"], 1)
+        verdict = VERDICT[test["outcome"]]
+        part["tests"].append({"test": nodeid, "verdict": verdict, "seconds": round(test["seconds"], 1),
+                              **{k: test[k] for k in ("error", "reason") if k in test}})
+        part["items"] += [{**item, "verdict": item.get("verdict", verdict) if verdict == "ok" else verdict,
+                           "test": nodeid} for item in test["items"]]
+    for part in parts.values():
+        verdicts = {t["verdict"] for t in part["tests"]}
+        part["status"] = next(v for v in ("fail", "timeout", "ok", "skip") if v in verdicts or v == "skip")
+        if part["status"] == "ok" and any(it["verdict"] == "warn" for it in part["items"]):
+            part["status"] = "warn"
+    order = {name: i for i, name in enumerate(PARTS)}
+    return {"format": FORMAT, "started": started, "device": ",".join(kinds), "tiny": kinds == ["cpu"],
+            "host": socket.gethostname(), "platform": platform.platform(), "wall_s": wall_s,
+            "environment": environment("cuda" in kinds), "tolerances": {"fp32": TOL_FP32, "bf16": TOL_BF16},
+            "limits_s": {part: {"cuda": LIMITS_S[part], "cpu": CPU_LIMIT_S} for part in parts},
+            "parts": dict(sorted(parts.items(), key=lambda kv: order.get(kv[0], len(order))))}
+
+
+def environment(cuda: bool) -> dict:
+    import importlib.metadata as metadata
+
+    import torch
+
+    from harness.measure.preflight import driver_version
+    from models.transnext import swattention_available
+
+    info = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cpu_count": os.cpu_count()}
+    for dist in ("timm", "accelerate", "mmengine", "deepspeed", "numpy", "pytest"):
+        try:
+            info[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            info[dist] = None
+    if cuda and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, sm=f"{props.major}{props.minor}",
+                    gpu_memory_gib=round(props.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported(),
+                    nccl=".".join(map(str, torch.cuda.nccl.version())), driver=driver_version())
+    info["swattention"] = swattention_available()
+    return info
+
+
+def markdown(report: dict) -> str:
+    env = report["environment"]
+    lines = [f"# depthbench GPU check: {env.get('gpu') or report['device']}, {report['started'][:10]}", "",
+             f"Host {report['host']}, {report['platform']}; device {report['device']}"
+             + (" (tiny sizes)" if report["tiny"] else "") + f"; wall time {report['wall_s']:.0f} s.", "",
+             "Software: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
+             f"Tolerances: max|logits - CPU float64 logits| / max|CPU float64 logits| <= {TOL_FP32:g} in fp32 "
+             f"(TF32 off) and <= {TOL_BF16:g} under bf16 autocast.", "",
+             "| part | status | seconds | ok | warn | fail | timeout | skip |", "|---|---|---|---|---|---|---|---|"]
+    for name, part in report["parts"].items():
+        counts = [sum(t["verdict"] == v for t in part["tests"]) for v in ("ok", "warn", "fail", "timeout", "skip")]
+        lines.append(f"| {name} | {part['status']} | {part['seconds']} | " + " | ".join(map(str, counts)) + " |")
+    for name, part in report["parts"].items():
+        lines += ["", f"## {name}", ""]
+        lines += [f"- `{t['test']}`: {t['verdict']}: " + _one_line(t.get("error") or t.get("reason"))
+                  for t in part["tests"] if t["verdict"] != "ok"]
+        scalars = [{k: v for k, v in item.items() if not isinstance(v, list)} for item in part["items"]]
+        lines += ([""] if lines[-1] else []) + _table(scalars) if scalars else []
+        for item in part["items"]:  # a measurement's rows (bench's models and pairs, step timings): a table each
+            for key, rows in item.items():
+                if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+                    lines += ["", f"{item.get('name')}: {key}", ""] + _table(rows)
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text or "").split())[:300]
+
+
+def _table(items: list[dict]) -> list[str]:
+    keys = list(dict.fromkeys(k for it in items for k in it))
+    rows = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    return rows + ["| " + " | ".join(_cell(it.get(k)) for k in keys) + " |" for it in items]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "/").replace("\n", " ")
