@@ -32,7 +32,7 @@ test-fast: setup
 ## `make test` runs them on one model per family (DEPTHBENCH_TIMM_MODELS=names picks others). Without timm's
 ## per-test time limits (set for its CI hardware): the 100M-parameter and 108-layer models take minutes per test
 test-timm-all: setup
-	@DEPTHBENCH_TIMM_MODELS=all $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:timeout tests/timm_contract $(PYTEST_ARGS)
+	@DEPTHBENCH_TIMM_MODELS=all $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:timeout tests/models/timm_contract $(PYTEST_ARGS)
 
 ## clean-venv: remove .venv (the cached mmcv wheel in ~/.cache/depthbench stays)
 clean-venv:

@@ -32,7 +32,7 @@ seeding is also timed alone (``seed_all`` per sample against the per-sample load
 shards (``depthbench data pack``, made once next to it): images/s of finished batches on the device (the device
 part included and waited for) and the CPU cores used (process + reaped workers' CPU time / wall time), rounds
 interleaved, ratios per round. On a CPU machine ``--device cpu`` runs the device part on the CPU: the numbers say
-what the batched code costs there, not what a GPU does (the GPU check's ``loader`` part, tests/test_gpu_check.py,
+what the batched code costs there, not what a GPU does (the GPU check's ``loader`` part, tests/tools/test_gpu_check.py,
 measures that).
 
 ``--step-ms NAME=MS`` (repeatable; e.g. a training step time ``depthbench bench`` measured on your GPU at the

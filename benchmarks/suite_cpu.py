@@ -1,7 +1,8 @@
 """Where `make test`'s time goes: CPU seconds per test and per test file, beside the machine's whole CPU use.
 
     .venv/bin/python benchmarks/suite_cpu.py [OUTDIR] [-- MAKE_VARIABLES...]
-    # default OUTDIR benchmarks/results/<host>-<date>-suite; e.g. -- TEST_WORKERS=3 PYTEST_ARGS="tests/test_cli.py"
+    # default OUTDIR benchmarks/results/<host>-<date>-suite;
+    # e.g. -- TEST_WORKERS=3 PYTEST_ARGS="tests/harness/commands/test_cli.py"
 
 runs ``make test`` with this file loaded as a pytest plugin and writes into OUTDIR: ``tests.csv`` (every test: its
 file, CPU seconds, wall seconds, xdist worker), ``summary.txt`` (wall time, the machine's busy CPU seconds over the

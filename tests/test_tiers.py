@@ -34,9 +34,9 @@ NAMESPACES = [globals()]
     ("tests/test_x.py::test_a", uses_the_helper, (), None, "integration"),          # through a module helper
     ("tests/test_x.py::test_a", trains_here, (), None, "integration"),              # a run in this process
     ("tests/test_x.py::test_a", plain, ("cluster",), None, "system"),               # a Slurm cluster
-    ("tests/test_claims_run.py::test_a", plain, (), None, "system"),
-    ("tests/test_finetune.py::test_preset_reaches_the_floor[upernet]", plain, (), None, "system"),
-    ("tests/test_finetune.py::test_preset_reaches_the_floorish", plain, (), None, "unit"),
+    ("tests/results/test_claims_run.py::test_a", plain, (), None, "system"),
+    ("tests/downstream/test_finetune.py::test_preset_reaches_the_floor[upernet]", plain, (), None, "system"),
+    ("tests/downstream/test_finetune.py::test_preset_reaches_the_floorish", plain, (), None, "unit"),
 ])
 def test_a_tests_tier_follows_from_what_it_uses(nodeid, function, fixtures, cost, expected):
     assert tiers.tier(nodeid, function, fixtures, NAMESPACES, cost) == expected
@@ -48,7 +48,7 @@ def test_a_gpu_check_variant_on_an_accelerator_is_a_system_test_wherever_it_live
     assert tiers.tier("tests/test_x.py::test_a[cuda]", plain, (), NAMESPACES, None, "cuda") == "system"
     assert tiers.tier("tests/test_x.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "unit"
     assert tiers.tier("tests/test_x.py::test_a[cpu]", uses_the_helper, (), NAMESPACES, None, "cpu") == "integration"
-    assert tiers.tier("tests/test_gpu_check.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "system"
+    assert tiers.tier("tests/tools/test_gpu_check.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "system"
 
 
 def test_real_tests_get_their_tier():

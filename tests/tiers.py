@@ -30,10 +30,11 @@ TIERS = ("unit", "integration", "system")
 
 # tests (node id prefixes, relative to the repository) that are system tests for what they run
 SYSTEM = {
-    "tests/test_claims_run.py": "claims end to end (dozens of training runs)",
-    "tests/test_finetune.py::test_preset_reaches_the_floor": "fine-tuning presets trained to their accuracy floors",
-    "tests/test_setup_env.py": "make setup itself",
-    "tests/test_gpu_check.py": "the GPU check",
+    "tests/results/test_claims_run.py": "claims end to end (dozens of training runs)",
+    "tests/downstream/test_finetune.py::test_preset_reaches_the_floor":
+        "fine-tuning presets trained to their accuracy floors",
+    "tests/tools/test_setup_env.py": "make setup itself",
+    "tests/tools/test_gpu_check.py": "the GPU check",
 }
 SYSTEM_FIXTURES = {"cluster": "a local Slurm cluster (slurm/local-cluster.sh)"}
 # names whose use means a process is started, or a run trained in this process

@@ -37,5 +37,5 @@ mkdir -p "$OUT"
 # the GPU check's tests: its own file, and the engine's preempt/resume tests that also run on the device
 "$PYTHON" -m pytest -p no:cacheprovider -p no:randomly -p no:xdist -rs "${LIMIT[@]}" --gpu-check-out "$OUT" \
     -m "device(kind='$DEVICE') and not device(alone=True)" \
-    tests/test_gpu_check.py tests/test_train.py tests/test_engine_options.py "$@" 2>&1 | tee "$OUT/log.txt"
+    tests/tools/test_gpu_check.py tests/harness/engine/test_train.py tests/harness/engine/test_engine_options.py "$@" 2>&1 | tee "$OUT/log.txt"
 exit "${PIPESTATUS[0]}"

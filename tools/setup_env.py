@@ -446,14 +446,15 @@ def pinned_version(dist: str) -> str:
 
 
 def timm_tests_dir(version: str) -> Path:
-    """Where timm's own test-suite (its sdist's ``tests/``) is unpacked; tests/timm_contract runs it from there."""
+    """Where timm's own test-suite (its sdist's ``tests/``) is unpacked; tests/models/timm_contract runs it from
+    there."""
     return CACHE / "timm-tests" / f"timm-{version}" / "tests"
 
 
 def ensure_timm_tests() -> None:
     """Unpack the pinned timm's ``tests/`` from its sdist (the PyPI wheel has no tests) into the cache.
 
-    ``tests/timm_contract`` runs timm's unchanged ``tests/test_models.py`` against depthbench's models.
+    ``tests/models/timm_contract`` runs timm's unchanged ``tests/test_models.py`` against depthbench's models.
     """
     version = pinned_version("timm")
     target = timm_tests_dir(version)
@@ -524,8 +525,8 @@ GLYPH_FONT_PACKAGES = (
 
 
 def ensure_glyph_fonts() -> None:
-    """Debian's font packages for the glyphs dataset (`depthbench claims`, tests/test_claims_data.py): 82 MB of
-    .deb files, ~20 s with apt; only the missing ones are installed."""
+    """Debian's font packages for the glyphs dataset (`depthbench claims`, tests/harness/tasks/test_claims_data.py):
+    82 MB of .deb files, ~20 s with apt; only the missing ones are installed."""
     if not shutil.which("dpkg-query"):
         say("not a Debian system: the glyphs dataset needs these font packages: " + " ".join(GLYPH_FONT_PACKAGES))
         return

@@ -1,0 +1,77 @@
+"""MMEngine 0.10.7 on torch 2.14: resuming a run works, every checkpoint loads weights-only (with MMEngine's allow-list)."""
+import pickle
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+
+from downstream.mmengine_compat import DepthbenchRunner
+
+
+class _Pairs(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return dict(inputs=torch.full((4,), float(i)), labels=torch.tensor(i % 2))
+
+
+class _Tiny(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, inputs, labels, mode="tensor"):
+        out = self.fc(torch.stack(inputs))
+        return dict(loss=nn.functional.cross_entropy(out, torch.stack(labels))) if mode == "loss" else out
+
+
+def _runner(cls, work_dir, epochs, resume):
+    return cls(model=_Tiny(), work_dir=str(work_dir), resume=resume,
+               train_dataloader=dict(dataset=_Pairs(), sampler=dict(type="DefaultSampler", shuffle=True),
+                                     batch_size=4),
+               optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1)),
+               train_cfg=dict(by_epoch=True, max_epochs=epochs),
+               default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1), logger=None),
+               default_scope="mmengine")
+
+
+def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_list_admits_it(tmp_path):
+    """The breakage we work around: torch >= 2.6 loads weights-only and refuses MMEngine's HistoryBuffer (MMEngine
+    0.10.7 fails to resume). With downstream imported, MMEngine's local loader adds exactly the allow-list its
+    checkpoints need, so even the stock Runner resumes -- and nothing executes code (tests/downstream/test_trust_downstream.py)."""
+    from downstream.mmengine_compat import load_mmengine_checkpoint
+
+    _runner(Runner, tmp_path, 1, False).train()
+    with pytest.raises(pickle.UnpicklingError, match="HistoryBuffer|getattr"):
+        torch.load(tmp_path / "epoch_1.pth", map_location="cpu", weights_only=True)
+    checkpoint = load_mmengine_checkpoint(tmp_path / "epoch_1.pth")
+    assert type(checkpoint["message_hub"]["log_scalars"]["train/loss"]).__name__ == "HistoryBuffer"
+    runner = _runner(Runner, tmp_path, 2, True)
+    runner.train()
+    assert runner.epoch == 2
+
+
+def test_depthbench_runner_resumes_its_own_checkpoint(tmp_path):
+    _runner(DepthbenchRunner, tmp_path, 1, False).train()
+    runner = _runner(DepthbenchRunner, tmp_path, 2, True)
+    runner.train()
+    assert runner.epoch == 2
+    assert (tmp_path / "epoch_2.pth").exists()
+
+
+def test_pretrained_loading_stays_weights_only(tmp_path):
+    """A checkpoint carrying an arbitrary global does not load (there is no trusted path any more)."""
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    evil = tmp_path / "evil.pth"
+    torch.save({"state_dict": {"w": torch.zeros(1)}, "payload": _Pairs}, evil)
+    with pytest.raises(pickle.UnpicklingError):
+        _load_checkpoint(str(evil), map_location="cpu")
+    plain = tmp_path / "plain.pth"
+    torch.save({"state_dict": {"w": torch.ones(1)}}, plain)
+    assert _load_checkpoint(str(plain), map_location="cpu")["state_dict"]["w"].item() == 1.0

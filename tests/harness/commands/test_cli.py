@@ -1,0 +1,64 @@
+"""The command line as a whole: every command's module is light to import (``depthbench --help``, a command's
+``--help`` and an option typo answer without importing torch), and every command is also a Python function
+(harness/api.py)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+PROBE = """
+import sys
+from harness import cli
+parser = cli.build_parser()
+try:
+    parser.parse_args({argv!r})
+except SystemExit:
+    pass
+heavy = sorted(m for m in ("torch", "timm", "mmengine", "numpy", "pandas", "accelerate", "deepspeed")
+               if m in sys.modules)
+print("HEAVY:" + ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["eval", "--help"], ["submit", "--help"],
+                                  ["train", "--no-such-option"], ["results", "--help"]])
+def test_parsing_imports_nothing_heavy(argv):
+    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    heavy = [line for line in out.stdout.splitlines() if line.startswith("HEAVY:")]
+    assert heavy == ["HEAVY:"], out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_every_command_module_has_the_command_shape():
+    import importlib
+
+    from harness import cli
+
+    for name in cli.COMMANDS:
+        module = importlib.import_module(f"harness.commands.{name}")
+        assert callable(module.add_parser) and module.__doc__, name
+        runs = [attr for attr in dir(module) if attr == "run" or attr.startswith("run_")]
+        assert runs, f"harness/commands/{name}.py has no typed run function"
+
+
+def test_the_api_exposes_every_command_with_the_clis_semantics(tmp_path, monkeypatch):
+    """README's notebook-style example, shortened: train, then evaluate the run, then a dry-run submission."""
+    from harness import api
+    from harness.core.errors import DepthbenchError
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    preset = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
+    tiny = ["model.width=8", "data.input_size=8", "data.train_subset=64", "data.val_subset=32", "batch_size=16",
+            "epochs=1", "log.tensorboard=False", "ckpt.interval_minutes=None"]
+    monkeypatch.chdir(ROOT)
+    run = api.train(preset, overrides=tiny, work_dir=tmp_path / "run")
+    assert run.status == "done" and run.exit_code == 0 and (run.run_dir / "best.pth").is_file()
+    assert isinstance(run.best_metric, float)
+    rows = api.evaluate(preset, run.run_dir, overrides=tiny)
+    top1 = rows["top1"] if isinstance(rows, dict) else next(r["value"] for r in rows if r["metric"] == "top1")
+    assert top1 == pytest.approx(run.best_metric)
+    with pytest.raises(DepthbenchError, match="unknown config key"):  # bad input: the CLI's one line, raised
+        api.train(preset, overrides=["optim.lrr=0.1"])

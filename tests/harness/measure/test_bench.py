@@ -1,0 +1,234 @@
+"""depthbench bench: what it reports and in which order it runs (never how fast: timings are not asserted)."""
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from torch import nn
+
+import harness.measure.bench as bench
+from harness.measure.bench import measure, run_interleaved
+from harness.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# timm benchmark.py's columns for `--bench both` with a FLOP count (results/ plots from these names)
+TIMM_COLUMNS = ["model", "infer_samples_per_sec", "infer_step_time", "infer_batch_size", "infer_img_size",
+                "infer_gmacs", "train_samples_per_sec", "train_step_time", "train_batch_size", "train_img_size",
+                "param_count"]
+DIGITS_HORESNET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"  # model.width=32, 10 classes, 16 px
+SCALENET_DEIT_TINY = "configs/scalenet/scalenet-deit-tiny-2x_8xb64-100e_in1k.py"  # the smallest ScaleNet config
+FAST = ["--batch-size", "2", "--repeats", "2", "--iters", "1", "--warmup", "0", "--peak-size", "256",
+        "--threads", "1"]
+
+
+def _mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def test_interleaving_is_real():
+    calls = []
+    steps = {name: (lambda name=name: calls.append(name)) for name in "ABC"}
+    times = run_interleaved(steps, warmup=1, iters=2, repeats=3)
+    assert calls[:3] == ["A", "B", "C"]  # warm-up
+    timed = calls[3:]
+    # rounds alternate direction (A B C, C B A, A B C); within a round a model's steps are back to back
+    assert timed == ["A", "A", "B", "B", "C", "C", "C", "C", "B", "B", "A", "A", "A", "A", "B", "B", "C", "C"]
+    assert {k: len(v) for k, v in times.items()} == {"A": 3, "B": 3, "C": 3}
+
+
+def test_command_interleaves_models_and_the_peak_probe(monkeypatch, capsys):
+    calls = []
+
+    class Recorder:  # stands in for ModelStep: records which model steps, never computes
+        def __init__(self, model, input_size, batch_size, mode, *args, **kwargs):
+            self.name = type(model).__name__ + str(sum(p.numel() for p in model.parameters()))
+
+        def __call__(self):
+            calls.append(self.name)
+
+    class PeakRecorder(bench.MatmulPeak):
+        def __call__(self):
+            calls.append("peak")
+
+    monkeypatch.setattr(bench, "ModelStep", Recorder)
+    monkeypatch.setattr(bench, "MatmulPeak", PeakRecorder)
+    assert cli_main(["bench", "resnet18", "resnet34", "--input-size", "32", "--repeats", "4", "--iters", "1",
+                     "--warmup", "0", "--peak-size", "8", "--no-memory", "--threads", "1"]) == 0
+    a, b = sorted(set(calls) - {"peak"}, key=calls.index)
+    assert calls[:12] == [a, b, "peak", "peak", b, a, a, b, "peak", "peak", b, a]  # then a one-off bf16 peak
+    assert "resnet34 / resnet18" not in capsys.readouterr().out  # no pairs without --pairs
+
+
+def test_both_modes_write_timm_columns_and_utilisation(tmp_path, capsys):
+    out = tmp_path / "bench.csv"
+    assert cli_main(["bench", "resnet18", "--input-size", "32", "--mode", "both", "--out", str(out), "--no-memory",
+                     *FAST]) == 0
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    (row,) = rows
+    assert [c for c in TIMM_COLUMNS if c not in row] == []
+    assert row["model"] == "resnet18" and row["infer_batch_size"] == "2" and row["train_img_size"] == "32"
+    assert float(row["param_count"]) == pytest.approx(11.69, abs=0.01)  # millions, as timm writes it
+    # GMACs at 32x32: ResNet-18 is 1.82 G at 224 and ~(32/224)^2 of that here
+    assert 0.025 < float(row["infer_gmacs"]) < 0.045
+    for mode in ("infer", "train"):
+        assert 0 < float(row[f"{mode}_mfu"]) <= 1
+        assert float(row[f"{mode}_samples_per_sec_q25"]) <= float(row[f"{mode}_samples_per_sec"]) \
+            <= float(row[f"{mode}_samples_per_sec_q75"])
+    assert float(row["train_gflops"]) == pytest.approx(  # the convention: 2 FLOPs per MAC, x3 for training
+        6 * float(row["infer_gmacs"]) * float(row["train_samples_per_sec"]), rel=0.05)
+    assert row["threads"] == "1" and float(row["peak_gflops_fp32"]) > 0
+    # a second run appends: earlier rows are never lost
+    assert cli_main(["bench", "resnet18", "--input-size", "32", "--out", str(out), "--no-memory", *FAST]) == 0
+    with open(out) as fh:
+        assert len(list(csv.DictReader(fh))) == 2
+
+
+def test_cpu_memory_is_measured_in_a_fresh_process():
+    # ResNet-18's training step at batch 8, 64x64 keeps ~40 MiB of activations for backward (stem output alone:
+    # 8 x 64 x 32 x 32 fp32 = 2 MiB per saved tensor, ~20 of them at that size)
+    participant = bench.Participant("resnet18", {}, (3, 64, 64))
+    train = bench.memory_in_subprocess(participant, "train", 8, None, False, threads=1)
+    assert 20 < train < 2000
+
+
+def test_config_rebuilds_the_trained_model(tmp_path):
+    # the digits preset trains horesnet10_rk4 with width=32 on 16x16 images of 10 classes
+    (p,) = bench.resolve([], config=DIGITS_HORESNET)[0]
+    assert p.name == "horesnet10_rk4" and p.kwargs["width"] == 32 and p.input_size == (3, 16, 16)
+    import models  # noqa: F401
+    expected = timm.create_model("horesnet10_rk4", width=32, num_classes=10)
+    trained_like = bench.build(p, device="cpu")
+    trained_like.load_state_dict(expected.state_dict())  # same architecture: every key and shape fits
+    # and the command runs it, with --model-kwargs on top of the config's
+    out = tmp_path / "c.csv"
+    assert cli_main(["bench", "--config", DIGITS_HORESNET, "--model-kwargs", "width=16", "--out", str(out),
+                     "--no-memory", *FAST]) == 0
+    with open(out) as fh:
+        (row,) = csv.DictReader(fh)
+    assert row["model"] == "horesnet10_rk4" and '"width": 16' in row["model_kwargs"] and row["infer_img_size"] == "16"
+
+
+def test_scalenet_config_measures_the_expanded_model(capsys):
+    # ScaleNet configs train deit_tiny_patch16_224 deepened 2x by `model.grow` (weight sharing + rank-16 adapters):
+    # bench must measure that model, not the 12-block base it starts from
+    from models.scalenet import expand
+
+    import models  # noqa: F401
+    base = timm.create_model("deit_tiny_patch16_224")
+    expanded = expand(timm.create_model("deit_tiny_patch16_224"), k=2, order="interpolate", adjust="adapter",
+                      rank=16)
+    assert len(expanded.blocks) == 2 * len(base.blocks)
+    assert cli_main(["bench", "--config", SCALENET_DEIT_TINY, "--json", "--no-memory", "--batch-size", "1",
+                     "--repeats", "1", "--iters", "1", "--warmup", "0", "--peak-size", "64", "--threads", "1"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["models"]
+    params = float(row["param_count"])  # millions; shared weights once (model.parameters() yields each once)
+    assert params == round(sum(p.numel() for p in expanded.parameters()) / 1e6, 3)
+    assert params > round(sum(p.numel() for p in base.parameters()) / 1e6, 3) + 0.7
+    assert params == pytest.approx(6.45, abs=0.02)  # ScaleNet Table I, DeiT-Tiny ScaleNet: 6.45 M
+    # twice the depth: about twice DeiT-T's 1.3 GMACs (Table I: 2.6 G without the adapters' MACs)
+    assert 2.5 < float(row["infer_gmacs"]) < 2.9
+
+
+def test_pair_presets_resolve_to_registered_models():
+    import models  # noqa: F401
+
+    for key, (participants, pairs) in bench.PRESETS.items():
+        labels = {p.label for p in participants}
+        assert pairs and all(pair.baseline in labels and pair.candidate in labels for pair in pairs), key
+        for p in participants:
+            assert timm.is_model(p.name), (key, p.name)
+            if p.kwargs:  # a preset's keywords are ones the model takes
+                bench.build(p)
+        assert all(pair.claim for pair in pairs)
+    participants, pairs = bench.preset("stepsnet")  # a paper name selects every group of that paper
+    assert {"steps_deit_small", "steps_swin_tiny", "steps_resnet50", "steps_deit_w136_d96"} <= {
+        p.label for p in participants}
+    assert len({p.label for p in participants}) == len(participants)
+
+
+def test_pairs_report_ratios_with_claims(capsys, monkeypatch):
+    monkeypatch.setitem(bench.PRESETS, "toy:pair", ([bench.Participant("resnet18", {}, (3, 32, 32)),
+                                                     bench.Participant("resnet34", {}, (3, 32, 32))],
+                                                    [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")]))
+    monkeypatch.setattr(bench, "PAPERS", [*bench.PAPERS, "toy"])
+    assert cli_main(["bench", "--pairs", "toy", "--no-memory", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "resnet34 / resnet18: GMACs 2.0" in out and "paper: toy claim (Table 0)" in out
+
+
+def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
+    """Found by the GPU check on a GPU: a second `bench --pairs ... --out X.csv` refused its own X_pairs.csv
+    (it looked for a 'model' column, which only the per-model CSV has)."""
+    import csv
+
+    monkeypatch.setitem(bench.PRESETS, "toy:pair", ([bench.Participant("resnet18", {}, (3, 32, 32)),
+                                                     bench.Participant("resnet34", {}, (3, 32, 32))],
+                                                    [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")]))
+    monkeypatch.setattr(bench, "PAPERS", [*bench.PAPERS, "toy"])
+    out = tmp_path / "b.csv"
+    for _ in range(2):
+        assert cli_main(["bench", "--pairs", "toy", "--no-memory", "--out", str(out), *FAST]) == 0
+    with open(tmp_path / "b_pairs.csv", newline="") as fh:
+        assert [r["candidate"] for r in csv.DictReader(fh)] == ["resnet34", "resnet34"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "transnext_tinyy"], "unknown model 'transnext_tinyy'; did you mean transnext_tiny"),
+    (["bench", "resnet18", "--model-kwargs", "depth"], "--model-kwargs 'depth' is not key=value"),
+    (["bench", "resnet18", "--model-kwargs", "widht=32"], "model resnet18 does not build with {'widht': 32}"),
+    (["bench", "--config", "configs/nope.py"], "config file configs/nope.py does not exist"),
+    (["bench", "--pairs", "stepnet"], "unknown --pairs preset 'stepnet'; did you mean stepsnet"),
+    (["bench", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
+    (["bench", "resnet18", "--threads", "999"], "--threads 999: this process may use"),
+    (["bench"], "name at least one model"),
+    (["bench", "resnet18", "model.width=3"], "key=value overrides (model.width=3) need --config"),
+    (["bench", "--config", DIGITS_HORESNET, "model.widht=8"], "unknown config key 'model.widht'"),
+    (["bench", "steps_deit_small", "--input-size", "100"], "--model-kwargs img_size=100"),
+])
+def test_bad_input_is_one_line_exit_2(argv, message, capsys):
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("depthbench bench: error: ") and message in err, err
+
+
+def test_out_that_is_not_a_csv_is_refused_before_work(tmp_path, capsys):
+    bad = tmp_path / "results.csv"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    assert cli_main(["bench", "resnet18", "--out", str(bad)]) == 2
+    assert "is not a readable CSV" in capsys.readouterr().err
+    assert bad.read_bytes() == b"\xff\xfe\x00garbage"  # untouched
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_measure_reports_throughput_and_memory(mode):
+    model = _mlp()
+    before = [p.detach().clone() for p in model.parameters()]
+    result = measure(model, 16, batch_size=4, mode=mode, warmup=1, iters=2)
+    assert result["samples_per_s"] > 0 and result["step_ms"] > 0 and result["batch_size"] == 4
+    assert result["peak_mem_mb"] >= 0
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert changed == (mode == "train")  # a training step really updates the weights, inference does not
+
+
+def test_training_memory_is_seen_on_cpu():
+    # a large activation (64 MiB of fp32 per step) must show up in the CPU peak
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    result = measure(model, 128, batch_size=16, mode="train", warmup=1, iters=1)
+    assert result["peak_mem_mb"] > 32
+    with pytest.raises(ValueError, match="mode"):
+        measure(_mlp(), 16, mode="fast")
+
+
+def test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process():
+    """`depthbench bench --pairs horesnet:schemes` ran HO-ResNet at 224² (49x its 32² cost): the size was looked
+    up before the paper models' cfgs were registered. A fresh interpreter has imported nothing yet."""
+    code = "from harness.measure.catalog import default_input_size as d; print(d('horesnet58_euler'), d('SReT_T'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "(3, 32, 32) (3, 224, 224)", out.stdout

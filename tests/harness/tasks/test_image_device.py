@@ -1,0 +1,361 @@
+"""The device image pipeline (``loader.pipeline='device'``) against timm's CPU transforms: op by op, per sample under
+the same seed, in distribution over 10,000 draws, and for evaluation; its CPU fallbacks."""
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmengine import Config
+from PIL import Image
+
+from harness.core.errors import DataError
+from harness.engine.data import seed_all
+from harness.tasks.image import black_zero_bit_posterize, build_transform
+from harness.tasks.image_device import (GEOMETRIC, OPS, DeviceAugment, EncodedImages, ParameterDraw, affine,
+                                        affine_matrices, collate_encoded, normal_noise)
+from test_shards import jpeg_folder
+
+ROOT = Path(__file__).resolve().parents[3]
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class Files:
+    """The minimal source EncodedImages reads: ``read(i)`` and ``filename(i)``."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def __len__(self):
+        return len(self.files)
+
+    def read(self, index):
+        return Path(self.files[index]).read_bytes(), 0
+
+    def filename(self, index):
+        return str(self.files[index])
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory):
+    root = jpeg_folder(tmp_path_factory.mktemp("jpegs"), per_class=8)
+    return sorted(str(p) for p in root.rglob("*.JPEG"))
+
+
+def imagenet_cfg(size=32, **aug):
+    cfg = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
+    cfg.data.input_size = size
+    cfg.aug.update(aug)
+    return cfg
+
+
+def pil_images(files, size=56):
+    return [Image.open(f).convert("RGB").resize((size, size), Image.BICUBIC) for f in files]
+
+
+def as_batch(images):
+    return torch.stack([torch.from_numpy(np.array(i)).permute(2, 0, 1) for i in images]).double()
+
+
+def test_every_randaugment_op_equals_timm_s_pil_op(jpegs):
+    """Each of rand-m9-mstd0.5-inc1's 15 ops, at magnitudes 0..10 and both signs, batched on tensors against timm's
+    PIL function with timm's level arguments. Pointwise ops: equal to one grey level (PIL's integer arithmetic is
+    reproduced). Rotate/shear/translate: torch's bicubic kernel (a=-0.75) is not Pillow's (a=-0.5), so they differ
+    by resampling: mean under 1.5 grey levels, no pixel more than 12 (seen: 0.8 and 6)."""
+    from timm.data.auto_augment import _RAND_INCREASING_TRANSFORMS, LEVEL_TO_ARG, NAME_TO_OP
+
+    from harness.tasks.image import _posterize
+
+    images = pil_images(jpegs[:4], size=40)
+    x = as_batch(images)
+    hparams = dict(translate_pct=0.45, img_mean=(124, 116, 104), interpolation=Image.BICUBIC)
+    for name in _RAND_INCREASING_TRANSFORMS:
+        fn = _posterize if name.startswith("Posterize") else NAME_TO_OP[name]
+        for magnitude in (0.0, 4.0, 9.0, 10.0):
+            for negate_seed in (0, 1):  # timm negates when random.random() > 0.5: seed 0 draws 0.84, seed 1 0.13
+                random.seed(negate_seed)
+                args = LEVEL_TO_ARG[name](magnitude, hparams) if LEVEL_TO_ARG[name] else ()
+                ref = as_batch([fn(i, *args, fillcolor=hparams["img_mean"], resample=Image.BICUBIC) for i in images])
+                arg = torch.full((len(images),), float(args[0]) if args else 0.0, dtype=torch.float64)
+                if name in GEOMETRIC:
+                    out = affine(x, affine_matrices(name, arg, 40), hparams["img_mean"])
+                    diff = (out - ref).abs()
+                    assert diff.mean() < 1.5 and diff.max() <= 12, (name, magnitude, args, diff.mean(), diff.max())
+                else:
+                    diff = (OPS[name](x.clone(), arg) - ref).abs()
+                    assert diff.max() <= 1, (name, magnitude, args, diff.max())
+
+
+def test_a_sample_equals_timm_s_cpu_transform_under_the_same_seed(jpegs):
+    """The worker draws with timm's code in timm's order, so under one seed the device sample is timm's sample up to
+    resampling (roi_align's box-averaged bilinear against PIL's antialiased bicubic, and the bicubic kernels above).
+    Posterize/solarize thresholds turn a one-level difference into a large one at a few pixels, so the bound is on
+    the mean over samples: under 3 grey levels (seen 0.7); a wrong crop, flip or op would move it by tens."""
+    cfg = imagenet_cfg(32, reprob=0.0)
+    transform = black_zero_bit_posterize(build_transform(cfg.data, cfg.aug, is_training=True))
+    dataset = EncodedImages(Files(jpegs), ParameterDraw(transform, 32))
+    finish = DeviceAugment(32, MEAN, STD, training=True, fill=(124, 116, 104))
+    diffs, shuffled = [], []
+    for seed in range(40):
+        index = seed % len(jpegs)
+        seed_all(1000 + seed)
+        reference = transform(Image.open(jpegs[index]).convert("RGB"))
+        seed_all(1000 + seed)
+        batch, _ = collate_encoded([dataset[index]])
+        out = finish(batch)[0]
+        grey = ((out - reference) * torch.tensor(STD).view(3, 1, 1) * 255).abs()
+        diffs.append(float(grey.mean()))
+        seed_all(5000 + seed)  # another seed: how far apart two different samples of the image are
+        other = finish(collate_encoded([dataset[index]])[0])[0]
+        shuffled.append(float(((other - reference) * torch.tensor(STD).view(3, 1, 1) * 255).abs().mean()))
+    print(f"mean grey-level difference {np.mean(diffs):.2f}, other seeds {np.mean(shuffled):.2f}")
+    assert np.mean(diffs) < 3, diffs
+    assert np.mean(shuffled) > 5 * np.mean(diffs)  # the bound is far below what a wrong draw gives
+
+
+def record_timm(transform, image, draws, monkeypatch):
+    """timm's CPU transform, run ``draws`` times, with its crops, flips and RandAugment ops recorded."""
+    import torchvision.transforms.functional as F
+    from timm.data.auto_augment import RandAugment
+
+    crops, flips, ops = [], [], []
+    resized_crop, hflip = F.resized_crop, F.hflip
+    monkeypatch.setattr(F, "resized_crop", lambda img, i, j, h, w, *a, **k: (crops.append((j, i, j + w, i + h)),
+                                                                            resized_crop(img, i, j, h, w, *a, **k))[1])
+    monkeypatch.setattr(F, "hflip", lambda img: (flips.append(len(crops) - 1), hflip(img))[1])
+    randaugment = next(t for t in transform.transforms if isinstance(t, RandAugment))
+    for op in randaugment.ops:
+        def wrapped(img, *args, _fn=op.aug_fn, _name=op.name, **kwargs):
+            ops[-1].append((_name, args))
+            return _fn(img, *args, **kwargs)
+        op.aug_fn = wrapped
+    for seed in range(draws):
+        seed_all(seed)
+        ops.append([])
+        transform(image)
+    flipped = np.zeros(draws, bool)
+    flipped[flips] = True
+    return crops, flipped, ops
+
+
+def test_parameter_distributions_match_timm_s_over_10k_draws(jpegs, monkeypatch):
+    """Crop area, aspect ratio and position, flip rate, RandAugment's op choice (with its skip probability) and each
+    op's magnitude: the worker's draws (different seeds) against what timm's CPU transform does, two-sample tests
+    over 10,000 draws each (Kolmogorov-Smirnov, chi-squared); deterministic seeds, p > 0.001."""
+    from scipy import stats
+
+    draws = 10_000
+    cfg = imagenet_cfg(16, reprob=0.0)
+    image = Image.new("RGB", (60, 45))
+    timm_crops, timm_flips, timm_ops = record_timm(
+        black_zero_bit_posterize(build_transform(cfg.data, cfg.aug, is_training=True)), image, draws, monkeypatch)
+    monkeypatch.undo()
+    draw = ParameterDraw(build_transform(cfg.data, cfg.aug, is_training=True), 16)
+    ours = []
+    for seed in range(draws):
+        seed_all(10**6 + seed)
+        ours.append(draw(image))
+
+    def crop_features(boxes):
+        b = np.asarray(boxes, float)
+        w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+        return {"area": w * h / (60 * 45), "log ratio": np.log(w / h), "centre x": (b[:, 0] + b[:, 2]) / 2,
+                "centre y": (b[:, 1] + b[:, 3]) / 2}
+
+    timm_features, our_features = crop_features(timm_crops), crop_features([p["box"] for p in ours])
+    for key in timm_features:
+        assert stats.ks_2samp(timm_features[key], our_features[key]).pvalue > 1e-3, key
+    our_flips = np.array([p["flip"] for p in ours])
+    table = [[timm_flips.sum(), draws - timm_flips.sum()], [our_flips.sum(), draws - our_flips.sum()]]
+    assert stats.chi2_contingency(table).pvalue > 1e-3 and abs(our_flips.mean() - 0.5) < 0.02
+
+    def op_counts(per_draw):
+        names = sorted({name for ops in timm_ops for name, _ in ops} | {"skipped"})
+        counts = dict.fromkeys(names, 0)
+        for ops in per_draw:
+            for name, _ in ops:
+                counts[name] += 1
+            counts["skipped"] += 2 - len(ops)
+        return names, counts
+
+    names, timm_counts = op_counts(timm_ops)
+    _, our_counts = op_counts([p["ops"] for p in ours])
+    assert len(names) == 16  # 15 ops and "skipped"
+    assert stats.chi2_contingency([[timm_counts[n] for n in names], [our_counts[n] for n in names]]).pvalue > 1e-3
+    for name in names:
+        if name == "skipped":
+            continue
+        timm_args = [args[0] for ops in timm_ops for n, args in ops if n == name and args]
+        our_args = [args[0] for p in ours for n, args in p["ops"] if n == name and args]
+        if timm_args:
+            assert stats.ks_2samp(timm_args, our_args).pvalue > 1e-3, name
+
+
+def test_eval_batches_equal_timm_s_eval_transform_within_resampling(jpegs):
+    """Resize by crop_pct and centre-crop, as one roi_align box per image, against timm's eval transform (PIL
+    bicubic) on the same JPEGs decoded the same way: mean difference under 1 grey level, none over 8 (seen 0.4 and
+    5): roi_align averages bilinear samples over each output pixel's box where PIL weights a wider bicubic
+    kernel, a resampling difference."""
+    from timm.data import create_transform
+
+    dataset = EncodedImages(Files(jpegs))
+    batch, _ = collate_encoded([dataset[i] for i in range(len(dataset))])
+    for size, crop_pct in ((32, 0.875), (24, 1.0), (96, 0.9)):
+        out = DeviceAugment(size, MEAN, STD, training=False, crop_pct=crop_pct)(batch)
+        transform = create_transform(size, is_training=False, interpolation="bicubic", crop_pct=crop_pct,
+                                     crop_mode="center", mean=MEAN, std=STD)
+        reference = torch.stack([transform(Image.open(f).convert("RGB")) for f in jpegs])
+        grey = ((out - reference) * torch.tensor(STD).view(1, 3, 1, 1) * 255).abs()
+        assert grey.mean() < 1 and grey.max() <= 8, (size, crop_pct, grey.mean(), grey.max())
+
+
+def test_random_erasing_noise_is_standard_normal_and_a_function_of_the_sample():
+    seeds = torch.tensor([3, 2**61 + 5, 7], dtype=torch.int64)
+    noise = normal_noise(seeds, (3, 64, 64))
+    assert abs(float(noise.mean())) < 0.02 and abs(float(noise.std()) - 1) < 0.02
+    from scipy import stats
+
+    assert stats.kstest(noise.flatten().numpy(), "norm").pvalue > 1e-3
+    assert torch.equal(normal_noise(seeds[1:2], (3, 64, 64))[0], noise[1])
+    assert not torch.equal(noise[0], noise[2])
+
+
+def test_non_jpeg_files_are_decoded_on_the_cpu_named_once_and_broken_ones_in_one_line(tmp_path, jpegs, capsys):
+    png = tmp_path / "a.png"
+    Image.open(jpegs[0]).save(png)
+    broken = tmp_path / "b.JPEG"
+    broken.write_bytes(b"\xff\xd8" + b"\x00" * 64)
+    dataset = EncodedImages(Files([jpegs[1], str(png)]))
+    finish = DeviceAugment(16, MEAN, STD, training=False)
+    for _ in range(2):
+        out = finish(collate_encoded([dataset[0], dataset[1]])[0])
+        assert out.shape == (2, 3, 16, 16)
+    assert capsys.readouterr().err.count(str(png)) == 1
+    with pytest.raises(DataError, match="b.JPEG is not a readable image"):
+        EncodedImages(Files([str(broken)]))[0]
+
+
+def digits_jpeg_folder(root: Path) -> Path:
+    """The embedded digits (32 px) as JPEGs (quality 95): the device pipeline decodes JPEG."""
+    from harness.tasks.image import export_digits
+
+    source = export_digits(32, root / "png")
+    for png in source.rglob("*.png"):
+        target = root / "jpeg" / png.relative_to(source).with_suffix(".JPEG")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        Image.open(png).convert("RGB").save(target, quality=95)
+    return root / "jpeg"
+
+
+def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) -> float:
+    """A small CNN trained on the digits JPEGs through the engine's loaders (``build_loaders``, ``DeviceLoader``) with
+    the ImageNet recipe's transforms (RandomResizedCrop, RandAugment m9 with magnitude noise, random erasing); the
+    validation top-1 through the same pipeline's evaluation transform."""
+    from torch import nn
+
+    from harness.engine.data import DeviceLoader, build_loaders, set_train_epoch
+
+    cfg = imagenet_cfg(16, scale=(0.5, 1.0), hflip=0.0, reprob=0.25, remode="pixel", mixup=0.0, cutmix=0.0)
+    cfg.data.update(type="folder", root=str(folder), num_classes=10, crop_pct=1.0, workers=0, repeated_aug=False,
+                    pin_memory=False, mean=(0.5,) * 3, std=(0.5,) * 3)
+    cfg.loader = dict(pipeline=pipeline, persistent_workers=False)
+    cfg.seed = seed
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                          nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=32)
+    for epoch in range(epochs):
+        set_train_epoch(train, epoch)
+        model.train()
+        for x, y in DeviceLoader(train, "cpu"):
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in DeviceLoader(val, "cpu"):
+            correct += int((model(x).argmax(1) == y).sum())
+            total += len(y)
+    assert total == 360
+    return 100.0 * correct / total
+
+
+@pytest.mark.slow
+def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path):
+    """3 seeds through each pipeline: the device pipeline's top-1 is not distinguishable from the CPU pipeline's at
+    their seed spread (Welch's t-test, two-sided, alpha 0.01: with 3 seeds it fails only on a clear gap -- a
+    pipeline at chance, or one that loses ~10 points at this spread -- not on seed noise, which a range check
+    tripped ~1 time in 3 under no difference at all)."""
+    from scipy import stats
+
+    torch.set_num_threads(1)
+    folder = digits_jpeg_folder(tmp_path)
+    top1 = {p: np.array([train_and_evaluate(folder, p, seed) for seed in range(3)]) for p in ("cpu", "device")}
+    cpu, device = top1["cpu"], top1["device"]
+    print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
+    assert cpu.min() > 50 and device.min() > 50  # 10 classes: chance is 10 %
+    assert stats.ttest_ind(cpu, device, equal_var=False).pvalue > 0.01, top1
+
+
+@pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
+def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path, monkeypatch, engine):
+    import signal
+
+    from harness.commands.train import run as train_run
+
+    folder = digits_jpeg_folder(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=tmp_path / "run",
+                           engine=engine, overrides=[
+                               "data.type=folder", f"data.root={folder}", "data.input_size=16", "data.crop_pct=1.0",
+                               "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "model.width=8",
+                               "epochs=1", "data.train_subset=64", "data.val_subset=40", "batch_size=16",
+                               "log.tensorboard=False", "loader.pipeline=device"])
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert result.status == "done", result
+    import json
+
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in evals if r["kind"] == "eval"]
+    assert evals and evals[-1]["images"] == 40
+
+
+def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, monkeypatch):
+    """preflight times the batches as training gets them: with loader.pipeline=device, decoded and augmented."""
+    from harness.measure import preflight as pf
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
+    folder = digits_jpeg_folder(tmp_path)
+    overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder", f"data.root={folder}",
+                 "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "data.crop_pct=1.0")
+    rank = pf.Rank(0, 0, 1, "here", "cpu")
+    opts = pf.Options(loader_seconds=1.0).resolved("cpu")
+    calls = []
+    finish = DeviceAugment.__call__
+    monkeypatch.setattr(DeviceAugment, "__call__", lambda self, batch: (calls.append(len(batch)),
+                                                                         finish(self, batch))[1])
+    for pipeline in ("cpu", "device"):
+        plan = pf.make_plan(pf.Target("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py",
+                                      (*overrides, f"loader.pipeline={pipeline}")), 1)
+        check, numbers = pf.loader_check(rank, plan, opts, step_ms=None)
+        assert check.verdict == "ok" and numbers["pipeline"] == pipeline, check.text
+        assert f"({pipeline} pipeline, data.workers=0" in check.text and numbers["loader_per_s"] > 0
+        assert bool(calls) == (pipeline == "device")
+
+
+def test_a_bad_pipeline_value_is_one_line_before_anything_is_built():
+    from harness.core.errors import ConfigError
+    from harness.core.schema import check_values
+
+    check_values(Config(dict(loader=dict(pipeline="device"))))
+    with pytest.raises(ConfigError, match="loader.pipeline='gpu' is not one of cpu, device"):
+        check_values(Config(dict(loader=dict(pipeline="gpu"))))
