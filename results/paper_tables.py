@@ -65,6 +65,7 @@ from typing import Any
 
 import yaml
 
+from harness.core.choices import PROTOCOLS
 from harness.core.config import config_named_by
 from harness.core.errors import DepthbenchError
 
@@ -72,9 +73,7 @@ TABLES_DIR = Path(__file__).resolve().parent / "tables"
 ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
               "base", "flops_model_kwargs", "eval", "evals"}
 SELECTOR_KEYS = {"dataset", "metric", "input_size", "pool_mode", "analysis", "model_kwargs"}
-# depthbench eval --dataset choices (harness/tasks/protocols.py PROTOCOLS: a task of the engine, kept apart here)
-EVAL_DATASETS = {"val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real",
-                 "imagenet-c"}
+EVAL_DATASETS = set(PROTOCOLS)  # depthbench eval --dataset choices
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
 
 

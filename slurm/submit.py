@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Callable
 
 from harness.core.config import resolve_config_path
+from harness.core.choices import MIN_WARNING_S
 from harness.core.errors import DepthbenchError
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "depthbench.sbatch"
-MIN_WARNING_S = 60     # a checkpoint needs time; Lightning/submitit use 90 s
 SIGNAL_EARLY_S = 60    # sbatch(1): the --signal may arrive up to 60 s earlier than asked
 DOWNSTREAM_DIRS = ("det", "seg")
 PREFLIGHT_TIME = "30:00"  # the preflight job's own limit (the runs' --time goes to it as an argument)

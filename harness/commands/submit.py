@@ -40,7 +40,7 @@ __all__ = ["run_submit", "run_jobs", "run_cancel", "add_parser", "submit_main", 
 
 
 def add_parser(subparsers) -> None:
-    from slurm.submit import MIN_WARNING_S  # light: slurm.submit imports nothing heavy at its top
+    from harness.core.choices import MIN_WARNING_S
 
     p = subparsers.add_parser("submit", help="submit configs, a sweep or a paper table to Slurm (sbatch)")
     p.add_argument("configs", nargs="*", metavar="CONFIG|key=value",
