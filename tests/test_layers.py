@@ -63,6 +63,7 @@ OPTIONAL_PACKAGES = {
     "matplotlib": "only figures (diagnose plots, benchmark charts)",
     "pandas": "only the benchmark charts (benchmarks/suite_cpu.py)",
     "imagecorruptions": "only `eval --corrupt-from`, which says how to install it when it is missing",
+    "skimage": "only generating the embedded detection/segmentation sets' photographs, which says how to install it",
     "swattention": "TransNeXt's optional CUDA kernels, built by the user",
     "torch.utils.tensorboard": "needs the tensorboard package; only a run that logs to TensorBoard",
 }
