@@ -57,8 +57,8 @@ from harness.engine.loop import evaluate
 from harness.engine.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
 from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
+from harness.tasks import image_device
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
-from harness.tasks.image_device import encoded_batches as build
 from harness.tasks.shards import ShardDataset, check_shards
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
@@ -520,7 +520,7 @@ def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
     transform = None
     if is_training and aug.pipeline == "imagenet":
         transform = build_transform(data, aug, is_training=True)
-    return build(dataset, data, aug, is_training, transform)
+    return image_device.encoded_batches(dataset, data, aug, is_training, transform)
 
 
 # ----------------------------------------------------------------------------------------- model and loss
