@@ -42,8 +42,9 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+import harness.measure.cache  # model_code looked up when called (a test edits a model's code)
 from harness.engine.models import build_model
-from harness.measure.cache import MeasurementCache, file_hash, model_code
+from harness.measure.cache import MeasurementCache, file_hash
 from harness.measure.flops import count_flops, count_params
 from models.scalenet_llama import LLAMA_MODELS, build_named_llama
 from models.stepsnet import residual_blocks
@@ -242,7 +243,8 @@ class Audit:
     # ------------------------------------------------------------------ keys and values
     def _key(self, column: str, row: Row) -> str:
         parts = [column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
-                 model_code(row.model), model_code(row.base), file_hash(str(Path(__file__)))]
+                 harness.measure.cache.model_code(row.model), harness.measure.cache.model_code(row.base),
+                 file_hash(str(Path(__file__)))]
         if MEASURES[column].dense:  # the row's own detector/segmentor config and the dense counting code
             parts += self.dense.cache_key(row.paper_id, row.table, row.name)
         return self.cache.key(*parts)

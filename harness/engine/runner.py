@@ -16,12 +16,13 @@ from pathlib import Path
 
 import torch
 
+from harness.core import rundir  # rundir.DEFAULT_ROOT read when a run starts (a test moves it)
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
 from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writable_folder, is_regular, read_json,
                                 read_text)
-from harness.core.rundir import DEFAULT_ROOT, RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
+from harness.core.rundir import RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
 from harness.core.schema import per_device_batch
-from harness.engine import checkpoint as ckpt, watchdog
+from harness.engine import checkpoint as ckpt, loop, watchdog  # loop.stop_requested: looked up per step (tests)
 from harness.engine.backends import build_backend
 from harness.engine.builders import (build_model, build_optimization, build_training, check_config,
                                      describe_speed_options, lower_is_better, seed_everything)
@@ -30,8 +31,7 @@ from harness.engine.checkpoint import (FORMAT, latest_run, load_checkpoint_weigh
 from harness.engine.data import DeviceLoader, batches_per_epoch, build_loaders
 from harness.engine.hooks import build_hooks
 from harness.engine.launch import distributed_env_exported
-from harness.engine.loop import (NonFiniteLoss, RunLog, TrainState, install_stop_handlers, stop_requested,
-                                 train_one_epoch)
+from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, install_stop_handlers, train_one_epoch
 from harness.engine.tasks import task_for
 
 STATUS_BY_EXIT = {EXIT_OK: "done", EXIT_PREEMPTED: "preempted"}
@@ -102,7 +102,7 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
     resume_path = None
     if resume == "auto":
         if run_path is None:
-            run_path = latest_run(DEFAULT_ROOT / cfg.experiment)
+            run_path = latest_run(rundir.DEFAULT_ROOT / cfg.experiment)
         if run_path is not None and run_checkpoint(run_path) is not None:
             resume_path = run_path / "last.pth"
     elif resume:
@@ -346,7 +346,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                 hook.after_epoch(backend.unwrap(objects.model), log)
             state.epoch, state.batch_in_epoch = epoch + 1, 0
             save_last()
-            if backend.any_rank(stop_requested()):
+            if backend.any_rank(loop.stop_requested()):
                 return _preempted(None, run, log, state)
     except NonFiniteLoss as e:
         log.info(f"depthbench train: error: {e}")
