@@ -16,6 +16,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import torch
+
+from harness.core.config import load_config
+from harness.engine.models import build_model, model_kwargs
+from results import claims as cl
+from results.claims import REPO
+
 # the earlier claims (the recipes still in configs/claims/), 3 seeds each, whose full run was measured
 EARLIER_ARMS = ["horesnet10-euler-w16_1xb64-4e_glyphs-16px", "horesnet10-midpoint-w16_1xb64-4e_glyphs-16px",
                 "horesnet10-rk4-w16_1xb64-4e_glyphs-16px", "horesnet18-euler-w16_1xb64-5e_glyphs-16px",
@@ -33,12 +40,6 @@ TRAIN_IMAGES, VAL_IMAGES = 21_200, 5_300
 
 def step_cpu_seconds(config: str, steps: int) -> tuple[float, float, int, int]:
     """(CPU s per training step of 64 images, CPU s per evaluation batch of 64, epochs, batch) for a config."""
-    import torch
-
-    from harness.core.config import load_config
-    from harness.engine.models import build_model, model_kwargs
-    from results.claims import REPO
-
     cfg = load_config(REPO / "configs" / "claims" / f"{config}.py")
     torch.manual_seed(0)
     model = build_model(cfg.model.name, device="cpu", **model_kwargs(cfg))
@@ -74,10 +75,6 @@ def run_cpu_seconds(config: str, steps: int, cache: dict) -> float:
 
 
 def main() -> None:
-    import torch
-
-    from results import claims as cl
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per arm (default 6)")
     parser.add_argument("--cores", type=int, default=2, help="runs at a time (default 2: this machine)")

@@ -24,10 +24,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import timm
 import torch
 import torch.nn.functional as F
+from mmengine import Config
+from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import models  # noqa: E402,F401
+from harness.core.rundir import RunDir  # noqa: E402
+from harness.engine.backends import AccelerateBackend  # noqa: E402
+from harness.engine.builders import TrainingObjects, build_optimizer, build_scheduler  # noqa: E402
+from harness.engine.data import SeededSamples, TrainSampler  # noqa: E402
+from harness.engine.loop import RunLog, TrainState, train_one_epoch  # noqa: E402
+from harness.engine.losses import TrainingLoss  # noqa: E402
 
 
 class Tensors(torch.utils.data.Dataset):
@@ -65,18 +75,6 @@ def main() -> int:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-
-    import timm
-    from mmengine import Config
-    from torch.utils.data import DataLoader
-
-    import models  # noqa: F401
-    from harness.engine.data import SeededSamples, TrainSampler
-    from harness.engine.backends import AccelerateBackend
-    from harness.engine.loop import RunLog, TrainState, train_one_epoch
-    from harness.core.rundir import RunDir
-    from harness.engine.builders import TrainingObjects, build_optimizer, build_scheduler
-    from harness.engine.losses import TrainingLoss
 
     cfg = Config.fromfile(str(Path(__file__).resolve().parent.parent / "configs/_base_/schedules/deit_300e.py"))
     cfg.merge_from_dict({"optim.opt": "momentum", "optim.lr": 0.01, "optim.lr_base_batch": None,

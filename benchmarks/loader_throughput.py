@@ -42,25 +42,35 @@ worker).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
+import resource
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import torch
+from PIL import Image, ImageFilter
+from timm.data import create_dataset, create_loader
+from torch.utils.data import DataLoader
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from harness.commands.data import run_pack  # noqa: E402
+from harness.core.files import atomic_dir, data_cache  # noqa: E402
+from harness.engine.builders import load_training_config  # noqa: E402
+from harness.engine.data import (DeviceLoader, SeededSamples, build_dataset, build_loaders,  # noqa: E402
+                                 sample_seed, seed_all, set_train_epoch)
+from harness.tasks.image import black_zero_bit_posterize  # noqa: E402
+
 SIZES = ((500, 375), (375, 500), (500, 333))  # ImageNet's most common image sizes (w, h)
 
 
 def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
     """``root/{train,val}/<class>/<n>.JPEG``, written once (atomically: a half-written folder is never used)."""
-    import numpy as np
-    from PIL import Image, ImageFilter
-
-    from harness.core.files import atomic_dir
-
     with atomic_dir(root) as tmp:
         if tmp is None:
             return root
@@ -82,8 +92,6 @@ def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
 
 
 def training_config(config: str, root: Path, classes: int, workers: int, device_normalize: bool = False):
-    from harness.engine.builders import load_training_config
-
     cfg, _ = load_training_config(config, [
         f"data.root={root}", f"data.num_classes={classes}", f"data.workers={workers}", "data.repeated_aug=False",
         f"loader.device_normalize={device_normalize}", "loader.persistent_workers=False"])
@@ -106,11 +114,6 @@ class _NoSeed:
 
 def build(kind: str, cfg, batch_size: int, workers: int):
     """A fresh iterable of training batches of loader ``kind`` (``set_epoch(e)`` picks the epoch's order)."""
-    import torch
-    from torch.utils.data import DataLoader
-
-    from harness.engine.data import build_loaders, set_train_epoch
-
     if kind.startswith("depthbench"):
         loader, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=batch_size)
         if kind == "depthbench, no reseed":
@@ -118,9 +121,6 @@ def build(kind: str, cfg, batch_size: int, workers: int):
                                 num_workers=workers, worker_init_fn=loader.worker_init_fn,
                                 generator=torch.Generator().manual_seed(0))
         return loader, lambda epoch: set_train_epoch(loader, epoch)
-    from timm.data import create_dataset, create_loader
-
-    from harness.tasks.image import black_zero_bit_posterize
 
     d, a = cfg.data, cfg.aug
     dataset = create_dataset("", root=d.root, split=d.train_split, is_training=True, input_img_mode="RGB")
@@ -141,12 +141,6 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
     """One pass of ``batches`` finished batches of the training loader (``DeviceLoader``: the device part runs and
     is waited for): images/s after the first batch, and CPU cores used over the pass (this process and its loader
     workers, which are reaped at the end of the pass: ``RUSAGE_CHILDREN``)."""
-    import resource
-
-    import torch
-
-    from harness.engine.data import DeviceLoader, build_loaders, set_train_epoch
-
     def cpu_seconds():
         own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -166,7 +160,6 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
             images += len(inputs)
     seconds = time.perf_counter() - start
     del iterator, loader  # the workers end and are reaped: their CPU time is counted
-    import gc
 
     gc.collect()
     wall = time.perf_counter() - wall0
@@ -175,8 +168,6 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
 
 def compare_pipelines(args, root: Path) -> dict:
     """``--pipelines``: cpu against device pipeline, on the folder and its shards, interleaved rounds."""
-    from harness.commands.data import run_pack
-
     shards = root.with_name(root.name + "-shards")
     if not shards.exists():
         run_pack(root, shards, shard_size=500)
@@ -235,8 +226,6 @@ def time_batches(loader, batches: int, skip: int) -> float:
 
 def reseed_cost(cfg, samples: int = 200) -> dict:
     """``seed_all`` per sample against loading one sample (main process, no workers), in microseconds."""
-    from harness.engine.data import SeededSamples, build_dataset, sample_seed, seed_all
-
     dataset = SeededSamples(build_dataset(cfg.data, cfg.aug, cfg.data.train_split, is_training=True))
     seeds = [sample_seed(0, 1, i) for i in range(samples)]
     start = time.perf_counter()
@@ -251,8 +240,6 @@ def reseed_cost(cfg, samples: int = 200) -> dict:
 
 
 def quantiles(values) -> dict:
-    import numpy as np
-
     q25, median, q75 = np.percentile(values, [25, 50, 75])
     return {"median": float(median), "q25": float(q25), "q75": float(q75)}
 
@@ -277,10 +264,6 @@ def main(argv=None) -> int:
                    help="compare loader.pipeline cpu and device on the folder and its shards (issue 42)")
     p.add_argument("--device", default="cpu", help="--pipelines: where the device pipeline runs (cpu, cuda)")
     args = p.parse_args(argv)
-
-    import torch
-
-    from harness.core.files import data_cache
 
     torch.set_num_threads(1)  # the main process only receives batches; workers are single-threaded anyway
     root = Path(args.root) if args.root else data_cache() / f"loader-bench-{args.images}x{args.classes}"

@@ -36,6 +36,7 @@ from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import models  # noqa: E402,F401
 from harness.measure.bench import ModelStep, Participant, build, input_size_of  # noqa: E402
 from harness.measure.flops import count_flops  # noqa: E402
 
@@ -238,7 +239,6 @@ def main(argv=None):
     else:
         (a, b), mode = args.what[:2], "infer"
     mode = args.mode or mode
-    import models  # noqa: F401
 
     print(f"# {b} vs {a}, {mode}, batch {args.batch_size}, {args.threads} thread(s), torch {torch.__version__}")
     if args.memory_only:

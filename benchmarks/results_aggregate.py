@@ -20,12 +20,14 @@ import argparse
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from results import compare, paper_tables, runs  # noqa: E402
 
 CONFIG = """auto_scale_lr = None
 aug = dict(
@@ -68,8 +70,6 @@ seed = {seed}
 
 
 def generate(root: Path, n: int, epochs: int) -> None:
-    from results import paper_tables
-
     rows = [r for p in paper_tables.available_papers() for t in paper_tables.load_paper(p) for r in t.rows
             if r.model and not r.reason]
     rng = random.Random(0)
@@ -112,8 +112,6 @@ def generate(root: Path, n: int, epochs: int) -> None:
 def cpu_time() -> float:
     """CPU seconds of this process and its finished children. The collection's pool workers are children of
     multiprocessing's forkserver, not of this process, so only the one-process figure is the whole CPU time."""
-    import resource
-
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
 
@@ -124,8 +122,6 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-
-    from results import compare, paper_tables, runs
 
     tables = [t for p in paper_tables.available_papers() for t in paper_tables.load_paper(p)]
     with tempfile.TemporaryDirectory() as tmp:

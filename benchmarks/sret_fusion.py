@@ -20,12 +20,14 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile as torch_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.measure.bench import (PEAK_LABEL, MatmulPeak, ModelStep, Participant, build, machine,  # noqa: E402
                                    pin_threads, ratios, run_interleaved, summarise)
 from harness.measure.flops import count_flops, example_inputs  # noqa: E402
+from models.sret import use_inference_linears  # noqa: E402
 
 BASELINE, MODEL, FUSED = "deit_small_patch16_224", "SReT_S", "SReT_S fused"
 BASELINE_ONEDNN = "deit_small_patch16_224 oneDNN linears"
@@ -34,8 +36,6 @@ BASELINE_ONEDNN = "deit_small_patch16_224 oneDNN linears"
 def models(onednn_baseline: bool = False) -> dict[str, torch.nn.Module]:
     """DeiT-S, SReT-S and SReT-S fused; with ``onednn_baseline`` also DeiT-S with the fused model's linear layers
     (``models.sret.use_inference_linears``), to separate what the GEMM backend gives from what folding gives."""
-    from models.sret import use_inference_linears
-
     participants = {BASELINE: Participant(BASELINE), MODEL: Participant(MODEL)}
     built = {label: build(p, device="cpu") for label, p in participants.items()}
     built[FUSED] = copy.deepcopy(built[MODEL]).fuse_for_inference()
@@ -45,8 +45,6 @@ def models(onednn_baseline: bool = False) -> dict[str, torch.nn.Module]:
 
 
 def profile(built: dict, batch_size: int) -> None:
-    from torch.profiler import ProfilerActivity, profile as torch_profile
-
     for label, model in built.items():
         step = ModelStep(model, (3, 224, 224), batch_size, "infer")
         step()

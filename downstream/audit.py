@@ -15,14 +15,20 @@ config builds each row. Counting conventions, as the papers' tables (MMDetection
 """
 from __future__ import annotations
 
+import copy
 import functools
 from pathlib import Path
 
 import torch
+from mmengine.registry import init_default_scope
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+import downstream.backbone  # noqa: F401  (registers DepthbenchBackbone)
+from harness.core.config import PACKAGE_PREFIXES, load_config as read_config
 from harness.core.errors import DepthbenchError
+from harness.measure.cache import file_hash
+from harness.measure.flops import count_flops, count_params
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -90,12 +96,6 @@ def config_for(paper: str, table: str, row: str) -> str:
 def load_config(path: str | Path):
     """An MMEngine config from configs/det or configs/seg (or a stock ``mmdet::``/``mmseg::`` one), with its
     registries' default scope set."""
-    from mmengine.registry import init_default_scope
-
-    from downstream import backbone  # noqa: F401  (registers DepthbenchBackbone)
-    from harness.core.config import PACKAGE_PREFIXES
-    from harness.core.config import load_config as read_config
-
     if not str(path).startswith(PACKAGE_PREFIXES) and not Path(path).is_absolute():
         path = REPO / path
     cfg = read_config(path)
@@ -105,8 +105,6 @@ def load_config(path: str | Path):
 
 def _without_weights(model_cfg) -> dict:
     """The model config with every pretrained-weights reference removed (nothing to read on the meta device)."""
-    import copy
-
     cfg = copy.deepcopy(model_cfg)  # a ConfigDict: some heads read their sub-configs as attributes
     backbone = cfg.get("backbone", {})
     backbone.pop("init_cfg", None)
@@ -188,8 +186,6 @@ class _FlopsForward(nn.Module):
 
 
 def count_model_flops(model: nn.Module, size: tuple[int, int]) -> int:
-    from harness.measure.flops import count_flops
-
     image = torch.empty(1, 3, *size, device=next(model.parameters()).device)
     return count_flops(_FlopsForward(model), inputs=(image,)).total
 
@@ -203,8 +199,6 @@ def meta_model(config: str) -> nn.Module:
 @functools.lru_cache(maxsize=None)
 def measure(config: str, what: str) -> float:
     """``what`` = 'params' (millions) or 'flops' (G, at the size of the config's task) of a config's model."""
-    from harness.measure.flops import count_params
-
     model = meta_model(config)
     if what == "params":
         return count_params(model) / 1e6
@@ -214,8 +208,6 @@ def measure(config: str, what: str) -> float:
 
 def cache_key(paper: str, table: str, row: str) -> list:
     """What a dense row's counts depend on, for the measurement cache: the row, its config and the counting code."""
-    from harness.measure.cache import file_hash
-
     config = DENSE_CONFIGS.get((paper, str(table), row))
     return [paper, table, row, config, file_hash(str(REPO / config)) if config and "::" not in config else "",
             file_hash(str(REPO / "downstream" / "audit.py")), file_hash(str(REPO / "downstream" / "backbone.py"))]

@@ -25,21 +25,28 @@ raises one ``DepthbenchError`` with the loader's complete summary; otherwise the
 """
 from __future__ import annotations
 
+import os
+import re
 from typing import Sequence
+from urllib.parse import urlparse
 
+import timm
 import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
+from timm.models import group_parameters
+from timm.models.swin_transformer import SwinTransformer
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+import models  # noqa: F401  (registers depthbench's models with timm)
 from harness.core.errors import DepthbenchError
+from harness.engine.checkpoint import extract_weights, load_weights, read_checkpoint, resolve_source, save_atomic
+from harness.engine.models import require_registered
 
 
 def _is_swin(model: nn.Module) -> bool:
-    from timm.models.swin_transformer import SwinTransformer
-
     return isinstance(model, SwinTransformer)
 
 
@@ -68,10 +75,6 @@ class DepthbenchBackbone(BaseModule):
                  drop_path_rate: float | None = None, out_norms: bool | str = "auto", norm_eval: bool = False,
                  init_cfg: dict | None = None):
         super().__init__(init_cfg=None)
-        import timm
-
-        import models  # noqa: F401  (registers depthbench's models with timm)
-        from harness.engine.models import require_registered
 
         require_registered(model_name, "backbone model")  # an unknown name: one DepthbenchError line
         # checkpoint=None is "random initialisation": configs carry the dict so that a user gives a checkpoint
@@ -137,7 +140,6 @@ class DepthbenchBackbone(BaseModule):
         if not hasattr(self.model, "group_matcher"):
             raise DepthbenchError(f"frozen_stages={frozen_stages}: {self.model_name} has no timm group_matcher "
                                   f"to tell its stages apart; use frozen_stages=-1")
-        from timm.models import group_parameters
 
         groups = group_parameters(self.model, self.model.group_matcher(coarse=True))
         ordered = [groups[k] for k in sorted(groups)]
@@ -195,8 +197,6 @@ def load_backbone_weights(backbone: DepthbenchBackbone, source, ema: bool = Fals
     Returns the loader's summary. Raises DepthbenchError (with the complete summary) when a backbone key is
     missing, or a key is unexpected or mis-shaped beyond what the dense backbone pruned (head, final norm).
     """
-    from harness.engine.checkpoint import load_weights
-
     report = load_weights(backbone.model, source, ema=ema, strict=False)
     pruned = backbone.pruned_keys
     stray = [k for k in report.unexpected if k not in pruned]
@@ -216,8 +216,6 @@ def local_checkpoint(source: str) -> str:
     """A local path for ``source``; an http(s) URL is downloaded once into torch's hub cache (as MMEngine does)."""
     if not str(source).startswith(("http://", "https://")):
         return str(source)
-    import os
-    from urllib.parse import urlparse
 
     folder = os.path.join(torch.hub.get_dir(), "checkpoints")
     path = os.path.join(folder, os.path.basename(urlparse(source).path))
@@ -240,8 +238,6 @@ def mmdet_swin_to_timm(state_dict: dict) -> dict:
     of ``nn.Unfold`` back to the official one. The per-output norms (``norm0..3``) are not timm's; they load into
     DepthbenchBackbone through the detector's own keys (``load_from``).
     """
-    import re
-
     out = {}
     for key, value in state_dict.items():
         if not key.startswith("backbone.") or "relative_position_index" in key:
@@ -270,10 +266,6 @@ def timm_swin_base_checkpoint(source: str) -> str:
     """``source`` (path or URL) as a file ScaleNet's ``base_checkpoint`` reads: unchanged if it is already a
     classification checkpoint; an mmdet/mmseg Swin detector/segmentor is converted (:func:`mmdet_swin_to_timm`)
     once into ``~/.cache/depthbench/converted/`` and that file is returned."""
-    import os
-
-    from harness.engine.checkpoint import extract_weights, read_checkpoint, resolve_source
-
     path = resolve_source(local_checkpoint(source))
     weights = extract_weights(read_checkpoint(path), source=str(path))
     if not any(k.startswith("backbone.stages.") for k in weights):
@@ -282,7 +274,6 @@ def timm_swin_base_checkpoint(source: str) -> str:
     target = os.path.join(folder, f"{path.stem}.timm-swin.pth")
     if not os.path.isfile(target) or os.path.getmtime(target) < os.path.getmtime(path):
         os.makedirs(folder, exist_ok=True)
-        from harness.engine.checkpoint import save_atomic
 
         save_atomic({"model": mmdet_swin_to_timm(weights)}, target)
     return target

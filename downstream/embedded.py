@@ -27,11 +27,14 @@ from PyPI; the photographs come from scikit-image, which does ship them.
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageDraw
+from pycocotools import mask as mask_utils
 
 from harness.core.errors import DepthbenchError
 from harness.core.files import atomic_dir, data_cache
@@ -107,8 +110,6 @@ def _photos(names=PHOTOS) -> list[np.ndarray]:
 
 def _background(rng: np.random.Generator, photos: list[np.ndarray], size: int) -> np.ndarray:
     """A random square crop (30-100 % of the short side) of a random photograph, resized, maybe mirrored."""
-    from PIL import Image
-
     photo = photos[rng.integers(len(photos))]
     h, w = photo.shape[:2]
     side = int(min(h, w) * rng.uniform(0.3, 1.0))
@@ -140,8 +141,6 @@ def _shape_polygon(rng: np.random.Generator, cls: int, cx: float, cy: float, r: 
 def _paint(img: np.ndarray, poly: np.ndarray, rng: np.random.Generator, texture: np.ndarray | None = None) -> np.ndarray:
     """Fill ``poly`` on ``img`` with a random colour under a linear shading, or modulating ``texture`` (an
     image of ``img``'s size); returns the filled mask."""
-    from PIL import Image, ImageDraw
-
     h, w = img.shape[:2]
     canvas = Image.new("L", (w, h), 0)
     ImageDraw.Draw(canvas).polygon([tuple(p) for p in poly.tolist()], fill=1)
@@ -176,9 +175,6 @@ def _seed(name: str, split: str) -> int:
 # ------------------------------------------------------------------------------------------- the sets
 def generate_coco(root: Path, size: int, train: int, val: int) -> None:
     """COCO-format instance segmentation (see the module docstring) under ``root``."""
-    from PIL import Image
-    from pycocotools import mask as mask_utils
-
     photos = _photos()
     (root / "annotations").mkdir(parents=True, exist_ok=True)
     for split, count in (("train", train), ("val", val)):
@@ -217,8 +213,6 @@ def generate_coco(root: Path, size: int, train: int, val: int) -> None:
 
 def generate_ade(root: Path, size: int, train: int, val: int) -> None:
     """ADE20K-format semantic segmentation (see the module docstring) under ``root``."""
-    from PIL import Image
-
     photos = _photos(tuple(p for p in PHOTOS if p not in ADE_TEXTURES))
     textures = _photos(ADE_TEXTURES)
     for split, folder, count in (("train", "training", train), ("val", "validation", val)):
@@ -259,8 +253,6 @@ EmbeddedADE20KDataset = _register_dataset()
 
 
 def main(argv=None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m downstream.embedded",
                                      description="generate (once) the embedded detection/segmentation sets")
     parser.add_argument("sets", nargs="*", default=list(SETS), help=f"default: {' '.join(SETS)}")

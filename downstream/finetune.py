@@ -23,15 +23,35 @@ with ``--resume auto``); a failure raises. See docs/downstream.md.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import os
 import sys
-from contextlib import contextmanager
+import warnings
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+from mmengine.dist import is_main_process
+from mmengine.logging import MMLogger
+from mmengine.registry import MODELS, RUNNERS, init_default_scope
+
+import downstream  # noqa: F401  (registers the runner, hook, datasets, backbone)
+from downstream.embedded import resolve_embedded_roots
+from downstream.hooks import ConsoleHook, LogWriter, Preempted, numeric_metrics, restore_stop_handlers
+from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals
+from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
-from harness.engine.launch import distributed_env, launched
+from harness.core.rundir import (DEFAULT_ROOT, RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics,
+                                 run_dir_in_use, unlock_run_dir)
+from harness.core.schema import check_values
+from harness.engine.checkpoint import SAFE_GLOBALS, extract_weights, latest_run, read_checkpoint
+from harness.engine.launch import distributed_env, export_distributed_env, launched
+from harness.engine.runner import check_work_dir as check_run_work_dir
+from harness.engine.schedule import rescale_schedule
 
 TASKS = {"mmdet": "detection", "mmseg": "segmentation"}
 
@@ -41,12 +61,6 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     """The config with overrides, the depthbench runner/hook/imports, and embedded data roots resolved. An
     override of the run's length (``train_cfg.max_iters``/``max_epochs``) rescales the schedule
     (:func:`rescale_schedule`); what changed is appended to ``changes`` when a list is given."""
-    import copy
-
-    from harness.core.config import apply_overrides, load_config, parse_override
-    from harness.core.schema import check_values
-    from harness.engine.schedule import rescale_schedule
-
     cfg = load_config(path)
     if cfg.get("default_scope") not in TASKS:
         raise DepthbenchError(f"{path} is not an MMDetection/MMSegmentation config (default_scope is "
@@ -69,8 +83,6 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     if not any(h.get("type") == "RunDirHook" for h in hooks):
         hooks.append(dict(type="RunDirHook"))
     cfg.custom_hooks = hooks
-    import downstream  # noqa: F401  (registers the runner, hook, datasets, backbone)
-    from downstream.embedded import resolve_embedded_roots
 
     resolve_embedded_roots(cfg)
     return cfg
@@ -132,10 +144,6 @@ def check_model(cfg, checkpoint: str | None = None) -> None:
     which raises on keys that do not fit), and a ``load_from``/test checkpoint shares keys with it. Checkpoint
     files are read first (an unreadable file fails before the model is built), and MMEngine's per-parameter
     initialisation report is kept off the console here: the Runner logs it into the run directory."""
-    from mmengine.registry import MODELS, init_default_scope
-
-    from harness.engine.checkpoint import extract_weights
-
     given = [(what, path) for what, path in (("load_from", cfg.get("load_from")), ("checkpoint", checkpoint)) if path]
     weights = [(what, path, extract_weights(read_any_checkpoint(path), source=str(path))) for what, path in given]
     init_default_scope(cfg.default_scope)
@@ -159,8 +167,6 @@ def check_model(cfg, checkpoint: str | None = None) -> None:
 @contextmanager
 def _quiet_mmengine_log():
     """MMEngine's current logger at WARNING (``init_weights`` prints a line per parameter without a log file)."""
-    from mmengine.logging import MMLogger
-
     logger = MMLogger.get_current_instance()
     level = logger.level
     logger.setLevel(logging.WARNING)
@@ -190,11 +196,6 @@ def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     """A checkpoint as a dict, read weights-only with MMEngine's allow-list (downstream/mmengine_compat.py): ours,
     timm's, an official release or an MMEngine checkpoint, wherever it lies. A file that pickles anything else is
     one line naming what it pickles, found by scanning the file (nothing is unpickled for that)."""
-    import torch
-
-    from downstream.mmengine_compat import safe_globals
-    from harness.engine.checkpoint import SAFE_GLOBALS, read_checkpoint
-
     allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
                for entry in [*safe_globals, *SAFE_GLOBALS]}
     try:
@@ -231,8 +232,6 @@ def prepare_finetune(config, overrides=(), *, resume: str | None = None,
     ``overrides``), its datasets, the work directory (a directory we can write, no other process writing it) and
     the checkpoint to resume (``"auto"``: the newest inside the work directory; with no ``work_dir``, the
     experiment's newest unfinished run; read weights-only), and, outside a launcher, the model."""
-    from harness.core.rundir import DEFAULT_ROOT, new_run_path
-
     changes = []
     cfg = load_downstream_config(config, overrides, changes)
     if work_dir is not None:
@@ -256,15 +255,11 @@ def prepare_finetune(config, overrides=(), *, resume: str | None = None,
 
 def check_work_dir(work_dir) -> Path:
     """``--work-dir``: a directory we can create and write, not a file (the check of ``depthbench train``)."""
-    from harness.engine.runner import check_work_dir as check
-
-    return check(work_dir)
+    return check_run_work_dir(work_dir)
 
 
 def check_not_in_use(work_dir: Path) -> None:
     """One writer per run directory: another process writing it (a fine-tune still running) is one line."""
-    from harness.core.rundir import run_dir_in_use
-
     holder = run_dir_in_use(work_dir) if Path(work_dir).is_dir() else None
     if holder:
         raise DepthbenchError(f"the run directory {work_dir} is in use by {holder}; wait for it to finish, or give "
@@ -283,8 +278,6 @@ def check_resume_checkpoint(path: Path) -> None:
 
 def latest_checkpoint(work_dir: Path) -> Path | None:
     """MMEngine's newest checkpoint of a work dir (its ``last_checkpoint`` file), inside that directory only."""
-    from downstream.mmengine_compat import checkpoint_in_work_dir
-
     path = checkpoint_in_work_dir(str(work_dir))
     return Path(path) if path else None
 
@@ -306,8 +299,6 @@ def resume_checkpoint(resume: str | None, work_dir: Path) -> Path | None:
 
 def latest_mmengine_run(experiment_root: Path) -> Path | None:
     """The newest unfinished downstream run of an experiment that has a checkpoint."""
-    from harness.engine.checkpoint import latest_run
-
     return latest_run(experiment_root, checkpoint_of=lambda run: run / "last_checkpoint"
                       if latest_checkpoint(run) else None)
 
@@ -318,8 +309,6 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
     signal (SIGUSR1, SIGTERM, a first Ctrl-C) after a checkpoint. ``command`` (meta.json): the command line
     (default: this process's). The console shows a header and a progress bar; MMEngine's own log goes to the
     run's log file (``verbose``: to the console as well, as stock MMEngine does)."""
-    from downstream.hooks import Preempted
-
     cfg = plan.cfg
     cfg.launcher = setup_distributed(cfg)
     work_dir = plan.work_dir = Path(_rank0(str(plan.work_dir)))  # a new run's name is rank 0's clock reading
@@ -347,9 +336,6 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
 def done_line(work_dir: Path, iterations: int) -> str:
     """The line a finished fine-tune ends with (as ``train``'s "done: best top1 ... at epoch N; DIR"): its length,
     its last validation's numbers and its run directory."""
-    from harness.core.rundir import read_metrics
-    from downstream.hooks import numeric_metrics
-
     metrics = Path(work_dir) / "metrics.jsonl"
     evals = [r for r in read_metrics(metrics) if r.get("kind") == "eval"] if metrics.is_file() else []
     last = {k: v for k, v in numeric_metrics(evals[-1]).items() if k not in ("epoch", "global_step")} if evals else {}
@@ -363,8 +349,6 @@ def _mmengine_run(cfg, work_dir: Path, verbose: bool, header, stream=None):
     (``header(runner)`` on rank 0, a progress hook unless ``verbose``, library output kept in the log) and, on the
     way out, the run marked failed by any exception but a preemption (which checkpointed), the stop handlers
     restored and the lock released. ``stream``: where the header and the progress go (default stdout)."""
-    from downstream.hooks import ConsoleHook, Preempted, restore_stop_handlers
-
     locked = _lock(work_dir)
     shown = ConsoleHook(stream=stream)
     try:
@@ -391,8 +375,6 @@ def _mmengine_run(cfg, work_dir: Path, verbose: bool, header, stream=None):
 
 def _rank0(value):
     """Rank 0's ``value`` on every rank of a launched run (itself otherwise)."""
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()):
         return value
     box = [value]
@@ -401,8 +383,6 @@ def _rank0(value):
 
 
 def _is_main() -> bool:
-    from mmengine.dist import is_main_process
-
     return is_main_process()
 
 
@@ -411,7 +391,6 @@ def _lock(work_dir: Path) -> bool:
     RunDirHook's RunDir then holds the same lock); a second fine-tune of the same directory is one line."""
     if not _is_main():
         return False
-    from harness.core.rundir import lock_run_dir
 
     Path(work_dir).mkdir(parents=True, exist_ok=True)
     lock_run_dir(work_dir)
@@ -420,8 +399,6 @@ def _lock(work_dir: Path) -> bool:
 
 def _unlock(work_dir: Path, locked: bool) -> None:
     if locked:
-        from harness.core.rundir import unlock_run_dir
-
         unlock_run_dir(work_dir)
 
 
@@ -431,12 +408,6 @@ def console(verbose: bool):
     (:func:`downstream.mmengine_compat.quiet_console`) and so do other libraries' warnings (ours still reach the
     console); with it, MMEngine's console log and every warning, as before. Yields a list that collects the
     warnings issued before the Runner's logger exists (:func:`log_warnings` writes them to its file)."""
-    import warnings
-
-    from mmengine.logging import MMLogger
-
-    from downstream.mmengine_compat import quiet_console
-
     earlier = set(MMLogger._instance_dict)  # loggers of other runs (in-process callers): not ours to write to
     pending: list[str] = []
     with quiet_console(not verbose), warnings.catch_warnings():
@@ -473,9 +444,6 @@ def printed_to_log(runner, verbose: bool):
     if verbose:
         yield
         return
-    from contextlib import redirect_stdout
-
-    from downstream.hooks import LogWriter
 
     with redirect_stdout(LogWriter(runner.logger)):
         yield
@@ -532,15 +500,11 @@ def describe_data(cfg, split: str) -> str:
 
 
 def close_distributed() -> None:
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
 
 def build_runner(cfg):
-    from mmengine.registry import RUNNERS
-
     try:
         return RUNNERS.build(cfg)
     except DepthbenchError:
@@ -556,10 +520,6 @@ def setup_distributed(cfg) -> str:
     CPU machine; there (gloo) DDP also needs ``device_ids=None``, where MMEngine passes the local rank."""
     if not launched():
         return "none"
-    import torch
-    import torch.distributed as dist
-
-    from harness.engine.launch import export_distributed_env
 
     env = export_distributed_env()
     cuda = torch.cuda.is_available()
@@ -581,8 +541,6 @@ def _set_hook_meta(cfg, **meta) -> None:
 
 def _mark_failed(work_dir: Path, error: BaseException) -> None:
     """Status failed (preempted for a second Ctrl-C) in the run this process writes (holds the lock of)."""
-    from harness.core.rundir import RunDir
-
     if (Path(work_dir) / "meta.json").is_file():
         status = "preempted" if isinstance(error, KeyboardInterrupt) else "failed"
         RunDir.open(work_dir).finish(status, error=f"{type(error).__name__}: {error}")
@@ -605,8 +563,6 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     """Evaluate ``checkpoint`` (an MMEngine checkpoint, read weights-only) on the test split of ``config`` (with
     ``overrides``); ``tta``: the config's test-time augmentation. The run directory is ``work_dir``, by default
     next to the checkpoint's run (:func:`default_test_dir`). Inputs are checked before anything is written."""
-    from downstream.hooks import numeric_metrics
-
     cfg = load_downstream_config(config, overrides)
     if work_dir is not None:
         work_dir = check_work_dir(work_dir)
@@ -644,8 +600,6 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
 
 
 def checkpoint_run_of(checkpoint) -> Path | None:
-    from harness.core.rundir import checkpoint_run
-
     return checkpoint_run(checkpoint)  # the folder holding the file, when it is a run directory
 
 
@@ -666,8 +620,6 @@ def default_test_dir(checkpoint) -> Path:
     """Where ``depthbench test`` writes by default: beside the checkpoint's run, named as a test of that checkpoint
     (``<run>-test-iter_500``, ``-2``... when tested again), or beside a checkpoint outside any run
     (``<file>-test``); never into the repository's runs folder. One line when that folder cannot be written."""
-    import os
-
     path = Path(checkpoint)
     stem = (path.resolve() if path.is_symlink() else path).stem  # last.pth -> the iter_N.pth it points at
     run = checkpoint_run_of(path)

@@ -25,17 +25,22 @@ evaluation's metrics in one line. :class:`LogWriter` takes what libraries print 
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import socket
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 
+import torch
+from mmengine.device import get_device
 from mmengine.dist import all_reduce, all_gather_object, get_world_size, is_main_process
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+from tqdm import tqdm
 
 from harness.core.files import BadFile, atomic_symlink, atomic_write, is_regular, printable, read_text
 from harness.core.rundir import RunDir, now, read_metrics
@@ -156,9 +161,6 @@ class RunDirHook(Hook):
             return
         metrics = self.run.file("metrics.jsonl")
         if metrics.exists():
-            from harness.core.files import atomic_write
-            import json
-
             kept = [r for r in read_metrics(metrics) if r.get("global_step", 0) <= runner.iter]
             atomic_write(metrics, "".join(json.dumps(r) + "\n" for r in kept))
         resumes = self.run.meta().get("resumes", [])
@@ -228,8 +230,6 @@ class RunDirHook(Hook):
         """Whether any process got a stop signal; all processes agree, so they checkpoint at the same step."""
         if get_world_size() == 1:
             return _stop_signal is not None
-        import torch
-        from mmengine.device import get_device
 
         flag = torch.tensor([1.0 if _stop_signal is not None else 0.0], device=get_device())
         all_reduce(flag)
@@ -249,8 +249,6 @@ def numeric_metrics(metrics: dict) -> dict:
 
 
 def _is_main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 
@@ -270,8 +268,6 @@ class ConsoleHook(Hook):
 
     def _say(self, text: str) -> None:
         if self.show:
-            from tqdm import tqdm
-
             tqdm.write(text, file=self.stream)
             self.stream.flush()
 
@@ -281,8 +277,6 @@ class ConsoleHook(Hook):
             self.interval = int((runner.cfg.get("default_hooks") or {}).get("logger", {}).get("interval", 50))
         self.start, self.first = time.monotonic(), runner.iter
         if self.show and self.tty:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=runner.max_iters, initial=runner.iter, desc="train", unit="it", dynamic_ncols=True,
                             file=sys.stderr, leave=False)
 
@@ -329,8 +323,6 @@ class ConsoleHook(Hook):
 
     def _start_eval(self, runner, desc: str, loader) -> None:
         if self.show and self.tty:
-            from tqdm import tqdm
-
             self.eval_bar = tqdm(total=len(loader), desc=desc, unit="batch", dynamic_ncols=True, file=sys.stderr,
                                  leave=False)
 

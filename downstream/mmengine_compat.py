@@ -28,6 +28,9 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
 
+from downstream.embedded import resolve_embedded_roots
+from harness.core.files import BadFile, is_regular, read_bytes
+
 _STATISTICS = ("min", "max", "current", "mean")  # HistoryBuffer's own statistics methods (its pickled state)
 
 
@@ -98,8 +101,6 @@ def checkpoint_in_work_dir(work_dir) -> str | None:
     """The checkpoint MMEngine's ``last_checkpoint`` file names, looked up inside ``work_dir`` only: MMEngine writes
     an absolute path, which a copied or planted file could point anywhere; its file name is what counts. None
     when there is no pointer or it names no regular file in the work directory."""
-    from harness.core.files import BadFile, is_regular, read_bytes
-
     try:  # never through a link, never a FIFO (it would block the open)
         name = osp.basename(read_bytes(osp.join(work_dir, "last_checkpoint"), inside=work_dir, max_bytes=4096)
                             .decode().strip())
@@ -133,8 +134,6 @@ class DepthbenchRunner(Runner):
 
     @classmethod
     def from_cfg(cls, cfg):
-        from downstream.embedded import resolve_embedded_roots
-
         resolve_embedded_roots(cfg)
         return super().from_cfg(cfg)
 

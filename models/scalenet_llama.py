@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
@@ -232,8 +233,6 @@ def alias_names(model: nn.Module) -> set[str]:
 def save_llama(model: nn.Module, directory, tokenizer=None) -> Path:
     """A Hugging Face style directory for a (possibly expanded) Llama: config.json (with ``scalenet`` when
     expanded), model.safetensors (shared tensors once), and the tokenizer's files when given."""
-    from safetensors.torch import save_file
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     model.config.to_json_file(str(directory / "config.json"))
@@ -247,8 +246,6 @@ def load_saved_llama(directory) -> nn.Module:
     """The model :func:`save_llama` wrote (or any single-file Llama safetensors checkpoint whose config.json
     carries a ``scalenet`` entry): the base model rebuilt, re-expanded, the tensors loaded into the tied modules.
     Every tensor must be present (an alias of a stored tensor counts as present); raises ValueError otherwise."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     config = llama_config(directory)
     expansion = getattr(config, "scalenet", None)

@@ -38,6 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import torch
+from torch import nn
+from tqdm import tqdm
+
+import harness.measure.cache  # model_code looked up when called (a test edits a model's code)
+from harness.engine.models import build_model
+from harness.measure.cache import MeasurementCache, file_hash
+from harness.measure.flops import count_flops, count_params
+from models.scalenet_llama import LLAMA_MODELS, build_named_llama
+from models.stepsnet import residual_blocks
 from results import paper_tables
 from results.paper_tables import Row
 
@@ -77,9 +87,6 @@ class RowContext:
         return RowContext._models[key]
 
     def flops(self) -> int:
-        from harness.engine.models import build_model
-        from harness.measure.flops import count_flops
-
         if self.row.flops_model_kwargs:
             model = build_model(self.row.model, **{**self.row.model_kwargs, **self.row.flops_model_kwargs})
             return count_flops(model, self.row.input_size).total
@@ -87,9 +94,6 @@ class RowContext:
 
     def increment(self, norms: bool = True) -> int:
         """Parameters of the row's model minus those of its ``base`` model (norm layers left out if not ``norms``)."""
-        from harness.engine.models import build_model
-        from harness.measure.flops import count_params
-
         if not self.row.base:
             raise ValueError("an increment column needs the row's 'base' (the model the increment is over)")
         count = count_params if norms else count_params_outside_norms
@@ -102,12 +106,7 @@ class RowContext:
 def build_row_model(name: str, **kwargs):
     """A row's model on the meta device: a registered (timm) model, or one of the Hugging Face Llama models of
     ScaleNet Table X (``models.scalenet_llama.LLAMA_MODELS``, built from their config arithmetic)."""
-    from harness.engine.models import build_model
-    from models.scalenet_llama import LLAMA_MODELS, build_named_llama
-
     if name in LLAMA_MODELS:
-        import torch
-
         with torch.device("meta"):
             return build_named_llama(name, **kwargs)
     return build_model(name, **kwargs)
@@ -120,8 +119,6 @@ def count_layers(model) -> int:
     Transformer block is 5 layers (qkv, attention, proj, fc1, fc2). ResNet's 1×1 projection shortcuts
     (``downsample`` convs) are not counted. A model with its own rule defines ``count_layers()``.
     """
-    from torch import nn
-
     if hasattr(model, "count_layers"):
         return model.count_layers()
     n = 0
@@ -137,8 +134,6 @@ def count_layers(model) -> int:
 
 def count_params_outside_norms(model) -> int:
     """Unique parameters not in a normalisation layer (LayerNorm, GroupNorm, BatchNorm, RMSNorm)."""
-    from torch import nn
-
     norm_types = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase, nn.RMSNorm)
     in_norms = {id(p) for m in model.modules() if isinstance(m, norm_types) for p in m.parameters(recurse=False)}
     return sum(p.numel() for p in model.parameters() if id(p) not in in_norms)
@@ -146,16 +141,12 @@ def count_params_outside_norms(model) -> int:
 
 def count_macs(model, input_size) -> int:
     """Multiply-accumulates of convs, linears and matmuls alone: ``count_flops`` without the norm terms."""
-    from harness.measure.flops import count_flops
-
     return sum(n for op, n in count_flops(model, input_size).by_op.items() if "norm" not in op)
 
 
 def count_blocks(model) -> int:
     """#Blocks: residual blocks (timm's Block/SwinTransformerBlock/BasicBlock/Bottleneck, StepsNet's DecoderBlock),
     or the model's own ``count_blocks()``."""
-    from models.stepsnet import residual_blocks
-
     return model.count_blocks() if hasattr(model, "count_blocks") else len(residual_blocks(model))
 
 
@@ -164,9 +155,6 @@ def flops_cut_pct(ctx: RowContext) -> float:
 
     The model names its twin with ``unsliced_twin_kwargs`` (constructor kwargs); both count at the row's size.
     """
-    from harness.engine.models import build_model
-    from harness.measure.flops import count_flops
-
     twin_kwargs = getattr(ctx.model, "unsliced_twin_kwargs", None)
     if twin_kwargs is None:
         raise ValueError(f"{ctx.row.model} has no unsliced twin ('unsliced_twin_kwargs'); drop this column")
@@ -175,8 +163,6 @@ def flops_cut_pct(ctx: RowContext) -> float:
 
 
 def _params(ctx: RowContext) -> int:
-    from harness.measure.flops import count_params
-
     return count_params(ctx.model)
 
 
@@ -250,18 +236,15 @@ class Audit:
 
     def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True,
                  dense: DenseCounter | None = None):
-        from harness.measure.cache import MeasurementCache
-
         self.cache = MeasurementCache(enabled=cache)
         self.path = self.cache.path
         self.measure, self.progress, self.dense = measure, progress, dense
 
     # ------------------------------------------------------------------ keys and values
     def _key(self, column: str, row: Row) -> str:
-        from harness.measure.cache import file_hash, model_code
-
         parts = [column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
-                 model_code(row.model), model_code(row.base), file_hash(str(Path(__file__)))]
+                 harness.measure.cache.model_code(row.model), harness.measure.cache.model_code(row.base),
+                 file_hash(str(Path(__file__)))]
         if MEASURES[column].dense:  # the row's own detector/segmentor config and the dense counting code
             parts += self.dense.cache_key(row.paper_id, row.table, row.name)
         return self.cache.key(*parts)
@@ -293,8 +276,6 @@ class Audit:
             print(f"measuring the architecture of {len(todo)} table rows (cached afterwards in "
                   f"{self.path or 'memory'})", file=sys.stderr, flush=True)
             if sys.stderr.isatty():
-                from tqdm import tqdm
-
                 bar = tqdm(total=len(todo), desc="audit", unit="row", leave=False, file=sys.stderr)
         try:
             step = max(1, len(todo) // 10)

@@ -46,15 +46,21 @@ No training here: the functions take per-seed metric values and per-epoch curves
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.core.config import config_named_by
+from harness.core.config import config_named_by, load_config
+from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, read_json
+from harness.core.rundir import RunDir
+from harness.engine.builders import load_training_config
+from harness.engine.models import build_model, model_kwargs
+from harness.measure.flops import count_flops, count_params
 from results import sequential as seq
-from results.paper_tables import TABLES_DIR, TableError, read_yaml
+from results.paper_tables import TABLES_DIR, TableError, load_paper, read_yaml
 
 CLAIMS_DIR = TABLES_DIR / "claims"
 REPO = TABLES_DIR.parent.parent
@@ -327,8 +333,6 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
 def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
     """Every row a claim cites exists in the paper's table with the number the claim copied."""
     if tables is None:
-        from results.paper_tables import load_paper
-
         try:
             paper_tables = load_paper(claims.paper)
         except TableError as e:
@@ -407,8 +411,6 @@ def _first_difference(a, b, path: str, recorded_only: bool = False):
 
 def resolve_configs(claims: ClaimsFile, quick: bool = False) -> dict:
     """Each arm's resolved config (``_base_`` and overrides applied; the ``quick`` overrides too)."""
-    from harness.core.config import load_config
-
     return {name: load_config(REPO / arm.config, list(arm.overrides) + (list(claims.quick) if quick else []))
             for name, arm in claims.arms.items()}
 
@@ -448,8 +450,6 @@ def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
     """Every claim of ``claims`` is a fair comparison (:func:`check_equal_budget`) and, where it says so, of equal
     (or the expected) size, audited with the one FLOP counter (:func:`check_audit`): one line on the first that is
     not, before anything trains or is submitted. Returns each arm's resolved config."""
-    from dataclasses import replace
-
     configs = resolve_configs(claims, quick)
     for claim in claims.claims:
         check_equal_budget(claim, configs)
@@ -463,9 +463,6 @@ def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
 
 def arm_size(cfg) -> dict:
     """Parameters and FLOPs (MACs) of an arm's model at its input size, on the meta device."""
-    from harness.engine.models import build_model, model_kwargs
-    from harness.measure.flops import count_flops, count_params
-
     model = build_model(cfg.model.name, **model_kwargs(cfg))
     return {"params": count_params(model), "flops": count_flops(model, cfg.data.input_size).total}
 
@@ -514,9 +511,6 @@ def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path,
 
 def run_done(spec: RunSpec) -> bool:
     """The run finished (its meta.json says done); a missing or unreadable run directory is not done."""
-    from harness.core.errors import DepthbenchError
-    from harness.core.rundir import RunDir
-
     try:
         return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "done"
     except DepthbenchError:
@@ -529,9 +523,6 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
     recipe changes, comparing them would mix two recipes, so they have to be trained again. Keys a run did not
     record (added to the engine since) are not compared; glyphs runs recorded before ``data.variant`` existed are
     the cluttered set."""
-    from harness.core.files import BadFile, read_json
-    from harness.engine.builders import load_training_config
-
     stale = []
     for spec in specs:
         if not run_done(spec):
@@ -638,8 +629,6 @@ class ClaimResult:
 def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
     """The results a ``depthbench claims`` report holds (its claims.json: each ClaimResult as a dict plus the
     reduced ``setting``), rebuilt as ``(ClaimResult, setting)``; a file that is not that raises ClaimError."""
-    from harness.core.files import BadFile, read_json
-
     path = Path(path)
     try:
         results = []

@@ -33,6 +33,7 @@ import pandas as pd
 
 from results.paper_tables import Row, Table
 from results.runs import LOWER_IS_BETTER, MODEL_RENAMES, NEUTRAL_OVERRIDES, REPO, suite_key  # noqa: F401
+from results.runs import model_identity, read_config_fields
 
 # table column key -> eval metric it reads (after runs.py's normalisation)
 COLUMN_METRICS = {
@@ -128,8 +129,6 @@ def config_model_kwargs(config: str) -> str | None:
     Read with runs.read_config_fields rather than MMEngine's Config.fromfile: ~60 recipes at ~50 ms each would
     be most of the time of a results call, and only the ``model`` dict is needed (merged as MMEngine merges).
     """
-    from results.runs import model_identity
-
     model = _config_model(REPO / config, 0)
     if model is None:
         return None
@@ -137,8 +136,6 @@ def config_model_kwargs(config: str) -> str | None:
 
 
 def _config_model(path: Path, depth: int) -> dict | None:
-    from results.runs import read_config_fields
-
     try:
         fields = read_config_fields(path.read_text())
     except OSError:

@@ -65,16 +65,16 @@ from typing import Any
 
 import yaml
 
+from harness.core.choices import PROTOCOLS
 from harness.core.config import config_named_by
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, read_yaml as read_bounded_yaml
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
               "base", "flops_model_kwargs", "eval", "evals"}
 SELECTOR_KEYS = {"dataset", "metric", "input_size", "pool_mode", "analysis", "model_kwargs"}
-# depthbench eval --dataset choices (harness/tasks/protocols.py PROTOCOLS: a task of the engine, kept apart here)
-EVAL_DATASETS = {"val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real",
-                 "imagenet-c"}
+EVAL_DATASETS = set(PROTOCOLS)  # depthbench eval --dataset choices
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
 
 
@@ -117,9 +117,6 @@ def read_yaml(path: Path, error: type[Exception], what: str):
     """The document of the YAML file ``path`` (floats as printed: :class:`_Loader`); a missing or malformed file
     raises ``error`` naming it (``what``: e.g. "tables file"), and so does one that is a link's target outside
     depthbench's reach, a FIFO, huge or nested deeper than a table needs (harness.core.files)."""
-    from harness.core.files import BadFile
-    from harness.core.files import read_yaml as read_bounded_yaml
-
     try:
         return read_bounded_yaml(path, expect=None, loader=_Loader, what=what)
     except FileNotFoundError:

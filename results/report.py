@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.files import atomic_write
+from harness.core.files import BadFile, atomic_write, copy_regular, printable
 from results import figures, render
 from results.compare import TableView
 from results.runs import Problems
@@ -156,8 +156,6 @@ def _copy_figure(source: Path, name: str, target: Path) -> bool:
     """Copy the figure ``source/name`` into the site (False when there is none). A claims report is data: the
     name (from its claims.json) must be one plain file name, and the file a regular file inside ``source``, not a
     link (a figure linked to a private file would be published) -- else it is left out, with a warning."""
-    from harness.core.files import BadFile, copy_regular, printable
-
     if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(".png"):
         print(f"depthbench results: warning: claims figure {printable(name)!r} is not a plain file name; left out",
               file=sys.stderr)

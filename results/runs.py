@@ -27,6 +27,7 @@ the files that have any, found by one substring search).
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import math
 import multiprocessing
@@ -37,7 +38,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+import timm
 
+import models  # noqa: F401  (registers the paper models with timm)
 from harness.core.files import MAX_LOG_BYTES, BadFile, loads_json, printable, read_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -590,11 +593,6 @@ def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = N
     """Report runs whose config file no longer exists or whose model is no longer registered (renamed?)."""
     if frame.empty:
         return
-    import difflib
-
-    import timm
-
-    import models  # noqa: F401  (registers the paper models with timm)
 
     renames = MODEL_RENAMES if renames is None else renames
     missing_configs = {c for c in frame["config_file"].dropna().unique() if not (REPO / c).is_file()

@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.choices import FAMILIES
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, loads_json, printable, read_json
 from harness.engine.watchdog import read_step
@@ -282,8 +283,6 @@ def _in_range(index: int, spec: str) -> bool:
 def jobs(paper: str | None = None) -> JobsResult:
     """The submitted runs (only ``paper``'s if given: one of the five papers) with their Slurm states."""
     if paper:
-        from harness.measure.catalog import FAMILIES
-
         if paper.lower() not in FAMILIES:
             raise DepthbenchError(f"--paper {paper!r} is not one of {', '.join(FAMILIES)}")
     problems: list[str] = []

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.core.files import BadFile, atomic_write, read_json
+from harness.core.rundir import RunDir
 
 EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_HUNG = 2, 75, 76  # harness/core/errors.py (not imported: keep this light)
 
@@ -208,8 +209,6 @@ def requeue(job: str, excluded: list[str], count: int, resize: bool, tasks_per_n
 
 # ----------------------------------------------------------------------------------------- meta.json
 def write_history(work_dir: Path, history: list[dict], stopped: str | None) -> None:
-    from harness.core.rundir import RunDir
-
     work_dir = Path(work_dir)
     if (work_dir / "meta.json").is_file():
         run = RunDir.open(work_dir)

@@ -21,6 +21,7 @@ is a 60-line template. See docs/slurm.md.
 """
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import difflib
 import json
@@ -35,12 +36,19 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from harness.core.config import resolve_config_path
-from harness.core.errors import DepthbenchError
+from downstream.finetune import check_data, load_downstream_config
+from harness.core import rundir
+from harness.core.choices import FAMILIES, MIN_WARNING_S
+from harness.core.config import load_config, resolve_config_path, sweep_points
+from harness.core.errors import ConfigError, DataError, DepthbenchError
+from harness.core.files import atomic_write
+from harness.engine.builders import check_config, check_model, load_training_config
+from harness.engine.models import model_kwargs
+from results import claims as cl
+from results.paper_tables import TableError, load_paper
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "depthbench.sbatch"
-MIN_WARNING_S = 60     # a checkpoint needs time; Lightning/submitit use 90 s
 SIGNAL_EARLY_S = 60    # sbatch(1): the --signal may arrive up to 60 s earlier than asked
 DOWNSTREAM_DIRS = ("det", "seg")
 PREFLIGHT_TIME = "30:00"  # the preflight job's own limit (the runs' --time goes to it as an argument)
@@ -101,8 +109,6 @@ class SubmitOptions:
 def runs_root() -> Path:
     """Where runs, scripts, records and Slurm logs go: ``$DEPTHBENCH_RUNS`` as it is now (the job gets it exported),
     else the run-directory contract's own default (harness/core/rundir.py ``DEFAULT_ROOT``)."""
-    from harness.core import rundir
-
     return Path(os.environ.get("DEPTHBENCH_RUNS") or rundir.DEFAULT_ROOT).absolute()
 
 
@@ -287,9 +293,6 @@ class Checker:
 
     def load(self, config: Path, overrides=()):
         """The config as its ranks will read it (``epochs`` overrides rescale the schedule, as train does)."""
-        from harness.core.config import load_config
-        from harness.engine.builders import load_training_config
-
         key = str(config.resolve())
         if key not in self.loaded:
             self.loaded[key] = load_config(config, ())
@@ -299,8 +302,6 @@ class Checker:
         cfg = self.load(config, overrides)
         name = name or config.stem
         if is_downstream(config, cfg):
-            from downstream.finetune import check_data, load_downstream_config
-
             # what finetune checks before it writes (the job builds the detector itself: that takes a while)
             cfg = load_downstream_config(config, overrides)
             try:
@@ -308,9 +309,6 @@ class Checker:
             except DepthbenchError as e:
                 self._data_missing(e)
             return Element(name, repo_relative(config), list(overrides), cfg.experiment, "finetune", suffix)
-        from harness.core.errors import DataError
-        from harness.engine.builders import check_config, check_model
-        from harness.engine.models import model_kwargs
 
         if self.engine:
             cfg.engine = self.engine
@@ -330,8 +328,6 @@ class Checker:
     def sweep(self, path: Path, cfg, overrides) -> list[Element]:
         """A sweep definition: one element per point, each the base recipe with the point's keys (as the sweep file
         documents), grouped under the sweep's name as their experiment."""
-        from harness.core.config import sweep_points
-
         base = sweep_base(path)
         return [self.element(base, [*keys, f"experiment={path.stem!r}", *overrides], name=point,
                              suffix=f"-{safe_name(point)}") for point, keys in sweep_points(cfg)]
@@ -340,8 +336,6 @@ class Checker:
 def sweep_base(path: Path) -> Path:
     """The one ``_base_`` recipe of a sweep definition; a sweep file that sets anything else is refused (its other
     keys would be lost)."""
-    import ast
-
     tree = ast.parse(path.read_text(), str(path))
     bases, others = [], []
     for node in tree.body:
@@ -399,8 +393,6 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
                      options: SubmitOptions, world_size: int) -> Submission:
     """Every row of the paper table ``table_spec`` ("PAPER:TABLE") that names a training config, or only the rows
     ``row_names`` (each may be a comma-separated group); rows without a config are listed in ``skipped``."""
-    from results.paper_tables import TableError, load_paper
-
     paper, sep, table_id = table_spec.partition(":")
     if not sep or not paper or not table_id:
         raise DepthbenchError(f"--table {table_spec!r}: expected PAPER:TABLE, e.g. stepsnet:1")
@@ -455,8 +447,6 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     checked fair and audited first, as ``depthbench claims`` does. Runs that start from another run (ScaleNet's
     expanded arm from its shallow source) whose source is not done yet form a follow-up job that waits for this one
     (``--dependency=afterok``)."""
-    from results import claims as cl
-
     if overrides:
         raise DepthbenchError(f"--claims trains the claims' own recipes; {overrides[0]!r} would make the runs differ "
                               "from what `depthbench claims` compares: drop the key=value overrides")
@@ -494,8 +484,6 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
 
 def paper_of(config: str) -> str | None:
     """The paper a config belongs to, from its folder (configs/<paper>/...)."""
-    from harness.measure.catalog import FAMILIES
-
     parts = Path(config).parts
     return next((p for p in parts if p in FAMILIES), None)
 
@@ -694,8 +682,6 @@ def cpus_for_workers(options: SubmitOptions, workers: int | None) -> tuple[Submi
 def check_elastic_worlds(sub: Submission, options: SubmitOptions, tasks: int) -> None:
     """With ``--min-nodes``, a requeue may continue a run on fewer nodes: each run's global batch must split over
     every rank count from ``min_nodes`` to ``nodes`` nodes (elastic resume keeps the global batch)."""
-    from harness.core.errors import ConfigError
-
     checker = Checker(options.nodes * tasks, options.engine, data_required=False)
     for e in sub.elements + (sub.followup.elements if sub.followup else []):
         if e.command != "train":
@@ -764,8 +750,6 @@ def sbatch(script: str) -> str:
 
 
 def write_record(job_id: str, script: str, sub: Submission, stamp: str) -> dict:
-    from harness.core.files import atomic_write
-
     folder = slurm_dir()
     array = len(sub.elements) > 1
     elements = []

@@ -21,6 +21,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -413,8 +414,6 @@ def ensure_packages() -> None:
 def concurrently(*steps) -> list:
     """Run the setup steps side by side (threads: each waits on a subprocess), all to the end; re-raise the first
     failure. The mmcv build keeps both cores busy while pip and apt wait on the disk and the network."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(len(steps)) as pool:
         futures = [pool.submit(step) for step in steps]
         results, errors = [], []

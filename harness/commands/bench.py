@@ -32,7 +32,7 @@ __all__ = ["run", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    from harness.measure.bench import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS  # light: no torch
+    from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS
 
     p = subparsers.add_parser(
         "bench", help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",

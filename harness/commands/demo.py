@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
-from harness.core.files import BadFile, open_file, read_text
 
 __all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
@@ -147,7 +146,7 @@ def audit_equal_size(out: Path, configs: list[str]) -> str:
 
 # ----------------------------------------------------------------------------------------- runs
 def run_status(path: Path) -> str | None:
-    from harness.core.files import read_json
+    from harness.core.files import BadFile, read_json
 
     try:
         return read_json(path / "meta.json", inside=path, what="meta.json").get("status")
@@ -222,6 +221,8 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
 
 def _advance(bar, path: Path, log_path: Path) -> None:
     """Move the bar to the run's last logged step; a training run's length comes from its first log line."""
+    from harness.core.files import BadFile, open_file
+
     if bar.total is None:
         match = re.search(r"(\d+) steps/epoch", log_path.read_text())
         if match:
@@ -244,6 +245,8 @@ def _advance(bar, path: Path, log_path: Path) -> None:
 
 def _epochs_of(path: Path) -> int:
     """The epochs of a training run, from the resolved config it wrote (config.py)."""
+    from harness.core.files import BadFile, read_text
+
     try:
         text = read_text(path / "config.py", inside=path, what="config.py")
     except (OSError, BadFile):

@@ -31,9 +31,9 @@ from harness.core.errors import DepthbenchError
 
 __all__ = ["run", "EvalResult", "add_parser", "main", "table_x"]
 
-def add_parser(subparsers) -> None:
-    from harness.tasks.protocols import PROTOCOLS  # light: the protocols' names, no torch
 
+def add_parser(subparsers) -> None:
+    from harness.core.choices import PROTOCOLS
 
     e = subparsers.add_parser("eval", help="top-1/top-5 of a checkpoint on the validation set or an evaluation "
                                            "protocol (ImageNet-A/R/Sketch/V2/ReaL/C, multi-size, StepsNet analyses)")

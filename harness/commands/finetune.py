@@ -82,11 +82,11 @@ def run_finetune(config: str | Path, *, overrides=(), nproc: int = 1, resume: st
     too. Bad input raises :class:`DepthbenchError` before anything is written; a preempted run is a RunResult with
     ``status`` preempted (exit code 75).
     """
-    from harness.engine.launch import launched, spawn
-
     # checked before MMEngine and torch are imported (seconds): a wrong flag is answered at once
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
+    from harness.engine.launch import launched, spawn
+
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun leave it out")
     from downstream.finetune import finetune_process, prepare_finetune

@@ -20,7 +20,7 @@ __all__ = ["run", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    from harness.measure.catalog import FAMILIES  # light: no torch at its top
+    from harness.core.choices import FAMILIES
 
     p = subparsers.add_parser("models", help="list every registered model with params and FLOPs")
     p.add_argument("pattern", nargs="?", default="*", help="shell-style filter on the name, e.g. 'steps_*'")

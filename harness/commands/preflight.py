@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, printable, read_json, read_text
 
 if TYPE_CHECKING:
     from harness.measure.preflight import Report
@@ -63,6 +62,8 @@ def add_parser(subparsers) -> None:
 
 
 def main(args) -> int:
+    from harness.core.files import printable
+
     # `key=value` words may come among the configs (argparse cannot tell them apart), and after the options
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
@@ -144,6 +145,7 @@ def _seconds(time: str | None) -> int | None:
 def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning,
              work_dir) -> Report:
     """``--nproc P``: P local ranks of ``depthbench preflight``; rank 0's process prints the report."""
+    from harness.core.files import BadFile, printable, read_json, read_text
     from harness.engine.launch import spawn
     from harness.measure.preflight import RECORD, Check, Report, make_plan, new_record_path
 

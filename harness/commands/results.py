@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, printable, read_bytes
 
 __all__ = ["run", "ResultsReport", "add_parser", "main"]
 
@@ -66,6 +65,8 @@ class ResultsReport:
 
 
 def main(args) -> int:
+    from harness.core.files import printable
+
     report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
                  out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit,
                  claims=args.claims)
@@ -91,6 +92,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     papers, files, runs, bench = (list(v) if v else None for v in (papers, files, runs, bench))
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
     claims = _claims_report(claims)
+    from harness.core.files import atomic_write
     from results import compare, render, runs as run_data
     from harness.commands.verify import dense_counter
     from results.audit import Audit
@@ -213,6 +215,8 @@ def _bench_frames(paths, strict: bool):
     """The throughput CSVs in timm's benchmark schema; ``strict``: a bad file is an error, else it is skipped."""
     import pandas as pd
 
+    from harness.core.files import BadFile, read_bytes
+
     frames = []
     for path in paths:
         try:
@@ -230,6 +234,8 @@ def _bench_frames(paths, strict: bool):
 
 
 def _write_tables(views, fmt, out, render, report: ResultsReport) -> None:
+    from harness.core.files import atomic_write
+
     if fmt == "csv":
         text = render.to_csv(views)
         if out:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Callable
 
 from harness.commands.claims import DEFAULT_SEEDS, default_out
 from harness.core.errors import DepthbenchError
-from harness.core.files import printable
 
 if TYPE_CHECKING:  # slurm/ imported where used: the CLI imports every command module to build its parser
     from harness.measure.estimate import Estimate
@@ -40,7 +39,7 @@ __all__ = ["run_submit", "run_jobs", "run_cancel", "add_parser", "submit_main", 
 
 
 def add_parser(subparsers) -> None:
-    from slurm.submit import MIN_WARNING_S  # light: slurm.submit imports nothing heavy at its top
+    from harness.core.choices import MIN_WARNING_S
 
     p = subparsers.add_parser("submit", help="submit configs, a sweep or a paper table to Slurm (sbatch)")
     p.add_argument("configs", nargs="*", metavar="CONFIG|key=value",
@@ -242,6 +241,8 @@ def _show_estimate(estimate: Estimate) -> None:
 
 
 def jobs_main(args) -> int:
+    from harness.core.files import printable
+
     if args.why:
         from slurm.jobs import why
 
@@ -282,6 +283,8 @@ def _failures(row: dict) -> str:
 
 
 def cancel_main(args) -> int:
+    from harness.core.files import printable
+
     result = run_cancel(args.target)
     what = f"job {result.job}" + (f" ({printable(_short(str(result.run_dir)))})" if result.run_dir else "")
     print(f"cancelled {what}; a run that had started checkpoints on SIGTERM (status preempted) and can be resumed "

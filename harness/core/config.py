@@ -16,6 +16,9 @@ import difflib
 import itertools
 from pathlib import Path
 
+import mmengine.config.utils as config_utils
+from mmengine import Config
+
 from harness.core.errors import ConfigError
 from harness.core.schema import check_values, lookup, section_keys
 
@@ -63,8 +66,6 @@ def resolve_config_path(path) -> Path:
 
 def _similar_configs(path: Path) -> str:
     """'; did you mean ...' from the repository's configs (a typo is the usual cause), else where configs live."""
-    import difflib
-
     root = CONFIGS_DIR
     known = {str(p.relative_to(root.parent)): p.name for p in root.rglob("*.py") if "_base_" not in p.parts}
     names = difflib.get_close_matches(path.name, set(known.values()), n=2, cutoff=0.8)
@@ -83,10 +84,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()):
     """The config at ``path`` (``_base_`` resolved) with ``overrides`` (``key=value`` strings) applied: a file,
     or a stock config of an installed package (``mmdet::mask_rcnn/...py``). The one way depthbench reads a
     config (a config is code: only files the user names, or the packages' own, are read this way)."""
-    from mmengine import Config
-
     if str(path).startswith(PACKAGE_PREFIXES):  # a stock config of an installed OpenMMLab package
-        from mmengine.hub import get_config
+        from mmengine.hub import get_config  # lazy: it imports MMEngine's runner (torch, DeepSpeed: seconds)
 
         _memoize_package_config_index()
         try:
@@ -209,8 +208,6 @@ def _memoize_package_config_index() -> None:
     """MMEngine 0.10.7 parses every metafile of mmdet/mmseg (~50 YAML files, ~1 s) for each ``mmdet::``/``mmseg::``
     base a config names (and then falls back to the plain path: its lookup never matches a name given with
     ``.py``). The files belong to the installed package, so each is parsed once per process here."""
-    import mmengine.config.utils as config_utils
-
     if getattr(config_utils.load, "memoized", False):
         return
     parse, parsed = config_utils.load, {}

@@ -16,6 +16,9 @@ import stat
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+import numpy as np
+import yaml
+
 from harness.core.errors import DepthbenchError
 
 
@@ -261,8 +264,6 @@ def json_depth(text: str | bytes) -> int:
     """The deepest nesting of ``[``/``{`` in a JSON text, strings skipped: checked before ``json.loads``, whose C
     scanner recurses once per level. By hand because no JSON library here exposes a depth limit; numpy keeps it
     linear and fast on a 64 MiB file."""
-    import numpy as np
-
     raw = text.encode() if isinstance(text, str) else text
     if raw.count(b"[") + raw.count(b"{") <= 16:  # a metrics line or a small record: no scan needed
         return raw.count(b"[") + raw.count(b"{")
@@ -309,8 +310,6 @@ def loads_yaml(text: str, *, source: str = "YAML", max_depth: int = MAX_DEPTH, e
     """``yaml.load`` (safe by default; ``loader``: a SafeLoader subclass) that fails only with :class:`BadFile`:
     the nesting and the aliases are counted on PyYAML's event stream (its parser keeps an explicit stack and never
     recurses) before the composer, which recurses once per level, builds anything."""
-    import yaml
-
     loader = loader or yaml.SafeLoader
     try:
         depth = aliases = 0

@@ -15,6 +15,7 @@ Torchtitan's JobConfig does this with dataclasses and argparse; our configs are 
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 from harness.core.errors import ConfigError
@@ -340,8 +341,6 @@ def describe() -> str:
 
 def render_default_runtime() -> str:
     """The text of configs/_base_/default_runtime.py: the schema's engine defaults, each with its help."""
-    import textwrap
-
     out = ["# GENERATED from harness/core/schema.py, the one source of every config key's default, type, range and",
            "# help: edit the schema, then `python -m harness.core.schema --write` (a test keeps the two equal).",
            "# Datasets (_base_/datasets/) and schedules (_base_/schedules/) fill in data/aug and optim/sched.",

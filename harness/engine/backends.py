@@ -19,8 +19,12 @@ import sys
 
 import torch
 import torch.distributed as dist
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
 from harness.core.errors import ConfigError, DepthbenchError
+from harness.engine.checkpoint import from_plain, to_plain
+from harness.engine.watchdog import hang_options
 
 # ----------------------------------------------------------------------------------------- backends
 class Backend:
@@ -209,9 +213,6 @@ class AccelerateBackend(Backend):
 
     def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
                  timeout: datetime.timedelta | None = None):
-        from accelerate import Accelerator
-        from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
-
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
@@ -355,14 +356,10 @@ class DeepSpeedBackend(Backend):
     def optimizer_state(self, optimizer):
         """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
         enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
-        from harness.engine.checkpoint import to_plain
-
         return {"zero_stage": self.zero_stage,
                 "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
 
     def load_optimizer_state(self, optimizer, state) -> None:
-        from harness.engine.checkpoint import from_plain
-
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
             raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
                                   f"{len(state['partitions'])} ranks; resume with the same stage and number of "
@@ -387,8 +384,6 @@ def _deep_update(base: dict, extra: dict) -> dict:
 
 
 def build_backend(cfg, micro_batch: int) -> Backend:
-    from harness.engine.watchdog import hang_options
-
     # the collectives' timeout from the config (hang.collective_timeout_s), not the backend's default
     timeout = datetime.timedelta(seconds=hang_options(cfg)["collective_timeout_s"])
     if cfg.engine == "accelerate":

@@ -8,14 +8,25 @@ backend (harness/engine/backends.py), never command-line arguments.
 """
 from __future__ import annotations
 
+import copy
+import inspect
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import torch
+from timm.optim import create_optimizer_v2, get_optimizer_class
+from timm.scheduler import create_scheduler_v2
+from timm.utils import ModelEmaV3
+
+from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import ConfigError
 from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
-from harness.engine.tasks import task_for
+from harness.engine.models import config_model_on_meta
+from harness.engine.schedule import rescale_schedule
+from harness.engine.tasks import data_types, task_for
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -87,8 +98,6 @@ def check_speed_options(cfg, model: bool = True) -> None:
     o = speed_options(cfg)
     c = o["compile"]
     if c["enable"]:
-        import torch
-
         if c["backend"] not in torch._dynamo.list_backends(exclude_tags=()):
             raise ConfigError(f"compile.backend={c['backend']!r} is not a torch.compile backend here "
                               f"({', '.join(torch._dynamo.list_backends())})")
@@ -97,8 +106,6 @@ def check_speed_options(cfg, model: bool = True) -> None:
     if o["fused"]:
         check_fused_optimizer(cfg.optim.get("opt", "sgd"))
     if o["grad_checkpointing"] and model:
-        from harness.engine.models import config_model_on_meta
-
         if not callable(getattr(config_model_on_meta(cfg), "set_grad_checkpointing", None)):
             raise ConfigError(f"grad_checkpointing=True: model {cfg.model.name} has no set_grad_checkpointing(); "
                               f"train it with grad_checkpointing=False")
@@ -107,11 +114,6 @@ def check_speed_options(cfg, model: bool = True) -> None:
 def check_fused_optimizer(opt: str) -> None:
     """``optim.fused=True`` needs a torch optimizer with a fused kernel for this device (AdamW, Adam, SGD, Adagrad
     on CPU and CUDA in torch 2.4+); tried on one parameter, so the answer is torch's own."""
-    import inspect
-
-    import torch
-    from timm.optim import get_optimizer_class
-
     try:
         opt_class = get_optimizer_class(opt, bind_defaults=False)
     except (ValueError, KeyError, AssertionError):
@@ -134,11 +136,6 @@ def load_training_config(config, overrides=(), recipe=None, engine: str | None =
     ``epochs`` override (:func:`rescale_schedule`). What every command that starts or checks training reads a
     config with; ``recipe``: the config already loaded without overrides (a caller checking many points of one
     file loads it once)."""
-    import copy
-
-    from harness.core.config import apply_overrides, load_config, parse_override
-    from harness.engine.schedule import rescale_schedule
-
     recipe = recipe if recipe is not None else load_config(config)
     cfg = copy.deepcopy(recipe)
     apply_overrides(cfg, list(overrides))
@@ -163,8 +160,6 @@ def unread_setting(cfg, key: str) -> str | None:
     data_type = cfg.data.type
     task = task_for(data_type)
     if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
-        from harness.engine.tasks import data_types
-
         readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
         why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA)"
                if leaf == "root" and data_type in task.generated else "")
@@ -243,8 +238,6 @@ def build_model(cfg, pretrained: bool = True):
 # ----------------------------------------------------------------------------------------- optimisation
 def build_optimizer(model, cfg):
     """timm's ``create_optimizer_v2`` with the linearly scaled lr (timm leaves frozen parameters out)."""
-    from timm.optim import create_optimizer_v2
-
     o = {k: v for k, v in cfg.optim.items() if v is not None}
     lr = o.pop("lr") * (cfg.batch_size / o.pop("lr_base_batch") if "lr_base_batch" in o else 1.0)
     return create_optimizer_v2(model, lr=lr, **o)
@@ -254,8 +247,6 @@ def build_scheduler(optimizer, cfg, updates_per_epoch: int):
     """timm's ``create_scheduler_v2``. ``decay_milestones`` mean what PyTorch's MultiStepLR means (the epoch, or
     update, from which the lr is decayed: [100] keeps epochs 0-99 at the base lr); timm applies a milestone one
     step early, so they are shifted by one here."""
-    from timm.scheduler import create_scheduler_v2
-
     args = {k: v for k, v in cfg.sched.items() if v is not None}
     if args.get("decay_milestones"):
         args["decay_milestones"] = [int(m) + 1 for m in args["decay_milestones"]]
@@ -269,9 +260,6 @@ def build_criterion(cfg, device=None, input_dtype=None):
 
 
 def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -293,8 +281,6 @@ def prepare_model(model, cfg, backend=None):
     and activation checkpointing (the model's own ``set_grad_checkpointing``). A model that an epoch hook
     changed comes here again, so a grown model gets them too; its previous compilation is dropped (the
     optimization below compiles the model it returns)."""
-    import torch
-
     o = speed_options(cfg)
     model._compiled_call_impl = None  # nn.Module.compile's slot: EMA's deepcopy must not copy a compiled forward
     if o["channels_last"] and getattr(backend, "channels_last_weights", True):
@@ -307,8 +293,6 @@ def prepare_model(model, cfg, backend=None):
 def build_optimization(model, cfg, backend, updates_per_epoch: int):
     """``(model, optimizer, scheduler, ema)`` for ``model`` on ``backend`` (wrapped by DDP/DeepSpeed); compiled
     last, in place (``compile.enable``), so the EMA copy and every state dict stay those of the eager module."""
-    from timm.utils import ModelEmaV3
-
     model = prepare_model(model, cfg, backend)
     optimizer = build_optimizer(model, cfg)
     model, optimizer = backend.prepare(model, optimizer)

@@ -20,7 +20,9 @@ read with ``torch.load(weights_only=True)`` -- weights, resume and DeepSpeed's o
 from __future__ import annotations
 
 import argparse
+import enum
 import hashlib
+import importlib
 import os
 import random
 import re
@@ -31,9 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from timm.models import clean_state_dict
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import atomic_write
+from harness.core.files import BadFile, atomic_write, is_regular, no_link_below, read_json
 
 FORMAT = "depthbench-train/1"
 # where the weights sit in the checkpoints we meet: ours/DeiT (model, ema/model_ema), timm (state_dict,
@@ -254,9 +259,6 @@ def _ranges(numbers: list[int]) -> str:
 
 
 def _read_safetensors(path: Path) -> dict:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         return load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
@@ -287,8 +289,6 @@ def resolve_source(source) -> Path:
 def extract_weights(checkpoint: Mapping, *, ema: bool = False, source: str = "the checkpoint") -> dict:
     """The flat ``name -> tensor`` dict inside any checkpoint we meet (see ``WEIGHT_KEYS``/``EMA_KEYS``),
     unwrapped with timm's ``clean_state_dict`` (DDP ``module.``, ``torch.compile`` ``_orig_mod.`` prefixes)."""
-    from timm.models import clean_state_dict
-
     keys = EMA_KEYS if ema else WEIGHT_KEYS
     state = next((checkpoint[k] for k in keys if isinstance(checkpoint.get(k), Mapping)), None)
     if state is None and ema:
@@ -389,8 +389,6 @@ PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.
 
 def to_plain(obj):
     """``obj`` with every object of :data:`DEEPSPEED_CLASSES` replaced by plain values (see :func:`from_plain`)."""
-    import enum
-
     if type(obj) in PLAIN or isinstance(obj, torch.Tensor):  # exact types: an int-valued enum is not an int here
         return obj
     if isinstance(obj, Mapping):
@@ -411,9 +409,6 @@ def to_plain(obj):
 
 def from_plain(obj):
     """Inverse of :func:`to_plain`; refuses (one line) any class that is not in :data:`DEEPSPEED_CLASSES`."""
-    import enum
-    import importlib
-
     if isinstance(obj, Mapping):
         if "__object__" not in obj:
             return {k: from_plain(v) for k, v in obj.items()}
@@ -479,8 +474,6 @@ def find_resume(resume: str | None, run_path: Path | None) -> Path | None:
 def run_checkpoint(run_path: Path, name: str = "last.pth") -> Path | None:
     """``<run>/last.pth`` when it is a regular file of that run; None when there is none; one line when it is a
     link (``--resume auto`` never resumes from another run's checkpoint through a planted link) or a FIFO."""
-    from harness.core.files import is_regular, no_link_below
-
     candidate = Path(run_path) / name
     no_link_below(candidate, run_path, what=f"the checkpoint to resume ({name})")
     return candidate if is_regular(candidate, inside=run_path) else None
@@ -489,8 +482,6 @@ def run_checkpoint(run_path: Path, name: str = "last.pth") -> Path | None:
 def latest_run(experiment_root: Path, checkpoint_of=lambda run: run / "last.pth") -> Path | None:
     """The newest run directory of an experiment that did not finish and has a checkpoint
     (``checkpoint_of(run)``: its ``last.pth``; downstream runs pass MMEngine's ``last_checkpoint`` file)."""
-    from harness.core.files import BadFile, is_regular, read_json
-
     runs = []
     for meta in Path(experiment_root).glob("*/meta.json"):
         try:

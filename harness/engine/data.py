@@ -17,12 +17,15 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import signal
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from harness.core.errors import ConfigError
+from harness.core.schema import with_defaults
 from harness.engine.tasks import task_for
 
 
@@ -179,8 +182,6 @@ class EvalSampler(Sampler):
 
 def loader_options(cfg) -> dict:
     """``cfg.loader`` with the schema's defaults (a config written before the section existed has none)."""
-    from harness.core.schema import with_defaults
-
     return with_defaults(cfg, "loader")
 
 
@@ -225,8 +226,6 @@ def _device_batches(cfg, dataset) -> tuple:
     batches ready on the CPU."""
     options = loader_options(cfg)
     if options["pipeline"] not in ("cpu", "device"):
-        from harness.core.errors import ConfigError
-
         raise ConfigError(f"loader.pipeline={options['pipeline']!r} is not one of 'cpu', 'device'")
     if options["pipeline"] == "cpu" and not options["device_normalize"]:
         return dataset, None, None
@@ -235,8 +234,6 @@ def _device_batches(cfg, dataset) -> tuple:
         outer, inner = inner, inner.dataset
     if options["pipeline"] == "device":
         if not hasattr(inner, "encoded_batches"):
-            from harness.core.errors import ConfigError
-
             raise ConfigError(f"loader.pipeline='device': data.type={cfg.data.type} datasets are not images; set "
                               f"loader.pipeline='cpu'")
         encoded, collate_fn, finish = inner.encoded_batches()
@@ -245,8 +242,6 @@ def _device_batches(cfg, dataset) -> tuple:
         outer.dataset = encoded
         return dataset, collate_fn, finish
     if not hasattr(inner, "device_batches"):
-        from harness.core.errors import ConfigError
-
         raise ConfigError(f"loader.device_normalize=True: data.type={cfg.data.type} datasets have no uint8 mode "
                           f"(image datasets do); set loader.device_normalize=False")
     return (dataset, *inner.device_batches())
@@ -319,8 +314,6 @@ def _ignore_stop_signals(worker_id: int) -> None:
     """Loader workers leave Ctrl-C and SIGTERM to the training process: a terminal's Ctrl-C (and Slurm's SIGTERM)
     reach every process of the job, and a worker that died of it would turn the checkpoint-and-stop of a
     preemption into a "DataLoader worker exited unexpectedly" error. Workers still end with their process."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 

@@ -23,8 +23,12 @@ requests are pickles from that process alone.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import importlib
+import io
 import os
 import pickle
+import runpy
 import selectors
 import signal
 import socket
@@ -294,13 +298,8 @@ def _reap(runs: dict, block: bool) -> None:
 
 def _become_run(request: Request, server_pid: int) -> None:
     """In the fork: what ``exec`` of a fresh interpreter would have set up, then the run itself."""
-    import ctypes
-    import importlib
-    import io
-    import runpy
-
-    import numpy
-    import torch
+    import numpy  # lazy: the server imports the stack (PRELOAD) in main(), after it ignores SIGINT
+    import torch  # lazy: (as numpy)
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != server_pid:  # the server died before the signal was armed
@@ -348,7 +347,6 @@ def _become_run(request: Request, server_pid: int) -> None:
 def main(listener_fd: int) -> None:
     # a Ctrl-C at the terminal reaches the whole process group: the runs take it as they were told, the server not
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import importlib
 
     for name in PRELOAD:
         importlib.import_module(name)

@@ -5,6 +5,8 @@ surgery itself is models/scalenet_surgery.py) and SReT's coefficient log (:class
 from __future__ import annotations
 
 from harness.core.errors import ConfigError
+from models.scalenet import assert_tied
+from models.scalenet_surgery import EXPAND_KEYS, GROW_KEYS, expand, grow, unwrap
 
 
 class EpochHook:
@@ -74,7 +76,6 @@ class GrowthSchedule:
     def _check(stage: dict) -> dict:
         stage.setdefault("epoch", 0)
         stage.setdefault("method", "scalenet")
-        from models.scalenet_surgery import EXPAND_KEYS, GROW_KEYS
 
         allowed = EXPAND_KEYS if stage["method"] == "scalenet" else GROW_KEYS if stage["method"] == "grow" else None
         if allowed is None:
@@ -90,8 +91,6 @@ class GrowthSchedule:
     def maybe_grow(self, model, epoch: int) -> tuple:
         """Apply every stage due by ``epoch`` that this model has not had; returns (model, changed). When
         changed, rebuild the optimizer (and re-wrap DDP/DeepSpeed): the parameter set is different."""
-        from models.scalenet_surgery import expand, grow, unwrap
-
         inner = unwrap(model)
         done = getattr(getattr(inner, "scalenet", None), "schedule_steps", 0)
         changed = False
@@ -126,8 +125,6 @@ class GrowthHook(EpochHook):
         return grown if changed else None
 
     def after_load(self, model) -> None:
-        from models.scalenet import assert_tied
-
         if getattr(model, "scalenet", None) is not None:
             assert_tied(model)  # weight tying must survive loading a checkpoint
 

@@ -14,6 +14,7 @@ others are stopped. (Many short runs as forks of a server that imported the stac
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -21,6 +22,8 @@ import socket
 import subprocess
 import sys
 import time
+
+import torch
 
 from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
 
@@ -120,8 +123,6 @@ def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: 
         busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
         threads = max(1, max(cores - busy, 1) // max(local_processes, 1) - loader_workers)
     if apply:
-        import torch
-
         if pin and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
         torch.set_num_threads(threads)
@@ -137,7 +138,6 @@ def die_with_launcher() -> None:
     launcher = os.environ.get("DEPTHBENCH_LAUNCHER_PID", "")
     if not launcher.isdigit() or not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

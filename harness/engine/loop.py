@@ -22,6 +22,7 @@ from tqdm import tqdm
 from harness.engine import watchdog
 from harness.engine.backends import Backend
 from harness.engine.data import batches_per_epoch, set_train_epoch
+from harness.engine.losses import primary_logits
 
 # ----------------------------------------------------------------------------------------- stop requests
 _stop_signal: int | None = None
@@ -122,8 +123,6 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
     is never applied (the optimizer's guard skips the update on the device); the run stops at the next sync
     point, before any checkpoint, so ``last.pth`` stays the last good state.
     """
-    from harness.engine.losses import primary_logits
-
     model, optimizer, scheduler, ema = objects.model, objects.optimizer, objects.scheduler, objects.ema
     criterion, mixup_fn = objects.criterion, objects.mixup_fn
     guard = backend.non_finite_guard

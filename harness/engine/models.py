@@ -3,13 +3,21 @@ and a config's model arguments. Every command that builds a model by name or fro
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import difflib
+import sys
 from pathlib import Path
 
+import timm
 import torch
 from torch import nn
 
+import models  # noqa: F401  (registers depthbench's models with timm)
+from harness.core.config import load_config
 from harness.core.errors import ConfigError, DepthbenchError
+from harness.engine.checkpoint import load_weights
+from harness.engine.hooks import build_hooks
 
 MODEL_BUILD_KEYS = ("name", "pretrained", "grow")  # model.* keys that are not timm.create_model arguments
 
@@ -20,12 +28,6 @@ class UnknownModelError(DepthbenchError):
 
 def require_registered(name: str, what: str = "model") -> None:
     """Raise :class:`UnknownModelError` (one line, with close names) unless ``name`` is a registered model."""
-    import difflib
-
-    import timm
-
-    import models  # noqa: F401  (registers depthbench's models with timm)
-
     if not name or not timm.is_model(name):
         names = timm.list_models()
         close = difflib.get_close_matches(name or "", names, n=3, cutoff=0.6) or timm.list_models(f"*{name}*")[:3]
@@ -35,8 +37,6 @@ def require_registered(name: str, what: str = "model") -> None:
 
 def build_model(name: str, device: str | torch.device = "meta", **kwargs) -> nn.Module:
     """Build a registered model (ours or timm's) without weights when ``device='meta'``."""
-    import timm
-
     require_registered(name)
     with torch.device(device):
         return timm.create_model(name, **kwargs)
@@ -54,8 +54,6 @@ _config_model_kwargs = model_kwargs  # for build_trained_model, whose own argume
 
 def parse_model_kwargs(items, option: str = "--model-kwargs") -> dict:
     """timm's ``--model-kwargs k=v ...``: values are Python literals, anything else a string."""
-    import ast
-
     kwargs = {}
     for text in items or ():
         key, sep, raw = str(text).partition("=")
@@ -78,20 +76,13 @@ def build_trained_model(config: str | Path | None = None, overrides=(), *, name:
     final depth). Or from a registered ``name``. ``model_kwargs`` (timm's ``--model-kwargs``) are added last.
     ``device``: build there (``"meta"``: no memory). Load weights with :func:`harness.checkpoint.load_weights`.
     """
-    import timm
-
-    import models  # noqa: F401
-
     hooks = []
     if config is not None:
-        from harness.core.config import load_config
-
         cfg = load_config(config, list(overrides))
         name = cfg.model.get("name")
         if not name:
             raise ConfigError(f"config {config} sets no model.name")
         kwargs = _config_model_kwargs(cfg)
-        from harness.engine.hooks import build_hooks
 
         hooks = build_hooks(cfg)
     elif name is None:
@@ -133,13 +124,6 @@ def create_config_model(cfg, pretrained: bool = True) -> nn.Module:
     """``timm.create_model`` (after ``import models``) with the config's arguments, then ``model.pretrained``
     through :func:`harness.engine.checkpoint.load_weights` (only the classifier may differ; what it skipped is
     said)."""
-    import sys
-
-    import timm
-
-    import models  # noqa: F401
-    from harness.engine.checkpoint import load_weights
-
     model = timm.create_model(cfg.model.name, **model_kwargs(cfg))
     if pretrained and cfg.model.get("pretrained"):
         report = load_weights(model, cfg.model.pretrained, ignore_classifier=True)

@@ -14,11 +14,25 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
+from harness.core import rundir  # rundir.DEFAULT_ROOT read when a run starts (a test moves it)
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
-from harness.core.files import check_writable_folder, is_regular
+from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writable_folder, is_regular, read_json,
+                                read_text)
+from harness.core.rundir import RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
 from harness.core.schema import per_device_batch
-from harness.engine.builders import build_model, build_optimization, build_training, check_config, seed_everything
+from harness.engine import checkpoint as ckpt, loop, watchdog  # loop.stop_requested: looked up per step (tests)
+from harness.engine.backends import build_backend
+from harness.engine.builders import (build_model, build_optimization, build_training, check_config,
+                                     describe_speed_options, lower_is_better, seed_everything)
+from harness.engine.checkpoint import (FORMAT, latest_run, load_checkpoint_weights, read_checkpoint, rng_state,
+                                       run_checkpoint, save_atomic, set_rng_state)
+from harness.engine.data import DeviceLoader, batches_per_epoch, build_loaders
 from harness.engine.hooks import build_hooks
+from harness.engine.launch import distributed_env_exported
+from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, install_stop_handlers, train_one_epoch
+from harness.engine.tasks import task_for
 
 STATUS_BY_EXIT = {EXIT_OK: "done", EXIT_PREEMPTED: "preempted"}
 
@@ -34,8 +48,6 @@ class RunResult:
 
     @classmethod
     def from_exit(cls, exit_code: int, run_dir: Path) -> "RunResult":
-        from harness.core.files import BadFile, read_json
-
         try:
             meta = read_json(Path(run_dir) / "meta.json", inside=run_dir, what="meta.json")
         except (OSError, BadFile):
@@ -62,8 +74,6 @@ def check_work_dir(work_dir: str | Path) -> Path:
 def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
     """The checkpoint to resume is a readable depthbench training checkpoint this run can continue
     (memory-mapped: checks the file without reading its tensors)."""
-    from harness.engine.checkpoint import FORMAT, read_checkpoint
-
     checkpoint = read_checkpoint(path, mmap=True)
     if checkpoint.get("format") != FORMAT:
         raise DepthbenchError(f"{path} is not a depthbench training checkpoint ({FORMAT}); to start from weights "
@@ -84,9 +94,6 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
                 pick_new: bool = True) -> RunPlan:
     """Check the run's inputs and decide its directory and resume checkpoint; writes nothing."""
-    from harness.engine.checkpoint import latest_run, run_checkpoint
-    from harness.core.rundir import DEFAULT_ROOT, check_name, new_run_path, run_dir_in_use
-
     check_name(cfg.experiment)
     check_config(cfg, world_size, model=world_size == 1 or pick_new is False)
     if resume is not None and not isinstance(resume, (str, Path)):
@@ -95,7 +102,7 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
     resume_path = None
     if resume == "auto":
         if run_path is None:
-            run_path = latest_run(DEFAULT_ROOT / cfg.experiment)
+            run_path = latest_run(rundir.DEFAULT_ROOT / cfg.experiment)
         if run_path is not None and run_checkpoint(run_path) is not None:
             resume_path = run_path / "last.pth"
     elif resume:
@@ -122,8 +129,6 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
 def check_epoch_length(cfg, train_loader) -> None:
     """An epoch must hold at least one optimizer step (small data, a large batch or repeated augmentation's
     rounding would otherwise train nothing and report "done")."""
-    from harness.engine.data import batches_per_epoch
-
     batches = batches_per_epoch(train_loader)
     if batches < cfg.grad_accum:
         hint = (" (data.repeated_aug rounds an epoch down to a multiple of 256 images: set it False for small data)"
@@ -136,21 +141,12 @@ def check_epoch_length(cfg, train_loader) -> None:
 # ----------------------------------------------------------------------------------------- one process
 def train_process(cfg, plan: RunPlan) -> int:
     """One process of a training run (rank/world from the environment); returns the exit code."""
-    from harness.engine.launch import distributed_env_exported
-
     with distributed_env_exported(single_process_group=cfg.engine == "deepspeed") as env:
         return _train_process(cfg, plan, env)
 
 
 def _train_process(cfg, plan: RunPlan, env: dict) -> int:
     """:func:`train_process` with this process's distributed variables in ``os.environ`` (``env``)."""
-    import torch
-
-    from harness.engine.data import DeviceLoader, batches_per_epoch, build_loaders
-    from harness.engine.backends import build_backend
-    from harness.engine.loop import install_stop_handlers
-    from harness.engine import watchdog
-
     install_stop_handlers(announce=env["RANK"] == "0")
     micro_batch = per_device_batch(cfg.batch_size, int(env["WORLD_SIZE"]), cfg.grad_accum)
     torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
@@ -183,8 +179,6 @@ def _train_process(cfg, plan: RunPlan, env: dict) -> int:
 
 def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
     """The training objects, with the model at the architecture and weights it resumes from."""
-    from harness.engine.checkpoint import load_checkpoint_weights, read_checkpoint
-
     checkpoint = read_checkpoint(plan.resume_path) if plan.resume_path else None
     model = build_model(cfg, pretrained=checkpoint is None)
     hooks = build_hooks(cfg)
@@ -203,8 +197,6 @@ def build_or_resume(cfg, plan: RunPlan, backend, updates_per_epoch: int):
 
 def open_run(cfg, plan: RunPlan, backend):
     """Rank 0's run directory (the plan's, or a new one under a launcher); all ranks agree on it."""
-    from harness.core.rundir import RunDir, new_run_path, slurm_meta
-
     path = None
     if backend.is_main:
         path = str(plan.run_path or new_run_path(cfg.experiment))
@@ -227,8 +219,6 @@ def open_run(cfg, plan: RunPlan, backend):
 # ----------------------------------------------------------------------------------------- checkpoints
 def save_checkpoint(path, state, cfg_text, backend, objects, micro_batch: int) -> None:
     """Write ``last.pth`` (collective: every rank calls it, rank 0 writes)."""
-    from harness.engine.checkpoint import FORMAT, rng_state, save_atomic
-
     checkpoint = {
         "format": FORMAT, "engine": backend.name, "world_size": backend.world_size, **asdict(state),
         # the position as a GLOBAL count of the epoch's samples consumed (TrainSampler): any world size resumes it
@@ -251,10 +241,6 @@ def restore(checkpoint: dict, same_run: bool, backend, objects, micro_batch: int
     every rank (DDP); the sample position is a global count (``samples_in_epoch``), so the epoch continues with
     the samples not yet seen, in the same order (TrainSampler); ranks below N take their own RNG states, the others
     a fresh seed from (seed, rank, step) -- dropout and mixup draws cannot be bit-identical on another rank count."""
-    from harness.engine.checkpoint import set_rng_state
-    from harness.engine.builders import seed_everything
-    from harness.engine.loop import TrainState
-
     backend.load_model_state(objects.model, checkpoint["model"])
     backend.load_optimizer_state(objects.optimizer, checkpoint["optimizer"])
     objects.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -283,16 +269,6 @@ def restore(checkpoint: dict, same_run: bool, backend, objects, micro_batch: int
 # ----------------------------------------------------------------------------------------- the loop
 def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_loader, val_loader) -> int:
     """Resume, train and evaluate: the body of the run."""
-    import torch
-
-    from harness.core.rundir import now
-    from harness.engine import checkpoint as ckpt
-    from harness.engine import watchdog
-    from harness.engine.builders import describe_speed_options, lower_is_better
-    from harness.engine.data import batches_per_epoch
-    from harness.engine.loop import NonFiniteLoss, RunLog, TrainState, stop_requested, train_one_epoch
-    from harness.engine.tasks import task_for
-
     cfg_text = cfg.pretty_text
     run.write_config(cfg_text, cfg.to_dict())
     task = task_for(cfg.data.type)
@@ -370,7 +346,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                 hook.after_epoch(backend.unwrap(objects.model), log)
             state.epoch, state.batch_in_epoch = epoch + 1, 0
             save_last()
-            if backend.any_rank(stop_requested()):
+            if backend.any_rank(loop.stop_requested()):
                 return _preempted(None, run, log, state)
     except NonFiniteLoss as e:
         log.info(f"depthbench train: error: {e}")
@@ -394,8 +370,6 @@ def _preempted(save_last, run, log, state) -> int:
 
 
 def _save_best(run, state, cfg_text, backend, objects) -> None:
-    from harness.engine.checkpoint import save_atomic
-
     weights = backend.model_state(objects.model)  # collective under ZeRO-3
     if backend.is_main:
         save_atomic({"model": weights, "ema": objects.ema.module.state_dict() if objects.ema is not None else None,
@@ -409,10 +383,6 @@ FOREIGN_KINDS = ("eval_suite",)
 
 def _trim_lines(path: Path, keep: int) -> int:
     """Drop the training records after the first ``keep`` lines, keep foreign records; return the line count."""
-    from harness.core.files import atomic_write
-
-    from harness.core.files import MAX_LOG_BYTES, read_text
-
     lines = (read_text(path, inside=path.parent, what="metrics file", max_bytes=MAX_LOG_BYTES)
              .splitlines(keepends=True) if os.path.lexists(path) else [])
     if len(lines) > keep:

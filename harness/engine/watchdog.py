@@ -36,8 +36,15 @@ import time
 from collections import deque
 from pathlib import Path
 
+import torch
+
 from harness.core.errors import EXIT_HUNG
 from harness.core.schema import with_defaults
+
+try:  # NCCL's flight recorder: a private function of torch, absent from CPU builds and older torches
+    from torch._C._distributed_c10d import _dump_nccl_trace
+except ImportError:
+    _dump_nccl_trace = None
 
 HEARTBEAT_EVERY_S = 2.0
 _STEP = struct.Struct("<q")
@@ -173,13 +180,11 @@ class Watchdog:
 def dump_nccl_trace(path: Path) -> bool:
     """NCCL's flight-recorder buffer (``TORCH_NCCL_TRACE_BUFFER_SIZE`` > 0, exported by the sbatch script on GPU
     partitions) as torch pickles it; False where there is none (CPU, gloo, an older torch)."""
+    if _dump_nccl_trace is None:
+        return False
     try:
-        import torch
-
         if not torch.cuda.is_available():
             return False
-        from torch._C._distributed_c10d import _dump_nccl_trace
-
         path.write_bytes(_dump_nccl_trace())
         return True
     except Exception:  # a diagnostic on the way out must never mask the hang it reports

@@ -27,70 +27,43 @@ timings.
 from __future__ import annotations
 
 import ast
+import copy
 import datetime
 import difflib
 import json
 import os
+import platform
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+import numpy as np
+import psutil
+import timm
+import torch
+import torch._dynamo
+from torch import nn
+
+from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
+from harness.engine.launch import configure_threads
+from harness.engine.models import build_trained_model, model_kwargs
+from harness.measure.catalog import default_input_size
+from harness.measure.flops import count_flops, count_params, example_inputs
+from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS, Pair, Participant
 
-if TYPE_CHECKING:  # torch, timm and the model registry are imported where they are used: the CLI's parser reads
-    import torch   # this module's presets and choices, and importing torch takes ~2 s
-    from torch import nn
-
-AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # --amp name -> torch dtype name
 PEAK_LABEL = "matmul peak"
-MODES = {"infer": ("infer",), "train": ("train",), "both": ("infer", "train")}
-# the training step's optimizer (timm's benchmark: SGD with momentum); AdamW in torch's three implementations
-OPTIMIZERS = ("sgd", "adamw", "adamw-foreach", "adamw-fused")
-# --compare NAME: every model also runs as a variant with one option changed, interleaved with the model itself in
-# the same rounds and inputs, and each (model, variant) is a pair: (baseline options, variant options)
-COMPARE = {
-    "compile": ({}, {"compile": True}),
-    "channels-last": ({}, {"channels_last": True}),
-    "grad-checkpointing": ({}, {"grad_checkpointing": True}),
-    "bf16": ({}, {"amp": "bf16"}),
-    "fused": ({"optimizer": "adamw"}, {"optimizer": "adamw-fused"}),
-    "foreach": ({"optimizer": "adamw"}, {"optimizer": "adamw-foreach"}),
-}
-STEP_OPTIONS = ("amp", "channels_last", "compile", "grad_checkpointing", "optimizer")  # what a variant may change
-
-
-# ------------------------------------------------------------------------------------------------ what to run
-@dataclass
-class Participant:
-    """One model to measure: a registered name, its keyword arguments and input size (C, H, W)."""
-    name: str
-    kwargs: dict = field(default_factory=dict)
-    input_size: tuple = (3, 224, 224)
-    label: str = ""
-    config: str | None = None          # built as this config trains it (``model.grow`` stages applied)
-    overrides: tuple = ()
-    options: dict = field(default_factory=dict)  # STEP_OPTIONS this participant runs with besides --amp etc.
-
-    def __post_init__(self):
-        self.label = self.label or self.name
-
-    def spec(self) -> dict:
-        """What a memory subprocess needs to rebuild exactly this model (Python literals)."""
-        return {"name": self.name, "kwargs": self.kwargs, "input_size": tuple(self.input_size),
-                "config": self.config, "overrides": tuple(self.overrides)}
 
 
 def with_variants(participants: list[Participant], compare: Sequence[str]) -> tuple[list[Participant], list]:
     """``--compare``: each participant with the baseline options of the compared options, followed by one variant
     per option (label ``"<label> +<option>"``); returns them and the (baseline, variant) pairs."""
-    import copy
-
     base = {k: v for name in compare for k, v in COMPARE[name][0].items()}
     out, pairs = [], []
     for p in participants:
@@ -108,8 +81,6 @@ def with_variants(participants: list[Participant], compare: Sequence[str]) -> tu
 
 def input_size_of(name: str, size=None, kwargs: dict | None = None) -> tuple:
     """(C, H, W): ``size`` (a side or H W) if given, else ``img_size`` among the kwargs, else the model's default."""
-    from harness.measure.catalog import default_input_size
-
     default = default_input_size(name)
     if size is None and kwargs and "img_size" in kwargs:
         size = kwargs["img_size"]
@@ -126,9 +97,6 @@ def participant_from_config(path: str, overrides=(), extra_kwargs: dict | None =
     train`` passes them (:func:`harness.engine.models.model_kwargs`: every other ``model.*`` key and
     ``data.num_classes``) and ``data.input_size``. :func:`build` rebuilds it from the config itself, growth
     stages included; ``kwargs`` here say what it got (the CSV's ``model_kwargs``) and set the input size."""
-    from harness.engine.models import model_kwargs
-    from harness.core.config import load_config
-
     cfg = load_config(path, overrides)
     name = (cfg.get("model") or {}).get("name")
     if not name:
@@ -154,8 +122,6 @@ def build(participant: Participant, device="meta") -> nn.Module:
     """The participant's model (ours or timm's) on ``device``, as :func:`harness.engine.models.build_trained_model`
     builds it: from its config (the trained architecture: ScaleNet's ``model.grow`` expansion applied) or its
     name, with its keyword arguments. Anything wrong is one line naming the model (close names if unknown)."""
-    from harness.engine.models import build_trained_model
-
     return build_trained_model(participant.config, participant.overrides,
                                name=None if participant.config else participant.name,
                                model_kwargs=participant.kwargs, device=device)
@@ -163,8 +129,6 @@ def build(participant: Participant, device="meta") -> nn.Module:
 
 # -------------------------------------------------------------------------------------------------- stepping
 def _loss(out) -> torch.Tensor:
-    import torch
-
     outputs = out if isinstance(out, (tuple, list)) else (out,)  # SReT mixed depth returns one logit per branch
     return sum(o.float().mean() for o in outputs if torch.is_tensor(o))
 
@@ -176,10 +140,6 @@ class ModelStep:
     def __init__(self, model: nn.Module, input_size, batch_size: int, mode: str, device="cpu",
                  amp_dtype: torch.dtype | None = None, channels_last: bool = False, compile: bool = False,
                  inputs: tuple | None = None, grad_checkpointing: bool = False, optimizer: str = "sgd"):
-        import torch
-
-        from harness.measure.flops import example_inputs
-
         if mode not in ("infer", "train"):
             raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
         if optimizer not in OPTIMIZERS:
@@ -206,8 +166,6 @@ class ModelStep:
             self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05, **kind)
 
     def __call__(self) -> None:
-        import torch
-
         if self.mode == "infer":
             with torch.inference_mode(), self.autocast:
                 self.forward(*self.inputs)
@@ -223,8 +181,6 @@ class MatmulPeak:
     """The machine's dense-matmul limit: one ``n x n @ n x n`` product per step (2 n^3 FLOPs)."""
 
     def __init__(self, n: int, dtype: torch.dtype | None = None, device="cpu"):
-        import torch
-
         self.mm = torch.mm
         dtype = dtype or torch.float32
         generator = torch.Generator(device="cpu").manual_seed(0)
@@ -253,14 +209,10 @@ def peak_matmul_gflops(n: int, dtype: torch.dtype, device="cpu", steps: int = 3)
 
 def amp_dtype(name: str | None) -> torch.dtype | None:
     """The torch dtype of an ``--amp`` name (None: fp32)."""
-    import torch
-
     return getattr(torch, AMP_DTYPES[name]) if name else None
 
 
 def bf16_supported(device) -> bool:
-    import torch
-
     if torch.device(device).type == "cuda":
         return torch.cuda.is_bf16_supported()
     try:  # oneDNN's bf16 GEMM needs AVX512-BF16/AMX (or AVX512 emulation); torch says whether it has one
@@ -270,8 +222,6 @@ def bf16_supported(device) -> bool:
 
 
 def _synchronize(device) -> None:
-    import torch
-
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
@@ -311,8 +261,6 @@ class _CudaPeak:
 
     @contextmanager
     def __call__(self, label):
-        import torch
-
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -325,8 +273,6 @@ class _PeakRSS:
     """Peak RSS growth of this process while the context is active (CPU memory of a run), sampled every 2 ms."""
 
     def __init__(self, interval: float = 0.002):
-        import psutil
-
         self.proc, self.interval, self.peak, self._stop = psutil.Process(), interval, 0, threading.Event()
 
     def __enter__(self):
@@ -352,8 +298,6 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
     """One model alone: samples/s, ms per step and peak memory (CUDA allocated / CPU RSS growth from before the
     first step), with the engine's channels-last and grad-checkpointing options when asked. For comparisons between
     models use :func:`run_interleaved` (``depthbench bench``)."""
-    import torch
-
     step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, channels_last=channels_last,
                      inputs=inputs, grad_checkpointing=grad_checkpointing)
     cuda = step.device.type == "cuda"
@@ -373,8 +317,6 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
 
 # ------------------------------------------------------------------------------------------------ statistics
 def _quantiles(values) -> dict:
-    import numpy as np
-
     v = np.asarray(values, dtype=float)
     q25, median, q75 = np.percentile(v, [25, 50, 75])
     return {"median": float(median), "q25": float(q25), "q75": float(q75), "min": float(v.min()),
@@ -434,8 +376,6 @@ def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, a
 
 def _memory_job(job: str) -> None:
     """Body of the memory subprocess: build, then warm-up + one step under :class:`_PeakRSS`; print MiB."""
-    from harness.engine.launch import configure_threads
-
     job = ast.literal_eval(job)
     configure_threads(threads=job["threads"])
     spec = job["spec"]
@@ -455,68 +395,6 @@ def _memory_job(job: str) -> None:
     print(memory.peak / 2**20)
 
 
-# ------------------------------------------------------------------------------------------- pair presets
-@dataclass(frozen=True)
-class Pair:
-    """A paper's claim about ``candidate`` against ``baseline`` (labels of the preset's participants)."""
-    baseline: str
-    candidate: str
-    claim: str
-
-
-def _p(name, size=None, label=None, **kwargs) -> Participant:
-    return Participant(name, kwargs, (3, size, size) if size else None, label=label or name)
-
-
-_DEIT_S, _SWIN_T, _SWIN_B = "deit_small_patch16_224", "swin_tiny_patch4_window7_224", "swin_base_patch4_window7_224"
-_EQUAL = "equal FLOPs (Table 1), 'no additional operations' (Sec. 5.2): 1.0x expected, target >= 0.95x"
-
-# paper:group -> (participants, pairs). Claims cite the paper (docs/benchmarks.md quotes them with conditions).
-PRESETS: dict[str, tuple[list[Participant], list[Pair]]] = {
-    "stepsnet:equal-flops": (
-        [_p(_DEIT_S), _p("steps_deit_small"), _p(_SWIN_T), _p("steps_swin_tiny"), _p("resnet50"),
-         _p("steps_resnet50")],
-        [Pair(_DEIT_S, "steps_deit_small", _EQUAL), Pair(_SWIN_T, "steps_swin_tiny", _EQUAL),
-         Pair("resnet50", "steps_resnet50", _EQUAL)]),
-    "stepsnet:equal-accuracy": (
-        [_p(_SWIN_B), _p("steps_swin_small")],
-        [Pair(_SWIN_B, "steps_swin_small", "Fig. 6(a,b), Sec. 5.2: 1.3-1.4x throughput at better accuracy "
-              "(Steps-Swin-S 83.6 vs Swin-B 83.5, Table 1), CPU and RTX 3090")]),
-    "stepsnet:depth": (
-        [_p(f"{p}deit_w136_d{d}") for d in (24, 36, 48, 72, 96) for p in ("", "steps_")]
-        + [_p(_SWIN_T), _p("steps_swin_fixflops_d14"), _p("swin_fixflops_d24"), _p("steps_swin_tiny"),
-           _p("swin_fixflops_d48"), _p("swin_fixflops_d72"), _p("swin_fixflops_d96")],
-        [Pair(f"deit_w136_d{d}", f"steps_deit_w136_d{d}", "Table 5(a): equal FLOPs at equal depth, 1.0x expected")
-         for d in (24, 36, 48, 72, 96)]
-        + [Pair(_SWIN_T, "steps_swin_fixflops_d14", "Table 5(b): 12 vs 14 blocks at 4.5G, 1.0x expected"),
-           Pair("swin_fixflops_d24", "steps_swin_tiny", "Table 5(b): 24 vs 26 blocks at 4.5G, 1.0x expected")]
-        + [Pair(_SWIN_T, f"swin_fixflops_d{d}", f"Fig. 6(c,d): Swin at {d} blocks loses throughput and gains "
-                "memory with depth; Steps-Swin 1.6x faster, 1.3x less memory at large depth (its 48-96-block "
-                "models are not recoverable)") for d in (24, 48, 72, 96)]),
-    "sret:slicing": (
-        [_p(f"SReT_{v}{s}") for v in ("T", "LT", "S") for s in ("_wo_slice", "")],
-        [Pair("SReT_T_wo_slice", "SReT_T", "Table 4: slicing cuts FLOPs 21.4 % (1.4G -> 1.1G); no speed claim"),
-         Pair("SReT_LT_wo_slice", "SReT_LT", "Table 4: slicing cuts FLOPs 14.3 % (1.4G -> 1.2G); no speed claim"),
-         Pair("SReT_S_wo_slice", "SReT_S", "Table 4: slicing cuts FLOPs 10.6 % (4.7G -> 4.2G); no speed claim")]),
-    "horesnet:schemes": (
-        [_p(f"horesnet58_{s}") for s in ("euler", "midpoint", "rk4", "verner")],
-        [Pair("horesnet58_euler", "horesnet58_midpoint", "Table 2: time 1x, memory 1x"),
-         Pair("horesnet58_euler", "horesnet58_rk4", "Table 2: time 1x, memory 1.5x (1x with y = x + k4)"),
-         Pair("horesnet58_euler", "horesnet58_verner", "Table 2: time 1.15-1.2x (throughput 0.83-0.87x), "
-              "memory 7x")]),
-    "transnext:competitors": (
-        [_p(_SWIN_T), _p(_DEIT_S), _p("transnext_tiny")],
-        [Pair(_SWIN_T, "transnext_tiny", "Table 11: 413 vs 790 img/s = 0.52x (V100, fp32, batch 64), at 1.27x "
-              "the FLOPs (5.7G vs 4.5G)"),
-         Pair(_DEIT_S, "transnext_tiny", "no paper figure (DeiT-S is not in Table 11)")]),
-    "transnext:pool-mode": (
-        [_p("transnext_tiny", 384, "transnext_tiny@384"),
-         _p("transnext_tiny", 384, "transnext_tiny@384 linear", pool_mode="linear")],
-        [Pair("transnext_tiny@384", "transnext_tiny@384 linear", "Sec. 3 'linear complexity mode': the pool "
-              "fixed at 7x7 makes the cost linear in the tokens (normal mode pools to 1/32 of the input); no "
-              "speed figure. Identical to normal mode at 224")]),
-}
-PAPERS = sorted({key.split(":")[0] for key in PRESETS})
 
 
 def preset(name: str) -> tuple[list[Participant], list[Pair]]:
@@ -572,8 +450,6 @@ class BenchResult:
 
 def check_options(options: BenchOptions, input_size=None) -> None:
     """The numbers, before anything is built; fills in the default device."""
-    import torch
-
     if options.mode not in MODES:
         raise DepthbenchError(f"--mode {options.mode!r}: choose one of {', '.join(MODES)}")
     if options.amp is not None and options.amp not in AMP_DTYPES:
@@ -599,10 +475,6 @@ def check_options(options: BenchOptions, input_size=None) -> None:
 
 def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
     """CPU: use ``threads`` intra-op threads on as many cores, the process pinned to them; returns both."""
-    import torch
-
-    from harness.engine.launch import configure_threads
-
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
     if device != "cpu":
         return torch.get_num_threads(), cores
@@ -615,11 +487,6 @@ def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
 
 
 def machine(device: str, threads: int, cores: list[int]) -> dict:
-    import platform
-
-    import timm
-    import torch
-
     if device == "cuda":
         name = torch.cuda.get_device_name()
     else:
@@ -677,10 +544,6 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
     """Measure ``participants`` interleaved with the peak matmul (every mode of ``options.mode``), after building
     and counting each on the meta device (a bad name or keyword fails before any work). ``threads``/``cores``: as
     :func:`pin_threads` set them. ``progress`` gets a line at the start and after each mode."""
-    import torch
-
-    from harness.measure.flops import count_flops, count_params, example_inputs
-
     say = progress or (lambda line: None)
     device, batch_size, modes = options.device, options.batch_size, MODES[options.mode]
     precision = options.amp or "fp32"
@@ -691,8 +554,6 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
                               "grad_checkpointing": options.grad_checkpointing, "optimizer": options.optimizer,
                               **p.options} for p in participants}
     if any(o["compile"] for o in step_options.values()):
-        import torch._dynamo
-
         # every model is compiled in this one process: models of one class (DeiT-S and Steps-DeiT-S, a preset's
         # depth series) share their forward's code, whose cache holds 8 graphs by default
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * len(participants))

@@ -14,10 +14,15 @@ import json
 import os
 import sys
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
+import timm
+
+import models  # noqa: F401  (registers the paper models)
 from harness.core.files import BadFile, atomic_write, read_bytes, read_json
+from models.scalenet_llama import LLAMA_MODELS
 
 REPO = Path(__file__).resolve().parents[2]
 # the code every architecture number depends on, besides the model's own file
@@ -41,8 +46,6 @@ def fingerprint() -> str:
     """The shared part of every key: the measuring code and timm's version."""
     parts = [file_hash(str(REPO / name)) for name in MEASURING_CODE]
     try:
-        from importlib.metadata import version
-
         parts.append(version("timm"))
     except Exception:  # no timm metadata: the code alone
         pass
@@ -56,11 +59,6 @@ def model_code(model: str | None) -> str:
     if not model:
         return ""
     try:
-        import timm
-
-        import models  # noqa: F401  (registers the paper models)
-        from models.scalenet_llama import LLAMA_MODELS
-
         if model in LLAMA_MODELS:
             return file_hash(str(REPO / "models" / "scalenet_llama.py"))
         fn = timm.models.get_model_entrypoint(model)

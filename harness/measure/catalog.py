@@ -5,7 +5,14 @@ against. Counts come from ``harness.measure.flops`` on the meta device, at each 
 """
 from __future__ import annotations
 
-FAMILIES = ["stepsnet", "sret", "transnext", "horesnet", "scalenet"]
+import timm
+
+import harness.measure.flops  # counts looked up when called (a test checks that cached ones are not counted again)
+import models  # noqa: F401  (registers our models)
+from harness.core.choices import FAMILIES
+from harness.engine.models import build_model
+from harness.measure.cache import MeasurementCache, model_code
+
 BASELINES = ["resnet18", "resnet34", "resnet50",
              "deit_tiny_patch16_224", "deit_small_patch16_224", "deit_base_patch16_224",
              "swin_tiny_patch4_window7_224", "swin_small_patch4_window7_224", "swin_base_patch4_window7_224"]
@@ -13,10 +20,6 @@ BASELINES = ["resnet18", "resnet34", "resnet50",
 
 def registered() -> list[tuple[str, str]]:
     """(name, family) of every model, baselines first, then each paper's models in registration order."""
-    import timm
-
-    import models  # noqa: F401  (registers our models)
-
     rows = [(name, "baseline (timm)") for name in BASELINES]
     for family in FAMILIES:
         rows += [(name, family) for name in timm.list_models(module=family)]
@@ -24,26 +27,18 @@ def registered() -> list[tuple[str, str]]:
 
 
 def default_input_size(name: str):
-    import timm
-
-    import models  # noqa: F401  (registers the paper models' cfgs: without it a paper model fell back to 224²)
-
     cfg = timm.models.get_pretrained_cfg(name)
     return tuple(cfg.input_size) if cfg and cfg.input_size else (3, 224, 224)
 
 
 def count_keys(name: str, with_flops: bool, cache) -> list[str]:
     """The cache keys of a model's counts (parameters, and GFLOPs if ``with_flops``) at its default input size."""
-    from harness.measure.cache import model_code
-
     columns = ["params_m"] + (["flops_g"] if with_flops else [])
     return [cache.key("catalog", c, name, list(default_input_size(name)), model_code(name)) for c in columns]
 
 
 def uncounted(names: list[str], with_flops: bool = True, cache=None) -> list[str]:
     """The models among ``names`` whose counts :func:`describe` would have to measure (not in ``cache``)."""
-    from harness.measure.cache import MeasurementCache
-
     cache = cache if cache is not None else MeasurementCache()
     return [n for n in names if not all(cache.has(k) for k in count_keys(n, with_flops, cache))]
 
@@ -52,8 +47,6 @@ def describe(name: str, family: str, with_flops: bool = True, cache=None) -> dic
     """A model's row: input size, parameters (M) and GFLOPs (MACs) at that size, or the error it raised when
     built. ``cache`` (a :class:`harness.measure.cache.MeasurementCache`): counts are read from it when the code
     that defines the model has not changed, and stored there otherwise."""
-    from harness.measure.cache import MeasurementCache
-
     cache = cache if cache is not None else MeasurementCache(enabled=False)
     input_size = default_input_size(name)
     entry = {"name": name, "family": family, "input_size": list(input_size)}
@@ -61,20 +54,14 @@ def describe(name: str, family: str, with_flops: bool = True, cache=None) -> dic
 
     def model():
         if "model" not in built:
-            from harness.engine.models import build_model
-
             built["model"] = build_model(name)
         return built["model"]
 
     def params():
-        from harness.measure.flops import count_params
-
-        return count_params(model())
+        return harness.measure.flops.count_params(model())
 
     def flops():
-        from harness.measure.flops import count_flops
-
-        return count_flops(model(), input_size).total
+        return harness.measure.flops.count_flops(model(), input_size).total
 
     measured = [("params_m", params, 1e6)] + ([("flops_g", flops, 1e9)] if with_flops else [])
     for (column, fn, unit), key in zip(measured, count_keys(name, with_flops, cache)):

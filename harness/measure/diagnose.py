@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import timm
+import timm.data
+import torch
+from torch import nn
+from torchvision.datasets import ImageFolder
 
 from harness.core.errors import DepthbenchError
-
-if TYPE_CHECKING:  # imported where used: importing torch takes ~2 s
-    import torch
-    from torch import nn
+from harness.engine.checkpoint import load_weights
+from harness.engine.models import build_trained_model
+from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
 
 CHANNELS_FIRST = ("BasicBlock", "Bottleneck")  # residual blocks with channels on dim 1 (NCHW)
 
@@ -35,10 +39,6 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
     ``sigma``, ``gamma``, ``width`` (channels of the state) and, inside a StepsNet, ``step`` (1-based) and
     ``step_width`` (the width the block runs at).
     """
-    import torch
-
-    from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
-
     blocks = residual_blocks(model)
     if not blocks:
         raise DepthbenchError(f"{type(model).__name__} has no residual blocks of the known types "
@@ -92,10 +92,6 @@ def build(name: str | None, input_size: int | None, device: str, model_kwargs: d
            config: str | None = None, config_overrides=()) -> nn.Module:
     """The model as it was trained (:func:`harness.engine.models.build_trained_model`: a config's model with its
     arguments, or a name with ``--model-kwargs``), initialised in place on the target device."""
-    import timm
-
-    from harness.engine.models import build_trained_model
-
     kwargs = dict(model_kwargs or {})
     cfg = timm.models.get_pretrained_cfg(name) if name else None
     if input_size and cfg is not None and cfg.fixed_input_size and len(cfg.input_size or ()) == 3:
@@ -107,8 +103,6 @@ def build(name: str | None, input_size: int | None, device: str, model_kwargs: d
 def load_checkpoint(model: nn.Module, path: str) -> None:
     """Load trained weights strictly through :func:`harness.checkpoint.load_weights` (the loader every command
     uses): a checkpoint that does not fit is an error naming every key, never a half-loaded model."""
-    from harness.engine.checkpoint import load_weights
-
     load_weights(model, path)
 
 
@@ -116,8 +110,6 @@ def example_batch(model: nn.Module, data: str, input_size: int | None, batch_siz
                   device: str) -> tuple:
     """A seeded batch for ``model``: Gaussian images (``data="random"``), a random subset of an ImageFolder at
     ``data``, or random token ids for a language model."""
-    import torch
-
     generator = torch.Generator().manual_seed(seed)
     if hasattr(model, "example_inputs"):  # token models: random ids (no text data sets here)
         if data != "random":
@@ -125,13 +117,11 @@ def example_batch(model: nn.Module, data: str, input_size: int | None, batch_siz
         (tokens,) = model.example_inputs(input_size, batch_size)
         vocab = getattr(model, "vocab_size", 2)
         return (torch.randint(0, vocab, tokens.shape, generator=generator).to(device),)
-    import timm.data
 
     cfg = timm.data.resolve_data_config({}, model=model)
     size = (3, input_size, input_size) if input_size else tuple(cfg["input_size"])
     if data == "random":
         return (torch.randn(batch_size, *size, generator=generator).to(device),)
-    from torchvision.datasets import ImageFolder
 
     transform = timm.data.create_transform(**{**cfg, "input_size": size}, is_training=False)
     try:

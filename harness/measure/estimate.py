@@ -32,14 +32,22 @@ import io
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError
-from harness.core.files import printable
+from harness.core.files import BadFile, loads_json, printable, read_json, read_text
 from harness.core.schema import per_device_batch
+from harness.engine.builders import load_training_config
+from harness.engine.models import build_model, model_kwargs
+from harness.measure.bench import _plain, input_size_of
+from harness.measure.cache import MeasurementCache, model_code
+from harness.measure.flops import count_flops, example_inputs
+from harness.measure.preflight import read_records, runs_root
+from harness.tasks.image import IMAGE_EXTENSIONS
 
 IMAGENET_1K_TRAIN = 1_281_167
 KNOWN_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1_437}
@@ -197,11 +205,7 @@ def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None 
     """The cost of each of ``jobs`` on ``layout`` and the total. ``records``: preflight records, newest first
     (default: :func:`harness.measure.preflight.read_records`); ``bench_rows``: ``depthbench bench`` CSV rows
     (default: :func:`bench_csv_rows`)."""
-    from harness.engine.builders import load_training_config
-
     if records is None:
-        from harness.measure.preflight import read_records
-
         records = read_records()
     if bench_rows is None:
         bench_rows = bench_csv_rows()
@@ -300,9 +304,6 @@ def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
 
 def identity(cfg, micro_batch: int | None) -> dict:
     """The model a config trains, as records name it: name, arguments, input size (C, H, W), precision, batch."""
-    from harness.engine.models import model_kwargs
-    from harness.measure.bench import _plain, input_size_of
-
     name = cfg.model.name
     kwargs = _plain(model_kwargs(cfg))
     size = list(input_size_of(name, cfg.data.get("input_size"), kwargs))
@@ -360,7 +361,6 @@ def _wds_size(root: Path, split: str) -> int | None:
     if "|" in split:  # "train-{0000..1023}.tar|1281167"
         tail = split.rsplit("|", 1)[1].strip()
         return int(tail) if tail.isdigit() else None
-    from harness.core.files import BadFile, read_json
 
     for name in ("_info.json", "info.json"):
         try:
@@ -376,8 +376,6 @@ def _wds_size(root: Path, split: str) -> int | None:
 
 def _count_images(folder: Path, limit_s: float = 20.0) -> int | None:
     """Files in the class folders of an ImageFolder split (None when counting takes longer than ``limit_s``)."""
-    from harness.tasks.image import IMAGE_EXTENSIONS
-
     start, n = time.monotonic(), 0
     try:
         with os.scandir(folder) as classes:
@@ -476,17 +474,11 @@ def timing_by_flops(ident: dict, layout: Layout, records: Sequence[dict], gmacs=
 
 def _name_parts(model: str) -> set[str]:
     """The alphabetic parts of a model name, less size words: ``steps_deit_small_patch16`` -> {steps, deit}."""
-    import re
-
     return set(re.findall(r"[a-z]+", model.lower())) - {"tiny", "small", "base", "large", "patch", "window", "x"}
 
 
 def model_gmacs(ident: dict) -> float | None:
     """GMACs per sample of the model ``ident`` at its input size (meta device; cached with the model's code)."""
-    from harness.engine.models import build_model
-    from harness.measure.cache import MeasurementCache, model_code
-    from harness.measure.flops import count_flops, example_inputs
-
     def count():
         model = build_model(ident["model"], **ident["model_kwargs"])
         return count_flops(model, inputs=example_inputs(model, tuple(ident["input_size"]))).total
@@ -581,8 +573,6 @@ def _float(value) -> float | None:
 
 
 def _json(text) -> dict:
-    from harness.core.files import BadFile, loads_json
-
     try:
         return loads_json(text, source="model_kwargs") if text else {}
     except BadFile:
@@ -592,9 +582,6 @@ def _json(text) -> dict:
 def bench_csv_rows(folders: Sequence[str | Path] | None = None) -> list[dict]:
     """``depthbench bench`` CSV rows (newest first) from ``<runs>/bench/`` and the repository's
     ``benchmarks/results/``; each row carries its file in ``_path``."""
-    from harness.core.files import BadFile, read_text
-    from harness.measure.preflight import runs_root
-
     repo = Path(__file__).resolve().parents[2]
     folders = folders if folders is not None else [runs_root() / "bench", repo / "benchmarks" / "results"]
     rows = []

@@ -28,11 +28,14 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from harness.core.errors import ConfigError, DataError
-from harness.core.files import atomic_write, data_cache
+from harness.core.files import BadFile, atomic_write, data_cache, read_json
 from harness.tasks.lm import LanguageModelTask
+from models.scalenet_llama import (ARCHITECTURE_FIELDS, TRAINABLE, CausalLMLogits, base_config, build_llama,
+                                   expand_llama, llama_config, load_saved_llama, set_trainable)
 
 # Stanford Alpaca's prompt templates (tatsu-lab/stanford_alpaca, train.py PROMPT_DICT) -- "the standard Alpaca
 # prompt template" of spec §2.9; the response follows "### Response:" directly, as in that train.py.
@@ -57,8 +60,6 @@ def format_prompt(example: dict) -> str:
 
 @lru_cache(maxsize=4)
 def _read(path: str, key: str) -> tuple:
-    from harness.core.files import BadFile, read_json
-
     try:  # not a FIFO, not nested deeper than a record list needs (a deep file was a RecursionError)
         records = read_json(path, max_bytes=None, expect=None, what="data.root")
     except (OSError, BadFile) as e:
@@ -89,8 +90,6 @@ def read_alpaca(path) -> list[dict]:
 
 def split_indices(n: int, val_size: int) -> dict:
     """A fixed random choice of ``val_size`` records as ``val``, the rest ``train`` (both in file order)."""
-    import numpy as np
-
     order = np.random.RandomState(0).permutation(n)
     return {"val": sorted(order[:val_size].tolist()), "train": sorted(order[val_size:].tolist())}
 
@@ -282,8 +281,6 @@ def _expansion(model_cfg) -> dict | None:
 
 def architecture(cfg):
     """The recipe's ``LlamaConfig`` (``model.config``), as one ConfigError line when it is not one."""
-    from models.scalenet_llama import llama_config
-
     source = cfg.model.get("config")
     if source is None:
         raise ConfigError("model.config is not set; name the Llama architecture (e.g. 'llama_3_2_1b'), or give a "
@@ -300,8 +297,6 @@ def architecture(cfg):
 def check_llama_model(cfg) -> None:
     """The architecture builds (on the meta device), the expansion and trainable set are valid, the tokenizer's
     ids fit the embedding, ``data.max_length`` fits the positions. No file is needed but the tokenizer's."""
-    from models.scalenet_llama import TRAINABLE, build_llama
-
     m = cfg.model
     if m.get("pretrained"):
         raise ConfigError("model.pretrained loads depthbench .pth weights; a Hugging Face Llama checkpoint "
@@ -335,8 +330,6 @@ def check_llama_model(cfg) -> None:
 def check_llama_run(cfg) -> None:
     """What training needs on disk besides the data: ``model.weights`` is a checkpoint directory with weights and
     the recipe's architecture; a checkpoint comes with its own tokenizer."""
-    from models.scalenet_llama import ARCHITECTURE_FIELDS, base_config, llama_config
-
     weights = cfg.model.get("weights")
     if not weights:
         return
@@ -369,8 +362,6 @@ def build_llama_model(cfg, pretrained: bool = True):
     """The engine's model of an alpaca recipe: :class:`CausalLMLogits` around the Llama -- ``model.weights``
     loaded when ``pretrained`` (else random weights of ``model.config``), expanded by ``model.scalenet``, with
     ``model.trainable`` set."""
-    from models.scalenet_llama import CausalLMLogits, build_llama, expand_llama, set_trainable
-
     m = cfg.model
     scalenet = _expansion(m)
     lm = load_llama(m.weights) if pretrained and m.get("weights") else build_llama(architecture(cfg))
@@ -393,8 +384,6 @@ def load_llama(source, *, expand: dict | None = None):
     ``config.json`` (random weights); optionally expanded by ScaleNet (``expand=dict(k=2, rank=16)``,
     :func:`models.scalenet_llama.expand_llama`). Bad paths are one line before anything is loaded."""
     from transformers import LlamaForCausalLM
-
-    from models.scalenet_llama import build_llama, expand_llama, llama_config, load_saved_llama
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -420,8 +409,6 @@ def load_llama(source, *, expand: dict | None = None):
 
 
 def _llama_config(path):
-    from models.scalenet_llama import llama_config
-
     try:
         return llama_config(path)
     except ValueError as e:

@@ -20,6 +20,7 @@ SHA-256 of every split's images. docs/claims.md says how the difficulty was set.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import PIL
+from PIL import Image, ImageDraw, ImageFilter, ImageFont, features
+from tqdm import tqdm
 
 from harness.core.errors import DataError
 from harness.core.files import atomic_dir, data_cache
@@ -191,8 +195,6 @@ class GlyphRenderer:
     def _glyph(self, path: Path, char: str) -> _Glyph:
         key = (path, char)
         if key not in self._glyphs:
-            from PIL import Image, ImageDraw, ImageFont
-
             if path not in self._fonts:
                 self._fonts[path] = ImageFont.truetype(str(path), self.em)
             font = self._fonts[path]
@@ -207,8 +209,6 @@ class GlyphRenderer:
                cx: float, cy: float) -> "np.ndarray":
         """The glyph's ink box scaled so its larger side is ``size`` canvas pixels, stretched by ``aspect``,
         sheared, rotated by ``angle`` and centred at (cx, cy): float32 coverage on the canvas."""
-        from PIL import Image
-
         s = size / max(glyph.width, glyph.height)
         sx, sy = s * aspect, s
         c, si = math.cos(angle), math.sin(angle)
@@ -224,8 +224,6 @@ class GlyphRenderer:
         return np.asarray(image, dtype=np.float32) / 255.0
 
     def render(self, index: int) -> "np.ndarray":
-        from PIL import Image, ImageFilter
-
         rng = np.random.default_rng((self.seed, 0 if self.split == "train" else 1, index))
         n_classes = len(GLYPH_CLASSES)
         label = index % n_classes
@@ -283,7 +281,6 @@ class GlyphRenderer:
             return np.where(t > rng.uniform(-0.3, 0.3), c0, mix).astype(np.float32)
         if kind != "noise":
             raise DataError(f"unknown glyphs background {kind!r}; use flat, gradient, split or noise")
-        from PIL import Image  # smooth colour noise: a 4x4 random grid upsampled bicubically, kept in [0.15, 0.85]
 
         grid = Image.fromarray(np.round(coarse * 255).astype(np.uint8)).resize((C, C), Image.BICUBIC)
         return (0.15 + 0.7 * np.asarray(grid, dtype=np.float32) / 255.0).astype(np.float32)
@@ -322,8 +319,6 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
     (Debian bookworm's packages). Written with :func:`harness.core.files.atomic_dir`, so concurrent exporters and
     killed exports never leave a half cache. Smaller ``*_per_class`` (tests) write ``glyphs-<res>-<train>x<val>``.
     """
-    from PIL import Image
-
     distortions = _variant(variant)
     target = glyphs_folder(resolution, root, train_per_class=train_per_class, val_per_class=val_per_class,
                            variant=variant)
@@ -357,11 +352,6 @@ def _variant(variant: str) -> Distortions:
 
 
 def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_class, variant) -> dict:
-    import dataclasses
-
-    import PIL
-    from PIL import features
-
     return {
         "name": "glyphs", "generator_version": GENERATOR_VERSION, "seed": SEED, "resolution": resolution,
         "variant": variant, "distortions": dataclasses.asdict(VARIANTS[variant]),
@@ -379,8 +369,6 @@ def sample_sheet(resolution: int = 32, split: str = "val", rows: int = 4, scale:
                  font_root: str | Path = FONT_ROOT, variant: str = DEFAULT_VARIANT):
     """A contact sheet of the first ``rows`` x 53 images of ``split`` (one class per column, in class order),
     enlarged ``scale`` times without smoothing: a PIL image for docs and the report. Renders directly (no export)."""
-    from PIL import Image
-
     renderer = GlyphRenderer(split, resolution, font_root, distortions=_variant(variant))
     n = len(GLYPH_CLASSES)
     grid = np.concatenate([np.concatenate([renderer.render(r * n + c) for c in range(n)], axis=1)
@@ -402,9 +390,5 @@ def fonts_fingerprint(fonts: dict[str, list[Path]], font_root: str | Path = FONT
 
 def _progress(iterable, desc: str, enabled: bool):
     if not enabled:
-        return iterable
-    try:
-        from tqdm import tqdm
-    except ImportError:
         return iterable
     return tqdm(iterable, desc=desc, unit="img", mininterval=2.0, leave=False)

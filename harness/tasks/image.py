@@ -32,15 +32,34 @@ import math
 import os
 import pickle
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
+import timm
 import torch
-from torch.utils.data import Dataset
+import torchvision.transforms as T
+import torchvision.transforms.functional as TF
+from PIL import Image
+from timm.data import Mixup, create_dataset, create_transform
+from timm.data.auto_augment import AugmentOp, posterize
+from timm.data.random_erasing import RandomErasing
+from timm.data.readers.img_extensions import get_img_extensions
+from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.utils.misc import natural_key
+from torch import nn
+from torch.utils.data import Dataset, default_collate
 
 from harness.core.errors import ConfigError, DataError
-from harness.core.files import atomic_dir, data_cache
+from harness.core.files import BadFile, atomic_dir, data_cache, walk_files
+from harness.engine.checkpoint import load_weights
+from harness.engine.loop import evaluate
+from harness.engine.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
+from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
+from harness.tasks import image_device
+from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
+from harness.tasks.shards import ShardDataset, check_shards
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -60,7 +79,6 @@ def export_digits(resolution: int = 32, root: str | Path | None = None) -> Path:
     with atomic_dir(target) as tmp:
         if tmp is None:
             return target
-        from PIL import Image
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
 
@@ -85,8 +103,6 @@ def data_root(data) -> Path:
     if data.type == "digits":
         return export_digits(data.input_size, data.root)
     if data.type == "glyphs":  # the embedded glyphs (harness/tasks/glyphs.py), rendered once at the input size
-        from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
-
         return export_glyphs(data.input_size, data.root, variant=data.get("variant") or DEFAULT_VARIANT)
     if not data.root:
         raise DataError(f"data.root is not set; point it at your {data.type} dataset (data.root=/path/to/data)")
@@ -104,8 +120,6 @@ def check_data(data) -> Path:
     elif data.type in ("cifar10", "cifar100"):
         _cifar_folder(root, data.type)
     elif data.type == "shards":
-        from harness.tasks.shards import check_shards
-
         for split in (data.train_split, data.val_split):
             check_shards(root, split)
     elif data.type == "wds":
@@ -225,8 +239,6 @@ class CIFAR10Pickle(Dataset):
         return len(self.targets)
 
     def __getitem__(self, index):
-        from PIL import Image
-
         image = Image.fromarray(self.images[index])
         return (self.transform(image) if self.transform else image), self.targets[index]
 
@@ -254,9 +266,6 @@ def eval_data_config(data, aug) -> dict:
 def build_transform(data, aug, is_training: bool):
     """The training or evaluation transform of a recipe (see the module docstring for the pipelines; evaluation:
     :func:`eval_data_config`)."""
-    import torchvision.transforms as T
-    from timm.data import create_transform
-
     evaluation = eval_data_config(data, aug)  # checks the pipeline's name
     if not is_training:
         return create_transform(**evaluation, is_training=False)
@@ -279,9 +288,6 @@ def build_transform(data, aug, is_training: bool):
 def _posterize(img, bits_to_keep, **kwargs):
     """timm's posterize, where keeping 0 bits gives the black image that Pillow < 11 gave (DeiT's and timm's
     training ran so); Pillow 11+ raises instead."""
-    from PIL import Image
-    from timm.data.auto_augment import posterize
-
     if bits_to_keep <= 0:
         return Image.new(img.mode, img.size)
     return posterize(img, bits_to_keep, **kwargs)
@@ -293,8 +299,6 @@ def black_zero_bit_posterize(transform):
     in 3,000 in a test, so hundreds per ImageNet epoch), and Pillow 11+ raises "bits must be between or equal to 1
     and 8": the run would end at its first such image. Those ops get :func:`_posterize` (every other draw, and every
     RNG call, is unchanged)."""
-    from timm.data.auto_augment import AugmentOp, posterize
-
     for step in getattr(transform, "transforms", []):
         for op in getattr(step, "ops", []):
             if isinstance(op, AugmentOp) and op.aug_fn is posterize:
@@ -310,12 +314,8 @@ def build_dataset(data, aug, split: str, is_training: bool):
     if data.type in ("cifar10", "cifar100"):
         dataset = CIFAR10Pickle(root, train=is_training, transform=transform, kind=data.type)
     elif data.type == "shards":
-        from harness.tasks.shards import ShardDataset
-
         dataset = ShardDataset(root, split, transform)
     elif data.type == "wds":
-        from timm.data import create_dataset
-
         dataset = create_dataset(f"wds/{Path(root).name}", root=str(root), split=split, is_training=is_training,
                                  batch_size=1, input_img_mode="RGB")
         dataset.transform = transform
@@ -343,11 +343,6 @@ class ImageFolder(Dataset):
     warning line naming the file and counting the skips of this loader process."""
 
     def __init__(self, root: Path, transform=None, skip_bad: bool = False):
-        from timm.data.readers.img_extensions import get_img_extensions
-        from timm.utils.misc import natural_key
-
-        from harness.core.files import BadFile, walk_files
-
         root = Path(root)
         types = get_img_extensions(as_set=True)
         try:
@@ -396,10 +391,6 @@ class ImageFolder(Dataset):
 def decode_image(path: str | Path):
     """The RGB image at ``path``, decoded whole; one :class:`DataError` line naming the file when it does not
     decode."""
-    import warnings
-
-    from PIL import Image
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -475,8 +466,6 @@ class UInt8Transform:
         self.pil_steps, self.erasing = pil_steps, erasing
 
     def __call__(self, image):
-        import torchvision.transforms.functional as TF
-
         image = self.pil_steps(image)
         pixels = TF.pil_to_tensor(image)  # what ToTensor computes, before its float conversion
         patches = []
@@ -493,9 +482,6 @@ class UInt8Transform:
 def split_transform(transform):
     """``(pil_steps, normalize, erasing)`` of a ``[PIL steps..., ToTensor, Normalize, (RandomErasing)]`` Compose;
     ConfigError for any other shape (its batches cannot be finished on the device)."""
-    import torchvision.transforms as T
-    from timm.data.random_erasing import RandomErasing
-
     steps = list(getattr(transform, "transforms", []))
     at = next((i for i, t in enumerate(steps) if type(t).__name__ in ("ToTensor", "MaybeToTensor")), None)
     tail = steps[at + 1:] if at is not None else []
@@ -508,8 +494,6 @@ def split_transform(transform):
 
 def collate_uint8(batch) -> tuple:
     """``[((uint8 image, patches), target), ...]`` -> ``(UInt8Images, targets)``."""
-    from torch.utils.data import default_collate
-
     images = torch.stack([pixels for (pixels, _), _ in batch])
     patches, values = [], []
     for index, ((_, recorded), _) in enumerate(batch):
@@ -533,12 +517,10 @@ def device_batches(dataset) -> tuple:
 def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
     """``loader.pipeline='device'``: ``(dataset of encoded samples, collate_fn, finish)``
     (harness/tasks/image_device.py)."""
-    from harness.tasks.image_device import encoded_batches as build
-
     transform = None
     if is_training and aug.pipeline == "imagenet":
         transform = build_transform(data, aug, is_training=True)
-    return build(dataset, data, aug, is_training, transform)
+    return image_device.encoded_batches(dataset, data, aug, is_training, transform)
 
 
 # ----------------------------------------------------------------------------------------- model and loss
@@ -546,12 +528,6 @@ def build_criterion(cfg, device=None, input_dtype=None):
     """``(mixup_fn, criterion)`` as DeiT: soft-target CE under mixup/cutmix, else label smoothing, else CE;
     wrapped in :class:`harness.engine.losses.TrainingLoss`, which sums per-branch outputs (SReT mixed depth) and
     owns the distillation teacher (``distill.*``)."""
-    from timm.data import Mixup
-    from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
-    from torch import nn
-
-    from harness.engine.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
-
     a = cfg.aug
     mixup_fn = None
     if a.mixup > 0 or a.cutmix > 0 or a.cutmix_minmax is not None:
@@ -577,10 +553,6 @@ def build_criterion(cfg, device=None, input_dtype=None):
 
 def build_teacher(cfg, device=None, input_dtype=None):
     """The frozen distillation teacher (``distill.teacher`` with ``distill.teacher_checkpoint``'s weights)."""
-    import timm
-
-    from harness.engine.checkpoint import load_weights
-
     distill = cfg.distill
     teacher = timm.create_model(distill.teacher, num_classes=cfg.data.num_classes, **distill.teacher_kwargs)
     load_weights(teacher, distill.teacher_checkpoint)
@@ -604,8 +576,6 @@ class ImageTask(Task):
 
     def check_model(self, cfg) -> None:
         """The model builds with the config's arguments and takes ``data.input_size`` images (meta device)."""
-        from harness.engine.models import config_model_on_meta
-
         model = config_model_on_meta(cfg)
         size = cfg.data.input_size
         try:
@@ -623,14 +593,10 @@ class ImageTask(Task):
         return eval_data_config(data, aug)
 
     def build_model(self, cfg, pretrained: bool = True):
-        from harness.engine.models import create_config_model
-
         return create_config_model(cfg, pretrained)
 
     def build_criterion(self, cfg, device=None, input_dtype=None):
         return build_criterion(cfg, device, input_dtype)
 
     def evaluate(self, model, loader, backend) -> dict:
-        from harness.engine.loop import evaluate
-
         return evaluate(model, loader, backend)

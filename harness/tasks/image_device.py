@@ -25,6 +25,7 @@ not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as
 """
 from __future__ import annotations
 
+import copy
 import io
 import math
 import random
@@ -32,6 +33,11 @@ import sys
 
 import numpy as np
 import torch
+from PIL import Image
+from timm.data.auto_augment import AugmentOp, RandAugment
+from torch.utils.data import default_collate
+from torchvision.io import ImageReadMode, decode_jpeg
+from torchvision.ops import roi_align
 
 from harness.core.errors import ConfigError, DataError
 
@@ -69,10 +75,6 @@ class ParameterDraw:
     the CPU transform would draw, in its order and with its code; raises ConfigError for a step it cannot map."""
 
     def __init__(self, transform, size: int):
-        import copy
-
-        from timm.data.auto_augment import AugmentOp, RandAugment
-
         self.steps, self.size, self.log = list(copy.deepcopy(transform).transforms), size, []
         known = ("RandomResizedCropAndInterpolation", "RandomResizedCrop", "RandomHorizontalFlip", "RandAugment",
                  "ColorJitter", "MaybeToTensor", "ToTensor", "Normalize", "RandomErasing")
@@ -151,8 +153,6 @@ class EncodedImages(torch.utils.data.Dataset):
         return data, (-1 if target is None else target), source.filename(index, absolute=True)
 
     def __getitem__(self, index):
-        from PIL import Image
-
         data, target, name = self._read(index)
         try:
             header = Image.open(io.BytesIO(data))  # parses the header only
@@ -207,8 +207,6 @@ class EncodedBatch:
 
 
 def collate_encoded(batch):
-    from torch.utils.data import default_collate
-
     return EncodedBatch([sample for sample, _ in batch]), default_collate([target for _, target in batch])
 
 
@@ -218,8 +216,6 @@ _warned = set()
 
 def decode(batch: EncodedBatch, device) -> list:
     """The batch's images as uint8 (3, H, W) tensors on ``device``: one batched decode of the JPEGs."""
-    from torchvision.io import ImageReadMode, decode_jpeg
-
     images = [None] * len(batch)
     jpegs = [i for i, s in enumerate(batch.samples) if s.pixels is None]
     for i, s in enumerate(batch.samples):
@@ -238,13 +234,9 @@ def decode(batch: EncodedBatch, device) -> list:
 
 
 def _decode_one(sample, device):
-    from torchvision.io import ImageReadMode, decode_jpeg
-
     try:
         return decode_jpeg(sample.data, mode=ImageReadMode.RGB, device=device)
     except RuntimeError:
-        from PIL import Image
-
         _warn_once(sample.name, "was rejected by the batched JPEG decode; decoded on the CPU (PIL)")
         try:
             image = Image.open(io.BytesIO(sample.data.numpy().tobytes())).convert("RGB")
@@ -275,8 +267,6 @@ def crop_resize(images: list, boxes: torch.Tensor, size: int) -> torch.Tensor:
     docstring for why roi_align). The padding repeats each image's last row and column, so bilinear taps at an
     edge read the edge (as PIL's resize does), and every box is in its own image's coordinates: a sample's pixels
     do not depend on the batch it came in (the same numbers for any number of ranks)."""
-    from torchvision.ops import roi_align
-
     device = images[0].device
     heights = torch.tensor([im.shape[1] for im in images])
     widths = torch.tensor([im.shape[2] for im in images])

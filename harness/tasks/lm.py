@@ -31,6 +31,9 @@ from torch.nn import functional as F
 
 from harness.core.errors import ConfigError, DataError
 from harness.core.files import atomic_write, data_cache, read_text
+from harness.engine.loop import evaluate
+from harness.engine.losses import TrainingLoss
+from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
 
 LM_DATA_TYPES = ("text", "kjv")
@@ -235,8 +238,6 @@ def perplexity(mean_nll: float) -> float:
 def evaluate_lm(model, loader, backend) -> dict:
     """The engine's evaluation over every validation token (loss = mean token NLL, top1/top5 = next-token
     accuracy %) plus ``ppl`` = exp(loss); ``tokens`` counts what was scored."""
-    from harness.engine.loop import evaluate
-
     metrics = evaluate(model, loader, backend)
     metrics["tokens"] = metrics.pop("images")
     metrics["ppl"] = perplexity(metrics["loss"])
@@ -260,8 +261,6 @@ class LanguageModelTask(Task):
     def check_model(self, cfg) -> None:
         """A language model (it has ``vocab_size``) whose embedding covers the tokenizer's ids and whose positions
         hold ``data.seq_len`` tokens."""
-        from harness.engine.models import config_model_on_meta
-
         model = config_model_on_meta(cfg)
         name = cfg.model.name
         vocab, seq_len = getattr(model, "vocab_size", None), getattr(model, "seq_len", None)
@@ -278,14 +277,10 @@ class LanguageModelTask(Task):
         return build_token_dataset(data, split, is_training)
 
     def build_model(self, cfg, pretrained: bool = True):
-        from harness.engine.models import create_config_model
-
         return create_config_model(cfg, pretrained)
 
     def build_criterion(self, cfg, device=None, input_dtype=None):
         """Next-token cross-entropy; no mixup or teacher for token data."""
-        from harness.engine.losses import TrainingLoss
-
         return None, TrainingLoss(NextTokenLoss())
 
     def evaluate(self, model, loader, backend) -> dict:

@@ -18,9 +18,18 @@ Table X's Average) when all seven ran.
 """
 from __future__ import annotations
 
+import difflib
+import logging
 from pathlib import Path
 
+import torch
+
+from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
+from harness.engine.builders import check_model
+from harness.engine.checkpoint import load_weights
+from harness.engine.launch import configure_threads
+from harness.tasks.alpaca import build_llama_model, check_llama_run, get_tokenizer, load_tokenizer
 
 # harness/assets/lm_eval_tasks: local lm-eval task definitions (depthbench_tiny_mc)
 TASKS_DIR = Path(__file__).resolve().parent.parent / "assets" / "lm_eval_tasks"
@@ -37,9 +46,6 @@ def check_recipe(cfg, config, image_options=()) -> None:
 
 def load_model(cfg, checkpoint: Path):
     """``(LlamaForCausalLM, tokenizer)`` of ``checkpoint`` under the recipe ``cfg``."""
-    from harness.tasks.alpaca import build_llama_model, check_llama_run, get_tokenizer, load_tokenizer
-    from harness.engine.checkpoint import load_weights
-
     # a Hugging Face checkpoint directory; a run directory (meta.json) keeps its resolved config as config.json too
     if checkpoint.is_dir() and (checkpoint / "config.json").is_file() and not (checkpoint / "meta.json").is_file():
         cfg.model.weights = str(checkpoint)
@@ -57,9 +63,6 @@ def load_model(cfg, checkpoint: Path):
 def load_tasks(names: list[str], table: dict):
     """lm-eval's tasks (their data loaded), before any model is built; one line for an unknown or unloadable task
     (naming ``table``'s tasks, ScaleNet Table X's)."""
-    import difflib
-    import logging
-
     from lm_eval.tasks import TaskManager
 
     for name in ("lm_eval", "lm-eval"):
@@ -116,12 +119,6 @@ def run_lm_eval(config, checkpoint, *, table: dict, overrides=(), tasks=None, re
     ``record_into`` (a RunDir the caller opened as its writer: the checkpoint's run or ``--out-run``) when given.
     ``table``: ScaleNet Table X's ``{task: (metric, column)}``, whose tasks are the default ``tasks``;
     ``image_options``: image-protocol options given (an error here)."""
-    import torch
-
-    from harness.core.config import load_config
-    from harness.engine.builders import check_model
-    from harness.engine.launch import configure_threads
-
     cfg = load_config(config, list(overrides))
     check_recipe(cfg, config, image_options)
     check_model(cfg)

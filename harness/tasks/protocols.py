@@ -22,12 +22,33 @@ over these protocols (sizes, TransNeXt pool modes, StepsNet analyses; rows recor
 """
 from __future__ import annotations
 
+import json
 import os
 import pkgutil
+import shutil
 from pathlib import Path
 
+import numpy as np
+import torch
+from PIL import Image
+from timm.data import create_dataset
+
+import models  # noqa: F401
+from harness.core.choices import PROTOCOLS
+from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
-from harness.core.files import atomic_dir
+from harness.core.files import BadFile, atomic_dir, data_cache, read_json
+from harness.core.rundir import checkpoint_run
+from harness.engine import builders  # builders.build_model looked up when called (tests check nothing is built)
+from harness.engine.backends import AccelerateBackend
+from harness.engine.builders import check_model
+from harness.engine.checkpoint import load_weights
+from harness.engine.data import build_dataset, build_eval_loader, check_data
+from harness.engine.launch import configure_threads, export_distributed_env
+from harness.engine.loop import evaluate
+from harness.engine.models import model_kwargs
+from harness.tasks.image import build_transform, data_root, decode_image
+from models.stepsnet import stepsnet_analysis
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 
@@ -55,7 +76,6 @@ ALEXNET_ERROR = {
 # 43.5 (the 43.45 used before had no source and does not match torchvision's number).
 ALEXNET_CLEAN_ERROR = 1 - 0.56522
 
-PROTOCOLS = ("val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2", "imagenet-real", "imagenet-c")
 IMAGENET_PROTOCOLS = PROTOCOLS[1:]
 
 
@@ -164,8 +184,6 @@ def class_map(folder: Path, protocol: str) -> dict | None:
 
 
 def image_folder(folder: Path, transform, protocol: str):
-    from timm.data import create_dataset
-
     dataset = create_dataset("", root=str(folder), split="", class_map=class_map(folder, protocol) or "",
                              input_img_mode="RGB")
     dataset.transform = transform
@@ -174,8 +192,6 @@ def image_folder(folder: Path, transform, protocol: str):
 
 def predict(model, dataset, batch_size: int, device, workers: int = 0):
     """``(logits, targets)`` over the whole ``dataset`` in order."""
-    import torch
-
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     model.eval()
     logits, targets = [], []
@@ -195,8 +211,6 @@ def topk_accuracy(logits, targets, ks=(1, 5)) -> dict:
 def restrict_to_subset(logits, indices):
     """Logits of classes outside ``indices`` set to -inf: the argmax is taken over the subset only, and the
     prediction stays an ImageNet-1k index (timm's validate.py slices instead; same ranking)."""
-    import torch
-
     keep = torch.full((logits.shape[1],), float("-inf"))
     keep[list(indices)] = 0.0
     return logits + keep
@@ -219,11 +233,8 @@ def real_accuracy(logits, filenames, real_labels: list, ks=(1, 5)) -> dict:
 
 
 def load_real_labels(path=None) -> list:
-    import json
-
     if path is None:
         return json.loads(pkgutil.get_data("timm.data", "_info/imagenet_real_labels.json").decode())
-    from harness.core.files import BadFile, read_json
 
     try:
         return read_json(path, expect=list, what="--real-labels")
@@ -236,8 +247,6 @@ def corruption_errors(errors: dict, clean_error: float | None = None) -> dict:
     """``errors[(corruption, severity)]`` = top-1 error (fraction) -> CE per corruption, mCE and relative mCE
     (fractions; Hendrycks & Dietterich 2019, §3: CE_c = sum_s E_{s,c} / sum_s E^AlexNet_{s,c},
     relative CE_c = sum_s (E_{s,c} - E_clean) / sum_s (E^AlexNet_{s,c} - E^AlexNet_clean), means over c)."""
-    import numpy as np
-
     out = {}
     ces, rel = [], []
     for c in CORRUPTIONS:
@@ -257,8 +266,6 @@ def corruption_errors(errors: dict, clean_error: float | None = None) -> dict:
 def _at_least_32(image):
     """imagecorruptions refuses images under 32 px (its noise and frost patterns); smaller ones (the 16 px
     digits) are upsampled to 32 first; the evaluation transform resizes to the input size anyway."""
-    from PIL import Image
-
     if min(image.size) >= 32:
         return image
     scale = 32 / min(image.size)
@@ -270,8 +277,6 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     ``target/<corruption>/<severity>/<class>/<image>.png`` with the ``imagecorruptions`` package (images under
     32 px are upsampled to 32 first, the package's minimum). Written into a
     temporary folder and renamed, so an interrupted run leaves no half data set; an existing target is kept."""
-    import shutil
-
     source, target = Path(source).expanduser(), Path(target).expanduser()
     if all((target / c / str(s)).is_dir() for c in corruptions for s in severities):
         return target
@@ -282,10 +287,6 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     except ImportError:
         raise DepthbenchError("generating corruptions needs the imagecorruptions package: "
                               "pip install imagecorruptions-imaug (the maintained fork; `make setup` installs it)")
-    import numpy as np
-    from PIL import Image
-
-    from harness.tasks.image import decode_image
 
     files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
              if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()]
@@ -311,14 +312,6 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
 def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, input_size: int | None = None) -> dict:
     """``{"top1", "top5", "loss", "images", ..., "is_main"}`` of ``checkpoint``'s weights on ``config``'s
     validation set, with the engine's (distributed) evaluation; ``is_main``: this process reports."""
-    from harness.core.config import load_config
-    from harness.engine.backends import AccelerateBackend
-    from harness.engine.builders import build_model, check_model
-    from harness.engine.checkpoint import load_weights
-    from harness.engine.data import build_eval_loader, check_data
-    from harness.engine.launch import configure_threads, export_distributed_env
-    from harness.engine.loop import evaluate
-
     if input_size is not None and input_size < 1:
         raise DepthbenchError(f"--input-size {input_size}: give a positive image side")
     cfg = load_config(config, list(overrides))
@@ -326,7 +319,7 @@ def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, 
         cfg.data.input_size = input_size
     check_model(cfg)
     check_data(cfg.data)
-    model = build_model(cfg, pretrained=False)
+    model = builders.build_model(cfg, pretrained=False)
     load_weights(model, checkpoint, ema=ema)
     configure_threads(1, cfg.data.workers)
     export_distributed_env()
@@ -343,8 +336,6 @@ def record_plain(config, checkpoint, metrics: dict, *, overrides=(), ema: bool =
     """The plain evaluation's top-1/top-5/loss as eval_suite rows like the suite's, appended to ``record_into``
     (the checkpoint's run, opened by the caller) when given (an evaluation at another size or with changed model
     arguments is a table cell: TransNeXt Table 5). ``trained_model``: that run's model config, as data."""
-    from harness.core.config import load_config
-
     cfg = load_config(config, list(overrides))
     name = cfg.model.name
     base = dict(kind="eval_suite", dataset="val", protocol="val", model=name, input_size=metrics["input_size"],
@@ -398,19 +389,6 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
     ``{"kind": "eval_suite", ...}`` records. ``trained_model``: the model config of that run, ``checkpoint_model``:
     of the checkpoint's run -- data read by the caller (config.json), never a run's config.py executed. Every
     input is checked before a model is built."""
-    import torch
-
-    import models  # noqa: F401
-    from harness.core.config import load_config
-    from harness.core.files import data_cache
-    from harness.core.rundir import checkpoint_run
-    from harness.engine.builders import build_model, check_model
-    from harness.engine.checkpoint import load_weights
-    from harness.engine.data import check_data
-    from harness.engine.launch import configure_threads
-    from harness.engine.models import model_kwargs
-    from harness.tasks.image import build_transform, data_root
-
     sizes = list(input_sizes or [None])
     if any(s is not None and s < 1 for s in sizes):
         raise DepthbenchError(f"--input-size {' '.join(map(str, sizes))}: give positive image sides")
@@ -462,7 +440,7 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
         if pool_mode:
             cfg.model.pool_mode = pool_mode
             cfg.model.setdefault("pretrain_size", train_size)  # linear mode: pool = training size / 32
-        model = build_model(cfg, pretrained=False)
+        model = builders.build_model(cfg, pretrained=False)
         load_weights(model, checkpoint, ema=ema)
         model.to(device).eval()
         for size in sizes:
@@ -486,8 +464,6 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
 
 def _plain(value):
     """A config value as plain JSON data (ConfigDicts, tuples)."""
-    import json
-
     return json.loads(json.dumps(value.to_dict() if hasattr(value, "to_dict") else value, default=str))
 
 
@@ -497,8 +473,6 @@ def model_overrides(cfg, trained_model: dict | None, config) -> dict:
     to (results/compare.py). Compared with that run's resolved model config (``trained_model``, read as data), so
     overrides the training run had too (a digits preset's ``model.width=32``) are not differences; without one:
     the config file's own model (the file the user named). ``pool_mode`` (--pool-mode) is recorded on its own."""
-    from harness.core.config import load_config
-
     trained = trained_model if trained_model is not None else load_config(config, []).model
     trained, now = _plain(trained), _plain(cfg.model)
     return {k: v for k, v in now.items() if k not in ("pool_mode", "pretrain_size") and trained.get(k) != v}
@@ -513,7 +487,6 @@ class _analysis:
     def __enter__(self):
         if not self.kwargs:
             return None
-        from models.stepsnet import stepsnet_analysis
 
         self.context = stepsnet_analysis(self.model, **self.kwargs)
         try:
@@ -526,8 +499,6 @@ class _analysis:
 
 
 def _score(protocol, model, cfg, data_dir, corrupt_from, transform, batch, device, real_labels) -> dict:
-    from harness.engine.data import build_dataset
-
     if protocol == "val":
         dataset = build_dataset(cfg.data, cfg.aug, cfg.data.val_split, is_training=False)
         logits, targets = predict(model, dataset, batch, device)

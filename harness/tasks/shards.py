@@ -22,9 +22,12 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
+from timm.data.readers.reader_image_folder import find_images_and_targets
 from torch.utils.data import Dataset
 
 from harness.core.errors import DataError
+from harness.core.files import atomic_dir
 
 INFO_NAME = "_info.json"
 # WebDataset's image keys that timm's reader decodes (``input_key='jpg;png;webp'``); any other format is re-encoded
@@ -49,9 +52,6 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
         raise DataError(f"{out} exists and is not an empty folder; choose a new folder for the shards")
     if shard_size < 1:
         raise DataError(f"--shard-size {shard_size} must be at least 1")
-    from timm.data.readers.reader_image_folder import find_images_and_targets
-
-    from harness.core.files import atomic_dir
 
     class_to_idx = None
     info = {"name": folder.name, "splits": {}}
@@ -111,7 +111,6 @@ def _image_bytes(path: Path) -> tuple[bytes, str]:
     data = path.read_bytes()
     if ext:
         return data, ext
-    from PIL import Image
 
     buffer = io.BytesIO()
     with Image.open(io.BytesIO(data)) as image:
@@ -161,8 +160,6 @@ class ShardDataset(Dataset):
         return handle.read(int(self.size[index])), int(self.targets[index])
 
     def __getitem__(self, index):
-        from PIL import Image
-
         data, target = self.read(index)
         try:
             image = Image.open(io.BytesIO(data)).convert("RGB")
