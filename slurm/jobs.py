@@ -15,9 +15,9 @@ from pathlib import Path
 from harness.core.choices import FAMILIES
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, loads_json, printable, read_json
-from harness.engine.watchdog import read_step
+from harness.core.faults import read_step
 from slurm.restart import Failure, read_history, read_record
-from slurm.submit import paper_of, runs_root, slurm_dir
+from slurm.paths import paper_of, runs_root, slurm_dir
 
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
             "PREEMPTED"}

@@ -25,7 +25,6 @@ import ast
 import datetime as _dt
 import difflib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -37,8 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from downstream.finetune import check_data, load_downstream_config
-from harness.core import rundir
-from harness.core.choices import FAMILIES, MIN_WARNING_S
+from harness.core.choices import MIN_WARNING_S
 from harness.core.config import load_config, resolve_config_path, sweep_points
 from harness.core.errors import ConfigError, DataError, DepthbenchError
 from harness.core.files import atomic_write
@@ -46,8 +44,8 @@ from harness.engine.builders import check_config, check_model, load_training_con
 from harness.engine.models import model_kwargs
 from results import claims as cl
 from results.paper_tables import TableError, load_paper
+from slurm.paths import REPO, paper_of, runs_root, runs_root_note, slurm_dir
 
-REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "depthbench.sbatch"
 SIGNAL_EARLY_S = 60    # sbatch(1): the --signal may arrive up to 60 s earlier than asked
 DOWNSTREAM_DIRS = ("det", "seg")
@@ -104,29 +102,6 @@ class SubmitOptions:
     preflight: bool = False                # submit `depthbench preflight` of the runs instead of the runs
     max_restarts: int = 3                  # requeues after crashes and hangs (slurm/restart.py)
     min_nodes: int | None = None           # a requeue without a failed node may continue on this many (elastic)
-
-
-def runs_root() -> Path:
-    """Where runs, scripts, records and Slurm logs go: ``$DEPTHBENCH_RUNS`` as it is now (the job gets it exported),
-    else the run-directory contract's own default (harness/core/rundir.py ``DEFAULT_ROOT``)."""
-    return Path(os.environ.get("DEPTHBENCH_RUNS") or rundir.DEFAULT_ROOT).absolute()
-
-
-def runs_root_note() -> str | None:
-    """A word when runs would land inside this checkout because ``DEPTHBENCH_RUNS`` is not set: on a cluster they
-    belong on a shared file system, set once."""
-    if os.environ.get("DEPTHBENCH_RUNS"):
-        return None
-    root = runs_root()
-    if root != REPO and REPO not in root.parents:
-        return None
-    return (f"runs and Slurm logs go to {root}, inside this checkout; set DEPTHBENCH_RUNS once (e.g. in ~/.bashrc) "
-            "to a folder on a shared file system every node mounts")
-
-
-def slurm_dir() -> Path:
-    """Where submitted scripts, records and Slurm logs go."""
-    return runs_root() / "slurm"
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -480,12 +455,6 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     followup = Submission(later, f"{name}-after", paper=paper, workers=checker.workers) if later else None
     return Submission(now, name, paper=paper, skipped=skipped, data_notes=checker.data_notes, followup=followup,
                       workers=checker.workers)
-
-
-def paper_of(config: str) -> str | None:
-    """The paper a config belongs to, from its folder (configs/<paper>/...)."""
-    parts = Path(config).parts
-    return next((p for p in parts if p in FAMILIES), None)
 
 
 # ----------------------------------------------------------------------------------------- rendering

@@ -30,7 +30,6 @@ import mmap
 import os
 import signal
 import statistics
-import struct
 import threading
 import time
 from collections import deque
@@ -39,6 +38,7 @@ from pathlib import Path
 import torch
 
 from harness.core.errors import EXIT_HUNG
+from harness.core.faults import STEP_RECORD
 from harness.core.schema import with_defaults
 
 try:  # NCCL's flight recorder: a private function of torch, absent from CPU builds and older torches
@@ -47,16 +47,6 @@ except ImportError:
     _dump_nccl_trace = None
 
 HEARTBEAT_EVERY_S = 2.0
-_STEP = struct.Struct("<q")
-
-
-def read_step(path) -> int | None:
-    """The step a rank's ``step-rank-R.bin`` holds (None: no file)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return None
-    return _STEP.unpack(data[:8])[0] if len(data) >= 8 else None
 
 
 def attempt() -> int:
@@ -113,7 +103,7 @@ class Watchdog:
 
     def beat(self, step: int) -> None:
         if self._step_map is not None:
-            _STEP.pack_into(self._step_map, 0, step)
+            STEP_RECORD.pack_into(self._step_map, 0, step)
         if step == self.fault_step:  # DEPTHBENCH_INJECT_FAULT: this rank dies here, on every attempt
             os.kill(os.getpid(), signal.SIGKILL)
         now = time.monotonic()
