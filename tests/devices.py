@@ -8,8 +8,8 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   the reason (``pytest -rs`` prints it);
 - ``part`` names the GPU check's part (:data:`PARTS`) -- the report groups by it and :data:`LIMITS_S` gives its time
   limit on CUDA (:data:`CPU_LIMIT_S` on the CPU); ``-m "device(part='models')"`` runs one part;
-- ``alone=True``: a test too long for the 8-minute run (the compiled step timings): tools/gpu_check.sh leaves it
-  out; run it on its own (docs/preflight.md).
+- ``alone=True``: a test the 8-minute run leaves out, run only when asked for (docs/preflight.md): the compiled
+  step timings (too long) and the optional swattention kernels (the extension must be built first).
 
 Time limits are pytest-timeout's, and only pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py
 adds the marker), and for the whole CUDA run tools/gpu_check.sh's ``--session-timeout`` (no test starts after it).

@@ -6,8 +6,9 @@
 #
 # On CUDA (the default) the CUDA variants at the papers' sizes, within pytest-timeout's limits: each test's from
 # tests/devices.py and 360 s for the session (no test starts after it), so the run ends within 8 minutes; the tests
-# marked `alone` (the compiled step timings) are left out: run them with
-#   tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" --session-timeout 590
+# marked `alone` are left out: run the compiled step timings with
+#   tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k "not swattention" --session-timeout 590
+# and, where TransNeXt's swattention extension is built, its kernels with -k swattention instead
 # `--device cpu`: the CPU variants at tiny sizes (what CI runs), here or anywhere. Later pytest options win (-m, -k).
 #
 # Wheels in .whl/ (tools/gpu_wheels.sh made them here: pytest, mmengine, DeepSpeed and what they need) are installed
