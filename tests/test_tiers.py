@@ -4,6 +4,7 @@ import sys
 import subprocess  # noqa: F401  (named by a synthetic test below)
 
 import pytest
+import slurmcluster
 import test_layers
 import tiers
 
@@ -49,6 +50,12 @@ def test_a_gpu_check_variant_on_an_accelerator_is_a_system_test_wherever_it_live
     assert tiers.tier("tests/test_x.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "unit"
     assert tiers.tier("tests/test_x.py::test_a[cpu]", uses_the_helper, (), NAMESPACES, None, "cpu") == "integration"
     assert tiers.tier("tests/tools/test_gpu_check.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "system"
+
+
+def test_the_shared_slurm_cluster_fixture_makes_its_users_system_tests():
+    """tests/slurmcluster.py's fixture, as each Slurm test module binds it, goes by the name the tier follows."""
+    fixture = slurmcluster.cluster_fixture("6999")
+    assert fixture.name == "cluster" and tiers.system_reason("tests/test_x.py::test_a", (fixture.name,))
 
 
 def test_real_tests_get_their_tier():

@@ -10,7 +10,7 @@ munged, slurmd); CI runs as root.
 Every test passes alone and in any order (``make test-random``): the rendering tests each get a runs folder of their
 own, and the cluster changes shape (two nodes, then one) only once every job submitted to the first shape has left
 the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
-:meth:`Cluster.start` refuses to restart slurmd under a job.
+``Cluster.start`` (tests/slurmcluster.py) refuses to restart slurmd under a job.
 """
 import json
 import os
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import torch
 from clitools import run_cli_here as cli
+from slurmcluster import cluster_fixture, queue, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER = ROOT / "slurm" / "local-cluster.sh"
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 # test_train's tiny setting: 8x8 digits, 8 channels, 160 images, global batch 8 -> 20 steps an epoch, 2 epochs
 TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
@@ -99,29 +99,9 @@ def scontrol_job(job: str) -> dict:
     return dict(re.findall(r"(\w+)=(\S*)", out.splitlines()[0]))
 
 
-def wait_for(predicate, timeout: float, what: str, gone=None):
-    """Poll ``predicate`` until it holds; ``gone()`` (optional) returns why it never will, to fail at once."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        why = gone() if gone else None
-        if why:
-            raise AssertionError(f"gave up waiting for {what}: {why}")
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def queued(job: str) -> bool:
     return bool(subprocess.run(["squeue", "-h", "-r", "-j", job.split("_")[0]], capture_output=True,
                                text=True).stdout.strip())
-
-
-def queue() -> list[str]:
-    """Every job in the queue, as ``id state``."""
-    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True).stdout
-    return out.split("\n")[:-1] if out.strip() else []
 
 
 def local_time(text: str):
@@ -234,28 +214,6 @@ def fake_datasets(tmp_path_factory):
     return root
 
 
-class Cluster:
-    def __init__(self, state: Path):
-        self.state = state
-        self.env = dict(os.environ, DEPTHBENCH_SLURM_DIR=str(state), DEPTHBENCH_SLURM_PORT=PORT)
-        self.shape = None
-
-    def script(self, *args, check=True) -> subprocess.CompletedProcess:
-        out = subprocess.run(["bash", str(CLUSTER), *args], env=self.env, capture_output=True, text=True, timeout=300)
-        assert not check or out.returncode == 0, out.stdout + out.stderr
-        return out
-
-    def start(self, nodes: int, cpus: int = 2) -> None:
-        if self.shape != (nodes, cpus):
-            if self.shape is not None:  # restarting slurmd under a job would end it: a job keeps its cluster
-                wait_for(lambda: not queue(), 600, f"the queue to drain before the cluster becomes {nodes} node(s) "
-                         "(a test left a job behind?)")
-            out = self.script("start", "--nodes", str(nodes), "--cpus", str(cpus))
-            assert f"{nodes} node(s) idle" in out.stdout, out.stdout
-            self.shape = (nodes, cpus)
-        os.environ["SLURM_CONF"] = str(self.state / "etc" / "slurm.conf")  # ours, whatever /etc/slurm points at
-
-
 def wanted(request, fixture: str) -> bool:
     """Whether a test of this module that is going to run (selected, not yet run or running now) uses ``fixture``,
     directly or through other fixtures."""
@@ -272,19 +230,7 @@ def fresh_runs(runs, monkeypatch, tmp_path):
     return root
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, runs):
-    if os.geteuid() != 0:
-        pytest.fail("the Slurm tests start a real local cluster, which needs root (apt-get, munged, slurmd): run "
-                    "them as root, e.g. sudo .venv/bin/python -m pytest tests/slurm/test_slurm.py (CI runs as root)")
-    c = Cluster(tmp_path_factory.mktemp("slurm-state"))
-    saved = os.environ.get("SLURM_CONF")
-    c.start(nodes=2)
-    yield c
-    c.script("stop")
-    status = c.script("status", check=False)
-    assert status.returncode == 3 and "slurmctld  stopped" in status.stdout and "pid" not in status.stdout
-    os.environ.pop("SLURM_CONF") if saved is None else os.environ.__setitem__("SLURM_CONF", saved)
+cluster = cluster_fixture(PORT)
 
 
 # ----------------------------------------------------------------------------------------- rendered scripts

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from clitools import run_cli_here as cli
+from slurmcluster import cluster_fixture
 
 from harness.measure import preflight as pf
 
 ROOT = Path(__file__).resolve().parents[3]
-CLUSTER = ROOT / "slurm" / "local-cluster.sh"
 DIGITS = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 TINY = ["model.width=8", "data.input_size=8", "batch_size=16"]
 LOCAL = {"versions", "devices", "bf16", "memory", "step", "loader"}
@@ -155,55 +155,8 @@ def test_two_local_processes_all_reduce(env, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- Slurm
-class Cluster:
-    """slurm/local-cluster.sh with its own state folder and port (as tests/slurm/test_slurm.py starts it)."""
-
-    def __init__(self, state: Path):
-        self.state = state
-        self.env = dict(os.environ, DEPTHBENCH_SLURM_DIR=str(state), DEPTHBENCH_SLURM_PORT=PORT)
-
-    def script(self, *args, check=True) -> subprocess.CompletedProcess:
-        out = subprocess.run(["bash", str(CLUSTER), *args], env=self.env, capture_output=True, text=True, timeout=300)
-        assert not check or out.returncode == 0, out.stdout + out.stderr
-        return out
-
-    def stop(self) -> None:
-        # another test file's cluster may be using the munged ours started (pytest-xdist runs files side by side):
-        # leave it to that cluster then, rather than cut its authentication
-        pidfile = self.state / "run" / "slurmctld.pid"
-        ours = {pidfile.read_text().strip()} if pidfile.exists() else set()
-        found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True).stdout.split()
-        if any(pid not in ours and alive(pid) for pid in found):
-            (self.state / "run" / "munged.pid").unlink(missing_ok=True)
-        self.script("stop")
-
-
-def alive(pid: str) -> bool:
-    """A running process, not a zombie its parent has yet to reap."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, env):
-    if os.geteuid() != 0:
-        pytest.fail("the Slurm tests start a real local cluster, which needs root (apt-get, munged, slurmd): run "
-                    "them as root (CI runs as root)")
-    c = Cluster(tmp_path_factory.mktemp("slurm-state"))
-    saved = os.environ.get("SLURM_CONF")
-    out = c.script("start", "--nodes", "2", "--cpus", "2")
-    assert "2 node(s) idle" in out.stdout, out.stdout
-    os.environ["SLURM_CONF"] = str(c.state / "etc" / "slurm.conf")
-    # a job's rendezvous port is 20000 + its id (slurm/depthbench.sbatch), and a fresh cluster numbers jobs from 1:
-    # ours start at 41, clear of another test file's cluster running beside this one (its ids from 1)
-    held = [subprocess.run(["sbatch", "--parsable", "--hold", "--job-name=burn-id", "--wrap", "true"],
-                           capture_output=True, text=True, check=True).stdout.strip() for _ in range(40)]
-    subprocess.run(["scancel", *held], check=True)
-    yield c
-    c.stop()
-    os.environ.pop("SLURM_CONF") if saved is None else os.environ.__setitem__("SLURM_CONF", saved)
+# ours start at job 41, clear of another test file's cluster running beside this one (its ids from 1)
+cluster = cluster_fixture(PORT, first_job=41)
 
 
 def submit_preflight(runs: Path, *layout) -> tuple[dict, dict, str]:
