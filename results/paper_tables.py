@@ -66,7 +66,7 @@ from typing import Any
 import yaml
 
 from harness.core.choices import PROTOCOLS
-from harness.core.config import config_named_by
+from harness.core.config_paths import config_named_by
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, read_yaml as read_bounded_yaml
 

@@ -30,6 +30,8 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, stats
 
+from results.claims_status import KINDS  # a claims file's kinds: read without SciPy (claims --status)
+
 
 def obf_spending(t: float | np.ndarray, alpha: float):
     """Lan-DeMets O'Brien-Fleming-type alpha spent by information fraction ``t`` (two-sided ``alpha``)."""
@@ -107,9 +109,6 @@ def interval(est: Estimate, q: float) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------------------- decisions
-KINDS = ("better", "no_worse", "similar")
-
-
 def decide(kind: str, low: float, high: float, margin: float, eq_low: float, eq_high: float) -> str | None:
     """The verdict a look reaches, or None (go on). ``low, high``: the two-sided repeated interval at alpha;
     ``eq_low, eq_high``: at 2 alpha (the TOST interval: each side a one-sided test at alpha)."""

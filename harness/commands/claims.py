@@ -87,19 +87,20 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
     read the report ``out`` holds, train nothing."""
     import os
 
-    from harness.core.files import check_writable_folder
-    from harness.tasks.glyphs import DEFAULT_VARIANT
-    from results import claims as cl
+    from results import claims_status as cs
 
-    cap = cl.seeds_per_arm(seeds, quick)
+    cap = cs.seeds_per_arm(seeds, quick)
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
     out = Path(out) if out else default_out(quick)
-    files = [cl.load_claims(p) for p in (papers or cl.available_claims())]  # unknown paper / bad file: one line
-    if status:
+    files = [cs.load_claims(p) for p in (papers or cs.available_claims())]  # unknown paper / bad file: one line
+    if status:  # reads the report: no engine (tests/results/test_claims_stats.py)
         return _status(files, out)
+    from harness.core.files import check_writable_folder
+    from harness.tasks.glyphs import DEFAULT_VARIANT
+    from results import claims as cl
     _check_folder_kind(out, quick)
     if device == "cuda":
         import torch
@@ -185,7 +186,7 @@ def _status(files, out: Path) -> ClaimsReport:
     """``--status``: the verdicts of the report ``out`` holds (its claims.json: the one source the report's
     claims.md and the HTML Claims page are written from), per paper; a --quick folder says so, and claims the
     report lacks or that changed since it was written are named."""
-    from results import claims as cl
+    from results import claims_status as cl
 
     report = out / "claims.json"
     if not report.is_file():

@@ -1,5 +1,8 @@
 """results/claims.py: the statistics and verdicts of `depthbench claims`, the equal-budget rule, the claim files."""
 import math
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -134,6 +137,21 @@ def test_status_line_counts_verdicts():
         "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
     assert status_line("paper", []) == "paper: no claims evaluated yet"
     assert math.isfinite(results[0].interval.diff)
+
+
+def test_claims_status_starts_without_torch():
+    """``depthbench claims --status`` reads the committed report (results/claims): what it imports
+    (results/claims_status.py, results/paper_tables.py, harness/core/config_paths.py) imports no torch, timm,
+    MMEngine or SciPy -- the engine cost it ~7 CPU-s a call, 5 of them importing the stack."""
+    probe = ("import sys; from harness.cli import main; code = main(['claims', '--status']); "
+             "print(code, sorted(m for m in ('torch', 'timm', 'mmengine', 'scipy', 'results.claims') "
+             "if m in sys.modules))")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "0 []", out.stdout + out.stderr
+    assert [ln.split(":")[0] for ln in lines[:-1]] == available_claims(), out.stdout
 
 
 # ----------------------------------------------------------------------------------------- fairness

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import config as config_module
+from harness.core import config_paths
 from harness.core.config import config_named_by
 from harness.core.errors import ConfigError, DepthbenchError
 
@@ -51,8 +51,8 @@ def test_a_link_inside_configs_that_points_out_is_refused(tmp_path, monkeypatch,
     (repo / "configs" / "deit").mkdir(parents=True)
     (repo / "configs" / "deit" / "x.py").symlink_to(config)
     (repo / "configs" / "deit" / "ok.py").write_text("epochs = 1\n")
-    monkeypatch.setattr(config_module, "REPO", repo)
-    monkeypatch.setattr(config_module, "CONFIGS_DIR", repo / "configs")
+    monkeypatch.setattr(config_paths, "REPO", repo)
+    monkeypatch.setattr(config_paths, "CONFIGS_DIR", repo / "configs")
     assert config_named_by("configs/deit/ok.py", "t.yaml") == "configs/deit/ok.py"
     with pytest.raises(ConfigError, match="no '..', not a link out of configs/"):
         config_named_by("configs/deit/x.py", "t.yaml")

@@ -1,0 +1,429 @@
+"""What ``depthbench claims --status`` reads, without the engine: the claims files (``results/tables/claims/<paper>.yaml``,
+loaded and validated: the schema is :mod:`results.claims`' docstring) and the verdicts a report holds
+(``<out>/claims.json``), one line per paper.
+
+A module of its own so that ``claims --status`` -- and everything else that only reads claims -- imports no torch,
+timm or MMEngine (tests/results/test_claims_stats.py keeps it so): planning, fairness audits, statistics and
+curves are :mod:`results.claims`, which re-exports all of this.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from harness.core.config_paths import config_named_by
+from harness.core.files import BadFile, read_json
+from results.paper_tables import TABLES_DIR, TableError, load_paper, read_yaml
+
+CLAIMS_DIR = TABLES_DIR / "claims"
+REPO = TABLES_DIR.parent.parent
+METRICS = {"top1": "top-1 of the last evaluation (%)",
+           "top1_auc": "mean top-1 over the evaluated epochs (%), the normalised area under the learning curve"}
+KINDS = ("better", "no_worse", "similar")  # what a claim may say of its arms (results.sequential tests each)
+TESTS = ("paired", "welch")
+VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdict")
+# keys whose values must be identical in the compared arms' resolved configs (only `model` may differ)
+BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
+               "precision", "eval_interval")
+AUDIT_MEASURES = ("params", "flops")
+FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
+DESIGN_FIELDS = {"alpha", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
+ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
+CLAIM_FIELDS = {"id", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
+                "equal", "expected", "budget_differs", "power", "note"}
+POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
+SOURCE_FIELDS = {"table", "column", "rows", "note"}
+
+
+class ClaimError(TableError):
+    """A malformed claims file, or arms that would not be a fair comparison; one line naming file and place."""
+
+
+# ----------------------------------------------------------------------------------------- definitions
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    config: str                          # path relative to the repository root
+    label: str
+    overrides: tuple[str, ...] = ()      # key=value on top of the config (also subject to the budget check)
+    role: str = "arm"                    # "arm" (compared) or "source" (only initialises another arm)
+    init_from: str | None = None         # the source arm whose trained weights (same seed) initialise this one
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PaperSource:
+    table: str
+    column: str
+    rows: dict                           # row name -> the paper's number (as printed)
+    note: str = ""
+
+    def numbers(self) -> str:
+        """The paper's rows and numbers as printed, e.g. ``ResNet-18 70.2, Steps-ResNet-18 71.8``."""
+        return ", ".join(f"{name} {value}" for name, value in self.rows.items())
+
+
+@dataclass(frozen=True)
+class Design:
+    """The pre-registered plan shared by a file's claims (fixed before any evaluated run)."""
+    alpha: float = 0.05                  # familywise, two-sided, over the run's primaries (Holm)
+    target_power: float = 0.8
+    look_every: int = 3                  # seeds per arm between looks
+    max_seeds: int = 6                   # the budget's cap on seeds per arm
+    seeds_from: int = 100                # evaluation seeds: seeds_from, seeds_from + 1, ...
+    tuning_seeds: tuple[int, ...] = (0, 1, 2)   # the seeds the recipes were tuned on (never evaluated)
+
+
+@dataclass(frozen=True)
+class Claim:
+    paper: str
+    id: str
+    text: str                            # the paper's sentence, verbatim
+    source: PaperSource
+    baseline: str
+    treatment: str
+    metric: str = "top1"
+    kind: str = "better"                 # better | no_worse | similar
+    margin: float = 3.0                  # points (see the module docstring)
+    equal: dict = field(default_factory=dict)   # measure -> allowed relative gap, audited before training
+    expected: dict = field(default_factory=dict)  # measure -> "lower"/"higher": treatment vs baseline, audited
+    note: str = ""
+    where: str = ""                      # section / table of the quote
+    test: str = "paired"                 # paired | welch
+    minus: dict = field(default_factory=dict)    # {baseline, treatment} of the pair whose gain is subtracted
+    budget_differs: tuple = ()
+    power: dict = field(default_factory=dict)    # sd, sd_from, effect, effect_from
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [self.baseline, self.treatment, *([self.minus["baseline"], self.minus["treatment"]] if self.minus
+                                                  else [])]
+
+
+@dataclass(frozen=True)
+class Exploratory:
+    id: str
+    text: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ClaimsFile:
+    paper: str
+    setting: str
+    arms: dict                           # name -> Arm
+    claims: tuple[Claim, ...]
+    quick: tuple[str, ...] = ()
+    path: Path | None = None
+    design: Design = Design()
+    exploratory: tuple[Exploratory, ...] = ()
+
+    def arms_of(self, claim: Claim) -> list[Arm]:
+        """The arms a claim needs trained, sources first (an arm initialised from a source needs its run)."""
+        names = claim.arm_names
+        needed = [self.arms[n].init_from for n in names if self.arms[n].init_from] + names
+        return [self.arms[n] for n in dict.fromkeys(needed)]
+
+
+def available_claims() -> list[str]:
+    return sorted(p.stem for p in CLAIMS_DIR.glob("*.yaml"))
+
+
+def load_claims(paper: str) -> ClaimsFile:
+    """The claims of ``paper`` (``results/tables/claims/<paper>.yaml``), validated."""
+    path = CLAIMS_DIR / f"{paper}.yaml"
+    if not path.exists():
+        known = ", ".join(available_claims()) or "none"
+        raise ClaimError(f"no claims for paper {paper!r}; known: {known}")
+    return load(path)
+
+
+def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
+    """Load and validate one claims file. ``tables``: ``{paper: [Table, ...]}`` to check the paper's numbers
+    against (default: ``results/tables/<paper>.yaml``)."""
+    path = Path(path)
+    doc = read_yaml(path, ClaimError, "claims file")
+    if not isinstance(doc, dict) or not isinstance(doc.get("arms"), dict) or not isinstance(doc.get("claims"), list):
+        raise ClaimError(f"{path}: expected a mapping with 'paper', 'setting', an 'arms' mapping and a 'claims' list")
+    _no_extra(doc, FILE_FIELDS, f"{path}")
+    paper = str(doc.get("paper") or path.stem)
+    if not doc.get("setting"):
+        raise ClaimError(f"{path}: 'setting' is missing; say the reduced setting (data, epochs, batch, recipe)")
+    design = _design(doc.get("design"), f"{path}: design")
+    arms = {}
+    for name, a in doc["arms"].items():
+        where = f"{path}: arm {name!r}"
+        if not isinstance(a, dict) or "config" not in a:
+            raise ClaimError(f"{where}: each arm needs a 'config' (a file under configs/claims/)")
+        _no_extra(a, ARM_FIELDS, where)
+        overrides = a.get("overrides") or []
+        if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
+            raise ClaimError(f"{where}: 'overrides' is a list of key=value strings")
+        role = a.get("role", "arm")
+        if role not in ("arm", "source"):
+            raise ClaimError(f"{where}: role {role!r} is not 'arm' or 'source'")
+        a = {**a, "config": config_named_by(a["config"], where, ClaimError)}  # data names no code outside configs/
+        if not (REPO / a["config"]).is_file():
+            raise ClaimError(f"{where}: config {a['config']} does not exist")
+        arms[str(name)] = Arm(str(name), str(a["config"]), str(a.get("label", name)), tuple(overrides), role,
+                              a.get("init_from"), str(a.get("note", "")))
+    for arm in arms.values():
+        if arm.init_from is not None and (arm.init_from not in arms or arms[arm.init_from].init_from):
+            raise ClaimError(f"{path}: arm {arm.name!r} is initialised from {arm.init_from!r}, which is not an arm "
+                             f"of this file (or is itself initialised from another); known: {', '.join(arms)}")
+    claims, seen = [], set()
+    for i, c in enumerate(doc["claims"]):
+        claim = _claim(c, paper, arms, f"{path}: claim #{i + 1}")
+        if claim.id in seen:
+            raise ClaimError(f"{path}: claim id {claim.id!r} appears twice")
+        seen.add(claim.id)
+        claims.append(claim)
+    exploratory = []
+    for i, x in enumerate(doc.get("exploratory") or []):
+        if not isinstance(x, dict) or set(x) != {"id", "text", "why"}:
+            raise ClaimError(f"{path}: exploratory #{i + 1} needs exactly 'id', 'text' and 'why' (no verdict)")
+        exploratory.append(Exploratory(str(x["id"]), " ".join(str(x["text"]).split()), " ".join(str(x["why"]).split())))
+    quick = doc.get("quick") or []
+    if not isinstance(quick, list) or not all(isinstance(o, str) and "=" in o for o in quick):
+        raise ClaimError(f"{path}: 'quick' is a list of key=value overrides applied to every arm under --quick")
+    result = ClaimsFile(paper, str(doc["setting"]), arms, tuple(claims), tuple(quick), path, design,
+                        tuple(exploratory))
+    _check_paper_numbers(result, tables)
+    return result
+
+
+def _design(d, where: str) -> Design:
+    if not isinstance(d, dict):
+        raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
+    _no_extra(d, DESIGN_FIELDS, where)
+    try:
+        design = Design(**{**d, "tuning_seeds": tuple(int(s) for s in d.get("tuning_seeds", ()))})
+    except (TypeError, ValueError) as e:
+        raise ClaimError(f"{where}: {e}") from None
+    if not (0 < design.alpha < 0.5 and 0 < design.target_power < 1 and isinstance(design.look_every, int)
+            and design.look_every >= 2 and isinstance(design.max_seeds, int) and design.max_seeds >= design.look_every):
+        raise ClaimError(f"{where}: alpha in (0, 0.5), target_power in (0, 1), look_every >= 2 seeds and max_seeds "
+                         ">= look_every")
+    evaluated = range(design.seeds_from, design.seeds_from + design.max_seeds)
+    if any(s in evaluated for s in design.tuning_seeds):
+        raise ClaimError(f"{where}: evaluation seeds {design.seeds_from}-{evaluated[-1]} overlap the tuning seeds "
+                         f"{list(design.tuning_seeds)}; move seeds_from past them")
+    return design
+
+
+def _no_extra(mapping: dict, allowed: set, where: str) -> None:
+    extra = set(mapping) - allowed
+    if extra:
+        raise ClaimError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(allowed)}")
+
+
+def _claim(c, paper: str, arms: dict, where: str) -> Claim:
+    if not isinstance(c, dict) or not c.get("id"):
+        raise ClaimError(f"{where}: each claim needs an 'id'")
+    where = f"{where} ({c['id']})"
+    _no_extra(c, CLAIM_FIELDS, where)
+    for key in ("quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
+        if not c.get(key):
+            raise ClaimError(f"{where}: '{key}' is missing (every claim quotes its paper and states its design)")
+    minus = c.get("minus") or {}
+    if minus and (not isinstance(minus, dict) or set(minus) != {"baseline", "treatment"}):
+        raise ClaimError(f"{where}: 'minus' is {{baseline: ARM, treatment: ARM}}, the pair whose gain is subtracted")
+    for key, name in [("baseline", c["baseline"]), ("treatment", c["treatment"]),
+                      *[(f"minus.{k}", v) for k, v in minus.items()]]:
+        if name not in arms:
+            raise ClaimError(f"{where}: {key} {name!r} is not an arm; known: {', '.join(arms)}")
+        if arms[name].role == "source":
+            raise ClaimError(f"{where}: {key} {name!r} is a source arm (it only initialises others)")
+    if c["baseline"] == c["treatment"]:
+        raise ClaimError(f"{where}: baseline and treatment are the same arm {c['baseline']!r}")
+    metric, kind, test = c.get("metric", "top1"), c["kind"], c["test"]
+    if metric not in METRICS:
+        raise ClaimError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
+    if kind not in KINDS:
+        raise ClaimError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)} (what the paper claims)")
+    if test not in TESTS:
+        raise ClaimError(f"{where}: test {test!r} is not one of {', '.join(TESTS)}")
+    if test == "paired" and any(arms[n].init_from for n in (c["baseline"], c["treatment"])):
+        raise ClaimError(f"{where}: an arm initialised from another run shares no initial weights with its "
+                         "counterpart: test: welch")
+    if minus and test != "paired":
+        raise ClaimError(f"{where}: an interaction ('minus') is estimated per seed: test: paired")
+    margin = c.get("margin")
+    if not (isinstance(margin, (int, float)) and margin > 0):
+        raise ClaimError(f"{where}: 'margin' (points of {metric}) must be positive: the similar/no-worse margin, "
+                         "or for 'better' the smallest effect worth detecting")
+    power = c["power"]
+    if not isinstance(power, dict) or set(power) != POWER_FIELDS or not all(
+            isinstance(power[k], (int, float)) for k in ("sd", "effect")) or power["sd"] <= 0:
+        raise ClaimError(f"{where}: 'power' needs sd (> 0, points: the measured spread of one seed's difference), "
+                         "sd_from, effect (points) and effect_from (where each comes from)")
+    budget_differs = c.get("budget_differs") or []
+    if not isinstance(budget_differs, list) or set(budget_differs) - set(BUDGET_KEYS):
+        raise ClaimError(f"{where}: 'budget_differs' lists keys of {', '.join(BUDGET_KEYS)}")
+    if budget_differs and test == "paired":
+        raise ClaimError(f"{where}: arms with different budgets ({budget_differs}) do not pair: test: welch")
+    equal = c.get("equal") or {}
+    if not isinstance(equal, dict) or set(equal) - set(AUDIT_MEASURES) or not all(
+            isinstance(v, (int, float)) and 0 <= v < 1 for v in equal.values()):
+        raise ClaimError(f"{where}: 'equal' maps {' and/or '.join(AUDIT_MEASURES)} to an allowed relative gap "
+                         f"in [0, 1), e.g. {{params: 0.02, flops: 0.02}}")
+    expected = c.get("expected") or {}
+    if not isinstance(expected, dict) or set(expected) - set(AUDIT_MEASURES) or not all(
+            v in ("lower", "higher") for v in expected.values()):
+        raise ClaimError(f"{where}: 'expected' maps {' and/or '.join(AUDIT_MEASURES)} to lower or higher "
+                         "(the treatment's size against the baseline's), e.g. {flops: lower}")
+    src = c["paper"]
+    if not isinstance(src, dict) or not src.get("table") or not isinstance(src.get("rows"), dict) or not src["rows"]:
+        raise ClaimError(f"{where}: 'paper' needs the table id, the column and the rows with the paper's numbers, "
+                         "e.g. {table: '3', column: top1, rows: {'Euler X4': 91.72}}")
+    _no_extra(src, SOURCE_FIELDS, f"{where}: paper")
+    source = PaperSource(str(src["table"]), str(src.get("column", "top1")), dict(src["rows"]), str(src.get("note", "")))
+    return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source, c["baseline"], c["treatment"],
+                 metric, kind, float(margin), dict(equal), dict(expected), " ".join(str(c.get("note", "")).split()),
+                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power))
+
+
+def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
+    """Every row a claim cites exists in the paper's table with the number the claim copied."""
+    if tables is None:
+        try:
+            paper_tables = load_paper(claims.paper)
+        except TableError as e:
+            raise ClaimError(f"{claims.path}: {e}") from None
+    else:
+        paper_tables = tables.get(claims.paper, [])
+    by_id = {t.id: t for t in paper_tables}
+    for claim in claims.claims:
+        where = f"{claims.path}: claim {claim.id!r}"
+        table = by_id.get(claim.source.table)
+        if table is None:
+            raise ClaimError(f"{where}: {claims.paper} has no table {claim.source.table!r}; "
+                             f"known: {', '.join(by_id)}")
+        rows = {r.name: r for r in table.rows}
+        for name, number in claim.source.rows.items():
+            if name not in rows:
+                raise ClaimError(f"{where}: table {table.id} has no row {name!r}")
+            printed = (rows[name].paper or {}).get(claim.source.column)
+            if printed is None or not _same_number(printed, number):
+                raise ClaimError(f"{where}: table {table.id} row {name!r} prints {claim.source.column}={printed}, "
+                                 f"the claim copied {number}")
+
+
+def _same_number(a, b) -> bool:
+    try:
+        return math.isclose(float(a), float(b), abs_tol=1e-9)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def seeds_per_arm(seeds, quick: bool) -> int | None:
+    """The cap on seeds per arm: ``seeds`` (an integer, 1 or more; None: the design's plan), one under
+    ``--quick``."""
+    if seeds is not None and (not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1):
+        raise ClaimError(f"--seeds {seeds}: give the most seeds per arm to train, 1 or more")
+    return 1 if quick else seeds
+
+
+
+# ----------------------------------------------------------------------------------------- the report
+@dataclass(frozen=True)
+class ArmStats:
+    arm: str
+    values: tuple[float, ...]
+    mean: float
+    std: float                           # sample standard deviation (ddof=1); 0 for one seed
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
+class Interval:
+    method: str                          # "paired" or "welch" (repeated confidence interval of the plan)
+    level: float                         # the familywise level it is read at (1 - alpha/m or Holm's)
+    diff: float                          # the effect: mean(treatment - baseline) (minus the shallower gain)
+    low: float | None                    # None: not enough seeds for an interval
+    high: float | None
+    df: float | None = None
+
+    def bounds(self) -> str:
+        """``[low, high]`` with signs, or ``—`` without an interval (one seed)."""
+        return f"[{self.low:+.2f}, {self.high:+.2f}]" if self.low is not None else "—"
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    baseline: ArmStats
+    treatment: ArmStats
+    interval: Interval
+    verdict: str
+    notes: tuple[str, ...] = ()
+    looks: tuple = ()                    # ({n, diff, low, high, decision}, ...) at the looks reached
+    planned: tuple = ()                  # the plan's looks (seeds per arm)
+    power: float | None = None           # of the plan, at the design's effect (or margin) and sd
+    p_value: float | None = None         # repeated p-value (Holm's input)
+    level: float | None = None           # the level Holm rejected at, or None
+    ruled_out: str = ""                  # inconclusive: the largest effect the data rule out
+    quick: bool = False
+    hardware: tuple = ()                 # the machines the runs came from (one text each)
+    seeds_needed: int | None = None      # for the target power without the budget's cap (None: more than 60)
+
+    @property
+    def stopped_at(self) -> int:
+        return self.looks[-1]["n"] if self.looks else 0
+
+    def summary(self) -> str:
+        """One line: the claim, both arms, the interval and the verdict."""
+        c, b, t, i = self.claim, self.baseline, self.treatment, self.interval
+        ci = f"{i.bounds()} ({i.method}, {i.level:.1%})" if i.low is not None else "no interval (one seed)"
+        extra = f"; {self.ruled_out}" if self.ruled_out else ""
+        return (f"{c.paper}/{c.id}: {c.treatment} {t.mean:.2f} ± {t.std:.2f} vs {c.baseline} {b.mean:.2f} ± "
+                f"{b.std:.2f} ({c.metric}, n={t.n}/{b.n}); effect {i.diff:+.2f} {ci} → {self.verdict}{extra}")
+
+
+def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
+    """The results a ``depthbench claims`` report holds (its claims.json: each ClaimResult as a dict plus the
+    reduced ``setting``), rebuilt as ``(ClaimResult, setting)``; a file that is not that raises ClaimError."""
+    path = Path(path)
+    try:
+        results = []
+        for r in read_json(path, expect=list, what="claims report"):
+            source = r["claim"]["source"]
+            if "direction" in r["claim"]:  # a report of the earlier, unplanned claims (before the design)
+                legacy = dict(r["claim"])
+                legacy["kind"] = {"no_worse": "no_worse"}.get(legacy.pop("direction"), "better")
+                r["claim"] = legacy
+            claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])}),
+                             "budget_differs": tuple(r["claim"].get("budget_differs", ()))})
+            arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
+                             float(r[k]["std"])) for k in ("baseline", "treatment")]
+            i = r["interval"]
+            low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
+            interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
+            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
+            results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
+                                        tuple(r.get("looks", ())), tuple(r.get("planned", ())),
+                                        hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile) as e:
+        raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
+                         "it") from None
+    return results
+
+
+# ----------------------------------------------------------------------------------------- reporting
+def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False) -> str:
+    """``depthbench claims --status``: one line per paper, e.g. ``horesnet: 3 claims — 1 supported, 2
+    inconclusive (3–6 seeds)``."""
+    if not results:
+        return f"{paper}: no claims evaluated yet"
+    counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
+    parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results})
+    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
+                  else f"{seeds[0]}–{seeds[-1]} seeds")
+    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced "
+            f"setting)" + (" [--quick: no verdicts]" if quick else ""))
