@@ -2,23 +2,36 @@
 contract, the reduced setting is recorded, the report renders in headless chromium; a rerun reuses the runs."""
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from pages import visit  # the browser fixture is conftest.browser
 
-from clitools import run_cli
+from clitools import ROOT, run_cli_here
 from harness.commands.demo import plan
 
 pytestmark = pytest.mark.slow
 RUN_NAMES = [r.name for stage in plan(quick=True) for r in stage.runs]
 
 
+def demo_here(*args) -> subprocess.CompletedProcess:
+    """``depthbench demo ARGS`` from the repository, in this process, its runs one thread each. Not a process of its
+    own: a fork would start a preloaded server of its own for its runs (a fresh interpreter, ~5 s of CPU) beside
+    the one this process's forked CLIs share, and import the report's stack again for the rerun; the runs are still
+    processes (forks of that shared server)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        mp.setenv("OMP_NUM_THREADS", "1")  # what the runs inherit
+        code, out, err = run_cli_here("demo", *args)
+    return subprocess.CompletedProcess(["depthbench", "demo", *args], code, out, err)
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    first = run_cli("demo", "--quick", "--out", out, env={"OMP_NUM_THREADS": "1"}, timeout=900)
+    first = demo_here("--quick", "--out", out)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     return out, first
 
@@ -77,7 +90,7 @@ def test_a_rerun_reuses_the_finished_runs(demo):
     before = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
               for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
     before["mask-rcnn"] = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
-    again = run_cli("demo", "--quick", "--out", out, env={"OMP_NUM_THREADS": "1"}, timeout=600)
+    again = demo_here("--quick", "--out", out)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count(": reused (") == len(RUN_NAMES)
     assert "done in" not in again.stdout.split("Tables, figures")[0]
@@ -90,7 +103,7 @@ def test_a_rerun_reuses_the_finished_runs(demo):
 def test_bad_out_is_one_line(tmp_path):
     target = tmp_path / "a-file"
     target.write_text("x")
-    result = run_cli("demo", "--quick", "--out", target)
+    result = demo_here("--quick", "--out", target)
     assert result.returncode == 2
     assert result.stderr.strip() == f"depthbench demo: error: --out {target} is a file; give a directory for the " \
                                     "demo's runs and report"

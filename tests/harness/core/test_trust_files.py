@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
+from clitools import run_cli_here
 from harness.core.errors import DepthbenchError
 from harness.core.files import (MAX_DEPTH, BadFile, copy_regular, is_regular, loads_json, loads_yaml, open_file,
                                 printable, read_json, read_text, walk_files)
@@ -48,6 +51,19 @@ def _one_line(out, code=2):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
     return lines[0]
+
+
+def _one_line_here(*args):
+    """``_one_line`` of ``depthbench ARGS`` run in this process: the subject is the exit code and the one line, and a
+    process of its own re-imports what the command needs (results, submit: ~2.5 s of CPU a call). A warning that a
+    fresh interpreter would print (its default filters) counts as a line of stderr, as it would in a terminal."""
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        code, out, err = run_cli_here(*args)
+    err += "".join(f"{w.category.__name__}: {w.message}\n" for w in shown)
+    return _one_line(subprocess.CompletedProcess(args, code, out, err))
 
 
 # ------------------------------------------------------------------------------------------------ the one opener
@@ -392,19 +408,19 @@ def test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line(e
     assert target.read_bytes() == b"precious"
 
 
-def test_an_export_target_that_is_a_link_is_one_line(tmp_path, cli):
+def test_an_export_target_that_is_a_link_is_one_line(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "meta.json").write_text('{"status": "done"}')
     (run / "best.pth").write_bytes(b"x")
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
-    assert "--out" in _one_line(cli("export", run, "--out", tmp_path / "out")) and (tmp_path / "elsewhere").is_dir()
+    assert "--out" in _one_line_here("export", run, "--out", tmp_path / "out") and (tmp_path / "elsewhere").is_dir()
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    assert "is a symbolic link" in _one_line(cli("export", run, "--out", tmp_path / "dangling"))
+    assert "is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "dangling")
     (run / "best.pth").unlink()
     (run / "best.pth").symlink_to(tmp_path / "other.pth")
-    assert "best.pth is a symbolic link" in _one_line(cli("export", run, "--out", tmp_path / "new"))
+    assert "best.pth is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "new")
 
 
 # ------------------------------------------------------------------------------------------------ images
@@ -617,7 +633,7 @@ def test_every_record_reader_survives_random_and_adversarial_documents(tmp_path,
 
 
 @pytest.mark.parametrize("document", ["[" * 100000, '{"a": ' + "9" * 5000 + "}", "NaN", "[1]", "\xff\xfe"])
-def test_commands_that_read_records_fail_in_one_line(tmp_path, cli, document):
+def test_commands_that_read_records_fail_in_one_line(tmp_path, document):
     """The commands whose input is a record (export: a run's config.json and meta.json; results --claims: a claims
     report; submit --table: a tables file) exit 2 with one line on every bad document."""
     run = tmp_path / "run"
@@ -625,15 +641,15 @@ def test_commands_that_read_records_fail_in_one_line(tmp_path, cli, document):
     (run / "meta.json").write_text('{"status": "done"}')
     (run / "best.pth").write_bytes(b"x")
     (run / "config.json").write_text(document, errors="surrogateescape")
-    _one_line(cli("export", run, "--out", tmp_path / "out"))
+    _one_line_here("export", run, "--out", tmp_path / "out")
     (run / "meta.json").write_text(document, errors="surrogateescape")
-    _one_line(cli("export", run, "--out", tmp_path / "out"))
+    _one_line_here("export", run, "--out", tmp_path / "out")
     (tmp_path / "claims").mkdir()
     (tmp_path / "claims" / "claims.json").write_text(document, errors="surrogateescape")
-    _one_line(cli("results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site",
-                  "--no-audit"))
+    _one_line_here("results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site",
+                   "--no-audit")
     (tmp_path / "t.yaml").write_text(document, errors="surrogateescape")
-    _one_line(cli("submit", "--table", f"{tmp_path / 't.yaml'}:1", "--dry-run"))
+    _one_line_here("submit", "--table", f"{tmp_path / 't.yaml'}:1", "--dry-run")
 
 
 def test_a_deeply_nested_or_fifo_alpaca_file_is_one_line(tmp_path):

@@ -132,3 +132,17 @@ def test_the_clean_variant_is_printed_characters_alone(fonts, tmp_path):
     assert manifest["variant"] == "clean" and manifest["distortions"]["neighbours"] == 0.0
     with pytest.raises(DataError, match="the glyphs variants are cluttered, clean"):
         export_glyphs(32, tmp_path, variant="noisy")
+
+
+def test_the_report_s_sample_sheets_scan_the_fonts_once(fonts, tmp_path, monkeypatch):
+    """The claims report's three sample sheets (train, val, clean val) share one font scan (~2.5 s of CPU each, in
+    every claims call)."""
+    from PIL import Image
+
+    from harness.commands.claims import _glyph_samples
+    from harness.tasks import glyphs
+
+    scans = []
+    monkeypatch.setattr(glyphs, "glyph_fonts", lambda *a: scans.append(a) or fonts)
+    path = _glyph_samples(tmp_path / "glyphs-samples.png")
+    assert len(scans) == 1 and Image.open(path).size == (53 * 32, 7 * 32 + 2 * 8)

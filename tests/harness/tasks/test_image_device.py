@@ -247,6 +247,12 @@ def digits_jpeg_folder(root: Path) -> Path:
     return root / "jpeg"
 
 
+@pytest.fixture(scope="module")
+def digits_jpegs(tmp_path_factory):
+    """One digits JPEG folder for the module's trainings (~2 s of CPU to write; the runs only read it)."""
+    return digits_jpeg_folder(tmp_path_factory.mktemp("digits"))
+
+
 def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) -> float:
     """A small CNN trained on the digits JPEGs through the engine's loaders (``build_loaders``, ``DeviceLoader``) with
     the ImageNet recipe's transforms (RandomResizedCrop, RandAugment m9 with magnitude noise, random erasing); the
@@ -286,7 +292,7 @@ def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) 
 
 
 @pytest.mark.slow
-def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(tmp_path):
+def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accuracy(digits_jpegs):
     """3 seeds through each pipeline: the device pipeline's top-1 is not distinguishable from the CPU pipeline's at
     their seed spread (Welch's t-test, two-sided, alpha 0.01: with 3 seeds it fails only on a clear gap -- a
     pipeline at chance, or one that loses ~10 points at this spread -- not on seed noise, which a range check
@@ -294,8 +300,7 @@ def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accurac
     from scipy import stats
 
     torch.set_num_threads(1)
-    folder = digits_jpeg_folder(tmp_path)
-    top1 = {p: np.array([train_and_evaluate(folder, p, seed) for seed in range(3)]) for p in ("cpu", "device")}
+    top1 = {p: np.array([train_and_evaluate(digits_jpegs, p, seed) for seed in range(3)]) for p in ("cpu", "device")}
     cpu, device = top1["cpu"], top1["device"]
     print(f"top-1 cpu {cpu.round(1).tolist()} device {device.round(1).tolist()}")
     assert cpu.min() > 50 and device.min() > 50  # 10 classes: chance is 10 %
@@ -303,21 +308,20 @@ def test_training_through_the_device_pipeline_reaches_the_cpu_pipeline_s_accurac
 
 
 @pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
-def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path, monkeypatch, engine):
+def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path, monkeypatch, digits_jpegs, engine):
     import signal
 
     from harness.commands.train import run as train_run
 
-    folder = digits_jpeg_folder(tmp_path)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
     try:
         result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=tmp_path / "run",
                            engine=engine, overrides=[
-                               "data.type=folder", f"data.root={folder}", "data.input_size=16", "data.crop_pct=1.0",
-                               "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "model.width=8",
-                               "epochs=1", "data.train_subset=64", "data.val_subset=40", "batch_size=16",
-                               "log.tensorboard=False", "loader.pipeline=device"])
+                               "data.type=folder", f"data.root={digits_jpegs}", "data.input_size=16",
+                               "data.crop_pct=1.0", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
+                               "model.width=8", "epochs=1", "data.train_subset=64", "data.val_subset=40",
+                               "batch_size=16", "log.tensorboard=False", "loader.pipeline=device"])
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
@@ -329,14 +333,14 @@ def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path,
     assert evals and evals[-1]["images"] == 40
 
 
-def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, monkeypatch):
+def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, monkeypatch, digits_jpegs):
     """preflight times the batches as training gets them: with loader.pipeline=device, decoded and augmented."""
     from harness.measure import preflight as pf
 
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
-    folder = digits_jpeg_folder(tmp_path)
-    overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder", f"data.root={folder}",
-                 "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1", "data.crop_pct=1.0")
+    overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder",
+                 f"data.root={digits_jpegs}", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
+                 "data.crop_pct=1.0")
     rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options(loader_seconds=1.0).resolved("cpu")
     calls = []
