@@ -12,7 +12,8 @@ from pages import visit  # the browser fixture is conftest.browser
 from clitools import ROOT, run_cli_here
 from harness.commands.demo import plan
 
-pytestmark = pytest.mark.slow
+# in this process: pytest-timeout keeps the old subprocess deadline (900 s) on a hung demo, fixture included
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUN_NAMES = [r.name for stage in plan(quick=True) for r in stage.runs]
 
 
