@@ -1,7 +1,8 @@
 """A training step never waits on the host (issue 40): sync counting and the device-side non-finite guard.
 
-Two gloo ranks run the real ``depthbench train`` path in this test's own processes, with the loop
-(``harness.engine.loop.train_one_epoch``) under a ``TorchDispatchMode`` that counts host reads
+Two gloo ranks run the real ``depthbench train`` path in this test's own processes (this file run as a script in
+forks of the preloaded server, :mod:`harness.engine.forked`: no fresh interpreter importing torch per rank), with the
+loop (``harness.engine.loop.train_one_epoch``) under a ``TorchDispatchMode`` that counts host reads
 (``aten._local_scalar_dense``: ``.item()``, ``bool(t)``, ``float(t)``; plus ``Tensor.tolist``) and with the
 ``torch.distributed`` collectives wrapped and counted by size. The gradient traffic (DDP's C++ reducer, ZeRO's
 reduce-scatter and parameter all-gather) is large; everything else must fit one small all-reduce and one host read
@@ -11,14 +12,16 @@ good state.
 """
 import collections
 import json
-import multiprocessing
 import os
+import runpy
 import socket
 import traceback
 from pathlib import Path
 
 import pytest
 import torch
+
+from harness.engine.forked import start_forked_call
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -128,9 +131,9 @@ def rank_main(rank, world, port, work_dir, engine, overrides, nan_at, out):
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1", DS_ACCELERATOR="cpu")
     torch.set_num_threads(1)
     from harness.commands.train import run
-    from harness.engine import loop
+    from harness.engine import runner
 
-    real_epoch = loop.train_one_epoch
+    real_epoch = runner.train_one_epoch
     report = {"host_reads": 0, "collectives": [], "epochs": 0}
 
     def counted_epoch(objects, loader, backend, state, cfg, log, checkpoint=None):
@@ -162,7 +165,7 @@ def rank_main(rank, world, port, work_dir, engine, overrides, nan_at, out):
                     torch.equal(p.detach(), report["before_nan"][n]) for n, p in model.named_parameters())
                 del report["before_nan"]
 
-    loop.train_one_epoch = counted_epoch
+    runner.train_one_epoch = counted_epoch  # the name the runner calls (the preloaded server imported it already)
     try:
         result = run(str(ROOT / PRESET), work_dir=work_dir, overrides=overrides, engine=engine)
         report["exit_code"] = result.exit_code
@@ -178,14 +181,13 @@ def free_port() -> int:
 
 
 def train_two_ranks(tmp_path, engine, overrides, nan_at=None):
-    context = multiprocessing.get_context("spawn")
     port, work_dir = free_port(), tmp_path / "run"
     outs = [tmp_path / f"rank{r}.json" for r in range(2)]
-    procs = [context.Process(target=rank_main, args=(r, 2, port, str(work_dir), engine, BASE + overrides, nan_at,
-                                                     str(outs[r])))
+    # the fork imports functions by module name, and this test module is importable only on pytest's sys.path:
+    # the rank runs this file as a script (the __main__ block at the end), with its arguments as globals
+    procs = [start_forked_call(runpy.run_path, __file__, run_name="__main__", init_globals={"RANK_ARGS": (
+        r, 2, port, str(work_dir), engine, BASE + overrides, nan_at, str(outs[r]))})
              for r in range(2)]
-    for p in procs:
-        p.start()
     for p in procs:
         p.join(600)
         assert p.exitcode == 0, f"a rank ended with {p.exitcode}"
@@ -225,3 +227,7 @@ def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step
     train_steps = [json.loads(line)["global_step"] for line in (work_dir / "metrics.jsonl").read_text().splitlines()
                    if json.loads(line)["kind"] == "train"]
     assert train_steps == [4]
+
+
+if __name__ == "__main__":  # one rank of train_two_ranks
+    rank_main(*RANK_ARGS)  # noqa: F821 (run_path's init_globals)
