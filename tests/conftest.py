@@ -67,11 +67,25 @@ def cli():
     return run_cli
 
 
+@pytest.fixture(scope="session")
+def embedded_data(tmp_path_factory):
+    """One data folder for the embedded sets of the whole session, all xdist workers included: generating the COCO and
+    the ADE set takes ~5 CPU-s each, and several test files fine-tune on them. The sets are generated on first use,
+    atomically (downstream/embedded.py: of two workers, the first to finish wins), and deterministically."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    path = root / "embedded-data"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture(scope="module")
-def embedded_cache(tmp_path_factory):
-    """One generated cache of the embedded sets (COCO/ADE-format) for a whole test module, as DEPTHBENCH_CACHE; one
-    intra-op thread in this process (the fine-tuning tests' models are tiny)."""
+def embedded_cache(tmp_path_factory, embedded_data):
+    """A cache (DEPTHBENCH_CACHE) of a test module's own whose data folder holds the session's embedded sets
+    (COCO/ADE-format); one intra-op thread in this process (the fine-tuning tests' models are tiny)."""
     path = tmp_path_factory.mktemp("cache")
+    (path / "data").symlink_to(embedded_data, target_is_directory=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("DEPTHBENCH_CACHE", str(path))
     mp.setenv("OMP_NUM_THREADS", "1")
