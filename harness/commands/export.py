@@ -63,8 +63,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     import json
     import os
 
-    from harness.core.files import atomic_dir
-    from harness.core.rundir import read_config_json
+    from harness.core.files import atomic_dir, read_json
 
     source, run_path = _source(Path(run_dir).expanduser(), checkpoint)
     out = Path(out).expanduser()
@@ -76,11 +75,14 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not os.access(existing, os.W_OK):
         raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a folder you can write")
-    cfg = read_config_json(run_path)
-    if cfg is None:
+    try:  # a config.json that is there but unreadable (a link, a FIFO, too deep, not an object) is one line naming it
+        cfg = read_json(run_path / "config.json", inside=run_path, what="config.json")
+    except FileNotFoundError:
         raise DepthbenchError(f"{run_path} has no config.json (runs before this version kept their config only as "
                               f"config.py, which depthbench does not execute); retrain, or export by hand with "
-                              f"timm.models.save_for_hf")
+                              f"timm.models.save_for_hf") from None
+    except OSError as e:
+        raise DepthbenchError(f"{run_path / 'config.json'} is unreadable ({e.strerror or e})") from None
     name, model_args = _architecture(cfg, run_path)
     data_config = _data_config(cfg, run_path)
     model = _build(name, model_args)

@@ -632,24 +632,44 @@ def test_every_record_reader_survives_random_and_adversarial_documents(tmp_path,
     assert not failures, "\n".join(map(str, failures[:20])) + f"\n({len(failures)} in all)"
 
 
-@pytest.mark.parametrize("document", ["[" * 100000, '{"a": ' + "9" * 5000 + "}", "NaN", "[1]", "\xff\xfe"])
+HOSTILE = ["[" * 100000, '{"a": ' + "9" * 5000 + "}", "NaN", "[1]", "\xff\xfe"]
+
+
+@pytest.mark.parametrize("document", HOSTILE)
 def test_commands_that_read_records_fail_in_one_line(tmp_path, document):
-    """The commands whose input is a record (export: a run's config.json and meta.json; results --claims: a claims
-    report; submit --table: a tables file) exit 2 with one line on every bad document."""
+    """The commands whose input is one record exit 2 with one line naming it on every bad document: export (a run's
+    config.json), results --claims (a claims report), results --file (a tables file; submit --table takes a paper's
+    own tables by name, PAPER:TABLE, never a file). Every other input is valid, so the line is that record's reader:
+    a line that names another file (or none) fails."""
+    def hostile(path):
+        path.write_text(document, errors="surrogateescape")
+        return str(path)
+
     run = tmp_path / "run"
     run.mkdir()
     (run / "meta.json").write_text('{"status": "done"}')
     (run / "best.pth").write_bytes(b"x")
-    (run / "config.json").write_text(document, errors="surrogateescape")
-    _one_line_here("export", run, "--out", tmp_path / "out")
-    (run / "meta.json").write_text(document, errors="surrogateescape")
-    _one_line_here("export", run, "--out", tmp_path / "out")
+    assert f"{run} has no config.json" in _one_line_here("export", run, "--out", tmp_path / "out")
+    config = hostile(run / "config.json")  # there, but bad: named as such, never "has no config.json"
+    assert config in _one_line_here("export", run, "--out", tmp_path / "out")
     (tmp_path / "claims").mkdir()
-    (tmp_path / "claims" / "claims.json").write_text(document, errors="surrogateescape")
-    _one_line_here("results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site",
-                   "--no-audit")
-    (tmp_path / "t.yaml").write_text(document, errors="surrogateescape")
-    _one_line_here("submit", "--table", f"{tmp_path / 't.yaml'}:1", "--dry-run")
+    report = hostile(tmp_path / "claims" / "claims.json")
+    assert report in _one_line_here("results", "--claims", tmp_path / "claims", "--format", "html", "--out",
+                                    tmp_path / "site", "--no-audit")
+    tables = hostile(tmp_path / "t.yaml")
+    assert tables in _one_line_here("results", "--file", tables, "--no-audit")
+
+
+@pytest.mark.parametrize("document", HOSTILE)
+def test_a_bad_meta_json_is_one_problem_of_its_run(tmp_path, document):
+    """A run's meta.json is no command's one input: export only checks that a run has one, and the commands that
+    read it across runs (results, jobs, demo) list a bad one as that run's problem and go on."""
+    run = tmp_path / "runs" / "exp" / "r1"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(document, errors="surrogateescape")
+    code, _, err = run_cli_here("results", "--runs", tmp_path / "runs", "--paper", "horesnet", "--table", "1",
+                                "--no-audit")
+    assert code == 0 and f"{run}: meta.json unreadable (" in err and "Traceback" not in err, err
 
 
 def test_a_deeply_nested_or_fifo_alpaca_file_is_one_line(tmp_path):
