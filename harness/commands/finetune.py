@@ -85,10 +85,12 @@ def run_finetune(config: str | Path, *, overrides=(), nproc: int = 1, resume: st
     # checked before MMEngine and torch are imported (seconds): a wrong flag is answered at once
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
-    from harness.engine.launch import launched, spawn
+    from harness.engine.launch import launched, prepare_launcher, spawn
 
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun leave it out")
+    if nproc > 1:
+        prepare_launcher()  # the ranks will be forks of this process
     from downstream.finetune import finetune_process, prepare_finetune
     from harness.engine.runner import RunResult
 

@@ -96,7 +96,7 @@ def run(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (),
     :class:`~harness.measure.preflight.Report` (checks, record, path, text, exit code 0 or 1 when a check
     failed), on other ranks one without checks.
     """
-    from harness.engine.launch import launched
+    from harness.engine.launch import launched, prepare_launcher
     from harness.measure.preflight import Layout, Options, Target, preflight_process
 
     for option, value, least in (("--nodes", nodes, 1), ("--gpus-per-node", gpus_per_node, 0),
@@ -111,6 +111,8 @@ def run(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (),
         raise DepthbenchError(f"--device {device!r}: choose cpu or cuda")
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun leave it out")
+    if nproc > 1:
+        prepare_launcher()  # the ranks will be forks of this process
     time_s = _seconds(time)
     targets = [Target(str(c), tuple(overrides)) for c in configs]
     targets += [Target(str(c), tuple(own)) for c, own in with_overrides]

@@ -95,7 +95,8 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
     failed/preempted).
     """
     from harness.engine.builders import load_training_config
-    from harness.engine.launch import configure_threads, die_with_launcher, distributed_env, launched, spawn
+    from harness.engine.launch import (configure_threads, die_with_launcher, distributed_env, launched,
+                                       prepare_launcher, spawn)
     from harness.engine.runner import RunResult, prepare_run, train_process
 
     die_with_launcher()
@@ -103,6 +104,8 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
         raise DepthbenchError(f"--nproc {nproc}: give the number of processes to start, 1 or more")
     if nproc > 1 and launched():
         raise DepthbenchError("--nproc starts processes itself; under torchrun/srun/accelerate launch leave it out")
+    if nproc > 1:
+        prepare_launcher()  # the ranks will be forks of this process
     overrides = list(overrides) + speed_overrides(compile, compile_mode, channels_last, grad_checkpointing)
     cfg, schedule_changes = load_training_config(config, overrides, engine=engine)
     world_size = nproc if not launched() else int(distributed_env()["WORLD_SIZE"])
@@ -119,7 +122,8 @@ def run(config: str | Path, *, work_dir: str | Path | None = None, resume: str |
         argv = ["train", str(config), *overrides, "--engine", cfg.engine, "--work-dir", str(plan.run_path)]
         argv += ["--resume", str(plan.resume_path)] if plan.resume_path is not None else []
         threads = configure_threads(nproc, cfg.data.workers, apply=False)
-        return RunResult.from_exit(spawn(nproc, argv, threads=threads), plan.run_path)
+        preload = ["deepspeed"] if cfg.engine == "deepspeed" else []  # imported by every rank: once, here
+        return RunResult.from_exit(spawn(nproc, argv, threads=threads, preload=preload), plan.run_path)
     configure_threads(int(distributed_env().get("LOCAL_WORLD_SIZE", world_size)), cfg.data.workers)
     code = train_process(cfg, plan)
     return RunResult.from_exit(code, plan.run_path)

@@ -100,6 +100,17 @@ def slurm_meta(environ=None) -> dict:
 _LOCKS: dict[str, int] = {}  # run directory -> the lock file this process holds (kept open: closing releases)
 
 
+def _close_inherited_locks() -> None:
+    """In a fork: the parent stays the writer. The fork's copies of the lock descriptors are closed, as ``exec``
+    closes them (O_CLOEXEC); the lock lives on in the parent's."""
+    for fd in _LOCKS.values():
+        os.close(fd)
+    _LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
 def lock_run_dir(path: str | Path) -> None:
     """Make this process the one writer of the run directory ``path`` (see the module docstring); one line when
     another process is writing it. Idempotent within a process."""

@@ -19,10 +19,14 @@ is neither waited for nor stopped with its caller. Here:
 
 The server is private to the process that started it: a Unix socket in a 0700 temporary directory, whose
 requests are pickles from that process alone.
+
+:func:`fork_run` is the same fork without a server: this process itself, which has imported the stack, forks into
+the run (``depthbench train --nproc N``'s ranks: harness/engine/launch.py says when that is safe).
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import importlib
 import io
@@ -37,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,6 +66,7 @@ class Request:
     stderr_path: str = ""
     interruptible: bool = True      # Ctrl-C is KeyboardInterrupt (else ignored), as it was in the caller
     new_session: bool = False
+    process_group: bool = False     # a process group of its own, as Popen(process_group=0) (not a new session)
     usage_path: str = ""            # where the server writes the run's CPU seconds (its own and its children's)
 
 
@@ -211,6 +217,71 @@ def _interruptible() -> bool:
     return signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
 
 
+class ForkedProcess:
+    """A fork of this process (:func:`fork_run`): ``subprocess.Popen``'s interface (``pid``, ``returncode``,
+    ``poll``, ``wait``, ``send_signal``, ``terminate``, ``kill``) over ``os.waitpid``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None and self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        deadline = time.monotonic() + (timeout or 0)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:  # not reaped yet: the pid is still the fork's
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_run(request: Request) -> ForkedProcess:
+    """Run ``request`` as a fork of this process (no server: this process has imported what the run needs).
+
+    The fork does what :func:`start_forked`'s forks do (``exec``'s setup, ``PR_SET_PDEATHSIG`` on this process),
+    then ends by raising ``SystemExit`` with the run's exit code, which unwinds the caller's stack to the
+    interpreter's end (exit handlers, flushed streams, the code). So the caller must be the program itself, with
+    nothing above it that catches ``SystemExit`` or does more than clean up (``launch.spawn`` checks that this
+    process is the ``depthbench`` command), and safe to fork: one thread, no CUDA, no OpenMP pool started.
+    Python's buffered output is flushed first, or the fork would write it again."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        if request.process_group:  # also here: a signal to the group may come before the fork has set it
+            with contextlib.suppress(OSError):
+                os.setpgid(0, 0)
+        return ForkedProcess(pid)
+    try:
+        _become_run(request, parent)
+    except SystemExit:
+        raise
+    except BaseException:  # as the interpreter ends on an uncaught exception: its traceback, exit code 1
+        sys.excepthook(*sys.exc_info())
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
 # ----------------------------------------------------------------------------------------- the server's side
 def _serve(listener: socket.socket) -> Request | None:
     """Fork a run per request until stdin closes; returns in a fork (its request), or None when stopped."""
@@ -296,16 +367,22 @@ def _reap(runs: dict, block: bool) -> None:
             return
 
 
-def _become_run(request: Request, server_pid: int) -> None:
-    """In the fork: what ``exec`` of a fresh interpreter would have set up, then the run itself."""
+def _become_run(request: Request, parent_pid: int) -> None:
+    """In the fork of ``parent_pid``: what ``exec`` of a fresh interpreter would have set up, then the run itself."""
     import numpy  # lazy: the server imports the stack (PRELOAD) in main(), after it ignores SIGINT
     import torch  # lazy: (as numpy)
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != server_pid:  # the server died before the signal was armed
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os.kill(os.getpid(), signal.SIGKILL)
     if request.new_session:
         os.setsid()
+    elif request.process_group:
+        os.setpgid(0, 0)
+    for signum in signal.valid_signals():  # exec resets handled signals (ignored ones stay ignored)
+        if callable(signal.getsignal(signum)):
+            signal.signal(signum, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.default_int_handler if request.interruptible else signal.SIG_IGN)
     os.chdir(request.cwd)
     if request.env is not None:
@@ -327,12 +404,13 @@ def _become_run(request: Request, server_pid: int) -> None:
         sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding,
                                                        "backslashreplace", line_buffering=True,
                                                        write_through=unbuffered)
-    # torch sized its thread pool when the server imported it, without OMP_NUM_THREADS: the machine's default,
-    # which is also the most torch takes from OMP_NUM_THREADS (MKL caps it at the cores)
+    # torch sized its thread pool when the parent imported it: the server without OMP_NUM_THREADS (the machine's
+    # default, which is also the most torch takes from OMP_NUM_THREADS: MKL caps it at the cores), a launcher with
+    # its own, which its ranks keep when it is set
     threads = env.get("OMP_NUM_THREADS", "").strip()
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(min(int(threads), torch.get_num_threads()))
-    # a fresh interpreter seeds torch's and numpy's global generators from the OS; forks would share the server's
+    # a fresh interpreter seeds torch's and numpy's global generators from the OS; forks would share the parent's
     torch.seed()
     numpy.random.seed()
     if request.function:

@@ -9,23 +9,37 @@ DeepSpeed's launcher, and :func:`spawn` below. Under Slurm, ``srun`` (one task p
 torchrun's static single-node mode gives (a free rendezvous port per run, ``OMP_NUM_THREADS`` split between
 the processes), but it forwards SIGUSR1/SIGTERM to every process and waits for them to checkpoint — torchrun's
 agent dies on SIGUSR1 and kills its workers 30 s after SIGTERM, which breaks preemption. If a process fails, the
-others are stopped. (Many short runs as forks of a server that imported the stack once: harness/engine/forked.py.)
+others are stopped.
+
+The ranks are forks of the launcher (:func:`harness.engine.forked.fork_run`, which does what ``exec`` of a fresh
+``python -m harness.cli`` would set up), not fresh interpreters: each of those spent ~5 s of CPU importing torch,
+timm, Accelerate and MMEngine, which the launcher imports once. Forking is safe only from a known state, so the
+``depthbench`` command calls :func:`prepare_launcher` before its checks (torch on one thread: OpenMP's pool does
+not survive a fork, and a fork of a process that started it hangs at its first parallel region), and
+:func:`spawn` forks only when this process is that command (a fork unwinds to the command's own end; inside another
+program it would unwind into that program), no other thread runs, and the CUDA driver is not loaded (it cannot be
+used in a fork of a process that initialised it). Otherwise -- the Python API inside another program, a launcher
+that touched the GPU -- the ranks are fresh interpreters, as before. (Many short runs as forks of a server that
+imported the stack once: harness/engine/forked.py.)
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import torch
 
 from harness.core.errors import EXIT_INTERRUPTED, EXIT_PREEMPTED
+from harness.engine.forked import PRELOAD, Request, fork_run
 
 DIST_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -145,14 +159,54 @@ def die_with_launcher() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | None = None) -> int:
+_threads_before_launch: int | None = None  # torch's thread count before prepare_launcher (restored by spawn)
+
+
+def prepare_launcher() -> None:
+    """In a command that will :func:`spawn` ranks, before any other work: torch on one thread until they start, so
+    that they can be forks of this process (the module docstring says why). Only in the ``depthbench`` command:
+    inside another program nothing changes, and the ranks are fresh interpreters."""
+    global _threads_before_launch
+    if _threads_before_launch is None and _is_command():
+        _threads_before_launch = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+
+def _is_command() -> bool:
+    """Whether this process is the ``depthbench`` command (its console script, ``python -m harness.cli``, or a forked
+    run of it: harness/engine/forked.py)."""
+    main = sys.modules.get("__main__")
+    return (getattr(getattr(main, "__spec__", None), "name", None) == "harness.cli"
+            or getattr(getattr(main, "main", None), "__module__", None) == "harness.cli")
+
+
+def _forks_are_safe(preload) -> bool:
+    """Whether the ranks can be forks of this process: :func:`prepare_launcher` ran (restores torch's threads, which
+    the forks' thread count is taken from), then, with what a rank imports anyway imported here, no other thread
+    runs and the CUDA driver is not loaded."""
+    global _threads_before_launch
+    if _threads_before_launch is None or not sys.platform.startswith("linux"):
+        return False
+    torch.set_num_threads(_threads_before_launch)
+    _threads_before_launch = None
+    for name in [*PRELOAD, *preload]:
+        importlib.import_module(name)
+    with open("/proc/self/maps") as maps:
+        cuda_driver = any(os.path.basename(line.split()[-1]).startswith("libcuda.so") for line in maps)
+    return threading.active_count() == 1 and not torch.cuda.is_initialized() and not cuda_driver
+
+
+def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | None = None, preload=()) -> int:
     """Run ``python -m harness.cli <argv>`` as ``nproc`` ranks on this machine; returns the run's exit code.
 
-    Each rank gets ``OMP_NUM_THREADS=threads`` (default :func:`configure_threads`) unless it is set already.
+    Each rank gets ``OMP_NUM_THREADS=threads`` (default :func:`configure_threads`) unless it is set already. The
+    ranks are forks of this process where that is safe (the module docstring), after it imports ``preload`` (what
+    a rank imports beyond :data:`~harness.engine.forked.PRELOAD`), else fresh interpreters.
     Codes: 0 if every rank finished, the preemption code if they were preempted, else the first failure's code.
     """
     port = free_port()
     threads = str(threads or configure_threads(nproc, apply=False))
+    forks = _forks_are_safe(preload)
     procs = []
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
@@ -161,7 +215,12 @@ def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | Non
         env.setdefault("OMP_NUM_THREADS", threads)
         # a process group of their own: a terminal's Ctrl-C reaches this process alone, which forwards each one
         # exactly once (the first asks the ranks to checkpoint and stop, a second to stop at once)
-        procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env, process_group=0))
+        if forks:
+            procs.append(fork_run(Request(
+                module="harness.cli", argv=list(argv), env=env, cwd=os.getcwd(), process_group=True,
+                interruptible=signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)))
+        else:
+            procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env, process_group=0))
 
     interrupts = []
 

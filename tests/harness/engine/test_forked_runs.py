@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.core.errors import EXIT_BAD_INPUT
 from harness.engine.forked import start_forked
+from rank_launcher import RANK_ENV
 
 TESTS = Path(__file__).resolve().parents[2]
 
@@ -179,3 +180,26 @@ def test_a_runs_cpu_reaches_the_callers_callers_as_a_subprocesss_does(tmp_path):
     run_cpu = float(usage.read_text())
     assert run_cpu >= 2.0  # the probe's own burn, as the server measured it (wait4)
     assert children_cpu() - before >= run_cpu
+
+
+
+def test_a_rank_forked_by_its_launcher_is_the_program_a_fresh_interpreter_runs(tmp_path):
+    """``fork_run`` (``depthbench train --nproc N``'s ranks; tests/rank_launcher.py): the rank sees the environment
+    its launcher gave it, has a process group of its own and the launcher's modules (nothing imported again), the
+    launcher's unflushed output is written once, and it ends as an interpreter does -- exit handlers, its exit code
+    to the launcher, its CPU in the launcher's RUSAGE_CHILDREN -- without going on with the launcher's code."""
+    log, result = tmp_path / "log", tmp_path / "result"
+    launcher = start_forked("rank_launcher", [result], probe_env(), log, cwd=TESTS)
+    launcher.join(timeout=300)
+    assert launcher.exitcode == 0, log.read_text()[-2000:]
+    seen = [json.loads(line) for line in result.read_text().splitlines()]
+    assert len(seen) == 1, "the rank went on with the launcher's code"
+    assert seen[0]["code"] == 3 and seen[0]["children_cpu"] >= 1.0
+    text = log.read_text()
+    assert text.startswith("unflushed, ") and text.count("unflushed") == 1, text
+    lines = text.removeprefix("unflushed, ").splitlines()  # stdout block-buffered: the rank's JSON comes at its end
+    got = json.loads(next(line for line in lines if line.startswith("{")))
+    assert got["launch_env"] == {**RANK_ENV, "DEPTHBENCH_LAUNCHER_PID": str(seen[0]["launcher"])}
+    assert got["argv"] == ["a", "b c"] and got["name"] == "__main__" and got["cwd"] == got["path0"] == str(TESTS)
+    assert got["marker"] == "the run's own" and got["threads"] == 1 and got["preloaded"] and got["own_group"]
+    assert [line for line in lines if not line.startswith("{")] == ["to stderr", "exit handlers ran"]

@@ -177,7 +177,8 @@ STOPS = {1: ("SIGUSR1", "SIGINT", "SIGKILL"), 2: ("SIGINT", "SIGKILL")}
 @dataclass
 class Stop:
     """What one stop left: the launcher's exit code and console, the run's status, its last.pth and last logged
-    step; for SIGKILL, the run's processes (launcher first) and those still alive 60 s after the kill."""
+    step; for SIGKILL, the run's processes (launcher first), those still alive 60 s after the kill, and each
+    frozen process's parent, process group and command line, by pid."""
     returncode: int
     out: str
     err: str
@@ -186,15 +187,18 @@ class Stop:
     last_step: int
     pids: list = field(default_factory=list)
     outlived: list = field(default_factory=list)
+    frozen: dict = field(default_factory=dict)
 
 
 def stop_run(env, run, nproc, how, resume) -> Stop:
     """Start (or resume) the run on ``nproc`` processes, let it train 4 more steps, and stop it with ``how``."""
     proc = launch(env, run, "--nproc", str(nproc), *(["--resume", "auto"] if resume else []))
     wait_for_step(proc, run, last_logged_step(run) + 4)
-    pids, checkpoint = [], None  # for SIGKILL: last.pth as the kill found it (a stop writes its own)
+    pids, checkpoint, frozen = [], None, {}  # for SIGKILL: last.pth as the kill found it (a stop writes its own)
     if how == "SIGKILL":
-        pids = freeze_run(proc)  # freeze every process of the run, then look at its last checkpoint
+        pids = freeze_run(proc)  # freeze every process of the run, then look at it and its last checkpoint
+        frozen = {pid: (int(_stat(pid)[1]), int(_stat(pid)[2]), Path(f"/proc/{pid}/cmdline").read_bytes())
+                  for pid in pids}
         checkpoint = load(run)
         # the launcher's process group, as a crash would: the ranks (process groups of their own) are not in it
         # and must die with it (the parent-death signal, harness.engine.launch.die_with_launcher)
@@ -211,7 +215,7 @@ def stop_run(env, run, nproc, how, resume) -> Stop:
             os.kill(pid, signal.SIGKILL)
         wait_gone(outlived, 60, "a SIGKILLed process lived on")
     status = json.loads((Path(run) / "meta.json").read_text())["status"]
-    return Stop(rc, out, err, status, checkpoint or load(run), last_logged_step(run), pids, outlived)
+    return Stop(rc, out, err, status, checkpoint or load(run), last_logged_step(run), pids, outlived, frozen)
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +290,11 @@ def test_ranks_die_with_a_killed_launcher(interrupted):
     runs = interrupted(2)
     killed = runs.stops["SIGKILL"]
     assert len(killed.pids[1:]) >= 2, killed.pids
+    launcher = killed.pids[0]
+    ranks = [pid for pid, (parent, _, _) in killed.frozen.items() if parent == launcher]
+    assert len(ranks) == 2, killed.frozen
+    for rank in ranks:  # forks of the launcher (its command line, not `python -m harness.cli`), each its own group
+        assert killed.frozen[rank][1:] == (rank, killed.frozen[launcher][2]), killed.frozen
     assert not killed.outlived, "the ranks outlived their launcher"
     assert json.loads((runs.resumed(2) / "meta.json").read_text())["status"] == "done"
 
