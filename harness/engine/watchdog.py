@@ -81,7 +81,7 @@ class Watchdog:
         self.intervals: deque = deque(maxlen=50)
         self.step, self.last = None, time.monotonic()
         self.armed, self.fresh, self.fired = False, True, False
-        self.fault_step = None
+        self.fault_step, self.step_delay_s = None, 0.0
         self._written = (None, 0.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="depthbench-watchdog", daemon=True)
@@ -106,6 +106,8 @@ class Watchdog:
             STEP_RECORD.pack_into(self._step_map, 0, step)
         if step == self.fault_step:  # DEPTHBENCH_INJECT_FAULT: this rank dies here, on every attempt
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.step_delay_s:  # DEPTHBENCH_INJECT_STEP_DELAY: a slow step, timed as one (the watchdog scales with it)
+            time.sleep(self.step_delay_s)
         now = time.monotonic()
         if self.armed and not self.fresh:
             self.intervals.append(now - self.last)
@@ -203,6 +205,7 @@ def start(cfg, run_path, rank: int, world_size: int = 1) -> Watchdog | None:
         return None
     _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval)
     _current.fault_step = injected_fault(rank, world_size)
+    _current.step_delay_s = injected_step_delay(options["floor_s"])
     return _current.start()
 
 
@@ -217,6 +220,25 @@ def injected_fault(rank: int, world_size: int) -> int | None:
     if not step.isdigit() or (target and not target.isdigit()):
         raise ValueError(f"DEPTHBENCH_INJECT_FAULT={spec!r}: expected STEP or STEP:RANK")
     return int(step) if rank == (int(target) if target else world_size - 1) else None
+
+
+def injected_step_delay(floor_s: float) -> float:
+    """``DEPTHBENCH_INJECT_STEP_DELAY=SECONDS`` (tests on a real cluster, docs/slurm.md): every rank sleeps that long
+    after each optimizer step, so a job that only has to be still running when something happens to it (Slurm's
+    time-limit signal) idles instead of computing. The numbers are those of an unpaced run; the step times logged
+    and watched include the sleep, so under half of ``hang.floor_s`` (the first steps are held to the floor alone)
+    it is never taken for a hang."""
+    spec = os.environ.get("DEPTHBENCH_INJECT_STEP_DELAY")
+    if not spec:
+        return 0.0
+    try:
+        seconds = float(spec)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < floor_s / 2:
+        raise ValueError(f"DEPTHBENCH_INJECT_STEP_DELAY={spec!r}: expected seconds, at least 0 and under half of "
+                         f"hang.floor_s ({floor_s:g} s)")
+    return seconds
 
 
 def beat(step: int) -> None:

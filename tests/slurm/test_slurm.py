@@ -12,6 +12,7 @@ own, and the cluster changes shape (two nodes, then one) only once every job sub
 the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
 ``Cluster.start`` (tests/slurmcluster.py) refuses to restart slurmd under a job.
 """
+import contextlib
 import json
 import os
 import re
@@ -150,6 +151,19 @@ def wait_gone(job: str, timeout: float = 300) -> dict:
     """Poll squeue (sbatch --wait backs off to 32 s polls) until the job left the queue; its final record."""
     wait_for(lambda: not queued(job), timeout, f"job {job} to leave the queue")
     return scontrol_job(job)
+
+
+@contextlib.contextmanager
+def exported(env: dict):
+    """``env`` in this process's environment while the body submits: sbatch exports the submitting environment to
+    the job (all its attempts)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 def submitted(out: str) -> str:
@@ -351,9 +365,12 @@ def test_no_sbatch_on_path(fresh_runs, monkeypatch, tmp_path):
 # when its test is selected, so it runs while the others do.
 @pytest.fixture(scope="module")
 def time_limit_job(cluster, runs):
-    """A real --time/--signal expiry: 2 minutes with a 60 s warning; runs while the next tests do."""
+    """A real --time/--signal expiry: 2 minutes with a 60 s warning; runs while the next tests do. Its ranks sleep
+    1 s after each step (DEPTHBENCH_INJECT_STEP_DELAY): the job only has to be training when the signal comes, so
+    it idles rather than burning a core for the minute or two Slurm's clock takes."""
     cluster.start(nodes=2)
-    code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "--time", 2, "--warning", 60)
+    with exported({"DEPTHBENCH_INJECT_STEP_DELAY": "1"}):
+        code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "--time", 2, "--warning", 60)
     assert code == 0, err
     job = submitted(out)
     return job, record(runs, job)["elements"][0]["work_dir"], time.monotonic()
@@ -479,18 +496,15 @@ def test_time_limit_signal_checkpoints_and_requeues(cluster, runs, time_limit_jo
     final = time_limit_result["final"]
     assert final["JobState"] == "CANCELLED" and final["Restarts"] == "1"
     assert time_limit_result["after"] == "CANCELLED"
+    paced = [r["step_time"] for r in metric_records(work_dir) if r.get("kind") == "train"]
+    assert paced and min(paced) >= 1.0, paced  # every logged step slept its second: the job idled, both attempts
 
 
 # ----------------------------------------------------------------------------------------- failures (issue 41)
 # Two nodes, one rank each; --min-nodes 1: a requeue without a failed node continues on the other one (elastic).
 def submit_failing(*args, config=PRESET, env=None) -> tuple[str, str]:
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})  # sbatch exports the submitting environment to the job (all its attempts)
-    try:
+    with exported(env or {}):
         code, out, err = cli("submit", config, *TINY, "--nodes", 2, "--min-nodes", 1, "--time", 10, *args)
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     assert code == 0, err
     job = submitted(out)
     return job, jobs()[job]["work_dir"]

@@ -65,6 +65,29 @@ def test_a_paused_or_steadily_beating_watchdog_never_fires(tmp_path):
     assert not (tmp_path / "faults" / "attempt-0" / "heartbeat-rank-0.json").exists()  # heartbeats: under Slurm
 
 
+def test_a_paced_watchdog_times_the_delay_as_step_time(tmp_path, monkeypatch):
+    """DEPTHBENCH_INJECT_STEP_DELAY: each beat sleeps, the sleep counts as step time (the threshold scales with
+    it), a paced run never fires; a delay the floor could take for a hang is refused."""
+    monkeypatch.setenv("DEPTHBENCH_INJECT_STEP_DELAY", "0.05")
+    fired = threading.Event()
+    dog = wd.Watchdog(tmp_path, rank=0, factor=5, floor_s=0.2, grace_s=0, poll_s=0.02, on_hang=fired.set)
+    dog.step_delay_s = wd.injected_step_delay(dog.floor_s)
+    dog.start()
+    try:
+        dog.resume()
+        start = time.monotonic()
+        for step in range(1, 9):
+            dog.beat(step)
+        assert time.monotonic() - start >= 8 * 0.05 and min(dog.intervals) >= 0.05
+        assert not fired.is_set()
+    finally:
+        dog.close()
+    for bad in ("0.1", "-1", "soon", "nan"):  # 0.1 s: half of the 0.2 s floor
+        monkeypatch.setenv("DEPTHBENCH_INJECT_STEP_DELAY", bad)
+        with pytest.raises(ValueError, match="DEPTHBENCH_INJECT_STEP_DELAY"):
+            wd.injected_step_delay(0.2)
+
+
 def write_attempt(run, attempt, exits=(), heartbeats=(), errors=(), dumps=()):
     folder = run / "faults" / f"attempt-{attempt}"
     folder.mkdir(parents=True)
