@@ -6,8 +6,8 @@
 set -u
 repo=$(pwd); here=$(cd "$(dirname "$0")" && pwd)
 base=${1:-a0e5948}; shift || true
-files=("$@"); [ ${#files[@]} -gt 0 ] || files=(tests/test_train.py tests/test_trust_downstream.py tests/test_trust.py
-                                            tests/test_shards.py)
+files=("$@"); [ ${#files[@]} -gt 0 ] || files=(tests/harness/engine/test_train.py
+  tests/downstream/test_trust_downstream.py tests/harness/core/test_trust.py tests/harness/tasks/test_shards.py)
 out=$(mktemp -d /tmp/suite-sharing-XXXX); mkdir -p "$out/before" "$out/after"
 git -C "$repo" archive "$base" | tar -x -C "$out/before"; git -C "$repo" archive HEAD | tar -x -C "$out/after"
 for tree in before after; do ln -s "$(readlink -f "$repo/.venv")" "$out/$tree/.venv"; done
