@@ -106,3 +106,14 @@ def run_cli_here(*args) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in args])
     return code, out.getvalue(), err.getvalue()
+
+
+def fresh_imports(code: str, modules) -> tuple[str, list[str]]:
+    """Run ``code`` in a fresh interpreter from the repository (a fork of the preloaded server has the stack imported
+    already): its standard output, and which of ``modules`` it had imported -- the check that a command stays light."""
+    probe = f"{code}\nimport sys\nprint('\\nIMPORTED:' + ','.join(m for m in {tuple(modules)!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    text, marker, imported = out.stdout.rpartition("\nIMPORTED:")
+    assert out.returncode == 0 and marker, f"exit {out.returncode}: " + out.stdout[-2000:] + out.stderr[-2000:]
+    return text, [m for m in imported.strip().split(",") if m]

@@ -39,7 +39,7 @@ SYSTEM = {
 SYSTEM_FIXTURES = {"cluster": "a local Slurm cluster (slurm/local-cluster.sh)"}
 # names whose use means a process is started, or a run trained in this process
 PROCESS = re.compile(r"\b(subprocess|Popen|run_cli|start_cli|start_forked\w*|multiprocessing|os\.fork|spawn|chromium|"
-                     r"run_cli_here|api\.(train|finetune|evaluate|claims|demo)|runner\.train|train\.run|"
+                     r"run_cli_here|fresh_imports|api\.(train|finetune|evaluate|claims|demo)|runner\.train|train\.run|"
                      r"finetune\.run)\b")
 PROCESS_FIXTURES = {"cli", "browser"}
 WORD = re.compile(r"\b[A-Za-z_]\w*\b")

@@ -1,14 +1,12 @@
 """results/claims.py: the statistics and verdicts of `depthbench claims`, the equal-budget rule, the claim files."""
 import math
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from clitools import fresh_imports
 from results import sequential as seq
 from results.claims import (BUDGET_KEYS, Claim, ClaimError, Design, PaperSource, available_claims, check_audit,
                             check_equal_budget, curve_band, evaluate, load, load_claims, metric_value, plan_looks,
@@ -143,15 +141,11 @@ def test_claims_status_starts_without_torch():
     """``depthbench claims --status`` reads the committed report (results/claims): what it imports
     (results/claims_status.py, results/paper_tables.py, harness/core/config_paths.py) imports no torch, timm,
     MMEngine or SciPy -- the engine cost it ~7 CPU-s a call, 5 of them importing the stack."""
-    probe = ("import sys; from harness.cli import main; code = main(['claims', '--status']); "
-             "print(code, sorted(m for m in ('torch', 'timm', 'mmengine', 'scipy', 'results.claims') "
-             "if m in sys.modules))")
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PYTHONPATH=str(root)))
-    lines = out.stdout.splitlines()
-    assert lines[-1] == "0 []", out.stdout + out.stderr
-    assert [ln.split(":")[0] for ln in lines[:-1]] == available_claims(), out.stdout
+    out, imported = fresh_imports("from harness.cli import main; print(main(['claims', '--status']))",
+                                  ("torch", "timm", "mmengine", "scipy", "results.claims"))
+    lines = out.splitlines()
+    assert imported == [] and lines[-1] == "0", out
+    assert [ln.split(":")[0] for ln in lines[:-1]] == available_claims(), out
 
 
 # ----------------------------------------------------------------------------------------- fairness

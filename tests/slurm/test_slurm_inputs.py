@@ -7,12 +7,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from clitools import run_cli_here as cli
+from clitools import fresh_imports, run_cli_here as cli
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -431,8 +430,5 @@ def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tm
 def test_jobs_and_cancel_start_without_torch():
     """``depthbench jobs``/``cancel`` are status commands a user runs often: what they import (slurm.jobs, its fault
     record reader harness.core.faults, slurm.paths) imports no torch, timm or mmengine (~4 s of CPU each call)."""
-    probe = ("import sys, slurm.jobs; "
-             "print(sorted(m for m in ('torch', 'timm', 'mmengine', 'slurm.submit') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    _, imported = fresh_imports("import slurm.jobs", ("torch", "timm", "mmengine", "slurm.submit"))
+    assert imported == []

@@ -1,34 +1,26 @@
 """The command line as a whole: every command's module is light to import (``depthbench --help``, a command's
 ``--help`` and an option typo answer without importing torch), and every command is also a Python function
 (harness/api.py)."""
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from clitools import ROOT, fresh_imports
+
+HEAVY = ("torch", "timm", "mmengine", "numpy", "pandas", "accelerate", "deepspeed")
 PROBE = """
-import sys
 from harness import cli
 parser = cli.build_parser()
 try:
     parser.parse_args({argv!r})
 except SystemExit:
     pass
-heavy = sorted(m for m in ("torch", "timm", "mmengine", "numpy", "pandas", "accelerate", "deepspeed")
-               if m in sys.modules)
-print("HEAVY:" + ",".join(heavy))
 """
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["eval", "--help"], ["submit", "--help"],
                                   ["train", "--no-such-option"], ["results", "--help"]])
 def test_parsing_imports_nothing_heavy(argv):
-    out = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
-    heavy = [line for line in out.stdout.splitlines() if line.startswith("HEAVY:")]
-    assert heavy == ["HEAVY:"], out.stdout[-2000:] + out.stderr[-2000:]
+    _, heavy = fresh_imports(PROBE.format(argv=argv), HEAVY)
+    assert heavy == []
 
 
 def test_every_command_module_has_the_command_shape():
