@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 from mmengine.registry import init_default_scope
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 import downstream.backbone  # noqa: F401  (registers DepthbenchBackbone)
 from harness.core.config import PACKAGE_PREFIXES, load_config as read_config
 from harness.core.errors import DepthbenchError
+from harness.engine.models import SkipInitOnMeta
 from harness.measure.cache import file_hash
 from harness.measure.flops import count_flops, count_params
 
@@ -131,25 +131,14 @@ def build_model(path: str | Path, device: str = "meta", **backbone_overrides) ->
         return MODELS.build(model_cfg)
 
 
-# in-place value ops of weight initialisation (none changes a shape)
-_INIT_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "erfinv_", "mul_", "add_", "sub_", "div_", "clamp_",
-                       "clamp_min_", "clamp_max_", "copy_", "exp_", "log_", "sqrt_", "neg_", "abs_", "random_",
-                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_"})
-
-
-class _LinspaceOnCpu(TorchFunctionMode):
-    """Inside a meta-device build: ``torch.linspace`` on the CPU (mmdet's/mmseg's Swin take Python numbers from
-    ``torch.linspace(...).item()`` in ``__init__``), and in-place ops on meta tensors skipped — weight
-    initialisation has no data to write there, and meta kernels of the random fills are slow in Python."""
+class _LinspaceOnCpu(SkipInitOnMeta):
+    """Inside a meta-device build (in-place initialisation skipped, as for any model): ``torch.linspace`` on the CPU
+    (mmdet's/mmseg's Swin take Python numbers from ``torch.linspace(...).item()`` in ``__init__``)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.linspace and kwargs.get("device") is None:
-            kwargs["device"] = "cpu"
-        elif getattr(func, "__name__", "") in _INIT_OPS and args and isinstance(args[0], torch.Tensor) \
-                and args[0].is_meta:
-            return args[0]
-        return func(*args, **kwargs)
+        if func is torch.linspace and (kwargs or {}).get("device") is None:
+            kwargs = {**(kwargs or {}), "device": "cpu"}
+        return super().__torch_function__(func, types, args, kwargs)
 
 
 class _FlopsForward(nn.Module):

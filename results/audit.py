@@ -38,12 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import torch
 from torch import nn
 from tqdm import tqdm
 
 import harness.measure.cache  # model_code looked up when called (a test edits a model's code)
-from harness.engine.models import build_model
+from harness.engine.models import build_model, meta_build
 from harness.measure.cache import MeasurementCache, file_hash
 from harness.measure.flops import count_flops, count_params
 from models.scalenet_llama import LLAMA_MODELS, build_named_llama
@@ -107,7 +106,7 @@ def build_row_model(name: str, **kwargs):
     """A row's model on the meta device: a registered (timm) model, or one of the Hugging Face Llama models of
     ScaleNet Table X (``models.scalenet_llama.LLAMA_MODELS``, built from their config arithmetic)."""
     if name in LLAMA_MODELS:
-        with torch.device("meta"):
+        with meta_build("meta"):
             return build_named_llama(name, **kwargs)
     return build_model(name, **kwargs)
 

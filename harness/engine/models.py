@@ -12,6 +12,7 @@ from pathlib import Path
 import timm
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import models  # noqa: F401  (registers depthbench's models with timm)
 from harness.core.config import load_config
@@ -35,10 +36,38 @@ def require_registered(name: str, what: str = "model") -> None:
         raise UnknownModelError(f"unknown {what} {name!r}; {hint}(`depthbench models` lists them)")
 
 
+# in-place value ops of weight initialisation (none changes a shape)
+_INIT_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "erfinv_", "mul_", "add_", "sub_", "div_", "clamp_",
+                       "clamp_min_", "clamp_max_", "copy_", "exp_", "log_", "sqrt_", "neg_", "abs_", "random_",
+                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_"})
+
+
+class SkipInitOnMeta(TorchFunctionMode):
+    """Inside a meta-device build: in-place value ops on meta tensors are skipped. Weight initialisation has no data
+    to write there, and the meta kernels of the random fills (``trunc_normal_`` is five of them) run in Python: a
+    deep model's build took 2-4 times as long with them."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in _INIT_OPS and args and isinstance(args[0], torch.Tensor) \
+                and args[0].is_meta:
+            return args[0]
+        return func(*args, **(kwargs or {}))
+
+
+def meta_build(device: str | torch.device):
+    """The context a model is built in: ``device``'s, with :class:`SkipInitOnMeta` on the meta device."""
+    if torch.device(device).type != "meta":
+        return torch.device(device)
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.device(device))
+    stack.enter_context(SkipInitOnMeta())
+    return stack
+
+
 def build_model(name: str, device: str | torch.device = "meta", **kwargs) -> nn.Module:
     """Build a registered model (ours or timm's) without weights when ``device='meta'``."""
     require_registered(name)
-    with torch.device(device):
+    with meta_build(device):
         return timm.create_model(name, **kwargs)
 
 
@@ -92,7 +121,7 @@ def build_trained_model(config: str | Path | None = None, overrides=(), *, name:
     kwargs.update(model_kwargs or {})
     require_registered(name)
     try:
-        with torch.device(device) if device is not None else contextlib.nullcontext():
+        with meta_build(device) if device is not None else contextlib.nullcontext():
             model = timm.create_model(name, **kwargs)
             for hook in hooks:
                 model = hook.before_epoch(model, 2**31) or model  # every stage: the final architecture

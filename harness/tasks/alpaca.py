@@ -33,6 +33,7 @@ import torch
 
 from harness.core.errors import ConfigError, DataError
 from harness.core.files import BadFile, atomic_write, data_cache, read_json
+from harness.engine.models import meta_build
 from harness.tasks.lm import LanguageModelTask
 from models.scalenet_llama import (ARCHITECTURE_FIELDS, TRAINABLE, CausalLMLogits, base_config, build_llama,
                                    expand_llama, llama_config, load_saved_llama, set_trainable)
@@ -312,7 +313,7 @@ def check_llama_model(cfg) -> None:
     if trainable == "adapters_norms" and not scalenet:
         raise ConfigError("model.trainable='adapters_norms' needs model.scalenet (a plain Llama has no adapters)")
     try:
-        with torch.device("meta"):
+        with meta_build("meta"):
             build_llama(config, scalenet)
     except Exception as e:
         raise ConfigError(f"model.config does not build a Llama ({type(e).__name__}: "

@@ -44,10 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import timm
-import torch
 from timm.models.vision_transformer import VisionTransformer
 
 import models  # noqa: F401  (registers the paper models with timm)
+from harness.engine.models import meta_build
 
 MODULE_NAME = "timm_test_models"
 SELECT_ENV = "DEPTHBENCH_TIMM_MODELS"
@@ -117,7 +117,7 @@ def model_kind(name: str) -> ModelKind:
     input_size = tuple(timm.models.get_pretrained_cfg_value(name, "input_size") or ())
     if len(input_size) != 3:
         return ModelKind(image=False, input_size=input_size, sequence_output=False, frozen=())
-    with torch.device("meta"):
+    with meta_build("meta"):
         model = timm.create_model(name, device="meta")
     frozen = tuple(n for n, p in model.named_parameters() if not p.requires_grad)
     return ModelKind(image=True, input_size=input_size, sequence_output=isinstance(model, VisionTransformer),
