@@ -36,10 +36,13 @@ def require_registered(name: str, what: str = "model") -> None:
         raise UnknownModelError(f"unknown {what} {name!r}; {hint}(`depthbench models` lists them)")
 
 
-# in-place value ops of weight initialisation (none changes a shape)
+# in-place value ops of weight initialisation (none changes a shape), and torch.nn.init's functions: those reach
+# the mode as one call (what they do inside is not seen by it)
 _INIT_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "erfinv_", "mul_", "add_", "sub_", "div_", "clamp_",
                        "clamp_min_", "clamp_max_", "copy_", "exp_", "log_", "sqrt_", "neg_", "abs_", "random_",
-                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_"})
+                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_",
+                       "trunc_normal_", "constant_", "ones_", "zeros_", "xavier_uniform_", "xavier_normal_",
+                       "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_", "eye_", "dirac_"})
 
 
 class SkipInitOnMeta(TorchFunctionMode):
@@ -48,10 +51,12 @@ class SkipInitOnMeta(TorchFunctionMode):
     deep model's build took 2-4 times as long with them."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in _INIT_OPS and args and isinstance(args[0], torch.Tensor) \
-                and args[0].is_meta:
-            return args[0]
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in _INIT_OPS:
+            target = args[0] if args else kwargs.get("tensor")  # torch.nn.init passes its tensor by keyword
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        return func(*args, **kwargs)
 
 
 def meta_build(device: str | torch.device):
