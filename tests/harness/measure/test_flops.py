@@ -5,7 +5,8 @@ from torch import nn
 import torch.nn.functional as F
 
 from harness.engine.models import build_model
-from harness.measure.flops import count_flops, count_params
+from harness.measure import flops
+from harness.measure.flops import MetaOutputs, count_flops, count_params
 
 
 def test_linear_and_conv_count_one_flop_per_multiply_accumulate():
@@ -42,6 +43,46 @@ def test_meta_and_real_tensors_agree_on_a_timm_model():
     real = build_model("deit_tiny_patch16_224", device="cpu", img_size=64)
     assert count_flops(meta, 64).total == count_flops(real, 64).total
     assert count_params(meta) == count_params(real)
+
+
+aten = torch.ops.aten
+META_CASES = [  # (op, args): contiguous and not, several ranks and dtypes, multi-dimensional normalized_shape
+    *[(aten.native_layer_norm.default, (torch.empty(shape, dtype=dtype, device="meta"), norm, None, None, 1e-5))
+      for shape, norm in (((2, 5, 8), [8]), ((3, 4, 6, 6), [6, 6]), ((7, 8), [8]))
+      for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64)],
+    (aten.native_layer_norm.default, (torch.empty(2, 5, 8, device="meta").transpose(0, 1), [8], None, None, 1e-5)),
+    (aten.addmm.default, (torch.empty(4, device="meta"), torch.empty(3, 6, device="meta"),
+                          torch.empty(4, 6, device="meta").t())),
+    (aten.addmm.default, (torch.empty(3, 4, device="meta"), torch.empty(6, 3, device="meta").t(),
+                          torch.empty(6, 4, device="meta"))),
+    *[(aten._safe_softmax.default, (torch.empty(2, 3, 5, 5, device="meta"), dim)) for dim in (-1, 1)],
+    (aten._safe_softmax.default, (torch.empty(2, 5, 5, device="meta", dtype=torch.bfloat16), -1, torch.float32)),
+    (aten._safe_softmax.default, (torch.empty(2, 5, 4, device="meta").transpose(1, 2), -1)),
+    *[(aten._softmax.default, (torch.empty(4, 9, device="meta", dtype=dtype), -1, half)) for dtype, half in
+      ((torch.float32, False), (torch.float16, True), (torch.bfloat16, False))],
+    *[(aten.gelu.default, (torch.empty(2, 7, 16, device="meta"),), kw) for kw in ({}, {"approximate": "tanh"})],
+    (aten.gelu.default, (torch.empty(2, 7, 16, device="meta").transpose(1, 2),)),
+]
+
+
+@pytest.mark.parametrize("case", META_CASES, ids=lambda case: str(case[0]))
+def test_meta_outputs_are_the_shapes_torch_s_meta_kernels_give(case):
+    op, args, kwargs = (*case, {}) if len(case) == 2 else case
+    want = op(*args, **kwargs)
+    with MetaOutputs():
+        got = op(*args, **kwargs)
+    want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+    assert [(t.shape, t.stride(), t.dtype, t.device.type) for t in got] == \
+           [(t.shape, t.stride(), t.dtype, t.device.type) for t in want]
+
+
+@pytest.mark.parametrize("name, size", [("deit_small_patch16_224", 224), ("steps_swin_tiny", 224),
+                                        ("transnext_micro", 224), ("SReT_T", 224), ("resnet18", 224)])
+def test_counts_with_meta_outputs_are_the_counts_with_torch_s_kernels(name, size, monkeypatch):
+    model = build_model(name)
+    fast = count_flops(model, size)
+    monkeypatch.setattr(flops, "_META_OUTPUTS", {})
+    assert count_flops(model, size) == fast
 
 
 def test_tied_parameters_are_counted_once():
