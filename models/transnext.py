@@ -686,7 +686,8 @@ class _CosineAttentionBase(nn.Module):
             if cached is not None and cached[0] == cache_key:
                 return cached[1]
         bias = self._position_bias(geometry, num_keys_size)
-        if cache_key is not None and bias.numel() * bias.element_size() <= self.bias_cache_bytes:
+        # not on the meta device: nothing is computed there to save, and a FLOP count must see the MLP every time
+        if cache_key is not None and not bias.is_meta and bias.numel() * bias.element_size() <= self.bias_cache_bytes:
             self.__dict__["_bias_cache"] = (cache_key, bias)  # a plain attribute: never in the state dict
         return bias
 

@@ -255,6 +255,15 @@ def test_position_bias_is_cached_without_autograd_and_follows_parameter_updates(
     assert "_bias_cache" not in "".join(model.state_dict())
 
 
+def test_a_model_counted_twice_on_meta_counts_the_position_bias_mlp_twice():
+    """The bias cache keeps nothing on the meta device: a second FLOP count of the same model (verify measures a
+    row's model once per column, and consecutive rows share it) sees the log-CPB MLP as the first did."""
+    model = build_model("transnext_micro")
+    first = count_flops(model, 224)
+    assert first.by_op["transnext.cpb_mlp"] > 0
+    assert count_flops(model, 224) == first
+
+
 def test_softmax_is_shared_and_padding_contributes_nothing():
     """With v ≡ 1, proj = identity and learnable tokens 0, each head outputs sum(window + pool weights) = 1
     (one softmax over both paths) plus learnable_bias·(number of in-map window positions)."""
