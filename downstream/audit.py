@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 from pathlib import Path
 
 import torch
-from mmengine.registry import init_default_scope
+from mmengine.registry import DefaultScope
 from torch import nn
 
 import downstream.backbone  # noqa: F401  (registers DepthbenchBackbone)
@@ -99,8 +100,20 @@ def load_config(path: str | Path):
     if not str(path).startswith(PACKAGE_PREFIXES) and not Path(path).is_absolute():
         path = REPO / path
     cfg = read_config(path)
-    init_default_scope(cfg.get("default_scope", "mmdet"))
+    use_default_scope(cfg.get("default_scope", "mmdet"))
     return cfg
+
+
+def use_default_scope(scope: str) -> None:
+    """MMEngine's ``init_default_scope`` without its warning on every change of scope: verify measures detection
+    and segmentation rows in one process, so it moves between mmdet's and mmseg's scope by design. As there, a
+    change is a new (the current) instance under a unique name."""
+    current = DefaultScope.get_current_instance()
+    if current is None or current.scope_name != scope:
+        DefaultScope.get_instance(f"{scope}-{next(_scope_names)}", scope_name=scope)
+
+
+_scope_names = itertools.count()
 
 
 def _without_weights(model_cfg) -> dict:

@@ -99,3 +99,24 @@ def test_dense_verify_rows_pass():
               for c in verify.run(papers=[paper], table=table, progress=False) if c.column in DENSE_COLUMNS]
     assert len([c for c in checks if c.status == "pass"]) >= 35
     assert not [c for c in checks if c.status in ("fail", "error")], [c for c in checks if c.status in ("fail", "error")]
+
+
+def test_moving_between_detection_and_segmentation_configs_sets_the_scope_without_a_warning():
+    import logging
+
+    from mmengine.logging import MMLogger
+    from mmengine.registry import DefaultScope
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        for config in ("configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py",
+                       "configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py") * 2:
+            cfg = load_config(config)
+            assert DefaultScope.get_current_instance().scope_name == cfg.default_scope
+    finally:
+        logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if r.levelno >= logging.WARNING]
