@@ -73,17 +73,36 @@ def _addmm_output(bias, mat1, mat2, *args, **kwargs):
     return torch.empty(mat1.shape[0], mat2.shape[1], dtype=mat1.dtype, device="meta")
 
 
-# The output shapes of the commonest ops whose meta kernels run in Python (torch's refs): ~0.4-0.9 ms a call, half
-# of a deep Transformer's count. Used for contiguous meta inputs only (addmm: any layout, its output is fresh), where
-# the result is a fresh contiguous tensor; tests/harness/measure/test_flops.py compares them with torch's kernels.
+def _elementwise_output(a, b, *args, **kwargs):
+    """A broadcast binary op's output (``b`` a tensor or a number): the broadcast shape, the promoted dtype."""
+    shape = torch.broadcast_shapes(a.shape, b.shape) if isinstance(b, torch.Tensor) else a.shape
+    return torch.empty(shape, dtype=torch.result_type(a, b), device="meta")
+
+
+def _division_output(a, b, *args, **kwargs):
+    out = _elementwise_output(a, b)
+    return out if out.is_floating_point() else out.to(torch.get_default_dtype())  # true division of integers
+
+
+# The output shapes of the commonest ops whose meta kernels run in Python (torch's refs): ~0.2-0.9 ms a call, most
+# of a model's count. Used when every tensor argument is contiguous (addmm: any layout, its output is fresh) and the
+# first is on the meta device; the unary ones for floating inputs. The result is then a fresh contiguous tensor;
+# tests/harness/measure/test_flops.py compares each with torch's kernel.
+_UNARY = (aten.relu.default, aten.gelu.default, aten.sigmoid.default, aten.silu.default, aten.tanh.default,
+          aten.neg.default, aten.hardswish.default, aten.clamp_min.default, aten.roll.default)
+_BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.mul.Scalar, aten.add.Scalar)
 _META_OUTPUTS = {
     aten.native_layer_norm.default: _layer_norm_outputs,
     aten.addmm.default: _addmm_output,
     aten._safe_softmax.default: lambda x, dim, dtype=None: torch.empty(x.shape, dtype=dtype or x.dtype, device="meta"),
     aten._softmax.default: lambda x, dim, half_to_float: torch.empty(
         x.shape, dtype=torch.float32 if half_to_float else x.dtype, device="meta"),
-    aten.gelu.default: lambda x, approximate="none": torch.empty(x.shape, dtype=x.dtype, device="meta"),
+    **{op: lambda x, *args, **kwargs: torch.empty(x.shape, dtype=x.dtype, device="meta") for op in _UNARY},
+    **{op: _elementwise_output for op in _BINARY},
+    aten.div.Tensor: _division_output,
+    aten.div.Scalar: _division_output,
 }
+_ANY_LAYOUT = {aten.addmm.default}
 
 
 class MetaOutputs(TorchDispatchMode):
@@ -93,8 +112,9 @@ class MetaOutputs(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         outputs = _META_OUTPUTS.get(func)
-        if outputs is not None and args and args[0].is_meta \
-                and (func is aten.addmm.default or args[0].is_contiguous()):
+        if outputs is not None and args and args[0].is_meta and (func in _ANY_LAYOUT or (
+                all(a.is_contiguous() for a in args if isinstance(a, torch.Tensor))
+                and (func not in _UNARY or args[0].is_floating_point()))):
             return outputs(*args, **kwargs)
         return func(*args, **kwargs)
 

@@ -62,6 +62,29 @@ META_CASES = [  # (op, args): contiguous and not, several ranks and dtypes, mult
       ((torch.float32, False), (torch.float16, True), (torch.bfloat16, False))],
     *[(aten.gelu.default, (torch.empty(2, 7, 16, device="meta"),), kw) for kw in ({}, {"approximate": "tanh"})],
     (aten.gelu.default, (torch.empty(2, 7, 16, device="meta").transpose(1, 2),)),
+    *[(op, (torch.empty(2, 3, 4, device="meta", dtype=dtype),)) for dtype in (torch.float32, torch.bfloat16)
+      for op in (aten.relu.default, aten.sigmoid.default, aten.silu.default, aten.tanh.default, aten.neg.default,
+                 aten.hardswish.default)],
+    (aten.relu.default, (torch.empty(2, 3, 4, device="meta", dtype=torch.int64),)),
+    (aten.sigmoid.default, (torch.empty(2, 3, 4, device="meta", dtype=torch.int64),)),
+    (aten.clamp_min.default, (torch.empty(5, 6, device="meta"), 0.0)),
+    (aten.clamp_min.default, (torch.empty(5, 6, device="meta", dtype=torch.int32), 0.5)),
+    (aten.roll.default, (torch.empty(2, 8, 8, 4, device="meta"), (3, 3), (1, 2))),
+    (aten.roll.default, (torch.empty(2, 8, 8, 4, device="meta").permute(0, 3, 1, 2), (-3,), (2,))),
+    *[(op, (a, b)) for op in (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor) for a, b in (
+        (torch.empty(2, 5, 8, device="meta"), torch.empty(8, device="meta")),
+        (torch.empty(8, device="meta"), torch.empty(2, 5, 8, device="meta")),
+        (torch.empty(2, 1, 8, device="meta"), torch.empty(1, 5, 1, device="meta")),
+        (torch.empty(2, 5, 8, device="meta", dtype=torch.bfloat16), torch.empty(8, device="meta")),
+        (torch.empty(2, 5, 8, device="meta", dtype=torch.float16), torch.empty((), device="meta")),
+        (torch.empty(2, 5, device="meta", dtype=torch.int64), torch.empty(5, device="meta", dtype=torch.int32)),
+        (torch.empty(2, 5, device="meta", dtype=torch.int64), torch.tensor(2.0)),
+        (torch.empty(2, 5, 8, device="meta").transpose(1, 2), torch.empty(5, device="meta")),
+        (torch.empty(4, 1, device="meta").expand(4, 6), torch.empty(6, device="meta")))],
+    (aten.add.Tensor, (torch.empty(3, 4, device="meta"), torch.empty(3, 4, device="meta")), {"alpha": 2}),
+    *[(op, (torch.empty(3, 4, device="meta", dtype=dtype), scalar)) for op in (aten.mul.Scalar, aten.add.Scalar,
+                                                                              aten.div.Scalar)
+      for dtype, scalar in ((torch.float16, 2.5), (torch.int64, 3), (torch.int64, 0.5), (torch.float32, 2))],
 ]
 
 
