@@ -1,9 +1,12 @@
 """configs/det and configs/seg: every config loads and builds its model; the papers' dense rows are audited."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
+from mmengine.logging import MMLogger
+from mmengine.registry import DefaultScope
 
 from downstream.audit import DENSE_COLUMNS, DENSE_CONFIGS, load_config, meta_model
 from harness.commands import verify
@@ -102,11 +105,6 @@ def test_dense_verify_rows_pass():
 
 
 def test_moving_between_detection_and_segmentation_configs_sets_the_scope_without_a_warning():
-    import logging
-
-    from mmengine.logging import MMLogger
-    from mmengine.registry import DefaultScope
-
     records = []
     handler = logging.Handler()
     handler.emit = records.append
