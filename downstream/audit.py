@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 from pathlib import Path
 
 import torch
-from mmengine.registry import DefaultScope
 from torch import nn
 
 import downstream.backbone  # noqa: F401  (registers DepthbenchBackbone)
+from downstream.mmengine_compat import use_default_scope
 from harness.core.config import PACKAGE_PREFIXES, load_config as read_config
 from harness.core.errors import DepthbenchError
 from harness.engine.models import SkipInitOnMeta
@@ -102,18 +101,6 @@ def load_config(path: str | Path):
     cfg = read_config(path)
     use_default_scope(cfg.get("default_scope", "mmdet"))
     return cfg
-
-
-def use_default_scope(scope: str) -> None:
-    """MMEngine's ``init_default_scope`` without its warning on every change of scope: verify measures detection
-    and segmentation rows in one process, so it moves between mmdet's and mmseg's scope by design. As there, a
-    change is a new (the current) instance under a unique name."""
-    current = DefaultScope.get_current_instance()
-    if current is None or current.scope_name != scope:
-        DefaultScope.get_instance(f"{scope}-{next(_scope_names)}", scope_name=scope)
-
-
-_scope_names = itertools.count()
 
 
 def _without_weights(model_cfg) -> dict:

@@ -16,6 +16,7 @@ Importing this module registers the loader and ``DepthbenchRunner``; downstream 
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os.path as osp
 import pickle
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.logging.history_buffer import HistoryBuffer
-from mmengine.registry import RUNNERS
+from mmengine.registry import RUNNERS, DefaultScope
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
 
@@ -109,6 +110,18 @@ def checkpoint_in_work_dir(work_dir) -> str | None:
         return None
     path = osp.join(work_dir, name)
     return path if name and is_regular(path, inside=work_dir) else None
+
+
+def use_default_scope(scope: str) -> None:
+    """MMEngine's ``init_default_scope`` without its warning on every change of scope: verify measures detection
+    and segmentation rows in one process, so it moves between mmdet's and mmseg's scope by design. As there, a
+    change is a new (the current) instance under a unique name."""
+    current = DefaultScope.get_current_instance()
+    if current is None or current.scope_name != scope:
+        DefaultScope.get_instance(f"{scope}-{next(_scope_names)}", scope_name=scope)
+
+
+_scope_names = itertools.count()
 
 
 _console = {"quiet": False}

@@ -88,8 +88,8 @@ def _division_output(a, b, *args, **kwargs):
 # of a model's count. Used when every tensor argument is contiguous (addmm: any layout, its output is fresh) and the
 # first is on the meta device; the unary ones for floating inputs. The result is then a fresh contiguous tensor;
 # tests/harness/measure/test_flops.py compares each with torch's kernel.
-_UNARY = (aten.relu.default, aten.gelu.default, aten.sigmoid.default, aten.silu.default, aten.tanh.default,
-          aten.neg.default, aten.hardswish.default, aten.clamp_min.default, aten.roll.default)
+_UNARY = frozenset({aten.relu.default, aten.gelu.default, aten.sigmoid.default, aten.silu.default, aten.tanh.default,
+                    aten.neg.default, aten.hardswish.default, aten.clamp_min.default, aten.roll.default})
 _BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.mul.Scalar, aten.add.Scalar)
 _META_OUTPUTS = {
     aten.native_layer_norm.default: _layer_norm_outputs,
