@@ -37,12 +37,12 @@ import torch
 import torch.distributed as dist
 from mmengine.dist import is_main_process
 from mmengine.logging import MMLogger
-from mmengine.registry import MODELS, RUNNERS, init_default_scope
+from mmengine.registry import MODELS, RUNNERS
 
 import downstream  # noqa: F401  (registers the runner, hook, datasets, backbone)
 from downstream.embedded import resolve_embedded_roots
 from downstream.hooks import ConsoleHook, LogWriter, Preempted, numeric_metrics, restore_stop_handlers
-from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals
+from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals, use_default_scope
 from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
 from harness.core.rundir import (DEFAULT_ROOT, RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics,
@@ -146,7 +146,7 @@ def check_model(cfg, checkpoint: str | None = None) -> None:
     initialisation report is kept off the console here: the Runner logs it into the run directory."""
     given = [(what, path) for what, path in (("load_from", cfg.get("load_from")), ("checkpoint", checkpoint)) if path]
     weights = [(what, path, extract_weights(read_any_checkpoint(path), source=str(path))) for what, path in given]
-    init_default_scope(cfg.default_scope)
+    use_default_scope(cfg.default_scope)
     with _quiet_mmengine_log():
         try:
             model = MODELS.build(cfg.model)

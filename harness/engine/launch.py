@@ -180,15 +180,22 @@ def _is_command() -> bool:
             or getattr(getattr(main, "main", None), "__module__", None) == "harness.cli")
 
 
-def _forks_are_safe(preload) -> bool:
-    """Whether the ranks can be forks of this process: :func:`prepare_launcher` ran (restores torch's threads, which
-    the forks' thread count is taken from), then, with what a rank imports anyway imported here, no other thread
-    runs and the CUDA driver is not loaded."""
+def _end_launcher_preparation() -> bool:
+    """Give torch back the threads :func:`prepare_launcher` took (the forks' thread count is taken from them);
+    whether it had run, i.e. whether this process kept itself fit to fork its ranks."""
     global _threads_before_launch
-    if _threads_before_launch is None or not sys.platform.startswith("linux"):
+    if _threads_before_launch is None:
         return False
     torch.set_num_threads(_threads_before_launch)
     _threads_before_launch = None
+    return True
+
+
+def _forks_are_safe(preload) -> bool:
+    """Whether the ranks can be forks of this process: on Linux, with what a rank imports anyway imported here,
+    no other thread runs and the CUDA driver is not loaded."""
+    if not sys.platform.startswith("linux"):
+        return False
     for name in [*PRELOAD, *preload]:
         importlib.import_module(name)
     with open("/proc/self/maps") as maps:
@@ -206,7 +213,7 @@ def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | Non
     """
     port = free_port()
     threads = str(threads or configure_threads(nproc, apply=False))
-    forks = _forks_are_safe(preload)
+    forks = _end_launcher_preparation() and _forks_are_safe(preload)
     procs = []
     for rank in range(nproc):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),

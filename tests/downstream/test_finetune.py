@@ -170,12 +170,13 @@ def _preset_backbone(config: str) -> tuple:
 
 def _built_backbone(config: str, overrides):
     """The preset's model with ``overrides``, built and initialised as `depthbench finetune` does."""
-    from mmengine.registry import MODELS, init_default_scope
+    from mmengine.registry import MODELS
 
     from downstream.finetune import load_downstream_config
+    from downstream.mmengine_compat import use_default_scope
 
     cfg = load_downstream_config(config, overrides)
-    init_default_scope(cfg.default_scope)
+    use_default_scope(cfg.default_scope)
     model = MODELS.build(cfg.model)
     model.init_weights()
     return model.backbone
