@@ -113,9 +113,10 @@ def checkpoint_in_work_dir(work_dir) -> str | None:
 
 
 def use_default_scope(scope: str) -> None:
-    """MMEngine's ``init_default_scope`` without its warning on every change of scope: verify measures detection
-    and segmentation rows in one process, so it moves between mmdet's and mmseg's scope by design. As there, a
-    change is a new (the current) instance under a unique name."""
+    """MMEngine's ``init_default_scope`` without its warning on every change of scope (finetune/test and the
+    audit enter scopes only through this): verify measures detection and segmentation rows in one process, so it
+    moves between mmdet's and mmseg's scope by design. As there, a change is a new (the current) instance under a
+    unique name."""
     current = DefaultScope.get_current_instance()
     if current is None or current.scope_name != scope:
         DefaultScope.get_instance(f"{scope}-{next(_scope_names)}", scope_name=scope)
