@@ -216,7 +216,7 @@ MAX_PACKED_BYTES = 2**31 - 1  # int32 offsets
 class EncodedBatch:
     """A collated batch, made in the loader worker: every image's bytes (JPEG, or the pixels PIL decoded) in ONE
     uint8 tensor with int32 offsets, the per-sample parameters as a few small tensors, and the device's plan as
-    plain Python (pickled, not shared memory): so a batch crosses the worker boundary as ~8 tensors whatever its
+    plain Python (pickled, not shared memory): so a batch crosses the worker boundary as 10 tensors whatever its
     size, and the device never waits on the host to group samples.
 
     The plan (:meth:`_plan`) orders images by size: ``order`` (int32) lists batch positions so that images of one

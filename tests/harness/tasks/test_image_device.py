@@ -1,6 +1,8 @@
 """The device image pipeline (``loader.pipeline='device'``) against timm's CPU transforms: op by op, per sample under
 the same seed, in distribution over 10,000 draws, and for evaluation; its CPU fallbacks."""
+import contextlib
 import random
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -502,7 +504,150 @@ def test_finishing_a_batch_reads_nothing_back_and_copies_no_host_constants(jpegs
     first, _ = collate_encoded([dataset[i % len(jpegs)] for i in range(16)])
     second, _ = collate_encoded([dataset[i % len(jpegs)] for i in range(16)])
     finish(first)
-    assert any(name in GEOMETRIC for runs in second.op_layers for name, *_ in runs)
     with HostWork() as host:
         finish(second)
     assert host.calls == [], host.calls
+    assert any(name in GEOMETRIC for runs in second.op_layers for name, *_ in runs)
+
+
+class Recorded:
+    """Stand-ins for CUDA's streams, events and tensors that log what the feeder does with them, and in which
+    thread."""
+
+    def __init__(self):
+        self.log, self.active = [], []
+
+    def add(self, *entry):
+        self.log.append((threading.current_thread() is threading.main_thread(), *entry))
+
+    def device_context(self):
+        self.add("device")
+        return contextlib.nullcontext()
+
+    def new_stream(self):
+        return "side"
+
+    @contextlib.contextmanager
+    def use(self, stream):
+        self.active.append(stream)
+        yield
+        self.active.pop()
+
+    def current(self):
+        return RecordedStream(self, "consumer")
+
+    def new_event(self):
+        return RecordedEvent(self)
+
+
+class RecordedStream:
+    def __init__(self, streams, name):
+        self.streams, self.name = streams, name
+
+    def wait_event(self, event):
+        self.streams.add("wait", self.name, event.batch)
+
+
+class RecordedEvent:
+    def __init__(self, streams):
+        self.streams, self.batch = streams, None
+
+    def record(self, stream):
+        self.batch = self.streams.last_finished
+        self.streams.add("record", stream, list(self.streams.active), self.batch)
+
+
+class RecordedTensor:
+    def __init__(self, streams, name):
+        self.streams, self.name = streams, name
+
+    def to(self, device, non_blocking=False):
+        self.streams.add("copy", self.name, list(self.streams.active), non_blocking)
+        return self
+
+    def record_stream(self, stream):
+        self.streams.add("record_stream", self.name, stream.name)
+
+    def dim(self):
+        return 4
+
+
+def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_stream():
+    """The device part runs in a thread of its own, on its own stream: per batch, the copies and ``finish`` run
+    under the side stream, then an event is recorded on it; the consumer's stream waits for that event and every
+    handed-over tensor is ``record_stream``-ed on the consumer before the consumer sees it (so the caching allocator
+    cannot hand its memory back to the side stream while the training stream still reads it). CUDA stand-ins
+    record the order here; that the kernels really run on the side stream and overlap the step, only a GPU shows
+    (the GPU check's ``loader`` part)."""
+    from harness.tasks.image_device import BackgroundFeeder
+
+    streams = Recorded()
+
+    def finish(batch):
+        assert streams.active == ["side"] and threading.current_thread() is not threading.main_thread()
+        streams.last_finished = batch.name
+        return RecordedTensor(streams, f"x{batch.name[-1]}")
+
+    loader = [(RecordedTensor(streams, f"b{k}"), RecordedTensor(streams, f"y{k}")) for k in range(3)]
+    seen = []
+    for inputs, targets in BackgroundFeeder(loader, finish, "cpu", streams=streams):
+        seen.append(inputs.name)
+        streams.add("consume", inputs.name)
+    assert seen == ["x0", "x1", "x2"]
+    log = streams.log
+    assert log[0] == (False, "device")  # the thread sets its device before any work
+    for k in range(3):
+        copied = log.index((False, "copy", f"b{k}", ["side"], True))
+        recorded = log.index((False, "record", "side", ["side"], f"b{k}"))
+        waited = log.index((True, "wait", "consumer", f"b{k}"))
+        handed = [log.index((True, "record_stream", name, "consumer")) for name in (f"x{k}", f"y{k}")]
+        consumed = log.index((True, "consume", f"x{k}"))
+        assert copied < recorded < waited < min(handed) and max(handed) < consumed, log
+
+
+def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops_its_thread():
+    from harness.tasks.image_device import BackgroundFeeder
+
+    def batches():
+        yield torch.zeros(2), torch.zeros(2)
+        raise DataError("bad.JPEG is not a readable image")
+
+    feeder = iter(BackgroundFeeder(batches(), lambda x: x + 1, "cpu"))
+    assert torch.equal(next(feeder)[0], torch.ones(2))
+    with pytest.raises(DataError, match="bad.JPEG"):
+        next(feeder)
+    assert not any(t.name == "depthbench-device-pipeline" for t in threading.enumerate())
+
+
+class LooksCuda(torch.Tensor):
+    """A CPU tensor that says it is on CUDA: torchvision's roi_align wrapper then takes its CUDA branch."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_the_python_fallback(jpegs,
+                                                                                                   monkeypatch):
+    """Under ``torch.use_deterministic_algorithms(True)`` torchvision's ``roi_align`` replaces its CUDA kernel by a
+    pure-Python version that materialises every sample of every output pixel. The kernel's forward is
+    deterministic (only its backward uses atomics), so the pipeline calls the kernel itself. The CUDA branch is
+    taken here by a tensor that says it is on CUDA, the fallback made to fail."""
+    import importlib
+
+    from harness.tasks import image_device
+
+    torchvision_roi_align = importlib.import_module("torchvision.ops.roi_align")  # the module, not its function
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("torchvision's pure-Python roi_align ran")
+
+    decode = image_device.decode_jpeg
+    monkeypatch.setattr(torchvision_roi_align, "_roi_align", fallback)
+    monkeypatch.setattr(image_device, "decode_jpeg",
+                        lambda *args, **kwargs: [image.as_subclass(LooksCuda) for image in decode(*args, **kwargs)])
+    dataset = EncodedImages(Files(jpegs[:4]))
+    batch, _ = collate_encoded([dataset[i] for i in range(4)])
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    out = DeviceAugment(16, MEAN, STD, training=False)(batch)
+    assert out.shape == (4, 3, 16, 16) and torch.isfinite(out).all()
