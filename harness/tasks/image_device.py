@@ -224,6 +224,9 @@ class EncodedBatch:
     and ``groups`` are runs of chunks decoded together. Each group and each chunk holds at most
     :func:`pixel_budget` pixels unless it is a single image, which bounds a batch's device memory (docs/data.md)."""
 
+    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
+    ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
+
     def __init__(self, samples):
         self.sizes = [(s.height, s.width) for s in samples]
         self.names = [s.name for s in samples]
@@ -312,9 +315,6 @@ class EncodedBatch:
 
     def __len__(self):
         return len(self.sizes)
-
-    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
-    ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
 
 
 def collate_encoded(batch):
