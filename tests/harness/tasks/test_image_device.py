@@ -654,3 +654,52 @@ def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_t
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
     out = DeviceAugment(16, MEAN, STD, training=False)(batch)
     assert out.shape == (4, 3, 16, 16) and torch.isfinite(out).all()
+
+
+def _bomb_png(path: Path) -> str:
+    """A PNG whose header claims 20000x20000 (400 Mpx, over twice Pillow's budget): a few hundred bytes."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\0" * 20001 * 8)) + chunk(b"IEND", b""))
+    return str(path)
+
+
+def _jpeg_header_of(path: Path, width: int, height: int) -> str:
+    """The first bytes of a JPEG whose header says ``width`` x ``height`` (legal, between Pillow's warning and
+    error limits when large): the header is all the worker reads before refusing it."""
+    import io
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16)).save(buffer, "JPEG")
+    data = bytearray(buffer.getvalue())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5:sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "not-an-image", "bomb", "over-budget-header"])
+def test_a_crafted_image_through_the_device_pipeline_is_one_line_naming_it(tmp_path, jpegs, kind):
+    """Issue 54: the device pipeline's reader meets the crafted inputs the folder reader is tried with (a truncated
+    JPEG, a page of HTML, a decompression-bomb PNG) and a JPEG whose header claims 12000x9000 (108 Mpx: over the
+    budget, under Pillow's hard error): each one DataError line naming the file, in the worker or at the decode,
+    never a traceback, a hang or a decode of the claimed size."""
+    bad = tmp_path / "bad.JPEG"
+    if kind == "truncated":
+        bad.write_bytes(Path(jpegs[0]).read_bytes()[:200])
+    elif kind == "not-an-image":
+        bad.write_text("<html>not found</html>")
+    elif kind == "bomb":
+        bad = Path(_bomb_png(tmp_path / "bad.png"))
+    else:
+        _jpeg_header_of(bad, 12000, 9000)
+    dataset = EncodedImages(Files([jpegs[1], str(bad)]))
+    with pytest.raises(DataError) as error:
+        batch, _ = collate_encoded([dataset[0], dataset[1]])
+        DeviceAugment(16, MEAN, STD, training=False)(batch)
+    assert str(bad) in str(error.value) and "\n" not in str(error.value)
