@@ -4,6 +4,7 @@ resolves -- with the configuration and CLI references generated from the code ho
 command and option."""
 import argparse
 import html
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -17,8 +18,9 @@ from harness.cli import build_parser
 from harness.core import schema
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import docs_reference  # noqa: E402 -- tools/ is not a package
+spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "tools" / "docs_reference.py")
+docs_reference = importlib.util.module_from_spec(spec)  # tools/ is not a package (as tests/tools/test_setup_env.py)
+spec.loader.exec_module(docs_reference)
 
 README = ROOT / "README.md"
 # the five user jobs: the command README shows for each, and the guide it links to
