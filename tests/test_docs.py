@@ -120,7 +120,8 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     with open(tmp_path / "docs" / "guides" / "claims.md", "a") as f:
         f.write("\nSee [the missing page](../no-such-page.md).\n")
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    config.update(docs_dir=str(tmp_path / "docs"), hooks=[str(ROOT / "tools" / "docs_reference.py")])
+    config.update(docs_dir=str(tmp_path / "docs"), hooks=[str(ROOT / "tools" / "docs_reference.py")],
+                  watch=[str(ROOT / path) for path in config.get("watch", [])])
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     done = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0 and "no-such-page.md" in done.stdout + done.stderr
