@@ -1,4 +1,4 @@
-"""The layers of README's Architecture hold: import-linter's `lint-imports` checks .importlinter on this checkout
+"""The layers of docs/architecture.md hold: import-linter's `lint-imports` checks .importlinter on this checkout
 (imports inside functions included), and the contract covers every package we ship, with no exceptions."""
 import ast
 import configparser
@@ -43,7 +43,7 @@ def test_the_contract_names_every_package_and_has_no_exceptions():
         assert not any(key.startswith("ignore_imports") for key in parser[section]), section
 
 
-# Imports inside functions (README's Architecture): a module imports what it needs at its top, so that what it
+# Imports inside functions (docs/architecture.md): a module imports what it needs at its top, so that what it
 # depends on is read in one place and fails at import, not halfway through a run. Three exceptions:
 # the command modules, which keep `depthbench --help` and a command's parsing free of torch (tests/test_cli.py)
 # and import the layers below where they run;
