@@ -110,7 +110,7 @@ ema = dict(
     warmup=False,
 )
 
-# distillation when `teacher` is set (harness.engine.losses.TrainingLoss)
+# distillation when `teacher` is set (harness.tasks.losses.TrainingLoss)
 distill = dict(
     # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
     kind='soft',

@@ -226,7 +226,7 @@ SECTION_HELP = {
     "model": "every model key other than name/pretrained is passed to timm.create_model (drop_path_rate=..., "
              "img_size=...); ScaleNet adds grow=dict(k=2, ...) (expand once after loading `pretrained`) or "
              "grow=dict(stages=[dict(epoch=.., ...)])",
-    "distill": "distillation when `teacher` is set (harness.engine.losses.TrainingLoss)",
+    "distill": "distillation when `teacher` is set (harness.tasks.losses.TrainingLoss)",
 }
 
 

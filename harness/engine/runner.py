@@ -4,7 +4,7 @@ DeiT's ``main()`` body, below the command line: :func:`prepare_run` checks every
 the checkpoint to resume) before anything is written; :func:`train_process` builds the training objects
 (``harness/engine/builders.py``), opens the run directory (``harness/core/rundir.py``) and runs the epochs of
 ``harness/engine/loop.py``. Model-specific behaviour enters through the criterion
-(``harness.engine.losses.TrainingLoss``) and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
+(``harness.tasks.losses.TrainingLoss``) and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
 """
 from __future__ import annotations
 
