@@ -163,8 +163,8 @@ def pixel_budget() -> int:
 
 
 class EncodedImages(torch.utils.data.Dataset):
-    """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`) as encoded samples:
-    ``(EncodedSample, target)``; ``draw``: :class:`ParameterDraw` (training) or :class:`EvalBox` (evaluation).
+    """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`)
+    as encoded samples: ``(EncodedSample, target)``; ``draw``: :class:`ParameterDraw` (training) or :class:`EvalBox` (evaluation).
 
     A sample holds ``bytes`` and numpy arrays, never tensors: a tensor crossing the worker boundary is one
     shared-memory segment, and :func:`collate_encoded` packs the whole batch into one bytes tensor instead."""
@@ -370,8 +370,8 @@ def _warn_once(name, what):
         return
     _warned.add(name)
     if len(_warned) > NAMED_FILES:
-        print(f"depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
-              f"for the device pipeline", file=sys.stderr)
+        print("depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
+              "for the device pipeline", file=sys.stderr)
     else:
         print(f"depthbench: {name} {what}", file=sys.stderr)
 
