@@ -69,6 +69,7 @@ from harness.engine.builders import load_training_config  # noqa: E402
 from harness.engine.data import (DeviceLoader, SeededSamples, build_dataset, build_loaders,  # noqa: E402
                                  sample_seed, seed_all, set_train_epoch)
 from harness.tasks.image import black_zero_bit_posterize  # noqa: E402
+from harness.tasks.image_device import DeviceAugment, EncodedImages, EvalBox, collate_encoded  # noqa: E402
 
 SIZES = ((500, 375), (375, 500), (500, 333))  # ImageNet's most common image sizes (w, h)
 
@@ -183,8 +184,6 @@ def large_image_memory(root: Path, side: int = 9000, small: int = 15, size: int 
     """``--memory``: peak resident memory added by finishing one evaluation batch of the device pipeline (on the
     CPU) that holds one ``side`` x ``side`` JPEG among ``small`` of ImageNet's sizes, against the bytes of that image
     decoded (uint8) and as float32 -- the bound is one image, not the batch padded to it."""
-    from harness.tasks.image_device import DeviceAugment, EncodedImages, EvalBox, collate_encoded
-
     large = root / f"large-{side}.JPEG"
     if not large.exists():
         Image.new("RGB", (side, side), (90, 120, 150)).save(large, quality=90)

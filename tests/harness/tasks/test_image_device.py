@@ -1,8 +1,12 @@
 """The device image pipeline (``loader.pipeline='device'``) against timm's CPU transforms: op by op, per sample under
 the same seed, in distribution over 10,000 draws, and for evaluation; its CPU fallbacks."""
 import contextlib
+import importlib
+import io
 import random
+import struct
 import threading
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +18,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.core.errors import DataError
 from harness.engine.data import seed_all
-from harness.tasks.image import black_zero_bit_posterize, build_transform
-from harness.tasks.image_device import (GEOMETRIC, OPS, DeviceAugment, EncodedImages, EvalBox, ParameterDraw, affine,
-                                        affine_matrices, collate_encoded, normal_noise)
+from harness.tasks import image_device
+from harness.tasks.image import black_zero_bit_posterize, build_transform, decode_image
+from harness.tasks.image_device import (GEOMETRIC, OPS, BackgroundFeeder, DeviceAugment, EncodedBatch, EncodedImages,
+                                        EvalBox, ParameterDraw, affine, affine_matrices, collate_encoded, normal_noise)
 from test_shards import jpeg_folder
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -412,8 +417,6 @@ def test_one_large_jpeg_in_a_batch_allocates_nothing_sized_by_it_times_the_batch
 def test_an_image_over_the_pixel_budget_is_refused_from_its_header_in_one_line(tmp_path, monkeypatch):
     """The device pipeline enforces the folder reader's pixel budget (``PIL.Image.MAX_IMAGE_PIXELS``), read from the
     header in the worker, before anything is decoded; lowered here so a small file is over it."""
-    from harness.tasks.image import decode_image
-
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1_000_000)
     over = jpeg_of(tmp_path / "over.JPEG", 1200, 1000)
     with pytest.raises(DataError) as refused:
@@ -428,8 +431,6 @@ def test_an_image_over_the_pixel_budget_is_refused_from_its_header_in_one_line(t
 def test_the_batch_plan_bounds_each_decode_and_each_bucket_by_the_pixel_budget(monkeypatch):
     """A batch's device memory is bounded by the pixel budget P, not by its size: every decode group and every
     same-size bucket holds at most P pixels, or is a single image (itself at most P)."""
-    from harness.tasks.image_device import EncodedBatch
-
     budget = 1_000_000
     sizes = [(500, 400)] * 9 + [(375, 500)] * 3 + [(1000, 1000)] + [(300, 300)] * 5
     order, chunks, groups = EncodedBatch._plan(sizes, budget)
@@ -582,8 +583,6 @@ def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_st
     cannot hand its memory back to the side stream while the training stream still reads it). CUDA stand-ins
     record the order here; that the kernels really run on the side stream and overlap the step, only a GPU shows
     (the GPU check's ``loader`` part)."""
-    from harness.tasks.image_device import BackgroundFeeder
-
     streams = Recorded()
 
     def finish(batch):
@@ -609,8 +608,6 @@ def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_st
 
 
 def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops_its_thread():
-    from harness.tasks.image_device import BackgroundFeeder
-
     def batches():
         yield torch.zeros(2), torch.zeros(2)
         raise DataError("bad.JPEG is not a readable image")
@@ -636,10 +633,6 @@ def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_t
     pure-Python version that materialises every sample of every output pixel. The kernel's forward is
     deterministic (only its backward uses atomics), so the pipeline calls the kernel itself. The CUDA branch is
     taken here by a tensor that says it is on CUDA, the fallback made to fail."""
-    import importlib
-
-    from harness.tasks import image_device
-
     torchvision_roi_align = importlib.import_module("torchvision.ops.roi_align")  # the module, not its function
 
     def fallback(*args, **kwargs):
@@ -658,9 +651,6 @@ def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_t
 
 def _bomb_png(path: Path) -> str:
     """A PNG whose header claims 20000x20000 (400 Mpx, over twice Pillow's budget): a few hundred bytes."""
-    import struct
-    import zlib
-
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
@@ -672,8 +662,6 @@ def _bomb_png(path: Path) -> str:
 def _jpeg_header_of(path: Path, width: int, height: int) -> str:
     """The first bytes of a JPEG whose header says ``width`` x ``height`` (legal, between Pillow's warning and
     error limits when large): the header is all the worker reads before refusing it."""
-    import io
-
     buffer = io.BytesIO()
     Image.new("RGB", (16, 16)).save(buffer, "JPEG")
     data = bytearray(buffer.getvalue())
