@@ -4,7 +4,8 @@ Files (the ``results`` package reads only these):
 
 - ``config.py``     the fully resolved config (MMEngine config syntax), when the run has one
 - ``meta.json``     git commit, package versions, host(s), world size, engine, start/end, status
-                    (``running`` / ``done`` / ``failed`` / ``preempted``), plus run-specific fields
+                    (``running`` / ``done`` / ``failed`` / ``preempted`` / ``restarting``: a Slurm job held for its
+                    next attempt after a failed one, slurm/restart.py), plus run-specific fields
 - ``metrics.jsonl`` one JSON object per logged step / epoch / evaluation
 - ``last.pth`` (+ ``best.pth``) checkpoints, ``log.txt`` the human-readable log; other artefacts
   (CSV, PNG, TensorBoard events) beside them
@@ -34,7 +35,7 @@ from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_writ
                                  no_link_below, read_json, read_text)
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
-STATUSES = ("running", "done", "failed", "preempted")
+STATUSES = ("running", "done", "failed", "preempted", "restarting")
 VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate", "deepspeed")
 
 
