@@ -6,7 +6,8 @@ the attempt left in ``WORK_DIR/faults/attempt-K/`` (harness/engine/watchdog.py: 
 error, heartbeat and stack dump), decides (:func:`decide`), appends the attempt to meta.json's ``restarts`` and,
 to requeue, runs ``scontrol requeuehold`` / ``update ExcNodeList=...`` / ``release`` on its own job (a running
 job's excluded nodes cannot be changed; the script ignores SIGTERM meanwhile, so the requeue's kill does not cut
-the three calls short). Exit code 0: requeued; 1: stopped (the script then exits with srun's code: FAILED).
+the three calls short). Exit code 0: requeued, or the run was done already; 1: stopped (the script then exits with
+srun's code: FAILED).
 
 Rules (docs/slurm.md "When things fail"):
 - exit 2 from any rank: bad input (a config or data error), the same on every attempt: never requeued;
@@ -102,7 +103,7 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
         first, rank, node, code = failed[0]
         silent = _silent_before(heartbeats, first)
         if silent is not None and silent != rank:  # the failed rank only waited for a frozen one (issue 58 item 11)
-            quiet_s = first - heartbeats[silent]["written"]
+            quiet_s = first - _last_beat_before(heartbeats[silent], first)
             return Failure(attempt, "hang", silent, _node_of(silent, heartbeats, exits), heartbeats[silent].get("step"),
                            f"no heartbeat for {quiet_s:.0f} s before rank {rank} failed ({exit_word(code)}): frozen "
                            f"or stuck; rank {rank} only waited for it", stacks, now)
@@ -119,7 +120,7 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
 def _heartbeat(record: dict) -> dict:
     """A heartbeat record's fields, typed: node, step, and when it was written (the rank's liveness)."""
     return {"node": faults.node_name(record.get("node")), "step": faults.int_field(record, "step"),
-            "written": faults.time_field(record, "written")}
+            "written": faults.time_field(record, "written"), "stalls": faults.spans_field(record, "stalls")}
 
 
 def _silent_before(heartbeats: dict, first_failure: float) -> int | None:
@@ -127,9 +128,21 @@ def _silent_before(heartbeats: dict, first_failure: float) -> int | None:
     :data:`faults.SILENT_AFTER_S` before it: that rank stopped making progress (frozen, or stuck holding its
     interpreter), while a rank waiting in a collective keeps beating until its timeout raises. None: every rank
     was alive (or none wrote heartbeats)."""
-    stopped = {r: h["written"] for r, h in heartbeats.items() if h.get("written") is not None
-               and h["written"] < first_failure - faults.SILENT_AFTER_S}
+    stopped = {}
+    for rank, beat in heartbeats.items():
+        last = _last_beat_before(beat, first_failure)
+        if last is not None and last < first_failure - faults.SILENT_AFTER_S:
+            stopped[rank] = last
     return min(stopped, key=stopped.get) if stopped else None
+
+
+def _last_beat_before(beat: dict, moment: float) -> float | None:
+    """When the rank last beat before ``moment``: its last heartbeat, or, when it beat again only after it (a frozen
+    rank that Slurm resumed to kill it), the start of the stall that spans ``moment``."""
+    written = beat.get("written")
+    if written is None or written <= moment:
+        return written
+    return next((start for start, end in beat.get("stalls", []) if start <= moment <= end), None)
 
 
 def _node_of(rank: int, heartbeats: dict, exits: list) -> str | None:
@@ -286,6 +299,9 @@ def main(argv=None) -> int:
     restart_count = os.environ.get("SLURM_RESTART_COUNT") or "0"
     attempt = int(restart_count) if restart_count.isdigit() and len(restart_count) < 8 else 0
     min_nodes = args.min_nodes or args.nodes
+    if faults.read_record(args.work_dir / "meta.json", args.work_dir).get("status") == "done":
+        print(f"[depthbench] srun exited {args.status} after the run was done; counting the job as done", flush=True)
+        return 0
     try:
         history = read_history(args.work_dir)
         failure = read_attempt(args.work_dir, attempt, args.status)

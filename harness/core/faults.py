@@ -106,6 +106,18 @@ def int_field(record: dict, key: str, high: int = MAX_STEP) -> int | None:
 
 def time_field(record: dict, key: str) -> float | None:
     """A POSIX time field (finite, positive); anything else None."""
+    return _time(record.get(key))
+
+
+def spans_field(record: dict, key: str, most: int = 8) -> list[tuple[float, float]]:
+    """A list of ``[from, to]`` POSIX times (at most ``most``); anything else is left out."""
     value = record.get(key)
+    if not isinstance(value, list):
+        return []
+    spans = [span for span in value[:most] if isinstance(span, list) and len(span) == 2]
+    return [(_time(a), _time(b)) for a, b in spans if _time(a) is not None and _time(b) is not None]
+
+
+def _time(value) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
     return float(value) if ok else None

@@ -20,11 +20,12 @@ the requeue step blames the rank that stopped making progress from it, never the
 
 Files of attempt K (``SLURM_RESTART_COUNT``; 0 outside Slurm), one per rank R: ``heartbeat-rank-R.json`` (node,
 pid, last step, its time, when it was written: rewritten every 2 s while steps end and at least every
-``ALIVE_EVERY_S``, so a rank waiting in a collective still beats and a frozen one does not), ``step-rank-R.bin``
-(the last finished step, exact: a shared memory mapping each step writes; these two under Slurm only),
-``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json`` (a
-Python exception that ended the rank: type, message, step), and ``exits`` (one line per rank, written by the sbatch script's task wrapper:
-``time rank node exit-code``).
+``ALIVE_EVERY_S``, so a rank waiting in a collective still beats and a frozen one does not; ``stalls``: the
+spans when the thread could not run, so a frozen rank that Slurm resumes to kill still shows it was silent),
+``step-rank-R.bin`` (the last finished step, exact: a shared memory mapping each step writes; these two under Slurm
+only), ``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json``
+(a Python exception that ended the rank: type, message, step), and ``exits`` (one line per rank, written by the
+sbatch script's task wrapper: ``time rank node exit-code``).
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ except ImportError:
     _dump_nccl_trace = None
 
 HEARTBEAT_EVERY_S = 2.0
+MAX_STALLS = 4
 
 
 def attempt() -> int:
@@ -94,6 +96,7 @@ class Watchdog:
         self.step, self.last = None, time.monotonic()
         self.armed, self.fresh, self.fired = False, True, False
         self._written = (None, 0.0)
+        self.stalls: list[list[float]] = []  # [from, to]: when this thread could not run (the rank was frozen)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="depthbench-watchdog", daemon=True)
 
@@ -144,8 +147,13 @@ class Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
+        polled = time.time()
         while not self._stop.wait(self.poll_s):
-            now = time.monotonic()
+            now, wall = time.monotonic(), time.time()
+            if wall - polled > ALIVE_EVERY_S:  # this thread did not run: the process was stopped (SIGSTOP) or starved
+                self.stalls = [*self.stalls[-(MAX_STALLS - 1):], [polled, wall]]
+                self._written = (self._written[0], -ALIVE_EVERY_S)  # say so now, before a SIGKILL that may follow
+            polled = wall
             self._heartbeat(now)
             if self.detect_hangs and self.armed and not self.fired:
                 limit = threshold(list(self.intervals), self.factor, self.floor_s, self.sync_every)
@@ -163,7 +171,7 @@ class Watchdog:
         if now - self._written[1] < HEARTBEAT_EVERY_S:
             return
         record = {"rank": self.rank, "node": node_name(), "pid": os.getpid(), "step": self.step,
-                  "time": time.time() - (now - self.last), "written": time.time()}
+                  "time": time.time() - (now - self.last), "written": time.time(), "stalls": self.stalls}
         write_record(self.run, f"heartbeat-rank-{self.rank}.json", record)
         self._written = (self.step, now)
 

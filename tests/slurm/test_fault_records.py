@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from clitools import run_cli
+from clitools import run_cli_here as cli
+
 from harness.engine import watchdog as wd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +190,30 @@ def test_test_switches_come_from_the_config_only(tmp_path):
     assert len(times) == 4 and min(times) >= 0.3, times
     bad = run_cli("train", PRESET, *tiny, "testing.kill_at_step=soon", env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "testing.kill_at_step" in bad.stderr, bad.stderr
+
+
+def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monkeypatch):
+    """The rendered script after a crashed attempt whose meta.json is a FIFO: nothing waits on it (the "was the run
+    done already" check read it with open()), the requeue step runs and requeues."""
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
+    code, script, err = cli("submit", PRESET, "--dry-run")
+    assert code == 0, err
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    log = tmp_path / "scontrol.log"
+    for name, body in {  # srun: the attempt crashes, leaving a FIFO where meta.json belongs
+            "srun": 'run=$(dirname "$(dirname "$(dirname "$DEPTHBENCH_EXITS")")")\nmkfifo "$run/meta.json"\n'
+                    'echo "1.0 0 n1 1" >> "$DEPTHBENCH_EXITS"\nexit 1\n',
+            "scontrol": f'case "$1 $2" in\n  "show hostnames") echo n1 ;;\n  "show node") echo NodeAddr=127.0.0.1 ;;'
+                        f'\n  *) echo "$@" >> {log} ;;\nesac\n',
+            "sinfo": "echo 'n1 idle'\n"}.items():
+        (stubs / name).write_text("#!/bin/bash\n" + body)
+        (stubs / name).chmod(0o755)
+    (tmp_path / "job.sbatch").write_text(script)
+    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path), "SLURM_JOB_ID": "4242",
+           "SLURM_JOB_NODELIST": "n1", "SLURM_NTASKS": "1"}
+    out = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "requeued (1 of 3 restarts)" in out.stdout, out.stdout + out.stderr
+    assert log.read_text().splitlines()[0] == "requeuehold 4242"

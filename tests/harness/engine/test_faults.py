@@ -8,7 +8,8 @@ import time
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.engine import switches, watchdog as wd
+from harness.engine import switches
+from harness.engine import watchdog as wd
 from slurm import jobs as slurm_jobs
 from slurm.restart import Failure, decide, read_attempt
 
@@ -140,6 +141,12 @@ def test_a_collective_timeout_blames_the_rank_that_stopped_beating_not_the_one_t
     failure = read_attempt(tmp_path, 0, 1)
     assert (failure.exit, failure.rank, failure.node, failure.step) == ("hang", 1, "n2", 9)
     assert "no heartbeat for 60 s before rank 0 failed (exit 1)" in failure.error
+    # Slurm resumed the frozen rank to kill it and its heartbeat thread beat once more: the stall it recorded
+    # (40 s to 161 s) still shows it was silent when rank 0 failed
+    folder = tmp_path / "faults" / "attempt-0"
+    (folder / "heartbeat-rank-1.json").write_text(json.dumps({"node": "n2", "step": 9, "written": 161.0,
+                                                              "stalls": [[40.0, 161.0]]}))
+    assert (read_attempt(tmp_path, 0, 1).rank, read_attempt(tmp_path, 0, 1).node) == (1, "n2")
     # both ranks beat until the first failure: the first failed rank is the one (a plain crash)
     write_attempt(tmp_path, 1, exits=[(100.5, 0, "n1", 1), (101.0, 1, "n2", 1)],
                   heartbeats=[(0, "n1", 9, 99.0), (1, "n2", 9, 95.0)], errors=[(0, "n1", "ValueError", 9)])
