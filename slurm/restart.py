@@ -296,8 +296,11 @@ def main(argv=None) -> int:
     p.add_argument("--tasks-per-node", type=int, default=1)
     args = p.parse_args(argv)
     job = os.environ.get("SLURM_JOB_ID", "")
-    restart_count = os.environ.get("SLURM_RESTART_COUNT") or "0"
-    attempt = int(restart_count) if restart_count.isdigit() and len(restart_count) < 8 else 0
+    try:
+        attempt = faults.restart_count()
+    except DepthbenchError as e:  # never lose the job over it: attempt 0's records are read instead
+        print(f"[depthbench] {e}; reading attempt 0", flush=True)
+        attempt = 0
     min_nodes = args.min_nodes or args.nodes
     if faults.read_record(args.work_dir / "meta.json", args.work_dir).get("status") == "done":
         print(f"[depthbench] srun exited {args.status} after the run was done; counting the job as done", flush=True)

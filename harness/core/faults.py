@@ -15,6 +15,7 @@ import re
 import struct
 from pathlib import Path
 
+from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, open_file, printable, read_json, read_text
 
 STEP_RECORD = struct.Struct("<q")  # step-rank-R.bin: one little-endian int64, the rank's last finished step
@@ -28,6 +29,16 @@ SILENT_AFTER_S = 3 * ALIVE_EVERY_S # no heartbeat for this long: the rank was fr
 _NODE = re.compile(r"[A-Za-z0-9_.\-]{1,100}")  # a Slurm node name: it reaches `scontrol update ExcNodeList=`
 _RANK_FILE = re.compile(r"(heartbeat|error|stacks|step)-rank-(\d{1,7})\.(json|txt|bin)")
 _EXIT_LINE = re.compile(r"(\d{1,12}(?:\.\d{1,12})?) (\d{1,7}) (\S{1,200}) (-?\d{1,5})")
+
+
+def restart_count(environ=None) -> int:
+    """``SLURM_RESTART_COUNT`` (0 when unset): the attempt this process belongs to. Slurm writes it; anything but a
+    count up to :data:`MAX_ATTEMPT` is one line."""
+    value = (os.environ if environ is None else environ).get("SLURM_RESTART_COUNT") or "0"
+    if not (value.isascii() and value.isdigit() and int(value[:8]) <= MAX_ATTEMPT and len(value) <= 8):
+        raise DepthbenchError(f"SLURM_RESTART_COUNT={printable(value)[:40]!r} is not a restart count (0 to "
+                              f"{MAX_ATTEMPT}); it is Slurm's to set: unset it outside a job")
+    return int(value)
 
 
 def attempt_dir(run_path, attempt: int) -> Path:

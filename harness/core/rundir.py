@@ -31,6 +31,7 @@ import subprocess
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.core.faults import restart_count
 from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
                                  no_link_below, read_json, read_text)
 
@@ -94,7 +95,7 @@ def slurm_meta(environ=None) -> dict:
         return {}
     return {"slurm_job_id": env["SLURM_JOB_ID"], "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
             "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
-            "slurm_restart_count": int(env.get("SLURM_RESTART_COUNT") or 0),
+            "slurm_restart_count": restart_count(env),
             "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
 
 

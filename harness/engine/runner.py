@@ -22,7 +22,7 @@ from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writ
                                 read_text)
 from harness.core.rundir import RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
 from harness.core.schema import per_device_batch
-from harness.engine import checkpoint as ckpt, loop, switches, watchdog  # loop.stop_requested: looked up per step (tests)
+from harness.engine import checkpoint as ckpt, loop, switches, watchdog  # loop.stop_requested: per step (tests)
 from harness.engine.backends import build_backend
 from harness.engine.builders import (build_model, build_optimization, build_training, check_config,
                                      describe_speed_options, lower_is_better, seed_everything)

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 from harness.core.errors import EXIT_HUNG
-from harness.core.faults import ALIVE_EVERY_S, STEP_RECORD
+from harness.core.faults import ALIVE_EVERY_S, STEP_RECORD, restart_count
 from harness.core.files import BadFile, atomic_write, no_link_below
 from harness.core.schema import with_defaults
 
@@ -57,7 +57,7 @@ MAX_STALLS = 4
 
 
 def attempt() -> int:
-    return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    return restart_count()
 
 
 def attempt_dir(run_path, number: int | None = None) -> Path:

@@ -12,6 +12,8 @@ import pytest
 from clitools import run_cli
 from clitools import run_cli_here as cli
 
+from harness.core.errors import DepthbenchError
+from harness.core.rundir import slurm_meta
 from harness.engine import watchdog as wd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,3 +219,19 @@ def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monke
                          text=True, timeout=120)
     assert out.returncode == 0 and "requeued (1 of 3 restarts)" in out.stdout, out.stdout + out.stderr
     assert log.read_text().splitlines()[0] == "requeuehold 4242"
+
+
+@pytest.mark.parametrize("value", ["x", "-1", "9" * 5000, "1e3", "٣"])
+def test_a_malformed_restart_count_is_one_line(value, tmp_path, monkeypatch):
+    """SLURM_RESTART_COUNT names the attempt's folder and goes to meta.json: anything but a count is one line (it
+    was int() of it: a traceback), and the requeue step reads attempt 0 rather than stop."""
+    monkeypatch.setenv("SLURM_RESTART_COUNT", value)
+    with pytest.raises(DepthbenchError, match="SLURM_RESTART_COUNT=.* is not a restart count"):
+        slurm_meta({"SLURM_JOB_ID": "1", "SLURM_RESTART_COUNT": value})
+    with pytest.raises(DepthbenchError, match="is not a restart count"):
+        wd.attempt_dir(tmp_path)
+    env = {**stub_slurm(tmp_path), "SLURM_RESTART_COUNT": value}
+    run = crashed_run(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "slurm.restart", str(run), "--status", "137"], env=env,
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
