@@ -2,8 +2,13 @@
 attempt's records and the restart decision (slurm/restart.py), and `depthbench jobs --why`'s summary of the stack
 dumps (slurm/jobs.py). The end-to-end scenarios on the local Slurm cluster are in tests/slurm/test_slurm.py."""
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +17,8 @@ from harness.engine import switches
 from harness.engine import watchdog as wd
 from slurm import jobs as slurm_jobs
 from slurm.restart import Failure, decide, read_attempt
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_threshold_is_k_times_the_median_step_or_the_floor():
@@ -244,3 +251,31 @@ def test_a_node_under_half_its_peers_bandwidth_fails():
     assert "--sbatch=--exclude=n3" in check.text
     (two,) = pair_checks([], 2)
     assert two.verdict == "ok" and "needs 3 or more" in two.text
+
+
+@pytest.mark.slow
+def test_a_frozen_rank_resumed_to_be_killed_still_shows_its_stall(tmp_path):
+    """Slurm may SIGCONT a stopped rank before it kills it, and its heartbeat thread then beats once more: the span
+    it could not run is in the record (``stalls``), so the requeue step still sees it was silent (item 11)."""
+    code = ("import os, sys, time\nos.environ['SLURM_JOB_ID'] = '1'\nfrom harness.engine import watchdog as wd\n"
+            "dog = wd.Watchdog(sys.argv[1], rank=0, factor=5, floor_s=1000, poll_s=0.1, detect_hangs=False).start()\n"
+            "dog.beat(1)\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(1)
+        child.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        time.sleep(wd.ALIVE_EVERY_S + 2)
+        child.send_signal(signal.SIGCONT)
+        resumed = time.time()
+        path = tmp_path / "faults" / "attempt-0" / "heartbeat-rank-0.json"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not json.loads(path.read_text()).get("stalls"):
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()
+    (start, end), = json.loads(path.read_text())["stalls"]
+    assert start <= stopped + 0.5 and end >= resumed - 0.5
