@@ -2,6 +2,7 @@
 the requeue step (``python -m slurm.restart``) and ``depthbench jobs`` / ``jobs --why`` against planted links,
 FIFOs, odd names, huge numbers, paths out of the run and terminal escapes; and the test switches, which only a
 config turns on (issue 54 item 4, issue 58 item 12)."""
+import ast
 import json
 import os
 import subprocess
@@ -235,3 +236,29 @@ def test_a_malformed_restart_count_is_one_line(value, tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, "-m", "slurm.restart", str(run), "--status", "137"], env=env,
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
+
+
+CLUSTER_READERS = ["slurm/jobs.py", "slurm/restart.py", "harness/engine/watchdog.py", "harness/engine/switches.py",
+                   "harness/core/faults.py"]
+RAW_FILE_CALLS = {"read_text", "read_bytes", "write_text", "write_bytes", "is_file", "exists", "open"}
+
+
+@pytest.mark.parametrize("module", CLUSTER_READERS)
+def test_the_cluster_modules_open_run_files_only_through_the_opener(module):
+    """No route around harness.core.files in the modules that read and write fault records, meta.json and the
+    restart history: no open()/Path.read_text()/write_text()/is_file()/exists() (they follow links and block on
+    FIFOs), and an os.open only with O_NOFOLLOW. RunDir.open is the run-directory contract's own opener."""
+    source = (ROOT / module).read_text()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        if name not in RAW_FILE_CALLS or owner == "RunDir" or isinstance(func, ast.Name) and name != "open":
+            continue  # harness.core.files' read_text & co. are called by name: those are the opener
+        if owner == "os" and "O_NOFOLLOW" in ast.unparse(node):
+            continue
+        found.append(f"{module}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert not found, found
