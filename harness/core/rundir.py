@@ -4,7 +4,8 @@ Files (the ``results`` package reads only these):
 
 - ``config.py``     the fully resolved config (MMEngine config syntax), when the run has one
 - ``meta.json``     git commit, package versions, host(s), world size, engine, start/end, status
-                    (``running`` / ``done`` / ``failed`` / ``preempted``), plus run-specific fields
+                    (``running`` / ``done`` / ``failed`` / ``preempted`` / ``restarting``: a Slurm job held for its
+                    next attempt after a failed one, slurm/restart.py), plus run-specific fields
 - ``metrics.jsonl`` one JSON object per logged step / epoch / evaluation
 - ``last.pth`` (+ ``best.pth``) checkpoints, ``log.txt`` the human-readable log; other artefacts
   (CSV, PNG, TensorBoard events) beside them
@@ -30,11 +31,12 @@ import subprocess
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.core.faults import restart_count
 from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
                                  no_link_below, read_json, read_text)
 
 DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
-STATUSES = ("running", "done", "failed", "preempted")
+STATUSES = ("running", "done", "failed", "preempted", "restarting")
 VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate", "deepspeed")
 
 
@@ -93,7 +95,7 @@ def slurm_meta(environ=None) -> dict:
         return {}
     return {"slurm_job_id": env["SLURM_JOB_ID"], "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
             "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
-            "slurm_restart_count": int(env.get("SLURM_RESTART_COUNT") or 0),
+            "slurm_restart_count": restart_count(env),
             "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
 
 

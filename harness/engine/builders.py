@@ -25,6 +25,7 @@ from harness.core.errors import ConfigError
 from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.models import config_model_on_meta
+from harness.engine import switches
 from harness.engine.schedule import rescale_schedule
 from harness.engine.tasks import data_types, task_for
 
@@ -38,6 +39,7 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
                           "key=value ...` (harness.core.config.sweep_points lists them)")
     task = task_for(cfg.data.type)
     check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
+    switches.check(cfg)
     check_schedule_length(cfg)
     metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from harness.engine import watchdog
+from harness.engine import switches, watchdog
 from harness.engine.backends import Backend
 from harness.engine.data import batches_per_epoch, set_train_epoch
 from harness.engine.evaluation import primary_logits
@@ -177,6 +177,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         state.global_step += 1
         totals.add_skipped(guard.take_skipped())
         watchdog.beat(state.global_step)  # a clock read: the hang watchdog's heartbeat (no device sync)
+        switches.after_step(state.global_step)  # test switches (config section testing): off unless set
         scheduler.step_update(num_updates=state.global_step)
         if ema is not None:
             ema.update(backend.unwrap(model), step=state.global_step)

@@ -22,7 +22,7 @@ from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writ
                                 read_text)
 from harness.core.rundir import RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
 from harness.core.schema import per_device_batch
-from harness.engine import checkpoint as ckpt, loop, watchdog  # loop.stop_requested: looked up per step (tests)
+from harness.engine import checkpoint as ckpt, loop, switches, watchdog  # loop.stop_requested: per step (tests)
 from harness.engine.backends import build_backend
 from harness.engine.builders import (build_model, build_optimization, build_training, check_config,
                                      describe_speed_options, lower_is_better, seed_everything)
@@ -161,7 +161,8 @@ def _train_process(cfg, plan: RunPlan, env: dict) -> int:
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
         checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
         run = open_run(cfg, plan, backend)
-        watchdog.start(cfg, run.path, backend.rank, backend.world_size)
+        watchdog.start(cfg, run.path, backend.rank)
+        switches.start(cfg, backend.rank, backend.world_size)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
@@ -174,6 +175,7 @@ def _train_process(cfg, plan: RunPlan, env: dict) -> int:
             raise
     finally:
         watchdog.stop()
+        switches.stop()
         backend.close()
 
 
