@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import sys
 
 import torch
@@ -27,6 +28,21 @@ from harness.engine.checkpoint import from_plain, to_plain
 from harness.engine.watchdog import hang_options
 
 # ----------------------------------------------------------------------------------------- backends
+def rank_device() -> torch.device:
+    """This rank's device, made current: ``cuda:<local index>`` (``LOCAL_RANK``, which
+    :func:`harness.engine.launch.export_distributed_env` maps from an srun task's ``SLURM_LOCALID``), or the CPU.
+
+    Called first by both backends, before any CUDA tensor, stream or collective exists: NCCL binds its communicator
+    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is taken modulo the
+    visible devices, as Accelerate does: a task that Slurm shows only its own GPU (``--gpus-per-task=1``) has
+    index 0 whatever its local rank."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
 class Backend:
     """What the loop needs from an engine; subclasses fill in the engine-specific parts."""
     name = ""
@@ -213,6 +229,7 @@ class AccelerateBackend(Backend):
 
     def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
                  timeout: datetime.timedelta | None = None):
+        self.device = rank_device()  # Accelerate's state picks the same device (local index modulo the count)
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
@@ -221,7 +238,6 @@ class AccelerateBackend(Backend):
             cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
             kwargs_handlers=handlers)
         super().__init__(precision, grad_accum)
-        self.device = self.accelerator.device
 
     def prepare(self, model, optimizer):
         self.non_finite_guard = NonFiniteGuard(optimizer, self.device)
@@ -286,11 +302,10 @@ class DeepSpeedBackend(Backend):
         from deepspeed.utils import logger as ds_logger
 
         ds_logger.setLevel("WARNING")
-        cuda = torch.cuda.is_available()
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
+        self.device = rank_device()
+        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo", auto_mpi_discovery=False,
                                    verbose=False, **({"timeout": timeout} if timeout is not None else {}))
         super().__init__(precision, grad_accum)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.zero_stage = zero_stage
         # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
         # and BatchNorm models work; DeepSpeed's bf16-weights mode is deepspeed.config=dict(bf16=dict(enabled=True)).
