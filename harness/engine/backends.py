@@ -320,11 +320,13 @@ class DeepSpeedBackend(Backend):
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
         }, extra_config or {})
-        # ZeRO reads the global gradient norm on the host (a sync per step): only when clipping needs it (and where
-        # DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights)
+        # ZeRO-1/2 read the global gradient norm on the host (a sync per step): only when clipping needs it (and
+        # where DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights, not with an offloaded optimizer).
+        # Stages 0 and 3 have no such switch (DeepSpeed refuses compute_grad_norm=false there).
         zero = self.config["zero_optimization"]
-        zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero_stage == 1 and bool(
-            (self.config.get("bf16") or {}).get("enabled"))))
+        if zero["stage"] in (1, 2) and not zero.get("offload_optimizer"):
+            zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero["stage"] == 1 and bool(
+                (self.config.get("bf16") or {}).get("enabled"))))
 
     def prepare(self, model, optimizer):
         import deepspeed

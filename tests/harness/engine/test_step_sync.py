@@ -194,15 +194,21 @@ def train_two_ranks(tmp_path, engine, overrides, nan_at=None):
     return [json.loads(o.read_text()) for o in outs], work_dir
 
 
-@pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
-def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, tmp_path):
-    reports, work_dir = train_two_ranks(tmp_path, engine, ["ckpt.interval_steps=0"])
+@pytest.mark.parametrize("engine, stage", [("accelerate", None)] + [("deepspeed", stage) for stage in range(4)],
+                         ids=["accelerate"] + [f"deepspeed-zero{stage}" for stage in range(4)])
+def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, stage, tmp_path):
+    """On each engine, and on DeepSpeed at every ZeRO stage the schema allows (0-3: each trains)."""
+    zero = [] if stage is None else [f"deepspeed.zero_stage={stage}"]
+    reports, work_dir = train_two_ranks(tmp_path, engine, ["ckpt.interval_steps=0"] + zero)
     intervals = STEPS // LOG_INTERVAL
     for report in reports:
         assert report["exit_code"] == 0 and report["epochs"] == 1
         small = [c for c in report["collectives"] if c[1] <= SMALL]
-        # the counters see the loop's reads at all (one per sync point), and nothing else
-        assert 1 <= report["host_reads"] <= intervals, f"{report['host_reads']} host reads: {report['where']}"
+        # the counters see the loop's reads at all (one per sync point), and nothing else -- but for ZeRO-3's own
+        # (DeepSpeed reads its gradient norm and checks its parameter trace on the host every step: docs/training.md)
+        reads = report["host_reads"] if stage != 3 else sum(
+            n for where, n in report["where"].items() if where.split(":")[0] in ("loop.py", "backends.py"))
+        assert 1 <= reads <= intervals, f"{report['host_reads']} host reads: {report['where']}"
         assert len(small) <= intervals and all(name == "all_reduce" for name, _ in small), small
     records = [json.loads(line) for line in (work_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["global_step"] for r in records if r["kind"] == "train"] == [4, 8, 12, 16, 20]
