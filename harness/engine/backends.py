@@ -165,19 +165,26 @@ class NonFiniteGuard:
 
     Installed on the torch optimizer the run builds, under Accelerate's wrapper or DeepSpeed's ZeRO optimizer
     alike (both call its ``step``; ZeRO once per parameter group, with its flat partitions). Before each step,
-    GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``, scale 1: gradients unchanged)
-    raises ``found`` on a non-finite gradient; the update is then skipped -- by the fused optimizers' own
-    ``found_inf`` (AdamW/Adam/SGD/Adagrad with ``optim.fused=True``: no extra work), else by putting the
-    parameters back (``torch.where`` against a copy taken before the step: one copy of the parameters per
-    update). The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite
-    loss into NaN gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised
-    -- the run stops at the loop's next sync point, before any checkpoint -- so a state the skipped step may have
-    touched (a momentum buffer) is never applied or saved.
+    GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``, scale 1: gradients unchanged; one
+    multi-tensor kernel over all gradients of a device and dtype on CUDA) raises ``found`` on a non-finite
+    gradient; the update is then skipped -- by the fused optimizers' own ``found_inf`` (AdamW/Adam/SGD/Adagrad with
+    ``optim.fused=True``: no extra work), else by putting the parameters back from a flat copy taken before the
+    step (a handful of kernels per dtype -- ``cat``, ``where``, ``_foreach_copy_`` -- not three per parameter).
+    The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite loss into NaN
+    gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised -- the run stops
+    at the loop's next sync point, before any checkpoint -- so a state the skipped step may have touched (a
+    momentum buffer) is never applied or saved.
+
+    Under fp16 (a ``GradScaler``: ``scaler``) the guard stands aside: an overflow is routine there, and the scaler
+    itself skips that one update on the device and lowers its scale (it also hands fused optimizers its own
+    ``found_inf``); a non-finite *loss* still stops the run (``loop.StepTotals``).
     """
 
-    def __init__(self, optimizer, device):
+    def __init__(self, optimizer, device, scaler=None):
         self.optimizer, self.device = optimizer, torch.device(device)
         self.found = torch.zeros((), dtype=torch.float32, device=self.device)
+        if scaler is not None:
+            return
         self.one = torch.ones((), dtype=torch.float32, device=self.device)
         self.fused = bool(optimizer.defaults.get("fused")) and getattr(optimizer, "_step_supports_amp_scaling", False)
         if self.fused:
@@ -199,11 +206,17 @@ class NonFiniteGuard:
                     torch.maximum(self.found, found.to(self.device), out=self.found)
             if self.fused:
                 return self.inner_step(closure)
-            before = [p.detach().clone() for p in params]
+            by_kind = {}
+            for p in params:
+                by_kind.setdefault((p.device, p.dtype), []).append(p)
+            before = {kind: torch.cat([p.detach().reshape(-1) for p in same]) for kind, same in by_kind.items()}
             result = self.inner_step(closure)
             keep_old = self.found.bool()
-            for p, old in zip(params, before):
-                p.copy_(torch.where(keep_old, old, p))
+            for kind, same in by_kind.items():
+                after = torch.cat([p.detach().reshape(-1) for p in same])
+                kept = torch.where(keep_old.to(kind[0]), before[kind], after)
+                torch._foreach_copy_(same, [part.view_as(p) for part, p in
+                                            zip(kept.split([p.numel() for p in same]), same)])
         return result
 
     def take_skipped(self) -> torch.Tensor:
@@ -240,7 +253,7 @@ class AccelerateBackend(Backend):
         super().__init__(precision, grad_accum)
 
     def prepare(self, model, optimizer):
-        self.non_finite_guard = NonFiniteGuard(optimizer, self.device)
+        self.non_finite_guard = NonFiniteGuard(optimizer, self.device, self.accelerator.scaler)
         return self.accelerator.prepare(model, optimizer)
 
     def autocast(self):

@@ -378,11 +378,13 @@ def test_loader_pipelines_on_shards(device, runs_here, monkeypatch, record):
 
 
 # ------------------------------------------------------------------------------------------------ part: nosync
+@pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
 @on_devices("nosync")
-def test_no_host_sync_between_log_steps(device, runs_here, monkeypatch, record):
+def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, record):
     """Issue 40: the digits preset trains one epoch in this process with every host sync between log steps an error
     (``torch.cuda.set_sync_debug_mode("error")`` outside the loop's sync points; the CPU has no such mode: there
-    host reads are counted by a ``TorchDispatchMode``, zero expected)."""
+    host reads and tensors made from host data -- blocking host-to-device copies on CUDA -- are counted by a
+    ``TorchDispatchMode``, zero expected)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from harness.commands.train import run as train_run
@@ -392,9 +394,11 @@ def test_no_host_sync_between_log_steps(device, runs_here, monkeypatch, record):
     outside = {"reads": 0, "where": {}}
     state = {"inside": True, "steps": 0}  # inside a sync point: from a read of the totals to the next step's start
 
-    class Reads(TorchDispatchMode):  # the CPU's stand-in for set_sync_debug_mode: host reads of tensors
+    class Reads(TorchDispatchMode):  # the CPU's stand-in for set_sync_debug_mode: host reads of tensors, and
+        # tensors made from host data (torch.tensor/as_tensor/from_numpy: a blocking host-to-device copy on CUDA)
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._local_scalar_dense.default and not state["inside"]:
+            if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.lift_fresh.default) \
+                    and not state["inside"]:
                 import traceback
 
                 outside["reads"] += 1
@@ -459,12 +463,12 @@ def test_no_host_sync_between_log_steps(device, runs_here, monkeypatch, record):
     overrides = TRAIN[device] + ["log_interval=10", "ckpt.interval_steps=0", "ckpt.interval_minutes=None"]
     start = time.perf_counter()
     try:  # set_sync_debug_mode("error") raises at the syncing call: the assertion below names it
-        result = train_run(str(ROOT / PRESET), work_dir=runs_here / "nosync-run", overrides=overrides)
+        result = train_run(str(ROOT / PRESET), work_dir=runs_here / "nosync-run", overrides=overrides, engine=engine)
     finally:
         if cuda:
             torch.cuda.set_sync_debug_mode("default")
     check = "set_sync_debug_mode('error')" if cuda else "host reads counted (TorchDispatchMode)"
-    record(name=f"no-sync training step ({check} between log steps)", exit_code=result.exit_code,
+    record(name=f"no-sync training step, {engine} ({check} between log steps)", exit_code=result.exit_code,
            steps_checked=state["steps"], host_reads_between_log_steps=outside["reads"], where=outside["where"],
            seconds=round(time.perf_counter() - start, 1))
     assert result.exit_code == 0 and outside["reads"] == 0, outside
