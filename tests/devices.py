@@ -40,6 +40,14 @@ LIMITS_S = {"models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
 ALONE_LIMIT_S = 290  # a test run alone (the compiled step timings): two of them in one 10-minute call
+# the bare GPU node's own distributions (../shared/notes/environment.md, "The bare GPU node"): what it lacks beyond
+# these (and what they require) is refused in tests/tools/test_gpu_node_env.py; tools/gpu_wheels.sh carries the rest
+GPU_NODE = ("torch", "torchvision", "triton", "timm", "accelerate", "transformers", "safetensors", "numpy", "pandas",
+            "matplotlib", "PyYAML", "pytest", "pytest-xdist", "tensorboard", "opencv-python-headless", "opencv-python",
+            "scikit-image", "scikit-learn")
+# the test modules tools/gpu_check.sh runs
+GPU_CHECK_FILES = ["tests/tools/test_gpu_check.py", "tests/harness/engine/test_train.py",
+                   "tests/harness/engine/test_engine_options.py"]
 TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
 TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
 FORMAT = "depthbench-gpu-check/2"

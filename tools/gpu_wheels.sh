@@ -9,16 +9,19 @@
 # DeepSpeed, and no network. So: pytest and pytest-timeout (the check's time limits) with what pytest needs
 # (pluggy, iniconfig, packaging, pygments: 1.8 MiB together); mmengine and the pure-Python packages it needs there
 # (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist, built into a py3 wheel here -- with what it
-# needs there (hjson, pydantic and its parts, a typing-extensions new enough for them; pydantic-core is compiled:
-# its cp312 manylinux wheel). Versions are requirements/lock.txt's. Everything together must stay under 64 MiB
+# needs there (hjson, pydantic and its parts, a typing-extensions new enough for them, einops and msgpack, which its
+# flops profiler and pipeline modules import at the top, py-cpuinfo; pydantic-core and msgpack are compiled: their
+# cp312 manylinux wheels); tabulate for benchmarks/loader_throughput.py. tests/tools/test_gpu_node_env.py refuses
+# every package the node lacks and imports the GPU check with these: a package missing here fails it. Versions are requirements/lock.txt's. Everything together must stay under 64 MiB
 # (what travels with a checkout to that machine); tools/gpu_check.sh installs them there with --no-index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
 PYTHON=${PYTHON:-python3}
 PURE=(pytest pytest-timeout pluggy iniconfig packaging pygments
-      mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions)
-COMPILED=(pydantic-core)
+      mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions
+      einops py-cpuinfo tabulate)
+COMPILED=(pydantic-core msgpack)
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64)
 
