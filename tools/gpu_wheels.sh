@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Wheels of what a bare GPU machine lacks for the GPU check (tools/gpu_check.sh), into .whl/ (ignored through
-# .git/info/exclude).
+# Wheels of what a bare GPU machine lacks for the GPU check (tools/gpu_check.sh), into .whl/ (ignored: .gitignore's
+# *.whl; the device tool carries it when asked: carry [".whl"]).
 #
 #   tools/gpu_wheels.sh            # here, with network to the package index; lists the wheels and their total size
 #
@@ -12,8 +12,9 @@
 # needs there (hjson, pydantic and its parts, a typing-extensions new enough for them, einops and msgpack, which its
 # flops profiler and pipeline modules import at the top, py-cpuinfo; pydantic-core and msgpack are compiled: their
 # cp312 manylinux wheels); tabulate for benchmarks/loader_throughput.py. tests/tools/test_gpu_node_env.py refuses
-# every package the node lacks and imports the GPU check with these: a package missing here fails it. Versions are requirements/lock.txt's. Everything together must stay under 64 MiB
-# (what travels with a checkout to that machine); tools/gpu_check.sh installs them there with --no-index.
+# every package the node lacks and imports the GPU check with these: a package missing here fails it. Versions are
+# requirements/lock.txt's. Everything together must stay under 64 MiB (what travels with a checkout to that
+# machine); tools/gpu_check.sh installs them there with --no-index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
@@ -38,7 +39,6 @@ else:
 PY
 }
 
-grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 rm -rf "$DEST" && mkdir -p "$DEST"
 for name in "${PURE[@]}" "${COMPILED[@]}"; do
     "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
