@@ -390,6 +390,20 @@ def test_loader_pipelines_on_shards(device, runs_here, monkeypatch, record):
 
 
 # ------------------------------------------------------------------------------------------------ part: nosync
+class LoaderWrapper:
+    """The training data loader under the device loader, wrapped: every attribute but the iteration is its own
+    (sampler, batch_size, length), so the engine sees the same loader."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def __len__(self):
+        return len(self.loader)
+
+
 @pytest.mark.parametrize("engine", ["accelerate", "deepspeed"])
 @on_devices("nosync")
 def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, record):
@@ -436,16 +450,7 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
         state["steps"] += 1
         mark(False)
 
-    class HostLoader:  # the input pipeline's own CPU reads (sampling, CPU transforms) are not the step's
-        def __init__(self, loader):
-            self.loader = loader
-
-        def __getattr__(self, name):
-            return getattr(self.loader, name)
-
-        def __len__(self):
-            return len(self.loader)
-
+    class HostLoader(LoaderWrapper):  # the input pipeline's own CPU reads (sampling, CPU transforms) are not the step's
         def __iter__(self):
             before, state["inside"] = state["inside"], True
             batches = iter(self.loader)
@@ -573,18 +578,9 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record):
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
 
 
-class RepeatFirstBatch:
+class RepeatFirstBatch(LoaderWrapper):
     """A training loader that yields its first batch for a whole epoch: the engine's step timed without the input
     pipeline (the batch still goes through the device loader's copy each step)."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
-
-    def __len__(self):
-        return len(self.loader)
 
     def __iter__(self):
         first = next(iter(self.loader))
