@@ -32,10 +32,12 @@ while [[ "${1:-}" == --device || "${1:-}" == --call ]]; do
     shift 2
 done
 case "$DEVICE:$CALL" in
-    cuda:1|cuda:2) SELECT=(-m "device(kind='cuda', call=$CALL) and not device(alone=True)") LIMIT=(--gpu-check-budget 360)
+    cuda:1|cuda:2) SELECT=(-m "device(kind='cuda', call=$CALL) and not device(alone=True)")
+                   LIMIT=(--gpu-check-budget 360)
                    export DS_ACCELERATOR=cuda ;;
     cpu:) SELECT=(-m "device(kind='cpu')") LIMIT=() ;;
-    *) echo "gpu_check.sh: give --call 1 or --call 2 on CUDA, or --device cpu (not --device $DEVICE ${CALL:+--call $CALL})" >&2
+    *) echo "gpu_check.sh: give --call 1 or --call 2 on CUDA, or --device cpu" \
+            "(not --device $DEVICE${CALL:+ --call $CALL})" >&2
        exit 2 ;;
 esac
 if compgen -G ".whl/*.whl" >/dev/null; then

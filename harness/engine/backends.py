@@ -34,8 +34,8 @@ def rank_device() -> torch.device:
 
     Called first by both backends, before any CUDA tensor, stream or collective exists: NCCL binds its communicator
     to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is taken modulo the
-    visible devices, as Accelerate does: a task that Slurm shows only its own GPU (``--gpus-per-task=1``) has
-    index 0 whatever its local rank."""
+    visible devices, as Accelerate does: a task that Slurm binds to its one closest GPU (slurm/depthbench.sbatch,
+    ``--gpu-bind=single:1``) sees only that one and takes index 0 whatever its local rank."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
@@ -316,8 +316,9 @@ class DeepSpeedBackend(Backend):
 
         ds_logger.setLevel("WARNING")
         self.device = rank_device()
-        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo", auto_mpi_discovery=False,
-                                   verbose=False, **({"timeout": timeout} if timeout is not None else {}))
+        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo",
+                                   auto_mpi_discovery=False, verbose=False,
+                                   **({"timeout": timeout} if timeout is not None else {}))
         super().__init__(precision, grad_accum)
         self.zero_stage = zero_stage
         # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
