@@ -103,6 +103,12 @@ def check_speed_options(cfg, model: bool = True) -> None:
         if c["backend"] not in torch._dynamo.list_backends(exclude_tags=()):
             raise ConfigError(f"compile.backend={c['backend']!r} is not a torch.compile backend here "
                               f"({', '.join(torch._dynamo.list_backends())})")
+        # a CUDA-graph replay writes its gradients into the graph's static memory, over those of the micro-batches
+        # before it (a known torch.compile limitation): accumulation would silently train on the last micro-batch
+        if c["mode"] == "reduce-overhead" and cfg.grad_accum > 1:
+            raise ConfigError(f"compile.mode='reduce-overhead' with grad_accum={cfg.grad_accum}: CUDA graphs overwrite "
+                              f"the accumulated gradients; use compile.mode=None (or max-autotune-no-cudagraphs) "
+                              f"with accumulation, or grad_accum=1")
     if o["fused"] and o["foreach"]:
         raise ConfigError("optim.fused=True and optim.foreach=True exclude each other; set one of them")
     if o["fused"]:

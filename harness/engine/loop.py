@@ -94,7 +94,8 @@ class StepTotals:
         self.sums[2] += skipped
 
     def read(self, backend: Backend, *flags: bool) -> dict:
-        self.sums[6:] = torch.tensor([float(f) for f in flags], dtype=torch.float64)
+        for slot, flag in enumerate(flags, start=6):  # a kernel with a scalar argument each: a tensor made from the
+            self.sums[slot].fill_(float(flag))        # flags would be a blocking host-to-device copy on CUDA
         values = dict(zip(self.SLOTS, backend.reduce_and_read(self.sums)))
         self.sums.zero_()
         return values
