@@ -120,3 +120,23 @@ def test_under_fp16_an_overflow_is_the_grad_scaler_s_and_the_next_update_counts(
         assert applied != overflow
         assert backend.non_finite_guard.take_skipped().item() == 0
     assert scaler.get_scale() < 2.0**16
+
+
+def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the_step():
+    """On CUDA the device pipeline feeds batches from its own thread and stream (BackgroundFeeder): DeviceLoader
+    yields them as they come, without a second side stream of its own (which would copy and wait once more)."""
+    from harness.engine.data import DeviceLoader
+
+    class Finish:
+        def __call__(self, inputs):
+            raise AssertionError("the feeder finishes the batches, not DeviceLoader")
+
+        def background_batches(self, loader, device, channels_last):
+            assert device == torch.device("cuda", 1) and channels_last
+            return iter([("batch", i) for i in loader])
+
+    class Loader(list):
+        finish = Finish()
+
+    batches = list(DeviceLoader(Loader([0, 1, 2]), "cuda:1", channels_last=True))
+    assert batches == [("batch", 0), ("batch", 1), ("batch", 2)]
