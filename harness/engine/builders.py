@@ -31,12 +31,21 @@ from harness.engine.tasks import data_types, task_for
 
 
 # ----------------------------------------------------------------------------------------- checks
+# what every training config must have, from its _base_ files or itself (the runtime defaults give the rest)
+REQUIRED_KEYS = ("model.name", "data.type", "sched", "aug")
+
+
 def check_config(cfg, world_size: int, model: bool = True) -> None:
     """Every cheap check of a training config; raises ConfigError with one line. ``model=False`` skips the
     model checks (they import timm; a launcher leaves them to its processes, which run them before writing)."""
     if cfg.get("sweep"):
         raise ConfigError("this is a sweep definition; run one point as `depthbench train <its base config> "
                           "key=value ...` (harness.core.config.sweep_points lists them)")
+    missing = [key for key in REQUIRED_KEYS if lookup(cfg, key) is None]
+    if missing:
+        raise ConfigError(f"the config sets no {', '.join(missing)}: a training config starts from a dataset and a "
+                          f"schedule (_base_ = ['../_base_/datasets/<data>.py', '../_base_/schedules/<sched>.py']); "
+                          f"copy a preset from configs/ (docs/config.md)")
     task = task_for(cfg.data.type)
     check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
     switches.check(cfg)

@@ -180,3 +180,17 @@ def test_adding_a_key_that_exists_keeps_its_type():
     with pytest.raises(ConfigError, match=r"^compile=True: compile is a section, not a value"):
         load_config(ROOT / PRESET, ["+compile=True"])
     assert load_config(ROOT / PRESET, ["+model.width=8"]).model.width == 8
+
+
+@pytest.mark.parametrize("text, missing", [("", "model.name, data.type, sched, aug"),
+                                           ("model = dict(name='horesnet10_rk4')\nepochs = 1\n", "data.type, sched, aug")])
+def test_a_config_without_its_base_files_is_one_line(tmp_path, text, missing):
+    """A config that inherits no dataset or schedule (an empty file, a model alone) is one line naming what it lacks
+    and where it comes from, not an AttributeError from deep in the engine."""
+    from harness.engine.builders import check_config, load_training_config
+
+    path = tmp_path / "bare.py"
+    path.write_text(text)
+    cfg, _ = load_training_config(str(path))
+    with pytest.raises(ConfigError, match=rf"^the config sets no {missing}: .*_base_"):
+        check_config(cfg, 1)
