@@ -84,7 +84,7 @@ hang = dict(
     collective_timeout_s=1800,
 )
 testing = dict(
-    # TEST SWITCH, off unless set (docs/trust-cluster.md): the rank below SIGKILLs itself after this optimizer step,
+    # TEST SWITCH, off unless set (docs/trust.md): the rank below SIGKILLs itself after this optimizer step,
     # on every attempt (tries the requeue rules on a cluster)
     kill_at_step=None,
     # ... that rank (None: the last)

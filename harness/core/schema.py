@@ -133,7 +133,7 @@ KEYS: tuple[Key, ...] = (
         open_low=True, none=False),
     Key("hang.collective_timeout_s", 1800, "number", "the process group's timeout (torch's default: 10 min NCCL, "
         "30 min gloo)", 0, 7 * 86400, open_low=True, none=False),
-    Key("testing.kill_at_step", None, "int", "TEST SWITCH, off unless set (docs/trust-cluster.md): the rank "
+    Key("testing.kill_at_step", None, "int", "TEST SWITCH, off unless set (docs/trust.md): the rank "
         "below SIGKILLs itself after this optimizer step, on every attempt (tries the requeue rules on a cluster)", 1,
         STEPS),
     Key("testing.kill_rank", None, "int", "... that rank (None: the last)", 0, 2 ** 20),

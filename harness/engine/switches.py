@@ -1,6 +1,6 @@
 """Test-only switches of a training run: the config's ``testing`` section (harness/core/schema.py), off unless a
 config or a ``key=value`` sets it, and nothing else -- no environment variable reaches them, so a variable left in
-a shell (or exported by sbatch to every attempt) cannot make a run kill itself (docs/trust-cluster.md).
+a shell (or exported by sbatch to every attempt) cannot make a run kill itself (docs/trust.md).
 
 - ``testing.kill_at_step=N`` (``testing.kill_rank=R``, default the last rank): that rank SIGKILLs itself once it
   has finished optimizer step N, on every attempt -- a deterministic crash, to try the requeue rules on a cluster;
