@@ -246,6 +246,10 @@ def _result_cell(column: str, paper, runs: list[dict], compare: bool, value_of) 
     cell.std = statistics.stdev(values) if len(values) > 1 else None
     counts = Counter(r.get("status", "unknown") for r in runs)
     cell.status = "" if set(counts) == {"done"} else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    changed = [r["config_changes"] for r in used if r.get("config_changes")]
+    if changed:  # a run whose config changed mid-way (--allow-changes) is not the experiment it started as
+        cell.status = ", ".join(filter(None, [cell.status, f"{len(changed)} config changed on resume "
+                                                            f"({'; '.join(dict.fromkeys(changed))})"]))
     if compare and _finite(paper):
         cell.delta = cell.ours - float(paper)
     return cell

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
+from harness.core.rundir import runs_root
 
 __all__ = ["run", "ResultsReport", "add_parser", "main"]
 
@@ -98,7 +99,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     from results.audit import Audit
     from results.status import status_text
 
-    roots = runs or [run_data.default_root()]
+    roots = runs or [runs_root()]
     frame, problems = run_data.collect(roots, reduce=reduce)
     run_data.check_runs(frame, problems)
     selected = [t for ts in tables.values() for t in ts if table in (None, t.id)]

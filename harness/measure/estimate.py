@@ -46,7 +46,8 @@ from harness.engine.models import build_model, model_kwargs
 from harness.measure.bench import _plain, input_size_of
 from harness.measure.cache import MeasurementCache, model_code
 from harness.measure.flops import count_flops, example_inputs
-from harness.measure.preflight import read_records, runs_root
+from harness.core.rundir import runs_root
+from harness.measure.preflight import read_records
 from harness.tasks.image import IMAGE_EXTENSIONS
 
 IMAGENET_1K_TRAIN = 1_281_167
