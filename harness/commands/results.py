@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.rundir import runs_root
 
 __all__ = ["run", "ResultsReport", "add_parser", "main"]
 
@@ -94,6 +93,7 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
     claims = _claims_report(claims)
     from harness.core.files import atomic_write
+    from harness.core.rundir import runs_root
     from results import compare, render, runs as run_data
     from harness.commands.verify import dense_counter
     from results.audit import Audit

@@ -18,6 +18,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 
+from harness.core.choices import not_one_of
 from harness.core.errors import ConfigError
 
 
@@ -307,8 +308,8 @@ def check_values(cfg) -> None:
         if value is absent:
             continue
         problem = value_problem(key, value)
-        if problem and key.kind == "choice":  # the message the choices always had
-            raise ConfigError(f"{key.name}={_shown(value)} is not one of {', '.join(map(str, key.choices))}")
+        if problem and key.kind == "choice":  # the message the choices always had, with the closest choice
+            raise ConfigError(not_one_of(key.name, value, key.choices))
         if problem:
             raise ConfigError(f"{key.name}={_shown(value)}: {problem}")
 
