@@ -485,9 +485,11 @@ def describe_model(cfg) -> str:
     backbone = model.get("backbone") or {}
     name = backbone.get("model_name") or backbone.get("type") or "?"
     init = (backbone.get("init_cfg") or {}) if isinstance(backbone.get("init_cfg"), dict) else {}
-    weights = f"backbone from {init['checkpoint']}" if init.get("checkpoint") else "backbone random init"
-    load = f", load_from {cfg.load_from}" if cfg.get("load_from") and not cfg.get("resume") else ""
-    return f"{model.get('type', '?')} with {name} ({weights}{load})"
+    if cfg.get("load_from") and not cfg.get("resume"):  # the whole model's weights, the backbone's init replaced
+        weights = f"all weights from {cfg.load_from}"
+    else:
+        weights = f"backbone from {init['checkpoint']}" if init.get("checkpoint") else "backbone random init"
+    return f"{model.get('type', '?')} with {name} ({weights})"
 
 
 def describe_data(cfg, split: str) -> str:
