@@ -32,22 +32,32 @@ __all__ = ["run", "add_parser", "main"]
 
 
 class HelpConfig(argparse.Action):
-    """``--help-config``: every config key with its default, type, range and help (harness/core/schema.py)."""
+    """``--help-config [CONFIG]``: every config key with its default (or CONFIG's value), type, range and help
+    (harness/core/schema.py)."""
 
     def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        super().__init__(option_strings, dest, nargs="?", metavar="CONFIG", default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
         from harness.core.schema import describe
 
-        print(describe())
+        if values is None:
+            print(describe())
+            parser.exit()
+        from harness.core.config import load_config
+
+        try:
+            print(describe(load_config(values), values))
+        except DepthbenchError as e:
+            parser.exit(e.exit_code, f"depthbench train: error: {e}\n")
         parser.exit()
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="pretrain/fine-tune a model from a config (Accelerate or DeepSpeed)")
     p.add_argument("--help-config", action=HelpConfig,
-                   help="list every config key with its default, type, range and help, and exit")
+                   help="list every config key with its default (with CONFIG: that config's value), type, range "
+                        "and help, and exit")
     p.add_argument("config", nargs="?",
                    help="a config file, e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py (left out with "
                         "--resume auto --work-dir RUN: the run's own config)")

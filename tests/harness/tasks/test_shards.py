@@ -157,7 +157,7 @@ def test_every_rank_gets_the_same_number_of_batches_from_uneven_shards(packed):
 
 
 def test_pack_counts_in_words(tmp_path):
-    """Issue 58 item 9: "6 images in 1 shard", not "1 shards" (and a shortened schedule says "1 epoch")."""
+    """Issue 58 item 9: "2 images in 1 shard", not "1 shards" (and a shortened schedule says "1 epoch")."""
     from clitools import run_cli_here
     from harness.engine.schedule import describe_scale
 
