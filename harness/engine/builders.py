@@ -181,7 +181,7 @@ def unread_setting(cfg, key: str) -> str | None:
     task = task_for(data_type)
     if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
         readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
-        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA)"
+        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA; docs/training.md)"
                if leaf == "root" and data_type in task.generated else "")
         return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
                 + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
