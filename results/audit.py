@@ -34,6 +34,7 @@ a branch out of its FLOPs, e.g. ScaleNet's adapters).
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -283,10 +284,11 @@ class Audit:
         todo = [r for r in rows if self._todo(r)]
         if not todo or not self.measure:
             return
-        bar = None
+        bar, started = None, time.monotonic()
         if self.progress:
-            print(f"measuring the architecture of {len(todo)} table rows (cached afterwards in "
-                  f"{self.path or 'memory'})", file=sys.stderr, flush=True)
+            print(f"measuring the architecture of {len(todo)} table rows (about a minute for all five papers on 2 "
+                  f"cores; cached afterwards in {self.path or 'memory'}, shared with depthbench models)",
+                  file=sys.stderr, flush=True)
             if sys.stderr.isatty():
                 bar = tqdm(total=len(todo), desc="audit", unit="row", leave=False, file=sys.stderr)
         try:
@@ -298,7 +300,8 @@ class Audit:
                 if bar is not None:
                     bar.update(1)
                 elif self.progress and (i % step == 0 or i == len(todo)):
-                    print(f"  audit: {i}/{len(todo)} rows measured", file=sys.stderr, flush=True)
+                    print(f"  audit: {i}/{len(todo)} rows measured ({time.monotonic() - started:.0f} s)",
+                          file=sys.stderr, flush=True)
                 if i % 20 == 0:
                     self.cache.save()
         finally:

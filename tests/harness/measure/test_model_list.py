@@ -1,4 +1,6 @@
 """``depthbench models`` (harness/commands/models.py, harness/measure/catalog.py)."""
+import re
+
 import pytest
 
 from harness import cli
@@ -53,7 +55,7 @@ def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_p
     assert cli.main(["models", "horesnet10_*", "--json"]) == 0
     first = capsys.readouterr()
     # piped (no progress bar): the line says a wait is coming only while counts are missing (issue 45)
-    assert "4 models; counting the 4 not cached yet takes a while" in first.err
+    assert "counting 4 of 4 models not in the measurement cache yet" in first.err
     monkeypatch.setattr(flops, "count_params", lambda model: pytest.fail("counted again"))
     monkeypatch.setattr(flops, "count_flops", lambda *a, **k: pytest.fail("counted again"))
     assert cli.main(["models", "horesnet10_*", "--json"]) == 0
@@ -94,3 +96,17 @@ def test_verify_reads_the_counts_depthbench_models_measured(tmp_path, monkeypatc
     audited.check_row(Row("1", "R18", model=other, paper={"params_m": 11.7, "flops_g": 1.8}, paper_id="x"))
     audited.save()
     assert catalog.uncounted([other, "resnet34"]) == ["resnet34"]
+
+
+def test_the_first_models_says_what_it_counts_and_how_long_it_took(capsys, monkeypatch, tmp_path):
+    """Issue 58 item 5: a first `models` (nothing cached) says up front what it is counting, where the counts go
+    and about how long it takes, and at the end how long it took; a second one counts nothing and says nothing."""
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    assert cli.main(["models", "horesnet10_rk*", "--no-flops"]) == 0
+    captured = capsys.readouterr()
+    assert "depthbench models: counting 1 of 1 model not in the measurement cache yet" in captured.err
+    assert "about a minute" in captured.err and str(tmp_path) in captured.err
+    assert re.search(r"\n1 model \(1 counted in \d+ s, cached\)\n$", captured.out), captured.out
+    assert cli.main(["models", "horesnet10_rk*", "--no-flops"]) == 0
+    again = capsys.readouterr()
+    assert again.err == "" and again.out.endswith("\n1 model\n")
