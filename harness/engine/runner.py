@@ -391,7 +391,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
             if backend.any_rank(loop.stop_requested()):
                 return _preempted(None, run, log, state, backend.world_size)
     except NonFiniteLoss as e:
-        log.info(f"depthbench train: error: {e}")
+        log.info(f"depthbench train: error: {e}; the run (its last good checkpoint, last.pth): {run.path}")
         run.finish("failed", error=str(e))
         return EXIT_FAILED
     finally:
