@@ -86,7 +86,7 @@ def main(args) -> int:
     allow = [key for key in args.allow_changes if "=" not in key]
     overrides = [*args.overrides, *(o for o in args.allow_changes if "=" in o)]
     config = args.config
-    if config is not None and "=" in config and not Path(config).suffix == ".py":  # `train --work-dir R epochs=3`
+    if config is not None and "=" in config and Path(config).suffix != ".py":  # `train --work-dir R epochs=3`
         config, overrides = None, [config, *overrides]
     return run(config, work_dir=args.work_dir, resume=args.resume, overrides=overrides,
                engine=args.engine, nproc=args.nproc, compile=args.compile, compile_mode=args.compile_mode,
@@ -149,7 +149,8 @@ def run(config: str | Path | None, *, work_dir: str | Path | None = None, resume
             raise SystemExit(e.exit_code) from None
         raise
     if nproc > 1:
-        argv = ["train", *([str(config)] if config_given else []), *overrides, "--engine", cfg.engine, "--work-dir", str(plan.run_path)]
+        argv = ["train", *([str(config)] if config_given else []), *overrides, "--engine", cfg.engine,
+                "--work-dir", str(plan.run_path)]
         argv += ["--allow-changes", *allow_changes] if allow_changes else []
         argv += ["--resume", str(plan.resume_path)] if plan.resume_path is not None else []
         threads = configure_threads(nproc, cfg.data.workers, apply=False)

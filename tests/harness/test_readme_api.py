@@ -1,6 +1,5 @@
 """Issue 45 item 4: README's Python API example runs as written from any working directory, writes only into the
-runs root -- the checkout's results/runs, whatever the working directory (issue 58) -- (or the ``/tmp`` outputs it
-names), and what it trained appears in ``api.results``; config paths resolve
+runs root (or the ``/tmp`` outputs it names), and what it trained appears in ``api.results``; config paths resolve
 against the working directory, then the repository, and a missing one says where it looked."""
 import json
 import os
@@ -55,7 +54,7 @@ def test_readme_python_api_example_runs_from_another_directory(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["status"] == "done" and summary["runs"] >= 1
-    run_dir = Path(summary["run_dir"])
+    run_dir = Path(summary["run_dir"])  # the checkout's runs folder, whatever the working directory (issue 58)
     assert run_dir.is_relative_to((ROOT / "results" / "runs").resolve())
     shutil.rmtree(run_dir)  # this test's run, in the checkout's runs folder (git-ignored)
     assert not any(cwd.rglob("*")), list(cwd.rglob("*"))  # nothing written in the working directory
