@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
-from harness.core.wording import plural
 
 __all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
@@ -76,13 +75,13 @@ def plan(quick: bool) -> list[Stage]:
 
     def digits(config: str, name: str, px: int, **kw) -> DemoRun:
         return DemoRun(name, f"configs/demo/{config}", "train",
-                       f"{DIGITS} {px}px, {plural(epochs, 'epoch')}, reduced width", train_overrides, **kw)
+                       f"{DIGITS} {px}px, {epochs} epoch{'s' * (epochs > 1)}, reduced width", train_overrides, **kw)
 
     def glyphs(config: str, name: str, px: int, claim_epochs: int) -> DemoRun:
         n = 1 if quick else claim_epochs
         subset = ", a tenth of the images" if quick else ""
         return DemoRun(name, f"configs/claims/{config}", "train",
-                       f"{GLYPHS} {px}px, {plural(n, 'epoch')}{subset}, reduced width",
+                       f"{GLYPHS} {px}px, {n} epoch{'s' * (n > 1)}{subset}, reduced width",
                        ["log.tensorboard=False"] + (GLYPHS_QUICK if quick else []))
 
     iters = 20 if quick else 200
@@ -100,7 +99,7 @@ def plan(quick: bool) -> list[Stage]:
         Stage("Fine-tuning: Mask R-CNN + the pretrained backbone (embedded COCO-format shapes)",
               [DemoRun("mask-rcnn-steps-resnet18-w32", "configs/demo/mask-rcnn_steps-resnet18-w32-digits-pre_fpn_"
                        "200it_embedded-coco.py", "finetune", f"embedded coco-shapes 128px, {iters} iterations, "
-                       f"backbone pretrained on digits ({plural(epochs, 'epoch')})", finetune_overrides,
+                       f"backbone pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})", finetune_overrides,
                        total_steps=iters, after="steps-resnet18-w32")]),
     ]
 
