@@ -18,5 +18,6 @@ def not_one_of(setting: str, value, choices) -> str:
     names = [str(c) for c in choices]
     close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
     glue = " " if setting.startswith("-") else "="
-    return (f"{setting}{glue}{value!r} is not one of {', '.join(names)}"
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}...({len(repr(value))} characters)"
+    return (f"{setting}{glue}{shown} is not one of {', '.join(names)}"
             + (f"; did you mean {setting}{glue}{close[0]}?" if close else ""))

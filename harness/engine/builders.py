@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from mmengine import Config
 from timm.optim import create_optimizer_v2, get_optimizer_class
 from timm.scheduler import create_scheduler_v2
-from mmengine import Config
 from timm.utils import ModelEmaV3
 
 from harness.core.config import apply_overrides, load_config, parse_override
