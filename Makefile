@@ -1,4 +1,4 @@
-# depthbench — `make demo` (the main job), `make setup` (environment), `make test` (setup + the test suite).
+# depthbench — `make demo` (the main job), `make setup` (environment), `make test` (setup + the test suite), `make docs` (the site).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -39,10 +39,11 @@ clean-venv:
 	rm -rf $(VENV)
 
 ## gpu-check: the GPU check (tools/gpu_check.sh: pytest on the tests with the device marker, tests/devices.py,
-## docs/preflight.md) into GPU_CHECK_OUT: meant for a GPU machine, in under 8 minutes; here, its CPU variants at tiny
-## sizes: make gpu-check GPU_CHECK_PYTHON=.venv/bin/python GPU_CHECK_ARGS="--device cpu"
+## docs/preflight.md) into GPU_CHECK_OUT: meant for a GPU machine, in two calls of under 7 minutes (--call 1, then
+## GPU_CHECK_ARGS="--call 2"); here, its CPU variants at tiny sizes:
+## make gpu-check GPU_CHECK_PYTHON=.venv/bin/python GPU_CHECK_ARGS="--device cpu"
 GPU_CHECK_OUT ?= gpu-check
-GPU_CHECK_ARGS ?=
+GPU_CHECK_ARGS ?= --call 1
 GPU_CHECK_PYTHON ?= python3
 .PHONY: gpu-check
 gpu-check:
@@ -60,3 +61,21 @@ test-random: setup
 
 # pytest-randomly, once installed, shuffles every pytest run that loads it; these targets keep the files' order
 test test-fast test-timm-all: export PYTEST_ADDOPTS := -p no:randomly $(PYTEST_ADDOPTS)
+
+## docs: setup, then the documentation site (mkdocs.yml, docs/) served on http://127.0.0.1:8000, rebuilt on each
+## edit; the configuration and CLI references are generated from the code (tools/docs_reference.py).
+## make docs-build: the same site into site/, --strict (a broken link or page fails it, as in tests/test_docs.py)
+DOCS_ADDR ?= 127.0.0.1:8000
+.PHONY: docs docs-build lint lint-fix
+docs: setup
+	@$(VENV)/bin/mkdocs serve -a $(DOCS_ADDR)
+
+docs-build: setup
+	@$(VENV)/bin/mkdocs build --strict
+
+## lint: ruff's rules of pyproject.toml on the whole tree (tests/test_lint.py); lint-fix: tools/ruff_fix.sh
+lint: setup
+	@$(VENV)/bin/ruff check .
+
+lint-fix: setup
+	@RUFF=$(VENV)/bin/ruff bash tools/ruff_fix.sh

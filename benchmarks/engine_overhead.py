@@ -37,7 +37,7 @@ from harness.engine.backends import AccelerateBackend  # noqa: E402
 from harness.engine.builders import TrainingObjects, build_optimizer, build_scheduler  # noqa: E402
 from harness.engine.data import SeededSamples, TrainSampler  # noqa: E402
 from harness.engine.loop import RunLog, TrainState, train_one_epoch  # noqa: E402
-from harness.engine.losses import TrainingLoss  # noqa: E402
+from harness.tasks.losses import TrainingLoss  # noqa: E402
 
 
 class Tensors(torch.utils.data.Dataset):

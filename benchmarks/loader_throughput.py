@@ -35,6 +35,10 @@ interleaved, ratios per round. On a CPU machine ``--device cpu`` runs the device
 what the batched code costs there, not what a GPU does (the GPU check's ``loader`` part, tests/tools/test_gpu_check.py,
 measures that).
 
+``--memory`` (issue 52) finishes one evaluation batch of the device pipeline on the CPU holding one 9000x9000 JPEG
+among 15 of the folder's, and prints the peak resident memory it added against one image's bytes and the batch
+padded to it.
+
 ``--step-ms NAME=MS`` (repeatable; e.g. a training step time ``depthbench bench`` measured on your GPU at the
 recipe's per-GPU batch) adds how many workers per GPU keep up: ceil(batch per GPU / step time / images/s per
 worker).
@@ -65,6 +69,7 @@ from harness.engine.builders import load_training_config  # noqa: E402
 from harness.engine.data import (DeviceLoader, SeededSamples, build_dataset, build_loaders,  # noqa: E402
                                  sample_seed, seed_all, set_train_epoch)
 from harness.tasks.image import black_zero_bit_posterize  # noqa: E402
+from harness.tasks.image_device import DeviceAugment, EncodedImages, EvalBox, collate_encoded  # noqa: E402
 
 SIZES = ((500, 375), (375, 500), (500, 333))  # ImageNet's most common image sizes (w, h)
 
@@ -149,7 +154,7 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
     loader, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=batch_size)
     set_train_epoch(loader, epoch)
     cpu0, wall0 = cpu_seconds(), time.perf_counter()
-    iterator = iter(DeviceLoader(loader, device))
+    iterator = iter(finished_batches(loader, device))
     start, images = None, 0
     for i in range(batches):
         inputs, _ = next(iterator)
@@ -164,6 +169,51 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
     gc.collect()
     wall = time.perf_counter() - wall0
     return {"images_per_s": images / seconds, "cores": (cpu_seconds() - cpu0) / wall}
+
+
+def finished_batches(loader, device):
+    """The loader's batches finished on ``device`` as training gets them: the device pipeline's background feeder
+    (its own thread and CUDA stream) where the loader's ``finish`` offers one, else ``DeviceLoader``."""
+    finish = getattr(loader, "finish", None)
+    if hasattr(finish, "background_batches"):
+        return finish.background_batches(loader, device)
+    return DeviceLoader(loader, device)
+
+
+def large_image_memory(root: Path, side: int = 9000, small: int = 15, size: int = 224) -> dict:
+    """``--memory``: peak resident memory added by finishing one evaluation batch of the device pipeline (on the
+    CPU) that holds one ``side`` x ``side`` JPEG among ``small`` of ImageNet's sizes, against the bytes of that image
+    decoded (uint8) and as float32 -- the bound is one image, not the batch padded to it."""
+    large = root / f"large-{side}.JPEG"
+    if not large.exists():
+        Image.new("RGB", (side, side), (90, 120, 150)).save(large, quality=90)
+    files = [large] + sorted((root / "val").rglob("*.JPEG"))[:small]
+
+    class Files:
+        def __len__(self):
+            return len(files)
+
+        def read(self, index):
+            return Path(files[index]).read_bytes(), 0
+
+        def filename(self, index):
+            return str(files[index])
+
+    dataset = EncodedImages(Files(), EvalBox(size, 0.875, "center"))
+    batch, _ = collate_encoded([dataset[i] for i in range(len(files))])
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    start = time.perf_counter()
+    out = DeviceAugment(size, (0.5,) * 3, (0.5,) * 3, training=False)(batch)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    padded = len(files) * 3 * side * side * 4
+    print(f"one {side}x{side} JPEG among {small}: peak +{peak / 1e9:.2f} GB (one image: {3 * side * side / 1e9:.2f} GB "
+          f"uint8 + {12 * side * side / 1e9:.2f} GB float32; padded to it: {padded / 1e9:.1f} GB); {seconds:.1f} s",
+          flush=True)
+    return {"side": side, "small": small, "batch": tuple(out.shape), "peak_added_bytes": peak,
+            "one_image_uint8_bytes": 3 * side * side, "one_image_float_bytes": 12 * side * side,
+            "padded_batch_float_bytes": padded, "seconds": round(seconds, 2)}
 
 
 def compare_pipelines(args, root: Path) -> dict:
@@ -263,6 +313,8 @@ def main(argv=None) -> int:
     p.add_argument("--pipelines", action="store_true",
                    help="compare loader.pipeline cpu and device on the folder and its shards (issue 42)")
     p.add_argument("--device", default="cpu", help="--pipelines: where the device pipeline runs (cpu, cuda)")
+    p.add_argument("--memory", action="store_true",
+                   help="peak memory of a device-pipeline batch holding one 9000x9000 JPEG (issue 52)")
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)  # the main process only receives batches; workers are single-threaded anyway
@@ -271,6 +323,11 @@ def main(argv=None) -> int:
     make_folder(root, args.images, args.classes)
     print(f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "
           f"{time.perf_counter() - start:.0f} s to make or find)", flush=True)
+    if args.memory:
+        result = {"memory": large_image_memory(root), "cpu": _cpu_name(), "torch": torch.__version__}
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        return 0
     if args.pipelines:
         result = {"pipelines": compare_pipelines(args, root), "root": str(root), "config": args.config,
                   "batch_size": args.batch_size, "device": args.device, "load_avg": os.getloadavg(),

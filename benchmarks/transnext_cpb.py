@@ -9,6 +9,7 @@ Interleaved rounds (A B, then B A); prints both per-round times and their ratio 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -62,7 +63,7 @@ def main() -> int:
               f"(rounds: {', '.join(f'{1e3 * s:.0f}' for s in seconds)})")
     ratios = sorted(a / b for a, b in zip(times["autograd MLP"], times["cpb_mlp op"]))
     print(f"speed-up of the op: {statistics.median(ratios):.2f}x [{ratios[len(ratios) // 4]:.2f}-"
-          f"{ratios[3 * len(ratios) // 4]:.2f}], load average {__import__('os').getloadavg()[0]:.1f}")
+          f"{ratios[3 * len(ratios) // 4]:.2f}], load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -402,14 +402,29 @@ def _unlock(work_dir: Path, locked: bool) -> None:
         unlock_run_dir(work_dir)
 
 
+class RunWarnings:
+    """Library warnings of one fine-tune/test on their way to its log file: held in ``pending`` until the Runner's
+    logger exists, then written to it (:func:`log_warnings`). The Runner's own logger (MMEngine's public
+    ``runner.logger``), never another run's: an in-process caller may hold several."""
+
+    def __init__(self):
+        self.pending: list[str] = []
+        self.logger = None
+
+    def warn(self, text: str) -> None:
+        if self.logger is not None:  # the Runner's: its console handler lets only errors through
+            self.logger.warning(text)
+        else:
+            self.pending.append(text)
+
+
 @contextmanager
 def console(verbose: bool):
     """What a fine-tune/test shows while it runs: without ``verbose``, MMEngine's log goes to its log file only
     (:func:`downstream.mmengine_compat.quiet_console`) and so do other libraries' warnings (ours still reach the
-    console); with it, MMEngine's console log and every warning, as before. Yields a list that collects the
-    warnings issued before the Runner's logger exists (:func:`log_warnings` writes them to its file)."""
-    earlier = set(MMLogger._instance_dict)  # loggers of other runs (in-process callers): not ours to write to
-    pending: list[str] = []
+    console); with it, MMEngine's console log and every warning, as before. Yields the :class:`RunWarnings` that
+    :func:`log_warnings` connects to the Runner's log once it exists."""
+    warned = RunWarnings()
     with quiet_console(not verbose), warnings.catch_warnings():
         warnings.simplefilter("default")
         if not verbose:
@@ -418,23 +433,19 @@ def console(verbose: bool):
             def to_log_file(message, category, filename, lineno, file=None, line=None):
                 if _ours(filename):
                     return show(message, category, filename, lineno, file, line)
-                text = warnings.formatwarning(message, category, filename, lineno, line).rstrip()
-                loggers = [logger for name, logger in MMLogger._instance_dict.items() if name not in earlier
-                           and any(isinstance(h, logging.FileHandler) for h in logger.handlers)]
-                if loggers:  # the Runner's: its console handler lets only errors through
-                    loggers[-1].warning(text)
-                else:
-                    pending.append(text)
+                warned.warn(warnings.formatwarning(message, category, filename, lineno, line).rstrip())
 
             warnings.showwarning = to_log_file
-        yield pending
+        yield warned
 
 
-def log_warnings(pending: list, runner) -> None:
-    """The warnings :func:`console` collected before the Runner's logger existed, into its log file."""
-    for text in pending:
+def log_warnings(warned: RunWarnings, runner) -> None:
+    """The warnings :func:`console` collected before the Runner's logger existed into its log file, and the later
+    ones straight there."""
+    warned.logger = runner.logger
+    for text in warned.pending:
         runner.logger.warning(text)
-    pending.clear()
+    warned.pending.clear()
 
 
 @contextmanager

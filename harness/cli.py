@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import logging
 import os
 import sys
 import warnings
 
 from harness.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DepthbenchError
+from harness.core.stdout_logs import library_logs_to_stderr
 
 # the command modules (under harness/commands/), in the order `depthbench --help` lists their commands
 COMMANDS = ["demo", "env", "models", "verify", "bench", "train", "eval", "export", "finetune", "diagnose", "results",
@@ -71,40 +71,6 @@ def quiet_library_warnings() -> None:
     their full log, warnings included, into the run directory."""
     if not os.environ.get("DEPTHBENCH_VERBOSE"):
         warnings.filterwarnings("ignore", module=rf"(?!(?:{'|'.join(OWN_MODULES)})(?:\.|$))")
-
-
-def library_logs_to_stderr() -> None:
-    """stdout carries only what a command reports (a table, JSON, metrics a script parses). MMEngine's logger (and
-    DeepSpeed's) hard-code a ``StreamHandler(sys.stdout)`` -- no setting moves it -- so their messages, e.g.
-    ``mmengine - WARNING - The current default scope "mmseg" is not "mmdet"`` in the middle of ``verify``, landed
-    in the report. From here every logging stream handler made on stdout writes to stderr instead, and the ones
-    made before (a process that imported the libraries before ``main``) are moved there; file handlers (a run's
-    log) are untouched."""
-    init = logging.StreamHandler.__init__
-    if not getattr(init, "to_stderr", False):
-        def __init__(self, stream=None):
-            init(self, sys.stderr if _is_stdout(stream) else stream)
-
-        __init__.to_stderr = True
-        logging.StreamHandler.__init__ = __init__
-    mmengine = sys.modules.get("mmengine.logging.logger")  # its loggers are not in logging's registry
-    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(v, logging.Logger)),
-               *(mmengine.MMLogger._instance_dict.values() if mmengine else ())]
-    for handler in {h for logger in loggers for h in logger.handlers}:
-        if type(handler) is logging.StreamHandler and _is_stdout(handler.stream):
-            handler.setStream(sys.stderr)
-
-
-def _is_stdout(stream) -> bool:
-    if stream is None:
-        return False
-    if stream is sys.stdout or stream is sys.__stdout__:
-        return True
-    try:  # a stdout object of the process this one was forked from (harness/engine/launch.py)
-        return stream.fileno() == 1 and sys.stderr.fileno() != 1
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:

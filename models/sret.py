@@ -49,7 +49,7 @@ Mixed-depth training (App. B). With ``mixed_depth=True`` the model also runs a *
 the same stem output: every block once (loop 0 with its first NLL), i.e. the deep branch with the later loops
 skipped. **Placeholder choices** (the paper leaves them open; docs/sret.md): with ``mixed_depth_fusion=
 "sum_losses"`` (default) training returns :class:`MixedDepthLogits` ``(deep, shallow)`` from the one shared
-head and the loss is summed over the branches (``harness.engine.losses`` does that); evaluation returns the deep
+head and the loss is summed over the branches (``harness.tasks.losses`` does that); evaluation returns the deep
 branch. With ``"mean_features"`` the two pooled features are averaged before the head, in training and
 evaluation.
 

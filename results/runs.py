@@ -42,6 +42,7 @@ import timm
 
 import models  # noqa: F401  (registers the paper models with timm)
 from harness.core.files import MAX_LOG_BYTES, BadFile, loads_json, printable, read_text
+from harness.core.rundir import STATUSES
 
 REPO = Path(__file__).resolve().parent.parent
 # old model name -> current name: add an entry when a registered model is renamed, so its old runs still match
@@ -417,7 +418,7 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
     status = _text(meta.get("status")) or "unknown"
     record.update(
         experiment=_text(meta.get("experiment")) or record["experiment"], run_id=_text(meta.get("run_id")) or path.name,
-        status=status if status in ("running", "done", "failed", "preempted") else "unknown",
+        status=status if status in STATUSES else "unknown",
         start=_text(meta.get("start")), end=_text(meta.get("end")), git_commit=_text(meta.get("git_commit")),
         engine=_text(meta.get("engine")), world_size=_number(meta.get("world_size")),
         slurm_job_id=_text(meta.get("slurm_job_id")), slurm_array_task_id=_text(meta.get("slurm_array_task_id")),

@@ -12,13 +12,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core import faults
 from harness.core.choices import FAMILIES
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, loads_json, printable, read_json
-from harness.core.faults import read_step
-from slurm.restart import Failure, read_history, read_record
+from harness.core.files import BadFile, loads_json, printable, read_json, read_text
+from slurm.restart import Failure, read_history
 from slurm.paths import paper_of, runs_root, slurm_dir
 
+MAX_DUMP_BYTES = 16 << 20  # a stack dump: every thread's frames, far under this
 FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
             "PREEMPTED"}
 
@@ -169,12 +170,10 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
             base, _, index = r["job"].partition("_")
             state = next((s for k, (s, _) in states.items() if k.startswith(f"{base}_[") and index
                           and _in_range(int(index), k[len(base) + 2:-1])), None)
-        history = read_history(r["work_dir"])
+        history = read_history(r["work_dir"])  # typed and printable (slurm/restart.py history_entry)
         last = history[-1] if history else {}
-        excluded = last.get("excluded")  # meta.json is data anyone may have written: plain strings only
-        r.update(failures=len(history),
-                 excluded=[str(n) for n in excluded if isinstance(n, str)] if isinstance(excluded, list) else [],
-                 last_failure=_text(last.get("action")) and f"{Failure(**_fields(last)).describe()}; {last['action']}")
+        r.update(failures=len(history), excluded=last.get("excluded", []),
+                 last_failure=last.get("action") and f"{Failure(**last).describe()}; {last['action']}")
         count, best = meta.get("slurm_restart_count", restarts), meta.get("best_metric")
         r.update(slurm_state=state or "-", restarts=count if isinstance(count, int) and count >= 0 else restarts,
                  status=_text(meta.get("status")) or "-",
@@ -182,53 +181,64 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
     return rows, note
 
 
-def _fields(record: dict) -> dict:
-    """A meta.json ``restarts`` entry as :class:`Failure`'s fields (unknown keys dropped, a missing attempt -1)."""
-    known = {k: v for k, v in record.items() if k in Failure.__dataclass_fields__}
-    return {"attempt": -1, "exit": "?", **known}
-
-
 def why(target: str) -> str:
-    """``depthbench jobs --why RUN``: each failed attempt of the run (named by its directory or job id), what was
-    done about it, and where every rank was: the first frames of each rank's stack dump (its innermost call in the
-    training process's main thread), or why there is none."""
+    """``depthbench jobs --why RUN``: the run's status now, then its history -- each failed attempt (named by its
+    directory or job id), what was done about it, and where every rank was: the first frames of each rank's stack
+    dump (its innermost call in the training process's main thread), or why there is none. Everything printed
+    comes from records anyone with access to the run may have written: read through the opener, typed, and
+    stripped of control characters."""
     run_dir = _run_dir_of(target)
     history = read_history(run_dir)
     meta = read_meta(run_dir)
-    lines = [f"{run_dir}: status {meta.get('status', '-')}, {len(history)} failed attempt(s)"]
-    if meta.get("error"):
-        lines.append(f"  error: {meta['error']}")
+    status = _text(meta.get("status")) or "-"
+    waiting = f" (waiting for restart {_text(meta.get('restart'))})" if status == "restarting" else ""
+    lines = [f"{run_dir}: status {status}{waiting}, {len(history)} failed attempt(s)"]
+    if status == "failed" and _text(meta.get("error")):  # an earlier attempt's error is history, shown below
+        lines.append(f"  error: {_text(meta['error'])}")
+    if history:
+        lines.append("history (earlier attempts; the run went on after each 'requeued'):" if status != "failed"
+                     else "history:")
     for record in history:
-        failure = Failure(**_fields(record))
+        failure = Failure(**record)
         lines.append(f"- {failure.describe()} at {failure.time or '?'}: {failure.action or '-'}")
-        folder = Path(run_dir) / "faults" / f"attempt-{failure.attempt}"
-        lines += ["    " + line for line in rank_summary(folder)]
+        lines += ["    " + line for line in (rank_summary(run_dir, failure.attempt) if failure.attempt >= 0
+                                                else ["no attempt number: no per-rank records"])]
     if not history:
         lines.append("  no failed attempts recorded (faults/ in the run directory)")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
-def rank_summary(folder: Path) -> list[str]:
+def rank_summary(run_dir: Path, attempt: int) -> list[str]:
     """One line per rank of an attempt: node, last step, and where its main thread was (innermost frame)."""
-    ranks = sorted({int(m.group(1)) for p in folder.glob("*-rank-*") if (m := re.search(r"rank-(\d+)", p.name))})
+    folder = faults.attempt_dir(run_dir, attempt)
+    files = {kind: faults.rank_files(folder, kind) for kind in ("heartbeat", "error", "stacks", "step")}
+    ranks = sorted({rank for found in files.values() for rank in found})
     if not ranks:
         return ["no per-rank records (the attempt ended before the ranks started training)"]
     lines = []
     for rank in ranks:
-        heartbeat = read_record(folder / f"heartbeat-rank-{rank}.json")
-        error = read_record(folder / f"error-rank-{rank}.json")
-        stacks = folder / f"stacks-rank-{rank}.txt"
-        node = heartbeat.get("node") or error.get("node") or "?"
-        step = read_step(folder / f"step-rank-{rank}.bin")
-        step = step if step is not None else heartbeat.get("step", error.get("step"))
-        if stacks.is_file():
-            where = "stack dump: " + innermost(stacks.read_text()) + f" ({stacks.name})"
+        heartbeat = faults.read_record(folder / f"heartbeat-rank-{rank}.json", run_dir)
+        error = faults.read_record(folder / f"error-rank-{rank}.json", run_dir)
+        node = faults.node_name(heartbeat.get("node")) or faults.node_name(error.get("node")) or "?"
+        step = faults.read_step(folder / f"step-rank-{rank}.bin", run_dir)
+        for record in (heartbeat, error):
+            step = step if step is not None else faults.int_field(record, "step")
+        dump = _read_dump(folder / f"stacks-rank-{rank}.txt", run_dir)
+        if dump is not None:
+            where = f"stack dump: {innermost(dump)} (stacks-rank-{rank}.txt)"
         elif error:
-            where = f"raised {error.get('type')}: {str(error.get('message', ''))[:120]}"
+            where = f"raised {faults.text_field(error, 'type')}: {(faults.text_field(error, 'message') or '')[:120]}"
         else:
             where = "no stack dump (the process was frozen or dead when its peers dumped theirs)"
         lines.append(f"rank {rank} on {node}, last step {step if step is not None else '-'}: {where}")
     return lines
+
+
+def _read_dump(path: Path, run_dir: Path) -> str | None:
+    try:
+        return read_text(path, inside=run_dir, max_bytes=MAX_DUMP_BYTES, what="stack dump")
+    except (OSError, BadFile):
+        return None
 
 
 def innermost(dump: str) -> str:
@@ -267,7 +277,7 @@ def _run_dir_of(target: str) -> Path:
         return Path(run)
     path = Path(target).absolute()
     if not path.is_dir():
-        raise DepthbenchError(f"{target} is neither a run directory nor a job id of a submitted run; "
+        raise DepthbenchError(f"{printable(target)} is neither a run directory nor a job id of a submitted run; "
                               "`depthbench jobs` lists both")
     return path
 

@@ -6,7 +6,8 @@ the attempt left in ``WORK_DIR/faults/attempt-K/`` (harness/engine/watchdog.py: 
 error, heartbeat and stack dump), decides (:func:`decide`), appends the attempt to meta.json's ``restarts`` and,
 to requeue, runs ``scontrol requeuehold`` / ``update ExcNodeList=...`` / ``release`` on its own job (a running
 job's excluded nodes cannot be changed; the script ignores SIGTERM meanwhile, so the requeue's kill does not cut
-the three calls short). Exit code 0: requeued; 1: stopped (the script then exits with srun's code: FAILED).
+the three calls short). Exit code 0: requeued, or the run was done already; 1: stopped (the script then exits with
+srun's code: FAILED).
 
 Rules (docs/slurm.md "When things fail"):
 - exit 2 from any rank: bad input (a config or data error), the same on every attempt: never requeued;
@@ -30,7 +31,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.core.files import BadFile, atomic_write, read_json
+from harness.core import faults
+from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, atomic_write, is_regular, one_line, read_json
 from harness.core.rundir import RunDir
 
 EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_HUNG = 2, 75, 76  # harness/core/errors.py (not imported: keep this light)
@@ -62,15 +65,6 @@ class Failure:
         return f"attempt {self.attempt}: {where} {what}{step}"
 
 
-def read_record(path: Path) -> dict:
-    """A fault record of the run directory (harness.core.files' opener: no link, no FIFO, capped); {} when it is
-    missing or unreadable -- a rank killed while writing leaves none, and the others still tell the story."""
-    try:
-        return read_json(path, what="fault record")
-    except (OSError, BadFile):
-        return {}
-
-
 def exit_word(code: int) -> str:
     if code == EXIT_HUNG:
         return "hang"
@@ -83,22 +77,19 @@ def exit_word(code: int) -> str:
 
 
 def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
-    """The first failure of ``attempt`` from its folder of records (see harness/engine/watchdog.py)."""
-    folder = Path(work_dir) / "faults" / f"attempt-{attempt}"
-    exits = []
-    for line in (folder / "exits").read_text().splitlines() if (folder / "exits").is_file() else []:
-        parts = line.split()
-        if len(parts) == 4 and parts[1].isdigit() and re.fullmatch(r"-?\d+", parts[3]):
-            exits.append((float(parts[0]), int(parts[1]), parts[2], int(parts[3])))
-    heartbeats = {int(m.group(1)): read_record(p) for p in folder.glob("heartbeat-rank-*.json")
-                  if (m := re.search(r"rank-(\d+)", p.name))}
-    errors = {int(m.group(1)): read_record(p) for p in folder.glob("error-rank-*.json")
-              if (m := re.search(r"rank-(\d+)", p.name))}
-    dumps = {int(m.group(1)): p for p in folder.glob("stacks-rank-*.txt") if (m := re.search(r"rank-(\d+)", p.name))}
-    for path in folder.glob("step-rank-*.bin"):  # the exact last step (harness/engine/watchdog.py)
-        rank, data = int(re.search(r"rank-(\d+)", path.name).group(1)), path.read_bytes()
-        if len(data) >= 8:
-            heartbeats.setdefault(rank, {})["step"] = int.from_bytes(data[:8], "little", signed=True)
+    """The first failure of ``attempt`` from its folder of records (see harness/engine/watchdog.py), each read as
+    data (harness/core/faults.py: no link, no FIFO, typed and bounded fields; a bad record is ignored)."""
+    work_dir = Path(work_dir)
+    folder = faults.attempt_dir(work_dir, attempt)
+    exits = faults.read_exits(folder, work_dir)
+    heartbeats = {r: _heartbeat(faults.read_record(p, work_dir))
+                  for r, p in faults.rank_files(folder, "heartbeat").items()}
+    errors = {r: faults.read_record(p, work_dir) for r, p in faults.rank_files(folder, "error").items()}
+    dumps = faults.rank_files(folder, "stacks")
+    for rank, path in faults.rank_files(folder, "step").items():  # the exact last step (harness/engine/watchdog.py)
+        step = faults.read_step(path, work_dir)
+        if step is not None:
+            heartbeats.setdefault(rank, {})["step"] = step
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     stacks = str(folder) if dumps else None
     failed = sorted(e for e in exits if e[3] not in (0, EXIT_PREEMPTED))
@@ -109,10 +100,15 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
     if failed and failed[0][3] == EXIT_HUNG or (dumps and not failed):
         return _hang(attempt, heartbeats, dumps, exits, now, stacks)
     if failed:
-        _, rank, node, code = failed[0]
-        error = errors.get(rank, {})
-        step = error.get("step") if error else heartbeats.get(rank, {}).get("step")
-        return Failure(attempt, exit_word(code), rank, node, step, _error_text(error), stacks, now)
+        first, rank, node, code = failed[0]
+        silent = _silent_before(heartbeats, first)
+        if silent is not None and silent != rank:  # the failed rank only waited for a frozen one (issue 58 item 11)
+            quiet_s = first - _last_beat_before(heartbeats[silent], first)
+            return Failure(attempt, "hang", silent, _node_of(silent, heartbeats, exits), heartbeats[silent].get("step"),
+                           f"no heartbeat for {quiet_s:.0f} s before rank {rank} failed ({exit_word(code)}): frozen "
+                           f"or stuck; rank {rank} only waited for it", stacks, now)
+        step = faults.int_field(errors[rank], "step") if errors.get(rank) else heartbeats.get(rank, {}).get("step")
+        return Failure(attempt, exit_word(code), rank, node, step, _error_text(errors.get(rank)), stacks, now)
     missing = sorted(set(heartbeats) - {e[1] for e in exits})
     if missing:  # ranks that never reported an exit: their node went away with them
         rank = missing[0]
@@ -121,10 +117,43 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
     return Failure(attempt, exit_word(srun_status), time=now, stacks=stacks)
 
 
+def _heartbeat(record: dict) -> dict:
+    """A heartbeat record's fields, typed: node, step, and when it was written (the rank's liveness)."""
+    return {"node": faults.node_name(record.get("node")), "step": faults.int_field(record, "step"),
+            "written": faults.time_field(record, "written"), "stalls": faults.spans_field(record, "stalls")}
+
+
+def _silent_before(heartbeats: dict, first_failure: float) -> int | None:
+    """The rank whose heartbeat stopped longest before the first failure, if it stopped more than
+    :data:`faults.SILENT_AFTER_S` before it: that rank stopped making progress (frozen, or stuck holding its
+    interpreter), while a rank waiting in a collective keeps beating until its timeout raises. None: every rank
+    was alive (or none wrote heartbeats)."""
+    stopped = {}
+    for rank, beat in heartbeats.items():
+        last = _last_beat_before(beat, first_failure)
+        if last is not None and last < first_failure - faults.SILENT_AFTER_S:
+            stopped[rank] = last
+    return min(stopped, key=stopped.get) if stopped else None
+
+
+def _last_beat_before(beat: dict, moment: float) -> float | None:
+    """When the rank last beat before ``moment``: its last heartbeat, or, when it beat again only after it (a frozen
+    rank that Slurm resumed to kill it), the start of the stall that spans ``moment``."""
+    written = beat.get("written")
+    if written is None or written <= moment:
+        return written
+    return next((start for start, end in beat.get("stalls", []) if start <= moment <= end), None)
+
+
+def _node_of(rank: int, heartbeats: dict, exits: list) -> str | None:
+    return heartbeats.get(rank, {}).get("node") or next((n for _, r, n, _ in exits if r == rank), None)
+
+
 def _error_text(error: dict | None) -> str | None:
-    if not error or not error.get("type"):
+    kind = faults.text_field(error or {}, "type")
+    if not kind:
         return None
-    return f"{error['type']}: {error.get('message', '')}"[:200]
+    return f"{kind}: {faults.text_field(error, 'message') or ''}"[:200]
 
 
 def _hang(attempt, heartbeats, dumps, exits, now, stacks) -> Failure:
@@ -140,9 +169,8 @@ def _hang(attempt, heartbeats, dumps, exits, now, stacks) -> Failure:
     if rank is None:
         return Failure(attempt, "hang", step=max(steps.values(), default=None), stacks=stacks, time=now,
                        error="every rank waited in the same place; no node to blame")
-    node = heartbeats.get(rank, {}).get("node") or next((n for _, r, n, _ in exits if r == rank), None)
-    return Failure(attempt, "hang", rank, node, steps.get(rank), stacks=stacks, time=now,
-                   error="no stack dump from this rank (frozen or dead)" if rank in silent else None)
+    return Failure(attempt, "hang", rank, _node_of(rank, heartbeats, exits), steps.get(rank), stacks=stacks,
+                   time=now, error="no stack dump from this rank (frozen or dead)" if rank in silent else None)
 
 
 def decide(failure: Failure, history: list[dict], max_restarts: int) -> tuple[bool, str]:
@@ -208,29 +236,54 @@ def requeue(job: str, excluded: list[str], count: int, resize: bool, tasks_per_n
 
 
 # ----------------------------------------------------------------------------------------- meta.json
-def write_history(work_dir: Path, history: list[dict], stopped: str | None) -> None:
+def write_history(work_dir: Path, history: list[dict], stopped: str | None, waiting: str | None = None) -> None:
+    """The attempts into meta.json's ``restarts``, with the run's status: ``failed`` (and the reason) when
+    ``stopped``, else ``restarting`` while Slurm holds the job for its next attempt (``restart``: "K of N"; the
+    failed attempt's error moves to the history, so nothing polling the run sees a failure about to be retried).
+    Without a meta.json (the run failed before writing one) the history goes to ``faults/restarts.json``. Raises
+    BadFile/OSError when the run's files are links or unwritable (the caller still requeues)."""
     work_dir = Path(work_dir)
-    if (work_dir / "meta.json").is_file():
+    if is_regular(work_dir / "meta.json", inside=work_dir):
         run = RunDir.open(work_dir)
-        fields = {"restarts": history}
         if stopped:
-            fields.update(status="failed", error=stopped)
-        run.finish(**fields) if stopped else run.update_meta(**fields)
+            run.finish("failed", restarts=history, error=stopped, restart=None)
+        else:
+            run.update_meta(restarts=history, status="restarting", restart=waiting, error=None, end=None)
     else:  # the run failed before it wrote meta.json (e.g. a config error): keep the history beside it
         (work_dir / "faults").mkdir(parents=True, exist_ok=True)
-        atomic_write(work_dir / "faults" / "restarts.json", json.dumps(history, indent=1))
+        atomic_write(work_dir / "faults" / "restarts.json", json.dumps(history, indent=1), inside=work_dir)
 
 
 def read_history(work_dir: Path) -> list[dict]:
+    """meta.json's ``restarts`` (or ``faults/restarts.json``), each entry typed (:func:`history_entry`); entries
+    that are not attempt records are dropped."""
     work_dir = Path(work_dir)
-    history = read_record(work_dir / "meta.json").get("restarts")
+    history = faults.read_record(work_dir / "meta.json", work_dir).get("restarts")
     if history is None:
         try:
             history = read_json(work_dir / "faults" / "restarts.json", inside=work_dir, expect=list,
                                 what="restart history")
         except (OSError, BadFile):
             history = []
-    return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
+    entries = [history_entry(h) for h in history] if isinstance(history, list) else []
+    return [h for h in entries if h is not None]
+
+
+def history_entry(record) -> dict | None:
+    """One attempt of meta.json's ``restarts`` with every field of :class:`Failure` typed and bounded (strings
+    printable, nodes node names, numbers in range; an attempt that is not a number is -1); None when it is not a
+    record at all. The history is data anyone with access to the run may have written: its ``attempt`` names a
+    folder, its nodes reach scontrol."""
+    if not isinstance(record, dict):
+        return None
+    attempt = faults.int_field(record, "attempt", faults.MAX_ATTEMPT)
+    excluded = record.get("excluded")
+    return {"attempt": -1 if attempt is None else attempt, "exit": faults.text_field(record, "exit") or "?",
+            "rank": faults.int_field(record, "rank", faults.MAX_RANK), "node": faults.node_name(record.get("node")),
+            "step": faults.int_field(record, "step"), "error": faults.text_field(record, "error"),
+            "stacks": faults.text_field(record, "stacks"), "time": faults.text_field(record, "time") or "",
+            "action": faults.text_field(record, "action") or "",
+            "excluded": [n for n in excluded if faults.node_name(n)] if isinstance(excluded, list) else []}
 
 
 def main(argv=None) -> int:
@@ -242,13 +295,29 @@ def main(argv=None) -> int:
     p.add_argument("--min-nodes", type=int)
     p.add_argument("--tasks-per-node", type=int, default=1)
     args = p.parse_args(argv)
-    attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     job = os.environ.get("SLURM_JOB_ID", "")
-    history = read_history(args.work_dir)
-    failure = read_attempt(args.work_dir, attempt, args.status)
-    again, reason = decide(failure, history, args.max_restarts)
+    try:
+        attempt = faults.restart_count()
+    except DepthbenchError as e:  # never lose the job over it: attempt 0's records are read instead
+        print(f"[depthbench] {e}; reading attempt 0", flush=True)
+        attempt = 0
+    min_nodes = args.min_nodes or args.nodes
+    if faults.read_record(args.work_dir / "meta.json", args.work_dir).get("status") == "done":
+        print(f"[depthbench] srun exited {args.status} after the run was done; counting the job as done", flush=True)
+        return 0
+    try:
+        history = read_history(args.work_dir)
+        failure = read_attempt(args.work_dir, attempt, args.status)
+        again, reason = decide(failure, history, args.max_restarts)
+    except Exception as e:  # noqa: BLE001 -- never lose the job over a record: requeue as a plain crash
+        print(f"[depthbench] the fault records of {one_line(str(args.work_dir))} could not be read "
+              f"({type(e).__name__}: {one_line(str(e))[:200]}); requeueing without excluding a node", flush=True)
+        if attempt >= args.max_restarts:  # the history is unknown: the restart count bounds the requeues
+            print(f"[depthbench] attempt {attempt}: {args.max_restarts} restarts reached -- not requeued", flush=True)
+            return 1
+        return _requeue_or_stop(job, [], args.nodes, False, args.tasks_per_node)
     excluded = list(dict.fromkeys([n for h in history for n in h.get("excluded", [])]))
-    partition, min_nodes = os.environ.get("SLURM_JOB_PARTITION"), args.min_nodes or args.nodes
+    partition = os.environ.get("SLURM_JOB_PARTITION")
     kept = ""
     if again and failure.node and failure.node not in excluded:
         usable = usable_nodes(partition, excluded + [failure.node])
@@ -262,19 +331,36 @@ def main(argv=None) -> int:
         failure.action = (f"requeued on {count} node(s)" + (f" without {','.join(excluded)}" if excluded else "")
                           + kept)
         history.append(asdict(failure))
-        write_history(args.work_dir, history, None)  # first: the requeue ends this job's processes
+        used = sum(1 for h in history if h["action"].startswith("requeued"))
+        _record(args.work_dir, history, None, f"{used} of {args.max_restarts}")  # first: the requeue ends us
         print(f"[depthbench] {reason}; {failure.action}", flush=True)
-        try:
-            requeue(job, excluded, count, min_nodes < args.nodes, args.tasks_per_node)
+        if _requeue_or_stop(job, excluded, count, min_nodes < args.nodes, args.tasks_per_node) == 0:
             return 0
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-            history.pop()
-            again, reason = False, f"{failure.describe()}: could not requeue ({e}); resubmit to continue"
+        history.pop()
+        reason = f"{failure.describe()}: could not requeue; resubmit to continue"
     failure.action = f"stopped: {reason}"
     history.append(asdict(failure))
-    write_history(args.work_dir, history, reason)
+    _record(args.work_dir, history, reason)
     print(f"[depthbench] {reason}", flush=True)
     return 1
+
+
+def _record(work_dir: Path, history: list[dict], stopped: str | None, waiting: str | None = None) -> None:
+    """:func:`write_history`, or one line saying why it could not be written: the job goes on either way."""
+    try:
+        write_history(work_dir, history, stopped, waiting)
+    except (OSError, BadFile, DepthbenchError) as e:
+        print(f"[depthbench] the restart history was not written ({one_line(str(e))[:300]})", flush=True)
+
+
+def _requeue_or_stop(job: str, excluded: list[str], count: int, resize: bool, tasks_per_node: int) -> int:
+    """:func:`requeue`; 0 when it did, 1 (and one line why) when Slurm refused."""
+    try:
+        requeue(job, excluded, count, resize, tasks_per_node)
+        return 0
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"[depthbench] could not requeue job {job} ({one_line(str(e))[:300]})", flush=True)
+        return 1
 
 
 if __name__ == "__main__":

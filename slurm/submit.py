@@ -470,6 +470,13 @@ export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_
 mkdir -p "$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}\""""
 
 
+# each rank sees one GPU, the one closest to its cores (Slurm's --gpu-bind=single:1 is "closest", one GPU a task):
+# the engine then takes index 0 (harness/engine/backends.py, rank_device)
+SRUN_GPU = "--gpu-bind=single:1 "
+SRUN_GPU_NOTE = """
+# --gpu-bind=single:1 binds each rank to the one GPU closest to its cores (it then sees only that one)."""
+
+
 def sbatch_lines(options: SubmitOptions, sub: Submission, tasks: int) -> list[str]:
     """The ``#SBATCH`` lines: every value was checked by :func:`check_options` (names, sizes, times, one option per
     --sbatch); the log path, which comes from the runs folder, is one quoted word."""
@@ -535,6 +542,8 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
         "NODES": str(options.nodes),
         "MIN_NODES": str(options.min_nodes or options.nodes),
         "NCCL_ENV": NCCL_ENV if options.gpus_per_node else "",
+        "SRUN_GPU": SRUN_GPU if options.gpus_per_node else "",
+        "SRUN_GPU_NOTE": SRUN_GPU_NOTE if options.gpus_per_node else "",
     }
     text = TEMPLATE.read_text()
     unknown = set(re.findall(r"\{\{(\w+)\}\}", text)) - set(values)

@@ -29,11 +29,14 @@ LONGEST_FIRST = ("test_train.py", "test_finetune.py", "test_engine_options.py", 
 def pytest_addoption(parser):
     parser.addoption("--gpu-check-out", metavar="DIR", help="the GPU check's report folder: report.json and report.md "
                      "of the tests with the device marker (tests/devices.py; tools/gpu_check.sh sets it)")
+    parser.addoption("--gpu-check-budget", metavar="SECONDS", type=float, help="the GPU check call's time for its "
+                     "tests: each test's limit is cut to what is left, none starts near the end (tests/devices.py)")
 
 
 def pytest_configure(config):
     if config.getoption("gpu_check_out") and not hasattr(config, "workerinput"):  # once, not in xdist's workers
-        config.pluginmanager.register(devices.Report(config.getoption("gpu_check_out")), "gpu-check-report")
+        report = devices.Report(config.getoption("gpu_check_out"), config.getoption("gpu_check_budget"))
+        config.pluginmanager.register(report, "gpu-check-report")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
 
     items.sort(key=rank)  # stable: the order inside a file stays
     mark_tiers(items)
-    devices.prepare(items)
+    devices.prepare(items, gpu_check=bool(config.getoption("gpu_check_out")))
 
 
 def mark_tiers(items) -> None:

@@ -8,12 +8,17 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   the reason (``pytest -rs`` prints it);
 - ``part`` names the GPU check's part (:data:`PARTS`) -- the report groups by it and :data:`LIMITS_S` gives its time
   limit on CUDA (:data:`CPU_LIMIT_S` on the CPU); ``-m "device(part='models')"`` runs one part;
-- ``alone=True``: a test the 8-minute run leaves out, run only when asked for (docs/preflight.md): the compiled
-  step timings (too long) and the optional swattention kernels (the extension must be built first).
+- ``call``: which of the GPU check's two calls runs it (tools/gpu_check.sh ``--call 1|2``; the GPU machine gives 15
+  minutes in all, so each call stays under 7): 1 measures what decides the goals first, then the rest; 2 the
+  compiled and CUDA-graph timings (:data:`CALL_OF_PART`, or the test's own);
+- ``alone=True``: a test neither call runs, only when asked for: the optional swattention kernels (the extension
+  must be built first).
 
-Time limits are pytest-timeout's, and only pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py
-adds the marker), and for the whole CUDA run tools/gpu_check.sh's ``--session-timeout`` (no test starts after it).
-``--gpu-check-out DIR`` writes ``report.json`` and ``report.md`` there (:class:`Report`; docs/preflight.md).
+Time limits are pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py adds the marker), each cut to
+what is left of the call's budget (``--gpu-check-budget``; a test with less than :data:`MIN_START_S` left is not
+started), so a call ends on time. ``--gpu-check-out DIR`` appends every measurement to ``DIR/rows.jsonl`` as it is
+made (flushed: a call that is cut off keeps its rows) and writes ``report.json`` and ``report.md`` at the end
+(:class:`Report`; docs/preflight.md).
 
 A module of its own (not ``conftest``) so test modules can import it by name.
 """
@@ -31,15 +36,26 @@ from pathlib import Path
 import pytest
 
 KINDS = ("cuda", "cpu")
-PARTS = ("models", "transnext", "bench", "train", "preflight", "loader", "nosync", "compile")
+# the parts in the order a GPU check call runs them: what decides the goals first (the engine's step, host syncs,
+# the device pipeline in a training epoch), so a call that runs out of time loses the least
+PARTS = ("step", "nosync", "loader", "models", "transnext", "bench", "train", "preflight", "compile")
+CALL_OF_PART = {part: 2 if part == "compile" else 1 for part in PARTS}
 # seconds per test on CUDA at full size, by part: about twice what each test took on an H200 or is expected to take
-# there; with tools/gpu_check.sh's session limit of 360 s no test starts after 6 minutes and none runs past 120 s,
-# so the CUDA run ends within 8 minutes
-LIMITS_S = {"models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight": 90, "loader": 90, "nosync": 90,
-            "compile": 120}
+# there (the compiled timings: 16 graphs compiled in parallel processes); each is cut to the call's budget left
+LIMITS_S = {"step": 120, "models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight": 90, "loader": 120,
+            "nosync": 90, "compile": 330}
+MIN_START_S = 20  # a test with less of its call's budget left is not started
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
-ALONE_LIMIT_S = 290  # a test run alone (the compiled step timings): two of them in one 10-minute call
+ALONE_LIMIT_S = 290  # a test run alone (the swattention kernels)
+# the bare GPU node's own distributions (../shared/notes/environment.md, "The bare GPU node"): what it lacks beyond
+# these (and what they require) is refused in tests/tools/test_gpu_node_env.py; tools/gpu_wheels.sh carries the rest
+GPU_NODE = ("torch", "torchvision", "triton", "timm", "accelerate", "transformers", "safetensors", "numpy", "pandas",
+            "matplotlib", "PyYAML", "pytest", "pytest-xdist", "tensorboard", "opencv-python-headless", "opencv-python",
+            "scikit-image", "scikit-learn")
+# the test modules tools/gpu_check.sh runs
+GPU_CHECK_FILES = ["tests/tools/test_gpu_check.py", "tests/harness/engine/test_train.py",
+                   "tests/harness/engine/test_engine_options.py"]
 TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
 TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
 FORMAT = "depthbench-gpu-check/2"
@@ -51,14 +67,15 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False):
+def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None):
     assert kind in KINDS and part in PARTS, (kind, part)
-    return pytest.mark.device(kind=kind, part=part, **({"alone": True} if alone else {}))
+    return pytest.mark.device(kind=kind, part=part, call=call or CALL_OF_PART[part],
+                              **({"alone": True} if alone else {}))
 
 
-def device_param(kind: str, *values, part: str, alone: bool = False, id: str | None = None):
+def device_param(kind: str, *values, part: str, alone: bool = False, call: int | None = None, id: str | None = None):
     """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone), id=id or kind)
+    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call), id=id or kind)
 
 
 def on_devices(part: str):
@@ -87,8 +104,11 @@ def marks_of(item) -> dict:
     return found
 
 
-def prepare(items) -> None:
-    """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped."""
+def prepare(items, gpu_check: bool = False) -> None:
+    """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped. In the GPU
+    check (``gpu_check``: ``--gpu-check-out``) its tests run in :data:`PARTS` order."""
+    if gpu_check:
+        items.sort(key=lambda item: PARTS.index(marks_of(item)["part"]) if marks_of(item) else -1)
     no_cuda = None
     for item in items:
         marks = marks_of(item)
@@ -108,10 +128,19 @@ def prepare(items) -> None:
 @pytest.fixture
 def record(request):
     """``record(name=..., **numbers)``: a measurement of this test for the GPU check's report (kept with the test's
-    report, so it reaches the report from pytest-xdist workers too)."""
+    report, so it reaches the report from pytest-xdist workers too), and at once one line of ``rows.jsonl`` in the
+    report folder, flushed: what a call measured survives its being cut off."""
+    out = request.config.getoption("gpu_check_out")
+
     def add(**item):
         request.node.user_properties.append(("gpu_check", item))
-        return item  # still the recorded one: a test may add to it
+        if out:
+            row = {"test": request.node.nodeid, "at": _dt.datetime.now(_dt.timezone.utc).isoformat(), **item}
+            with open(Path(out) / "rows.jsonl", "a") as fh:
+                fh.write(json.dumps(row, default=str) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        return item  # still the recorded one: a test may add to it (the report, not rows.jsonl, sees the additions)
     return add
 
 
@@ -120,9 +149,10 @@ class Report:
     """A pytest plugin (tests/conftest.py registers it with ``--gpu-check-out DIR``): every GPU check test's outcome
     and measurements, by part, into ``DIR/report.json`` and ``DIR/report.md`` when the session ends."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, budget_s: float | None = None):
         self.out = Path(out).absolute()
         self.out.mkdir(parents=True, exist_ok=True)
+        self.budget_s = budget_s
         self.started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.start = time.monotonic()
         self.selected: dict[str, dict] = {}  # node id -> device marker's keyword arguments
@@ -130,6 +160,19 @@ class Report:
 
     def pytest_collection_finish(self, session):  # after -m / -k deselected theirs
         self.selected = {item.nodeid: marks_of(item) for item in session.items if marks_of(item)}
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        """Before pytest-timeout reads the test's limit: cut it to the call's budget left, or do not start it."""
+        if self.budget_s and item.nodeid in self.selected:
+            left = self.budget_s - (time.monotonic() - self.start)
+            if left < MIN_START_S:
+                item.add_marker(pytest.mark.skip(reason=f"not started: {left:.0f} s of the call's "
+                                                        f"{self.budget_s:.0f} s budget were left"), append=False)
+            else:
+                limit = item.get_closest_marker("timeout").args[0]
+                item.add_marker(pytest.mark.timeout(min(limit, left)), append=False)
+        yield
 
     def pytest_runtest_logreport(self, report):
         if report.nodeid not in self.selected:

@@ -19,7 +19,7 @@ NAME = re.compile(r"(?<![\w/.{},*-])[\w.{},*-]*_(?:\d+xb\d+|[\w.-]*(?:\d+e|\d+k?
 
 def _sources() -> dict[str, str]:
     texts = {"README.md": (ROOT / "README.md").read_text()}
-    texts.update({p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))})
+    texts.update({p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))})
     for path in CONFIGS:  # comments only: the code's _base_ paths are checked by loading the configs
         texts[path] = "\n".join(line[line.index("#"):] for line in (ROOT / path).read_text().splitlines()
                                 if "#" in line)

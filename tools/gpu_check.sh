@@ -1,31 +1,44 @@
 #!/usr/bin/env bash
-# The GPU check on a bare GPU machine (docs/preflight.md): install the carried wheels, then run the GPU check's tests
-# (the `device` marker: tests/devices.py) with pytest, their report into OUT.
+# The GPU check on a bare GPU machine (docs/preflight.md): install the carried wheels, then run one call of the GPU
+# check's tests (the `device` marker: tests/devices.py) with pytest, their rows and report into OUT.
 #
-#   tools/gpu_check.sh [OUT] [--device cpu] [pytest options]   # e.g. tools/gpu_check.sh $OUT   (default OUT: gpu-check)
+#   tools/gpu_check.sh OUT --call 1      # what decides the goals first (DeiT-S step through the engine, host syncs
+#                                        # on both engines, the device pipeline in a training epoch, the equal-FLOPs
+#                                        # pairs eager), then the rest that is not compiled
+#   tools/gpu_check.sh OUT --call 2      # the compiled and CUDA-graph timings (torch.compile of the pairs, per family)
+#   tools/gpu_check.sh OUT --device cpu  # every CPU variant at tiny sizes (what CI runs), here or anywhere
 #
-# On CUDA (the default) the CUDA variants at the papers' sizes, within pytest-timeout's limits: each test's from
-# tests/devices.py and 360 s for the session (no test starts after it), so the run ends within 8 minutes; the tests
-# marked `alone` are left out: run the compiled step timings with
-#   tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k "not swattention" --session-timeout 590
-# and, where TransNeXt's swattention extension is built, its kernels with -k swattention instead
-# `--device cpu`: the CPU variants at tiny sizes (what CI runs), here or anywhere. Later pytest options win (-m, -k).
+# The GPU machine gives 15 minutes in all, start-up included: each call's tests get a budget of 360 s (each test's
+# time limit is cut to what is left, none starts in the last 20 s), so with the wheels' install and pytest's start a
+# call ends within 7 minutes. Later pytest options win (-m, -k). TransNeXt's swattention kernels, where that
+# extension is built: tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k swattention.
 #
 # Wheels in .whl/ (tools/gpu_wheels.sh made them here: pytest, mmengine, DeepSpeed and what they need) are installed
 # with no index into a folder of their own that comes first on PYTHONPATH; the machine's own packages stay as they
-# are. OUT gets report.json, report.md, bench.csv, preflight.json, preflight.txt and log.txt (pytest's output).
+# are. OUT gets rows.jsonl (every measurement, appended and flushed as it is made), report.json and report.md (at the
+# end), the files some parts write (bench.csv, preflight.json/txt) and log.txt (pytest's output).
 # The exit code is pytest's: 0 when every selected test passed or was skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-OUT=${1:-gpu-check}
-shift || true
-DEVICE=cuda
-if [[ "${1:-}" == "--device" ]]; then DEVICE=${2:?--device cpu or cuda}; shift 2; fi
-case "$DEVICE" in
-    cuda) LIMIT=(--session-timeout 360) ;;
-    cpu) LIMIT=() ;;
-    *) echo "gpu_check.sh: --device cpu or cuda, not $DEVICE" >&2; exit 2 ;;
+OUT=${1:?usage: tools/gpu_check.sh OUT --call 1|2, or OUT --device cpu}
+shift
+DEVICE=cuda CALL=
+while [[ "${1:-}" == --device || "${1:-}" == --call ]]; do
+    case "$1" in
+        --device) DEVICE=${2:?--device cpu or cuda} ;;
+        --call) CALL=${2:?--call 1 or 2} ;;
+    esac
+    shift 2
+done
+case "$DEVICE:$CALL" in
+    cuda:1|cuda:2) SELECT=(-m "device(kind='cuda', call=$CALL) and not device(alone=True)")
+                   LIMIT=(--gpu-check-budget 360)
+                   export DS_ACCELERATOR=cuda ;;
+    cpu:) SELECT=(-m "device(kind='cpu')") LIMIT=() ;;
+    *) echo "gpu_check.sh: give --call 1 or --call 2 on CUDA, or --device cpu" \
+            "(not --device $DEVICE${CALL:+ --call $CALL})" >&2
+       exit 2 ;;
 esac
 if compgen -G ".whl/*.whl" >/dev/null; then
     SITE=${DEPTHBENCH_WHEEL_SITE:-/tmp/depthbench-site}
@@ -36,7 +49,8 @@ fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 # the GPU check's tests: its own file, and the engine's preempt/resume tests that also run on the device
+# (tests/devices.py, GPU_CHECK_FILES)
 "$PYTHON" -m pytest -p no:cacheprovider -p no:randomly -p no:xdist -rs "${LIMIT[@]}" --gpu-check-out "$OUT" \
-    -m "device(kind='$DEVICE') and not device(alone=True)" \
-    tests/tools/test_gpu_check.py tests/harness/engine/test_train.py tests/harness/engine/test_engine_options.py "$@" 2>&1 | tee "$OUT/log.txt"
+    "${SELECT[@]}" tests/tools/test_gpu_check.py tests/harness/engine/test_train.py \
+    tests/harness/engine/test_engine_options.py "$@" 2>&1 | tee "$OUT/log.txt"
 exit "${PIPESTATUS[0]}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Wheels of what a bare GPU machine lacks for the GPU check (tools/gpu_check.sh), into .whl/ (ignored through
-# .git/info/exclude).
+# Wheels of what a bare GPU machine lacks for the GPU check (tools/gpu_check.sh), into .whl/ (ignored: .gitignore's
+# *.whl; the device tool carries it when asked: carry [".whl"]).
 #
 #   tools/gpu_wheels.sh            # here, with network to the package index; lists the wheels and their total size
 #
@@ -9,16 +9,20 @@
 # DeepSpeed, and no network. So: pytest and pytest-timeout (the check's time limits) with what pytest needs
 # (pluggy, iniconfig, packaging, pygments: 1.8 MiB together); mmengine and the pure-Python packages it needs there
 # (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist, built into a py3 wheel here -- with what it
-# needs there (hjson, pydantic and its parts, a typing-extensions new enough for them; pydantic-core is compiled:
-# its cp312 manylinux wheel). Versions are requirements/lock.txt's. Everything together must stay under 64 MiB
-# (what travels with a checkout to that machine); tools/gpu_check.sh installs them there with --no-index.
+# needs there (hjson, pydantic and its parts, a typing-extensions new enough for them, einops and msgpack, which its
+# flops profiler and pipeline modules import at the top, py-cpuinfo; pydantic-core and msgpack are compiled: their
+# cp312 manylinux wheels); tabulate for benchmarks/loader_throughput.py. tests/tools/test_gpu_node_env.py refuses
+# every package the node lacks and imports the GPU check with these: a package missing here fails it. Versions are
+# requirements/lock.txt's. Everything together must stay under 64 MiB (what travels with a checkout to that
+# machine); tools/gpu_check.sh installs them there with --no-index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
 PYTHON=${PYTHON:-python3}
 PURE=(pytest pytest-timeout pluggy iniconfig packaging pygments
-      mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions)
-COMPILED=(pydantic-core)
+      mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions
+      einops py-cpuinfo tabulate)
+COMPILED=(pydantic-core msgpack)
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64)
 
@@ -35,7 +39,6 @@ else:
 PY
 }
 
-grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 rm -rf "$DEST" && mkdir -p "$DEST"
 for name in "${PURE[@]}" "${COMPILED[@]}"; do
     "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -83,6 +83,16 @@ hang = dict(
     # the process group's timeout (torch's default: 10 min NCCL, 30 min gloo)
     collective_timeout_s=1800,
 )
+testing = dict(
+    # TEST SWITCH, off unless set (docs/trust-cluster.md): the rank below SIGKILLs itself after this optimizer step,
+    # on every attempt (tries the requeue rules on a cluster)
+    kill_at_step=None,
+    # ... that rank (None: the last)
+    kill_rank=None,
+    # TEST SWITCH, off at 0: every rank sleeps this long after each optimizer step (a job that only has to be training
+    # when a signal comes idles instead)
+    step_delay_s=0.0,
+)
 ckpt = dict(
     # also write last.pth every N optimizer steps (0: only at epoch ends and on signals)
     interval_steps=0,
@@ -110,7 +120,7 @@ ema = dict(
     warmup=False,
 )
 
-# distillation when `teacher` is set (harness.engine.losses.TrainingLoss)
+# distillation when `teacher` is set (harness.tasks.losses.TrainingLoss)
 distill = dict(
     # 'soft': soft labels (SReT Eq. 17); 'hard': DeiT's GT + hard distillation
     kind='soft',

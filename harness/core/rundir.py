@@ -4,7 +4,8 @@ Files (the ``results`` package reads only these):
 
 - ``config.py``     the fully resolved config (MMEngine config syntax), when the run has one
 - ``meta.json``     git commit, package versions, host(s), world size, engine, start/end, status
-                    (``running`` / ``done`` / ``failed`` / ``preempted``), plus run-specific fields
+                    (``running`` / ``done`` / ``failed`` / ``preempted`` / ``restarting``: a Slurm job held for its
+                    next attempt after a failed one, slurm/restart.py), plus run-specific fields
 - ``metrics.jsonl`` one JSON object per logged step / epoch / evaluation
 - ``last.pth`` (+ ``best.pth``) checkpoints, ``log.txt`` the human-readable log; other artefacts
   (CSV, PNG, TensorBoard events) beside them
@@ -31,13 +32,14 @@ from pathlib import Path
 
 from harness.core.config_paths import REPO
 from harness.core.errors import DepthbenchError
+from harness.core.faults import restart_count
 from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
                                  no_link_below, read_json, read_text)
 
 # the checkout's results/runs, not the working directory's: `results`, `jobs` and `--resume auto` find the runs
 # from any directory, as config paths resolve from any directory (README's Training section)
 DEFAULT_ROOT = REPO / "results" / "runs"
-STATUSES = ("running", "done", "failed", "preempted")
+STATUSES = ("running", "done", "failed", "preempted", "restarting")
 VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate", "deepspeed")
 
 
@@ -102,7 +104,7 @@ def slurm_meta(environ=None) -> dict:
         return {}
     return {"slurm_job_id": env["SLURM_JOB_ID"], "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
             "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
-            "slurm_restart_count": int(env.get("SLURM_RESTART_COUNT") or 0),
+            "slurm_restart_count": restart_count(env),
             "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
 
 

@@ -134,6 +134,13 @@ KEYS: tuple[Key, ...] = (
         open_low=True, none=False),
     Key("hang.collective_timeout_s", 1800, "number", "the process group's timeout (torch's default: 10 min NCCL, "
         "30 min gloo)", 0, 7 * 86400, open_low=True, none=False),
+    Key("testing.kill_at_step", None, "int", "TEST SWITCH, off unless set (docs/trust-cluster.md): the rank "
+        "below SIGKILLs itself after this optimizer step, on every attempt (tries the requeue rules on a cluster)", 1,
+        STEPS),
+    Key("testing.kill_rank", None, "int", "... that rank (None: the last)", 0, 2 ** 20),
+    Key("testing.step_delay_s", 0.0, "number", "TEST SWITCH, off at 0: every rank sleeps this long after each "
+        "optimizer step (a job that only has to be training when a signal comes idles instead)", 0, 3600,
+        none=False),
     Key("ckpt.interval_steps", 0, "int", "also write last.pth every N optimizer steps (0: only at epoch ends and "
         "on signals)", 0, STEPS),
     Key("ckpt.interval_minutes", 30, "number", "... and at least this often (None: off)", 0, 10 ** 6,
@@ -227,7 +234,7 @@ SECTION_HELP = {
     "model": "every model key other than name/pretrained is passed to timm.create_model (drop_path_rate=..., "
              "img_size=...); ScaleNet adds grow=dict(k=2, ...) (expand once after loading `pretrained`) or "
              "grow=dict(stages=[dict(epoch=.., ...)])",
-    "distill": "distillation when `teacher` is set (harness.engine.losses.TrainingLoss)",
+    "distill": "distillation when `teacher` is set (harness.tasks.losses.TrainingLoss)",
 }
 
 

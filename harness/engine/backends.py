@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import sys
 
 import torch
@@ -27,6 +28,21 @@ from harness.engine.checkpoint import from_plain, to_plain
 from harness.engine.watchdog import hang_options
 
 # ----------------------------------------------------------------------------------------- backends
+def rank_device() -> torch.device:
+    """This rank's device, made current: ``cuda:<local index>`` (``LOCAL_RANK``, which
+    :func:`harness.engine.launch.export_distributed_env` maps from an srun task's ``SLURM_LOCALID``), or the CPU.
+
+    Called first by both backends, before any CUDA tensor, stream or collective exists: NCCL binds its communicator
+    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is taken modulo the
+    visible devices, as Accelerate does: a task that Slurm binds to its one closest GPU (slurm/depthbench.sbatch,
+    ``--gpu-bind=single:1``) sees only that one and takes index 0 whatever its local rank."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
 class Backend:
     """What the loop needs from an engine; subclasses fill in the engine-specific parts."""
     name = ""
@@ -149,19 +165,26 @@ class NonFiniteGuard:
 
     Installed on the torch optimizer the run builds, under Accelerate's wrapper or DeepSpeed's ZeRO optimizer
     alike (both call its ``step``; ZeRO once per parameter group, with its flat partitions). Before each step,
-    GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``, scale 1: gradients unchanged)
-    raises ``found`` on a non-finite gradient; the update is then skipped -- by the fused optimizers' own
-    ``found_inf`` (AdamW/Adam/SGD/Adagrad with ``optim.fused=True``: no extra work), else by putting the
-    parameters back (``torch.where`` against a copy taken before the step: one copy of the parameters per
-    update). The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite
-    loss into NaN gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised
-    -- the run stops at the loop's next sync point, before any checkpoint -- so a state the skipped step may have
-    touched (a momentum buffer) is never applied or saved.
+    GradScaler's kernel (``torch._amp_foreach_non_finite_check_and_unscale_``, scale 1: gradients unchanged; one
+    multi-tensor kernel over all gradients of a device and dtype on CUDA) raises ``found`` on a non-finite
+    gradient; the update is then skipped -- by the fused optimizers' own ``found_inf`` (AdamW/Adam/SGD/Adagrad with
+    ``optim.fused=True``: no extra work), else by putting the parameters back from a flat copy taken before the
+    step (a handful of kernels per dtype -- ``cat``, ``where``, ``_foreach_copy_`` -- not three per parameter).
+    The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite loss into NaN
+    gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised -- the run stops
+    at the loop's next sync point, before any checkpoint -- so a state the skipped step may have touched (a
+    momentum buffer) is never applied or saved.
+
+    Under fp16 (a ``GradScaler``: ``scaler``) the guard stands aside: an overflow is routine there, and the scaler
+    itself skips that one update on the device and lowers its scale (it also hands fused optimizers its own
+    ``found_inf``); a non-finite *loss* still stops the run (``loop.StepTotals``).
     """
 
-    def __init__(self, optimizer, device):
+    def __init__(self, optimizer, device, scaler=None):
         self.optimizer, self.device = optimizer, torch.device(device)
         self.found = torch.zeros((), dtype=torch.float32, device=self.device)
+        if scaler is not None:
+            return
         self.one = torch.ones((), dtype=torch.float32, device=self.device)
         self.fused = bool(optimizer.defaults.get("fused")) and getattr(optimizer, "_step_supports_amp_scaling", False)
         if self.fused:
@@ -183,11 +206,17 @@ class NonFiniteGuard:
                     torch.maximum(self.found, found.to(self.device), out=self.found)
             if self.fused:
                 return self.inner_step(closure)
-            before = [p.detach().clone() for p in params]
+            by_kind = {}
+            for p in params:
+                by_kind.setdefault((p.device, p.dtype), []).append(p)
+            before = {kind: torch.cat([p.detach().reshape(-1) for p in same]) for kind, same in by_kind.items()}
             result = self.inner_step(closure)
             keep_old = self.found.bool()
-            for p, old in zip(params, before):
-                p.copy_(torch.where(keep_old, old, p))
+            for kind, same in by_kind.items():
+                after = torch.cat([p.detach().reshape(-1) for p in same])
+                kept = torch.where(keep_old.to(kind[0]), before[kind], after)
+                torch._foreach_copy_(same, [part.view_as(p) for part, p in
+                                            zip(kept.split([p.numel() for p in same]), same)])
         return result
 
     def take_skipped(self) -> torch.Tensor:
@@ -213,6 +242,7 @@ class AccelerateBackend(Backend):
 
     def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
                  timeout: datetime.timedelta | None = None):
+        self.device = rank_device()  # Accelerate's state picks the same device (local index modulo the count)
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
@@ -221,10 +251,9 @@ class AccelerateBackend(Backend):
             cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
             kwargs_handlers=handlers)
         super().__init__(precision, grad_accum)
-        self.device = self.accelerator.device
 
     def prepare(self, model, optimizer):
-        self.non_finite_guard = NonFiniteGuard(optimizer, self.device)
+        self.non_finite_guard = NonFiniteGuard(optimizer, self.device, self.accelerator.scaler)
         return self.accelerator.prepare(model, optimizer)
 
     def autocast(self):
@@ -286,11 +315,11 @@ class DeepSpeedBackend(Backend):
         from deepspeed.utils import logger as ds_logger
 
         ds_logger.setLevel("WARNING")
-        cuda = torch.cuda.is_available()
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", auto_mpi_discovery=False,
-                                   verbose=False, **({"timeout": timeout} if timeout is not None else {}))
+        self.device = rank_device()
+        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo",
+                                   auto_mpi_discovery=False, verbose=False,
+                                   **({"timeout": timeout} if timeout is not None else {}))
         super().__init__(precision, grad_accum)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.zero_stage = zero_stage
         # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
         # and BatchNorm models work; DeepSpeed's bf16-weights mode is deepspeed.config=dict(bf16=dict(enabled=True)).
@@ -305,11 +334,13 @@ class DeepSpeedBackend(Backend):
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
         }, extra_config or {})
-        # ZeRO reads the global gradient norm on the host (a sync per step): only when clipping needs it (and where
-        # DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights)
+        # ZeRO-1/2 read the global gradient norm on the host (a sync per step): only when clipping needs it (and
+        # where DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights, not with an offloaded optimizer).
+        # Stages 0 and 3 have no such switch (DeepSpeed refuses compute_grad_norm=false there).
         zero = self.config["zero_optimization"]
-        zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero_stage == 1 and bool(
-            (self.config.get("bf16") or {}).get("enabled"))))
+        if zero["stage"] in (1, 2) and not zero.get("offload_optimizer"):
+            zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero["stage"] == 1 and bool(
+                (self.config.get("bf16") or {}).get("enabled"))))
 
     def prepare(self, model, optimizer):
         import deepspeed

@@ -27,6 +27,7 @@ from harness.core.rundir import RunDir, checkpoint_run, read_config_json
 from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.models import config_model_on_meta
+from harness.engine import switches
 from harness.engine.schedule import rescale_schedule
 from harness.engine.tasks import data_types, task_for
 
@@ -40,6 +41,7 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
                           "key=value ...` (harness.core.config.sweep_points lists them)")
     task = task_for(cfg.data.type)
     check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
+    switches.check(cfg)
     check_schedule_length(cfg)
     metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:
@@ -103,6 +105,12 @@ def check_speed_options(cfg, model: bool = True) -> None:
         if c["backend"] not in torch._dynamo.list_backends(exclude_tags=()):
             raise ConfigError(f"compile.backend={c['backend']!r} is not a torch.compile backend here "
                               f"({', '.join(torch._dynamo.list_backends())})")
+        # a CUDA-graph replay writes its gradients into the graph's static memory, over those of the micro-batches
+        # before it (a known torch.compile limitation): accumulation would silently train on the last micro-batch
+        if c["mode"] == "reduce-overhead" and cfg.grad_accum > 1:
+            raise ConfigError(f"compile.mode='reduce-overhead' with grad_accum={cfg.grad_accum}: CUDA graphs overwrite "
+                              f"the accumulated gradients; use compile.mode=None (or max-autotune-no-cudagraphs) "
+                              f"with accumulation, or grad_accum=1")
     if o["fused"] and o["foreach"]:
         raise ConfigError("optim.fused=True and optim.foreach=True exclude each other; set one of them")
     if o["fused"]:

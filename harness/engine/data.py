@@ -294,6 +294,10 @@ class DeviceLoader:
             for inputs, targets in self.loader:
                 yield self._to_device(inputs, targets)
             return
+        feed = getattr(self.finish, "background_batches", None)
+        if feed is not None:  # the device pipeline: its own thread and stream (harness/tasks/image_device.py)
+            yield from feed(self.loader, self.device, self.channels_last)
+            return
         stream = torch.cuda.Stream(device=self.device)
         ready = None
         for inputs, targets in self.loader:

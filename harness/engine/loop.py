@@ -1,4 +1,5 @@
-"""The training loop, DeiT's ``engine.py`` shape: :func:`train_one_epoch` and :func:`evaluate`, on a backend
+"""The training loop, DeiT's ``engine.py`` shape: :func:`train_one_epoch` (and harness/engine/evaluation.py's
+:func:`~harness.engine.evaluation.evaluate`), on a backend
 (harness/engine/backends.py: Accelerate or DeepSpeed, one interface), plus the run's log (:class:`RunLog`) and
 the stop requests that turn a signal into a checkpoint (preemption).
 
@@ -16,13 +17,12 @@ import time
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
-from harness.engine import watchdog
+from harness.engine import switches, watchdog
 from harness.engine.backends import Backend
 from harness.engine.data import batches_per_epoch, set_train_epoch
-from harness.engine.losses import primary_logits
+from harness.engine.evaluation import primary_logits
 
 # ----------------------------------------------------------------------------------------- stop requests
 _stop_signal: int | None = None
@@ -94,7 +94,8 @@ class StepTotals:
         self.sums[2] += skipped
 
     def read(self, backend: Backend, *flags: bool) -> dict:
-        self.sums[6:] = torch.tensor([float(f) for f in flags], dtype=torch.float64)
+        for slot, flag in enumerate(flags, start=6):  # a kernel with a scalar argument each: a tensor made from the
+            self.sums[slot].fill_(float(flag))        # flags would be a blocking host-to-device copy on CUDA
         values = dict(zip(self.SLOTS, backend.reduce_and_read(self.sums)))
         self.sums.zero_()
         return values
@@ -177,6 +178,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         state.global_step += 1
         totals.add_skipped(guard.take_skipped())
         watchdog.beat(state.global_step)  # a clock read: the hang watchdog's heartbeat (no device sync)
+        switches.after_step(state.global_step)  # test switches (config section testing): off unless set
         scheduler.step_update(num_updates=state.global_step)
         if ema is not None:
             ema.update(backend.unwrap(model), step=state.global_step)
@@ -229,35 +231,6 @@ def check_finite(read: dict, state: TrainState) -> None:
     raise NonFiniteLoss(f"{where}; {read['skipped']:.0f} update(s) skipped by step "
                         f"{state.global_step} and the run stopped: the last checkpoint is the last good state "
                         f"(lower optim.lr, set clip_grad, or use precision=fp32)")
-
-
-@torch.no_grad()
-def evaluate(model, loader, backend: Backend) -> dict:
-    """Top-1, top-5 (%) and mean cross-entropy over the whole evaluation set (every target: an image's label,
-    or each position of a sequence), summed over ranks."""
-    backend.sync_buffers(model)
-    model.eval()
-    loss_sum = correct1 = correct5 = count = 0.0
-    for images, targets in loader:
-        images = images.to(backend.device, non_blocking=True)
-        targets = targets.to(backend.device, non_blocking=True)
-        if backend.input_dtype is not None:
-            images = images.to(backend.input_dtype)
-        with backend.autocast():
-            outputs = model(images)
-        # a sequence model's (B, T, V) logits count every position as a sample (language models: tokens)
-        outputs, targets = outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1)
-        valid = targets >= 0
-        outputs, targets = outputs.float()[valid], targets[valid]
-        top = outputs.topk(min(5, outputs.shape[1]), dim=1).indices
-        loss_sum += F.cross_entropy(outputs, targets, reduction="sum").item()
-        correct1 += (top[:, 0] == targets).sum().item()
-        correct5 += (top == targets[:, None]).any(dim=1).sum().item()
-        count += len(targets)
-    loss_sum, correct1, correct5, count = backend.all_reduce_sum([loss_sum, correct1, correct5, count])
-    count = max(count, 1.0)
-    return {"top1": 100.0 * correct1 / count, "top5": 100.0 * correct5 / count, "loss": loss_sum / count,
-            "images": int(count)}
 
 
 def peak_memory_mb() -> float:

@@ -4,7 +4,7 @@ DeiT's ``main()`` body, below the command line: :func:`prepare_run` checks every
 the checkpoint to resume) before anything is written; :func:`train_process` builds the training objects
 (``harness/engine/builders.py``), opens the run directory (``harness/core/rundir.py``) and runs the epochs of
 ``harness/engine/loop.py``. Model-specific behaviour enters through the criterion
-(``harness.engine.losses.TrainingLoss``) and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
+(``harness.tasks.losses.TrainingLoss``) and between-epoch hooks (``harness.engine.hooks.EpochHook``), never as branches here.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writ
                                 read_text)
 from harness.core.rundir import RunDir, check_name, new_run_path, now, run_dir_in_use, slurm_meta
 from harness.core.schema import per_device_batch
-from harness.engine import checkpoint as ckpt, loop, watchdog  # loop.stop_requested: looked up per step (tests)
+from harness.engine import checkpoint as ckpt, loop, switches, watchdog  # loop.stop_requested: per step (tests)
 from harness.engine.backends import build_backend
 from harness.engine.builders import (build_model, build_optimization, build_training, check_config,
                                      describe_speed_options, lower_is_better, seed_everything)
@@ -196,7 +196,8 @@ def _train_process(cfg, plan: RunPlan, env: dict) -> int:
         # everything that can still be wrong with the inputs is found here, before the run directory is touched
         checkpoint, objects, hooks = build_or_resume(cfg, plan, backend, updates_per_epoch)
         run = open_run(cfg, plan, backend)
-        watchdog.start(cfg, run.path, backend.rank, backend.world_size)
+        watchdog.start(cfg, run.path, backend.rank)
+        switches.start(cfg, backend.rank, backend.world_size)
         try:
             return fit(cfg, plan, backend, run, objects, hooks, checkpoint, *loaders)
         except KeyboardInterrupt:  # a second Ctrl-C (the first one checkpoints and stops as a preemption)
@@ -209,6 +210,7 @@ def _train_process(cfg, plan: RunPlan, env: dict) -> int:
             raise
     finally:
         watchdog.stop()
+        switches.stop()
         backend.close()
 
 

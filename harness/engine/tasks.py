@@ -69,7 +69,7 @@ class Task:
 
     def evaluate(self, model, loader, backend) -> dict:
         """The run's evaluation metrics (at least ``metrics``) over the evaluation set, summed over ranks; the
-        engine's top-1/top-5/loss is :func:`harness.engine.loop.evaluate`."""
+        engine's top-1/top-5/loss is :func:`harness.engine.evaluation.evaluate`."""
         raise NotImplementedError
 
 

@@ -15,12 +15,17 @@ Why not faulthandler.dump_traceback_later alone: it needs a fixed timeout re-arm
 the peers or exit with a code of our choosing; torch's NCCL watchdog covers NCCL only (not gloo, not a frozen
 rank). Both are used for what they do: faulthandler writes the stacks, NCCL's recorder its trace.
 
+Under Slurm the thread also keeps the rank's progress record, whether or not hangs are watched (``hang.watchdog``):
+the requeue step blames the rank that stopped making progress from it, never the one that raised a timeout.
+
 Files of attempt K (``SLURM_RESTART_COUNT``; 0 outside Slurm), one per rank R: ``heartbeat-rank-R.json`` (node,
-pid, last step, its time; rewritten at most every few seconds by the thread), ``step-rank-R.bin`` (the last
-finished step, exact: a shared memory mapping each step writes; these two under Slurm only),
-``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json`` (a Python exception that ended the
-rank: type, message, step), and ``exits`` (one line per rank, written by the sbatch script's task wrapper:
-``time rank node exit-code``).
+pid, last step, its time, when it was written: rewritten every 2 s while steps end and at least every
+``ALIVE_EVERY_S``, so a rank waiting in a collective still beats and a frozen one does not; ``stalls``: the
+spans when the thread could not run, so a frozen rank that Slurm resumes to kill still shows it was silent),
+``step-rank-R.bin`` (the last finished step, exact: a shared memory mapping each step writes; these two under Slurm
+only), ``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R.pkl`` (CUDA), ``error-rank-R.json``
+(a Python exception that ended the rank: type, message, step), and ``exits`` (one line per rank, written by the
+sbatch script's task wrapper: ``time rank node exit-code``).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import faulthandler
 import json
 import mmap
 import os
-import signal
+import stat
 import statistics
 import threading
 import time
@@ -38,7 +43,8 @@ from pathlib import Path
 import torch
 
 from harness.core.errors import EXIT_HUNG
-from harness.core.faults import STEP_RECORD
+from harness.core.faults import ALIVE_EVERY_S, STEP_RECORD, restart_count
+from harness.core.files import BadFile, atomic_write, no_link_below
 from harness.core.schema import with_defaults
 
 try:  # NCCL's flight recorder: a private function of torch, absent from CPU builds and older torches
@@ -47,10 +53,11 @@ except ImportError:
     _dump_nccl_trace = None
 
 HEARTBEAT_EVERY_S = 2.0
+MAX_STALLS = 4
 
 
 def attempt() -> int:
-    return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    return restart_count()
 
 
 def attempt_dir(run_path, number: int | None = None) -> Path:
@@ -70,10 +77,17 @@ def threshold(intervals, factor: float, floor_s: float, sync_every: int = 1) -> 
 
 
 class Watchdog:
+    """``detect_hangs``: dump and exit on a hang (``hang.watchdog``); ``heartbeats`` (default: under Slurm): keep
+    the progress record. Every file goes through harness.core.files inside the run: a link planted in the run
+    directory is refused, never written through."""
+
     def __init__(self, run_path, rank: int, factor: float, floor_s: float, sync_every: int = 1,
-                 grace_s: float | None = None, poll_s: float = 0.5, on_hang=None):
+                 grace_s: float | None = None, poll_s: float = 0.5, on_hang=None, detect_hangs: bool = True,
+                 heartbeats: bool | None = None):
+        self.run = Path(run_path)
         self.dir = attempt_dir(run_path)  # created on the first write
-        self.heartbeats = bool(os.environ.get("SLURM_JOB_ID"))  # for `depthbench jobs --why` and the requeue
+        self.detect_hangs = detect_hangs
+        self.heartbeats = bool(os.environ.get("SLURM_JOB_ID")) if heartbeats is None else heartbeats
         self._step_map = self._map_step_file(rank) if self.heartbeats else None
         self.rank, self.factor, self.floor_s, self.sync_every = rank, factor, floor_s, sync_every
         self.grace_s = min(30.0, floor_s / 2) if grace_s is None else grace_s
@@ -81,8 +95,8 @@ class Watchdog:
         self.intervals: deque = deque(maxlen=50)
         self.step, self.last = None, time.monotonic()
         self.armed, self.fresh, self.fired = False, True, False
-        self.fault_step, self.step_delay_s = None, 0.0
         self._written = (None, 0.0)
+        self.stalls: list[list[float]] = []  # [from, to]: when this thread could not run (the rank was frozen)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="depthbench-watchdog", daemon=True)
 
@@ -90,24 +104,25 @@ class Watchdog:
     def _map_step_file(self, rank: int):
         """``step-rank-R.bin``: the last finished step as 8 bytes in a shared file mapping -- a memory write per
         step, no system call, and exact even when the rank is killed right after (the page cache keeps it)."""
+        path = self.dir / f"step-rank-{rank}.bin"
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.dir / f"step-rank-{rank}.bin", os.O_RDWR | os.O_CREAT, 0o644)
+            made_folder(self.run)
+            no_link_below(path, self.run, "step record")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
             try:
-                os.ftruncate(fd, 8)
-                return mmap.mmap(fd, 8)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a planted FIFO or device: no record, not a hang
+                    return None
+                os.ftruncate(fd, STEP_RECORD.size)
+                return mmap.mmap(fd, STEP_RECORD.size)
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, BadFile):
             return None
+
 
     def beat(self, step: int) -> None:
         if self._step_map is not None:
             STEP_RECORD.pack_into(self._step_map, 0, step)
-        if step == self.fault_step:  # DEPTHBENCH_INJECT_FAULT: this rank dies here, on every attempt
-            os.kill(os.getpid(), signal.SIGKILL)
-        if self.step_delay_s:  # DEPTHBENCH_INJECT_STEP_DELAY: a slow step, timed as one (the watchdog scales with it)
-            time.sleep(self.step_delay_s)
         now = time.monotonic()
         if self.armed and not self.fresh:
             self.intervals.append(now - self.last)
@@ -132,10 +147,15 @@ class Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
+        polled = time.time()
         while not self._stop.wait(self.poll_s):
-            now = time.monotonic()
+            now, wall = time.monotonic(), time.time()
+            if wall - polled > ALIVE_EVERY_S:  # this thread did not run: the process was stopped (SIGSTOP) or starved
+                self.stalls = [*self.stalls[-(MAX_STALLS - 1):], [polled, wall]]
+                self._written = (self._written[0], -ALIVE_EVERY_S)  # say so now, before a SIGKILL that may follow
+            polled = wall
             self._heartbeat(now)
-            if self.armed and not self.fired:
+            if self.detect_hangs and self.armed and not self.fired:
                 limit = threshold(list(self.intervals), self.factor, self.floor_s, self.sync_every)
                 if now - self.last > limit:
                     self.fired = True
@@ -146,30 +166,53 @@ class Watchdog:
     def _heartbeat(self, now: float) -> None:
         if not self.heartbeats:
             return
-        if self._written[0] == self.step and now - self._written[1] < 30 * HEARTBEAT_EVERY_S:
+        if self._written[0] == self.step and now - self._written[1] < ALIVE_EVERY_S:
             return
         if now - self._written[1] < HEARTBEAT_EVERY_S:
             return
         record = {"rank": self.rank, "node": node_name(), "pid": os.getpid(), "step": self.step,
-                  "time": time.time() - (now - self.last), "written": time.time()}
-        _write_json(self.dir / f"heartbeat-rank-{self.rank}.json", record)
+                  "time": time.time() - (now - self.last), "written": time.time(), "stalls": self.stalls}
+        write_record(self.run, f"heartbeat-rank-{self.rank}.json", record)
         self._written = (self.step, now)
 
     def dump(self, reason: str) -> Path:
         """This rank's stacks (every thread) and, on CUDA, NCCL's flight recorder, into the attempt's folder."""
         path = self.dir / f"stacks-rank-{self.rank}.txt"
-        self.dir.mkdir(parents=True, exist_ok=True)
         header = {"rank": self.rank, "node": node_name(), "pid": os.getpid(), "step": self.step, "reason": reason,
                   "time": time.time(), "main_thread": f"0x{threading.main_thread().ident:016x}"}
-        with open(path, "w") as f:
-            f.write(json.dumps(header) + "\n")
-            f.flush()
-            faulthandler.dump_traceback(file=f, all_threads=True)
-        dump_nccl_trace(self.dir / f"nccl-rank-{self.rank}.pkl")
+
+        def write(fh):
+            fh.write((json.dumps(header) + "\n").encode())
+            fh.flush()
+            faulthandler.dump_traceback(file=fh, all_threads=True)
+
+        try:
+            made_folder(self.run)
+            atomic_write(path, write, inside=self.run)
+        except (OSError, BadFile):
+            pass  # a planted link or a full disk: the exit code still says "hang"
+        dump_nccl_trace(self.dir / f"nccl-rank-{self.rank}.pkl", self.run)
         return path
 
 
-def dump_nccl_trace(path: Path) -> bool:
+
+def made_folder(run_path) -> Path:
+    """This attempt's folder of records, created with no link on the way (BadFile otherwise)."""
+    folder = attempt_dir(run_path)
+    no_link_below(folder, run_path, "fault records folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    return no_link_below(folder, run_path, "fault records folder")
+
+
+def write_record(run_path, name: str, record: dict) -> None:
+    """A JSON record into this attempt's folder, atomically and never through a link planted in the run."""
+    try:
+        atomic_write(made_folder(run_path) / name, json.dumps(record), inside=run_path)
+    except (OSError, BadFile):
+        pass  # a full disk or a planted link: the record is a diagnostic
+
+
+def dump_nccl_trace(path: Path, run_path) -> bool:
     """NCCL's flight-recorder buffer (``TORCH_NCCL_TRACE_BUFFER_SIZE`` > 0, exported by the sbatch script on GPU
     partitions) as torch pickles it; False where there is none (CPU, gloo, an older torch)."""
     if _dump_nccl_trace is None:
@@ -177,68 +220,26 @@ def dump_nccl_trace(path: Path) -> bool:
     try:
         if not torch.cuda.is_available():
             return False
-        path.write_bytes(_dump_nccl_trace())
+        atomic_write(path, _dump_nccl_trace(), inside=run_path)
         return True
     except Exception:  # a diagnostic on the way out must never mask the hang it reports
         return False
-
-
-def _write_json(path: Path, record: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a full or vanished file system: the heartbeat is a diagnostic
 
 
 # ----------------------------------------------------------------------------------------- the process's watchdog
 _current: Watchdog | None = None
 
 
-def start(cfg, run_path, rank: int, world_size: int = 1) -> Watchdog | None:
-    """This process's watchdog from ``cfg.hang`` (None when ``hang.watchdog`` is off)."""
+def start(cfg, run_path, rank: int) -> Watchdog | None:
+    """This process's watchdog from ``cfg.hang``: hang detection when ``hang.watchdog`` is on, the progress record
+    under Slurm either way; None when neither applies."""
     global _current
     options = hang_options(cfg)
-    if not options["watchdog"]:
+    if not options["watchdog"] and not os.environ.get("SLURM_JOB_ID"):
         return None
-    _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval)
-    _current.fault_step = injected_fault(rank, world_size)
-    _current.step_delay_s = injected_step_delay(options["floor_s"])
+    _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval,
+                        detect_hangs=options["watchdog"])
     return _current.start()
-
-
-def injected_fault(rank: int, world_size: int) -> int | None:
-    """``DEPTHBENCH_INJECT_FAULT=STEP[:RANK]`` (tests of the restart rules on a real cluster, docs/slurm.md): rank
-    RANK (default: the last) kills itself with SIGKILL once it has finished optimizer step STEP -- on every attempt,
-    like a bad sample or a bug at that step would."""
-    spec = os.environ.get("DEPTHBENCH_INJECT_FAULT")
-    if not spec:
-        return None
-    step, _, target = spec.partition(":")
-    if not step.isdigit() or (target and not target.isdigit()):
-        raise ValueError(f"DEPTHBENCH_INJECT_FAULT={spec!r}: expected STEP or STEP:RANK")
-    return int(step) if rank == (int(target) if target else world_size - 1) else None
-
-
-def injected_step_delay(floor_s: float) -> float:
-    """``DEPTHBENCH_INJECT_STEP_DELAY=SECONDS`` (tests on a real cluster, docs/slurm.md): every rank sleeps that long
-    after each optimizer step, so a job that only has to be still running when something happens to it (Slurm's
-    time-limit signal) idles instead of computing. The numbers are those of an unpaced run; the step times logged
-    and watched include the sleep, so under half of ``hang.floor_s`` (the first steps are held to the floor alone)
-    it is never taken for a hang."""
-    spec = os.environ.get("DEPTHBENCH_INJECT_STEP_DELAY")
-    if not spec:
-        return 0.0
-    try:
-        seconds = float(spec)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < floor_s / 2:
-        raise ValueError(f"DEPTHBENCH_INJECT_STEP_DELAY={spec!r}: expected seconds, at least 0 and under half of "
-                         f"hang.floor_s ({floor_s:g} s)")
-    return seconds
 
 
 def beat(step: int) -> None:
@@ -271,9 +272,9 @@ def last_step() -> int | None:
 def record_error(run_path, rank: int, error: BaseException, step: int | None) -> None:
     """What ended this rank, for the restart decision (slurm/restart.py): the same step failing the same way twice
     is deterministic and not retried."""
-    folder = attempt_dir(run_path)
-    _write_json(folder / f"error-rank-{rank}.json", {"rank": rank, "node": node_name(), "type": type(error).__name__,
-                                                      "message": str(error)[:500], "step": step, "time": time.time()})
+    record = {"rank": rank, "node": node_name(), "type": type(error).__name__, "message": str(error)[:500],
+              "step": step, "time": time.time()}
+    write_record(run_path, f"error-rank-{rank}.json", record)
 
 
 def hang_options(cfg) -> dict:

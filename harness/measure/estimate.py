@@ -232,7 +232,7 @@ def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None 
 def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_rows: list[dict],
          startup_s: float) -> Row:
     row = Row(index, job.name, job.config, epochs=int(cfg.get("epochs") or 0))
-    accum = int(cfg.get("grad_accum") or 1)
+    accum = cfg.grad_accum
     try:
         row.micro_batch = per_device_batch(cfg.batch_size, layout.world, accum)
     except ConfigError as e:
@@ -273,10 +273,14 @@ def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
     step times at the per-device batches each would run (:func:`step_at_batch`) and the gradient all-reduce
     (:func:`allreduce_seconds`); with the smallest per-device batch that keeps the efficiency at 0.7 or more when
     it is under. None without a preflight record of the model on this kind of device."""
-    accum, ranks = int(cfg.get("grad_accum") or 1), layout.ranks_per_node
+    accum, ranks = cfg.grad_accum, layout.ranks_per_node
     one = Layout(1, layout.gpus_per_node, layout.ntasks_per_node, partition=layout.partition)
     curve = batch_curve(identity(cfg, None), layout, records)
-    if not curve or cfg.batch_size % (layout.world * accum):
+    if not curve:
+        return None
+    try:
+        micro = per_device_batch(cfg.batch_size, layout.world, accum)
+    except ConfigError:  # the row says so (:func:`_row`)
         return None
     record, config = curve[max(curve)]
 
@@ -288,7 +292,6 @@ def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
     def efficiency(micro: int) -> float:
         return images_per_s(layout, micro)[0] / (layout.nodes * images_per_s(one, micro * layout.nodes)[0])
 
-    micro = cfg.batch_size // (layout.world * accum)
     rate, compute, allreduce, how = images_per_s(layout, micro)
     one_rate = images_per_s(one, micro * layout.nodes)[0]
     result = Scaling(layout.nodes, micro, rate, micro * layout.nodes, one_rate, rate / (layout.nodes * one_rate),
@@ -308,8 +311,8 @@ def identity(cfg, micro_batch: int | None) -> dict:
     name = cfg.model.name
     kwargs = _plain(model_kwargs(cfg))
     size = list(input_size_of(name, cfg.data.get("input_size"), kwargs))
-    return {"model": name, "model_kwargs": kwargs, "input_size": size, "precision": str(cfg.get("precision") or
-            "fp32"), "micro_batch": micro_batch, **{key: bool(cfg.get(key)) for key in SPEED_KEYS}}
+    return {"model": name, "model_kwargs": kwargs, "input_size": size, "precision": cfg.precision,
+            "micro_batch": micro_batch, **{key: bool(cfg.get(key)) for key in SPEED_KEYS}}
 
 
 # the engine options a preflight step is timed with (preflight.Plan.speed_options); a record without them: off

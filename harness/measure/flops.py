@@ -16,7 +16,6 @@ from math import prod
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop
 
 from harness.core.errors import DepthbenchError
@@ -59,64 +58,6 @@ _FORMULAS = {
     aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_sdpa_flop,
 }
 EXTRA_FORMULAS = {**_FORMULAS, **{packet.default: f for packet, f in _FORMULAS.items()}}
-
-
-def _layer_norm_outputs(input, normalized_shape, *args, **kwargs):
-    stats_shape = (*input.shape[:input.dim() - len(normalized_shape)], *(1,) * len(normalized_shape))
-    stats_dtype = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
-    return (torch.empty(input.shape, dtype=input.dtype, device="meta"),
-            torch.empty(stats_shape, dtype=stats_dtype, device="meta"),
-            torch.empty(stats_shape, dtype=stats_dtype, device="meta"))
-
-
-def _addmm_output(bias, mat1, mat2, *args, **kwargs):
-    return torch.empty(mat1.shape[0], mat2.shape[1], dtype=mat1.dtype, device="meta")
-
-
-def _elementwise_output(a, b, *args, **kwargs):
-    """A broadcast binary op's output (``b`` a tensor or a number): the broadcast shape, the promoted dtype."""
-    shape = torch.broadcast_shapes(a.shape, b.shape) if isinstance(b, torch.Tensor) else a.shape
-    return torch.empty(shape, dtype=torch.result_type(a, b), device="meta")
-
-
-def _division_output(a, b, *args, **kwargs):
-    out = _elementwise_output(a, b)
-    return out if out.is_floating_point() else out.to(torch.get_default_dtype())  # true division of integers
-
-
-# The output shapes of the commonest ops whose meta kernels run in Python (torch's refs): ~0.2-0.9 ms a call, most
-# of a model's count. Used when every tensor argument is contiguous (addmm: any layout, its output is fresh) and the
-# first is on the meta device; the unary ones for floating inputs. The result is then a fresh contiguous tensor;
-# tests/harness/measure/test_flops.py compares each with torch's kernel.
-_UNARY = frozenset({aten.relu.default, aten.gelu.default, aten.sigmoid.default, aten.silu.default, aten.tanh.default,
-                    aten.neg.default, aten.hardswish.default, aten.clamp_min.default, aten.roll.default})
-_BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.mul.Scalar, aten.add.Scalar)
-_META_OUTPUTS = {
-    aten.native_layer_norm.default: _layer_norm_outputs,
-    aten.addmm.default: _addmm_output,
-    aten._safe_softmax.default: lambda x, dim, dtype=None: torch.empty(x.shape, dtype=dtype or x.dtype, device="meta"),
-    aten._softmax.default: lambda x, dim, half_to_float: torch.empty(
-        x.shape, dtype=torch.float32 if half_to_float else x.dtype, device="meta"),
-    **{op: lambda x, *args, **kwargs: torch.empty(x.shape, dtype=x.dtype, device="meta") for op in _UNARY},
-    **{op: _elementwise_output for op in _BINARY},
-    aten.div.Tensor: _division_output,
-    aten.div.Scalar: _division_output,
-}
-_ANY_LAYOUT = {aten.addmm.default}
-
-
-class MetaOutputs(TorchDispatchMode):
-    """Beneath the FLOP counter: :data:`_META_OUTPUTS`' results for their ops on the meta device, every other op
-    (and any real tensor) as torch runs it."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        outputs = _META_OUTPUTS.get(func)
-        if outputs is not None and args and args[0].is_meta and (func in _ANY_LAYOUT or (
-                all(a.is_contiguous() for a in args if isinstance(a, torch.Tensor))
-                and (func not in _UNARY or args[0].is_floating_point()))):
-            return outputs(*args, **kwargs)
-        return func(*args, **kwargs)
 
 
 @dataclass
@@ -173,7 +114,7 @@ def count_flops(model: nn.Module, input_size=224, inputs: tuple | None = None) -
     try:
         for p in requires_grad:
             p.requires_grad_(False)
-        with MetaOutputs(), counter, torch.no_grad():  # the counter sees every op, then MetaOutputs runs it
+        with counter, torch.no_grad():
             model(*inputs)
     finally:
         model.train(was_training)

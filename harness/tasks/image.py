@@ -53,8 +53,8 @@ from torch.utils.data import Dataset, default_collate
 from harness.core.errors import ConfigError, DataError
 from harness.core.files import BadFile, atomic_dir, data_cache, walk_files
 from harness.engine.checkpoint import load_weights
-from harness.engine.loop import evaluate
-from harness.engine.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
+from harness.engine.evaluation import evaluate
+from harness.tasks.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
 from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
 from harness.tasks import image_device
@@ -526,7 +526,7 @@ def encoded_batches(dataset, data, aug, is_training: bool) -> tuple:
 # ----------------------------------------------------------------------------------------- model and loss
 def build_criterion(cfg, device=None, input_dtype=None):
     """``(mixup_fn, criterion)`` as DeiT: soft-target CE under mixup/cutmix, else label smoothing, else CE;
-    wrapped in :class:`harness.engine.losses.TrainingLoss`, which sums per-branch outputs (SReT mixed depth) and
+    wrapped in :class:`harness.tasks.losses.TrainingLoss`, which sums per-branch outputs (SReT mixed depth) and
     owns the distillation teacher (``distill.*``)."""
     a = cfg.aug
     mixup_fn = None
@@ -599,4 +599,10 @@ class ImageTask(Task):
         return build_criterion(cfg, device, input_dtype)
 
     def evaluate(self, model, loader, backend) -> dict:
-        return evaluate(model, loader, backend)
+        """Top-1, top-5, loss, and ``pipeline``: which input pipeline made the batches. The device pipeline's
+        resampling (roi_align, torch's bicubic) is not PIL's: on the embedded digits its top-1 differed from the CPU
+        pipeline's by 0.3-0.6 points (docs/data.md), so a record says which one it is."""
+        metrics = evaluate(model, loader, backend)
+        finish = getattr(loader, "finish", None)
+        metrics["pipeline"] = "device" if isinstance(finish, image_device.DeviceAugment) else "cpu"
+        return metrics

@@ -7,29 +7,36 @@ get_params``, the flip, ``RandAugment``'s op choice, magnitude noise and level f
 ``ColorJitter.get_params``, ``RandomErasing._erase``), under the sample's seed (exact resume). The device then
 works on the whole batch at once (:class:`DeviceAugment`):
 
-1. decode: ``torchvision.io.decode_jpeg(list, device=...)`` -- nvJPEG's batched decode on CUDA, libjpeg on CPU (CI).
-   Non-JPEG files (and CMYK JPEGs) were decoded by the worker with PIL; a JPEG the batched decode rejects is decoded
-   alone on the CPU, its file named once.
-2. crop + resize in one ``torchvision.ops.roi_align`` over all images: a box per image (the random crop, or the
-   eval resize-and-centre-crop mapped back onto the original image) into ``input_size``². roi_align, not
-   ``interpolate``/``grid_sample``: it averages ``ceil(box/out)`` bilinear samples per output pixel, i.e. it
-   antialiases downscaling as PIL's resize does, and it takes a box per image, so images of different sizes need
-   no per-image launch. The images are stacked in one float "atlas" (rows of each image, edges replicated).
+1. decode: ``torchvision.io.decode_jpeg(list, device=...)`` -- nvJPEG's batched decode on CUDA, libjpeg on CPU (CI),
+   of views into the batch's one packed bytes tensor. Non-JPEG files (and CMYK JPEGs) were decoded by the worker with
+   PIL; a JPEG the batched decode rejects is decoded alone on the CPU, its file named once. An image over the pixel
+   budget (``PIL.Image.MAX_IMAGE_PIXELS``, the folder reader's) is refused in one line from its header, in the
+   worker, before anything is decoded.
+2. crop + resize with ``torchvision.ops.roi_align``, one call per bucket of same-size images (the worker's collate
+   plans the buckets): a box per image (the random crop, or the eval resize-and-centre-crop mapped back onto the
+   original image) into ``input_size``². roi_align, not ``interpolate``/``grid_sample``: it averages
+   ``ceil(box/out)`` bilinear samples per output pixel, i.e. it antialiases downscaling as PIL's resize does, and it
+   takes a box per image. No image is padded to another's size, so a batch's memory is bounded by the pixel budget,
+   not by its largest image times its size (docs/data.md).
 3. flip, then RandAugment (or colour jitter): each of timm's 15 ``rand-*-inc1`` ops is a batched tensor op on the
    images that drew it (:data:`OPS`; a loop over ops and layers, never over samples), with PIL's arithmetic
    (uint8 rounding, Pillow's blend, equalize and autocontrast look-up tables, bicubic affine with timm's fill).
 4. ``/255``, normalise, random erasing (the boxes timm drew; noise from a per-batch seed).
 
 No library does this: Kornia (not installed on the GPU nodes) has a RandAugment whose ops and magnitude ranges are
-not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as before.
+not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as before. On CUDA the device part
+runs in a background thread on a stream of its own (:class:`BackgroundFeeder`).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import math
 import random
 import sys
+import threading
+from queue import Full, Queue
 
 import numpy as np
 import torch
@@ -37,7 +44,6 @@ from PIL import Image
 from timm.data.auto_augment import AugmentOp, RandAugment
 from torch.utils.data import default_collate
 from torchvision.io import ImageReadMode, decode_jpeg
-from torchvision.ops import roi_align
 
 from harness.core.errors import ConfigError, DataError
 
@@ -132,9 +138,36 @@ class _ErasingBoxes:
         self.boxes.append((rows.start, cols.start, rows.stop - rows.start, cols.stop - cols.start))
 
 
+class EvalBox:
+    """The "draw" of evaluation: timm's eval transform (resize the shorter side to floor(size / crop_pct), centre-crop
+    ``size``; 'squash': resize to a square first) as one box in the original image's coordinates, computed in the
+    worker from the header so the device never waits on the host for it."""
+
+    def __init__(self, size: int, crop_pct: float, crop_mode: str):
+        if crop_mode not in ("center", "squash"):
+            raise ConfigError(f"loader.pipeline='device' knows data.crop_mode 'center' and 'squash', not "
+                              f"{crop_mode!r}; set loader.pipeline='cpu'")
+        self.size, self.crop_pct, self.crop_mode = size, crop_pct, crop_mode
+
+    def __call__(self, header_image) -> dict:
+        width, height = header_image.size
+        return {"box": eval_box(height, width, self.size, self.crop_pct, self.crop_mode), "flip": False, "ops": [],
+                "erase": []}
+
+
+def pixel_budget() -> int:
+    """The most pixels one image may have: Pillow's ``Image.MAX_IMAGE_PIXELS``, the budget the folder reader enforces
+    (harness/tasks/image.py ``decode_image`` turns Pillow's decompression-bomb warning into an error). Read at call
+    time, so one setting governs every reader."""
+    return int(Image.MAX_IMAGE_PIXELS or 0) or sys.maxsize
+
+
 class EncodedImages(torch.utils.data.Dataset):
-    """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`) as encoded samples:
-    ``(EncodedSample, target)``; ``draw`` (:class:`ParameterDraw`) is None for evaluation."""
+    """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`)
+    as encoded samples: ``(EncodedSample, target)``; ``draw``: :class:`ParameterDraw` (training) or :class:`EvalBox` (evaluation).
+
+    A sample holds ``bytes`` and numpy arrays, never tensors: a tensor crossing the worker boundary is one
+    shared-memory segment, and :func:`collate_encoded` packs the whole batch into one bytes tensor instead."""
 
     def __init__(self, dataset, draw=None):
         self.dataset, self.draw = dataset, draw
@@ -156,54 +189,132 @@ class EncodedImages(torch.utils.data.Dataset):
         data, target, name = self._read(index)
         try:
             header = Image.open(io.BytesIO(data))  # parses the header only
-            pixels = None
-            if not data.startswith(JPEG_MAGIC) or header.mode not in ("RGB", "L"):  # PNG, CMYK JPEG, ...: PIL
-                pixels = torch.from_numpy(np.array(header.convert("RGB"))).permute(2, 0, 1).contiguous()
         except Exception as e:
             raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
+        width, height = header.size
+        if width * height > pixel_budget():  # refused from the header, before anything is decoded
+            raise DataError(f"{name} is {width}x{height} ({width * height / 1e6:.1f} Mpx), over the pixel budget of "
+                            f"{pixel_budget() / 1e6:.1f} Mpx (PIL.Image.MAX_IMAGE_PIXELS, as the folder reader); "
+                            f"downscale or remove it")
+        pixels = None
+        if not data.startswith(JPEG_MAGIC) or header.mode not in ("RGB", "L"):  # PNG, CMYK JPEG, ...: PIL
+            try:
+                pixels = np.ascontiguousarray(np.asarray(header.convert("RGB")).transpose(2, 0, 1))
+            except Exception as e:
+                raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace "
+                                f"it") from None
         params = self.draw(header) if self.draw is not None else {"box": None, "flip": False, "ops": [], "erase": []}
-        encoded = None if pixels is not None else torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        sample = EncodedSample(data=encoded, pixels=pixels, height=header.size[1], width=header.size[0], name=name,
-                               noise_seed=random.getrandbits(62), **params)
+        sample = EncodedSample(data=None if pixels is not None else bytes(data), pixels=pixels, height=height,
+                               width=width, name=name, noise_seed=random.getrandbits(62), **params)
         return sample, target
 
 
 # ------------------------------------------------------------------------------------------- the batch
+MAX_PACKED_BYTES = 2**31 - 1  # int32 offsets
+
+
 class EncodedBatch:
-    """A collated batch: the compressed images and, as small tensors, the per-sample parameters (built on the CPU,
-    so the device never waits on the host to group samples by op)."""
+    """A collated batch, made in the loader worker: every image's bytes (JPEG, or the pixels PIL decoded) in ONE
+    uint8 tensor with int32 offsets, the per-sample parameters as a few small tensors, and the device's plan as
+    plain Python (pickled, not shared memory): so a batch crosses the worker boundary as 10 tensors whatever its
+    size, and the device never waits on the host to group samples.
+
+    The plan (:meth:`_plan`) orders images by size: ``order`` (int32) lists batch positions so that images of one
+    size are adjacent; ``chunks`` are runs of one size (a ``roi_align`` each: no image is padded to another's size)
+    and ``groups`` are runs of chunks decoded together. Each group and each chunk holds at most
+    :func:`pixel_budget` pixels unless it is a single image, which bounds a batch's device memory (docs/data.md)."""
+
+    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
+    ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
 
     def __init__(self, samples):
-        self.samples = samples
         self.sizes = [(s.height, s.width) for s in samples]
-        self.boxes = torch.tensor([s.box if s.box is not None else (0, 0, 0, 0) for s in samples], dtype=torch.float32)
-        self.flip = torch.tensor([bool(s.flip) for s in samples])
-        layers = max([len(s.ops) for s in samples] + [0])
-        self.op_layers = []  # per layer: {op name: (sample indices, args)}
-        for layer in range(layers):
+        self.names = [s.name for s in samples]
+        self.raw = [s.pixels is not None for s in samples]
+        chunks = [s.pixels.reshape(-1) if s.pixels is not None else np.frombuffer(s.data, dtype=np.uint8)
+                  for s in samples]
+        lengths = np.array([len(c) for c in chunks], dtype=np.int64)
+        if lengths.sum() > MAX_PACKED_BYTES:
+            raise DataError(f"a batch of {len(samples)} images holds {lengths.sum() / 2**30:.1f} GiB of encoded bytes, "
+                            f"over the 2 GiB of one packed batch; lower the batch size or store the images as JPEG")
+        self.data = torch.from_numpy(np.concatenate(chunks) if chunks else np.zeros(0, np.uint8))
+        self.offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+        self.boxes = torch.tensor([s.box if s.box is not None else (0, 0, w, h)
+                                   for s, (h, w) in zip(samples, self.sizes)], dtype=torch.float32).reshape(-1, 4)
+        self.flip = torch.tensor([bool(s.flip) for s in samples], dtype=torch.bool)
+        # RandAugment's ops, grouped by (layer, op) on this CPU: one int32 index run and its arguments per group
+        indices, args, self.op_layers = [], [], []
+        for layer in range(max([len(s.ops) for s in samples] + [0])):
             groups = {}
             for i, s in enumerate(samples):
                 if layer < len(s.ops):
-                    name, args = s.ops[layer]
-                    groups.setdefault(name, ([], []))
-                    groups[name][0].append(i)
-                    groups[name][1].append(args[0] if args else 0.0)
-            self.op_layers.append({name: (torch.tensor(idx), torch.tensor(args, dtype=torch.float64))
-                                   for name, (idx, args) in groups.items()})
-        erase = [(i, *box) for i, s in enumerate(samples) for box in s.erase]
-        self.erase = torch.tensor(erase, dtype=torch.int64).reshape(-1, 5)
+                    name, op_args = s.ops[layer]
+                    groups.setdefault(name, []).append((i, op_args[0] if op_args else 0.0))
+            runs = []
+            for name, members in groups.items():
+                runs.append((name, len(indices), len(indices) + len(members)))
+                indices += [i for i, _ in members]
+                args += [a for _, a in members]
+            self.op_layers.append(runs)
+        self.op_index = torch.tensor(indices, dtype=torch.int32)
+        self.op_args = torch.tensor(args, dtype=torch.float64)
+        self.erase = torch.tensor([(i, *box) for i, s in enumerate(samples) for box in s.erase],
+                                  dtype=torch.int32).reshape(-1, 5)
         self.noise_seeds = torch.tensor([s.noise_seed for s in samples], dtype=torch.int64)
+        order, self.chunks, self.groups = self._plan(self.sizes, pixel_budget())
+        self.order_list = order
+        self.order = torch.tensor(order, dtype=torch.int32)
+        self.restore = torch.tensor(np.argsort(order, kind="stable") if order else [], dtype=torch.int32)
         self.device = torch.device("cpu")
 
+    @staticmethod
+    def _plan(sizes, budget):
+        """``(order, chunks, groups)``: batch positions sorted by size; ``chunks``: ``(start, stop)`` runs of
+        ``order`` of one size and at most ``budget`` pixels (or one image); ``groups``: ``(first chunk, stop
+        chunk)`` runs of chunks of at most ``budget`` pixels (or one chunk), decoded together. Size buckets rather
+        than a packed atlas: roi_align then reads each bucket as an (n, 3, H, W) tensor as it is, with no copy into
+        an atlas and no edge handling of neighbours; ImageNet's few common sizes make the buckets large."""
+        order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+        chunks = []
+        for position, i in enumerate(order):
+            height, width = sizes[i]
+            if chunks:
+                start, _ = chunks[-1]
+                same = sizes[order[start]] == sizes[i]
+                if same and (position - start + 1) * height * width <= budget:
+                    chunks[-1] = (start, position + 1)
+                    continue
+            chunks.append((position, position + 1))
+        groups, pixels = [], 0
+        for k, (start, stop) in enumerate(chunks):
+            height, width = sizes[order[start]]
+            chunk_pixels = (stop - start) * height * width
+            if groups and pixels + chunk_pixels <= budget:
+                groups[-1] = (groups[-1][0], k + 1)
+                pixels += chunk_pixels
+            else:
+                groups.append((k, k + 1))
+                pixels = chunk_pixels
+        return order, chunks, groups
+
+    def _replace(self, moved):
+        batch = copy.copy(self)
+        for key, value in moved.items():
+            setattr(batch, key, value)
+        return batch
+
     def pin_memory(self):
-        return self
+        return self._replace({key: getattr(self, key).pin_memory() for key in self.TENSORS})
 
     def to(self, device, non_blocking: bool = False):
-        self.device = torch.device(device)
-        return self
+        """The parameters on ``device`` (from pinned memory: asynchronous copies); the bytes stay on the host, where
+        ``decode_jpeg`` reads them."""
+        moved = {key: getattr(self, key).to(device, non_blocking=non_blocking) for key in self.ON_DEVICE}
+        moved["device"] = torch.device(device)
+        return self._replace(moved)
 
     def __len__(self):
-        return len(self.samples)
+        return len(self.sizes)
 
 
 def collate_encoded(batch):
@@ -214,35 +325,39 @@ def collate_encoded(batch):
 _warned = set()
 
 
-def decode(batch: EncodedBatch, device) -> list:
-    """The batch's images as uint8 (3, H, W) tensors on ``device``: one batched decode of the JPEGs."""
-    images = [None] * len(batch)
-    jpegs = [i for i, s in enumerate(batch.samples) if s.pixels is None]
-    for i, s in enumerate(batch.samples):
-        if s.pixels is not None:
-            images[i] = s.pixels.to(device, non_blocking=True)
-            _warn_once(s.name, "is not a baseline RGB/grey JPEG; decoded on the CPU")
+def decode_group(batch: EncodedBatch, positions: list, device) -> list:
+    """The images at batch ``positions`` as uint8 (3, H, W) tensors on ``device``: one batched ``decode_jpeg`` of
+    the JPEGs among them (views of the packed bytes: no copy on the host)."""
+    offsets = batch.offsets.tolist()  # a host tensor: no device sync
+    images = {}
+    jpegs = []
+    for i in positions:
+        view = batch.data[offsets[i]:offsets[i + 1]]
+        if batch.raw[i]:
+            height, width = batch.sizes[i]
+            images[i] = view.view(3, height, width).to(device, non_blocking=True)
+            _warn_once(batch.names[i], "is not a baseline RGB/grey JPEG; decoded on the CPU")
+        else:
+            jpegs.append((i, view))
     if jpegs:
-        data = [batch.samples[i].data for i in jpegs]
         try:
-            decoded = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+            decoded = decode_jpeg([view for _, view in jpegs], mode=ImageReadMode.RGB, device=device)
         except RuntimeError:
-            decoded = [_decode_one(batch.samples[i], device) for i in jpegs]  # rare: find the bad one(s)
-        for i, image in zip(jpegs, decoded):
+            decoded = [_decode_one(batch.names[i], view, device) for i, view in jpegs]  # rare: find the bad one(s)
+        for (i, _), image in zip(jpegs, decoded):
             images[i] = image
-    return images
+    return [images[i] for i in positions]
 
 
-def _decode_one(sample, device):
+def _decode_one(name, data, device):
     try:
-        return decode_jpeg(sample.data, mode=ImageReadMode.RGB, device=device)
+        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
     except RuntimeError:
-        _warn_once(sample.name, "was rejected by the batched JPEG decode; decoded on the CPU (PIL)")
+        _warn_once(name, "was rejected by the batched JPEG decode; decoded on the CPU (PIL)")
         try:
-            image = Image.open(io.BytesIO(sample.data.numpy().tobytes())).convert("RGB")
+            image = Image.open(io.BytesIO(data.numpy().tobytes())).convert("RGB")
         except Exception as e:
-            raise DataError(f"{sample.name} is not a readable image ({type(e).__name__}: {e}); remove or replace "
-                            f"it") from None
+            raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
         return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device)
 
 
@@ -255,54 +370,58 @@ def _warn_once(name, what):
         return
     _warned.add(name)
     if len(_warned) > NAMED_FILES:
-        print(f"depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
-              f"for the device pipeline", file=sys.stderr)
+        print("depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
+              "for the device pipeline", file=sys.stderr)
     else:
         print(f"depthbench: {name} {what}", file=sys.stderr)
 
 
-def crop_resize(images: list, boxes: torch.Tensor, size: int) -> torch.Tensor:
-    """Each image's box (x1, y1, x2, y2 in pixel-edge coordinates) resized to ``size``², as float (B, 3, S, S) in
-    [0, 255]: one roi_align over the images padded to the batch's largest height and width (see the module
-    docstring for why roi_align). The padding repeats each image's last row and column, so bilinear taps at an
-    edge read the edge (as PIL's resize does), and every box is in its own image's coordinates: a sample's pixels
-    do not depend on the batch it came in (the same numbers for any number of ranks)."""
-    device = images[0].device
-    heights = torch.tensor([im.shape[1] for im in images])
-    widths = torch.tensor([im.shape[2] for im in images])
-    bases = torch.cumsum(heights * widths, 0) - heights * widths
-    rows = torch.minimum(torch.arange(int(heights.max()))[None, :], heights[:, None] - 1)  # (B, maxH)
-    row_base = (bases[:, None] + rows * widths[:, None]).to(device, non_blocking=True)
-    row_last = (widths - 1).to(device, non_blocking=True)
-    flat = torch.cat([im.reshape(3, -1) for im in images], dim=1)
-    columns = torch.arange(int(widths.max()), device=device)
-    source = row_base[:, :, None] + torch.minimum(columns[None, None, :], row_last[:, None, None])  # (B, maxH, maxW)
-    padded = flat[:, source.reshape(-1)].reshape(3, *source.shape).transpose(0, 1).float()
-    rois = torch.cat([torch.arange(len(images), dtype=torch.float32)[:, None], boxes.float()], dim=1)
-    return roi_align(padded, rois.to(device, non_blocking=True), output_size=size, spatial_scale=1.0,
-                     sampling_ratio=-1, aligned=True)
+def roi_resize(images: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
+    """Each box (x1, y1, x2, y2 in pixel-edge coordinates) of the same-size images (n, 3, H, W) resized to
+    ``size``², as float (n, 3, S, S) in [0, 255]; see the module docstring for why roi_align. The compiled kernel is
+    called directly: torchvision's Python wrapper replaces it under ``torch.use_deterministic_algorithms(True)`` on
+    CUDA by a pure-Python version that materialises every sample of every pixel -- a guard for the kernel's
+    *backward* (atomic adds); the forward kernel computes each output from its own samples in a fixed order, so it
+    is deterministic, and nothing here is differentiated."""
+    rois = torch.cat([torch.arange(len(images), device=images.device, dtype=torch.float32)[:, None], boxes], dim=1)
+    return torch.ops.torchvision.roi_align(images.float(), rois, 1.0, size, size, -1, True)
 
 
-def eval_boxes(sizes, size: int, crop_pct: float, crop_mode: str) -> torch.Tensor:
-    """timm's eval transform (resize the shorter side to floor(size / crop_pct), centre-crop ``size``; 'squash':
-    resize to a square first) as one box per image in the original image's coordinates."""
+def crop_resize(batch: EncodedBatch, size: int) -> torch.Tensor:
+    """Every image's box resized to ``size``², float (B, 3, S, S) in [0, 255], in batch order.
+
+    The batch's plan (:class:`EncodedBatch`) decodes a group of images at a time and resizes one bucket of
+    same-size images per ``roi_align``: nothing is padded to the batch's largest image, and at any time the device
+    holds at most one group's decoded bytes (<= 3 x pixel budget, or one image), one bucket as float (<= 12 x
+    pixel budget) and the output: the batch's memory bound (docs/data.md). A sample's pixels do not depend on the
+    batch it came in (the same numbers for any number of ranks)."""
+    device = batch.device
+    boxes = batch.boxes.index_select(0, batch.order)  # in plan order (device tensors: no host sync)
+    outputs = []
+    for first, stop in batch.groups:
+        start, end = batch.chunks[first][0], batch.chunks[stop - 1][1]
+        positions = [batch.order_list[k] for k in range(start, end)]
+        images = decode_group(batch, positions, device)
+        for chunk_start, chunk_stop in batch.chunks[first:stop]:
+            bucket = images[chunk_start - start:chunk_stop - start]
+            stacked = bucket[0][None] if len(bucket) == 1 else torch.stack(bucket)
+            outputs.append(roi_resize(stacked, boxes[chunk_start:chunk_stop], size))
+        del images
+    return torch.cat(outputs).index_select(0, batch.restore)
+
+
+def eval_box(height: int, width: int, size: int, crop_pct: float, crop_mode: str) -> tuple:
+    """timm's eval transform of one image as a box in its coordinates (:class:`EvalBox`)."""
     scale_size = math.floor(size / crop_pct)
-    boxes = []
-    for height, width in sizes:
-        if crop_mode == "squash":
-            new_h = new_w = scale_size
-        elif crop_mode == "center":  # torchvision Resize(int): the shorter side to scale_size, the other truncated
-            if width <= height:
-                new_w, new_h = scale_size, int(scale_size * height / width)
-            else:
-                new_h, new_w = scale_size, int(scale_size * width / height)
-        else:
-            raise ConfigError(f"loader.pipeline='device' knows data.crop_mode 'center' and 'squash', not "
-                              f"{crop_mode!r}; set loader.pipeline='cpu'")
-        top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
-        sy, sx = height / new_h, width / new_w
-        boxes.append((left * sx, top * sy, (left + size) * sx, (top + size) * sy))
-    return torch.tensor(boxes, dtype=torch.float32)
+    if crop_mode == "squash":
+        new_h = new_w = scale_size
+    elif width <= height:  # torchvision Resize(int): the shorter side to scale_size, the other truncated
+        new_w, new_h = scale_size, int(scale_size * height / width)
+    else:
+        new_h, new_w = scale_size, int(scale_size * width / height)
+    top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
+    sy, sx = height / new_h, width / new_w
+    return (left * sx, top * sy, (left + size) * sx, (top + size) * sy)
 
 
 # ------------------------------------------------------------------------------------------- batched ops
@@ -401,26 +520,26 @@ def sharpness(image, factor):
 
 def affine(image, matrices, fill):
     """Pillow's ``Image.transform(AFFINE)``: output pixel centre (x, y) samples the input at ``matrix @ (x, y, 1)``
-    (bicubic), outside the image: ``fill``; ``matrices`` (n, 2, 3) in pixel units."""
+    (bicubic), outside the image: ``fill`` (a (3,) tensor); ``matrices`` (n, 2, 3) in pixel units, on the image's
+    device."""
     n, _, h, w = image.shape
     ys, xs = torch.meshgrid(torch.arange(h, device=image.device, dtype=torch.float64) + 0.5,
                             torch.arange(w, device=image.device, dtype=torch.float64) + 0.5, indexing="ij")
-    m = matrices.to(image.device)
+    m = matrices
     src_x = m[:, 0, 0, None, None] * xs + m[:, 0, 1, None, None] * ys + m[:, 0, 2, None, None]
     src_y = m[:, 1, 0, None, None] * xs + m[:, 1, 1, None, None] * ys + m[:, 1, 2, None, None]
     inside = (src_x >= 0) & (src_x < w) & (src_y >= 0) & (src_y < h)
     grid = torch.stack([src_x / w * 2 - 1, src_y / h * 2 - 1], dim=-1).to(image.dtype)
     sampled = torch.nn.functional.grid_sample(image, grid, mode="bicubic", padding_mode="border",
                                               align_corners=False).round().clamp(0, 255)
-    fill = torch.as_tensor(fill, dtype=image.dtype, device=image.device).view(1, 3, 1, 1)
-    return torch.where(inside[:, None], sampled, fill)
+    return torch.where(inside[:, None], sampled, fill.to(image.dtype).view(1, 3, 1, 1))
 
 
 def affine_matrices(name, args, size):
-    """Pillow's affine coefficients of timm's geometric ops (input = M @ output), (n, 2, 3) float64."""
+    """Pillow's affine coefficients of timm's geometric ops (input = M @ output), (n, 2, 3) float64, made where
+    ``args`` lives (on the device: no host-to-device copy)."""
     n = len(args)
-    m = torch.zeros(n, 2, 3, dtype=torch.float64)
-    m[:, 0, 0] = m[:, 1, 1] = 1
+    m = torch.eye(2, 3, dtype=torch.float64, device=args.device).repeat(n, 1, 1)
     if name == "ShearX":
         m[:, 0, 1] = args
     elif name == "ShearY":
@@ -452,44 +571,52 @@ OPS = {"AutoContrast": auto_contrast, "Equalize": equalize, "Invert": invert,
        **{name: None for name in GEOMETRIC}}
 
 
-def apply_ops(images, op_layers, fill):
-    """Each layer's ops on the images that drew them, in place (index_copy_: one launch per op, none per sample)."""
+def apply_ops(images, batch, fill):
+    """Each layer's ops on the images that drew them, in place (one index_put_ per op, none per sample); the groups'
+    int32 indices and arguments are slices of the batch's device tensors."""
     size = images.shape[-1]
-    for groups in op_layers:
-        for name, (index, args) in groups.items():
-            index = index.to(images.device, non_blocking=True)
+    for runs in batch.op_layers:
+        for name, start, stop in runs:
+            index, args = batch.op_index[start:stop], batch.op_args[start:stop]
             chosen = images.index_select(0, index)
             if name in GEOMETRIC:
                 out = affine(chosen, affine_matrices(name, args, size), fill)
             else:
-                out = OPS[name](chosen, args.to(images.device, non_blocking=True))
-            images.index_copy_(0, index, out)
+                out = OPS[name](chosen, args)
+            images.index_put_((index,), out)
     return images
 
 
 class DeviceAugment:
-    """``finish`` of the device pipeline: an :class:`EncodedBatch` that reached the device -> the model's input."""
+    """``finish`` of the device pipeline: an :class:`EncodedBatch` that reached the device -> the model's input.
+    Its constants (mean, std, RandAugment's fill) are made on each device once."""
 
-    def __init__(self, size, mean, std, training, erase_mode="const", fill=(124, 116, 104), crop_pct=0.875,
-                 crop_mode="center"):
-        self.size, self.training, self.erase_mode, self.fill = size, training, erase_mode, fill
-        self.mean = torch.as_tensor(mean, dtype=torch.float32).reshape(1, -1, 1, 1)
-        self.std = torch.as_tensor(std, dtype=torch.float32).reshape(1, -1, 1, 1)
-        self.crop_pct, self.crop_mode = crop_pct, crop_mode
+    def __init__(self, size, mean, std, training, erase_mode="const", fill=(124, 116, 104)):
+        self.size, self.training, self.erase_mode = size, training, erase_mode
+        self.values = {"mean": tuple(mean), "std": tuple(std), "fill": tuple(float(f) for f in fill)}
+        self.constants = {}
+
+    def _constants(self, device):
+        if device not in self.constants:  # once per device: the only host-to-device copies of constants
+            self.constants[device] = {key: torch.tensor(value, dtype=torch.float32, device=device)
+                                      for key, value in self.values.items()}
+        return self.constants[device]
 
     def __call__(self, batch: EncodedBatch) -> torch.Tensor:
         device = batch.device
-        images = decode(batch, device)
-        boxes = batch.boxes if self.training else eval_boxes(batch.sizes, self.size, self.crop_pct, self.crop_mode)
-        x = crop_resize(images, boxes, self.size).round_().clamp_(0, 255)  # PIL's resize yields uint8
+        constants = self._constants(device)
+        x = crop_resize(batch, self.size).round_().clamp_(0, 255)  # PIL's resize yields uint8
         if self.training:
-            x = torch.where(batch.flip.to(device, non_blocking=True).view(-1, 1, 1, 1), x.flip(-1), x)
-            x = apply_ops(x, batch.op_layers, self.fill)
-        x = (x / 255 - self.mean.to(device)) / self.std.to(device)
+            x = torch.where(batch.flip.view(-1, 1, 1, 1), x.flip(-1), x)
+            x = apply_ops(x, batch, constants["fill"])
+        x = (x / 255 - constants["mean"].view(1, -1, 1, 1)) / constants["std"].view(1, -1, 1, 1)
         if self.training and len(batch.erase):
-            x = self._erase(x, batch.erase.to(device, non_blocking=True),
-                            batch.noise_seeds.to(device, non_blocking=True))
+            x = self._erase(x, batch.erase, batch.noise_seeds)
         return x
+
+    def background_batches(self, loader, device, channels_last: bool = False):
+        """The loader's batches finished on ``device`` by a background thread (:class:`BackgroundFeeder`)."""
+        return BackgroundFeeder(loader, self, device, channels_last)
 
     def _erase(self, x, boxes, seeds):
         """timm's RandomErasing on the drawn boxes: 'pixel' normal noise per pixel, 'rand' per channel, 'const'
@@ -533,6 +660,133 @@ def normal_noise(seeds: torch.Tensor, shape) -> torch.Tensor:
     return normal.float().reshape(len(seeds), *shape)
 
 
+# ------------------------------------------------------------------------------------------- the feeder
+class CudaStreams:
+    """The CUDA calls of :class:`BackgroundFeeder` (a test passes a recording stand-in with the same methods)."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+    def device_context(self):
+        return torch.cuda.device(self.device)  # the thread's current device: the rank's, not cuda:0
+
+    def new_stream(self):
+        return torch.cuda.Stream(device=self.device)
+
+    def use(self, stream):
+        return torch.cuda.stream(stream)
+
+    def current(self):
+        return torch.cuda.current_stream(self.device)
+
+    def new_event(self):
+        return torch.cuda.Event()
+
+
+class HostStreams(CudaStreams):
+    """Off CUDA there are no streams: work is in order, the thread alone overlaps it with the main thread's."""
+
+    def device_context(self):
+        return contextlib.nullcontext()
+
+    def new_stream(self):
+        return None
+
+    def use(self, stream):
+        return contextlib.nullcontext()
+
+    def current(self):
+        return None
+
+    def new_event(self):
+        return _NoEvent()
+
+
+class _NoEvent:
+    def record(self, stream=None):
+        pass
+
+
+_END = object()
+
+
+class BackgroundFeeder:
+    """The loader's batches, finished on ``device`` by a background thread on a stream of its own, handed to the
+    consuming (training) stream with events.
+
+    Why a thread: ``decode_jpeg`` on CUDA synchronises the calling thread with nvJPEG's host phase, and a loader's
+    next batch waits on the host for the workers; neither should stall the thread that launches the model's
+    kernels. Hand-off, per batch: the thread copies the batch's parameters (pinned, ``non_blocking``), decodes and
+    augments it under ``use(side)``, then records an event on the side stream; the consumer makes its current stream
+    ``wait_event`` (a device-side wait: the host does not block) and calls ``record_stream(consumer)`` on every
+    tensor it receives, so the caching allocator does not give their memory back to the side stream until the
+    consumer's work queued before their release has run. Intermediates (decoded images, buckets) are made and freed
+    on the side stream alone; the pinned host buffers of the copies are kept alive by PyTorch's pinned-memory
+    allocator until the copies' events have passed. ``depth`` batches at most wait in the queue (a memory bound)."""
+
+    def __init__(self, loader, finish, device, channels_last: bool = False, depth: int = 2, streams=None):
+        self.loader, self.finish, self.device, self.channels_last = loader, finish, torch.device(device), channels_last
+        self.depth = depth
+        self.streams = streams or (CudaStreams(device) if self.device.type == "cuda" else HostStreams(device))
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _produce(self, batches, queue, stop):
+        try:
+            with self.streams.device_context():
+                side = self.streams.new_stream()
+                for inputs, targets in batches:
+                    if stop.is_set():
+                        return
+                    with self.streams.use(side):
+                        inputs = self.finish(inputs.to(self.device, non_blocking=True))
+                        targets = targets.to(self.device, non_blocking=True)
+                        if self.channels_last and inputs.dim() == 4:
+                            inputs = inputs.contiguous(memory_format=torch.channels_last)
+                        ready = self.streams.new_event()
+                        ready.record(side)
+                    if not self._put(queue, stop, ((inputs, targets), ready)):
+                        return
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the consuming thread
+            self._put(queue, stop, error)
+            return
+        self._put(queue, stop, _END)
+
+    @staticmethod
+    def _put(queue, stop, item) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def __iter__(self):
+        queue, stop = Queue(maxsize=self.depth), threading.Event()
+        thread = threading.Thread(target=self._produce, args=(iter(self.loader), queue, stop),
+                                  name="depthbench-device-pipeline", daemon=True)
+        thread.start()
+        try:
+            consumer = self.streams.current()
+            while True:
+                item = queue.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                tensors, ready = item
+                if consumer is not None:
+                    consumer.wait_event(ready)
+                    for tensor in tensors:
+                        tensor.record_stream(consumer)
+                yield tensors
+        finally:
+            stop.set()
+            thread.join()
+
+
 # ------------------------------------------------------------------------------------------- the switch
 def encoded_batches(dataset, data, aug, is_training: bool, train_transform=None):
     """``(EncodedImages, collate_fn, finish)`` of an image dataset for ``loader.pipeline='device'``;
@@ -544,11 +798,11 @@ def encoded_batches(dataset, data, aug, is_training: bool, train_transform=None)
     if is_training and aug.pipeline != "imagenet":
         raise ConfigError(f"loader.pipeline='device' runs the imagenet training transform, not aug.pipeline="
                           f"{aug.pipeline!r}; set loader.pipeline='cpu'")
-    draw = None
     if is_training:
         draw = ParameterDraw(train_transform, data.input_size)
+    else:
+        draw = EvalBox(data.input_size, data.crop_pct, data.crop_mode)
     mean = data.mean
     fill = tuple(round(255 * x) for x in mean)
-    finish = DeviceAugment(data.input_size, mean, data.std, is_training, erase_mode=aug.remode, fill=fill,
-                           crop_pct=data.crop_pct, crop_mode=data.crop_mode)
+    finish = DeviceAugment(data.input_size, mean, data.std, is_training, erase_mode=aug.remode, fill=fill)
     return EncodedImages(dataset, draw), collate_encoded, finish

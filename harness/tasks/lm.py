@@ -31,8 +31,8 @@ from torch.nn import functional as F
 
 from harness.core.errors import ConfigError, DataError
 from harness.core.files import atomic_write, data_cache, read_text
-from harness.engine.loop import evaluate
-from harness.engine.losses import TrainingLoss
+from harness.engine.evaluation import evaluate
+from harness.tasks.losses import TrainingLoss
 from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
 

@@ -40,12 +40,11 @@ from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, atomic_dir, data_cache, read_json
 from harness.core.rundir import checkpoint_run
 from harness.engine import builders  # builders.build_model looked up when called (tests check nothing is built)
-from harness.engine.backends import AccelerateBackend
 from harness.engine.builders import check_model
 from harness.engine.checkpoint import load_weights
 from harness.engine.data import build_dataset, build_eval_loader, check_data
+from harness.engine.evaluation import evaluate, evaluation_backend
 from harness.engine.launch import configure_threads, export_distributed_env
-from harness.engine.loop import evaluate
 from harness.engine.models import model_kwargs
 from harness.tasks.image import build_transform, data_root, decode_image
 from models.stepsnet import stepsnet_analysis
@@ -323,7 +322,7 @@ def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, 
     load_weights(model, checkpoint, ema=ema)
     configure_threads(1, cfg.data.workers)
     export_distributed_env()
-    backend = AccelerateBackend(cfg.precision, 1)
+    backend = evaluation_backend(cfg.precision)
     val_loader = build_eval_loader(cfg, backend.rank, backend.world_size, cfg.data.eval_batch_size or 64)
     metrics = evaluate(model.to(backend.device), val_loader, backend)
     metrics.update(checkpoint=str(checkpoint), model=cfg.model.name, ema=ema, input_size=cfg.data.input_size,

@@ -2,7 +2,7 @@
 
 The end-to-end tests run the embedded presets for a few iterations in this process (one import of the
 OpenMMLab stack for all of them) with a small validation set; the AP/mIoU floors are checked on shortened
-runs of both presets (the full presets' numbers are in README, "Fine-tuning").
+runs of both presets (the full presets' numbers are in docs/guides/finetuning.md).
 """
 from __future__ import annotations
 

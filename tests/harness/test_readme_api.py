@@ -1,6 +1,7 @@
-"""Issue 45 item 4: README's Python API example runs as written from any working directory, writes only into the
-runs root (or the ``/tmp`` outputs it names), and what it trained appears in ``api.results``; config paths resolve
-against the working directory, then the repository, and a missing one says where it looked."""
+"""Issue 45 item 4: the Python API example (README's until issue 56, now docs/guides/pretraining.md, "The Python
+API") runs as written from any working directory, writes only into the runs root (or the ``/tmp`` outputs it
+names), and what it trained appears in ``api.results``; config paths resolve against the working directory, then
+the repository, and a missing one says where it looked."""
 import json
 import os
 import re
@@ -19,7 +20,7 @@ PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 
 
 def readme_api_example() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guides" / "pretraining.md").read_text()
     start = text.index("Every command is also a Python function")
     return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
 

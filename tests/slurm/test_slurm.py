@@ -12,7 +12,6 @@ own, and the cluster changes shape (two nodes, then one) only once every job sub
 the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
 ``Cluster.start`` (tests/slurmcluster.py) refuses to restart slurmd under a job.
 """
-import contextlib
 import json
 import os
 import re
@@ -151,19 +150,6 @@ def wait_gone(job: str, timeout: float = 300) -> dict:
     """Poll squeue (sbatch --wait backs off to 32 s polls) until the job left the queue; its final record."""
     wait_for(lambda: not queued(job), timeout, f"job {job} to leave the queue")
     return scontrol_job(job)
-
-
-@contextlib.contextmanager
-def exported(env: dict):
-    """``env`` in this process's environment while the body submits: sbatch exports the submitting environment to
-    the job (all its attempts)."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 def submitted(out: str) -> str:
@@ -366,11 +352,11 @@ def test_no_sbatch_on_path(fresh_runs, monkeypatch, tmp_path):
 @pytest.fixture(scope="module")
 def time_limit_job(cluster, runs):
     """A real --time/--signal expiry: 2 minutes with a 60 s warning; runs while the next tests do. Its ranks sleep
-    1 s after each step (DEPTHBENCH_INJECT_STEP_DELAY): the job only has to be training when the signal comes, so
-    it idles rather than burning a core for the minute or two Slurm's clock takes."""
+    1 s after each step (testing.step_delay_s): the job only has to be training when the signal comes, so it idles
+    rather than burning a core for the minute or two Slurm's clock takes."""
     cluster.start(nodes=2)
-    with exported({"DEPTHBENCH_INJECT_STEP_DELAY": "1"}):
-        code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "--time", 2, "--warning", 60)
+    code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "testing.step_delay_s=1", "--time", 2,
+                         "--warning", 60)
     assert code == 0, err
     job = submitted(out)
     return job, record(runs, job)["elements"][0]["work_dir"], time.monotonic()
@@ -502,9 +488,8 @@ def test_time_limit_signal_checkpoints_and_requeues(cluster, runs, time_limit_jo
 
 # ----------------------------------------------------------------------------------------- failures (issue 41)
 # Two nodes, one rank each; --min-nodes 1: a requeue without a failed node continues on the other one (elastic).
-def submit_failing(*args, config=PRESET, env=None) -> tuple[str, str]:
-    with exported(env or {}):
-        code, out, err = cli("submit", config, *TINY, "--nodes", 2, "--min-nodes", 1, "--time", 10, *args)
+def submit_failing(*args, config=PRESET) -> tuple[str, str]:
+    code, out, err = cli("submit", config, *TINY, "--nodes", 2, "--min-nodes", 1, "--time", 10, *args)
     assert code == 0, err
     job = submitted(out)
     return job, jobs()[job]["work_dir"]
@@ -530,11 +515,14 @@ def cancel_if_queued(job) -> None:
 @pytest.mark.slow
 def test_killed_rank_requeues_without_its_node_and_finishes_elastically(cluster, runs, two_node_run):
     """(a) kill -9 of rank 1 mid-epoch: the job requeues itself without rank 1's node, continues on the other one
-    (2 ranks -> 1: elastic resume) from the last checkpoint, and finishes; meta.json and `jobs` show the history."""
+    (2 ranks -> 1: elastic resume) from the last checkpoint, and finishes; meta.json and `jobs` show the history.
+    While Slurm holds the job for its restart, meta.json says so (``restarting``, restart 1 of 3), never
+    ``failed``; once done, `jobs --why` shows the old attempt's error as history (issue 58 item 10)."""
     job, work_dir = submit_failing()
     try:
         victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
         os.kill(victim["pid"], signal.SIGKILL)
+        waiting = wait_for(lambda: (m := meta(work_dir)).get("restarts") and m, 300, "the requeue step's record")
         final = wait_gone(job, 600)
     finally:
         cancel_if_queued(job)
@@ -553,6 +541,11 @@ def test_killed_rank_requeues_without_its_node_and_finishes_elastically(cluster,
     row = jobs()[job]
     assert (row["failures"], row["excluded"], row["slurm_state"]) == (1, [victim["node"]], "COMPLETED")
     assert "requeued (1 of 3 restarts)" in slurm_log(runs, job)
+    assert (waiting["status"], waiting["restart"], waiting.get("error")) == ("restarting", "1 of 3", None)
+    code, out, err = cli("jobs", "--why", work_dir)
+    assert code == 0, err
+    assert out.splitlines()[0].endswith("status done, 1 failed attempt(s)") and "\n  error:" not in out, out
+    assert out.splitlines()[1].startswith("history (earlier attempts") and "rank 0 on n" in out, out
 
 
 @pytest.mark.slow
@@ -592,6 +585,29 @@ def test_frozen_rank_is_detected_dumped_and_requeued(cluster, runs, two_node_run
 
 
 @pytest.mark.slow
+def test_a_collective_timeout_blames_the_frozen_rank_not_the_one_that_waited(cluster, runs, two_node_run):
+    """Issue 58 item 11: rank 1 SIGSTOPped with the hang watchdog off: rank 0 waits in the all-reduce until the
+    collective timeout raises and exits first, yet the frozen rank (its heartbeat stopped) is blamed and its node
+    excluded; the job continues on rank 0's node and finishes."""
+    job, work_dir = submit_failing("hang.watchdog=False", "hang.collective_timeout_s=60", "data.train_subset=640")
+    victim = {}
+    try:
+        victim = a_rank_of(job, work_dir, 1, 4, two_node_run[1:])
+        os.kill(victim["pid"], signal.SIGSTOP)
+        final = wait_gone(job, 900)
+    finally:
+        if victim.get("pid") and Path(f"/proc/{victim['pid']}").exists():
+            os.kill(victim["pid"], signal.SIGKILL)
+        cancel_if_queued(job)
+    m = meta(work_dir)
+    (failure,) = m["restarts"]
+    assert (failure["exit"], failure["rank"], failure["node"]) == ("hang", 1, victim["node"]), failure
+    assert "before rank 0 failed (exit 1)" in failure["error"] and failure["excluded"] == [victim["node"]]
+    assert not list((Path(work_dir) / "faults" / "attempt-0").glob("stacks-rank-*"))  # no watchdog: no dumps
+    assert final["JobState"] == "COMPLETED" and final["NodeList"] != victim["node"] and m["status"] == "done"
+
+
+@pytest.mark.slow
 def test_config_error_on_the_requeued_attempt_fails_once(cluster, runs, two_node_run, tmp_path):
     """(c) a crash, then bad input on the requeued attempt (the config was edited meanwhile): FAILED at once, no
     loop, the reason in one line."""
@@ -620,7 +636,7 @@ def test_config_error_on_the_requeued_attempt_fails_once(cluster, runs, two_node
 def test_rank_crashing_at_the_same_step_stops_with_a_reason(cluster, runs, two_node_run):
     """(d) the last rank dies (SIGKILL) after step 5 on every attempt: requeued once without its node, then the
     same step failing the same way is deterministic: stopped, one line in `jobs`."""
-    job, work_dir = submit_failing(env={"DEPTHBENCH_INJECT_FAULT": "5"})
+    job, work_dir = submit_failing("testing.kill_at_step=5")
     try:
         final = wait_gone(job, 600)
     finally:

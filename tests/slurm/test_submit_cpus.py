@@ -33,3 +33,20 @@ def test_a_given_value_is_kept_and_a_smaller_one_warned_about_in_one_line():
     warnings = [line for line in err.splitlines() if "--cpus-per-task" in line]
     assert len(warnings) == 1 and "--cpus-per-task 4" in warnings[0] and "7 cores" in warnings[0]
     assert warnings[0].startswith("depthbench submit: warning:")
+
+
+def srun_line(script: str) -> str:
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    return " ".join(lines[start:start + 2])
+
+
+@pytest.mark.parametrize("gpus", [0, 4])
+def test_srun_hands_each_rank_its_cores_and_on_gpus_the_closest_gpu(gpus):
+    """Slurm >= 22.05 does not pass sbatch's --cpus-per-task on to srun: the step must ask for it itself, or the
+    rank's loader workers share one core; on a GPU partition each rank is bound to the GPU closest to its cores."""
+    code, out, err = cli("submit", PRESET, *TINY, "data.workers=6", "--gpus-per-node", gpus, "--dry-run")
+    assert code == 0, err
+    srun = srun_line(out)
+    assert "${SLURM_CPUS_PER_TASK:+--cpus-per-task=$SLURM_CPUS_PER_TASK}" in srun
+    assert ("--gpu-bind=single:1" in srun) == bool(gpus), srun

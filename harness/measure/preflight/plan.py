@@ -84,13 +84,13 @@ def make_plan(target: Target, world: int) -> Plan:
         macs = count_flops(model, inputs=example_inputs(model, participant.input_size)).total
     except Exception:  # a model the counter cannot follow still gets every other check
         macs = 0
-    accum = int(cfg.get("grad_accum") or 1)
+    accum = cfg.grad_accum
     problem, micro = None, None
     try:
         micro = per_device_batch(cfg.batch_size, world, accum)
     except ConfigError as e:
         problem = f"{e} or another layout"
-    precision = str(cfg.get("precision") or "fp32")
+    precision = cfg.precision
     return Plan(target, cfg, participant, world, micro, problem, params, macs, precision)
 
 

@@ -69,7 +69,7 @@ def _config_entry(plan: Plan, gathered: list[dict], collective: dict) -> dict:
     return {
         "label": plan.label, "config": plan.target.config, "overrides": list(plan.target.overrides),
         **_plain(plan.identity()), "batch_size": plan.cfg.batch_size,
-        "grad_accum": int(plan.cfg.get("grad_accum") or 1), "world": plan.world, "params": plan.params,
+        "grad_accum": plan.cfg.grad_accum, "world": plan.world, "params": plan.params,
         "gmacs": round(plan.macs / 1e9, 4), "epochs": plan.cfg.get("epochs"),
         "data_type": plan.cfg.data.type, "data_root": first.get("data_root"),
         "train_images": first.get("train_images"),

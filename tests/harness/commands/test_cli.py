@@ -36,7 +36,7 @@ def test_every_command_module_has_the_command_shape():
 
 
 def test_the_api_exposes_every_command_with_the_clis_semantics(tmp_path, monkeypatch):
-    """README's notebook-style example, shortened: train, then evaluate the run, then a dry-run submission."""
+    """The API example of docs/guides/pretraining.md, shortened: train, evaluate the run, a dry-run submission."""
     from harness import api
     from harness.core.errors import DepthbenchError
 

@@ -2,14 +2,23 @@
 attempt's records and the restart decision (slurm/restart.py), and `depthbench jobs --why`'s summary of the stack
 dumps (slurm/jobs.py). The end-to-end scenarios on the local Slurm cluster are in tests/slurm/test_slurm.py."""
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from harness.core.errors import ConfigError
+from harness.engine import switches
 from harness.engine import watchdog as wd
 from slurm import jobs as slurm_jobs
 from slurm.restart import Failure, decide, read_attempt
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_threshold_is_k_times_the_median_step_or_the_floor():
@@ -65,35 +74,38 @@ def test_a_paused_or_steadily_beating_watchdog_never_fires(tmp_path):
     assert not (tmp_path / "faults" / "attempt-0" / "heartbeat-rank-0.json").exists()  # heartbeats: under Slurm
 
 
-def test_a_paced_watchdog_times_the_delay_as_step_time(tmp_path, monkeypatch):
-    """DEPTHBENCH_INJECT_STEP_DELAY: each beat sleeps, the sleep counts as step time (the threshold scales with
-    it), a paced run never fires; a delay the floor could take for a hang is refused."""
-    monkeypatch.setenv("DEPTHBENCH_INJECT_STEP_DELAY", "0.05")
+def test_a_paced_watchdog_times_the_delay_as_step_time(tmp_path):
+    """testing.step_delay_s (harness/engine/switches.py): the loop sleeps after each step, the sleep counts as step
+    time (the threshold scales with it), a paced run never fires; a delay the floor could take for a hang is
+    refused in one line before any work."""
+    cfg = {"testing": {"step_delay_s": 0.05}, "hang": {"floor_s": 0.2}}
+    switches.start(cfg, rank=0, world_size=1)
     fired = threading.Event()
-    dog = wd.Watchdog(tmp_path, rank=0, factor=5, floor_s=0.2, grace_s=0, poll_s=0.02, on_hang=fired.set)
-    dog.step_delay_s = wd.injected_step_delay(dog.floor_s)
-    dog.start()
+    dog = wd.Watchdog(tmp_path, rank=0, factor=5, floor_s=0.2, grace_s=0, poll_s=0.02, on_hang=fired.set).start()
     try:
         dog.resume()
         start = time.monotonic()
         for step in range(1, 9):
             dog.beat(step)
+            switches.after_step(step)
         assert time.monotonic() - start >= 8 * 0.05 and min(dog.intervals) >= 0.05
         assert not fired.is_set()
     finally:
         dog.close()
-    for bad in ("0.1", "-1", "soon", "nan"):  # 0.1 s: half of the 0.2 s floor
-        monkeypatch.setenv("DEPTHBENCH_INJECT_STEP_DELAY", bad)
-        with pytest.raises(ValueError, match="DEPTHBENCH_INJECT_STEP_DELAY"):
-            wd.injected_step_delay(0.2)
+        switches.stop()
+    switches.check(cfg)
+    with pytest.raises(ConfigError, match=r"testing.step_delay_s=0.1 is not under half of hang.floor_s=0.2"):
+        switches.check({"testing": {"step_delay_s": 0.1}, "hang": {"floor_s": 0.2}})
+    switches.check({"testing": {"step_delay_s": 0.1}, "hang": {"floor_s": 0.2, "watchdog": False}})  # no watchdog
 
 
 def write_attempt(run, attempt, exits=(), heartbeats=(), errors=(), dumps=()):
     folder = run / "faults" / f"attempt-{attempt}"
     folder.mkdir(parents=True)
     (folder / "exits").write_text("".join(f"{t} {r} {n} {c}\n" for t, r, n, c in exits))
-    for rank, node, step in heartbeats:
-        (folder / f"heartbeat-rank-{rank}.json").write_text(json.dumps({"rank": rank, "node": node, "step": step}))
+    for rank, node, step, *written in heartbeats:  # written: when the rank last beat (its liveness)
+        (folder / f"heartbeat-rank-{rank}.json").write_text(json.dumps({"rank": rank, "node": node, "step": step,
+                                                                         "written": (written or [None])[0]}))
     for rank, node, kind, step in errors:
         (folder / f"error-rank-{rank}.json").write_text(json.dumps({"rank": rank, "node": node, "type": kind,
                                                                      "message": "boom", "step": step}))
@@ -125,6 +137,27 @@ def test_a_hang_blames_the_rank_that_left_no_dump_or_fell_behind(tmp_path):
     write_attempt(tmp_path, 2, exits=[(20.0, 0, "n1", 76), (20.1, 1, "n2", 76)],
                   heartbeats=[(0, "n1", 12), (1, "n2", 12)], dumps=[(0, 12), (1, 12)])
     assert read_attempt(tmp_path, 2, 76).node is None  # everyone waited in the same place: nobody to exclude
+
+
+def test_a_collective_timeout_blames_the_rank_that_stopped_beating_not_the_one_that_waited(tmp_path):
+    """Issue 58 item 11: rank 1 froze at t=40 (its heartbeat stopped); rank 0 waited in the all-reduce, beating,
+    until the collective timeout raised at t=100 and it exited first. The frozen rank is blamed, its node excluded."""
+    write_attempt(tmp_path, 0, exits=[(100.5, 0, "n1", 1), (160.0, 1, "n2", 137)],
+                  heartbeats=[(0, "n1", 9, 99.0), (1, "n2", 9, 40.0)],
+                  errors=[(0, "n1", "DistBackendError", 9)])
+    failure = read_attempt(tmp_path, 0, 1)
+    assert (failure.exit, failure.rank, failure.node, failure.step) == ("hang", 1, "n2", 9)
+    assert "no heartbeat for 60 s before rank 0 failed (exit 1)" in failure.error
+    # Slurm resumed the frozen rank to kill it and its heartbeat thread beat once more: the stall it recorded
+    # (40 s to 161 s) still shows it was silent when rank 0 failed
+    folder = tmp_path / "faults" / "attempt-0"
+    (folder / "heartbeat-rank-1.json").write_text(json.dumps({"node": "n2", "step": 9, "written": 161.0,
+                                                              "stalls": [[40.0, 161.0]]}))
+    assert (read_attempt(tmp_path, 0, 1).rank, read_attempt(tmp_path, 0, 1).node) == (1, "n2")
+    # both ranks beat until the first failure: the first failed rank is the one (a plain crash)
+    write_attempt(tmp_path, 1, exits=[(100.5, 0, "n1", 1), (101.0, 1, "n2", 1)],
+                  heartbeats=[(0, "n1", 9, 99.0), (1, "n2", 9, 95.0)], errors=[(0, "n1", "ValueError", 9)])
+    assert (read_attempt(tmp_path, 1, 1).rank, read_attempt(tmp_path, 1, 1).exit) == (0, "exit 1")
 
 
 def record(attempt, exit="SIGKILL", step=5, error=None, action="requeued on 1 node(s) without n1"):
@@ -218,3 +251,31 @@ def test_a_node_under_half_its_peers_bandwidth_fails():
     assert "--sbatch=--exclude=n3" in check.text
     (two,) = pair_checks([], 2)
     assert two.verdict == "ok" and "needs 3 or more" in two.text
+
+
+@pytest.mark.slow
+def test_a_frozen_rank_resumed_to_be_killed_still_shows_its_stall(tmp_path):
+    """Slurm may SIGCONT a stopped rank before it kills it, and its heartbeat thread then beats once more: the span
+    it could not run is in the record (``stalls``), so the requeue step still sees it was silent (item 11)."""
+    code = ("import os, sys, time\nos.environ['SLURM_JOB_ID'] = '1'\nfrom harness.engine import watchdog as wd\n"
+            "dog = wd.Watchdog(sys.argv[1], rank=0, factor=5, floor_s=1000, poll_s=0.1, detect_hangs=False).start()\n"
+            "dog.beat(1)\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(1)
+        child.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        time.sleep(wd.ALIVE_EVERY_S + 2)
+        child.send_signal(signal.SIGCONT)
+        resumed = time.time()
+        path = tmp_path / "faults" / "attempt-0" / "heartbeat-rank-0.json"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not json.loads(path.read_text()).get("stalls"):
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()
+    (start, end), = json.loads(path.read_text())["stalls"]
+    assert start <= stopped + 0.5 and end >= resumed - 0.5

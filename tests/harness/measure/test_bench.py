@@ -91,6 +91,23 @@ def test_both_modes_write_timm_columns_and_utilisation(tmp_path, capsys):
         assert len(list(csv.DictReader(fh))) == 2
 
 
+def test_mfu_is_the_median_of_per_round_achieved_over_peak():
+    """MFU by hand on known timings: training counts 2 FLOPs per MAC and 3 passes; each round's achieved GFLOP/s is
+    divided by the peak measured in the same round, then the median is taken."""
+    from harness.measure.presets import Participant
+
+    macs, batch = 10**9, 4  # 1 GMAC a sample
+    seconds = [1.0, 2.0, 4.0]
+    peak_times, peak_flops = [0.5, 1.0, 1.0], 10**11  # peak rounds of 200, 100, 100 GFLOP/s
+    row = bench.summarise({"m": seconds}, {"m": Participant("m", input_size=(3, 32, 32))}, {"m": macs}, batch,
+                          "train", peak_times, peak_flops)["m"]
+    achieved = [2 * 3 * macs * batch / s / 1e9 for s in seconds]  # 24, 12, 6 GFLOP/s
+    per_round = sorted(a / p for a, p in zip(achieved, (200.0, 100.0, 100.0)))  # 0.12, 0.12, 0.06
+    assert row["train_mfu"] == pytest.approx(per_round[1]) == pytest.approx(0.12)
+    assert row["train_gflops"] == pytest.approx(12.0)
+    assert row["train_samples_per_sec"] == pytest.approx(2.0)
+
+
 def test_cpu_memory_is_measured_in_a_fresh_process():
     # ResNet-18's training step at batch 8, 64x64 keeps ~40 MiB of activations for backward (stem output alone:
     # 8 x 64 x 32 x 32 fp32 = 2 MiB per saved tensor, ~20 of them at that size)

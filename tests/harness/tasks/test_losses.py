@@ -1,4 +1,4 @@
-"""harness/engine/losses.py: SReT's soft-label distillation (Eq. 17) and the DeiT-style baseline, against hand values."""
+"""harness/tasks/losses.py: SReT's soft-label distillation (Eq. 17) and the DeiT-style baseline, against hand values."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.engine.losses import BranchSumLoss, HardDistillationLoss, SoftLabelKDLoss
+from harness.tasks.losses import BranchSumLoss, HardDistillationLoss, SoftLabelKDLoss
 from models.sret import MixedDepthLogits
 
 # Two classes. Student logits (0, 0) → p_S = (1/2, 1/2); teacher logits (ln 3, 0) → p_T = (3/4, 1/4).
@@ -109,7 +109,7 @@ class TwoBranch(torch.nn.Module):
 
 
 def test_training_loss_sums_branches_and_composes_distillation():
-    from harness.engine.losses import TrainingLoss
+    from harness.tasks.losses import TrainingLoss
 
     torch.manual_seed(0)
     x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
@@ -137,7 +137,7 @@ def test_the_loop_trains_every_branch_of_a_mixed_depth_model():
     from harness.engine.builders import TrainingObjects
     from harness.engine.backends import AccelerateBackend
     from harness.engine.loop import TrainState, train_one_epoch
-    from harness.engine.losses import TrainingLoss
+    from harness.tasks.losses import TrainingLoss
 
     torch.manual_seed(0)
     model = TwoBranch()

@@ -1,4 +1,5 @@
-"""Distillation losses of the papers, for the pretraining engine.
+"""The training criteria the tasks compose (the criterion owns the loss; the loop only calls it), with the papers'
+distillation losses.
 
 SReT trains with soft labels only (Sec. 5.1, Eq. 17, Table 7): no one-hot term, the teacher's (RegNetY-16GF) softmax is
 the target of the student's single head. Eq. 17 is the soft cross-entropy ``-Σ_c p_T log p_S`` averaged over
@@ -23,13 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SoftLabelKDLoss", "HardDistillationLoss", "BranchSumLoss", "TrainingLoss", "is_branch_output",
-           "primary_logits"]
+from harness.engine.evaluation import is_branch_output, primary_logits
 
-
-def is_branch_output(output) -> bool:
-    """True for a NamedTuple of per-branch logits (mixed-depth), whose losses are summed."""
-    return isinstance(output, tuple) and hasattr(output, "_fields")
+__all__ = ["SoftLabelKDLoss", "HardDistillationLoss", "BranchSumLoss", "TrainingLoss"]
 
 
 def _teacher_logits(teacher) -> torch.Tensor:
@@ -138,12 +135,6 @@ class BranchSumLoss(nn.Module):
         if is_branch_output(output):
             return sum(self.criterion(branch, *args, **kwargs) for branch in output)
         return self.criterion(output, *args, **kwargs)
-
-
-def primary_logits(outputs) -> torch.Tensor:
-    """The logits a prediction is read from: the tensor, the class head of a ``(cls, dist)`` pair, or the first
-    (deepest) branch of a per-branch NamedTuple."""
-    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
 class TrainingLoss(nn.Module):

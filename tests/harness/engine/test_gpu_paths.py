@@ -1,0 +1,142 @@
+"""The engine's CUDA paths where a CPU can show them (issue 52): each rank's device from its local index, set before
+any CUDA work, in both backends; the non-finite guard's cost per step and its place under fp16.
+
+CUDA is simulated by patching ``torch.cuda`` to report devices; the calls the engine makes on it are recorded in
+order, so a test sees *that* ``set_device`` came first, not only the device it ended with.
+"""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness.engine import backends
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """``torch.cuda`` as on a node with two GPUs and no device set yet (``current_device()`` is 0 until
+    ``set_device``); ``calls`` lists what the code under test did, in order."""
+    calls = []
+    current = {"index": 0}
+
+    def set_device(device):
+        current["index"] = torch.device(device).index
+        calls.append(("set_device", current["index"]))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current["index"])
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    return calls
+
+
+def test_deepspeed_backend_takes_the_local_rank_s_gpu_before_the_process_group(two_gpus, monkeypatch):
+    import deepspeed
+
+    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: two_gpus.append(("init_distributed",
+                                                                                    kw["dist_backend"])))
+    backend = backends.DeepSpeedBackend("fp32", 1, micro_batch=2, clip_grad=None, zero_stage=2)
+    assert backend.device == torch.device("cuda", 1)
+    assert two_gpus[:2] == [("set_device", 1), ("init_distributed", "nccl")]
+
+
+def test_accelerate_backend_takes_the_local_rank_s_gpu_before_the_accelerator(two_gpus, monkeypatch):
+    class FakeAccelerator:  # Accelerate's own state would set the device too; it must find it set already
+        def __init__(self, **kwargs):
+            two_gpus.append(("Accelerator", kwargs["cpu"]))
+            self.device = torch.device("cuda", torch.cuda.current_device())
+
+    monkeypatch.setattr(backends, "Accelerator", FakeAccelerator)
+    backend = backends.AccelerateBackend("fp32", 1)
+    assert backend.device == torch.device("cuda", 1)
+    assert two_gpus == [("set_device", 1), ("Accelerator", False)]
+
+
+def test_a_task_shown_only_its_own_gpu_uses_index_0(two_gpus, monkeypatch):
+    """srun --gpus-per-task=1: every task sees one device, whatever its local rank."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert backends.rank_device() == torch.device("cuda", 0) and two_gpus == [("set_device", 0)]
+
+
+# ----------------------------------------------------------------------------------------- the non-finite guard
+class Ops(TorchDispatchMode):
+    """The operators dispatched while active that compute (views launch no kernel): each one a kernel launch on
+    CUDA, or a few (a multi-tensor kernel runs in chunks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def many_parameters(n=60):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(n // 2)])
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_the_guard_costs_a_few_kernels_whatever_the_number_of_parameters(bad):
+    """DeiT-S has ~150 parameter tensors: a guard with kernels per parameter launched ~450 per step. Skipping still
+    puts every parameter back exactly."""
+    model = many_parameters()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    guard = backends.NonFiniteGuard(optimizer, "cpu")
+    model(torch.randn(2, 4)).sum().backward()
+    if bad:
+        next(model.parameters()).grad[0, 0] = float("nan")
+    before = [p.detach().clone() for p in model.parameters()]
+    inner, guard.inner_step = guard.inner_step, lambda closure=None: None  # only the guard's own work is counted
+    with Ops() as ops:
+        optimizer.step()
+    assert ops.count <= 12, f"{ops.count} operators for {len(before)} parameters"
+    guard.inner_step = inner
+    optimizer.step()
+    changed = [not torch.equal(p, b) for p, b in zip(model.parameters(), before)]
+    assert any(changed) != bad
+    assert guard.take_skipped().item() == float(bad)
+
+
+def test_under_fp16_an_overflow_is_the_grad_scaler_s_and_the_next_update_counts(monkeypatch):
+    """fp16: GradScaler's first overflow skips that one update and lowers the scale; the update after it is applied
+    and the loop is not told an update was skipped (the guard's flag stayed raised forever: the run stopped)."""
+    backend = backends.AccelerateBackend("fp32", 1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    monkeypatch.setattr(backend.accelerator, "scaler", scaler)  # Accelerate's fp16 on CUDA; its CPU has none
+    model = many_parameters(4)
+    model, optimizer = backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1, fused=True))
+    for overflow in (True, False):
+        backend.backward(model(torch.randn(2, 4)).sum())
+        if overflow:
+            next(model.parameters()).grad[0, 0] = float("inf")
+        before = [p.detach().clone() for p in model.parameters()]
+        backend.step(model, optimizer, boundary=True, clip_grad=None)
+        applied = any(not torch.equal(p, b) for p, b in zip(model.parameters(), before))
+        assert applied != overflow
+        assert backend.non_finite_guard.take_skipped().item() == 0
+    assert scaler.get_scale() < 2.0**16
+
+
+def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the_step():
+    """On CUDA the device pipeline feeds batches from its own thread and stream (BackgroundFeeder): DeviceLoader
+    yields them as they come, without a second side stream of its own (which would copy and wait once more)."""
+    from harness.engine.data import DeviceLoader
+
+    class Finish:
+        def __call__(self, inputs):
+            raise AssertionError("the feeder finishes the batches, not DeviceLoader")
+
+        def background_batches(self, loader, device, channels_last):
+            assert device == torch.device("cuda", 1) and channels_last
+            return iter([("batch", i) for i in loader])
+
+    class Loader(list):
+        finish = Finish()
+
+    batches = list(DeviceLoader(Loader([0, 1, 2]), "cuda:1", channels_last=True))
+    assert batches == [("batch", 0), ("batch", 1), ("batch", 2)]
