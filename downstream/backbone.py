@@ -42,7 +42,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 import models  # noqa: F401  (registers depthbench's models with timm)
 from harness.core.errors import DepthbenchError
-from harness.engine.checkpoint import extract_weights, load_weights, read_checkpoint, resolve_source, save_atomic
+from harness.engine.checkpoint import (another_architecture, extract_weights, load_weights, read_checkpoint,
+                                       resolve_source, save_atomic)
 from harness.engine.models import require_registered
 
 
@@ -201,6 +202,8 @@ def load_backbone_weights(backbone: DepthbenchBackbone, source, ema: bool = Fals
     pruned = backbone.pruned_keys
     stray = [k for k in report.unexpected if k not in pruned]
     if report.missing or stray or report.mismatched:
+        if other := another_architecture(source, report.model, report):
+            raise DepthbenchError(f"checkpoint {source} does not fit the {backbone.model_name} backbone: {other}")
         raise DepthbenchError(
             f"checkpoint {source} does not fit the {backbone.model_name} backbone ({len(report.missing)} missing, "
             f"{len(stray)} unexpected, {len(report.mismatched)} mis-shaped backbone keys; a checkpoint of another "

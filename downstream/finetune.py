@@ -45,7 +45,7 @@ from downstream.hooks import ConsoleHook, LogWriter, Preempted, numeric_metrics,
 from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals, use_default_scope
 from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
-from harness.core.rundir import (DEFAULT_ROOT, RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics,
+from harness.core.rundir import (RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics, runs_root,
                                  run_dir_in_use, unlock_run_dir)
 from harness.core.schema import check_values
 from harness.engine.checkpoint import SAFE_GLOBALS, extract_weights, latest_run, read_checkpoint
@@ -238,7 +238,7 @@ def prepare_finetune(config, overrides=(), *, resume: str | None = None,
         work_dir = check_work_dir(work_dir)
     check_data(cfg, ("train", "val"))
     if work_dir is None and resume == "auto":
-        work_dir = latest_mmengine_run(DEFAULT_ROOT / cfg.experiment)
+        work_dir = latest_mmengine_run(runs_root() / cfg.experiment)
     work_dir = work_dir or new_run_path(cfg.experiment)
     if distributed_env()["RANK"] == "0":  # the other ranks would find rank 0's own lock
         check_not_in_use(work_dir)
@@ -496,9 +496,11 @@ def describe_model(cfg) -> str:
     backbone = model.get("backbone") or {}
     name = backbone.get("model_name") or backbone.get("type") or "?"
     init = (backbone.get("init_cfg") or {}) if isinstance(backbone.get("init_cfg"), dict) else {}
-    weights = f"backbone from {init['checkpoint']}" if init.get("checkpoint") else "backbone random init"
-    load = f", load_from {cfg.load_from}" if cfg.get("load_from") and not cfg.get("resume") else ""
-    return f"{model.get('type', '?')} with {name} ({weights}{load})"
+    if cfg.get("load_from") and not cfg.get("resume"):  # the whole model's weights, the backbone's init replaced
+        weights = f"all weights from {cfg.load_from}"
+    else:
+        weights = f"backbone from {init['checkpoint']}" if init.get("checkpoint") else "backbone random init"
+    return f"{model.get('type', '?')} with {name} ({weights})"
 
 
 def describe_data(cfg, split: str) -> str:

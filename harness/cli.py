@@ -8,6 +8,7 @@ before a command runs). Bad input of any command ends here: one line, its exit c
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -24,11 +25,40 @@ COMMANDS = ["demo", "env", "models", "verify", "bench", "train", "eval", "export
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="depthbench",
-        description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.")
+        description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.",
+        epilog="Config keys are overridden as key=value after the config, e.g. depthbench train CONFIG epochs=10 "
+               "optim.lr=1e-3 (every key, its default and range: depthbench train --help-config). "
+               "depthbench COMMAND --help for a command's options. "
+               "Documentation: docs/ in the checkout (make docs builds the docs site; start with docs/training.md).")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"harness.commands.{name}").add_parser(subparsers)
+    parser.commands = list(subparsers.choices)  # every command name, for did-you-mean
     return parser
+
+
+def unknown_command(parser, argv) -> str | None:
+    """``depthbench trian``: one line with the closest command (argparse lists all of them, suggesting none)."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name is None or name in parser.commands:
+        return None
+    close = difflib.get_close_matches(name, parser.commands, n=1, cutoff=0.6)
+    return (f"unknown command {name!r}" + (f"; did you mean depthbench {close[0]}?" if close else "")
+            + " (depthbench --help lists the commands)")
+
+
+def option_for_a_key(command: str, extra: list[str]) -> str | None:
+    """``depthbench train CONFIG --epochs 1``: an unknown option where a config key was meant; the line saying how
+    to write it (key=value), else None."""
+    for i, arg in enumerate(extra):
+        if arg.startswith("--"):
+            key, sep, value = arg[2:].partition("=")
+            if not sep and i + 1 < len(extra) and not extra[i + 1].startswith("-"):
+                value = extra[i + 1]
+            written = f"{key.replace('-', '_')}={value or 'VALUE'}"
+            return (f"{arg} is not an option of {command}; config keys are key=value: write {written} "
+                    f"(depthbench {command} --help lists the options)")
+    return None
 
 
 # our packages: their warnings are meant for the user; everyone else's (deprecations inside mmengine, mmseg,
@@ -49,8 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_warnings()
     library_logs_to_stderr()
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if problem := unknown_command(parser, argv):
+        print(f"depthbench: error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args, extra = parser.parse_known_args(argv)
     if extra:  # `key=value` overrides may also follow the options (train/eval)
+        if hasattr(args, "overrides") and (problem := option_for_a_key(args.command, extra)):
+            print(f"depthbench {args.command}: error: {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides += extra

@@ -34,6 +34,7 @@ a branch out of its FLOPs, e.g. ScaleNet's adapters).
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -43,7 +44,7 @@ from tqdm import tqdm
 
 import harness.measure.cache  # model_code looked up when called (a test edits a model's code)
 from harness.engine.models import build_model, meta_build
-from harness.measure.cache import MeasurementCache, file_hash
+from harness.measure.cache import MeasurementCache, count_key, file_hash
 from harness.measure.flops import count_flops, count_params
 from models.scalenet_llama import LLAMA_MODELS, build_named_llama
 from models.stepsnet import residual_blocks
@@ -171,6 +172,11 @@ def _dense(column: str) -> Callable[[RowContext], float]:
     return measure
 
 
+# columns that are a whole model's parameter or FLOP count: (kind of count, unit); cached under the key of
+# harness.measure.cache.count_key, shared with `depthbench models`
+WHOLE_MODEL_COUNTS = {"params": ("params", 1), "params_m": ("params", 1e6), "flops_g": ("flops", 1e9)}
+WHOLE_MODEL_COUNTS_FN = {"params": _params, "flops": lambda c: c.flops()}
+
 MEASURES: dict[str, Measure] = {
     "params": Measure(_params, 0.0),
     "params_m": Measure(lambda c: _params(c) / 1e6, 0.005, "M"),
@@ -241,6 +247,10 @@ class Audit:
 
     # ------------------------------------------------------------------ keys and values
     def _key(self, column: str, row: Row) -> str:
+        if column in WHOLE_MODEL_COUNTS:  # the same count `depthbench models` makes: one cache entry for both
+            kind, _ = WHOLE_MODEL_COUNTS[column]
+            kwargs = {**row.model_kwargs, **(row.flops_model_kwargs if kind == "flops" else {})}
+            return count_key(self.cache, kind, row.model, kwargs, row.input_size)
         parts = [column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
                  harness.measure.cache.model_code(row.model), harness.measure.cache.model_code(row.base),
                  file_hash(str(Path(__file__)))]
@@ -262,6 +272,10 @@ class Audit:
         key = self._key(column, row)
         if not self.cache.has(key) and not self.measure:
             return None
+        if column in WHOLE_MODEL_COUNTS:  # cached as the raw count, in the column's unit here
+            kind, unit = WHOLE_MODEL_COUNTS[column]
+            count = self.cache.get(key, lambda: WHOLE_MODEL_COUNTS_FN[kind](ctx or RowContext(row, self.dense)))
+            return count if "error" in count else {"value": count["value"] / unit}
         return self.cache.get(key, lambda: MEASURES[column].fn(ctx or RowContext(row, self.dense)))
 
     def prepare(self, rows: list[Row]) -> None:
@@ -270,10 +284,11 @@ class Audit:
         todo = [r for r in rows if self._todo(r)]
         if not todo or not self.measure:
             return
-        bar = None
+        bar, started = None, time.monotonic()
         if self.progress:
-            print(f"measuring the architecture of {len(todo)} table rows (cached afterwards in "
-                  f"{self.path or 'memory'})", file=sys.stderr, flush=True)
+            print(f"measuring the architecture of {len(todo)} table rows (about a minute for all five papers on 2 "
+                  f"cores; cached afterwards in {self.path or 'memory'}, shared with depthbench models)",
+                  file=sys.stderr, flush=True)
             if sys.stderr.isatty():
                 bar = tqdm(total=len(todo), desc="audit", unit="row", leave=False, file=sys.stderr)
         try:
@@ -285,7 +300,8 @@ class Audit:
                 if bar is not None:
                     bar.update(1)
                 elif self.progress and (i % step == 0 or i == len(todo)):
-                    print(f"  audit: {i}/{len(todo)} rows measured", file=sys.stderr, flush=True)
+                    print(f"  audit: {i}/{len(todo)} rows measured ({time.monotonic() - started:.0f} s)",
+                          file=sys.stderr, flush=True)
                 if i % 20 == 0:
                     self.cache.save()
         finally:

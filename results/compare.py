@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.core.wording import plural
 from results.paper_tables import Row, Table
 from results.runs import LOWER_IS_BETTER, MODEL_RENAMES, NEUTRAL_OVERRIDES, REPO, suite_key  # noqa: F401
 from results.runs import model_identity, read_config_fields
@@ -192,7 +193,7 @@ def setting_of(run: dict, row: Row, known_configs: set | None = None) -> str | N
     if not reasons:
         return None
     epochs = run.get("epochs")
-    epochs = f"{epochs:g} epochs" if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) else None
+    epochs = plural(epochs, "epoch") if isinstance(epochs, (int, float)) and not isinstance(epochs, bool) else None
     where = ", ".join(x for x in (run.get("dataset"), epochs) if x)
     return "; ".join(([where] if where else []) + reasons)
 
@@ -246,6 +247,10 @@ def _result_cell(column: str, paper, runs: list[dict], compare: bool, value_of) 
     cell.std = statistics.stdev(values) if len(values) > 1 else None
     counts = Counter(r.get("status", "unknown") for r in runs)
     cell.status = "" if set(counts) == {"done"} else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    changed = [r["config_changes"] for r in used if r.get("config_changes")]
+    if changed:  # a run whose config changed mid-way (--allow-changes) is not the experiment it started as
+        cell.status = ", ".join(filter(None, [cell.status, f"{len(changed)} config changed on resume "
+                                                            f"({'; '.join(dict.fromkeys(changed))})"]))
     if compare and _finite(paper):
         cell.delta = cell.ours - float(paper)
     return cell

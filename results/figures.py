@@ -292,7 +292,7 @@ def throughput_accuracy(bench: pd.DataFrame, views: list[TableView], out: Path) 
     speed = bench.groupby("model")["infer_samples_per_sec"].max()
     points = _accuracy_by_model(views)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    drawn = 0
+    drawn, drawn_ours = 0, False
     for i, (model, throughput) in enumerate(speed.items()):
         if model not in points:
             continue
@@ -302,13 +302,14 @@ def throughput_accuracy(bench: pd.DataFrame, views: list[TableView], out: Path) 
             ax.plot([throughput], [paper], color=color, **{**PAPER_STYLE, "linestyle": "none"})
         if ours is not None:
             ax.plot([throughput], [ours], color=color, **{**OURS_STYLE, "linestyle": "none"})
+            drawn_ours = True
         ax.annotate(model, (throughput, ours if ours is not None else paper), fontsize=6,
                     xytext=(3, 3), textcoords="offset points")
         drawn += 1
     if not drawn:
         plt.close(fig)
         return []
-    _marker_legend(ax)
+    _marker_legend(ax, ours=drawn_ours)
     ax.set_xscale("log")
     plain_log_axis(ax.xaxis)
     ax.set_xlabel("inference throughput (samples/s, from depthbench bench)")
@@ -333,10 +334,11 @@ def _accuracy_by_model(views) -> dict:
     return found
 
 
-def _marker_legend(ax, extra=()) -> None:
-    handles = [Line2D([], [], color="k", linestyle="none", marker="o", markerfacecolor="none", label="paper"),
-               Line2D([], [], color="k", linestyle="none", marker="o", label="ours")] + list(extra)
-    ax.legend(handles=handles, fontsize=LEGEND_SIZE)
+def _marker_legend(ax, extra=(), ours: bool = True) -> None:
+    """paper (hollow) and ours (filled) -- ours only where the chart has a point of ours (no runs yet: none)."""
+    handles = [Line2D([], [], color="k", linestyle="none", marker="o", markerfacecolor="none", label="paper")]
+    handles += [Line2D([], [], color="k", linestyle="none", marker="o", label="ours")] if ours else []
+    ax.legend(handles=handles + list(extra), fontsize=LEGEND_SIZE)
 
 
 def gflops_papers(views: list[TableView]) -> list[str]:
@@ -356,7 +358,7 @@ def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
     """Every ImageNet model of the papers on one chart: top-1 vs GFLOPs, the paper's point (its FLOPs and top-1)
     hollow, ours (the audited FLOPs, our top-1 at the paper's setting) filled, one colour per paper."""
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    seen, papers = set(), []
+    seen, papers, drawn_ours = set(), [], False
     for view in views:
         acc = _accuracy_column(view)
         if acc is None or "flops_g" not in view.table.columns:
@@ -373,13 +375,14 @@ def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
             if ours_top1 is not None:
                 ax.plot([ours_flops if ours_flops is not None else flops], [ours_top1], color=color,
                         **{**OURS_STYLE, "linestyle": "none"})
+                drawn_ours = True
             if view.paper not in papers:
                 papers.append(view.paper)
     if not seen:
         plt.close(fig)
         return []
     _marker_legend(ax, [Line2D([], [], color=PAPER_COLORS.get(p, "C7"), linestyle="none", marker="s",
-                               label=PAPER_NAMES.get(p, p)) for p in papers])
+                               label=PAPER_NAMES.get(p, p)) for p in papers], ours=drawn_ours)
     ax.set_xscale("log")
     plain_log_axis(ax.xaxis)
     ax.set_xlabel("GFLOPs (multiply-adds, 224² unless the table says otherwise)")

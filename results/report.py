@@ -242,8 +242,8 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
     body = [_figure(made["training_curves"], out_dir, "Training curves (up to 20 runs)"),
             _figure(made["shortcut_ratio"], out_dir, figures.FIGURES["shortcut_ratio"][0])]
     if len(runs):
-        shown = [c for c in ("experiment", "run_id", "status", "model", "scale", "config_file", "overrides", "seed",
-                             "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.segm_mAP", "metric.mIoU")
+        shown = [c for c in ("experiment", "run_id", "status", "model", "scale", "config_file", "overrides",
+                             "config_changes", "seed", "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.segm_mAP", "metric.mIoU")
                  if c in runs]
         body.append(_runs_html(runs, shown))
     else:

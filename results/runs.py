@@ -425,7 +425,8 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         slurm_restart_count=_number(meta.get("slurm_restart_count")),
         scale=test_label(meta) if meta.get("mode") == "test" else _text(meta.get("scale")),
         task=_text(meta.get("task")), config_file=normalise_config(_text(meta.get("config_file"))),
-        overrides=" ".join(overrides_of(_text(meta.get("command")))))
+        overrides=" ".join(overrides_of(_text(meta.get("command")))),
+        config_changes=config_changes_text(meta.get("config_changes")))
     cfg = {}
     config_file = path / "config.py"
     if os.path.lexists(config_file):
@@ -457,6 +458,16 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         record["eval_epoch"] = values.pop("epoch")
     record.update({f"metric.{k}": v for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)})
     return record
+
+
+def config_changes_text(changes) -> str | None:
+    """meta.json's ``config_changes`` (keys a resume changed, allowed with ``--allow-changes``) as one line, e.g.
+    "epochs 4 -> 2"; None when the run kept its config."""
+    if not isinstance(changes, list):
+        return None
+    text = "; ".join(printable(f"{c.get('key')} {c.get('old')!r} -> {c.get('new')!r}")
+                     for c in changes if isinstance(c, dict))
+    return text or None
 
 
 def test_label(meta: dict) -> str:
@@ -584,10 +595,6 @@ def load_curves(path: str | Path) -> pd.DataFrame:
             rows.append({_metric_name(k): (_percent(_metric_name(k), v) if isinstance(v, (int, float))
                                            and not isinstance(v, bool) else v) for k, v in record.items()})
     return pd.DataFrame(rows)
-
-
-def default_root() -> Path:
-    return Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
 
 
 def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = None) -> None:

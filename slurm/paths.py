@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def runs_root() -> Path:
     """Where runs, scripts, records and Slurm logs go: ``$DEPTHBENCH_RUNS`` as it is now (the job gets it exported),
-    else the run-directory contract's own default (harness/core/rundir.py ``DEFAULT_ROOT``)."""
-    return Path(os.environ.get("DEPTHBENCH_RUNS") or rundir.DEFAULT_ROOT).absolute()
+    else the run-directory contract's own default (harness/core/rundir.py ``runs_root``)."""
+    return rundir.runs_root().absolute()
 
 
 def runs_root_note() -> str | None:

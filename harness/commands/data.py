@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core.wording import plural
+
 __all__ = ["run_pack", "add_parser", "main"]
 
 
@@ -31,7 +33,7 @@ def add_parser(subparsers) -> None:
 def main(args) -> int:
     info = run_pack(args.folder, args.out, splits=tuple(args.splits), shard_size=args.shard_size)
     for split, entry in info["splits"].items():
-        print(f"{split}: {entry['num_samples']} images in {len(entry['filenames'])} shards")
+        print(f"{split}: {plural(entry['num_samples'], 'image')} in {plural(len(entry['filenames']), 'shard')}")
     print(f"wrote {Path(args.out)}; train with data.type=shards data.root={args.out}")
     return 0
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import sys
+import time
 from typing import Callable
 
 from harness.core.errors import DepthbenchError
+from harness.core.wording import plural
 
 __all__ = ["run", "add_parser", "main"]
 
@@ -62,22 +64,31 @@ def run(pattern: str = "*", *, family: str | None = None, flops: bool = True,
     return rows
 
 
+def announce(selected, flops: bool) -> int:
+    """One line on stderr before a wait: how many models are counted, where the counts go and about how long it
+    takes (the whole list: 61 s on 2 cores, issue 58); the number of models to count."""
+    from harness.measure.cache import cache_dir
+    from harness.measure.catalog import uncounted
+
+    pending = len(uncounted([name for name, _ in selected], flops))
+    if pending:
+        print(f"depthbench models: counting {pending} of {plural(len(selected), 'model')} not in the measurement "
+              f"cache yet (the whole list takes about a minute on 2 cores; kept in {cache_dir()} for the next call and for "
+              f"verify/results)", file=sys.stderr, flush=True)
+    return pending
+
+
 def main(args) -> int:
+    started, pending = time.monotonic(), 0
     if args.json:  # one JSON document at the end; a progress bar meanwhile when someone watches
         bar = None
 
         def start(selected):
-            nonlocal bar
-            if sys.stderr.isatty():
+            nonlocal bar, pending
+            pending = announce(selected, not args.no_flops)
+            if sys.stderr.isatty() and pending:
                 from tqdm import tqdm
                 bar = tqdm(total=len(selected), desc="counting", unit="model", leave=False)
-            else:  # piped: one line, so a script's log shows what the wait is for (when there is one)
-                from harness.measure.catalog import uncounted
-
-                pending = len(uncounted([name for name, _ in selected], not args.no_flops))
-                if pending:
-                    print(f"depthbench models: {len(selected)} models; counting the {pending} not cached yet takes "
-                          f"a while", file=sys.stderr, flush=True)
 
         rows = run(args.pattern, family=args.family, flops=not args.no_flops, on_start=start,
                    on_row=lambda row: bar.update() if bar else None)
@@ -89,7 +100,8 @@ def main(args) -> int:
     width = 0
 
     def header(selected):
-        nonlocal width
+        nonlocal width, pending
+        pending = announce(selected, not args.no_flops)
         width = max(len(name) for name, _ in selected)
         print(f"{'model':<{width}}  {'family':<16} {'input':>9}  {'params':>9}  {'FLOPs':>8}", flush=True)
 
@@ -102,5 +114,6 @@ def main(args) -> int:
         print(f"{e['name']:<{width}}  {e['family']:<16} {size:>9}  {e['params_m']:>8.2f}M  {flops:>8}", flush=True)
 
     rows = run(args.pattern, family=args.family, flops=not args.no_flops, on_start=header, on_row=row)
-    print(f"\n{len(rows)} models")
+    counted = f" ({pending} counted in {time.monotonic() - started:.0f} s, cached)" if pending else ""
+    print(f"\n{plural(len(rows), 'model')}{counted}")
     return 0

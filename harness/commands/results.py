@@ -93,12 +93,13 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     tables, bench_frame = _validate(papers, table, files, format, out, runs, bench)
     claims = _claims_report(claims)
     from harness.core.files import atomic_write
+    from harness.core.rundir import runs_root
     from results import compare, render, runs as run_data
     from harness.commands.verify import dense_counter
     from results.audit import Audit
     from results.status import status_text
 
-    roots = runs or [run_data.default_root()]
+    roots = runs or [runs_root()]
     frame, problems = run_data.collect(roots, reduce=reduce)
     run_data.check_runs(frame, problems)
     selected = [t for ts in tables.values() for t in ts if table in (None, t.id)]

@@ -58,8 +58,11 @@ def print_report(checks: list, summarised: list | None = None) -> None:
     for line in lines:
         print("  ".join(str(v).ljust(w) for v, w in zip(line, widths)) + "  " + line[-1])
     counts = {s: sum(c.status == s for c in (summarised or checks)) for s in mark}
+    hidden = [c for c in (summarised or checks) if c.status == "reason" and c not in checks]  # --failed
     print(f"\n{counts['pass']} passed, {counts['fail'] + counts['error']} failed, "
-          f"{counts['reason']} not checkable (reason shown)")
+          f"{counts['reason']} not checkable" + (":" if hidden else " (reason shown)"))
+    for c in hidden:
+        print(f"  {c.paper} {c.table} {c.row} {c.column}: {c.note or 'no reason given'}")
 
 
 def add_parser(subparsers) -> None:

@@ -108,6 +108,22 @@ def flat_keys(tree, prefix: str = "") -> list[str]:
     return keys
 
 
+MISSING = "(absent)"
+
+
+def changed_keys(old: dict, new: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``(dotted key, old value, new value)`` for every leaf that differs between two config trees (a key only in
+    one has the value :data:`MISSING` in the other): what a resumed run would change of the run it continues."""
+    changes = []
+    for name in dict.fromkeys([*old, *new]):
+        key, a, b = f"{prefix}{name}", old.get(name, MISSING), new.get(name, MISSING)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes += changed_keys(a, b, key + ".")
+        elif a != b:
+            changes.append((key, a, b))
+    return changes
+
+
 def apply_overrides(cfg, overrides) -> None:
     """Apply ``key=value`` strings to ``cfg`` in place, validating every key and value type first."""
     if not overrides:

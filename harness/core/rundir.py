@@ -30,14 +30,23 @@ import stat
 import subprocess
 from pathlib import Path
 
+from harness.core.config_paths import REPO
 from harness.core.errors import DepthbenchError
 from harness.core.faults import restart_count
 from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
                                  no_link_below, read_json, read_text)
 
-DEFAULT_ROOT = Path(os.environ.get("DEPTHBENCH_RUNS", "results/runs"))
+# the checkout's results/runs, not the working directory's: `results`, `jobs` and `--resume auto` find the runs
+# from any directory, as config paths resolve from any directory (README's Training section)
+DEFAULT_ROOT = REPO / "results" / "runs"
 STATUSES = ("running", "done", "failed", "preempted", "restarting")
 VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate", "deepspeed")
+
+
+def runs_root() -> Path:
+    """Where runs land: ``$DEPTHBENCH_RUNS`` as it is now (read at each call: a test, a notebook or a Slurm job may
+    set it after import), else :data:`DEFAULT_ROOT`. The one place the runs folder is resolved."""
+    return Path(os.environ.get("DEPTHBENCH_RUNS") or DEFAULT_ROOT)
 
 
 def now() -> str:
@@ -58,7 +67,7 @@ def check_name(name, what: str = "experiment") -> str:
 def new_run_path(experiment: str, root: str | Path | None = None) -> Path:
     """``<root>/<experiment>/<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``… when runs start within the same second."""
     check_name(experiment)
-    base = Path(root or DEFAULT_ROOT) / experiment / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(root or runs_root()) / experiment / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path, n = base, 1
     while path.exists():
         n += 1
@@ -182,7 +191,7 @@ class RunDir:
         """A new run at ``<root>/<experiment>/<run_id>``, or at ``path`` when given (e.g. ``--work-dir``)."""
         check_name(experiment)
         if path is None:
-            path = (Path(root or DEFAULT_ROOT) / experiment / check_name(run_id, "run id") if run_id
+            path = (Path(root or runs_root()) / experiment / check_name(run_id, "run id") if run_id
                     else new_run_path(experiment, root))
         path = Path(path)
         run = cls(path, writer)

@@ -18,6 +18,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 
+from harness.core.choices import not_one_of
 from harness.core.errors import ConfigError
 
 
@@ -314,8 +315,8 @@ def check_values(cfg) -> None:
         if value is absent:
             continue
         problem = value_problem(key, value)
-        if problem and key.kind == "choice":  # the message the choices always had
-            raise ConfigError(f"{key.name}={_shown(value)} is not one of {', '.join(map(str, key.choices))}")
+        if problem and key.kind == "choice":  # the message the choices always had, with the closest choice
+            raise ConfigError(not_one_of(key.name, value, key.choices))
         if problem:
             raise ConfigError(f"{key.name}={_shown(value)}: {problem}")
 
@@ -330,18 +331,29 @@ def per_device_batch(batch_size: int, world_size: int, grad_accum: int) -> int:
     return batch_size // per_step
 
 
-def describe() -> str:
-    """Every key of the schema: name, default, type and range, help (``depthbench train --help-config``)."""
+def describe(cfg=None, name: str | None = None) -> str:
+    """Every key of the schema: name, default, type and range, help (``depthbench train --help-config``); with a
+    loaded config ``cfg`` (file ``name``), that config's value of each key in place of the default, the default
+    beside it where they differ."""
     lines = ["Every key a training config takes (harness/core/schema.py; docs/config.md). Set one with key=value,",
              "add a model argument with +model.KEY=value. Defaults marked 'base' come from configs/_base_/datasets/",
              "or schedules/.", ""]
+    if cfg is not None:
+        lines[-1:] = [f"Values of {name} (its default in brackets where the config sets another; '-': it has no such "
+                      f"key).", ""]
     width = max(len(k.name) for k in KEYS)
+    absent = object()
     for scope, title in (("train", None), ("finetune", "MMEngine configs (depthbench finetune/test); the default is "
                                                         "the config's own:")):
         lines += ["", title] if title else []
         for k in (k for k in KEYS if k.scope == scope):
             default = ("base" if scope == "train" else "config") if k.default is FROM_BASE else repr(k.default)
-            lines.append(f"  {k.name:<{width}}  {default:<12} {k.describe_type()}")
+            shown = default
+            if cfg is not None:
+                value = lookup(cfg, k.name, absent)
+                shown = "-" if value is absent else repr(value)
+                shown += f" [{default}]" if value is not absent and shown != default and default != "base" else ""
+            lines.append(f"  {k.name:<{width}}  {shown:<12} {k.describe_type()}")
             lines.append(f"  {'':<{width}}  {k.help}")
     return "\n".join(lines)
 

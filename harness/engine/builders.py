@@ -16,12 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from mmengine import Config
 from timm.optim import create_optimizer_v2, get_optimizer_class
 from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3
 
 from harness.core.config import apply_overrides, load_config, parse_override
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, DepthbenchError
+from harness.core.rundir import RunDir, checkpoint_run, read_config_json
 from harness.core.schema import check_values, lookup, per_device_batch, with_defaults
 from harness.engine.hooks import growth_stages
 from harness.engine.models import config_model_on_meta
@@ -165,6 +167,24 @@ def load_training_config(config, overrides=(), recipe=None, engine: str | None =
     return cfg, changes
 
 
+def load_run_config(work_dir, resume) -> tuple[str, Config]:
+    """``(config file, recipe)`` of the run a ``train`` without a config continues: the run directory ``work_dir``
+    (or the one ``resume`` names) and its resolved config as data (``config.json``; never its config.py, which would
+    be code), with the config file the run was started from (meta.json) as its name."""
+    run = work_dir or (resume if resume not in (None, "auto") else None)
+    run_path = checkpoint_run(run) if run else None
+    if run_path is None:
+        raise DepthbenchError("give a config file (depthbench train CONFIG [key=value ...]), or continue a run with "
+                              "its own config: depthbench train --work-dir RUN --resume auto"
+                              + (f" ({run} is not a run directory: no meta.json)" if run else ""))
+    saved = read_config_json(run_path)
+    if saved is None:
+        raise DepthbenchError(f"{run_path} holds no config.json (the run's resolved config); give its config file: "
+                              f"depthbench train CONFIG --work-dir {run_path} --resume auto")
+    config_file = RunDir(run_path, writer=False).meta().get("config_file") or str(run_path / "config.json")
+    return str(config_file), Config(saved)
+
+
 # the schedule keys only some of timm's schedules read (create_scheduler_v2's docstring says which)
 SCHEDULES_READING = {"decay_milestones": ("multistep",), "decay_rate": ("step", "multistep", "plateau", "poly")}
 
@@ -178,7 +198,7 @@ def unread_setting(cfg, key: str) -> str | None:
     task = task_for(data_type)
     if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
         readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
-        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA)"
+        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA; docs/training.md)"
                if leaf == "root" and data_type in task.generated else "")
         return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
                 + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"

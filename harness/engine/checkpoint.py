@@ -39,6 +39,7 @@ from timm.models import clean_state_dict
 
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, atomic_write, is_regular, no_link_below, read_json
+from harness.core.rundir import RunDir, checkpoint_run, read_config_json
 
 FORMAT = "depthbench-train/1"
 # where the weights sit in the checkpoints we meet: ours/DeiT (model, ema/model_ema), timm (state_dict,
@@ -221,6 +222,43 @@ class LoadReport:
             parts.append(f"classifier not loaded: {compress_keys(self.excused)}")
         return "; ".join(parts)
 
+    def counts(self, first: int = 3) -> str:
+        """How many keys did not load, with the first few of each kind: the short form, for a checkpoint of another
+        architecture, where the whole list is noise."""
+        def some(keys):
+            return ", ".join(keys[:first]) + (", ..." if len(keys) > first else "")
+        parts = [f"{len(keys)} {what} (e.g. {some(keys)})" for what, keys in (
+            ("missing from the checkpoint", self.missing), ("unexpected", self.unexpected),
+            ("of another shape", [k for k, _, _ in self.mismatched])) if keys]
+        return ", ".join(parts)
+
+
+def checkpoint_model(source) -> str | None:
+    """The model a checkpoint file was trained as, when it belongs to a run directory: its config.json's
+    ``model.name``, else meta.json's ``model``; None for a weights file outside any run or an in-memory dict."""
+    if isinstance(source, Mapping) or not isinstance(source, (str, Path)) or not Path(source).exists():
+        return None
+    run = checkpoint_run(source)
+    if run is None:
+        return None
+    model = (read_config_json(run) or {}).get("model")
+    name = model.get("name") if isinstance(model, dict) else None
+    if not isinstance(name, str):
+        meta = RunDir(run, writer=False).meta()
+        name = meta.get("model") if isinstance(meta.get("model"), str) else None
+    return name
+
+
+def another_architecture(source, model_name: str, report: LoadReport) -> str | None:
+    """The line for weights of another architecture: "this checkpoint is from a run of horesnet10_rk4 (meta.json);
+    the config builds steps_resnet18 (N missing ..., M unexpected ...)"; None when the checkpoint's run trained
+    ``model_name`` too (or is not known), where the complete key list says which arguments differ."""
+    origin = checkpoint_model(source)
+    if origin is None or origin == model_name:
+        return None
+    return (f"this checkpoint is from a run of {origin} (its run's config.json/meta.json); the config builds "
+            f"{model_name} ({report.counts()}); give a checkpoint of {model_name}, or build {origin}")
+
 
 def _shape(shape) -> str:
     return "x".join(map(str, shape)) or "scalar"
@@ -368,8 +406,10 @@ def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Mapping, name: s
         report.mismatched = [m for m in report.mismatched if not m[0].startswith(heads)]
     report.loaded = len(loadable) - len(result.unexpected_keys)
     if strict and not report.complete:
-        raise DepthbenchError(f"{name} does not fit {model_name}: {report.details()}; check the model name and its "
-                              f"arguments (model.* in a config)")
+        raise DepthbenchError(f"{name} does not fit {model_name}: "
+                              + (another_architecture(name, model_name, report)
+                                 or f"{report.details()}; check the model name and its arguments (model.* in a "
+                                    f"config)"))
     return report
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from harness.core import rundir  # rundir.DEFAULT_ROOT read when a run starts (a test moves it)
+from harness.core import rundir
+from harness.core.config import changed_keys
 from harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_PREEMPTED, ConfigError, DepthbenchError
 from harness.core.files import (MAX_LOG_BYTES, BadFile, atomic_write, check_writable_folder, is_regular, read_json,
                                 read_text)
@@ -63,6 +65,8 @@ class RunPlan:
     resume_path: Path | None       # the last.pth to continue from
     command: str = ""
     schedule_changes: list = field(default_factory=list)  # how an epochs override rescaled the schedule
+    resume_note: str = ""          # what --resume auto decided (which run it continues, or why none)
+    config_changes: list = field(default_factory=list)  # the allowed changes of a continued run's config
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -91,20 +95,47 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
                               f"ranks), or continue from its weights only with model.pretrained={path} in a new run")
 
 
+def check_config_unchanged(cfg, run_path: Path, allow_changes=()) -> list[dict]:
+    """A run continued in its own directory keeps its config: every key whose effective value differs from the
+    run's ``config.json`` is refused in one line (old -> new), unless named in ``allow_changes``; returns the
+    allowed changes (for meta.json). A run with another config is another experiment."""
+    saved = rundir.read_config_json(run_path)
+    if saved is None:
+        return []
+    effective = json.loads(json.dumps(cfg.to_dict(), default=str))  # as config.json holds it
+    changes = changed_keys(saved, effective)
+    refused = [c for c in changes if c[0] not in allow_changes and c[0].split(".")[0] not in allow_changes]
+    if refused:
+        listed = "; ".join(f"{key} {old!r} -> {new!r}" for key, old, new in refused)
+        raise DepthbenchError(f"the run {run_path} was trained with another config ({listed}); continue it with its "
+                              f"own settings (leave these overrides out), or accept the change explicitly with "
+                              f"--allow-changes {' '.join(dict.fromkeys(c[0] for c in refused))} (recorded in "
+                              f"meta.json)")
+    return [{"key": key, "old": old, "new": new, "time": now()} for key, old, new in changes]
+
+
 def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size: int = 1,
-                pick_new: bool = True) -> RunPlan:
-    """Check the run's inputs and decide its directory and resume checkpoint; writes nothing."""
+                pick_new: bool = True, allow_changes=()) -> RunPlan:
+    """Check the run's inputs and decide its directory and resume checkpoint; writes nothing. A run continued in its
+    own directory must keep its config except the keys in ``allow_changes`` (:func:`check_config_unchanged`)."""
     check_name(cfg.experiment)
     check_config(cfg, world_size, model=world_size == 1 or pick_new is False)
     if resume is not None and not isinstance(resume, (str, Path)):
         raise DepthbenchError(f"resume={resume!r}: give 'auto' or a checkpoint path")
     run_path = check_work_dir(work_dir) if work_dir else None
-    resume_path = None
+    resume_path, note = None, ""
     if resume == "auto":
         if run_path is None:
-            run_path = latest_run(rundir.DEFAULT_ROOT / cfg.experiment)
+            experiment_root = rundir.runs_root() / cfg.experiment
+            run_path = latest_run(experiment_root)
+            note = (f"--resume auto: continuing {run_path}, the newest unfinished run of {cfg.experiment}"
+                    if run_path is not None else
+                    f"--resume auto: no unfinished run of {cfg.experiment} with a checkpoint in {experiment_root}; "
+                    f"starting a new run")
         if run_path is not None and run_checkpoint(run_path) is not None:
             resume_path = run_path / "last.pth"
+        elif run_path is not None:
+            note = f"--resume auto: {run_path} holds no checkpoint (last.pth) yet; starting the run from the beginning"
     elif resume:
         resume_path = Path(resume).expanduser()
         if resume_path.is_dir():
@@ -116,14 +147,18 @@ def prepare_run(cfg, config_file: str, *, work_dir=None, resume=None, world_size
     elif run_path is not None and os.path.lexists(run_path / "last.pth"):
         raise DepthbenchError(f"--work-dir {work_dir} already holds a checkpoint; add --resume auto to continue it "
                               f"or choose another directory")
+    changes = []
     if resume_path is not None:
         check_resume_checkpoint(resume_path, cfg.engine, world_size)
+        if run_path is not None and resume_path.parent == run_path:
+            changes = check_config_unchanged(cfg, run_path, allow_changes)
     if run_path is not None and (holder := run_dir_in_use(run_path)):
         raise DepthbenchError(f"the run directory {run_path} is in use by {holder}; wait for it to finish, or give "
                               f"another --work-dir")
     if run_path is None and pick_new:
         run_path = new_run_path(cfg.experiment)
-    return RunPlan(str(config_file), run_path, resume_path, " ".join(sys.argv))
+    return RunPlan(str(config_file), run_path, resume_path, " ".join(sys.argv), resume_note=note,
+                   config_changes=changes)
 
 
 def check_epoch_length(cfg, train_loader) -> None:
@@ -211,6 +246,8 @@ def open_run(cfg, plan: RunPlan, backend):
         fields["schedule_rescaled"] = plan.schedule_changes
     if os.path.lexists(path / "meta.json"):  # RunDir.open refuses one that is a link or a FIFO
         run = RunDir.open(path, writer=backend.is_main)
+        if plan.config_changes:  # allowed explicitly (--allow-changes): the run says it changed, and when
+            fields["config_changes"] = run.meta().get("config_changes", []) + plan.config_changes
         run.update_meta(status="running", **fields)
     else:
         run = RunDir.create(cfg.experiment, path=path, writer=backend.is_main, **fields)
@@ -309,6 +346,11 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
                  f"{saved_ranks}")
     if plan.schedule_changes:
         log.info(f"epochs={cfg.epochs}: the schedule follows ({'; '.join(plan.schedule_changes)})")
+    if plan.resume_note:
+        log.info(plan.resume_note)
+    if plan.config_changes:
+        log.info("config changed on resume (--allow-changes): "
+                 + "; ".join(f"{c['key']} {c['old']!r} -> {c['new']!r}" for c in plan.config_changes))
 
     def save_last():
         save_checkpoint(run.file("last.pth"), state, cfg_text, backend, objects, train_loader.batch_size)
@@ -328,7 +370,7 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
             outcome = train_one_epoch(objects, train_loader, backend, state, cfg, log, checkpoint=save_last)
             watchdog.pause()  # evaluation and the epoch's checkpoint: bounded by the collectives' timeout
             if outcome == "preempted":
-                return _preempted(save_last, run, log, state)
+                return _preempted(save_last, run, log, state, backend.world_size)
             if (epoch + 1) % cfg.eval_interval == 0 or epoch + 1 == cfg.epochs:
                 with backend.eager():  # a compiled model evaluates eagerly: no graph for eval mode or its shapes
                     metrics = evaluate(backend.unwrap(objects.model), val_loader, backend)
@@ -349,9 +391,9 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
             state.epoch, state.batch_in_epoch = epoch + 1, 0
             save_last()
             if backend.any_rank(loop.stop_requested()):
-                return _preempted(None, run, log, state)
+                return _preempted(None, run, log, state, backend.world_size)
     except NonFiniteLoss as e:
-        log.info(f"depthbench train: error: {e}")
+        log.info(f"depthbench train: error: {e}; the run (its last good checkpoint, last.pth): {run.path}")
         run.finish("failed", error=str(e))
         return EXIT_FAILED
     finally:
@@ -362,13 +404,19 @@ def fit(cfg, plan: RunPlan, backend, run, objects, hooks, checkpoint, train_load
     return EXIT_OK
 
 
-def _preempted(save_last, run, log, state) -> int:
+def _preempted(save_last, run, log, state, world_size: int) -> int:
     if save_last is not None:
         save_last()
     log.info(f"preempted: checkpoint at epoch {state.epoch} batch {state.batch_in_epoch} (step {state.global_step}); "
-             f"continue with --resume auto --work-dir {run.path}")
+             f"continue with: {continue_command(run.path, world_size)}")
     run.finish("preempted", global_step=state.global_step)
     return EXIT_PREEMPTED
+
+
+def continue_command(run_path: Path, world_size: int = 1) -> str:
+    """The command line that continues the run in ``run_path`` (its config is the run's own config.json)."""
+    nproc = f" --nproc {world_size}" if world_size > 1 else ""
+    return f"depthbench train --work-dir {shlex.quote(str(run_path))} --resume auto{nproc}"
 
 
 def _save_best(run, state, cfg_text, backend, objects) -> None:

@@ -12,6 +12,7 @@ import math
 import re
 
 from harness.core.errors import ConfigError
+from harness.core.wording import plural
 
 
 def scale_count(value, factor: float, least: int = 0, most: float = math.inf) -> int:
@@ -144,6 +145,7 @@ def describe_scale(scale, old: int, new: int, unit: str) -> str:
     """meta.json's ``scale`` of a run shortened or lengthened from ``old`` to ``new`` ``unit``: the config's own
     label with its count replaced (``embedded coco-shapes 128px, 40 iterations``), else one that says so."""
     if scale:
-        text, n = re.subn(rf"\b{old} {unit}\b", f"{new} {unit}", str(scale))
-        return text if n else f"{scale}, {new} {unit}"
-    return f"{new} {unit} (the config's {old})"
+        noun = unit.removesuffix("s")
+        text, n = re.subn(rf"\b{old} {noun}s?\b", plural(new, noun), str(scale))
+        return text if n else f"{scale}, {plural(new, noun)}"
+    return f"{plural(new, unit.removesuffix('s'))} (the config's {old})"

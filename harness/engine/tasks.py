@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from harness.core.choices import not_one_of
 from harness.core.errors import DataError
 
 BUILTIN_TASKS = "harness.tasks"
@@ -91,7 +92,7 @@ def task_for(data_type: str) -> Task:
     """The task of a ``data.type``; an unknown type is one line listing the known ones."""
     _load_builtin()
     if data_type not in _TASKS:
-        raise DataError(f"data.type={data_type!r} is not one of {', '.join(sorted(_TASKS))}")
+        raise DataError(not_one_of("data.type", data_type, sorted(_TASKS)))
     return _TASKS[data_type]
 
 

@@ -67,6 +67,18 @@ def model_code(model: str | None) -> str:
         return "unknown"
 
 
+def count_key(cache: "MeasurementCache", kind: str, model: str, kwargs: dict | None = None, input_size=None) -> str:
+    """The key of one whole-model count -- ``kind`` "params" (independent of the input size) or "flops" at
+    ``input_size`` -- of ``model`` built with ``kwargs``. One key for every command that counts a model:
+    ``depthbench models`` (harness/measure/catalog.py) and the audit of ``verify``/``results`` (results/audit.py)
+    share the numbers, so whichever runs first measures and the other reads."""
+    from harness.measure.flops import image_input_size  # torch: imported when a count is looked up
+
+    size = list(image_input_size(input_size)) if kind == "flops" else None
+    return cache.key("count", kind, model, json.dumps(kwargs or {}, sort_keys=True, default=str), size,
+                     model_code(model))
+
+
 class MeasurementCache:
     """``cache.get(key_parts, compute)``: the stored value, or ``compute()`` stored under the key. Values are
     ``{"value": float}`` or ``{"error": "one line"}`` (a model that does not build is a result too). ``save()``

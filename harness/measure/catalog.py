@@ -11,7 +11,7 @@ import harness.measure.flops  # counts looked up when called (a test checks that
 import models  # noqa: F401  (registers our models)
 from harness.core.choices import FAMILIES
 from harness.engine.models import build_model
-from harness.measure.cache import MeasurementCache, model_code
+from harness.measure.cache import MeasurementCache, count_key
 
 BASELINES = ["resnet18", "resnet34", "resnet50",
              "deit_tiny_patch16_224", "deit_small_patch16_224", "deit_base_patch16_224",
@@ -32,9 +32,10 @@ def default_input_size(name: str):
 
 
 def count_keys(name: str, with_flops: bool, cache) -> list[str]:
-    """The cache keys of a model's counts (parameters, and GFLOPs if ``with_flops``) at its default input size."""
-    columns = ["params_m"] + (["flops_g"] if with_flops else [])
-    return [cache.key("catalog", c, name, list(default_input_size(name)), model_code(name)) for c in columns]
+    """The cache keys of a model's counts (parameters, and FLOPs if ``with_flops``) at its default input size: the
+    keys verify's audit uses for the same counts (:func:`harness.measure.cache.count_key`)."""
+    kinds = ["params"] + (["flops"] if with_flops else [])
+    return [count_key(cache, kind, name, {}, default_input_size(name)) for kind in kinds]
 
 
 def uncounted(names: list[str], with_flops: bool = True, cache=None) -> list[str]:

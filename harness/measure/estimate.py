@@ -40,13 +40,14 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.files import BadFile, loads_json, printable, read_json, read_text
+from harness.core.rundir import runs_root
 from harness.core.schema import per_device_batch
 from harness.engine.builders import load_training_config
 from harness.engine.models import build_model, model_kwargs
 from harness.measure.bench import _plain, input_size_of
 from harness.measure.cache import MeasurementCache, model_code
 from harness.measure.flops import count_flops, example_inputs
-from harness.measure.preflight import read_records, runs_root
+from harness.measure.preflight import read_records
 from harness.tasks.image import IMAGE_EXTENSIONS
 
 IMAGENET_1K_TRAIN = 1_281_167

@@ -76,6 +76,14 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def image_input_size(input_size) -> tuple:
+    """C×H×W of an image input given as C×H×W, H×W or a side (3 channels)."""
+    if isinstance(input_size, int) or len(input_size) == 1:
+        side = input_size if isinstance(input_size, int) else input_size[0]
+        return (3, side, side)
+    return (3, *input_size) if len(input_size) == 2 else tuple(input_size)
+
+
 def example_inputs(model: nn.Module, input_size, batch_size: int = 1) -> tuple:
     """Inputs for one forward pass on the model's device.
 
@@ -86,11 +94,7 @@ def example_inputs(model: nn.Module, input_size, batch_size: int = 1) -> tuple:
         return tuple(model.example_inputs(input_size, batch_size))
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
-    if isinstance(input_size, int) or len(input_size) == 1:
-        side = input_size if isinstance(input_size, int) else input_size[0]
-        input_size = (3, side, side)
-    elif len(input_size) == 2:
-        input_size = (3, *input_size)
+    input_size = image_input_size(input_size)
     return (torch.empty(batch_size, *input_size, device=device) if device.type == "meta"
             else torch.randn(batch_size, *input_size, device=device),)
 

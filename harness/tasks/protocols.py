@@ -34,7 +34,7 @@ from PIL import Image
 from timm.data import create_dataset
 
 import models  # noqa: F401
-from harness.core.choices import PROTOCOLS
+from harness.core.choices import PROTOCOLS, not_one_of
 from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, atomic_dir, data_cache, read_json
@@ -111,7 +111,7 @@ def _has_images(folder: Path) -> bool:
 def check_dataset(protocol: str, root, num_classes: int) -> None:
     """One DepthbenchError line naming the expected layout when ``root`` is not ``protocol``'s data set."""
     if protocol not in PROTOCOLS:
-        raise DepthbenchError(f"--dataset {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        raise DepthbenchError(not_one_of("--dataset", protocol, PROTOCOLS))
     if protocol == "val":
         return
     if protocol != "imagenet-c" and num_classes != 1000:

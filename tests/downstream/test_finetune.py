@@ -358,3 +358,18 @@ def test_preset_reaches_the_floor(config, embedded_cache, tmp_path):
     (record,) = _eval_records(run)
     for key, floor in FLOORS[config].items():
         assert record[key] > floor, record
+
+
+def test_a_test_run_with_load_from_does_not_say_random_init():
+    """Issue 58 item 9: `depthbench test` loads the whole model from load_from; its first line said "backbone random
+    init, load_from ..." -- as if the backbone were untrained."""
+    from mmengine import Config
+
+    from downstream.finetune import describe_model
+
+    backbone = dict(type="DepthbenchBackbone", model_name="steps_resnet18_w32",
+                    init_cfg=dict(type="Pretrained", checkpoint=None))
+    tested = Config(dict(model=dict(type="MaskRCNN", backbone=backbone), load_from="runs/det/iter_40.pth"))
+    assert describe_model(tested) == "MaskRCNN with steps_resnet18_w32 (all weights from runs/det/iter_40.pth)"
+    fresh = Config(dict(model=dict(type="MaskRCNN", backbone=backbone), load_from=None))
+    assert describe_model(fresh) == "MaskRCNN with steps_resnet18_w32 (backbone random init)"

@@ -270,6 +270,8 @@ def test_overview_chart_names_its_papers_with_plain_log_ticks(monkeypatch):
     legend = ax.get_legend()
     assert min(t.get_fontsize() for t in legend.get_texts()) >= 9
     assert [t.get_text() for t in legend.get_texts()][-2:] == ["StepsNet", "SReT"]
+    # no runs, so no point of ours: no "ours" legend entry either (issue 58 item 9: the demo report's had one)
+    assert [t.get_text() for t in legend.get_texts()] == ["paper", "StepsNet", "SReT"]
     labels = [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True) if t.get_text()]
     assert labels and all(re.fullmatch(r"[\d.,]+", label) for label in labels), labels
     assert {"1", "2", "10"} <= set(labels), labels

@@ -34,7 +34,7 @@ from harness.measure.preflight.loader import loader_check
 from harness.measure.preflight.plan import Plan, distinct, make_plan
 from harness.measure.preflight.process import preflight_process
 from harness.measure.preflight.record import (EXPERIMENT, FORMAT, RECORD, checked_record, new_record_path,
-                                              read_records, render, runs_root, write_report)
+                                              read_records, render, write_report)
 from harness.measure.preflight.run_folder import checkpoint_checks, run_folder_check
 from harness.measure.preflight.step import step_check
 
@@ -43,6 +43,6 @@ __all__ = [
     "Check", "Layout", "Options", "Plan", "Rank", "Report", "Target",
     "allreduce_checks", "allreduce_sweep", "checked_record", "checkpoint_checks", "distinct", "driver_version",
     "environment_checks", "loader_check", "make_plan", "nccl_transport", "new_record_path", "pair_checks",
-    "preflight_process", "read_records", "render", "run_folder_check", "runs_root", "same_software_check",
+    "preflight_process", "read_records", "render", "run_folder_check", "same_software_check",
     "slow_nodes", "step_check", "transport_check", "write_report",
 ]

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.core.files import BadFile, atomic_write, printable, read_json
-from harness.core.rundir import DEFAULT_ROOT, new_run_path, slurm_meta
+from harness.core.rundir import new_run_path, runs_root, slurm_meta
 from harness.measure.bench import _plain
 from harness.measure.preflight.allreduce import allreduce_checks
 from harness.measure.preflight.common import VERDICTS, Check, Layout, Options, Report, size_text
@@ -22,11 +22,6 @@ from harness.measure.preflight.plan import Plan
 FORMAT = "depthbench-preflight/1"
 RECORD = "preflight.json"
 EXPERIMENT = "preflight"   # records live in <runs>/preflight/<run id>/
-
-
-def runs_root() -> Path:
-    """``$DEPTHBENCH_RUNS`` as it is now (a test or a notebook may set it after import), else the default root."""
-    return Path(os.environ.get("DEPTHBENCH_RUNS") or DEFAULT_ROOT)
 
 
 def new_record_path() -> Path:

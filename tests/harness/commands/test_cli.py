@@ -54,3 +54,34 @@ def test_the_api_exposes_every_command_with_the_clis_semantics(tmp_path, monkeyp
     assert top1 == pytest.approx(run.best_metric)
     with pytest.raises(DepthbenchError, match="unknown config key"):  # bad input: the CLI's one line, raised
         api.train(preset, overrides=["optim.lrr=0.1"])
+
+
+PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["trian"], "depthbench: error: unknown command 'trian'; did you mean depthbench train?"),
+    (["train", PRESET, "--epochs", "1"], "depthbench train: error: --epochs is not an option of train; config keys "
+                                         "are key=value: write epochs=1"),
+    (["train", PRESET, "data.type=imgfolder"], "is not one of alpaca, cifar10, cifar100, digits, folder, glyphs, kjv, "
+                                               "shards, text, wds; did you mean data.type=folder?"),
+    (["train", PRESET, "precision=bf61"], "did you mean precision=bf16?"),
+])
+def test_a_mistyped_command_option_or_choice_is_one_line_with_what_was_meant(argv, expected):
+    """Issue 58 item 4: not the top-level usage and "unrecognized arguments"; one line, exit 2, the fix in it."""
+    from clitools import run_cli_here
+
+    code, out, err = run_cli_here(*argv)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert expected in err and "usage:" not in err
+
+
+def test_top_level_help_names_key_value_overrides_and_the_docs(capsys):
+    """Issue 58 item 9: `depthbench --help` says how config keys are overridden and where the documentation is."""
+    from harness import cli
+
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "key=value" in text and "depthbench train --help-config" in text
+    assert "docs/" in text and "make docs" in text

@@ -108,3 +108,18 @@ def test_every_linked_config_exists_and_trains_the_rows_model():
                 row.model.replace("_", ""), (row.name, row.config)
         else:
             assert model.name == row.model, f"{paper} {row.table}/{row.name}: {row.config} trains {model.name}"
+
+
+def test_failed_only_still_shows_why_rows_are_not_checkable(capsys):
+    """Issue 58 item 7: `verify --failed` hides the not-checkable rows from the table; the summary's count of them
+    comes with their reasons, not "(reason shown)" over none."""
+    from harness.commands.verify import print_report
+    from results.audit import Check
+
+    failing = Check("stepsnet", "3", "Steps-ResNet-18", "params", "fail", 11.7, 12.5, 6.8)
+    unsure = Check("stepsnet", "3", "Steps-Swin-T", "flops_g", "reason", note="the paper's FLOPs count is ambiguous")
+    print_report([failing], [failing, unsure])
+    out = capsys.readouterr().out
+    assert "0 passed, 1 failed, 1 not checkable:" in out
+    assert "stepsnet 3 Steps-Swin-T flops_g: the paper's FLOPs count is ambiguous" in out
+    assert "(reason shown)" not in out

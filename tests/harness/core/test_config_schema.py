@@ -194,3 +194,20 @@ def test_a_config_without_its_base_files_is_one_line(tmp_path, text, missing):
     cfg, _ = load_training_config(str(path))
     with pytest.raises(ConfigError, match=rf"^the config sets no {missing}: .*_base_"):
         check_config(cfg, 1)
+
+
+def test_help_config_with_a_config_shows_that_configs_values(capsys):
+    """Issue 58 item 9: `train --help-config CONFIG` lists CONFIG's values (the schema default beside a different
+    one), not only the defaults; without a config it lists the defaults as before."""
+    import re
+
+    from harness import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", "--help-config", "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert re.search(r"^  epochs +20 \[300\] ", out, re.M) and re.search(r"^  model\.name +'horesnet10_rk4' ", out, re.M)
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help-config"])
+    assert re.search(r"^  epochs +300 ", capsys.readouterr().out, re.M)

@@ -90,7 +90,7 @@ def test_the_issue_example_digits_with_an_imagenet_root(tmp_path):
         run(RECIPES["digits"], work_dir=tmp_path / "run", overrides=["data.root=/data/imagenet"])
     assert str(e.value) == (
         "data.root='/data/imagenet': data.type='digits' does not read data.root (its data is generated into the "
-        "data cache, $DEPTHBENCH_DATA); data.root is read by data.type alpaca, cifar10, cifar100, folder, shards, text, "
+        "data cache, $DEPTHBENCH_DATA; docs/training.md); data.root is read by data.type alpaca, cifar10, cifar100, folder, shards, text, "
         "wds: set data.type too, or leave the key out")
     assert not (tmp_path / "run").exists()
     # with the type that reads it, the same key is the run's dataset (checked, and missing here)

@@ -1,5 +1,6 @@
 """The run-directory contract (harness/core/rundir.py)."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,21 @@ def test_a_torn_last_metrics_line_is_ignored_but_corruption_elsewhere_is_reporte
     path.write_text('{"step": 1}\nGARBAGE\n{"step": 3}\n')
     with pytest.raises(DepthbenchError, match="metrics.jsonl:2"):
         read_metrics(path)
+
+
+def test_the_runs_folder_is_the_checkouts_from_any_directory_unless_depthbench_runs_says(tmp_path, monkeypatch):
+    """Issue 58/57: one function resolves the runs folder -- README's results/runs inside the checkout, so `results`,
+    `jobs` and `--resume auto` find the runs from any working directory -- and $DEPTHBENCH_RUNS is read when a run
+    starts (not at import), by training, preflight, results and slurm alike."""
+    from harness.core import rundir
+    from harness.measure.preflight import new_record_path
+    from slurm.paths import runs_root as slurm_runs_root
+
+    checkout = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEPTHBENCH_RUNS", raising=False)
+    assert rundir.new_run_path("x").parent == checkout / "results" / "runs" / "x"
+    assert new_record_path().parent == checkout / "results" / "runs" / "preflight"
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path / "shared"))
+    assert rundir.new_run_path("x").parent == tmp_path / "shared" / "x"
+    assert slurm_runs_root() == tmp_path / "shared" == rundir.runs_root()

@@ -197,3 +197,25 @@ def test_one_atomic_writer_for_text_bytes_and_checkpoints(tmp_path):
         atomic_write(tmp_path / "a.txt", fails)
     assert (tmp_path / "a.txt").read_text() == "text"  # the old file survives, no temporary left behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin", "c.pth", "c.pth.sha256"]
+
+
+def test_a_checkpoint_of_another_architecture_names_both_models_in_a_short_line(tmp_path):
+    """Issue 58 item 6: weights from a run of another architecture (fine-tuning from the wrong run) are one short
+    line naming the run's model (its config.json) and the one the config builds, with counts and the first keys --
+    not the whole key list; the training resume and downstream's pretrained loading share the loader."""
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"status": "done", "experiment": "x"}))
+    (run / "config.json").write_text(json.dumps({"model": {"name": "horesnet18_euler", "width": 8}}))
+    save_atomic({"model": timm.create_model("horesnet18_euler", num_classes=10, width=8).state_dict()},
+                run / "best.pth")
+    with pytest.raises(DepthbenchError) as info:
+        load_weights(tiny(), run / "best.pth")
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 700, message
+    assert "this checkpoint is from a run of horesnet18_euler" in message
+    assert "the config builds horesnet10_euler" in message
+    unexpected = re.search(r"(\d+) unexpected \(e\.g\. ([^)]*)\)", message)
+    assert int(unexpected[1]) > 3 and unexpected[2].count(", ") == 3 and unexpected[2].endswith("...")

@@ -467,6 +467,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path)
     rc, out, err = finish(launch(env, run, overrides=overrides))
     assert rc == 1
     assert "loss is nan" in out or "loss is inf" in out
+    assert out.strip().splitlines()[-1].endswith(f"; the run (its last good checkpoint, last.pth): {run}")  # issue 58
     assert json.loads((run / "meta.json").read_text())["status"] == "failed"
     checkpoint = load(run)
     assert checkpoint["global_step"] >= 1  # some steps were good, and were checkpointed

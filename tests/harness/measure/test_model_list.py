@@ -1,4 +1,6 @@
 """``depthbench models`` (harness/commands/models.py, harness/measure/catalog.py)."""
+import re
+
 import pytest
 
 from harness import cli
@@ -53,10 +55,58 @@ def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_p
     assert cli.main(["models", "horesnet10_*", "--json"]) == 0
     first = capsys.readouterr()
     # piped (no progress bar): the line says a wait is coming only while counts are missing (issue 45)
-    assert "4 models; counting the 4 not cached yet takes a while" in first.err
+    assert "counting 4 of 4 models not in the measurement cache yet" in first.err
     monkeypatch.setattr(flops, "count_params", lambda model: pytest.fail("counted again"))
     monkeypatch.setattr(flops, "count_flops", lambda *a, **k: pytest.fail("counted again"))
     assert cli.main(["models", "horesnet10_*", "--json"]) == 0
     again = capsys.readouterr()
     assert again.out == first.out
     assert "take" not in again.err and "while" not in again.err, again.err
+
+
+def test_verify_reads_the_counts_depthbench_models_measured(tmp_path, monkeypatch):
+    """Issue 58 item 5: `depthbench models` then `verify` measured the same parameters and FLOPs twice (61 s, then
+    70 s), though README says the cache is shared: the audit now reads the counts the catalog stored, measuring
+    nothing -- and the other way round."""
+    from harness.measure import catalog
+    from harness.measure.cache import MeasurementCache
+    from results import audit
+    from results.paper_tables import Row
+
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    name = "deit_tiny_patch16_224"
+    listed = catalog.describe(name, "baseline (timm)", cache=(cache := MeasurementCache()))
+    cache.save()
+
+    def measured_again(*args, **kwargs):
+        raise AssertionError("measured again")
+    monkeypatch.setattr(audit, "build_row_model", measured_again)
+    monkeypatch.setattr(audit, "count_flops", measured_again)
+    monkeypatch.setattr(audit, "count_params", measured_again)
+    row = Row("1", "DeiT-Ti", model=name, input_size=224, paper={"params_m": 5.72, "flops_g": 1.26}, paper_id="x")
+    checks = audit.Audit().check_row(row)
+    assert [(c.column, c.status) for c in checks] == [("params_m", "pass"), ("flops_g", "pass")], checks
+    assert [round(c.ours, 3) for c in checks] == [listed["params_m"], listed["flops_g"]]
+
+    # the other order: what the audit measured, `models` lists without counting
+    other = "resnet18"
+    monkeypatch.undo()
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    audited = audit.Audit()
+    audited.check_row(Row("1", "R18", model=other, paper={"params_m": 11.7, "flops_g": 1.8}, paper_id="x"))
+    audited.save()
+    assert catalog.uncounted([other, "resnet34"]) == ["resnet34"]
+
+
+def test_the_first_models_says_what_it_counts_and_how_long_it_took(capsys, monkeypatch, tmp_path):
+    """Issue 58 item 5: a first `models` (nothing cached) says up front what it is counting, where the counts go
+    and about how long it takes, and at the end how long it took; a second one counts nothing and says nothing."""
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
+    assert cli.main(["models", "horesnet10_rk*", "--no-flops"]) == 0
+    captured = capsys.readouterr()
+    assert "depthbench models: counting 1 of 1 model not in the measurement cache yet" in captured.err
+    assert "about a minute" in captured.err and str(tmp_path) in captured.err
+    assert re.search(r"\n1 model \(1 counted in \d+ s, cached\)\n$", captured.out), captured.out
+    assert cli.main(["models", "horesnet10_rk*", "--no-flops"]) == 0
+    again = capsys.readouterr()
+    assert again.err == "" and again.out.endswith("\n1 model\n")

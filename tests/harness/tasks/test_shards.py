@@ -154,3 +154,16 @@ def test_every_rank_gets_the_same_number_of_batches_from_uneven_shards(packed):
     assert len(set(lengths)) == 1 and lengths[0] > 0
     index = json.loads((shards / "_info.json").read_text())["splits"]["train"]["index"]
     assert (shards / index).is_file()
+
+
+def test_pack_counts_in_words(tmp_path):
+    """Issue 58 item 9: "2 images in 1 shard", not "1 shards" (and a shortened schedule says "1 epoch")."""
+    from clitools import run_cli_here
+    from harness.engine.schedule import describe_scale
+
+    folder = jpeg_folder(tmp_path / "folder", per_class=2, classes=1)  # 2 train, 2 val images
+    code, out, err = run_cli_here("data", "pack", folder, tmp_path / "shards", "--shard-size", "8")
+    assert code == 0, err
+    assert "train: 2 images in 1 shard\n" in out and "val: 2 images in 1 shard\n" in out
+    assert describe_scale(None, 20, 1, "epochs") == "1 epoch (the config's 20)"
+    assert describe_scale("coco-shapes 128px, 40 iterations", 40, 1, "iterations") == "coco-shapes 128px, 1 iteration"
