@@ -186,8 +186,10 @@ class RunDirHook(Hook):
                 self._link_last(runner)
             self.run.finish("preempted", global_step=step)
             self.restore_signal_handlers()
-            raise Preempted(f"stopped by a signal after iteration {step}; checkpoint {filename}; continue with "
-                            f"--resume auto --work-dir {runner.work_dir}")
+            config = runner.cfg.filename or "CONFIG"
+            raise Preempted(f"stopped by a signal after iteration {step}; checkpoint {filename}; continue with: "
+                            f"depthbench finetune {config} --work-dir {runner.work_dir} --resume auto "
+                            f"(and the same key=value overrides)")
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         if metrics:

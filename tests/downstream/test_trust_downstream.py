@@ -297,7 +297,8 @@ def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_p
         if process.poll() is None:
             process.kill()
     assert process.returncode == 75, err[-2000:]
-    assert "Ctrl-C again to stop at once" in err and f"continue with --resume auto --work-dir {work}" in err
+    assert "Ctrl-C again to stop at once" in err and f"continue with: depthbench finetune " in err \
+        and f"--work-dir {work} --resume auto" in err
     meta = json.loads((work / "meta.json").read_text())
     step = meta["global_step"]
     assert meta["status"] == "preempted" and 1 <= step < 60
