@@ -35,6 +35,12 @@ CLAIM_FIELDS = {"id", "quote", "where", "paper", "kind", "margin", "test", "base
                 "equal", "expected", "budget_differs", "power", "note"}
 POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
+# a design's bounds, checked when the file loads (before any planning or training): the plan's boundaries are a
+# K-dimensional normal integral per look count tried, so the looks and seeds a file may ask for are bounded
+MAX_SEEDS = 60            # seeds per arm (the power analysis' own ceiling, results.claims.seeds_needed)
+MAX_LOOKS = 5             # looks per plan (max_seeds / look_every): 5 plan in ~4 CPU-s, 10 in ~140
+SEED_LIMIT = 2 ** 31      # evaluation and tuning seeds are in [0, SEED_LIMIT): numpy and torch take them all
+MAX_POINTS = 100.0        # margins, spreads and effects: points of a percentage metric
 
 
 class ClaimError(TableError):
@@ -198,19 +204,42 @@ def _design(d, where: str) -> Design:
     if not isinstance(d, dict):
         raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
     _no_extra(d, DESIGN_FIELDS, where)
-    try:
-        design = Design(**{**d, "tuning_seeds": tuple(int(s) for s in d.get("tuning_seeds", ()))})
-    except (TypeError, ValueError) as e:
-        raise ClaimError(f"{where}: {e}") from None
-    if not (0 < design.alpha < 0.5 and 0 < design.target_power < 1 and isinstance(design.look_every, int)
-            and design.look_every >= 2 and isinstance(design.max_seeds, int) and design.max_seeds >= design.look_every):
-        raise ClaimError(f"{where}: alpha in (0, 0.5), target_power in (0, 1), look_every >= 2 seeds and max_seeds "
-                         ">= look_every")
+    value = {key: d.get(key, getattr(Design, key)) for key in DESIGN_FIELDS}
+    look_every = bounded(value["look_every"], f"{where}: look_every", 2, MAX_SEEDS, integer=True)
+    max_seeds = bounded(value["max_seeds"], f"{where}: max_seeds", look_every, MAX_SEEDS, integer=True)
+    if max_seeds // look_every > MAX_LOOKS:
+        raise ClaimError(f"{where}: max_seeds {max_seeds} at look_every {look_every} makes "
+                         f"{max_seeds // look_every} looks; at most {MAX_LOOKS}: look less often")
+    tuning = value["tuning_seeds"]
+    if not isinstance(tuning, (list, tuple)) or len(tuning) > MAX_SEEDS:
+        raise ClaimError(f"{where}: tuning_seeds is a list of at most {MAX_SEEDS} seeds")
+    design = Design(alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
+                    target_power=bounded(value["target_power"], f"{where}: target_power", 0, 1, open_low=True,
+                                         open_high=True),
+                    look_every=look_every, max_seeds=max_seeds,
+                    seeds_from=bounded(value["seeds_from"], f"{where}: seeds_from", 0, SEED_LIMIT - max_seeds,
+                                       integer=True),
+                    tuning_seeds=tuple(bounded(s, f"{where}: tuning_seeds", 0, SEED_LIMIT - 1, integer=True)
+                                       for s in tuning))
     evaluated = range(design.seeds_from, design.seeds_from + design.max_seeds)
     if any(s in evaluated for s in design.tuning_seeds):
         raise ClaimError(f"{where}: evaluation seeds {design.seeds_from}-{evaluated[-1]} overlap the tuning seeds "
                          f"{list(design.tuning_seeds)}; move seeds_from past them")
     return design
+
+
+def bounded(value, where: str, low: float, high: float, *, integer: bool = False, open_low: bool = False,
+            open_high: bool = False):
+    """``value`` if it is a number (an integer where ``integer``; never a bool, NaN or infinite) within
+    ``[low, high]`` (``open_*``: that end excluded); otherwise one line naming ``where`` and the range."""
+    kind = int if integer else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value) and (
+        low < value if open_low else low <= value) and (value < high if open_high else value <= high)
+    if not ok:
+        what = "an integer" if integer else "a finite number"
+        raise ClaimError(f"{where} is {value!r}: give {what} in {'(' if open_low else '['}{low:g}, {high:g}"
+                         f"{')' if open_high else ']'}")
+    return int(value) if integer else float(value)
 
 
 def _no_extra(mapping: dict, allowed: set, where: str) -> None:
@@ -250,15 +279,14 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
                          "counterpart: test: welch")
     if minus and test != "paired":
         raise ClaimError(f"{where}: an interaction ('minus') is estimated per seed: test: paired")
-    margin = c.get("margin")
-    if not (isinstance(margin, (int, float)) and margin > 0):
-        raise ClaimError(f"{where}: 'margin' (points of {metric}) must be positive: the similar/no-worse margin, "
-                         "or for 'better' the smallest effect worth detecting")
+    margin = bounded(c.get("margin"), f"{where}: 'margin' (points of {metric}: the similar/no-worse margin, or for "
+                     "'better' the smallest effect worth detecting)", 0, MAX_POINTS, open_low=True)
     power = c["power"]
-    if not isinstance(power, dict) or set(power) != POWER_FIELDS or not all(
-            isinstance(power[k], (int, float)) for k in ("sd", "effect")) or power["sd"] <= 0:
+    if not isinstance(power, dict) or set(power) != POWER_FIELDS:
         raise ClaimError(f"{where}: 'power' needs sd (> 0, points: the measured spread of one seed's difference), "
                          "sd_from, effect (points) and effect_from (where each comes from)")
+    power = {**power, "sd": bounded(power["sd"], f"{where}: power.sd (points)", 0, MAX_POINTS, open_low=True),
+             "effect": bounded(power["effect"], f"{where}: power.effect (points)", -MAX_POINTS, MAX_POINTS)}
     budget_differs = c.get("budget_differs") or []
     if not isinstance(budget_differs, list) or set(budget_differs) - set(BUDGET_KEYS):
         raise ClaimError(f"{where}: 'budget_differs' lists keys of {', '.join(BUDGET_KEYS)}")
@@ -397,6 +425,7 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
                 legacy = dict(r["claim"])
                 legacy["kind"] = {"no_worse": "no_worse"}.get(legacy.pop("direction"), "better")
                 r["claim"] = legacy
+            _check_report_claim(r["claim"])
             claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])}),
                              "budget_differs": tuple(r["claim"].get("budget_differs", ()))})
             arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
@@ -405,13 +434,24 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
             extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
+            if r["verdict"] not in VERDICTS:
+                raise ValueError(f"verdict {r['verdict']!r} is not one of {', '.join(VERDICTS)}")
             results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
                                         tuple(r.get("looks", ())), tuple(r.get("planned", ())),
                                         hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile, ClaimError) as e:
         raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
                          "it") from None
     return results
+
+
+def _check_report_claim(record: dict) -> None:
+    """A report's claim has the types a claims file gives it (texts are strings, the margin a finite number):
+    anything else, e.g. a list as the quote, would end in a traceback where the report is read or printed."""
+    for key in ("paper", "id", "text", "baseline", "treatment", "metric", "kind", "note", "where", "test"):
+        if key in record and not isinstance(record[key], str):
+            raise ValueError(f"claim field {key!r} is a {type(record[key]).__name__}, not text")
+    bounded(record.get("margin"), "claim field 'margin'", 0, MAX_POINTS, open_low=True)
 
 
 # ----------------------------------------------------------------------------------------- reporting

@@ -240,7 +240,22 @@ def test_a_valid_claims_file_loads(tmp_path):
     ("kind: better", "kind: sideways", "kind 'sideways'"),
     ("test: paired", "test: ranks", "test 'ranks'"),
     ("baseline: a", "baseline: a\n        metric: top5", "metric 'top5'"),
-    ("margin: 3.0", "margin: 0", "'margin' (points of top1) must be positive"),
+    ("margin: 3.0", "margin: 0", "'margin' (points of top1"),
+    # issue 54: every value of a design or claim has a type and a range (no NaN, no infinity, seeds bounded)
+    ("margin: 3.0", "margin: .inf", "'margin' (points of top1"),
+    ("sd: 2.0", "sd: .nan", "power.sd (points) is nan"),
+    ("effect: 3.0", "effect: -.inf", "power.effect (points) is -inf"),
+    ("seeds_from: 100", "seeds_from: 1e30", "seeds_from is '1e30': give an integer"),
+    ("seeds_from: 100", "seeds_from: 1.0e30", "give an integer in [0, "),
+    ("seeds_from: 100", "seeds_from: 100.5", "seeds_from is 100.5: give an integer"),
+    ("seeds_from: 100", "seeds_from: -3", "seeds_from is -3"),
+    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1.5, 2]", "tuning_seeds is 1.5: give an integer"),
+    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, .inf]", "tuning_seeds is inf: give an integer"),
+    ("max_seeds: 6", "max_seeds: 1000000000", "max_seeds is 1000000000: give an integer in [3, 60]"),
+    ("max_seeds: 6", "max_seeds: 60", "makes 20 looks; at most 5"),
+    ("max_seeds: 6", "max_seeds: true", "max_seeds is True"),
+    ("alpha: 0.05", "alpha: .nan", "alpha is nan"),
+    ("alpha: 0.05", "alpha: five", "alpha is 'five'"),
     ("quote: B beats A.", "text: B beats A.", "unknown field(s) ['text']"),
     ("        where: Table 3\n", "", "'where' is missing"),
     ("sd: 2.0, ", "", "'power' needs sd"),
@@ -264,6 +279,47 @@ def test_malformed_claims_files_are_refused_in_one_line(tmp_path, old, new, mess
     with pytest.raises(ClaimError) as err:
         load(write_claims(tmp_path, GOOD.replace(old, new)), tables=TABLES)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def report_with(tmp_path, change):
+    """A claims.json written by the report writer, with one field of its first claim changed."""
+    import json
+
+    from harness.commands.claims import write_report
+
+    f = load(write_claims(tmp_path, GOOD), tables=TABLES)
+    values = {("paper", "a"): {100: 70.0, 101: 71.0, 102: 72.0}, ("paper", "b"): {100: 71.0, 101: 72.5, 102: 73.0}}
+    result = evaluate([(f.claims[0], f.design)], values, {("paper", "b-beats-a"): (3,)})
+    out = tmp_path / "out"
+    write_report(result, [f], [], out, False)
+    records = json.loads((out / "claims.json").read_text())
+    change(records[0])
+    (out / "claims.json").write_text(json.dumps(records))
+    return out
+
+
+@pytest.mark.parametrize("change", [lambda r: r["claim"].update(text=["B", "beats", "A"]),
+                                    lambda r: r["claim"].update(id={"x": 1}),
+                                    lambda r: r["claim"].update(margin=float("inf")),
+                                    lambda r: r.update(verdict=["supported"])])
+def test_a_report_with_a_wrongly_typed_claim_is_one_line(tmp_path, capsys, change):
+    """issue 54: a claims.json whose claim text is a list crashed both `claims --status` and `results --claims`."""
+    from harness.cli import main
+
+    out = report_with(tmp_path, change)
+    (tmp_path / "runs").mkdir()
+    assert main(["claims", "--status", "--out", str(out)]) == 2
+    assert main(["results", "--claims", str(out), "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "r"),
+                 "--format", "md"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("claims.json is unreadable" in line for line in err), err
+
+
+def test_an_intact_report_still_reads(tmp_path):
+    from results.claims import read_report
+
+    (result, setting), = read_report(report_with(tmp_path, lambda r: None) / "claims.json")
+    assert result.claim.text == "B beats A." and setting == "glyphs 32x32, 1 epoch"
 
 
 def test_a_source_arm_initialises_but_is_never_compared(tmp_path):
