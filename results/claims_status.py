@@ -23,15 +23,18 @@ METRICS = {"top1": "top-1 of the last evaluation (%)",
            "top1_auc": "mean top-1 over the evaluated epochs (%), the normalised area under the learning curve"}
 KINDS = ("better", "no_worse", "similar")  # what a claim may say of its arms (results.sequential tests each)
 TESTS = ("paired", "welch")
+# confirmatory: the file's family (its size written in the design), a verdict each, Holm over the family;
+# descriptive: an interval and no verdict
+TIERS = ("confirmatory", "descriptive")
 VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdict")
 # keys whose values must be identical in the compared arms' resolved configs (only `model` may differ)
 BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
                "precision", "eval_interval")
 AUDIT_MEASURES = ("params", "flops")
 FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
-DESIGN_FIELDS = {"alpha", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
+DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
-CLAIM_FIELDS = {"id", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
+CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
                 "equal", "expected", "budget_differs", "power", "note"}
 POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
@@ -74,7 +77,8 @@ class PaperSource:
 @dataclass(frozen=True)
 class Design:
     """The pre-registered plan shared by a file's claims (fixed before any evaluated run)."""
-    alpha: float = 0.05                  # familywise, two-sided, over the run's primaries (Holm)
+    alpha: float = 0.05                  # familywise over the file's confirmatory claims (Holm)
+    family: int = 1                      # m: how many confirmatory claims the file has (Holm's family)
     target_power: float = 0.8
     look_every: int = 3                  # seeds per arm between looks
     max_seeds: int = 6                   # the budget's cap on seeds per arm
@@ -101,6 +105,7 @@ class Claim:
     minus: dict = field(default_factory=dict)    # {baseline, treatment} of the pair whose gain is subtracted
     budget_differs: tuple = ()
     power: dict = field(default_factory=dict)    # sd, sd_from, effect, effect_from
+    tier: str = "confirmatory"           # confirmatory (a verdict, Holm over the file's family) | descriptive
 
     @property
     def arm_names(self) -> list[str]:
@@ -191,6 +196,10 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
         if not isinstance(x, dict) or set(x) != {"id", "text", "why"}:
             raise ClaimError(f"{path}: exploratory #{i + 1} needs exactly 'id', 'text' and 'why' (no verdict)")
         exploratory.append(Exploratory(str(x["id"]), " ".join(str(x["text"]).split()), " ".join(str(x["why"]).split())))
+    confirmatory = sum(c.tier == "confirmatory" for c in claims)
+    if confirmatory != design.family:
+        raise ClaimError(f"{path}: design.family says {design.family} confirmatory claim(s), the file has "
+                         f"{confirmatory}; the family is fixed before any evaluated run: make them agree")
     quick = doc.get("quick") or []
     if not isinstance(quick, list) or not all(isinstance(o, str) and "=" in o for o in quick):
         raise ClaimError(f"{path}: 'quick' is a list of key=value overrides applied to every arm under --quick")
@@ -205,6 +214,8 @@ def _design(d, where: str) -> Design:
         raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
     _no_extra(d, DESIGN_FIELDS, where)
     value = {key: d.get(key, getattr(Design, key)) for key in DESIGN_FIELDS}
+    family = bounded(value["family"], f"{where}: family (m, the number of confirmatory claims)", 1, 50,
+                     integer=True)
     look_every = bounded(value["look_every"], f"{where}: look_every", 2, MAX_SEEDS, integer=True)
     max_seeds = bounded(value["max_seeds"], f"{where}: max_seeds", look_every, MAX_SEEDS, integer=True)
     if max_seeds // look_every > MAX_LOOKS:
@@ -213,7 +224,7 @@ def _design(d, where: str) -> Design:
     tuning = value["tuning_seeds"]
     if not isinstance(tuning, (list, tuple)) or len(tuning) > MAX_SEEDS:
         raise ClaimError(f"{where}: tuning_seeds is a list of at most {MAX_SEEDS} seeds")
-    design = Design(alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
+    design = Design(family=family, alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
                     target_power=bounded(value["target_power"], f"{where}: target_power", 0, 1, open_low=True,
                                          open_high=True),
                     look_every=look_every, max_seeds=max_seeds,
@@ -253,7 +264,7 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
         raise ClaimError(f"{where}: each claim needs an 'id'")
     where = f"{where} ({c['id']})"
     _no_extra(c, CLAIM_FIELDS, where)
-    for key in ("quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
+    for key in ("tier", "quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
         if not c.get(key):
             raise ClaimError(f"{where}: '{key}' is missing (every claim quotes its paper and states its design)")
     minus = c.get("minus") or {}
@@ -272,6 +283,8 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
         raise ClaimError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
     if kind not in KINDS:
         raise ClaimError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)} (what the paper claims)")
+    if c["tier"] not in TIERS:
+        raise ClaimError(f"{where}: tier {c['tier']!r} is not one of {', '.join(TIERS)}")
     if test not in TESTS:
         raise ClaimError(f"{where}: test {test!r} is not one of {', '.join(TESTS)}")
     if test == "paired" and any(arms[n].init_from for n in (c["baseline"], c["treatment"])):
@@ -310,7 +323,7 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
     source = PaperSource(str(src["table"]), str(src.get("column", "top1")), dict(src["rows"]), str(src.get("note", "")))
     return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source, c["baseline"], c["treatment"],
                  metric, kind, float(margin), dict(equal), dict(expected), " ".join(str(c.get("note", "")).split()),
-                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power))
+                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power), c["tier"])
 
 
 def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
@@ -448,13 +461,47 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
 def _check_report_claim(record: dict) -> None:
     """A report's claim has the types a claims file gives it (texts are strings, the margin a finite number):
     anything else, e.g. a list as the quote, would end in a traceback where the report is read or printed."""
-    for key in ("paper", "id", "text", "baseline", "treatment", "metric", "kind", "note", "where", "test"):
+    for key in ("paper", "id", "text", "baseline", "treatment", "metric", "kind", "note", "where", "test", "tier"):
         if key in record and not isinstance(record[key], str):
             raise ValueError(f"claim field {key!r} is a {type(record[key]).__name__}, not text")
     bounded(record.get("margin"), "claim field 'margin'", 0, MAX_POINTS, open_low=True)
 
 
 # ----------------------------------------------------------------------------------------- reporting
+@dataclass
+class ClaimsReport:
+    """What ``depthbench claims`` returns (results/claims_run.py writes it; :func:`read_status` reads it back)."""
+    results: list                    # ClaimResult per claim
+    out: Path
+    runs: list = field(default_factory=list)
+    files: list = field(default_factory=list)
+    status: list = field(default_factory=list)   # one line per paper
+
+
+def read_status(files, out: Path) -> ClaimsReport:
+    """``--status``: the verdicts of the report ``out`` holds (its claims.json: the one source the report's
+    claims.md and the HTML Claims page are written from), per paper; a --quick folder says so, and claims the
+    report lacks or that changed since it was written are named."""
+    report = out / "claims.json"
+    if not report.is_file():
+        return ClaimsReport([], out, status=[f"{f.paper}: no claims evaluated yet (no report in {out})"
+                                             for f in files])
+    stored = read_report(report)
+    lines, results = [], []
+    for f in files:
+        mine = [r for r, _ in stored if r.claim.paper == f.paper]
+        results += mine
+        quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored if r.claim.paper == f.paper)
+        current = {(c.id, c.text, c.kind) for c in f.claims}
+        reported = {(r.claim.id, r.claim.text, r.claim.kind) for r in mine}
+        line = status_line(f.paper, mine, quick) if mine else f"{f.paper}: not in the report {report}"
+        if mine and current != reported:
+            line += (f" — the report predates the current claims file ({len(current - reported)} claim(s) new or "
+                     f"changed): rerun `depthbench claims {f.paper}{' --quick' if quick else ''} --out {out}`")
+        lines.append(line)
+    return ClaimsReport(results, out, [], [], lines)
+
+
 def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False) -> str:
     """``depthbench claims --status``: one line per paper, e.g. ``horesnet: 3 claims — 1 supported, 2
     inconclusive (3–6 seeds)``."""

@@ -64,18 +64,19 @@ def test_noise_is_inconclusive_and_says_what_it_rules_out():
 
 
 def test_holm_corrects_across_the_primaries():
-    """Two claims with p about 0.034 each (one look): alone each is supported, together Holm rejects neither."""
+    """Two claims with one-sided p about 0.04 each (one look): alone each is supported, together Holm rejects neither."""
     from scipy import stats
 
-    diffs = [1.0, 1.3, 1.9]
+    diffs = [1.0, 0.7, 1.9]
     p = seq.repeated_p("better", 3.0, (3,), [seq.paired_estimate(diffs)])
-    assert p == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue, rel=1e-3)  # one look: the plain t-test
+    # one look: the plain one-sided t-test (a directional claim)
+    assert p == pytest.approx(stats.ttest_1samp(diffs, 0, alternative="greater").pvalue, rel=1e-3)
     base = [75.0, 76.0, 74.0]
     treat = [b + d for b, d in zip(base, diffs)]
     values = {("paper", "a"): dict(enumerate(base)), ("paper", "b"): dict(enumerate(treat))}
     alone = evaluate([(claim(cid="c1"), Design())], values, {("paper", "c1"): (3,)})
     assert [r.verdict for r in alone] == ["supported"]
-    both = evaluate([(claim(cid="c1", margin=0.5), Design()), (claim(cid="c2", margin=0.5), Design())], values,
+    both = evaluate([(claim(cid="c1", margin=0.5), Design(family=2)), (claim(cid="c2", margin=0.5), Design(family=2))], values,
                     {("paper", "c1"): (3,), ("paper", "c2"): (3,)})
     assert [r.verdict for r in both] == ["inconclusive", "inconclusive"] and both[0].level is None
 
@@ -111,11 +112,11 @@ def test_missing_or_non_finite_values_are_refused():
 
 def test_every_shipped_claim_has_a_power_analysis_within_the_budget():
     files = [load_claims(p) for p in available_claims()]
-    m = sum(len(f.claims) for f in files)
     for f in files:
         for c in f.claims:
-            looks, power = plan_looks(c, f.design, m)
-            assert looks[-1] <= f.design.max_seeds and 0 <= power <= 1 and looks[0] == f.design.look_every
+            looks, power = plan_looks(c, f.design)
+            assert looks[-1] <= f.design.max_seeds and looks[0] == f.design.look_every
+            assert (power is None) == (c.tier == "descriptive") and (power is None or 0 <= power <= 1)
             assert not set(f.design.tuning_seeds) & set(range(f.design.seeds_from, f.design.seeds_from + looks[-1]))
 
 
@@ -207,9 +208,10 @@ GOOD = """
     arms:
       a: {config: CFG, label: A}
       b: {config: CFG, label: B}
-    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
+    design: {alpha: 0.05, family: 1, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
     claims:
       - id: b-beats-a
+        tier: confirmatory
         quote: B beats A.
         where: Table 3
         paper: {table: "3", column: top1, rows: {A: 70.0, B: 71.0}}
@@ -285,7 +287,7 @@ def report_with(tmp_path, change):
     """A claims.json written by the report writer, with one field of its first claim changed."""
     import json
 
-    from harness.commands.claims import write_report
+    from results.claims_run import write_report
 
     f = load(write_claims(tmp_path, GOOD), tables=TABLES)
     values = {("paper", "a"): {100: 70.0, 101: 71.0, 102: 72.0}, ("paper", "b"): {100: 71.0, 101: 72.5, 102: 73.0}}
@@ -359,7 +361,7 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
     from results.claims import REPO, load_claims, plan_runs, stale_runs
 
     spec = next(s for s in plan_runs(load_claims("stepsnet"), 1, False, tmp_path) if s.arm == "deit")
-    assert spec.seed == 100 and spec.work_dir.name == "seed100"  # evaluation seeds: not the tuning seeds 0-2
+    assert spec.seed == 200 and spec.work_dir.name == "seed200"  # evaluation seeds: not the tuning seeds 0-2
     cfg = load_training_config(REPO / spec.config, spec.overrides)[0]
     run = RunDir.create("claims-stepsnet-deit", path=spec.work_dir)
     run.write_config("", cfg.to_dict())  # what `depthbench train` records
@@ -420,3 +422,10 @@ def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--device cuda: torch sees no GPU here" in err[0]
     assert not (tmp_path / "out").exists()  # refused before any folder or run
+
+
+def test_submit_trains_the_designs_first_look():
+    """`submit --claims` without --seeds submits every design's first look (the plans start at look_every)."""
+    from harness.commands.claims import DEFAULT_SEEDS
+
+    assert {load_claims(p).design.look_every for p in available_claims()} == {DEFAULT_SEEDS}
