@@ -76,17 +76,20 @@ def budget_view(cfg) -> dict:
 
 def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
     """Refuse a claim whose two arms' resolved configs differ in a :data:`BUDGET_KEYS` key (one line, the first
-    difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict)."""
-    pairs = [(claim.baseline, claim.treatment)] + ([(claim.baseline, claim.minus["baseline"]),
-                                                     (claim.minus["baseline"], claim.minus["treatment"])]
-                                                    if claim.minus else [])
-    for a, b in pairs:
-        _check_pair_budget(claim, a, b, configs)
+    difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict). In an interaction
+    (``minus``) each pair is compared whole; ``budget_differs`` then names what may differ between the two pairs
+    (e.g. each depth's own tuned epochs)."""
+    pairs = [(claim.baseline, claim.treatment, claim.budget_differs)]
+    if claim.minus:
+        pairs = [(claim.baseline, claim.treatment, ()), (claim.minus["baseline"], claim.minus["treatment"], ()),
+                 (claim.baseline, claim.minus["baseline"], claim.budget_differs)]
+    for a, b, differs in pairs:
+        _check_pair_budget(claim, a, b, configs, differs)
 
 
-def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mapping]) -> None:
+def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mapping], differs=()) -> None:
     base, treat = budget_view(configs[a]), budget_view(configs[b])
-    for key in [k for k in BUDGET_KEYS if k not in claim.budget_differs]:
+    for key in [k for k in BUDGET_KEYS if k not in differs]:
         diff = _first_difference(base[key], treat[key], key)
         if diff:
             path, va, vb = diff
@@ -398,7 +401,8 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
     return ClaimResult(claim, base, treat, interval, verdict, tuple(notes),
                        tuple({"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high,
                               "decision": lk.decision} for lk in reached), tuple(plan),
-                       power, None if quick or descriptive else p, level, ruled_out, quick)
+                       power, None if quick or descriptive else p, level, ruled_out, quick,
+                       observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None)
 
 
 # ----------------------------------------------------------------------------------------- curves

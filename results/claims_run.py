@@ -284,7 +284,7 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
     for f in files:
         lines += [f"## {f.paper}", "", f"Setting: {f.setting}", "",
-                  f"Design: alpha {f.design.alpha} familywise (Holm over {len(results)} primaries), evaluation seeds "
+                  f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory claim(s)), evaluation seeds "
                   f"from {f.design.seeds_from} (tuning seeds {list(f.design.tuning_seeds)}), looks every "
                   f"{f.design.look_every} seeds up to {f.design.max_seeds}.", ""]
         for r in [r for r in results if r.claim.paper == f.paper]:
@@ -298,8 +298,10 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                       f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
                       f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
                       + (f"; {r.ruled_out}" if r.ruled_out else ""),
-                      f"  - plan: looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
-                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ({c.power['sd_from']}; "
+                      f"  - spread of one seed's difference: planned {c.power['sd']:g} ({c.power['sd_from']}), "
+                      f"observed {'—' if r.observed_sd is None else f'{r.observed_sd:.2f}'}",
+                      f"  - plan ({c.tier}): looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
+                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ("
                       f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
                       f"{r.seeds_needed or 'more than 60'} seeds per arm; "
                       f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "

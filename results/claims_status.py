@@ -214,7 +214,7 @@ def _design(d, where: str) -> Design:
         raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
     _no_extra(d, DESIGN_FIELDS, where)
     value = {key: d.get(key, getattr(Design, key)) for key in DESIGN_FIELDS}
-    family = bounded(value["family"], f"{where}: family (m, the number of confirmatory claims)", 1, 50,
+    family = bounded(value["family"], f"{where}: family (m, the number of confirmatory claims)", 0, 50,
                      integer=True)
     look_every = bounded(value["look_every"], f"{where}: look_every", 2, MAX_SEEDS, integer=True)
     max_seeds = bounded(value["max_seeds"], f"{where}: max_seeds", look_every, MAX_SEEDS, integer=True)
@@ -303,7 +303,7 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
     budget_differs = c.get("budget_differs") or []
     if not isinstance(budget_differs, list) or set(budget_differs) - set(BUDGET_KEYS):
         raise ClaimError(f"{where}: 'budget_differs' lists keys of {', '.join(BUDGET_KEYS)}")
-    if budget_differs and test == "paired":
+    if budget_differs and test == "paired" and not minus:  # an interaction's pairs may differ (check_equal_budget)
         raise ClaimError(f"{where}: arms with different budgets ({budget_differs}) do not pair: test: welch")
     equal = c.get("equal") or {}
     if not isinstance(equal, dict) or set(equal) - set(AUDIT_MEASURES) or not all(
@@ -412,6 +412,7 @@ class ClaimResult:
     quick: bool = False
     hardware: tuple = ()                 # the machines the runs came from (one text each)
     seeds_needed: int | None = None      # for the target power without the budget's cap (None: more than 60)
+    observed_sd: float | None = None     # one seed's difference as the runs spread it (beside power.sd, the pilot's)
 
     @property
     def stopped_at(self) -> int:
@@ -446,7 +447,8 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             i = r["interval"]
             low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
-            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
+            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed", "observed_sd")
+                     if k in r}
             if r["verdict"] not in VERDICTS:
                 raise ValueError(f"verdict {r['verdict']!r} is not one of {', '.join(VERDICTS)}")
             results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),

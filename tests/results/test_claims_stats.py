@@ -320,8 +320,12 @@ def test_a_report_with_a_wrongly_typed_claim_is_one_line(tmp_path, capsys, chang
 def test_an_intact_report_still_reads(tmp_path):
     from results.claims import read_report
 
-    (result, setting), = read_report(report_with(tmp_path, lambda r: None) / "claims.json")
+    out = report_with(tmp_path, lambda r: None)
+    (result, setting), = read_report(out / "claims.json")
     assert result.claim.text == "B beats A." and setting == "glyphs 32x32, 1 epoch"
+    # the pilot's spread beside the runs': differences 1.0, 1.5, 1.0 have sd 0.29
+    assert result.observed_sd == pytest.approx(np.std([1.0, 1.5, 1.0], ddof=1))
+    assert "spread of one seed's difference: planned 2 (pilot), observed 0.29" in (out / "claims.md").read_text()
 
 
 def test_a_source_arm_initialises_but_is_never_compared(tmp_path):
