@@ -5,13 +5,16 @@ A claims file quotes the paper and fixes the design before any evaluated run (do
 
     paper: horesnet
     setting: "glyphs 16x16 (53 classes, held-out typefaces), 5 epochs, batch 64, ..."   # the reduced setting
-    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
+    design: {alpha: 0.05, family: 1, target_power: 0.8, look_every: 5, max_seeds: 10, seeds_from: 200,
+             tuning_seeds: [0, 1, 2]}                      # family: m, the confirmatory claims (Holm's family)
     arms:
       euler18: {config: configs/claims/horesnet18-euler-w16_1xb64-5e_glyphs-16px.py, label: "Euler x8"}
       shallow: {config: ..., role: source}          # trained only to initialise another arm (ScaleNet)
       deep: {config: ..., init_from: shallow}       # model.pretrained = the source arm's run (same seed)
-    claims:                                         # the primaries: each gets a verdict, Holm across a run's
+    claims:
       - id: rk4-vs-euler-18
+        tier: confirmatory                          # confirmatory: a verdict, Holm over the file's family;
+                                                    # descriptive: an interval, no verdict
         quote: "After that, higher order schemes are showing more and more apparent advantages ..."  # verbatim
         where: "Table 3 caption"
         paper: {table: "3", column: top1, rows: {"Euler X8": 92.68, "RK4 X2": 92.98}}
@@ -33,9 +36,9 @@ The numbers under ``paper`` are copied from ``results/tables/<paper>.yaml`` and 
 The design (:mod:`results.sequential`): looks every ``look_every`` seeds per arm up to the seed count the power
 analysis gives (``power.sd`` measured on the tuning seeds, ``power.effect`` the paper's effect or the smallest
 worth detecting; at most ``max_seeds``), Lan-DeMets O'Brien-Fleming-type alpha spending, repeated confidence
-intervals of the paired per-seed difference (Welch where the arms share no initialisation), TOST for "similar" and
-"no worse", Holm's step-down over the run's primaries. Evaluation seeds start at ``seeds_from``, disjoint from the
-``tuning_seeds`` the recipes were tuned on. Verdicts: *supported*, *contradicted*, *equivalent* (within the
+intervals of the paired per-seed difference (Welch where the arms share no initialisation), one-sided for "better"
+and "no worse", TOST for "similar", Holm's step-down over each file's confirmatory family (its size in the file).
+Evaluation seeds start at ``seeds_from``, disjoint from the ``tuning_seeds`` the recipes were tuned on. Verdicts: *supported*, *contradicted*, *equivalent* (within the
 margin) or *inconclusive* with the largest effect the data rule out.
 
 Fairness (:func:`check_equal_budget`): the compared arms' resolved configs must agree on every key of

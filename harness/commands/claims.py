@@ -9,13 +9,15 @@ Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml
 rows and numbers, what it claims, the arms' configs under ``configs/claims/`` and the design). Before anything is
 trained, every claim's arms are checked to be a fair comparison (the same data, epochs, batch, optimizer budget
 and augmentation: only the model differs, unless the claim names a key) and, where the claim says so, audited
-equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look: the first look's
-evaluation seeds, a decision per claim at alpha/m (:func:`results.claims.stop_decision`), the next look's seeds for
+equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look
+(:func:`results.claims_run.run_claims`): the first look's evaluation seeds, a decision per claim at alpha/m, m the
+file's confirmatory family (:func:`results.claims.stop_decision`), the next look's seeds for
 the claims still open -- each run a plain ``depthbench train CONFIG key=value ... --work-dir
 <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second call reuses finished runs and continues interrupted
 ones, and the same command lines can go to Slurm), ``--jobs`` at a time, one thread each, each forked from one
 process that imported the stack once (:func:`harness.engine.forked.start_forked`), with the machine it ran on
-beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm),
+beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm over
+each file's family; descriptive claims get an interval and no verdict),
 written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and the HTML Claims page) and
 ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the interval at each
 look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
@@ -29,7 +31,7 @@ from harness.core.errors import DepthbenchError
 
 __all__ = ["run", "add_parser", "main"]
 DEFAULT_OUT = Path("results/claims")
-DEFAULT_SEEDS = 5  # per arm: the designs' first look (``submit --claims`` trains as many; tests/results/test_claims_stats.py)
+DEFAULT_SEEDS = 5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
 
 
 def default_out(quick: bool) -> Path:
@@ -43,7 +45,8 @@ def add_parser(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
     p.add_argument("--seeds", type=int, default=None,
-                   help="cap on seeds per arm (default: the design's plan, its power analysis; --quick: 1)")
+                   help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; "
+                        "--quick: 1)")
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each; cuda: 1)")

@@ -178,6 +178,18 @@ def test_a_claim_whose_arms_differ_in_budget_is_refused(change, where):
     assert f"differ in {where} " in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_interactions_pairs_may_differ_only_in_what_it_names():
+    """HO-ResNet's depth interaction: each depth keeps its tuned epochs (named in budget_differs), but within a
+    depth the two arms still train alike."""
+    from dataclasses import replace
+
+    c = replace(claim(), minus={"baseline": "c", "treatment": "d"}, budget_differs=("epochs",))
+    configs = {"a": budget(), "b": budget(), "c": budget(epochs=4), "d": budget(epochs=4)}
+    check_equal_budget(c, configs)
+    with pytest.raises(ClaimError, match="the arms differ in epochs"):
+        check_equal_budget(c, {**configs, "d": budget(epochs=5)})
+
+
 def test_the_size_audit_refuses_unequal_arms():
     sizes = {"a": {"params": 1000, "flops": 2000}, "b": {"params": 1010, "flops": 2500}}
     assert check_audit(claim(equal={"params": 0.02}), sizes)["params"] == pytest.approx(0.01)
