@@ -6,7 +6,7 @@ A claims file quotes the paper and fixes the design before any evaluated run (do
     paper: horesnet
     setting: "glyphs 16x16 (53 classes, held-out typefaces), 5 epochs, batch 64, ..."   # the reduced setting
     design: {alpha: 0.05, family: 1, target_power: 0.8, look_every: 5, max_seeds: 10, seeds_from: 200,
-             tuning_seeds: [0, 1, 2]}                      # family: m, the confirmatory claims (Holm's family)
+             tuning_seeds: [0, 1, 2]}               # family: m, the confirmatory claims (Holm's family)
     arms:
       euler18: {config: configs/claims/horesnet18-euler-w16_1xb64-5e_glyphs-16px.py, label: "Euler x8"}
       shallow: {config: ..., role: source}          # trained only to initialise another arm (ScaleNet)
@@ -38,8 +38,9 @@ analysis gives (``power.sd`` measured on the tuning seeds, ``power.effect`` the 
 worth detecting; at most ``max_seeds``), Lan-DeMets O'Brien-Fleming-type alpha spending, repeated confidence
 intervals of the paired per-seed difference (Welch where the arms share no initialisation), one-sided for "better"
 and "no worse", TOST for "similar", Holm's step-down over each file's confirmatory family (its size in the file).
-Evaluation seeds start at ``seeds_from``, disjoint from the ``tuning_seeds`` the recipes were tuned on. Verdicts: *supported*, *contradicted*, *equivalent* (within the
-margin) or *inconclusive* with the largest effect the data rule out.
+Evaluation seeds start at ``seeds_from``, disjoint from the ``tuning_seeds`` the recipes were tuned on. Verdicts:
+*supported*, *contradicted*, *equivalent* (within the margin) or *inconclusive* with the largest effect the data
+rule out.
 
 Fairness (:func:`check_equal_budget`): the compared arms' resolved configs must agree on every key of
 :data:`BUDGET_KEYS` (epochs, batch, optimizer, schedule, data, augmentation, EMA, distillation, precision,

@@ -1,7 +1,7 @@
 """The orchestration behind ``depthbench claims`` (harness/commands/claims.py parses and checks the command line and
-calls :func:`run_claims`, or :func:`results.claims_status.read_status` for `--status`): plan each claim's looks from its file's design, train the runs a
-look needs (forks of one preloaded server, ``jobs`` at a time), decide after each look, evaluate and write the
-report (claims.json, claims.md, a figure per claim).
+calls :func:`run_claims`, or :func:`results.claims_status.read_status` for ``--status``): plan each claim's looks
+from its file's design, train the runs a look needs (forks of one preloaded server, ``jobs`` at a time), decide
+after each look, evaluate and write the report (claims.json, claims.md, a figure per claim).
 
 The plan's looks -- which fix the boundaries -- are the design's, whatever a ``--seeds`` cap trains: a capped run
 stops training early and reads the looks it reached against the whole plan (it never spends the whole alpha at
@@ -284,9 +284,10 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
     for f in files:
         lines += [f"## {f.paper}", "", f"Setting: {f.setting}", "",
-                  f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory claim(s)), evaluation seeds "
-                  f"from {f.design.seeds_from} (tuning seeds {list(f.design.tuning_seeds)}), looks every "
-                  f"{f.design.look_every} seeds up to {f.design.max_seeds}.", ""]
+                  f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory "
+                  f"claim(s)), evaluation seeds from {f.design.seeds_from} (tuning seeds "
+                  f"{list(f.design.tuning_seeds)}), looks every {f.design.look_every} seeds up to "
+                  f"{f.design.max_seeds}.", ""]
         for r in [r for r in results if r.claim.paper == f.paper]:
             c, i = r.claim, r.interval
             versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"

@@ -34,8 +34,8 @@ AUDIT_MEASURES = ("params", "flops")
 FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
 DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
-CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
-                "equal", "expected", "budget_differs", "power", "note"}
+CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus",
+                "metric", "equal", "expected", "budget_differs", "power", "note"}
 POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
 # a design's bounds, checked when the file loads (before any planning or training): the plan's boundaries are a
@@ -224,7 +224,8 @@ def _design(d, where: str) -> Design:
     tuning = value["tuning_seeds"]
     if not isinstance(tuning, (list, tuple)) or len(tuning) > MAX_SEEDS:
         raise ClaimError(f"{where}: tuning_seeds is a list of at most {MAX_SEEDS} seeds")
-    design = Design(family=family, alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
+    design = Design(family=family,
+                    alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
                     target_power=bounded(value["target_power"], f"{where}: target_power", 0, 1, open_low=True,
                                          open_high=True),
                     look_every=look_every, max_seeds=max_seeds,

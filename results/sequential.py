@@ -227,7 +227,7 @@ def power(effect: float, sd: float, alpha: float, looks: Sequence[int], kind: st
     looks = tuple(int(n) for n in looks)
     rng = np.random.default_rng(0)
     d = rng.standard_normal((simulations, looks[-1])) * sd + (effect if kind == "better" else 0.0)
-    q = t_boundaries(alpha, looks, [n - 1 for n in looks])
+    # every kind decides one-sided at alpha (better, no_worse) or by two one-sided tests (similar): the 2-alpha plan
     q2 = t_boundaries(min(2 * alpha, 0.999), looks, [n - 1 for n in looks])
     decided = np.zeros(simulations, bool)
     for k, n in enumerate(looks):
