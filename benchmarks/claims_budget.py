@@ -86,12 +86,11 @@ def main() -> None:
     print(f"earlier claims: {earlier / 60:.0f} CPU-min of steps estimated, {EARLIER_CPU_S / 60:.0f} measured: "
           f"x{factor:.2f} for data, augmentation and start-up")
     files = [cl.load_claims(p) for p in cl.available_claims()]
-    primaries = [(c, f) for f in files for c in f.claims]
     worst = first = 0.0
     for f in files:
         seeds = {}
         for claim in f.claims:
-            looks, _ = cl.plan_looks(claim, f.design, len(primaries))
+            looks, _ = cl.plan_looks(claim, f.design)
             for arm in f.arms_of(claim):
                 seeds[arm.name] = max(seeds.get(arm.name, (0, 0)), (looks[-1], looks[0]))
         for name, (last, first_look) in seeds.items():

@@ -5,13 +5,16 @@ A claims file quotes the paper and fixes the design before any evaluated run (do
 
     paper: horesnet
     setting: "glyphs 16x16 (53 classes, held-out typefaces), 5 epochs, batch 64, ..."   # the reduced setting
-    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
+    design: {alpha: 0.05, family: 1, target_power: 0.8, look_every: 5, max_seeds: 10, seeds_from: 200,
+             tuning_seeds: [0, 1, 2]}               # family: m, the confirmatory claims (Holm's family)
     arms:
       euler18: {config: configs/claims/horesnet18-euler-w16_1xb64-5e_glyphs-16px.py, label: "Euler x8"}
       shallow: {config: ..., role: source}          # trained only to initialise another arm (ScaleNet)
       deep: {config: ..., init_from: shallow}       # model.pretrained = the source arm's run (same seed)
-    claims:                                         # the primaries: each gets a verdict, Holm across a run's
+    claims:
       - id: rk4-vs-euler-18
+        tier: confirmatory                          # confirmatory: a verdict, Holm over the file's family;
+                                                    # descriptive: an interval, no verdict
         quote: "After that, higher order schemes are showing more and more apparent advantages ..."  # verbatim
         where: "Table 3 caption"
         paper: {table: "3", column: top1, rows: {"Euler X8": 92.68, "RK4 X2": 92.98}}
@@ -33,10 +36,11 @@ The numbers under ``paper`` are copied from ``results/tables/<paper>.yaml`` and 
 The design (:mod:`results.sequential`): looks every ``look_every`` seeds per arm up to the seed count the power
 analysis gives (``power.sd`` measured on the tuning seeds, ``power.effect`` the paper's effect or the smallest
 worth detecting; at most ``max_seeds``), Lan-DeMets O'Brien-Fleming-type alpha spending, repeated confidence
-intervals of the paired per-seed difference (Welch where the arms share no initialisation), TOST for "similar" and
-"no worse", Holm's step-down over the run's primaries. Evaluation seeds start at ``seeds_from``, disjoint from the
-``tuning_seeds`` the recipes were tuned on. Verdicts: *supported*, *contradicted*, *equivalent* (within the
-margin) or *inconclusive* with the largest effect the data rule out.
+intervals of the paired per-seed difference (Welch where the arms share no initialisation), one-sided for "better"
+and "no worse", TOST for "similar", Holm's step-down over each file's confirmatory family (its size in the file).
+Evaluation seeds start at ``seeds_from``, disjoint from the ``tuning_seeds`` the recipes were tuned on. Verdicts:
+*supported*, *contradicted*, *equivalent* (within the margin) or *inconclusive* with the largest effect the data
+rule out.
 
 Fairness (:func:`check_equal_budget`): the compared arms' resolved configs must agree on every key of
 :data:`BUDGET_KEYS` (epochs, batch, optimizer, schedule, data, augmentation, EMA, distillation, precision,
@@ -76,17 +80,20 @@ def budget_view(cfg) -> dict:
 
 def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
     """Refuse a claim whose two arms' resolved configs differ in a :data:`BUDGET_KEYS` key (one line, the first
-    difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict)."""
-    pairs = [(claim.baseline, claim.treatment)] + ([(claim.baseline, claim.minus["baseline"]),
-                                                     (claim.minus["baseline"], claim.minus["treatment"])]
-                                                    if claim.minus else [])
-    for a, b in pairs:
-        _check_pair_budget(claim, a, b, configs)
+    difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict). In an interaction
+    (``minus``) each pair is compared whole; ``budget_differs`` then names what may differ between the two pairs
+    (e.g. each depth's own tuned epochs)."""
+    pairs = [(claim.baseline, claim.treatment, claim.budget_differs)]
+    if claim.minus:
+        pairs = [(claim.baseline, claim.treatment, ()), (claim.minus["baseline"], claim.minus["treatment"], ()),
+                 (claim.baseline, claim.minus["baseline"], claim.budget_differs)]
+    for a, b, differs in pairs:
+        _check_pair_budget(claim, a, b, configs, differs)
 
 
-def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mapping]) -> None:
+def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mapping], differs=()) -> None:
     base, treat = budget_view(configs[a]), budget_view(configs[b])
-    for key in [k for k in BUDGET_KEYS if k not in claim.budget_differs]:
+    for key in [k for k in BUDGET_KEYS if k not in differs]:
         diff = _first_difference(base[key], treat[key], key)
         if diff:
             path, va, vb = diff
@@ -275,19 +282,22 @@ def arm_stats(arm: str, values: Iterable[float]) -> ArmStats:
     return ArmStats(arm, values, float(np.mean(values)), std)
 
 
-def plan_looks(claim: Claim, design: Design, primaries: int) -> tuple[tuple[int, ...], float]:
+def plan_looks(claim: Claim, design: Design) -> tuple[tuple[int, ...], float | None]:
     """The claim's looks (seeds per arm) from its power analysis, and the plan's power: the fewest seeds, in steps
-    of ``look_every`` up to ``max_seeds``, that reach ``target_power`` at alpha / ``primaries`` (the level every
-    stopping decision is taken at, so that Holm cannot undo it)."""
-    alpha = design.alpha / max(1, primaries)
+    of ``look_every`` up to ``max_seeds``, that reach ``target_power`` at alpha / m (m: the file's family; the level
+    every stopping decision is taken at, so that Holm cannot undo it). A descriptive claim has one look, at the
+    file's first (an interval, no verdict, no power)."""
+    if claim.tier == "descriptive":
+        return (design.look_every,), None
+    alpha = design.alpha / design.family
     return seq.seeds_for_power(abs(claim.power["effect"]) or claim.margin, claim.power["sd"], alpha,
                                design.target_power, design.look_every, design.max_seeds, claim.kind, claim.margin)
 
 
-def seeds_needed(claim: Claim, design: Design, primaries: int, most: int = 60) -> int | None:
+def seeds_needed(claim: Claim, design: Design, most: int = 60) -> int | None:
     """The seeds per arm the power analysis asks for without the budget's cap -- a plan with three looks at
     thirds of it, n a multiple of 3 -- or None when even ``most`` do not reach ``target_power``."""
-    alpha = design.alpha / max(1, primaries)
+    alpha = design.alpha / design.family
     effect = abs(claim.power["effect"]) or claim.margin
     for n in range(3, most + 1, 3):
         looks = (n,) if n == 3 else (n // 3, 2 * n // 3, n)
@@ -317,64 +327,86 @@ def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Se
     return out
 
 
-def stop_decision(claim: Claim, values, looks: Sequence[int], alpha: float) -> str | None:
-    """The decision the plan (``looks``: all of them, which fix the boundaries) reaches by the looks ``values``
-    cover, at the stopping level ``alpha`` (alpha / m): a claim with a decision trains no more seeds."""
-    reached = seq.run_looks(claim.kind, claim.margin, alpha, looks, estimates(claim, values, looks))
+def stop_decision(claim: Claim, design: Design, values, looks: Sequence[int]) -> str | None:
+    """The decision the plan (``looks``: all of them, which fix the boundaries, whatever a ``--seeds`` cap trains)
+    reaches by the looks ``values`` cover, at the stopping level alpha / m (m: the file's family): a claim with a
+    decision trains no more seeds. A descriptive claim never decides."""
+    if claim.tier == "descriptive":
+        return None
+    reached = seq.run_looks(claim.kind, claim.margin, design.alpha / design.family, looks,
+                            estimates(claim, values, looks))
     return reached[-1].decision if reached else None
 
 
 def evaluate(claims: Sequence[tuple[Claim, Design]], values: Mapping[tuple[str, str], Mapping[int, float]],
              looks: Mapping[tuple[str, str], tuple[int, ...]], powers: Mapping | None = None,
              quick: bool = False) -> list[ClaimResult]:
-    """Every primary claim's verdict: repeated p-values, Holm over the claims, then the verdict read off the
-    repeated interval at the level Holm gives (alpha / m where it rejects nothing). ``values``: (paper, arm) ->
-    {seed: value}; ``looks``: (paper, claim id) -> the plan's looks."""
-    alpha = claims[0][1].alpha if claims else 0.05
-    m = len(claims)
+    """Every claim's result. Confirmatory claims: repeated p-values, Holm over each paper's family -- its size m is
+    the design's ``family``, whatever subset ``claims`` holds (a missing member counts as p = 1) -- then the
+    verdict read off the repeated interval at the level Holm gives (alpha / m where it rejects nothing).
+    Descriptive claims: the interval at 1 - alpha, no verdict. ``values``: (paper, arm) -> {seed: value};
+    ``looks``: (paper, claim id) -> the plan's looks."""
     prepared = []
-    for claim, _ in claims:
+    for claim, design in claims:
         arm_values = {a: values.get((claim.paper, a), {}) for a in claim.arm_names}
         plan = looks[(claim.paper, claim.id)]
         ests = [] if quick else estimates(claim, arm_values, plan)
-        prepared.append((claim, arm_values, plan, ests))
-    pvalues = [seq.repeated_p(c.kind, c.margin, plan, ests) if ests else 1.0 for c, _, plan, ests in prepared]
-    levels = seq.holm(pvalues, alpha) if not quick else [None] * m
-    results = []
-    for (claim, arm_values, plan, ests), p, level in zip(prepared, pvalues, levels):
-        read_at = level if level is not None else alpha / m
-        reached = seq.run_looks(claim.kind, claim.margin, read_at, plan, ests) if ests else []
-        decision = reached[-1].decision if reached else None
-        common = sorted(set.intersection(*(set(v) for v in arm_values.values()))) if arm_values else []
-        used = common[:reached[-1].n] if reached else common[:1]
-        base = arm_stats(claim.baseline, [arm_values[claim.baseline][s] for s in used])
-        treat = arm_stats(claim.treatment, [arm_values[claim.treatment][s] for s in used])
-        ruled_out = ""
-        if quick or not reached or not math.isfinite(reached[-1].low):  # one seed: no interval
+        prepared.append((claim, design, arm_values, plan, ests))
+    pvalues = [seq.repeated_p(c.kind, c.margin, plan, ests) if ests else 1.0 for c, _, _, plan, ests in prepared]
+    levels: list = [None] * len(prepared)
+    for paper in {c.paper for c, _ in claims}:
+        family = [i for i, (c, d) in enumerate(claims) if c.paper == paper and c.tier == "confirmatory"]
+        if not family or quick:
+            continue
+        design = claims[family[0]][1]
+        if len(family) > design.family:
+            raise ClaimError(f"{paper}: {len(family)} confirmatory claims given, the design's family has "
+                             f"{design.family}")
+        padded = [pvalues[i] for i in family] + [1.0] * (design.family - len(family))
+        for i, level in zip(family, seq.holm(padded, design.alpha)):
+            levels[i] = level
+    return [_result(claim, design, arm_values, plan, ests, p, level, (powers or {}).get((claim.paper, claim.id)),
+                    quick)
+            for (claim, design, arm_values, plan, ests), p, level in zip(prepared, pvalues, levels)]
+
+
+def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, power, quick) -> ClaimResult:
+    descriptive = claim.tier == "descriptive"
+    read_at = design.alpha if descriptive else (level if level is not None else design.alpha / design.family)
+    reached = seq.run_looks(claim.kind, claim.margin, read_at, plan, ests) if ests else []
+    decision = reached[-1].decision if reached else None
+    common = sorted(set.intersection(*(set(v) for v in arm_values.values()))) if arm_values else []
+    used = common[:reached[-1].n] if reached else common[:1]
+    base = arm_stats(claim.baseline, [arm_values[claim.baseline][s] for s in used])
+    treat = arm_stats(claim.treatment, [arm_values[claim.treatment][s] for s in used])
+    ruled_out = ""
+    level_shown = 1 - (2 * read_at if claim.kind in seq.DIRECTIONAL else read_at)  # see seq.run_looks
+    if quick or not reached or not math.isfinite(reached[-1].low):  # one seed: no interval
+        verdict = "no verdict"
+        interval = Interval(claim.test, level_shown, treat.mean - base.mean, None, None)
+    else:
+        last = reached[-1]
+        interval = Interval(claim.test, level_shown, last.estimate.diff, last.low, last.high, last.estimate.df)
+        if descriptive:
             verdict = "no verdict"
-            diff = treat.mean - base.mean
-            interval = Interval(claim.test, 1 - read_at, diff, None, None)
+        elif level is not None:  # Holm rejected the claim's (one-sided or TOST) null hypothesis
+            verdict = {"better": "supported", "no_worse": "supported", "similar": "equivalent"}[claim.kind]
         else:
-            last = reached[-1]
-            interval = Interval(claim.test, 1 - read_at, last.estimate.diff, last.low, last.high, last.estimate.df)
-            if level is not None:  # Holm rejected the claim's null hypothesis
-                verdict = {"better": "supported" if last.estimate.diff > 0 else "contradicted",
-                           "no_worse": "supported", "similar": "equivalent"}[claim.kind]
-            else:
-                # a "supported"/"equivalent" primary decision at alpha/m implies Holm's rejection: what is left
-                # here is "equivalent" (better) or "contradicted" (similar, no_worse), read at alpha/m
-                verdict = decision or "inconclusive"
-                if verdict == "inconclusive":
-                    ruled_out = (f"the data rule out an effect above {last.high:+.2f} and below {last.low:+.2f} "
-                                 f"points ({interval.level:.1%} repeated interval at {last.n} seeds)")
-        notes = [] if len(common) >= (plan[0] if plan else 1) or quick else [
-            f"only {len(common)} seeds finished in every arm; the plan's first look needs {plan[0]}"]
-        results.append(ClaimResult(claim, base, treat, interval, verdict, tuple(notes),
-                                   tuple({"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high,
-                                          "decision": lk.decision} for lk in reached), tuple(plan),
-                                   (powers or {}).get((claim.paper, claim.id)), None if quick else p, level,
-                                   ruled_out, quick))
-    return results
+            # a "supported"/"equivalent" decision at alpha/m implies Holm's rejection: what is left here is
+            # "equivalent" (better) or "contradicted", read at alpha/m
+            verdict = decision or "inconclusive"
+            if verdict == "inconclusive":
+                ruled_out = (f"the data rule out an effect above {last.high:+.2f} and below {last.low:+.2f} "
+                             f"points ({interval.level:.1%} repeated interval at {last.n} seeds)")
+    notes = [] if len(common) >= (plan[0] if plan else 1) or quick else [
+        f"only {len(common)} seeds finished in every arm; the plan's first look needs {plan[0]}"]
+    if descriptive:
+        notes.append("descriptive: an interval at the file's alpha, no verdict")
+    return ClaimResult(claim, base, treat, interval, verdict, tuple(notes),
+                       tuple({"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high,
+                              "decision": lk.decision} for lk in reached), tuple(plan),
+                       power, None if quick or descriptive else p, level, ruled_out, quick,
+                       observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None)
 
 
 # ----------------------------------------------------------------------------------------- curves

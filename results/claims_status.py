@@ -23,18 +23,27 @@ METRICS = {"top1": "top-1 of the last evaluation (%)",
            "top1_auc": "mean top-1 over the evaluated epochs (%), the normalised area under the learning curve"}
 KINDS = ("better", "no_worse", "similar")  # what a claim may say of its arms (results.sequential tests each)
 TESTS = ("paired", "welch")
+# confirmatory: the file's family (its size written in the design), a verdict each, Holm over the family;
+# descriptive: an interval and no verdict
+TIERS = ("confirmatory", "descriptive")
 VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdict")
 # keys whose values must be identical in the compared arms' resolved configs (only `model` may differ)
 BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
                "precision", "eval_interval")
 AUDIT_MEASURES = ("params", "flops")
 FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
-DESIGN_FIELDS = {"alpha", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
+DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
-CLAIM_FIELDS = {"id", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus", "metric",
-                "equal", "expected", "budget_differs", "power", "note"}
+CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus",
+                "metric", "equal", "expected", "budget_differs", "power", "note"}
 POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
+# a design's bounds, checked when the file loads (before any planning or training): the plan's boundaries are a
+# K-dimensional normal integral per look count tried, so the looks and seeds a file may ask for are bounded
+MAX_SEEDS = 60            # seeds per arm (the power analysis' own ceiling, results.claims.seeds_needed)
+MAX_LOOKS = 5             # looks per plan (max_seeds / look_every): 5 plan in ~4 CPU-s, 10 in ~140
+SEED_LIMIT = 2 ** 31      # evaluation and tuning seeds are in [0, SEED_LIMIT): numpy and torch take them all
+MAX_POINTS = 100.0        # margins, spreads and effects: points of a percentage metric
 
 
 class ClaimError(TableError):
@@ -68,7 +77,8 @@ class PaperSource:
 @dataclass(frozen=True)
 class Design:
     """The pre-registered plan shared by a file's claims (fixed before any evaluated run)."""
-    alpha: float = 0.05                  # familywise, two-sided, over the run's primaries (Holm)
+    alpha: float = 0.05                  # familywise over the file's confirmatory claims (Holm)
+    family: int = 1                      # m: how many confirmatory claims the file has (Holm's family)
     target_power: float = 0.8
     look_every: int = 3                  # seeds per arm between looks
     max_seeds: int = 6                   # the budget's cap on seeds per arm
@@ -95,6 +105,7 @@ class Claim:
     minus: dict = field(default_factory=dict)    # {baseline, treatment} of the pair whose gain is subtracted
     budget_differs: tuple = ()
     power: dict = field(default_factory=dict)    # sd, sd_from, effect, effect_from
+    tier: str = "confirmatory"           # confirmatory (a verdict, Holm over the file's family) | descriptive
 
     @property
     def arm_names(self) -> list[str]:
@@ -185,6 +196,10 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
         if not isinstance(x, dict) or set(x) != {"id", "text", "why"}:
             raise ClaimError(f"{path}: exploratory #{i + 1} needs exactly 'id', 'text' and 'why' (no verdict)")
         exploratory.append(Exploratory(str(x["id"]), " ".join(str(x["text"]).split()), " ".join(str(x["why"]).split())))
+    confirmatory = sum(c.tier == "confirmatory" for c in claims)
+    if confirmatory != design.family:
+        raise ClaimError(f"{path}: design.family says {design.family} confirmatory claim(s), the file has "
+                         f"{confirmatory}; the family is fixed before any evaluated run: make them agree")
     quick = doc.get("quick") or []
     if not isinstance(quick, list) or not all(isinstance(o, str) and "=" in o for o in quick):
         raise ClaimError(f"{path}: 'quick' is a list of key=value overrides applied to every arm under --quick")
@@ -198,19 +213,45 @@ def _design(d, where: str) -> Design:
     if not isinstance(d, dict):
         raise ClaimError(f"{where} is missing: the pre-registered plan ({', '.join(sorted(DESIGN_FIELDS))})")
     _no_extra(d, DESIGN_FIELDS, where)
-    try:
-        design = Design(**{**d, "tuning_seeds": tuple(int(s) for s in d.get("tuning_seeds", ()))})
-    except (TypeError, ValueError) as e:
-        raise ClaimError(f"{where}: {e}") from None
-    if not (0 < design.alpha < 0.5 and 0 < design.target_power < 1 and isinstance(design.look_every, int)
-            and design.look_every >= 2 and isinstance(design.max_seeds, int) and design.max_seeds >= design.look_every):
-        raise ClaimError(f"{where}: alpha in (0, 0.5), target_power in (0, 1), look_every >= 2 seeds and max_seeds "
-                         ">= look_every")
+    value = {key: d.get(key, getattr(Design, key)) for key in DESIGN_FIELDS}
+    family = bounded(value["family"], f"{where}: family (m, the number of confirmatory claims)", 0, 50,
+                     integer=True)
+    look_every = bounded(value["look_every"], f"{where}: look_every", 2, MAX_SEEDS, integer=True)
+    max_seeds = bounded(value["max_seeds"], f"{where}: max_seeds", look_every, MAX_SEEDS, integer=True)
+    if max_seeds // look_every > MAX_LOOKS:
+        raise ClaimError(f"{where}: max_seeds {max_seeds} at look_every {look_every} makes "
+                         f"{max_seeds // look_every} looks; at most {MAX_LOOKS}: look less often")
+    tuning = value["tuning_seeds"]
+    if not isinstance(tuning, (list, tuple)) or len(tuning) > MAX_SEEDS:
+        raise ClaimError(f"{where}: tuning_seeds is a list of at most {MAX_SEEDS} seeds")
+    design = Design(family=family,
+                    alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
+                    target_power=bounded(value["target_power"], f"{where}: target_power", 0, 1, open_low=True,
+                                         open_high=True),
+                    look_every=look_every, max_seeds=max_seeds,
+                    seeds_from=bounded(value["seeds_from"], f"{where}: seeds_from", 0, SEED_LIMIT - max_seeds,
+                                       integer=True),
+                    tuning_seeds=tuple(bounded(s, f"{where}: tuning_seeds", 0, SEED_LIMIT - 1, integer=True)
+                                       for s in tuning))
     evaluated = range(design.seeds_from, design.seeds_from + design.max_seeds)
     if any(s in evaluated for s in design.tuning_seeds):
         raise ClaimError(f"{where}: evaluation seeds {design.seeds_from}-{evaluated[-1]} overlap the tuning seeds "
                          f"{list(design.tuning_seeds)}; move seeds_from past them")
     return design
+
+
+def bounded(value, where: str, low: float, high: float, *, integer: bool = False, open_low: bool = False,
+            open_high: bool = False):
+    """``value`` if it is a number (an integer where ``integer``; never a bool, NaN or infinite) within
+    ``[low, high]`` (``open_*``: that end excluded); otherwise one line naming ``where`` and the range."""
+    kind = int if integer else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value) and (
+        low < value if open_low else low <= value) and (value < high if open_high else value <= high)
+    if not ok:
+        what = "an integer" if integer else "a finite number"
+        raise ClaimError(f"{where} is {value!r}: give {what} in {'(' if open_low else '['}{low:g}, {high:g}"
+                         f"{')' if open_high else ']'}")
+    return int(value) if integer else float(value)
 
 
 def _no_extra(mapping: dict, allowed: set, where: str) -> None:
@@ -224,7 +265,7 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
         raise ClaimError(f"{where}: each claim needs an 'id'")
     where = f"{where} ({c['id']})"
     _no_extra(c, CLAIM_FIELDS, where)
-    for key in ("quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
+    for key in ("tier", "quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
         if not c.get(key):
             raise ClaimError(f"{where}: '{key}' is missing (every claim quotes its paper and states its design)")
     minus = c.get("minus") or {}
@@ -243,6 +284,8 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
         raise ClaimError(f"{where}: metric {metric!r} is not one of {', '.join(METRICS)}")
     if kind not in KINDS:
         raise ClaimError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)} (what the paper claims)")
+    if c["tier"] not in TIERS:
+        raise ClaimError(f"{where}: tier {c['tier']!r} is not one of {', '.join(TIERS)}")
     if test not in TESTS:
         raise ClaimError(f"{where}: test {test!r} is not one of {', '.join(TESTS)}")
     if test == "paired" and any(arms[n].init_from for n in (c["baseline"], c["treatment"])):
@@ -250,19 +293,18 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
                          "counterpart: test: welch")
     if minus and test != "paired":
         raise ClaimError(f"{where}: an interaction ('minus') is estimated per seed: test: paired")
-    margin = c.get("margin")
-    if not (isinstance(margin, (int, float)) and margin > 0):
-        raise ClaimError(f"{where}: 'margin' (points of {metric}) must be positive: the similar/no-worse margin, "
-                         "or for 'better' the smallest effect worth detecting")
+    margin = bounded(c.get("margin"), f"{where}: 'margin' (points of {metric}: the similar/no-worse margin, or for "
+                     "'better' the smallest effect worth detecting)", 0, MAX_POINTS, open_low=True)
     power = c["power"]
-    if not isinstance(power, dict) or set(power) != POWER_FIELDS or not all(
-            isinstance(power[k], (int, float)) for k in ("sd", "effect")) or power["sd"] <= 0:
+    if not isinstance(power, dict) or set(power) != POWER_FIELDS:
         raise ClaimError(f"{where}: 'power' needs sd (> 0, points: the measured spread of one seed's difference), "
                          "sd_from, effect (points) and effect_from (where each comes from)")
+    power = {**power, "sd": bounded(power["sd"], f"{where}: power.sd (points)", 0, MAX_POINTS, open_low=True),
+             "effect": bounded(power["effect"], f"{where}: power.effect (points)", -MAX_POINTS, MAX_POINTS)}
     budget_differs = c.get("budget_differs") or []
     if not isinstance(budget_differs, list) or set(budget_differs) - set(BUDGET_KEYS):
         raise ClaimError(f"{where}: 'budget_differs' lists keys of {', '.join(BUDGET_KEYS)}")
-    if budget_differs and test == "paired":
+    if budget_differs and test == "paired" and not minus:  # an interaction's pairs may differ (check_equal_budget)
         raise ClaimError(f"{where}: arms with different budgets ({budget_differs}) do not pair: test: welch")
     equal = c.get("equal") or {}
     if not isinstance(equal, dict) or set(equal) - set(AUDIT_MEASURES) or not all(
@@ -282,7 +324,7 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
     source = PaperSource(str(src["table"]), str(src.get("column", "top1")), dict(src["rows"]), str(src.get("note", "")))
     return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source, c["baseline"], c["treatment"],
                  metric, kind, float(margin), dict(equal), dict(expected), " ".join(str(c.get("note", "")).split()),
-                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power))
+                 str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power), c["tier"])
 
 
 def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
@@ -371,6 +413,7 @@ class ClaimResult:
     quick: bool = False
     hardware: tuple = ()                 # the machines the runs came from (one text each)
     seeds_needed: int | None = None      # for the target power without the budget's cap (None: more than 60)
+    observed_sd: float | None = None     # one seed's difference as the runs spread it (beside power.sd, the pilot's)
 
     @property
     def stopped_at(self) -> int:
@@ -397,6 +440,7 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
                 legacy = dict(r["claim"])
                 legacy["kind"] = {"no_worse": "no_worse"}.get(legacy.pop("direction"), "better")
                 r["claim"] = legacy
+            _check_report_claim(r["claim"])
             claim = Claim(**{**r["claim"], "source": PaperSource(**{**source, "rows": dict(source["rows"])}),
                              "budget_differs": tuple(r["claim"].get("budget_differs", ()))})
             arms = [ArmStats(str(r[k]["arm"]), tuple(map(float, r[k]["values"])), float(r[k]["mean"]),
@@ -404,17 +448,63 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             i = r["interval"]
             low, high = (None if i[k] is None else float(i[k]) for k in ("low", "high"))
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
-            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed") if k in r}
+            extra = {k: r[k] for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed", "observed_sd")
+                     if k in r}
+            if r["verdict"] not in VERDICTS:
+                raise ValueError(f"verdict {r['verdict']!r} is not one of {', '.join(VERDICTS)}")
             results.append((ClaimResult(claim, *arms, interval, str(r["verdict"]), tuple(map(str, r["notes"])),
                                         tuple(r.get("looks", ())), tuple(r.get("planned", ())),
                                         hardware=tuple(r.get("hardware", ())), **extra), str(r["setting"])))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, BadFile, ClaimError) as e:
         raise ClaimError(f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite "
                          "it") from None
     return results
 
 
+def _check_report_claim(record: dict) -> None:
+    """A report's claim has the types a claims file gives it (texts are strings, the margin a finite number):
+    anything else, e.g. a list as the quote, would end in a traceback where the report is read or printed."""
+    for key in ("paper", "id", "text", "baseline", "treatment", "metric", "kind", "note", "where", "test", "tier"):
+        if key in record and not isinstance(record[key], str):
+            raise ValueError(f"claim field {key!r} is a {type(record[key]).__name__}, not text")
+    bounded(record.get("margin"), "claim field 'margin'", 0, MAX_POINTS, open_low=True)
+
+
 # ----------------------------------------------------------------------------------------- reporting
+@dataclass
+class ClaimsReport:
+    """What ``depthbench claims`` returns (results/claims_run.py writes it; :func:`read_status` reads it back)."""
+    results: list                    # ClaimResult per claim
+    out: Path
+    runs: list = field(default_factory=list)
+    files: list = field(default_factory=list)
+    status: list = field(default_factory=list)   # one line per paper
+
+
+def read_status(files, out: Path) -> ClaimsReport:
+    """``--status``: the verdicts of the report ``out`` holds (its claims.json: the one source the report's
+    claims.md and the HTML Claims page are written from), per paper; a --quick folder says so, and claims the
+    report lacks or that changed since it was written are named."""
+    report = out / "claims.json"
+    if not report.is_file():
+        return ClaimsReport([], out, status=[f"{f.paper}: no claims evaluated yet (no report in {out})"
+                                             for f in files])
+    stored = read_report(report)
+    lines, results = [], []
+    for f in files:
+        mine = [r for r, _ in stored if r.claim.paper == f.paper]
+        results += mine
+        quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored if r.claim.paper == f.paper)
+        current = {(c.id, c.text, c.kind) for c in f.claims}
+        reported = {(r.claim.id, r.claim.text, r.claim.kind) for r in mine}
+        line = status_line(f.paper, mine, quick) if mine else f"{f.paper}: not in the report {report}"
+        if mine and current != reported:
+            line += (f" — the report predates the current claims file ({len(current - reported)} claim(s) new or "
+                     f"changed): rerun `depthbench claims {f.paper}{' --quick' if quick else ''} --out {out}`")
+        lines.append(line)
+    return ClaimsReport(results, out, [], [], lines)
+
+
 def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False) -> str:
     """``depthbench claims --status``: one line per paper, e.g. ``horesnet: 3 claims — 1 supported, 2
     inconclusive (3–6 seeds)``."""

@@ -32,6 +32,8 @@ from scipy import optimize, stats
 
 from results.claims_status import KINDS  # a claims file's kinds: read without SciPy (claims --status)
 
+DIRECTIONAL = ("better", "no_worse")  # tested one-sided at alpha (similar: two one-sided tests, TOST)
+
 
 def obf_spending(t: float | np.ndarray, alpha: float):
     """Lan-DeMets O'Brien-Fleming-type alpha spent by information fraction ``t`` (two-sided ``alpha``)."""
@@ -112,10 +114,10 @@ def interval(est: Estimate, q: float) -> tuple[float, float]:
 def decide(kind: str, low: float, high: float, margin: float, eq_low: float, eq_high: float) -> str | None:
     """The verdict a look reaches, or None (go on). ``low, high``: the two-sided repeated interval at alpha;
     ``eq_low, eq_high``: at 2 alpha (the TOST interval: each side a one-sided test at alpha)."""
-    if kind == "better":
-        if low > 0:
+    if kind == "better":  # directional: one-sided at alpha each way (the 2-alpha interval's ends)
+        if eq_low > 0:
             return "supported"
-        if high < 0:
+        if eq_high < 0:
             return "contradicted"
         if -margin < eq_low and eq_high < margin:
             return "equivalent"
@@ -139,7 +141,7 @@ def decide(kind: str, low: float, high: float, margin: float, eq_low: float, eq_
 class Look:
     n: int
     estimate: Estimate
-    low: float                # two-sided repeated interval at the plan's alpha
+    low: float                # repeated interval: two-sided at alpha (similar), at 2 alpha (directional kinds)
     high: float
     decision: str | None
 
@@ -157,7 +159,8 @@ def run_looks(kind: str, margin: float, alpha: float, looks: Sequence[int],
             continue
         low, high = interval(est, q[k])
         eq_low, eq_high = interval(est, q2[k])
-        out.append(Look(est.n, est, low, high, decide(kind, low, high, margin, eq_low, eq_high)))
+        shown = (eq_low, eq_high) if kind in DIRECTIONAL else (low, high)  # one-sided at alpha: the 2-alpha ends
+        out.append(Look(est.n, est, *shown, decide(kind, low, high, margin, eq_low, eq_high)))
         if out[-1].decision:
             break
     return out
@@ -165,7 +168,7 @@ def run_looks(kind: str, margin: float, alpha: float, looks: Sequence[int],
 
 def repeated_p(kind: str, margin: float, looks: Sequence[int], estimates: Sequence[Estimate]) -> float:
     """The smallest alpha at which the plan would have rejected the claim's null hypothesis by the last look in
-    ``estimates`` (a repeated p-value: valid for Holm). better: H0 diff = 0 (two-sided); no_worse: diff <= -margin;
+    ``estimates`` (a repeated p-value: valid for Holm). better: H0 diff <= 0 (one-sided); no_worse: diff <= -margin;
     similar: |diff| >= margin (TOST: the larger of the two one-sided p-values)."""
     usable = [(k, e) for k, e in enumerate(estimates) if math.isfinite(e.se) and e.se > 0]
     if not usable:
@@ -175,10 +178,9 @@ def repeated_p(kind: str, margin: float, looks: Sequence[int], estimates: Sequen
     dfs = [e.df for e in estimates] + [math.inf] * (len(looks) - len(estimates))
 
     def rejected(alpha: float) -> bool:
-        q = t_boundaries(alpha, looks, dfs)
         q1 = t_boundaries(min(2 * alpha, 0.999), looks, dfs)
         for k, e in usable:
-            if kind == "better" and abs(e.diff) / e.se >= q[k]:
+            if kind == "better" and e.diff / e.se >= q1[k]:
                 return True
             if kind == "no_worse" and (e.diff + margin) / e.se >= q1[k]:
                 return True
@@ -186,9 +188,9 @@ def repeated_p(kind: str, margin: float, looks: Sequence[int], estimates: Sequen
                 return True
         return False
 
-    if not rejected(0.999 / (2 if kind != "better" else 1)):
+    if not rejected(0.999 / 2):
         return 1.0
-    lo, hi = 1e-9, 0.999 / (2 if kind != "better" else 1)
+    lo, hi = 1e-9, 0.999 / 2
     if rejected(lo):
         return lo
     for _ in range(40):  # bisection on log alpha: monotone, ~1e-4 relative precision
@@ -198,7 +200,7 @@ def repeated_p(kind: str, margin: float, looks: Sequence[int], estimates: Sequen
 
 
 def _rejects_exactly(kind: str, margin: float, diff: float) -> bool:
-    return {"better": diff != 0, "no_worse": diff > -margin, "similar": abs(diff) < margin}[kind]
+    return {"better": diff > 0, "no_worse": diff > -margin, "similar": abs(diff) < margin}[kind]
 
 
 def holm(pvalues: Sequence[float], alpha: float) -> list[float | None]:
@@ -225,14 +227,14 @@ def power(effect: float, sd: float, alpha: float, looks: Sequence[int], kind: st
     looks = tuple(int(n) for n in looks)
     rng = np.random.default_rng(0)
     d = rng.standard_normal((simulations, looks[-1])) * sd + (effect if kind == "better" else 0.0)
-    q = t_boundaries(alpha, looks, [n - 1 for n in looks])
+    # every kind decides one-sided at alpha (better, no_worse) or by two one-sided tests (similar): the 2-alpha plan
     q2 = t_boundaries(min(2 * alpha, 0.999), looks, [n - 1 for n in looks])
     decided = np.zeros(simulations, bool)
     for k, n in enumerate(looks):
         x = d[:, :n]
         mean, se = x.mean(1), x.std(1, ddof=1) / np.sqrt(n) if n > 1 else np.full(simulations, np.inf)
         if kind == "better":
-            decided |= mean - q[k] * se > 0
+            decided |= mean - q2[k] * se > 0
         elif kind == "no_worse":
             decided |= mean - q2[k] * se > -margin
         else:

@@ -9,13 +9,15 @@ Each paper's claims live beside its tables (``results/tables/claims/<paper>.yaml
 rows and numbers, what it claims, the arms' configs under ``configs/claims/`` and the design). Before anything is
 trained, every claim's arms are checked to be a fair comparison (the same data, epochs, batch, optimizer budget
 and augmentation: only the model differs, unless the claim names a key) and, where the claim says so, audited
-equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look: the first look's
-evaluation seeds, a decision per claim at alpha/m (:func:`results.claims.stop_decision`), the next look's seeds for
+equal in parameters/FLOPs with the one FLOP counter. Then the arms are trained look by look
+(:func:`results.claims_run.run_claims`): the first look's evaluation seeds, a decision per claim at alpha/m, m the
+file's confirmatory family (:func:`results.claims.stop_decision`), the next look's seeds for
 the claims still open -- each run a plain ``depthbench train CONFIG key=value ... --work-dir
 <out>/runs/<paper>/<arm>/seed<k> --resume auto`` (so a second call reuses finished runs and continues interrupted
 ones, and the same command lines can go to Slurm), ``--jobs`` at a time, one thread each, each forked from one
 process that imported the stack once (:func:`harness.engine.forked.start_forked`), with the machine it ran on
-beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm),
+beside it (``seed<k>.hardware.txt``). The verdicts are :func:`results.claims.evaluate` (repeated intervals, Holm over
+each file's family; descriptive claims get an interval and no verdict),
 written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and the HTML Claims page) and
 ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the interval at each
 look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
@@ -23,32 +25,18 @@ scale and says so: never the paper's setting.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
 
-if TYPE_CHECKING:  # results.claims imports numpy: loaded where used, not to build the CLI's parser
-    from results.claims import RunSpec
-
-__all__ = ["run", "ClaimsReport", "add_parser", "main"]
+__all__ = ["run", "add_parser", "main"]
 DEFAULT_OUT = Path("results/claims")
-DEFAULT_SEEDS = 3  # per arm: the fewest that give an interval (``submit --claims`` trains as many)
+DEFAULT_SEEDS = 5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
 
 
 def default_out(quick: bool) -> Path:
     """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders)."""
     return Path(f"{DEFAULT_OUT}-quick") if quick else DEFAULT_OUT
-
-
-@dataclass
-class ClaimsReport:
-    results: list                    # results.claims.ClaimResult per claim
-    out: Path
-    runs: list = field(default_factory=list)
-    files: list = field(default_factory=list)
-    status: list = field(default_factory=list)   # one line per paper
 
 
 def add_parser(subparsers) -> None:
@@ -57,7 +45,8 @@ def add_parser(subparsers) -> None:
                               description=__doc__.split("\n\n")[0])
     p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
     p.add_argument("--seeds", type=int, default=None,
-                   help="cap on seeds per arm (default: the design's plan, its power analysis; --quick: 1)")
+                   help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; "
+                        "--quick: 1)")
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each; cuda: 1)")
@@ -81,426 +70,33 @@ def main(args) -> int:
 
 def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: bool = False,
         out: str | Path | None = None, jobs: int | None = None, status: bool = False,
-        device: str | None = None) -> ClaimsReport:
+        device: str | None = None):
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``papers`` (see
-    the module docstring). ``seeds``: a cap on seeds per arm (default: each claim's planned looks). ``status``:
-    read the report ``out`` holds, train nothing."""
+    the module docstring; the work is :func:`results.claims_run.run_claims`). ``seeds``: a cap on seeds per arm
+    (default: each claim's planned looks; the plan's boundaries stay). ``status``: read the report ``out`` holds,
+    train nothing. Returns a :class:`results.claims_status.ClaimsReport`."""
     import os
 
     from results import claims_status as cs
 
     cap = cs.seeds_per_arm(seeds, quick)
-    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
     out = Path(out) if out else default_out(quick)
     files = [cs.load_claims(p) for p in (papers or cs.available_claims())]  # unknown paper / bad file: one line
     if status:  # reads the report: no engine (tests/results/test_claims_stats.py)
-        return _status(files, out)
-    from harness.core.files import check_writable_folder
-    from harness.tasks.glyphs import DEFAULT_VARIANT
-    from results import claims as cl
-    _check_folder_kind(out, quick)
+        return cs.read_status(files, out)
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise DepthbenchError("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
                                   "on a GPU node, or drop --device to train on the CPU")
-    if len({f.design.alpha for f in files}) > 1:
-        raise DepthbenchError("the claims files state different alphas; one run has one familywise alpha (Holm)")
-    check_writable_folder(out, "--out", "the claims' runs and report")
-    primaries = [(claim, f) for f in files for claim in f.claims]
-    plans, powers = {}, {}
-    for claim, f in primaries:
-        looks, power = cl.plan_looks(claim, f.design, len(primaries))
-        if cap is not None:
-            looks = tuple(n for n in looks if n <= cap) or (cap,)
-        plans[(claim.paper, claim.id)], powers[(claim.paper, claim.id)] = ((1,), None) if quick else (looks, power)
-    datasets = set()
-    for f in files:
-        configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
-        datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
-                     for c in configs.values() if c.data.type == "glyphs"}
+    from results.claims_run import run_claims
+
     jobs = jobs or (1 if device == "cuda" else
                     max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
-    alpha = files[0].design.alpha if files else 0.05
-    open_claims = dict.fromkeys((c.paper, c.id) for c, _ in primaries)
-    specs: dict = {}
-    for look in range(max((len(v) for v in plans.values()), default=0)):
-        todo = []
-        for claim, f in primaries:
-            plan = plans[(claim.paper, claim.id)]
-            if (claim.paper, claim.id) in open_claims and look < len(plan):
-                todo += cl.plan_runs(f, plan[look], quick, out, only=[claim])
-        todo = list({s.work_dir: s for s in todo}.values())
-        cl.check_not_stale(todo, "move them away (or use another --out) and they are trained again")
-        if look == 0:
-            _prepare_data(datasets, jobs)
-        _train(todo, jobs, env)
-        specs.update({s.work_dir: s for s in todo})
-        values = _values(list(specs.values()))
-        for claim, _ in primaries:
-            key = (claim.paper, claim.id)
-            if key in open_claims and not quick and cl.stop_decision(
-                    claim, {a: values.get((claim.paper, a), {}) for a in claim.arm_names},
-                    plans[key], alpha / len(primaries)):  # the whole plan: its boundaries; the data reach look k
-                del open_claims[key]  # decided at this look: no more seeds for it
-    all_specs = list(specs.values())
-    results = cl.evaluate([(c, f.design) for c, f in primaries], _values(all_specs), plans, powers, quick)
-    hardware = _hardware(all_specs)
-    designs = {(c.paper, c.id): f.design for c, f in primaries}
-    results = [replace(r, hardware=tuple(sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)")
-                                                  for a in r.claim.arm_names})),
-                       seeds_needed=None if quick else cl.seeds_needed(r.claim, designs[(r.claim.paper,
-                                                                                           r.claim.id)],
-                                                                         len(primaries)))
-               for r in results]
-    status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick)
-                    for f in files]
-    written = write_report(results, files, all_specs, out, quick)
-    return ClaimsReport(results, out, all_specs, written, status_lines)
-
-
-def _check_folder_kind(out: Path, quick: bool) -> None:
-    """A --quick report's folder is not a full run's, and the other way round: one line instead of advice to move
-    valid runs away (their recipes differ by the quick overrides)."""
-    from results import claims as cl
-
-    report = out / "claims.json"
-    if not report.is_file():
-        return
-    try:
-        stored = cl.read_report(report)
-    except DepthbenchError:
-        return  # rewritten by this call
-    was_quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored)
-    if stored and was_quick != quick:
-        raise DepthbenchError(f"--out {out} holds a {'--quick' if was_quick else 'full'} report; "
-                              f"{'add' if was_quick else 'drop'} --quick to continue it, or give another --out")
-
-
-def _status(files, out: Path) -> ClaimsReport:
-    """``--status``: the verdicts of the report ``out`` holds (its claims.json: the one source the report's
-    claims.md and the HTML Claims page are written from), per paper; a --quick folder says so, and claims the
-    report lacks or that changed since it was written are named."""
-    from results import claims_status as cl
-
-    report = out / "claims.json"
-    if not report.is_file():
-        return ClaimsReport([], out, status=[f"{f.paper}: no claims evaluated yet (no report in {out})"
-                                             for f in files])
-    stored = cl.read_report(report)
-    lines, results = [], []
-    for f in files:
-        mine = [r for r, _ in stored if r.claim.paper == f.paper]
-        results += mine
-        quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored if r.claim.paper == f.paper)
-        current = {(c.id, c.text, c.kind) for c in f.claims}
-        reported = {(r.claim.id, r.claim.text, r.claim.kind) for r in mine}
-        line = cl.status_line(f.paper, mine, quick) if mine else f"{f.paper}: not in the report {report}"
-        if mine and current != reported:
-            line += (f" — the report predates the current claims file ({len(current - reported)} claim(s) new or "
-                     f"changed): rerun `depthbench claims {f.paper}{' --quick' if quick else ''} --out {out}`")
-        lines.append(line)
-    return ClaimsReport(results, out, [], [], lines)
-
-
-def _values(specs) -> dict:
-    """(paper, arm) -> {seed: top-1 of the last evaluation} of the finished runs."""
-    from results import claims as cl
-
-    values: dict = {}
-    for s in specs:
-        curve = _curve(s.work_dir) if cl.run_done(s) else []
-        if curve:
-            values.setdefault((s.paper, s.arm), {})[s.seed] = cl.metric_value(curve, "top1")
-    return values
-
-
-def machine(gpu: bool = True) -> str:
-    """This machine in one line: CPU model and ISA extensions that matter for float kernels, GPU, torch, timm."""
-    import platform
-
-    import timm
-    import torch
-
-    cpu, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name") and cpu in ("", platform.machine(), platform.processor()):
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    isa = "/".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) or platform.machine()
-    gpu = torch.cuda.get_device_name() if gpu and torch.cuda.is_available() else "no GPU"
-    return f"{cpu} ({isa}), {gpu}, torch {torch.__version__}, timm {timm.__version__}"
-
-
-def _hardware(specs) -> dict:
-    """(paper, arm) -> the machine its runs were trained on (from each run's ``<seed>.hardware.txt``)."""
-    seen: dict = {}
-    for s in specs:
-        path = s.work_dir.parent / f"{s.work_dir.name}.hardware.txt"
-        if path.is_file():
-            seen.setdefault((s.paper, s.arm), set()).add(path.read_text().strip())
-    return {k: "; ".join(sorted(v)) for k, v in seen.items()}
-
-
-# ----------------------------------------------------------------------------------------- training
-def _prepare_data(datasets: set, jobs: int) -> None:
-    """Render the glyphs sets the runs need once, here, before the runs start (parallel runs would otherwise each
-    render the same missing set: correct -- the cache is written atomically -- but twice the work), ``jobs`` sets at
-    a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two), each a fork of the
-    runs' server. Ctrl-C stops them; a set is never left half-written."""
-    import sys
-    import time
-
-    from harness.engine.forked import start_forked_call
-    from harness.tasks.glyphs import export_glyphs, glyph_fonts, glyphs_folder
-
-    waiting = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
-                     key=lambda d: (-d[0], str(d[1]), d[2]))
-    if not waiting:
-        return
-    glyph_fonts()  # a missing font package: one line, before any work
-    running, start = [], time.monotonic()
-    try:
-        while waiting or running:
-            while waiting and len(running) < jobs:
-                size, root, variant = waiting.pop(0)
-                process = start_forked_call(export_glyphs, size, root, variant=variant, progress=False)
-                running.append((process, size, variant))
-            for item in [r for r in running if r[0].exitcode is not None]:
-                running.remove(item)
-                process, size, variant = item
-                if process.exitcode != 0:
-                    raise DepthbenchError(f"rendering the glyphs {variant} {size}px set failed (exit "
-                                          f"{process.exitcode}; its traceback is above); rerun to try again")
-                print(f"depthbench claims: glyphs {variant} {size}px ready ({time.monotonic() - start:.0f} s)",
-                      file=sys.stderr, flush=True)
-            time.sleep(0.2)
-    finally:  # interrupted or failed: stop the other renders (their sets are not written)
-        for process, _, _ in running:
-            process.terminate()
-            process.join()
-
-
-def _train(specs: list[RunSpec], jobs: int, env_extra: dict | None = None) -> None:
-    """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done). Each run is the
-    command line its console log starts with, started as a fork of a server that imported the stack once
-    (:func:`harness.engine.forked.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
-    import os
-    import shlex
-    import sys
-    import time
-
-    from harness.engine.forked import start_forked
-    from results.claims import run_done
-
-    todo = [s for s in specs if not run_done(s)]
-    if not todo:
-        return
-    print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
-          flush=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env_extra or {}))
-    here = machine(gpu=(env_extra or {}).get("CUDA_VISIBLE_DEVICES") != "")
-    running: dict = {}  # id(spec) -> (spec, process): specs hold lists, so they are not hashable
-    finished, failed, start = 0, [], time.monotonic()
-
-    def ready(spec):
-        return spec.needs is None or spec.needs.is_file()
-
-    try:
-        while todo or running:
-            for spec in [s for s in todo if ready(s)][:jobs - len(running)]:
-                todo.remove(spec)
-                spec.work_dir.parent.mkdir(parents=True, exist_ok=True)
-                argv = ["train", spec.config, *spec.overrides, "--work-dir", str(spec.work_dir), "--resume", "auto"]
-                # the run's command line first, e.g. for Slurm
-                spec.console.write_text(f"$ {shlex.join(['depthbench', *argv])}\n")
-                (spec.work_dir.parent / f"{spec.work_dir.name}.hardware.txt").write_text(here + "\n")
-                running[id(spec)] = (spec, start_forked("harness.cli", argv, env, spec.console), time.monotonic())
-            for key, (spec, proc, began) in list(running.items()):
-                if proc.exitcode is None:
-                    continue
-                del running[key]
-                finished += 1
-                if proc.exitcode != 0:
-                    failed.append((spec, proc.exitcode))
-                print(f"  [{finished}/{finished + len(todo) + len(running)}] {spec.paper}/{spec.arm} seed "
-                      f"{spec.seed}: {'done' if proc.exitcode == 0 else f'exit {proc.exitcode}'} "
-                      f"in {time.monotonic() - began:.0f} s ({time.monotonic() - start:.0f} s since the start)",
-                      file=sys.stderr, flush=True)
-            if todo and not running and not any(ready(s) for s in todo):
-                break  # what is left waits for a source run that failed
-            time.sleep(0.2)
-    except KeyboardInterrupt:  # the runs checkpoint and stop (their own Ctrl-C); a rerun continues them
-        for _, proc, _ in running.values():
-            proc.join()
-        raise
-    if failed or todo:
-        spec, code = failed[0] if failed else (todo[0], None)
-        raise DepthbenchError(f"{len(failed)} claims run(s) failed and {len(todo)} could not start, e.g. "
-                              f"{spec.paper}/{spec.arm} seed {spec.seed} (exit {code}; "
-                              f"{spec.console}); the finished runs "
-                              f"are kept, rerun to continue")
-
-
-# ----------------------------------------------------------------------------------------- statistics
-def _curve(work_dir: Path) -> list[tuple[int, float]]:
-    """A run's evaluation curve ``[(epoch, top1), ...]`` from its metrics.jsonl."""
-    from results.runs import load_curves
-
-    frame = load_curves(work_dir)
-    if frame.empty or "kind" not in frame or "top1" not in frame:
-        return []
-    evals = frame[(frame["kind"] == "eval") & frame["top1"].notna()]
-    return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
-
-
-# ----------------------------------------------------------------------------------------- report
-def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
-    """``out``/claims.json (the results, read by the HTML report's Claims page), claims.md, a figure per claim and
-    the dataset's sample sheet; returns the files written. ``files``: the papers' ClaimsFile; ``specs``: the runs
-    whose curves the figures draw."""
-    import json
-    from dataclasses import asdict
-
-    from harness.core.files import atomic_write
-
-    out.mkdir(parents=True, exist_ok=True)
-    settings = {f.paper: f.setting for f in files}
-    records = []
-    for r in results:
-        record = asdict(r)
-        record["setting"] = settings[r.claim.paper] + (" [--quick]" if quick else "")
-        records.append(record)
-    written = [out / "claims.json", out / "claims.md"]
-    atomic_write(written[0], json.dumps(records, indent=1, default=str))
-    lines = ["# The papers' claims at reduced scale (depthbench claims)", "",
-             "Every number here is from a reduced setting (stated per paper), never the paper's setting. Each claim "
-             "quotes its paper and was tested with the design fixed in its claims file before any evaluated run "
-             "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
-             "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
-             "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
-             "the margin) / inconclusive (with the effects the data rule out)."
-             + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
-             ""]
-    machines: dict = {}
-    for r in results:
-        for h in r.hardware:
-            machines.setdefault(h, []).append(f"{r.claim.paper}/{r.claim.id}")
-    lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
-    for f in files:
-        lines += [f"## {f.paper}", "", f"Setting: {f.setting}", "",
-                  f"Design: alpha {f.design.alpha} familywise (Holm over {len(results)} primaries), evaluation seeds "
-                  f"from {f.design.seeds_from} (tuning seeds {list(f.design.tuning_seeds)}), looks every "
-                  f"{f.design.look_every} seeds up to {f.design.max_seeds}.", ""]
-        for r in [r for r in results if r.claim.paper == f.paper]:
-            c, i = r.claim, r.interval
-            versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
-                      if c.minus else f"{c.treatment} − {c.baseline}")
-            looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
-            lines += [f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
-                      f"paper: {c.source.numbers()})",
-                      f"  - ours: {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
-                      f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
-                      f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
-                      + (f"; {r.ruled_out}" if r.ruled_out else ""),
-                      f"  - plan: looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
-                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ({c.power['sd_from']}; "
-                      f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
-                      f"{r.seeds_needed or 'more than 60'} seeds per arm; "
-                      f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
-                      f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
-                      f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png"]
-            lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
-        if f.exploratory:
-            lines += ["", "Exploratory (not trained by `depthbench claims`, no verdict):"]
-            lines += [f"- {x.id}: {x.text} — {x.why}" for x in f.exploratory]
-        lines.append("")
-    atomic_write(written[1], "\n".join(lines))
-    written += _figures(results, specs, out / "figures")
-    written.append(_glyph_samples(out / "figures" / "glyphs-samples.png"))
-    return written
-
-
-def _pct(power) -> str:
-    return "—" if power is None else f"{power:.0%}"
-
-
-def _glyph_samples(path: Path) -> Path:
-    """Sample images of the claims' dataset for the report: three rows of training images (one class per
-    column) above three rows of validation images from the held-out typefaces, then one row of the same
-    validation images in the clean variant (the DeiT claims' data), at 32x32."""
-    from PIL import Image
-
-    from harness.tasks.glyphs import glyph_fonts, sample_sheet
-
-    fonts = glyph_fonts()  # scanned once for the three sheets: ~2.5 s of CPU each time, in every claims call
-    parts = [sample_sheet(32, "train", rows=3, scale=1, fonts=fonts),
-             sample_sheet(32, "val", rows=3, scale=1, fonts=fonts),
-             sample_sheet(32, "val", rows=1, scale=1, variant="clean", fonts=fonts)]
-    sheet = Image.new("RGB", (parts[0].width, sum(p.height for p in parts) + 8 * (len(parts) - 1)), "white")
-    top = 0
-    for part in parts:
-        sheet.paste(part, (0, top))
-        top += part.height + 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sheet.quantize(256).save(path, optimize=True)  # a palette: a quarter of the bytes, no visible change
-    return path
-
-
-def _figures(results, specs: list[RunSpec], folder: Path) -> list[Path]:
-    """Per claim: both arms' learning curves (mean over seeds, min-max band) and the difference with its
-    interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False
-    import matplotlib.pyplot as plt
-
-    from results import claims as cl
-
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for r in results:
-        c = r.claim
-        fig, (curves_ax, diff_ax) = plt.subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
-        for arm, color in ((c.baseline, "C0"), (c.treatment, "C3")):
-            runs = [_curve(s.work_dir) for s in specs if s.paper == c.paper and s.arm == arm]
-            runs = [x for x in runs if x]
-            if not runs:
-                continue
-            band = cl.curve_band(arm, runs)
-            curves_ax.plot(band.epochs, band.mean, color=color, label=f"{arm} (n={band.seeds})")
-            curves_ax.fill_between(band.epochs, band.low, band.high, color=color, alpha=0.2)
-        curves_ax.set_xlabel("epoch")
-        curves_ax.set_ylabel("val top-1 (%)")
-        curves_ax.set_title(f"{c.paper}/{c.id} (reduced setting)", fontsize=9)
-        if curves_ax.get_legend_handles_labels()[0]:  # no finished run yet: no curve to name
-            curves_ax.legend(fontsize=8)
-        curves_ax.grid(alpha=0.3)
-        i = r.interval
-        diff_ax.axhline(0, color="k", linewidth=0.8)
-        for lk in r.looks:  # the repeated interval at each look reached (the last one decides)
-            if lk["low"] == lk["low"]:  # not NaN
-                diff_ax.errorbar([lk["n"]], [lk["diff"]], yerr=[[lk["diff"] - lk["low"]], [lk["high"] - lk["diff"]]],
-                                 fmt="o", color="C3", capsize=6)
-        if not r.looks:
-            diff_ax.plot([0], [i.diff], "o", color="C3")
-        diff_ax.set_xlabel("seeds per arm (look)")
-        diff_ax.set_ylabel(f"effect ({c.metric}, points)")
-        diff_ax.set_title(r.verdict, fontsize=9)
-        fig.tight_layout()
-        path = folder / f"{c.paper}-{c.id}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    return written
+    return run_claims(files, out, cap, quick, jobs, env)

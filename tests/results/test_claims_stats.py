@@ -64,18 +64,19 @@ def test_noise_is_inconclusive_and_says_what_it_rules_out():
 
 
 def test_holm_corrects_across_the_primaries():
-    """Two claims with p about 0.034 each (one look): alone each is supported, together Holm rejects neither."""
+    """Two claims with one-sided p about 0.04 each (one look): alone each is supported, together Holm rejects neither."""
     from scipy import stats
 
-    diffs = [1.0, 1.3, 1.9]
+    diffs = [1.0, 0.7, 1.9]
     p = seq.repeated_p("better", 3.0, (3,), [seq.paired_estimate(diffs)])
-    assert p == pytest.approx(stats.ttest_1samp(diffs, 0).pvalue, rel=1e-3)  # one look: the plain t-test
+    # one look: the plain one-sided t-test (a directional claim)
+    assert p == pytest.approx(stats.ttest_1samp(diffs, 0, alternative="greater").pvalue, rel=1e-3)
     base = [75.0, 76.0, 74.0]
     treat = [b + d for b, d in zip(base, diffs)]
     values = {("paper", "a"): dict(enumerate(base)), ("paper", "b"): dict(enumerate(treat))}
     alone = evaluate([(claim(cid="c1"), Design())], values, {("paper", "c1"): (3,)})
     assert [r.verdict for r in alone] == ["supported"]
-    both = evaluate([(claim(cid="c1", margin=0.5), Design()), (claim(cid="c2", margin=0.5), Design())], values,
+    both = evaluate([(claim(cid="c1", margin=0.5), Design(family=2)), (claim(cid="c2", margin=0.5), Design(family=2))], values,
                     {("paper", "c1"): (3,), ("paper", "c2"): (3,)})
     assert [r.verdict for r in both] == ["inconclusive", "inconclusive"] and both[0].level is None
 
@@ -111,11 +112,11 @@ def test_missing_or_non_finite_values_are_refused():
 
 def test_every_shipped_claim_has_a_power_analysis_within_the_budget():
     files = [load_claims(p) for p in available_claims()]
-    m = sum(len(f.claims) for f in files)
     for f in files:
         for c in f.claims:
-            looks, power = plan_looks(c, f.design, m)
-            assert looks[-1] <= f.design.max_seeds and 0 <= power <= 1 and looks[0] == f.design.look_every
+            looks, power = plan_looks(c, f.design)
+            assert looks[-1] <= f.design.max_seeds and looks[0] == f.design.look_every
+            assert (power is None) == (c.tier == "descriptive") and (power is None or 0 <= power <= 1)
             assert not set(f.design.tuning_seeds) & set(range(f.design.seeds_from, f.design.seeds_from + looks[-1]))
 
 
@@ -177,6 +178,18 @@ def test_a_claim_whose_arms_differ_in_budget_is_refused(change, where):
     assert f"differ in {where} " in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_interactions_pairs_may_differ_only_in_what_it_names():
+    """HO-ResNet's depth interaction: each depth keeps its tuned epochs (named in budget_differs), but within a
+    depth the two arms still train alike."""
+    from dataclasses import replace
+
+    c = replace(claim(), minus={"baseline": "c", "treatment": "d"}, budget_differs=("epochs",))
+    configs = {"a": budget(), "b": budget(), "c": budget(epochs=4), "d": budget(epochs=4)}
+    check_equal_budget(c, configs)
+    with pytest.raises(ClaimError, match="the arms differ in epochs"):
+        check_equal_budget(c, {**configs, "d": budget(epochs=5)})
+
+
 def test_the_size_audit_refuses_unequal_arms():
     sizes = {"a": {"params": 1000, "flops": 2000}, "b": {"params": 1010, "flops": 2500}}
     assert check_audit(claim(equal={"params": 0.02}), sizes)["params"] == pytest.approx(0.01)
@@ -207,9 +220,10 @@ GOOD = """
     arms:
       a: {config: CFG, label: A}
       b: {config: CFG, label: B}
-    design: {alpha: 0.05, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
+    design: {alpha: 0.05, family: 1, target_power: 0.8, look_every: 3, max_seeds: 6, seeds_from: 100, tuning_seeds: [0, 1, 2]}
     claims:
       - id: b-beats-a
+        tier: confirmatory
         quote: B beats A.
         where: Table 3
         paper: {table: "3", column: top1, rows: {A: 70.0, B: 71.0}}
@@ -240,7 +254,22 @@ def test_a_valid_claims_file_loads(tmp_path):
     ("kind: better", "kind: sideways", "kind 'sideways'"),
     ("test: paired", "test: ranks", "test 'ranks'"),
     ("baseline: a", "baseline: a\n        metric: top5", "metric 'top5'"),
-    ("margin: 3.0", "margin: 0", "'margin' (points of top1) must be positive"),
+    ("margin: 3.0", "margin: 0", "'margin' (points of top1"),
+    # issue 54: every value of a design or claim has a type and a range (no NaN, no infinity, seeds bounded)
+    ("margin: 3.0", "margin: .inf", "'margin' (points of top1"),
+    ("sd: 2.0", "sd: .nan", "power.sd (points) is nan"),
+    ("effect: 3.0", "effect: -.inf", "power.effect (points) is -inf"),
+    ("seeds_from: 100", "seeds_from: 1e30", "seeds_from is '1e30': give an integer"),
+    ("seeds_from: 100", "seeds_from: 1.0e30", "give an integer in [0, "),
+    ("seeds_from: 100", "seeds_from: 100.5", "seeds_from is 100.5: give an integer"),
+    ("seeds_from: 100", "seeds_from: -3", "seeds_from is -3"),
+    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1.5, 2]", "tuning_seeds is 1.5: give an integer"),
+    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, .inf]", "tuning_seeds is inf: give an integer"),
+    ("max_seeds: 6", "max_seeds: 1000000000", "max_seeds is 1000000000: give an integer in [3, 60]"),
+    ("max_seeds: 6", "max_seeds: 60", "makes 20 looks; at most 5"),
+    ("max_seeds: 6", "max_seeds: true", "max_seeds is True"),
+    ("alpha: 0.05", "alpha: .nan", "alpha is nan"),
+    ("alpha: 0.05", "alpha: five", "alpha is 'five'"),
     ("quote: B beats A.", "text: B beats A.", "unknown field(s) ['text']"),
     ("        where: Table 3\n", "", "'where' is missing"),
     ("sd: 2.0, ", "", "'power' needs sd"),
@@ -264,6 +293,51 @@ def test_malformed_claims_files_are_refused_in_one_line(tmp_path, old, new, mess
     with pytest.raises(ClaimError) as err:
         load(write_claims(tmp_path, GOOD.replace(old, new)), tables=TABLES)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def report_with(tmp_path, change):
+    """A claims.json written by the report writer, with one field of its first claim changed."""
+    import json
+
+    from results.claims_run import write_report
+
+    f = load(write_claims(tmp_path, GOOD), tables=TABLES)
+    values = {("paper", "a"): {100: 70.0, 101: 71.0, 102: 72.0}, ("paper", "b"): {100: 71.0, 101: 72.5, 102: 73.0}}
+    result = evaluate([(f.claims[0], f.design)], values, {("paper", "b-beats-a"): (3,)})
+    out = tmp_path / "out"
+    write_report(result, [f], [], out, False)
+    records = json.loads((out / "claims.json").read_text())
+    change(records[0])
+    (out / "claims.json").write_text(json.dumps(records))
+    return out
+
+
+@pytest.mark.parametrize("change", [lambda r: r["claim"].update(text=["B", "beats", "A"]),
+                                    lambda r: r["claim"].update(id={"x": 1}),
+                                    lambda r: r["claim"].update(margin=float("inf")),
+                                    lambda r: r.update(verdict=["supported"])])
+def test_a_report_with_a_wrongly_typed_claim_is_one_line(tmp_path, capsys, change):
+    """issue 54: a claims.json whose claim text is a list crashed both `claims --status` and `results --claims`."""
+    from harness.cli import main
+
+    out = report_with(tmp_path, change)
+    (tmp_path / "runs").mkdir()
+    assert main(["claims", "--status", "--out", str(out)]) == 2
+    assert main(["results", "--claims", str(out), "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "r"),
+                 "--format", "md"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("claims.json is unreadable" in line for line in err), err
+
+
+def test_an_intact_report_still_reads(tmp_path):
+    from results.claims import read_report
+
+    out = report_with(tmp_path, lambda r: None)
+    (result, setting), = read_report(out / "claims.json")
+    assert result.claim.text == "B beats A." and setting == "glyphs 32x32, 1 epoch"
+    # the pilot's spread beside the runs': differences 1.0, 1.5, 1.0 have sd 0.29
+    assert result.observed_sd == pytest.approx(np.std([1.0, 1.5, 1.0], ddof=1))
+    assert "spread of one seed's difference: planned 2 (pilot), observed 0.29" in (out / "claims.md").read_text()
 
 
 def test_a_source_arm_initialises_but_is_never_compared(tmp_path):
@@ -303,7 +377,7 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
     from results.claims import REPO, load_claims, plan_runs, stale_runs
 
     spec = next(s for s in plan_runs(load_claims("stepsnet"), 1, False, tmp_path) if s.arm == "deit")
-    assert spec.seed == 100 and spec.work_dir.name == "seed100"  # evaluation seeds: not the tuning seeds 0-2
+    assert spec.seed == 200 and spec.work_dir.name == "seed200"  # evaluation seeds: not the tuning seeds 0-2
     cfg = load_training_config(REPO / spec.config, spec.overrides)[0]
     run = RunDir.create("claims-stepsnet-deit", path=spec.work_dir)
     run.write_config("", cfg.to_dict())  # what `depthbench train` records
@@ -364,3 +438,10 @@ def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--device cuda: torch sees no GPU here" in err[0]
     assert not (tmp_path / "out").exists()  # refused before any folder or run
+
+
+def test_submit_trains_the_designs_first_look():
+    """`submit --claims` without --seeds submits every design's first look (the plans start at look_every)."""
+    from harness.commands.claims import DEFAULT_SEEDS
+
+    assert {load_claims(p).design.look_every for p in available_claims()} == {DEFAULT_SEEDS}

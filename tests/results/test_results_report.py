@@ -42,7 +42,7 @@ STEPS_DEIT = {"deit": [70.0, 71.0, 72.0], "steps-deit": [73.0, 74.5, 75.0]}  # a
 def write_claims_report(folder: Path) -> Path:
     """A `depthbench claims` report folder for StepsNet's DeiT claim from per-seed values (no training), one look
     of 3 seeds: the plan's repeated interval is then the plain paired t-interval."""
-    from harness.commands.claims import write_report
+    from results.claims_run import write_report
     from results import claims as cl
 
     stepsnet = cl.load_claims("stepsnet")

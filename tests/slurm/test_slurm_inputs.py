@@ -367,11 +367,11 @@ def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_pa
     first, _, second = script.partition("# ---- the second job")
     assert second, "the expanded arm waits for the shallow run's weights: a second job"
     for arm in ("shallow", "scratch-3x", "scratch-compute"):
-        assert f"WORK_DIR={out}/runs/scalenet/{arm}/seed100\n" in first
-    assert f"WORK_DIR={out}/runs/scalenet/scalenet/seed100\n" in second and "scalenet/scalenet" not in first
-    assert f"model.pretrained='\"'\"'{out}/runs/scalenet/shallow/seed100/best.pth" in second
+        assert f"WORK_DIR={out}/runs/scalenet/{arm}/seed200\n" in first
+    assert f"WORK_DIR={out}/runs/scalenet/scalenet/seed200\n" in second and "scalenet/scalenet" not in first
+    assert f"model.pretrained='\"'\"'{out}/runs/scalenet/shallow/seed200/best.pth" in second
     # the claims file's --quick overrides, one seed: the first evaluation seed (the tuning seeds 0-2 are not used)
-    assert "epochs=1" in first and "seed=100" in first
+    assert "epochs=1" in first and "seed=200" in first
     assert "--dependency=afterok:<first job id>" in err
 
 
@@ -388,11 +388,11 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     assert code == 0, err
     first, second = (stub / "1.sbatch").read_text(), (stub / "2.sbatch").read_text()
     assert "#SBATCH --array=0-2" in first and "--dependency" not in first
-    assert "#SBATCH --dependency=afterok:101" in second and "scalenet/scalenet/seed100" in second
+    assert "#SBATCH --dependency=afterok:101" in second and "scalenet/scalenet/seed200" in second
     assert "submitted job 102" in stdout and "depthbench claims scalenet --quick" in stdout
     records = [json.loads((glyphs_cache / "slurm" / f"{job}.json").read_text()) for job in (101, 102)]
     assert [e["work_dir"] for r in records for e in r["elements"]] == \
-        [str(out / "runs" / "scalenet" / arm / "seed100") for arm in CLAIM_RUNS]
+        [str(out / "runs" / "scalenet" / arm / "seed200") for arm in CLAIM_RUNS]
 
     # the shallow run is done (its recipe recorded as train records it, and its weights): submitted again, it is
     # skipped and nothing waits
@@ -406,10 +406,10 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
         old.unlink()
     code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
     assert code == 0, err
-    assert f"not submitted: scalenet/shallow/seed100: done in {shallow}" in err
+    assert f"not submitted: scalenet/shallow/seed200: done in {shallow}" in err
     assert sorted(p.name for p in stub.glob("*.sbatch")) == ["1.sbatch"]
     script = (stub / "1.sbatch").read_text()
-    assert "#SBATCH --array=0-2" in script and "scalenet/scratch-3x/seed100" in script
+    assert "#SBATCH --array=0-2" in script and "scalenet/scratch-3x/seed200" in script
     assert f"{shallow}/best.pth" in script
 
 

@@ -139,7 +139,7 @@ def test_the_report_s_sample_sheets_scan_the_fonts_once(fonts, tmp_path, monkeyp
     every claims call)."""
     from PIL import Image
 
-    from harness.commands.claims import _glyph_samples
+    from results.claims_run import _glyph_samples
     from harness.tasks import glyphs
 
     scans = []
