@@ -1,75 +1,104 @@
-"""tests/tiers.py: each test's tier follows from what it uses (tests/conftest.py marks every collected test)."""
+"""tests/tiers.py: each test's tier is declared (a ``tier`` mark, its module's ``pytestmark``, a fixture that carries
+one) and tests/conftest.py marks every collected test with it; ``make test-fast`` keeps within its measured budget."""
+import ast
 import csv
 import sys
-import subprocess  # noqa: F401  (named by a synthetic test below)
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import slurmcluster
-import test_layers
 import tiers
 
-
-def plain():
-    assert sum([1, 2]) == 3
+ROOT = tiers.TESTS.parent
 
 
-def helper_starting_a_process():
-    return subprocess.run(["true"])
+def mark(*args, **kwargs):
+    return pytest.mark.tier(*args, **kwargs).mark
 
 
-def uses_the_helper():
-    helper_starting_a_process()
-
-
-def trains_here(api):
-    api.train("configs/demo/x.py")
-
-
-NAMESPACES = [globals()]
-
-
-@pytest.mark.parametrize("nodeid, function, fixtures, cost, expected", [
-    ("tests/test_x.py::test_a", plain, (), None, "unit"),
-    ("tests/test_x.py::test_a", plain, (), tiers.FAST_CPU_S, "integration"),       # measured costly
-    ("tests/test_x.py::test_a", plain, ("tmp_path", "cli"), None, "integration"),   # the forked CLI fixture
-    ("tests/test_x.py::test_a", uses_the_helper, (), None, "integration"),          # through a module helper
-    ("tests/test_x.py::test_a", trains_here, (), None, "integration"),              # a run in this process
-    ("tests/test_x.py::test_a", plain, ("cluster",), None, "system"),               # a Slurm cluster
-    ("tests/results/test_claims_run.py::test_a", plain, (), None, "system"),
-    ("tests/downstream/test_finetune.py::test_preset_reaches_the_floor[upernet]", plain, (), None, "system"),
-    ("tests/downstream/test_finetune.py::test_preset_reaches_the_floorish", plain, (), None, "unit"),
+@pytest.mark.parametrize("declared, fixtures, cost, kind, expected", [
+    ((), (), None, None, "unit"),                                  # declares nothing, uses no tier fixture
+    ((), ("tmp_path", "monkeypatch"), 0.5, None, "unit"),
+    (("integration",), (), None, None, "integration"),             # declared
+    (("system",), (), None, None, "system"),
+    ((), ("tmp_path", "cli"), None, None, "integration"),          # the forked CLI fixture
+    ((), ("browser",), None, None, "integration"),
+    ((), ("cluster",), None, None, "system"),                      # a Slurm cluster
+    (("integration",), ("cluster",), None, None, "system"),        # the highest of what applies
+    (("unit",), ("cli",), None, None, "integration"),
+    ((), (), tiers.FAST_CPU_S, None, "integration"),               # measured costly
+    ((), (), tiers.FAST_CPU_S - 0.01, None, "unit"),
+    ((), (), None, "cuda", "system"),                              # a GPU check variant on an accelerator
+    ((), (), None, "cpu", "unit"),
+    (("integration",), (), None, "cpu", "integration"),
 ])
-def test_a_tests_tier_follows_from_what_it_uses(nodeid, function, fixtures, cost, expected):
-    assert tiers.tier(nodeid, function, fixtures, NAMESPACES, cost) == expected
+def test_a_tests_tier_is_the_highest_it_declares_or_its_fixtures_carry(declared, fixtures, cost, kind, expected):
+    assert tiers.tier(declared, fixtures, cost, kind) == expected
 
 
-def test_a_gpu_check_variant_on_an_accelerator_is_a_system_test_wherever_it_lives():
-    """tests/devices.py's ``device(kind=...)``: the CUDA variant of an engine test is the GPU check; its CPU variant
-    keeps the tier of what it uses."""
-    assert tiers.tier("tests/test_x.py::test_a[cuda]", plain, (), NAMESPACES, None, "cuda") == "system"
-    assert tiers.tier("tests/test_x.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "unit"
-    assert tiers.tier("tests/test_x.py::test_a[cpu]", uses_the_helper, (), NAMESPACES, None, "cpu") == "integration"
-    assert tiers.tier("tests/tools/test_gpu_check.py::test_a[cpu]", plain, (), NAMESPACES, None, "cpu") == "system"
+def test_a_tier_mark_applies_to_its_test_or_to_the_tests_it_names():
+    assert tiers.applies(mark("integration"), "test_a")
+    named = mark("integration", tests=("test_a", "test_b"))
+    assert tiers.applies(named, "test_a") and tiers.applies(named, "test_b") and not tiers.applies(named, "test_c")
+    for bad in (mark("fast"), mark(), mark("unit", "system"), mark("system", test=("test_a",))):
+        with pytest.raises(ValueError, match="pytest.mark.tier takes one of"):
+            tiers.applies(bad, "test_a")
 
 
 def test_the_shared_slurm_cluster_fixture_makes_its_users_system_tests():
     """tests/slurmcluster.py's fixture, as each Slurm test module binds it, goes by the name the tier follows."""
     fixture = slurmcluster.cluster_fixture("6999")
-    assert fixture.name == "cluster" and tiers.system_reason("tests/test_x.py::test_a", (fixture.name,))
+    assert fixture.name == "cluster" and tiers.FIXTURE_TIERS[fixture.name] == "system"
+    assert tiers.tier((), (fixture.name,), None) == "system"
 
 
-def test_real_tests_get_their_tier():
-    namespaces = [vars(test_layers)]
-    assert tiers.tier("tests/test_layers.py::test_lint_imports_keeps_every_contract",
-                      test_layers.test_lint_imports_keeps_every_contract, (), namespaces, None) == "integration"
-    assert tiers.tier("tests/test_layers.py::test_the_contract_names_every_package_and_has_no_exceptions",
-                      test_layers.test_the_contract_names_every_package_and_has_no_exceptions, (), namespaces,
-                      None) == "unit"
+def test_every_fixture_that_carries_a_tier_says_so_where_it_is_defined():
+    sources = {"cluster": ROOT / "tests/slurmcluster.py", "cli": ROOT / "tests/conftest.py",
+               "browser": ROOT / "tests/conftest.py"}
+    assert set(sources) == set(tiers.FIXTURE_TIERS)
+    for name, path in sources.items():
+        functions = {n.name: n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+        doc = ast.get_docstring(functions["cluster_fixture" if name == "cluster" else name])
+        assert f"``{tiers.FIXTURE_TIERS[name]}``" in doc and "FIXTURE_TIERS" in doc, (name, doc)
 
 
 def test_conftest_marks_every_test_with_one_tier(request):
     marks = {m.name for m in request.node.iter_markers()}
     assert marks & set(tiers.TIERS) == {"unit"}
+
+
+@pytest.mark.tier("integration")
+def test_a_declared_test_carries_its_tier_and_no_other(request):
+    """The declaration is the ``tier`` marker, so ``-m integration`` and the like select by the one tier marker."""
+    marks = {m.name for m in request.node.iter_markers()}
+    assert marks & set(tiers.TIERS) == {"integration"}
+
+
+def test_undeclared_process_modules_are_found(tmp_path):
+    """The static guard's own check: a module whose source starts processes must declare a tier above unit."""
+    cases = {
+        "import subprocess\n\ndef test_a():\n    subprocess.run(['true'])\n": True,
+        "from clitools import run_cli\n\ndef test_a():\n    run_cli('--help')\n": True,
+        "import os\n\ndef test_a():\n    os.fork()\n": True,
+        "import pytest, subprocess\n\npytestmark = pytest.mark.tier('unit')\n": True,
+        "import pytest, subprocess\n\npytestmark = pytest.mark.tier('integration')\n": False,
+        "import pytest\nfrom clitools import start_cli\n\n@pytest.mark.tier(\"system\")\ndef test_a():\n"
+        "    start_cli()\n": False,
+        "def test_a():\n    assert sum([1, 2]) == 3\n": False,
+    }
+    for i, (source, expected) in enumerate(cases.items()):
+        path = tmp_path / f"test_{i}.py"
+        path.write_text(source)
+        assert tiers.undeclared(path) is expected, source
+
+
+def test_every_test_module_that_starts_processes_declares_its_tier():
+    """Not a guess of any test's tier: a check that a module naming subprocess, Popen, start_cli, run_cli or fork
+    declares ``integration`` or ``system`` (a ``pytestmark`` at its top, or its tests' own ``tier`` marks)."""
+    undeclared = [str(p.relative_to(ROOT)) for p in sorted(tiers.TESTS.rglob("test_*.py")) if tiers.undeclared(p)]
+    assert not undeclared, ("these modules start processes but declare no tier: add `pytestmark = "
+                            f"pytest.mark.tier(\"integration\")` at their top (tests/tiers.py): {undeclared}")
 
 
 def test_the_measured_costs_are_data_that_reads(tmp_path):
@@ -85,6 +114,42 @@ def test_the_measured_costs_are_data_that_reads(tmp_path):
 
 
 @pytest.fixture(scope="module")
+def suite():
+    """The whole suite collected in this process (~15 CPU-s): node id -> the markers of each test."""
+
+    class Collected:
+        marks: dict[str, set] = {}
+
+        def pytest_collection_finish(self, session):
+            self.marks = {item.nodeid: {m.name for m in item.iter_markers()} for item in session.items}
+
+    collected = Collected()
+    code = pytest.main(["--collect-only", "-qq", "-p", "no:randomly", "-p", "no:cacheprovider", "--rootdir",
+                        str(ROOT), str(tiers.TESTS)], plugins=[collected])
+    assert code == 0 and len(collected.marks) > 1000, (code, len(collected.marks))
+    return collected.marks
+
+
+@pytest.mark.slow  # the whole suite collected: a check for `make test` and CI
+def test_declared_tiers_reach_real_tests(suite):
+    """A module mark, a module mark that names tests, a test's own mark and a fixture, as collected; one tier each."""
+    examples = {
+        "tests/results/test_claims_run.py::": "system",                        # pytestmark
+        "tests/harness/measure/test_bench.py::test_a_paper_models_default_input_size": "integration",  # tests=(...)
+        "tests/harness/measure/test_bench.py::test_interleaving_is_real": "unit",
+        "tests/benchmarks/test_suite_cpu.py::test_cpu_of_children": "integration",  # its own mark
+        "tests/slurm/test_slurm.py::test_two_node_job": "system",              # the cluster fixture
+        "tests/test_tiers.py::test_conftest_marks_every_test_with_one_tier": "unit",
+    }
+    for prefix, expected in examples.items():
+        found = [nodeid for nodeid in suite if nodeid.startswith(prefix)]
+        assert found, prefix
+        for nodeid in found:
+            assert suite[nodeid] & set(tiers.TIERS) == {expected}, nodeid
+    assert all(len(marks & set(tiers.TIERS)) == 1 for marks in suite.values())
+
+
+@pytest.fixture(scope="module")
 def shared_run():
     """A stand-in for a module's expensive shared run (used by the fake items below, no real test)."""
 
@@ -96,8 +161,6 @@ def per_test():
 
 def test_tests_sharing_a_module_fixture_with_a_slow_test_are_slow():
     """The first user of a shared run carries its measured cost; the others would start it when it is deselected."""
-    from types import SimpleNamespace
-
     module = sys.modules[__name__]
 
     def item(nodeid, *fixtures):
@@ -107,3 +170,6 @@ def test_tests_sharing_a_module_fixture_with_a_slow_test_are_slow():
              item("fourth", "per_test"), item("alone")]
     costs = {"first": 30.0, "third": 5.0, "second": 0.1}
     assert [i.nodeid for i in tiers.slow_items(items, costs)] == ["first", "second", "third"]
+
+
+assert Path(__file__).parent == tiers.TESTS

@@ -10,6 +10,8 @@ import pytest
 from harness.commands.claims import run
 from results.claims import load_claims
 
+pytestmark = pytest.mark.tier("system")
+
 PAPERS = ["horesnet", "scalenet"]  # one resolution (16x16), and ScaleNet's source -> expanded dependency
 
 
