@@ -104,13 +104,24 @@ def test_every_test_module_that_starts_processes_declares_its_tier():
 def test_the_measured_costs_are_data_that_reads(tmp_path):
     suite = tmp_path / "tests.csv"
     suite.write_text("test,file,worker,cpu_s,wall_s\ntests/a.py::t1,tests/a.py,gw0,0.05,0.1\n"
-                     "tests/a.py::t2,tests/a.py,gw0,3.5,4\ntests/b.py::t3,tests/b.py,gw1,0.2,0.3\n")
+                     "tests/a.py::t2,tests/a.py,gw0,3.5,4\ntests/b.py::t3,tests/b.py,gw1,0.2,0.3\n"
+                     "tests/b.py::t4,tests/b.py,gw1,-0.8,2\n")
     out = tmp_path / "costs.csv"
     tiers.write_costs(suite, out)
-    assert tiers.read_costs(out) == {"tests/a.py::t2": 3.5, "tests/b.py::t3": 0.2}
+    assert tiers.read_costs(out) == {"tests/a.py::t2": 3.5, "tests/b.py::t3": 0.2, "tests/a.py::t1": 0.05,
+                                     "tests/b.py::t4": 0.0}
+    assert out.read_text().splitlines()[1:] == ["tests/a.py::t2,3.50", "tests/b.py::t3,0.20", "tests/a.py::t1,0.05",
+                                                   "tests/b.py::t4,0.00"]
     with open(tiers.COSTS, newline="") as fh:  # the committed list: suite_cpu.py's measurement of the whole suite
         rows = list(csv.DictReader(fh))
-    assert len(rows) > 100 and all(r["test"].startswith("tests/") and float(r["cpu_s"]) >= 0.1 for r in rows)
+    assert len(rows) > 1000 and all(r["test"].startswith("tests/") and float(r["cpu_s"]) >= 0 for r in rows)
+    assert [float(r["cpu_s"]) for r in rows] == sorted((float(r["cpu_s"]) for r in rows), reverse=True)
+
+
+def test_the_fast_budget_counts_unmeasured_tests_at_the_default():
+    total, priced, unmeasured = tiers.fast_budget(["a", "b", "new"], {"a": 0.25, "b": 2.0, "c": 9.0})
+    assert total == 2.25 + tiers.UNMEASURED_CPU_S and unmeasured == 1
+    assert priced == sorted([("a", 0.25), ("b", 2.0), ("new", tiers.UNMEASURED_CPU_S)], key=lambda r: -r[1])
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +158,23 @@ def test_declared_tiers_reach_real_tests(suite):
         for nodeid in found:
             assert suite[nodeid] & set(tiers.TIERS) == {expected}, nodeid
     assert all(len(marks & set(tiers.TIERS)) == 1 for marks in suite.values())
+
+
+@pytest.mark.slow  # the whole suite collected: a check for `make test` and CI
+def test_make_test_fast_stays_within_its_budget(suite):
+    """``make test-fast`` (``-m "not system and not slow"``) within 2 minutes on the 2 cores: the measured CPU
+    seconds of the tests it selects (tests/cpu_seconds.csv, suite_cpu.py's), each test not measured yet counted
+    tiers.UNMEASURED_CPU_S, sum to at most tiers.FAST_BUDGET_CPU_S. Arithmetic on committed data, not a timing."""
+    fast = [nodeid for nodeid, marks in suite.items() if not marks & {"system", "slow"}]
+    total, priced, unmeasured = tiers.fast_budget(fast, tiers.read_costs())
+    costliest = "\n".join(f"  {cost:6.2f}  {nodeid}" for nodeid, cost in priced[:15])
+    print(f"make test-fast: {len(priced)} tests, {total:.1f} CPU-s ({unmeasured} not measured, "
+          f"{tiers.UNMEASURED_CPU_S} CPU-s each); the costliest:\n{costliest}")
+    assert total <= tiers.FAST_BUDGET_CPU_S, (
+        f"make test-fast costs {total:.1f} CPU-s by the last measurement, over its budget of "
+        f"{tiers.FAST_BUDGET_CPU_S:.0f} (2 minutes on 2 cores); {unmeasured} tests not measured yet count "
+        f"{tiers.UNMEASURED_CPU_S} CPU-s each (measure: benchmarks/suite_cpu.py, then python tests/tiers.py "
+        f"benchmarks/results/<dir>/tests.csv). The costliest:\n{costliest}")
 
 
 @pytest.fixture(scope="module")
