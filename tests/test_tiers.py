@@ -93,12 +93,39 @@ def test_undeclared_process_modules_are_found(tmp_path):
         assert tiers.undeclared(path) is expected, source
 
 
-def test_every_test_module_that_starts_processes_declares_its_tier():
+def test_undeclared_process_tests_are_found(tmp_path):
+    path = tmp_path / "test_mixed.py"
+    path.write_text(
+        "import subprocess\nimport pytest\n\n"
+        "pytestmark = pytest.mark.tier('integration', tests=('test_named',))\n\n"
+        "def helper():\n    subprocess.run(['true'])\n\n"
+        "def test_named():\n    subprocess.run(['true'])\n\n"
+        "@pytest.mark.tier('system')\ndef test_own_mark():\n    subprocess.run(['true'])\n\n"
+        "def test_on_the_cluster(cluster):\n    subprocess.run(['sinfo'])\n\n"
+        "@pytest.mark.tier('unit')\ndef test_declared_unit():\n    subprocess.run(['true'])\n\n"
+        "def test_undeclared():\n    subprocess.Popen(['true']).wait()\n\n"
+        "def test_through_a_helper():\n    helper()\n")
+    # test_through_a_helper is not seen: the module-level check (it names subprocess) is what covers helpers
+    assert tiers.undeclared_tests(path) == ["test_declared_unit", "test_undeclared"]
+    assert not tiers.undeclared(path)
+
+
+# tests/test_tiers.py names subprocess, run_cli and fork as data (the cases above), starting no process
+GUARD_EXEMPT = {"tests/test_tiers.py"}
+
+
+def test_every_test_that_starts_processes_declares_its_tier():
     """Not a guess of any test's tier: a check that a module naming subprocess, Popen, start_cli, run_cli or fork
-    declares ``integration`` or ``system`` (a ``pytestmark`` at its top, or its tests' own ``tier`` marks)."""
-    undeclared = [str(p.relative_to(ROOT)) for p in sorted(tiers.TESTS.rglob("test_*.py")) if tiers.undeclared(p)]
+    declares ``integration`` or ``system`` (a ``pytestmark`` at its top, or its tests' own ``tier`` marks), and that
+    each test naming them in its own body has such a declaration (or a fixture that carries one)."""
+    modules = {str(p.relative_to(ROOT)): p for p in sorted(tiers.TESTS.rglob("test_*.py"))}
+    undeclared = [name for name, path in modules.items() if tiers.undeclared(path)]
     assert not undeclared, ("these modules start processes but declare no tier: add `pytestmark = "
                             f"pytest.mark.tier(\"integration\")` at their top (tests/tiers.py): {undeclared}")
+    tests = {name: missing for name, path in modules.items() if name not in GUARD_EXEMPT
+             for missing in [tiers.undeclared_tests(path)] if missing}
+    assert not tests, f"these tests start processes but no integration or system tier applies to them: {tests}"
+    assert GUARD_EXEMPT <= set(modules)
 
 
 def test_the_measured_costs_are_data_that_reads(tmp_path):

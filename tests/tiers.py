@@ -32,6 +32,7 @@ A module of its own (not ``conftest``) so tests/test_tiers.py can import it by n
 """
 from __future__ import annotations
 
+import ast
 import csv
 import inspect
 import re
@@ -86,6 +87,41 @@ def undeclared(path: Path) -> bool:
     ``integration`` nor ``system`` for any of its tests."""
     text = path.read_text()
     return bool(STARTS_PROCESSES.search(text)) and not DECLARES.search(text)
+
+
+def _tier_marks(node) -> list[tuple[str, tuple | None]]:
+    """The ``pytest.mark.tier(...)`` calls written in ``node``: (tier, the tests it names or None)."""
+    found = []
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "tier" \
+                and call.args and isinstance(call.args[0], ast.Constant):
+            tests = next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "tests"), None)
+            found.append((call.args[0].value, tests))
+    return found
+
+
+def undeclared_tests(path: Path) -> list[str]:
+    """The test functions of a module whose own source names :data:`STARTS_PROCESSES` with no ``integration`` or
+    ``system`` declared for them -- by a ``tier`` mark on the test or in the module's ``pytestmark``, or by a fixture
+    of :data:`FIXTURE_TIERS` among their arguments. Read statically (the source's declarations, not its calls, make
+    the tier); module-level functions only."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    module = [m for node in tree.body if isinstance(node, ast.Assign)
+              and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+              for m in _tier_marks(node.value)]
+    missing = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+            continue
+        if not STARTS_PROCESSES.search(ast.get_source_segment(text, node) or ""):
+            continue
+        declared = [t for d in node.decorator_list for t, _ in _tier_marks(d)]
+        declared += [t for t, tests in module if tests is None or node.name in tests]
+        declared += [FIXTURE_TIERS[a.arg] for a in node.args.args if a.arg in FIXTURE_TIERS]
+        if highest(t for t in declared if t in TIERS) == "unit":
+            missing.append(node.name)
+    return missing
 
 
 def read_costs(path: Path = COSTS) -> dict[str, float]:

@@ -24,8 +24,9 @@ from harness.core.files import (MAX_DEPTH, BadFile, copy_regular, is_regular, lo
                                 printable, read_json, read_text, walk_files)
 
 pytestmark = pytest.mark.tier("integration", tests=(  # the tests here that run a command (a fine-tune among them)
-    "test_a_bad_meta_json_is_one_problem_of_its_run", "test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line",
-    "test_an_export_target_that_is_a_link_is_one_line", "test_commands_that_read_records_fail_in_one_line"))
+    "test_a_bad_meta_json_is_one_problem_of_its_run", "test_an_export_target_that_is_a_link_is_one_line",
+    "test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line",
+    "test_commands_that_read_records_fail_in_one_line"))
 
 ROOT = Path(__file__).resolve().parents[3]
 
