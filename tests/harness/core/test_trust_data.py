@@ -1,0 +1,268 @@
+"""Issue 54, the data and record surfaces: ``data pack``, the shards reader, the image files they share, the
+estimate's preflight records, config values, and the files of fine-tuning and language modelling obey the trust
+model -- no link out of its place, no FIFO, bounded sizes and pixels, typed values, one line.
+
+Each test builds a crafted input that got through before this pass (checked against main's code). Every call that
+could hang on a FIFO or a link loop runs under a timeout (``_in_time``), so a regression fails instead of blocking.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from clitools import run_cli_here
+from harness.core.errors import DepthbenchError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _in_time(fn, seconds: float = 30):
+    """``fn()``'s result or exception; fails the test (instead of hanging it) when ``fn`` blocks."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"blocked for more than {seconds} s (a FIFO was opened, or a link loop walked?)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _refused(fn, *needles):
+    """``fn()`` raises a one-line DepthbenchError holding every needle and no control character."""
+    with pytest.raises(DepthbenchError) as error:
+        _in_time(fn)
+    message = str(error.value)
+    assert "\n" not in message and "\x1b" not in message, message
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+def _folder(root: Path, classes=("a", "b"), per_class: int = 2) -> Path:
+    for cls in classes:
+        (root / "train" / cls).mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("RGB", (8, 8), (60 * i, 0, 0)).save(root / "train" / cls / f"{i}.png")
+    return root
+
+
+def _pack(tmp_path: Path, folder: Path | None = None) -> Path:
+    from harness.tasks.shards import pack
+
+    pack(folder or _folder(tmp_path / "folder"), tmp_path / "shards", splits=("train",), shard_size=2)
+    return tmp_path / "shards"
+
+
+def _bomb_png(side: int = 10000) -> bytes:
+    """A valid, complete 1-bit PNG of ``side``² pixels (100 Mpx: over Pillow's 89.5 Mpx threshold, under twice it,
+    so Pillow itself only warns and decodes ~400 MB) in ~20 kB."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    row = b"\0" + b"\0" * ((side + 7) // 8)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(row * side, 9)) + chunk(b"IEND", b""))
+
+
+# ------------------------------------------------------------------------------------------------ data pack
+def test_pack_refuses_a_link_out_of_the_image_folder(tmp_path):
+    from harness.tasks.shards import pack
+
+    folder = _folder(tmp_path / "folder")
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (4, 4), (1, 2, 3)).save(secret)
+    (folder / "train" / "a" / "private.png").symlink_to(secret)
+    _refused(lambda: pack(folder, tmp_path / "out", splits=("train",)), "symbolic link out of the data root")
+    assert not (tmp_path / "out").exists()
+
+
+def test_pack_finishes_on_a_link_loop_and_skips_a_fifo_image(tmp_path):
+    from harness.tasks.shards import ShardDataset, pack
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "a" / "loop").symlink_to(folder / "train")
+    os.mkfifo(folder / "train" / "b" / "fifo.png")
+    info = _in_time(lambda: pack(folder, tmp_path / "out", splits=("train",)))
+    assert info["splits"]["train"]["num_samples"] == 4
+    assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == ["a/0.png", "a/1.png", "b/0.png",
+                                                                               "b/1.png"]
+
+
+def test_data_pack_with_a_link_out_is_one_line_exit_2(tmp_path):
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "a" / "out").symlink_to(tmp_path)
+    code, _, err = run_cli_here("data", "pack", folder, tmp_path / "shards", "--splits", "train")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "symbolic link out of the data root" in lines[0], err
+
+
+# ------------------------------------------------------------------------------------------------ the shards reader
+def _rewrite_index(folder: Path, **changes):
+    from harness.tasks.shards import index_name
+
+    path = folder / index_name("train")
+    with np.load(path) as index:
+        arrays = {key: index[key] for key in index.files}
+    arrays.update(changes)
+    path.unlink()
+    with open(path, "wb") as fh:  # np.savez writes object arrays pickled
+        np.savez(fh, **arrays)
+
+
+def test_a_shard_named_by_an_absolute_path_or_a_parent_is_refused(tmp_path):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    secret = tmp_path / "secret.tar"
+    secret.write_bytes((shards / "train-000000.tar").read_bytes())
+    for name in (str(secret), "../secret.tar"):
+        _rewrite_index(shards, shards=np.asarray([name, "train-000001.tar"]))
+        _refused(lambda: ShardDataset(shards, "train"), "not a file name in")
+
+
+def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    moved = tmp_path / "elsewhere.tar"
+    os.replace(shards / "train-000000.tar", moved)
+    (shards / "train-000000.tar").symlink_to(moved)
+    _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "symbolic link")
+    (shards / "train-000000.tar").unlink()
+    os.mkfifo(shards / "train-000000.tar")
+    _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "FIFO")
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(size=np.asarray([1 << 40, 10, 10, 10])), "size outside"),
+    (dict(offset=np.asarray([-512, 512, 0, 512])), "negative offset"),
+    (dict(label=np.asarray([0, 0, 1, 7])), "label outside the 2 classes"),
+    (dict(shard=np.asarray([0, 0, 1, 5], np.int32)), "outside its 2 shards"),
+    (dict(offset=np.asarray([512, 512, 0, 1 << 20])), "past the end of its shard"),
+    (dict(label=np.asarray([0, 0, 1, 1], object)), "'label' as object"),  # a pickled array
+    (dict(label=np.asarray([[0, 0], [1, 1]])), "not a list of integers"),
+    (dict(path=np.asarray([1, 2, 3, 4])), "not a list of strings"),
+])
+def test_a_bad_shard_index_is_one_line_before_any_read(tmp_path, change, needle):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    _rewrite_index(shards, **change)
+    _refused(lambda: ShardDataset(shards, "train"), "shard index", needle)
+
+
+def test_an_index_whose_header_claims_a_huge_array_is_refused_before_numpy_allocates_it(tmp_path):
+    from harness.tasks.shards import ShardDataset, index_name
+
+    shards = _pack(tmp_path)
+    path = shards / index_name("train")
+    with np.load(path) as index:
+        arrays = {key: index[key] for key in index.files}
+    import zipfile
+
+    path.unlink()
+    with zipfile.ZipFile(path, "w") as archive:
+        for key, array in arrays.items():
+            with archive.open(f"{key}.npy", "w") as member:
+                if key == "label":  # a header claiming 2^40 int64 labels over 32 bytes of data
+                    np.lib.format.write_array_header_1_0(member, {"descr": "<i8", "fortran_order": False,
+                                                                 "shape": (1 << 40,)})
+                    member.write(array.tobytes())
+                else:
+                    np.lib.format.write_array(member, array)
+    _refused(lambda: ShardDataset(shards, "train"), "claims more than")
+
+
+@pytest.mark.parametrize("info, needle", [
+    ("[" * 100000 + "]" * 100000, "nested more than"),
+    ("[1, 2]", "holds a list"),
+    ('{"class_to_idx": [1, 2]}', "class_to_idx"),
+    ('{"class_to_idx": {"a": "x"}}', "class_to_idx"),
+])
+def test_a_deep_or_list_typed_info_json_is_one_line(tmp_path, info, needle):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    (shards / "_info.json").write_text(info)
+    _refused(lambda: ShardDataset(shards, "train"), "_info.json", needle)
+
+
+def test_a_decompression_bomb_inside_a_shard_is_refused_as_in_a_folder(tmp_path):
+    from harness.tasks.image import ImageFolder
+    from harness.tasks.shards import ShardDataset
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "b" / "bomb.png").write_bytes(_bomb_png())
+    bomb = next(i for i, (path, _) in enumerate(ImageFolder(folder / "train").samples) if path.endswith("bomb.png"))
+    _refused(lambda: ImageFolder(folder / "train")[bomb], "bomb.png", "more than the 89,478,485")
+    dataset = ShardDataset(_pack(tmp_path, folder), "train")
+    bomb = next(i for i, path in enumerate(dataset.paths) if path.endswith("bomb.png"))
+    _refused(lambda: dataset[bomb], "bomb.png", "more than the 89,478,485")
+
+
+def test_image_and_shard_names_reach_an_error_line_without_terminal_escapes(tmp_path):
+    from harness.tasks.image import ImageFolder
+    from harness.tasks.shards import ShardDataset
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "b" / "x\x1b]0;owned\x07\x1b[2J.jpg").write_text("<html>not an image</html>")
+    dataset = ImageFolder(folder / "train")
+    bad = next(i for i, (path, _) in enumerate(dataset.samples) if "owned" in path)
+    assert "x?]0;owned??[2J.jpg" in _refused(lambda: dataset[bad], "does not decode")
+    shards = ShardDataset(_pack(tmp_path, folder), "train")
+    bad = next(i for i, path in enumerate(shards.paths) if "owned" in path)
+    assert "x?]0;owned??[2J.jpg" in _refused(lambda: shards[bad], "does not decode")
+
+
+def test_the_shards_reader_survives_random_and_adversarial_index_files(tmp_path):
+    """The index is binary: a fuzz of its own (random bytes, truncations, random arrays of random types and shapes);
+    ``_info.json`` is in the record fuzz (test_trust_files.py). Each load returns or raises one line."""
+    from harness.tasks.shards import ShardDataset, index_name
+
+    shards = _pack(tmp_path)
+    path = shards / index_name("train")
+    good = path.read_bytes()
+    rng = np.random.default_rng(int(os.environ.get("DEPTHBENCH_FUZZ_SEED", "0")))
+    kinds = [np.int8, np.int64, np.uint64, np.float64, "U3", "S3", bool, object]
+    documents = [b"", b"PK", good[: len(good) // 2], good[:-30], rng.bytes(4000)]
+    for _ in range(40):
+        arrays = {}
+        for key in ("shard", "offset", "size", "label", "path", "shards"):
+            if rng.random() < 0.1:
+                continue
+            shape = tuple(int(n) for n in rng.integers(0, 6, rng.integers(0, 3)))
+            kind = kinds[rng.integers(len(kinds))]
+            values = rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64) if rng.random() < 0.5 else \
+                rng.integers(-3, 5, shape)
+            arrays[key] = values.astype(kind) if kind is not object else np.asarray(values.tolist(), object)
+        buffer = __import__("io").BytesIO()
+        np.savez(buffer, **arrays)
+        documents.append(buffer.getvalue())
+    failures = []
+    for document in documents:
+        path.write_bytes(document)
+        try:
+            _in_time(lambda: ShardDataset(shards, "train"))
+        except DepthbenchError as e:
+            if "\n" in str(e):
+                failures.append(f"not one line: {e}")
+        except Exception as e:  # noqa: BLE001 - what the test looks for
+            failures.append(f"{type(e).__name__}: {str(e)[:100]}")
+    assert not failures, "\n".join(failures[:10])
