@@ -297,3 +297,21 @@ def test_bad_all_reduce_rows_and_gmacs_in_a_preflight_record_never_reach_the_est
     assert row.step_s == pytest.approx(0.25) and row.scaling is not None and row.scaling.allreduce_s is None
     other = {**ident, "model": "steps_resnet18", "micro_batch": 64}
     assert est.timing_by_flops(other, layout, records, gmacs=lambda _: 1.8) is None  # the -4.1 GMACs entry is out
+
+
+# ------------------------------------------------------------------------------------------------ config values
+@pytest.mark.parametrize("override, message", [
+    ("data.mean=[1e999, 0.5, 0.5]", "data.mean=[inf, 0.5, 0.5]: it must be a list of numbers in [0, 1]"),
+    ("data.std=[0, 0, 0]", "data.std=[0, 0, 0]: it must be a list of numbers in (0, 1]"),
+    ("data.std=[]", "data.std=[]: it must be a list of numbers in (0, 1]"),
+    ("optim.lr=1e999", "optim.lr=inf: it must be a number in (0, 100]"),
+    ("optim.lr=1000.0", "optim.lr=1000.0: it must be a number in (0, 100]"),
+    ("aug.mixup=1e999", "aug.mixup=inf: it must be a number in [0, inf)"),  # NaN/inf: no value of any key
+])
+def test_normalisation_and_learning_rate_values_are_typed_and_bounded(override, message, tmp_path):
+    from harness.commands.train import run
+
+    work_dir = tmp_path / "run"
+    with pytest.raises(DepthbenchError) as error:
+        run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=work_dir, overrides=[override])
+    assert str(error.value) == message and error.value.exit_code == 2 and not work_dir.exists()
