@@ -198,6 +198,8 @@ def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     one line naming what it pickles, found by scanning the file (nothing is unpickled for that)."""
     allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
                for entry in [*safe_globals, *SAFE_GLOBALS]}
+    if isinstance(path, (str, Path)) and not os.path.isfile(path):  # a FIFO would block the scan's open
+        return read_checkpoint(path)  # one line: no such file, or not a regular file (opens nothing)
     try:
         unsafe = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))) - allowed
     except Exception:  # not a zip-format torch file: read_checkpoint says what it is

@@ -26,13 +26,14 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from harness.core.errors import DataError
-from harness.core.files import atomic_dir, atomic_write, is_regular, open_file, printable, read_json
+from harness.core.files import (BadFile, atomic_dir, atomic_write, is_regular, open_file, printable, read_json,
+                                read_npy_from)
 from harness.tasks.image_files import MAX_IMAGE_BYTES, decode_image_bytes, find_images, read_image_bytes
 
 INFO_NAME = "_info.json"
 # WebDataset's image keys that timm's reader decodes (``input_key='jpg;png;webp'``); any other format is re-encoded
 PASS_THROUGH = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png", ".webp": "webp"}
-# the index's arrays and their kinds (numpy dtype kinds: signed/unsigned integers, unicode strings)
+# the index's arrays and their kinds (numpy's dtype kinds: signed/unsigned integers, unicode strings)
 INDEX_ARRAYS = {"shard": "iu", "offset": "iu", "size": "iu", "label": "iu", "path": "U", "shards": "U"}
 MAX_INDEX_BYTES = 1 << 30  # ImageNet's train index is ~200 MB (its paths as fixed-width unicode)
 
@@ -143,33 +144,29 @@ def _bad_index(path: Path, why: str) -> DataError:
 
 
 def load_index(root: Path, split: str) -> dict[str, np.ndarray]:
-    """The arrays of ``split``'s index, typed and bounded before they are read: numpy's loader allocates what an
-    array's header claims, so each header is read first (kind, one dimension, the same length, at most
-    :data:`MAX_INDEX_BYTES` in all); no pickle (``allow_pickle=False``)."""
+    """The arrays of ``split``'s index (an ``.npz``: a zip of ``.npy`` files), each typed and bounded before it is
+    read (:func:`harness.core.files.read_npy_from`: no pickle, no allocation the file does not back), at most
+    :data:`MAX_INDEX_BYTES` in all."""
     path = root / index_name(split)
-    headers = {1: np.lib.format.read_array_header_1_0, 2: np.lib.format.read_array_header_2_0}
-    arrays, total = {}, 0
-    try:
-        with open_file(path, inside=root, max_bytes=MAX_INDEX_BYTES, what="shard index") as fh, \
-                np.load(fh, allow_pickle=False) as index:
-            for key, kinds in INDEX_ARRAYS.items():
-                if key not in index.files:
-                    raise _bad_index(path, f"has no {key!r} array")
-                with index.zip.open(f"{key}.npy") as member:
-                    major, _ = np.lib.format.read_magic(member)
-                    if major not in headers:
-                        raise _bad_index(path, f"holds {key!r} in .npy format version {major}")
-                    shape, _, dtype = headers[major](member)
-                if dtype.kind not in kinds or len(shape) != 1:
-                    raise _bad_index(path, f"holds {key!r} as {printable(dtype)} of shape {shape}, not a list of "
-                                           f"{'strings' if kinds == 'U' else 'integers'}")
-                total += shape[0] * dtype.itemsize
-                if total > MAX_INDEX_BYTES:
-                    raise _bad_index(path, f"claims more than the {MAX_INDEX_BYTES:,} bytes of arrays depthbench reads")
-                arrays[key] = index[key]
-    except (ValueError, OSError, EOFError, KeyError, RuntimeError, zipfile.BadZipFile) as e:  # "not an npz"
-        raise _bad_index(path, f"does not load ({type(e).__name__}: {printable(' '.join(str(e).split())[:120])})") \
-            from None
+    arrays = {}
+    with open_file(path, inside=root, max_bytes=MAX_INDEX_BYTES, what="shard index") as fh:
+        try:
+            with zipfile.ZipFile(fh) as archive:
+                members = {info.filename: info for info in archive.infolist()}
+                if sum(info.file_size for info in members.values()) > MAX_INDEX_BYTES:
+                    raise _bad_index(path, f"claims more than the {MAX_INDEX_BYTES:,} bytes depthbench reads")
+                for key, kinds in INDEX_ARRAYS.items():
+                    member = members.get(f"{key}.npy")
+                    if member is None:
+                        raise _bad_index(path, f"has no {key!r} array")
+                    with archive.open(member) as data:
+                        arrays[key] = read_npy_from(data, member.file_size, source=f"its {key!r} array",
+                                                    kinds=kinds)
+        except BadFile as e:
+            raise _bad_index(path, f"does not load ({e})") from None
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:  # not a zip, corrupt
+            reason = printable(" ".join(str(e).split())[:120])
+            raise _bad_index(path, f"does not load ({type(e).__name__}: {reason})") from None
     return arrays
 
 

@@ -156,7 +156,7 @@ def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
     (dict(label=np.asarray([0, 0, 1, 7])), "label outside the 2 classes"),
     (dict(shard=np.asarray([0, 0, 1, 5], np.int32)), "outside its 2 shards"),
     (dict(offset=np.asarray([512, 512, 0, 1 << 20])), "past the end of its shard"),
-    (dict(label=np.asarray([0, 0, 1, 1], object)), "'label' as object"),  # a pickled array
+    (dict(label=np.asarray([0, 0, 1, 1], object)), "holds object"),  # a pickled array
     (dict(label=np.asarray([[0, 0], [1, 1]])), "not a list of integers"),
     (dict(path=np.asarray([1, 2, 3, 4])), "not a list of strings"),
 ])
@@ -187,7 +187,7 @@ def test_an_index_whose_header_claims_a_huge_array_is_refused_before_numpy_alloc
                     member.write(array.tobytes())
                 else:
                     np.lib.format.write_array(member, array)
-    _refused(lambda: ShardDataset(shards, "train"), "claims more than")
+    _refused(lambda: ShardDataset(shards, "train"), "claims 8,796,093,022,208 bytes of data but holds 32")
 
 
 @pytest.mark.parametrize("info, needle", [
@@ -315,3 +315,61 @@ def test_normalisation_and_learning_rate_values_are_typed_and_bounded(override, 
     with pytest.raises(DepthbenchError) as error:
         run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=work_dir, overrides=[override])
     assert str(error.value) == message and error.value.exit_code == 2 and not work_dir.exists()
+
+
+# ------------------------------------------------------------------------------------------------ runs, caches, weights
+def test_a_fifo_as_load_from_is_one_line_at_once(tmp_path):
+    from downstream.finetune import read_any_checkpoint
+
+    os.mkfifo(tmp_path / "weights.pth")
+    _refused(lambda: read_any_checkpoint(str(tmp_path / "weights.pth")), "weights.pth", "not a regular file")
+
+
+def test_a_log_txt_or_metrics_link_in_a_run_is_one_line_before_the_run_starts(tmp_path):
+    from harness.core.rundir import RunDir
+
+    target = tmp_path / "precious.txt"
+    target.write_text("precious\n")
+    for name in ("log.txt", "metrics.jsonl"):
+        run = tmp_path / name.replace(".", "-")
+        run.mkdir()
+        (run / name).symlink_to(target)
+        _refused(lambda: RunDir.create("exp", path=run), name, "symbolic link")
+        (run / "meta.json").write_text('{"status": "preempted"}')
+        _refused(lambda: RunDir.open(run), name, "symbolic link")  # a resume
+    assert target.read_text() == "precious\n"
+
+
+def test_an_lm_token_cache_holding_a_pickled_or_huge_array_is_one_line(tmp_path, monkeypatch):
+    from harness.core.config import load_config
+    from harness.tasks.lm import cache_dir, token_ids
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
+    (tmp_path / "train.txt").write_text("in the beginning\n" * 20)
+    cfg = load_config("configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py",
+                      ["data.type=text", f"data.root={tmp_path}", "data.train_split=train.txt",
+                       "data.val_split=train.txt", "data.vocab_size=300"])
+    cache = cache_dir(cfg.data) / "train.txt.ids.npy"
+    cache.parent.mkdir(parents=True)
+    with open(cache, "wb") as fh:
+        np.save(fh, np.asarray([1, "x", None], object), allow_pickle=True)
+    _refused(lambda: token_ids(cfg.data, "train.txt"), "token cache", "holds object", "delete it")
+    with open(cache, "wb") as fh:  # a header claiming 2**40 ids over 8 bytes
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<i4", "fortran_order": False, "shape": (1 << 40,)})
+        fh.write(b"\0" * 8)
+    _refused(lambda: token_ids(cfg.data, "train.txt"), "token cache", "claims 4,398,046,511,104 bytes")
+
+
+def test_a_llama_bin_of_pickles_is_one_line(tmp_path):
+    from harness.tasks.alpaca import load_llama
+
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "config.json").write_text((ROOT / "harness/assets/llama/tiny-llama.json").read_text())
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"w": Payload()}))
+    _refused(lambda: load_llama(folder), "pytorch_model.bin", "not a readable PyTorch state dict")
