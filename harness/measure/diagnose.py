@@ -11,6 +11,7 @@ and writes the CSV and the plot the command keeps in its run directory.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import timm
@@ -20,6 +21,7 @@ from torch import nn
 from torchvision.datasets import ImageFolder
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_write
 from harness.engine.checkpoint import load_weights
 from harness.engine.models import build_trained_model
 from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
@@ -142,12 +144,13 @@ def summary(records: list[dict]) -> dict:
 
 def write_csv(path: Path, curves: dict) -> None:
     fields = ["model", "block", "depth", "gamma", "sigma", "width", "step", "step_width"]
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        for name, records in curves.items():
-            for r in records:
-                writer.writerow({"model": name, **{f: r.get(f, "") for f in fields[1:]}})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    for name, records in curves.items():
+        for r in records:
+            writer.writerow({"model": name, **{f: r.get(f, "") for f in fields[1:]}})
+    atomic_write(path, text.getvalue())  # never through a planted link
 
 
 def plot(path: Path, curves: dict, checkpoints: list[str], names: list[str]) -> None:
