@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-import threading
 import zlib
 from pathlib import Path
 
@@ -20,28 +19,9 @@ from PIL import Image
 
 from clitools import run_cli_here
 from harness.core.errors import DepthbenchError
+from test_trust_files import _in_time  # fails a test that blocks (a FIFO opened, a link loop walked)
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _in_time(fn, seconds: float = 30):
-    """``fn()``'s result or exception; fails the test (instead of hanging it) when ``fn`` blocks."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"blocked for more than {seconds} s (a FIFO was opened, or a link loop walked?)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _refused(fn, *needles):
