@@ -372,3 +372,15 @@ def test_a_llama_bin_of_pickles_is_one_line(tmp_path):
 
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"w": Payload()}))
     _refused(lambda: load_llama(folder), "pytorch_model.bin", "not a readable PyTorch state dict")
+
+
+def test_diagnose_reads_an_image_folder_as_every_image_reader_does(tmp_path):
+    """``diagnose --data FOLDER`` used torchvision's ImageFolder, which follows a link out of the folder."""
+    import timm
+
+    from harness.measure.diagnose import example_batch
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "a" / "out").symlink_to(tmp_path)
+    model = timm.create_model("resnet18", num_classes=2)
+    _refused(lambda: example_batch(model, str(folder / "train"), 32, 2, 0, "cpu"), "symbolic link out of the data root")
