@@ -4,9 +4,9 @@ shard reader all use these functions, so a file that one of them refuses every o
 - :func:`find_images`: an ImageFolder split in timm's order and labels (``find_images_and_targets``), walked by
   :func:`harness.core.files.walk_files` -- timm's walk follows every link, out of the root and round a loop.
 - :func:`read_image_bytes`: a regular file (never a FIFO: opening one would block), at most :data:`MAX_IMAGE_BYTES`.
-- :func:`decode_image_bytes` / :func:`decode_image`: one RGB image, at most :data:`MAX_IMAGE_PIXELS` pixels, checked
+- :func:`decode_image_bytes` / :func:`decode_image`: one RGB image, at most :func:`pixel_budget` pixels, checked
   on the header before any pixel is decoded (a decompression bomb is a few hundred bytes); :func:`check_pixels` is
-  that check alone, for a reader that decodes elsewhere (the device pipeline).
+  that check alone, and the device pipeline bounds its batches by the same :func:`pixel_budget`.
 
 Every refusal is one :class:`DataError` line naming the file (control characters stripped: a file name is data).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -24,9 +25,6 @@ from timm.utils.misc import natural_key
 from harness.core.errors import DataError
 from harness.core.files import BadFile, open_file, printable, walk_files
 
-# The one pixel budget of every decoded image: Pillow's own decompression-bomb threshold (89.5 Mpx, ~268 MB as
-# RGB), far above any photograph a classifier trains on, enforced as a hard limit rather than Pillow's warning.
-MAX_IMAGE_PIXELS = 89_478_485
 # An encoded image (a file of a folder, a member of a shard) is never larger: a 9000 x 9000 JPEG is ~30 MB.
 MAX_IMAGE_BYTES = 256 << 20
 
@@ -59,11 +57,18 @@ def read_image_bytes(path: str | Path) -> bytes:
         raise DataError(f"{printable(e)}; replace or remove it") from None
 
 
+def pixel_budget() -> int:
+    """The one pixel budget of every decoded image: Pillow's ``Image.MAX_IMAGE_PIXELS`` (89.5 Mpx by default, ~268 MB
+    as RGB: far above any photograph a classifier trains on), enforced as a hard limit rather than Pillow's warning.
+    Read at call time, so one setting governs every reader (folders, shards, data pack, the device pipeline)."""
+    return int(Image.MAX_IMAGE_PIXELS or 0) or sys.maxsize
+
+
 def check_pixels(width: int, height: int, name: str) -> None:
     """One DataError line when a ``width`` x ``height`` image is over the pixel budget."""
-    if width * height > MAX_IMAGE_PIXELS:
+    if width * height > pixel_budget():
         raise DataError(f"{printable(name)}: the image does not decode ({width} x {height} pixels, more than the "
-                        f"{MAX_IMAGE_PIXELS:,} depthbench decodes: a decompression bomb?); replace or remove it, or "
+                        f"{pixel_budget():,} depthbench decodes: a decompression bomb?); replace or remove it, or "
                         f"set data.skip_bad_images=True to skip such images")
 
 
