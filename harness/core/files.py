@@ -18,6 +18,7 @@ from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 import yaml
+from numpy.lib import format as npy
 
 from harness.core.errors import DepthbenchError
 
@@ -363,8 +364,6 @@ def read_npy_from(fh, available: int, *, source: str, kinds: str = "iu", ndim: i
     dtype of one of ``kinds`` (numpy's kind letters; never an object), ``ndim`` dimensions (None: any), and the
     data it claims exactly what the file holds. By hand because numpy offers no bounded loader; its public header
     readers do the parsing. One :class:`BadFile` line otherwise."""
-    from numpy.lib import format as npy
-
     readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
     try:
         version = npy.read_magic(fh)
