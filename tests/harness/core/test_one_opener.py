@@ -43,15 +43,12 @@ ALLOWED = {
     # written by this process, in a folder it made
     ("harness/commands/demo.py", "open()"): (2, "demo's own logs in the output folder it creates"),
     ("harness/commands/demo.py", ".read_text()"): (3, "demo's own logs and CPU-usage file, written by its runs"),
-    # owned by other parts of issue 54 (the watchdog and requeue step; the device pipeline; claims): each owner
-    # routes them through the opener or keeps their entry here with a reason
-    ("harness/engine/watchdog.py", "open()"): (1, "the stack dump in the run's fault folder (watchdog: wt-cluster)"),
-    ("slurm/jobs.py", ".read_text()"): (1, "a fault record's stack dump (jobs --why: wt-cluster)"),
-    ("slurm/restart.py", ".read_text()"): (1, "the fault folder's exits file (requeue step: wt-cluster)"),
-    ("slurm/restart.py", ".read_bytes()"): (1, "a rank's step file (requeue step: wt-cluster)"),
-    ("harness/tasks/image_device.py", "Image.open"): (2, "decodes bytes read by ImageFolder/ShardDataset.read "
-                                                         "(device pipeline: wt-devpipe)"),
-    ("harness/commands/claims.py", ".read_text()"): (1, "a claims run's marker file (claims: wt-claims)"),
+    # the device pipeline's header parse and its CPU fallback decode (bytes from ImageFolder/ShardDataset.read;
+    # the budget: image_files.pixel_budget), and the claims command's marker file
+    ("harness/tasks/image_device.py", "Image.open"): (2, "decodes bytes already read through the opener, within "
+                                                         "the one pixel budget"),
+    ("harness/commands/claims.py", ".read_text()"): (1, "a claims run's marker file (to be routed by the claims "
+                                                        "part of issue 54)"),
 }
 
 
