@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import atomic_write, check_writable_folder
+from harness.core.files import BadFile, atomic_write, check_writable_folder, printable, read_text
 from harness.engine.forked import start_forked, start_forked_call
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs, glyph_fonts, glyphs_folder, sample_sheet
 from results import claims as cl
@@ -143,8 +143,11 @@ def _hardware(specs) -> dict:
     seen: dict = {}
     for s in specs:
         path = s.work_dir.parent / f"{s.work_dir.name}.hardware.txt"
-        if path.is_file():
-            seen.setdefault((s.paper, s.arm), set()).add(path.read_text().strip())
+        try:
+            text = read_text(path, inside=s.work_dir.parent, max_bytes=4096, what="hardware record")
+        except (OSError, BadFile):  # not written (yet), or not a plain file of the run's folder
+            continue
+        seen.setdefault((s.paper, s.arm), set()).add(printable(text.strip()))
     return {k: "; ".join(sorted(v)) for k, v in seen.items()}
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import MAX_LOG_BYTES, BadFile, read_text
 
 if TYPE_CHECKING:
     from harness.measure.bench import BenchResult
@@ -180,6 +179,8 @@ def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
                               f"writable path") from None
     if not out.exists():
         return []
+    from harness.core.files import MAX_LOG_BYTES, BadFile, read_text  # numpy and yaml: not at the parser's import
+
     try:
         text = read_text(out, max_bytes=MAX_LOG_BYTES, what="--out", errors="strict")  # no FIFO, no link
         rows = list(csv.DictReader(io.StringIO(text, newline="")))

@@ -26,7 +26,7 @@ ALLOWED = {
     ("harness/engine/launch.py", "open()"): (1, "/proc/self/maps: the kernel's"),
     ("harness/measure/bench.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("harness/measure/preflight/environment.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
-    ("harness/commands/claims.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
+    ("results/claims_run.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("harness/tasks/glyphs.py", ".read_bytes()"): (3, "Debian's installed font files, hashed into the glyph cache's "
                                                       "key (system files, not a data root)"),
     ("harness/measure/preflight/allreduce.py", ".read_text()"): (1, "NCCL's own debug log, in a temporary folder "
@@ -44,11 +44,9 @@ ALLOWED = {
     ("harness/commands/demo.py", "open()"): (2, "demo's own logs in the output folder it creates"),
     ("harness/commands/demo.py", ".read_text()"): (3, "demo's own logs and CPU-usage file, written by its runs"),
     # the device pipeline's header parse and its CPU fallback decode (bytes from ImageFolder/ShardDataset.read;
-    # the budget: image_files.pixel_budget), and the claims command's marker file
+    # the budget: image_files.pixel_budget)
     ("harness/tasks/image_device.py", "Image.open"): (2, "decodes bytes already read through the opener, within "
                                                          "the one pixel budget"),
-    ("harness/commands/claims.py", ".read_text()"): (1, "a claims run's marker file (to be routed by the claims "
-                                                        "part of issue 54)"),
 }
 
 
