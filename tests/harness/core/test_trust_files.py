@@ -590,10 +590,12 @@ def _readers(root: Path):
     from harness.engine.checkpoint import latest_run
     from harness.measure import preflight
     from harness.measure.cache import MeasurementCache
+    from harness.tasks.shards import ShardDataset, pack
     from results import claims, paper_tables, runs
     from slurm import jobs
 
     run = root / "exp" / "run"
+    pack(_image_folder(root / "images"), root / "shards", splits=("train",))  # _info.json is a record of its own
     return [
         (run / "meta.json", lambda: RunDir.open(run, writer=False).meta()),
         (run / "config.json", lambda: read_config_json(run)),
@@ -607,6 +609,7 @@ def _readers(root: Path):
         (root / "claims.json", lambda: claims.read_report(root / "claims.json")),
         (root / "tables.yaml", lambda: paper_tables.load(root / "tables.yaml")),
         (root / "claims.yaml", lambda: claims.load(root / "claims.yaml", tables={})),
+        (root / "shards" / "_info.json", lambda: ShardDataset(root / "shards", "train")),
     ]
 
 
