@@ -115,7 +115,7 @@ GUARD_EXEMPT = {"tests/test_tiers.py"}
 
 
 def test_every_test_that_starts_processes_declares_its_tier():
-    """Not a guess of any test's tier: a check that a module naming subprocess, Popen, start_cli, run_cli or fork
+    """Not a guess of any test's tier: a check that a module naming subprocess, Popen, start_cli, run_cli(_here) or fork
     declares ``integration`` or ``system`` (a ``pytestmark`` at its top, or its tests' own ``tier`` marks), and that
     each test naming them in its own body has such a declaration (or a fixture that carries one)."""
     modules = {str(p.relative_to(ROOT)): p for p in sorted(tiers.TESTS.rglob("test_*.py"))}

@@ -21,6 +21,8 @@ from clitools import run_cli_here
 from harness.core.errors import DepthbenchError
 from test_trust_files import _in_time  # fails a test that blocks (a FIFO opened, a link loop walked)
 
+pytestmark = pytest.mark.tier("integration", tests=("test_data_pack_with_a_link_out_is_one_line_exit_2",))  # the CLI
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
