@@ -19,8 +19,9 @@ A test's tier is the highest of (:func:`tier`):
 - ``system`` for a ``device`` variant on an accelerator;
 - ``integration`` for a test that cost :data:`FAST_CPU_S` CPU seconds or more when last measured (:data:`COSTS`).
 
-Nothing is read from a test's source: tests/test_tiers.py checks statically that a module whose source starts
-processes (:data:`STARTS_PROCESSES`) declares ``integration`` or ``system`` somewhere.
+No tier is guessed from a test's source: tests/test_tiers.py checks statically that a module whose source starts
+processes (:data:`STARTS_PROCESSES`) declares ``integration`` or ``system`` somewhere, and each test naming them in
+its own body has one declared for it (:func:`undeclared`, :func:`undeclared_tests`).
 
 Orthogonally, ``slow``: the test cost :data:`FAST_CPU_S` CPU seconds or more in the measured list
 :data:`COSTS` (data, committed: ``benchmarks/suite_cpu.py``'s per-test CPU seconds on the idle 2-core machine).
