@@ -335,7 +335,7 @@ def decode_group(batch: EncodedBatch, positions: list, device) -> list:
             jpegs.append((i, view))
     if jpegs:
         try:
-            decoded = decode_jpeg([view for _, view in jpegs], mode=ImageReadMode.RGB, device=device)
+            decoded = _decode_jpegs([view for _, view in jpegs], device)
         except RuntimeError:
             decoded = [_decode_one(batch.names[i], view, device) for i, view in jpegs]  # rare: find the bad one(s)
         for (i, _), image in zip(jpegs, decoded):
@@ -343,16 +343,45 @@ def decode_group(batch: EncodedBatch, positions: list, device) -> list:
     return [images[i] for i in positions]
 
 
+_DECODE_STREAMS = {}  # device -> the stream whose allocator pool decode outputs come from (see _decode_jpegs)
+
+
+def _decode_stream(device):
+    if device not in _DECODE_STREAMS:
+        _DECODE_STREAMS[device] = torch.cuda.Stream(device=device)
+    return _DECODE_STREAMS[device]
+
+
+def _decode_jpegs(data, device):
+    """``decode_jpeg(data, RGB, device)``, on CUDA from a decode stream's memory pool.
+
+    torchvision's CUDA decode allocates its outputs from the caller's current stream's pool but writes them on a
+    private nvJPEG stream that never waits for the caller's stream: a block whose last readers are still queued
+    there (freed intermediates of the previous batch) could be overwritten by the decode (pytorch/vision#9606).
+    Nothing but decodes runs on the decode stream, and every block it hands out is ``record_stream``-ed by its
+    users, so a block it reuses has no pending reader; the caller's stream then waits for the decode (it was made
+    to wait for nvJPEG's stream by torchvision) and owns the images (``record_stream``)."""
+    if device.type != "cuda":
+        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    side, pool = torch.cuda.current_stream(device), _decode_stream(device)
+    with torch.cuda.stream(pool):
+        decoded = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    side.wait_stream(pool)
+    for image in decoded if isinstance(decoded, list) else [decoded]:
+        image.record_stream(side)
+    return decoded
+
+
 def _decode_one(name, data, device):
     try:
-        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+        return _decode_jpegs(data, device)
     except RuntimeError:
         _warn_once(name, "was rejected by the batched JPEG decode; decoded on the CPU (PIL)")
         try:
             image = Image.open(io.BytesIO(data.numpy().tobytes())).convert("RGB")
         except Exception as e:
             raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
-        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device)
+        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device, non_blocking=True)
 
 
 NAMED_FILES = 5  # a dataset of PNGs would otherwise name every file

@@ -691,3 +691,61 @@ def test_a_crafted_image_through_the_device_pipeline_is_one_line_naming_it(tmp_p
         batch, _ = collate_encoded([dataset[0], dataset[1]])
         DeviceAugment(16, MEAN, STD, training=False)(batch)
     assert str(bad) in str(error.value) and "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------------------------------------ device review
+class LoggedStream:
+    """A CUDA stream stand-in for the decode's hand-off: logs ``wait_stream`` into ``log``."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def wait_stream(self, other):
+        self.log.append(("wait_stream", self.name, other.name))
+
+
+class LoggedImage:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def record_stream(self, stream):
+        self.log.append(("record_stream", self.name, stream.name))
+
+
+def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_the_caller_s_stream(jpegs,
+                                                                                                monkeypatch):
+    """torchvision's CUDA decode allocates its outputs from the *current* stream's pool and writes them on nvJPEG's
+    own stream, which never waits for the current one: decoded on the caller's stream, an output block could be one
+    that kernels still queued there read (pytorch/vision#9606). So the decode runs with the per-device decode stream
+    current (its pool hands out the blocks); afterwards the caller's stream waits for it and every image is
+    ``record_stream``-ed on the caller's stream -- batched and one-by-one decodes alike. Stand-ins record the order
+    (only a GPU shows the race itself)."""
+    log, active = [], ["side"]
+    side, pool = LoggedStream(log, "side"), LoggedStream(log, "pool")
+    device = torch.device("cuda", 0)
+    monkeypatch.setitem(image_device._DECODE_STREAMS, device, pool)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: side)
+
+    @contextlib.contextmanager
+    def use(stream):
+        active.append(stream.name)
+        yield
+        active.pop()
+
+    def decode(data, mode, device):
+        log.append(("decode", active[-1]))
+        if isinstance(data, list):
+            return [LoggedImage(log, f"image{k}") for k in range(len(data))]
+        return LoggedImage(log, "one")
+
+    monkeypatch.setattr(torch.cuda, "stream", use)
+    monkeypatch.setattr(image_device, "decode_jpeg", decode)
+    dataset = EncodedImages(Files(jpegs[:3]))
+    batch, _ = collate_encoded([dataset[i] for i in range(3)])
+    images = image_device.decode_group(batch, [0, 1, 2], device)
+    assert [i.name for i in images] == ["image0", "image1", "image2"]
+    assert log == [("decode", "pool"), ("wait_stream", "side", "pool"),
+                   *[("record_stream", f"image{k}", "side") for k in range(3)]], log
+    del log[:]
+    assert image_device._decode_one("a.JPEG", batch.data[:10], device).name == "one"
+    assert log == [("decode", "pool"), ("wait_stream", "side", "pool"), ("record_stream", "one", "side")], log
