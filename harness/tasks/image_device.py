@@ -621,8 +621,7 @@ class DeviceAugment:
 
     def _constants(self, device):
         if device not in self.constants:  # once per device: the only host-to-device copies of constants
-            self.constants[device] = {key: torch.tensor(value, dtype=torch.float32, device=device)
-                                      for key, value in self.values.items()}
+            self.constants[device] = {key: _pinned_copy(value, device) for key, value in self.values.items()}
         return self.constants[device]
 
     def __call__(self, batch: EncodedBatch) -> torch.Tensor:
@@ -659,6 +658,15 @@ class DeviceAugment:
         else:
             noise = torch.zeros_like(x)
         return torch.where(mask[:, None], noise, x)
+
+
+def _pinned_copy(values, device) -> torch.Tensor:
+    """float32 ``values`` on ``device`` by an asynchronous copy: ``torch.tensor(..., device=cuda)`` copies from
+    pageable memory and waits for it (a host sync); pinned memory stays reserved until the copy has run."""
+    tensor = torch.tensor(values, dtype=torch.float32)
+    if torch.device(device).type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def _mix32(x):

@@ -749,3 +749,35 @@ def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_
     del log[:]
     assert image_device._decode_one("a.JPEG", batch.data[:10], device).name == "one"
     assert log == [("decode", "pool"), ("wait_stream", "side", "pool"), ("record_stream", "one", "side")], log
+
+
+class CopyLog:
+    """Patches ``Tensor.pin_memory`` and ``Tensor.to`` (CPU-only here) to record the host-to-device copies."""
+
+    def __init__(self, monkeypatch):
+        self.copies, self.pinned = [], []
+        monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: (self.pinned.append(tensor), tensor)[1])
+        monkeypatch.setattr(torch.Tensor, "to", lambda tensor, device, non_blocking=False: (
+            self.copies.append((str(device), non_blocking)), tensor)[1])
+
+
+def test_constants_and_the_one_by_one_fallback_reach_cuda_by_asynchronous_copies(jpegs, monkeypatch):
+    """``torch.tensor(..., device=cuda)`` copies from pageable memory and blocks the host (the pipeline's thread,
+    and under ``set_sync_debug_mode('error')`` an error): the constants are made on the host, pinned and copied
+    ``non_blocking`` (3: mean, std, fill), once per device; a JPEG that nvJPEG rejects is decoded by PIL and copied
+    ``non_blocking``. ``Tensor.to`` is patched to record (no CUDA here)."""
+    copies = CopyLog(monkeypatch)
+    finish = DeviceAugment(16, MEAN, STD, training=True)
+    device = torch.device("cuda", 0)
+    finish._constants(device)
+    finish._constants(device)
+    assert copies.copies == [("cuda:0", True)] * 3 and len(copies.pinned) == 3
+
+    def rejected(*args, **kwargs):
+        raise RuntimeError("nvJPEG: unsupported")
+
+    monkeypatch.setattr(image_device, "_decode_jpegs", rejected)
+    del copies.copies[:]
+    data = torch.from_numpy(np.frombuffer(Path(jpegs[0]).read_bytes(), dtype=np.uint8).copy())
+    image_device._decode_one("a.JPEG", data, device)
+    assert copies.copies == [("cuda:0", True)]
