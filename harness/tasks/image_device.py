@@ -298,7 +298,10 @@ class EncodedBatch:
         return batch
 
     def pin_memory(self):
-        return self._replace({key: getattr(self, key).pin_memory() for key in self.TENSORS})
+        # nvJPEG reads its input bytes from pageable memory itself; only the bytes of images decoded on the host
+        # (copied to the device as pixels, non_blocking) need pinning: pin ``data`` only when there are any
+        keys = [key for key in self.TENSORS if key != "data" or any(self.raw)]
+        return self._replace({key: getattr(self, key).pin_memory() for key in keys})
 
     def to(self, device, non_blocking: bool = False):
         """The parameters on ``device`` (from pinned memory: asynchronous copies); the bytes stay on the host, where

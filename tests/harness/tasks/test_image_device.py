@@ -781,3 +781,19 @@ def test_constants_and_the_one_by_one_fallback_reach_cuda_by_asynchronous_copies
     data = torch.from_numpy(np.frombuffer(Path(jpegs[0]).read_bytes(), dtype=np.uint8).copy())
     image_device._decode_one("a.JPEG", data, device)
     assert copies.copies == [("cuda:0", True)]
+
+
+def test_a_batch_pins_its_bytes_only_when_an_image_was_decoded_on_the_host(tmp_path, jpegs, monkeypatch):
+    """nvJPEG reads pageable bytes itself; only pixels decoded on the host (a PNG here) are copied to the device
+    from ``data``, so only then is ``data`` pinned (pinning a batch's megabytes costs host time and pinned memory)."""
+    png = tmp_path / "a.png"
+    Image.open(jpegs[0]).save(png)
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: (pinned.append(t.data_ptr()), t)[1])
+    jpeg_only, _ = collate_encoded([EncodedImages(Files(jpegs[:2]))[i] for i in range(2)])
+    jpeg_only.pin_memory()
+    assert jpeg_only.data.data_ptr() not in pinned and len(pinned) == len(EncodedBatch.TENSORS) - 1
+    del pinned[:]
+    mixed, _ = collate_encoded([EncodedImages(Files([jpegs[0], str(png)]))[i] for i in range(2)])
+    mixed.pin_memory()
+    assert mixed.data.data_ptr() in pinned and len(pinned) == len(EncodedBatch.TENSORS)
