@@ -759,9 +759,18 @@ class BackgroundFeeder:
     allocator until the copies' events have passed. ``depth`` batches at most wait in the queue (a memory bound)."""
 
     def __init__(self, loader, finish, device, channels_last: bool = False, depth: int = 2, streams=None):
-        self.loader, self.finish, self.device, self.channels_last = loader, finish, torch.device(device), channels_last
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            # resolved here, on the caller's thread (its current device is the rank's); in the producer thread a
+            # bare "cuda" (as preflight passes it) would be cuda:0
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device.type == "cuda" and getattr(loader, "num_workers", None) == 0:
+            # without workers the producer thread would run SeededSamples' reseed/restore of the global RNGs
+            # concurrently with the main thread: exact resume would break at random
+            raise ConfigError("loader.pipeline='device' on CUDA needs data.workers >= 1")
+        self.loader, self.finish, self.device, self.channels_last = loader, finish, device, channels_last
         self.depth = depth
-        self.streams = streams or (CudaStreams(device) if self.device.type == "cuda" else HostStreams(device))
+        self.streams = streams or (CudaStreams(device) if device.type == "cuda" else HostStreams(device))
 
     def __len__(self):
         return len(self.loader)

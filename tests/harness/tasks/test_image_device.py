@@ -797,3 +797,26 @@ def test_a_batch_pins_its_bytes_only_when_an_image_was_decoded_on_the_host(tmp_p
     mixed, _ = collate_encoded([EncodedImages(Files([jpegs[0], str(png)]))[i] for i in range(2)])
     mixed.pin_memory()
     assert mixed.data.data_ptr() in pinned and len(pinned) == len(EncodedBatch.TENSORS)
+
+
+def test_the_feeder_resolves_a_bare_cuda_device_on_the_caller_s_thread(monkeypatch):
+    """preflight passes ``"cuda"``; resolved in the producer thread it would be cuda:0 on every rank. The feeder
+    resolves it where it is made, on the caller's thread (the rank's current device; mocked here)."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert BackgroundFeeder([], lambda x: x, "cuda", streams=Recorded()).device == torch.device("cuda", 3)
+    assert BackgroundFeeder([], lambda x: x, "cuda:1", streams=Recorded()).device == torch.device("cuda", 1)
+
+
+def test_the_device_pipeline_on_cuda_without_loader_workers_is_refused_in_one_line():
+    """With ``data.workers=0`` the feeder's thread would run ``SeededSamples`` (which reseeds and restores the
+    global random/numpy/torch generators) concurrently with the training thread: exact resume breaks. Refused when
+    the feeder is made, before its thread starts; on the CPU (no thread) and with workers the pipeline runs."""
+    from harness.core.errors import ConfigError
+
+    loader = torch.utils.data.DataLoader(list(range(4)), num_workers=0)
+    with pytest.raises(ConfigError) as refused:
+        BackgroundFeeder(loader, lambda x: x, "cuda:0", streams=Recorded())
+    assert str(refused.value) == "loader.pipeline='device' on CUDA needs data.workers >= 1"
+    BackgroundFeeder(loader, lambda x: x, "cpu")
+    BackgroundFeeder(torch.utils.data.DataLoader(list(range(4)), num_workers=1), lambda x: x, "cuda:0",
+                     streams=Recorded())
