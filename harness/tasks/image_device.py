@@ -25,7 +25,7 @@ works on the whole batch at once (:class:`DeviceAugment`):
 
 No library does this: Kornia (not installed on the GPU nodes) has a RandAugment whose ops and magnitude ranges are
 not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as before. On CUDA the device part
-runs in a background thread on a stream of its own (:class:`BackgroundFeeder`).
+runs in two background threads, decode and augmentation, on streams of their own (:class:`BackgroundFeeder`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import math
 import random
 import sys
 import threading
-from queue import Full, Queue
+from queue import Empty, Full, Queue
 
 import numpy as np
 import torch
@@ -367,9 +367,11 @@ def _decode_jpegs(data, device):
     torchvision's CUDA decode allocates its outputs from the caller's current stream's pool but writes them on a
     private nvJPEG stream that never waits for the caller's stream: a block whose last readers are still queued
     there (freed intermediates of the previous batch) could be overwritten by the decode (pytorch/vision#9606).
-    Nothing but decodes runs on the decode stream, and every block it hands out is ``record_stream``-ed by its
-    users, so a block it reuses has no pending reader; the caller's stream then waits for the decode (it was made
-    to wait for nvJPEG's stream by torchvision) and owns the images (``record_stream``)."""
+    Only the feeder's copies and decodes run on the decode stream and every block it hands out is
+    ``record_stream``-ed by the stream that uses it next (after waiting for it), so a block it reuses has no reader
+    or writer still queued; the caller's stream then waits for the decode stream (which torchvision made wait for
+    nvJPEG's) and owns the images (``record_stream``). In the feeder's decode thread the caller's stream is the
+    decode stream itself (both steps are then no-ops) and the images are handed on with an event."""
     if device.type != "cuda":
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
     side, pool = torch.cuda.current_stream(device), _decode_stream(device)
@@ -419,21 +421,28 @@ def roi_resize(images: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Te
     return torch.ops.torchvision.roi_align(images.float(), rois, 1.0, size, size, -1, True)
 
 
-def crop_resize(batch: EncodedBatch, size: int) -> torch.Tensor:
+def decode_groups(batch: EncodedBatch):
+    """The batch's images decoded a plan group at a time: yields each group's images (uint8 (3, H, W) on the
+    batch's device, in plan order), so a group is decoded only when its resizing asks for it."""
+    for first, stop in batch.groups:
+        start, end = batch.chunks[first][0], batch.chunks[stop - 1][1]
+        yield decode_group(batch, [batch.order_list[k] for k in range(start, end)], batch.device)
+
+
+def crop_resize(batch: EncodedBatch, size: int, decoded=None) -> torch.Tensor:
     """Every image's box resized to ``size``², float (B, 3, S, S) in [0, 255], in batch order.
 
     The batch's plan (:class:`EncodedBatch`) decodes a group of images at a time and resizes one bucket of
     same-size images per ``roi_align``: nothing is padded to the batch's largest image, and at any time the device
     holds at most one group's decoded bytes (<= 3 x pixel budget, or one image), one bucket as float (<= 12 x
     pixel budget) and the output: the batch's memory bound (docs/data.md). A sample's pixels do not depend on the
-    batch it came in (the same numbers for any number of ranks)."""
-    device = batch.device
+    batch it came in (the same numbers for any number of ranks). ``decoded``: the groups' images as
+    :func:`decode_groups` yields them (the feeder decodes in another thread); by default decoded here."""
     boxes = batch.boxes.index_select(0, batch.order)  # in plan order (device tensors: no host sync)
     outputs = []
-    for first, stop in batch.groups:
-        start, end = batch.chunks[first][0], batch.chunks[stop - 1][1]
-        positions = [batch.order_list[k] for k in range(start, end)]
-        images = decode_group(batch, positions, device)
+    decoded = decode_groups(batch) if decoded is None else decoded
+    for (first, stop), images in zip(batch.groups, decoded):  # zip takes no group beyond the plan's
+        start = batch.chunks[first][0]
         for chunk_start, chunk_stop in batch.chunks[first:stop]:
             bucket = images[chunk_start - start:chunk_stop - start]
             stacked = bucket[0][None] if len(bucket) == 1 else torch.stack(bucket)
@@ -634,9 +643,17 @@ class DeviceAugment:
         return self.constants[device]
 
     def __call__(self, batch: EncodedBatch) -> torch.Tensor:
-        device = batch.device
-        constants = self._constants(device)
-        x = crop_resize(batch, self.size).round_().clamp_(0, 255)  # PIL's resize yields uint8
+        return self.augment(batch, self.decode(batch))
+
+    @staticmethod
+    def decode(batch: EncodedBatch):
+        """The first stage (:func:`decode_groups`): the feeder runs it in a thread of its own."""
+        return decode_groups(batch)
+
+    def augment(self, batch: EncodedBatch, decoded) -> torch.Tensor:
+        """The second stage: crop/resize of the ``decoded`` groups, flip, RandAugment, normalise, erase."""
+        constants = self._constants(batch.device)
+        x = crop_resize(batch, self.size, decoded).round_().clamp_(0, 255)  # PIL's resize yields uint8
         if self.training:
             x = torch.where(batch.flip.view(-1, 1, 1, 1), x.flip(-1), x)
             x = apply_ops(x, batch, constants["fill"])
@@ -653,8 +670,9 @@ class DeviceAugment:
         """timm's RandomErasing on the drawn boxes: 'pixel' normal noise per pixel, 'rand' per channel, 'const'
         zeros. The noise is a function of the sample's seed and the pixel (:func:`normal_noise`): exact resume,
         and the same pixels whatever the batch. Only the ``erased`` images (int32 batch positions; ``seeds`` theirs)
-        are taken out, erased and put back: the noise's int64/float64 intermediates cost ~90 bytes per pixel, for
-        the whole batch ~11 GB of traffic at 128 x 224^2 where ReProb 0.25 erases about a quarter."""
+        are taken out, erased and put back: the noise's int64/float64 intermediates peak at ~41 bytes per element
+        (measured on the CPU), ~0.8 GB for a whole batch of 128 at 224^2, where ReProb 0.25 erases about a quarter
+        of the images."""
         _, c, h, w = x.shape
         chosen = x.index_select(0, erased)
         rows = torch.arange(h, device=x.device).view(1, h, 1)
@@ -716,6 +734,9 @@ class CudaStreams:
     def new_stream(self):
         return torch.cuda.Stream(device=self.device)
 
+    def decode_stream(self):
+        return _decode_stream(self.device)  # the decode's pool: see _decode_jpegs
+
     def use(self, stream):
         return torch.cuda.stream(stream)
 
@@ -733,6 +754,9 @@ class HostStreams(CudaStreams):
         return contextlib.nullcontext()
 
     def new_stream(self):
+        return None
+
+    def decode_stream(self):
         return None
 
     def use(self, stream):
@@ -753,19 +777,40 @@ class _NoEvent:
 _END = object()
 
 
-class BackgroundFeeder:
-    """The loader's batches, finished on ``device`` by a background thread on a stream of its own, handed to the
-    consuming (training) stream with events.
+class _Stopped(Exception):
+    """The consumer stopped iterating: the augmenting thread leaves a batch half-taken."""
 
-    Why a thread: ``decode_jpeg`` on CUDA synchronises the calling thread with nvJPEG's host phase, and a loader's
-    next batch waits on the host for the workers; neither should stall the thread that launches the model's
-    kernels. Hand-off, per batch: the thread copies the batch's parameters (pinned, ``non_blocking``), decodes and
-    augments it under ``use(side)``, then records an event on the side stream; the consumer makes its current stream
-    ``wait_event`` (a device-side wait: the host does not block) and calls ``record_stream(consumer)`` on every
-    tensor it receives, so the caching allocator does not give their memory back to the side stream until the
-    consumer's work queued before their release has run. Intermediates (decoded images, buckets) are made and freed
-    on the side stream alone; the pinned host buffers of the copies are kept alive by PyTorch's pinned-memory
-    allocator until the copies' events have passed. ``depth`` batches at most wait in the queue (a memory bound)."""
+
+def _device_tensors(inputs) -> list:
+    """The device tensors of a loader batch's inputs (an :class:`EncodedBatch`'s parameters, or the tensor)."""
+    if isinstance(inputs, EncodedBatch):
+        return [getattr(inputs, key) for key in EncodedBatch.ON_DEVICE]
+    return [inputs]
+
+
+class BackgroundFeeder:
+    """The loader's batches, finished on ``device`` by two background threads, handed to the consuming (training)
+    stream with events.
+
+    Why threads: ``decode_jpeg`` on CUDA blocks its calling thread (nvJPEG's host phase: Huffman decoding of
+    non-baseline JPEGs, its stream synchronisations), and a loader's next batch waits on the host for the
+    workers; neither should stall the thread that launches the model's kernels, nor the one that launches the
+    augmentation's. So, per batch:
+
+    - thread A (decode), on the decode stream (:func:`_decode_stream`, whose pool the decode outputs come from):
+      copies the batch's parameters (pinned, ``non_blocking``), records an event, hands the batch over; then per
+      plan group decodes it, records an event, hands the images over -- through a queue of one item, so at most
+      two groups are decoded ahead of thread B's (one waiting, one being decoded: the memory bound of docs/data.md);
+    - thread B (augment), on a side stream: ``wait_event`` on each event (a device-side wait: the host does not
+      block) and ``record_stream(side)`` on every tensor it takes, runs crop/resize and augmentation, records an
+      event on the side stream;
+    - the consumer makes its current stream ``wait_event`` and calls ``record_stream(consumer)`` on every tensor it
+      receives, so the caching allocator does not give their memory back to the producing stream until the
+      consumer's work queued before their release has run.
+
+    ``finish`` without ``decode``/``augment`` stages (a plain callable) runs whole in thread B. An error in either
+    thread reaches the consumer; both threads stop with the consumer (``close``, an error) and never block on a
+    full queue (puts and gets poll the stop flags). ``depth`` finished batches at most wait for the consumer."""
 
     def __init__(self, loader, finish, device, channels_last: bool = False, depth: int = 2, streams=None):
         device = torch.device(device)
@@ -780,30 +825,90 @@ class BackgroundFeeder:
         self.loader, self.finish, self.device, self.channels_last = loader, finish, device, channels_last
         self.depth = depth
         self.streams = streams or (CudaStreams(device) if device.type == "cuda" else HostStreams(device))
+        self.staged = callable(getattr(finish, "decode", None)) and callable(getattr(finish, "augment", None))
 
     def __len__(self):
         return len(self.loader)
 
-    def _produce(self, batches, queue, stop):
+    def _decode(self, batches, handoff, stop):
+        """Thread A: copies and decodes on the decode stream; items: ``(inputs, targets, event, staged)``, then
+        (staged) one ``(images, event)`` per plan group."""
         try:
             with self.streams.device_context():
-                side = self.streams.new_stream()
+                pool = self.streams.decode_stream()
                 for inputs, targets in batches:
                     if stop.is_set():
                         return
-                    with self.streams.use(side):
-                        inputs = self.finish(inputs.to(self.device, non_blocking=True))
+                    with self.streams.use(pool):
+                        inputs = inputs.to(self.device, non_blocking=True)
                         targets = targets.to(self.device, non_blocking=True)
+                        ready = self.streams.new_event()
+                        ready.record(pool)
+                    if not self._put(handoff, stop, (inputs, targets, ready, self.staged)):
+                        return
+                    groups = self.finish.decode(inputs) if self.staged else iter(())
+                    while True:
+                        with self.streams.use(pool):  # the generator decodes when advanced: under the stream
+                            images = next(groups, _END)
+                            if images is _END:
+                                break
+                            ready = self.streams.new_event()
+                            ready.record(pool)
+                        if not self._put(handoff, stop, (images, ready)):
+                            return
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the consuming thread
+            self._put(handoff, stop, error)
+            return
+        self._put(handoff, stop, _END)
+
+    def _take(self, handoff, stop):
+        item = self._get(handoff, stop)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def _groups(self, handoff, stop, side):
+        """Thread B's view of thread A's decoded groups: each waited for and owned on the side stream."""
+        while True:
+            images, ready = self._take(handoff, stop)
+            self._own(side, ready, images)
+            yield images
+
+    @staticmethod
+    def _own(stream, ready, tensors):
+        if stream is not None:  # off CUDA: no streams, work in order
+            stream.wait_event(ready)
+            for tensor in tensors:
+                tensor.record_stream(stream)
+
+    def _augment(self, handoff, out, stop, decoding):
+        """Thread B: crop/resize and augmentation on the side stream; items ``((inputs, targets), event)``."""
+        try:
+            with self.streams.device_context():
+                side = self.streams.new_stream()
+                while True:
+                    item = self._take(handoff, stop)
+                    if item is _END:
+                        break
+                    inputs, targets, ready, staged = item
+                    with self.streams.use(side):
+                        self._own(side, ready, [*_device_tensors(inputs), targets])
+                        if staged:
+                            inputs = self.finish.augment(inputs, self._groups(handoff, stop, side))
+                        else:
+                            inputs = self.finish(inputs)
                         if self.channels_last and inputs.dim() == 4:
                             inputs = inputs.contiguous(memory_format=torch.channels_last)
-                        ready = self.streams.new_event()
-                        ready.record(side)
-                    if not self._put(queue, stop, ((inputs, targets), ready)):
+                        done = self.streams.new_event()
+                        done.record(side)
+                    if not self._put(out, stop, ((inputs, targets), done)):
                         return
         except BaseException as error:  # noqa: BLE001 -- re-raised in the consuming thread
-            self._put(queue, stop, error)
+            self._put(out, stop, error)
             return
-        self._put(queue, stop, _END)
+        finally:
+            decoding.set()  # thread A stops with this one
+        self._put(out, stop, _END)
 
     @staticmethod
     def _put(queue, stop, item) -> bool:
@@ -815,28 +920,40 @@ class BackgroundFeeder:
                 continue
         return False
 
+    @staticmethod
+    def _get(queue, stop):
+        while not stop.is_set():
+            try:
+                return queue.get(timeout=0.1)
+            except Empty:
+                continue
+        raise _Stopped
+
     def __iter__(self):
-        queue, stop = Queue(maxsize=self.depth), threading.Event()
-        thread = threading.Thread(target=self._produce, args=(iter(self.loader), queue, stop),
-                                  name="depthbench-device-pipeline", daemon=True)
-        thread.start()
+        handoff, out = Queue(maxsize=1), Queue(maxsize=self.depth)
+        stop, decoding = threading.Event(), threading.Event()
+        threads = [threading.Thread(target=self._decode, args=(iter(self.loader), handoff, decoding),
+                                    name="depthbench-device-decode", daemon=True),
+                   threading.Thread(target=self._augment, args=(handoff, out, stop, decoding),
+                                    name="depthbench-device-pipeline", daemon=True)]
+        for thread in threads:
+            thread.start()
         try:
             consumer = self.streams.current()
             while True:
-                item = queue.get()
+                item = out.get()
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
                     raise item
                 tensors, ready = item
-                if consumer is not None:
-                    consumer.wait_event(ready)
-                    for tensor in tensors:
-                        tensor.record_stream(consumer)
+                self._own(consumer, ready, tensors)
                 yield tensors
         finally:
             stop.set()
-            thread.join()
+            decoding.set()
+            for thread in threads:
+                thread.join()
 
 
 # ------------------------------------------------------------------------------------------- the switch

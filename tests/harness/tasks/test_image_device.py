@@ -519,21 +519,24 @@ class Recorded:
     thread."""
 
     def __init__(self):
-        self.log, self.active = [], []
+        self.log, self.active, self.last_copied, self.last_finished = [], [], None, None
 
     def add(self, *entry):
-        self.log.append((threading.current_thread() is threading.main_thread(), *entry))
+        self.log.append((threading.current_thread().name, *entry))
 
     def device_context(self):
         self.add("device")
         return contextlib.nullcontext()
 
     def new_stream(self):
-        return "side"
+        return RecordedStream(self, "side")
+
+    def decode_stream(self):
+        return RecordedStream(self, "decode")
 
     @contextlib.contextmanager
     def use(self, stream):
-        self.active.append(stream)
+        self.active.append(stream.name)
         yield
         self.active.pop()
 
@@ -557,8 +560,8 @@ class RecordedEvent:
         self.streams, self.batch = streams, None
 
     def record(self, stream):
-        self.batch = self.streams.last_finished
-        self.streams.add("record", stream, list(self.streams.active), self.batch)
+        self.batch = self.streams.last_copied if stream.name == "decode" else self.streams.last_finished
+        self.streams.add("record", stream.name, list(self.streams.active), self.batch)
 
 
 class RecordedTensor:
@@ -567,6 +570,8 @@ class RecordedTensor:
 
     def to(self, device, non_blocking=False):
         self.streams.add("copy", self.name, list(self.streams.active), non_blocking)
+        if self.name.startswith("b"):
+            self.streams.last_copied = self.name
         return self
 
     def record_stream(self, stream):
@@ -576,17 +581,21 @@ class RecordedTensor:
         return 4
 
 
+MAIN, DECODE, AUGMENT = "MainThread", "depthbench-device-decode", "depthbench-device-pipeline"
+
+
 def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_stream():
-    """The device part runs in a thread of its own, on its own stream: per batch, the copies and ``finish`` run
-    under the side stream, then an event is recorded on it; the consumer's stream waits for that event and every
-    handed-over tensor is ``record_stream``-ed on the consumer before the consumer sees it (so the caching allocator
-    cannot hand its memory back to the side stream while the training stream still reads it). CUDA stand-ins
-    record the order here; that the kernels really run on the side stream and overlap the step, only a GPU shows
-    (the GPU check's ``loader`` part)."""
+    """The device part runs in two threads of its own: per batch, thread A copies it under the decode stream and
+    records an event there; thread B makes the side stream wait for that event, ``record_stream``-s the batch's
+    tensors on the side stream, runs ``finish`` under it and records an event; the consumer's stream waits for that
+    event and every handed-over tensor is ``record_stream``-ed on the consumer before the consumer sees it (so the
+    caching allocator cannot hand its memory back to a producing stream while a later stream still reads it).
+    CUDA stand-ins record the order here; that the kernels really run on those streams and overlap the step, only a
+    GPU shows (the GPU check's ``loader`` part)."""
     streams = Recorded()
 
     def finish(batch):
-        assert streams.active == ["side"] and threading.current_thread() is not threading.main_thread()
+        assert streams.active == ["side"] and threading.current_thread().name == AUGMENT
         streams.last_finished = batch.name
         return RecordedTensor(streams, f"x{batch.name[-1]}")
 
@@ -597,14 +606,24 @@ def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_st
         streams.add("consume", inputs.name)
     assert seen == ["x0", "x1", "x2"]
     log = streams.log
-    assert log[0] == (False, "device")  # the thread sets its device before any work
+    assert (DECODE, "device") in log and (AUGMENT, "device") in log  # each thread sets its device before any work
+    assert log.index((DECODE, "device")) < min(i for i, e in enumerate(log) if e[0] == DECODE and e[1] != "device")
+    assert log.index((AUGMENT, "device")) < min(i for i, e in enumerate(log) if e[0] == AUGMENT and e[1] != "device")
     for k in range(3):
-        copied = log.index((False, "copy", f"b{k}", ["side"], True))
-        recorded = log.index((False, "record", "side", ["side"], f"b{k}"))
-        waited = log.index((True, "wait", "consumer", f"b{k}"))
-        handed = [log.index((True, "record_stream", name, "consumer")) for name in (f"x{k}", f"y{k}")]
-        consumed = log.index((True, "consume", f"x{k}"))
-        assert copied < recorded < waited < min(handed) and max(handed) < consumed, log
+        copied = [log.index((DECODE, "copy", name, ["decode"], True)) for name in (f"b{k}", f"y{k}")]
+        decoded = log.index((DECODE, "record", "decode", ["decode"], f"b{k}"))
+        taken = log.index((AUGMENT, "wait", "side", f"b{k}"))
+        owned = [log.index((AUGMENT, "record_stream", name, "side")) for name in (f"b{k}", f"y{k}")]
+        recorded = log.index((AUGMENT, "record", "side", ["side"], f"b{k}"))
+        waited = log.index((MAIN, "wait", "consumer", f"b{k}"))
+        handed = [log.index((MAIN, "record_stream", name, "consumer")) for name in (f"x{k}", f"y{k}")]
+        consumed = log.index((MAIN, "consume", f"x{k}"))
+        assert max(copied) < decoded < taken < min(owned) and max(owned) < recorded < waited < min(handed), log
+        assert max(handed) < consumed, log
+
+
+def feeder_threads():
+    return [t for t in threading.enumerate() if t.name in (DECODE, AUGMENT)]
 
 
 def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops_its_thread():
@@ -616,7 +635,67 @@ def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops
     assert torch.equal(next(feeder)[0], torch.ones(2))
     with pytest.raises(DataError, match="bad.JPEG"):
         next(feeder)
-    assert not any(t.name == "depthbench-device-pipeline" for t in threading.enumerate())
+    assert not feeder_threads()
+
+
+class TwoStages:
+    """A ``finish`` with the device pipeline's two stages: ``decode`` yields two groups per batch (a batch is a
+    tensor holding its number), ``augment`` takes them; batch ``fail`` fails in ``augment``."""
+
+    def __init__(self, fail=None):
+        self.threads, self.fail, self.next_decoding = set(), fail, threading.Event()
+
+    def decode(self, batch):
+        for group in range(2):
+            self.threads.add(("decode", threading.current_thread().name))
+            if int(batch) == 1:
+                self.next_decoding.set()
+            yield [batch * 10 + group]
+
+    def augment(self, batch, decoded):
+        self.threads.add(("augment", threading.current_thread().name))
+        groups = [next(decoded) for _ in range(2)]
+        if int(batch) == 0:  # thread A decodes batch 1 while batch 0 is augmented (serially: never)
+            assert self.next_decoding.wait(10), "the next batch was not decoded during this one's augmentation"
+        if int(batch) == self.fail:
+            raise DataError("augment failed")
+        return torch.cat([g[0].view(1) for g in groups])
+
+
+def test_the_feeder_decodes_in_one_thread_and_augments_in_another_overlapping_them():
+    """nvJPEG's decode blocks its calling thread; the augmentation's kernels are launched from another thread, so
+    the next batch's decode runs while this batch is augmented. Each stage in its own thread; outputs in order."""
+    stages = TwoStages()
+    loader = [(torch.tensor(k), torch.tensor(k)) for k in range(3)]
+    out = [inputs.tolist() for inputs, _ in BackgroundFeeder(loader, stages, "cpu")]
+    assert out == [[0, 1], [10, 11], [20, 21]]
+    assert stages.threads == {("decode", DECODE), ("augment", AUGMENT)}
+    assert not feeder_threads()
+
+
+def test_an_augmentation_error_reaches_the_consumer_and_a_stopped_consumer_stops_both_threads():
+    """An error in thread B (augmentation) is raised in the consumer and both threads end; a consumer that stops
+    early (``close``: a break out of the epoch) while thread A waits on a full hand-off queue stops both threads
+    too (no deadlock). Run under a watchdog: a hang fails the test rather than the suite."""
+    def consume(feeder, batches, result):
+        try:
+            iterator = iter(feeder)
+            for _ in range(batches):
+                next(iterator)
+            iterator.close()
+            result.append("closed")
+        except DataError as error:
+            result.append(str(error))
+
+    for fail, batches, expected in ((1, 3, "augment failed"), (None, 1, "closed")):
+        loader = [(torch.tensor(k), torch.tensor(k)) for k in range(50)]
+        result = []
+        watched = threading.Thread(target=consume, args=(BackgroundFeeder(loader, TwoStages(fail), "cpu", depth=1),
+                                                         batches, result))
+        watched.start()
+        watched.join(20)
+        assert not watched.is_alive() and result == [expected], result
+        assert not feeder_threads()
 
 
 class LooksCuda(torch.Tensor):
