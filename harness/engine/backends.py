@@ -33,14 +33,47 @@ def rank_device() -> torch.device:
     :func:`harness.engine.launch.export_distributed_env` maps from an srun task's ``SLURM_LOCALID``), or the CPU.
 
     Called first by both backends, before any CUDA tensor, stream or collective exists: NCCL binds its communicator
-    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is taken modulo the
-    visible devices, as Accelerate does: a task that Slurm binds to its one closest GPU (slurm/depthbench.sbatch,
-    ``--gpu-bind=single:1``) sees only that one and takes index 0 whatever its local rank."""
+    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is the raw local rank,
+    never taken modulo the visible devices: DeepSpeed (its process group's ``device_id``, its engine's
+    ``set_device``) and Accelerate's DDP (``device_ids``) use the raw ``LOCAL_RANK`` too, so a rank shown fewer GPUs
+    than its local index is refused here in one line rather than crashing inside them. Every rank sees all of its
+    node's GPUs (slurm/depthbench.sbatch, ``--gpu-bind=none``: NCCL needs the peers visible for NVLink/P2P) and is
+    bound to its own GPU's cores by :func:`bind_to_gpu_cores`."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    local, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if local >= count:
+        raise DepthbenchError(f"LOCAL_RANK={local} but this rank sees {count} GPU(s): give each rank all of its "
+                              "node's GPUs (srun --gpu-bind=none, no per-task CUDA_VISIBLE_DEVICES)")
+    device = torch.device("cuda", local)
     torch.cuda.set_device(device)
+    bind_to_gpu_cores(local)
     return device
+
+
+def bind_to_gpu_cores(index: int, sysfs: str = "/sys/bus/pci/devices") -> set[int]:
+    """Bind this process to the cores NUMA-local to GPU ``index`` (among those it may already use), so that the
+    loader workers forked later inherit them; a no-op when sysfs does not say or the two sets do not meet.
+
+    Slurm's ``--gpu-bind=none`` shows each rank every GPU, so binding to the closest cores is done here. torch's own
+    ``torch.numa.binding`` is private; this uses the public device properties and Linux's ``local_cpulist``."""
+    if not hasattr(os, "sched_setaffinity"):
+        return set()
+    props = torch.cuda.get_device_properties(index)
+    pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        with open(os.path.join(sysfs, pci, "local_cpulist")) as file:
+            cpulist = file.read().strip()
+    except OSError:
+        return set()
+    local = set()
+    for part in filter(None, cpulist.split(",")):
+        first, _, last = part.partition("-")
+        local.update(range(int(first), int(last or first) + 1))
+    cores = os.sched_getaffinity(0) & local
+    if cores:
+        os.sched_setaffinity(0, cores)
+    return cores
 
 
 class Backend:
@@ -242,7 +275,7 @@ class AccelerateBackend(Backend):
 
     def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
                  timeout: datetime.timedelta | None = None):
-        self.device = rank_device()  # Accelerate's state picks the same device (local index modulo the count)
+        self.device = rank_device()  # Accelerate's state picks the same device (its local process index)
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:

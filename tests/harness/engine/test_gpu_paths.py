@@ -5,6 +5,9 @@ CUDA is simulated by patching ``torch.cuda`` to report devices; the calls the en
 order, so a test sees *that* ``set_device`` came first, not only the device it ended with.
 """
 
+import os
+import types
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -28,6 +31,9 @@ def two_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current["index"])
     monkeypatch.setattr(torch.cuda, "set_device", set_device)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    # a PCI domain no host has: the real sysfs never answers, so no test binds this process's cores
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(
+        pci_domain_id=0xfffe, pci_bus_id=0x10 + index, pci_device_id=0))
     monkeypatch.setenv("LOCAL_RANK", "1")
     return calls
 
@@ -54,11 +60,38 @@ def test_accelerate_backend_takes_the_local_rank_s_gpu_before_the_accelerator(tw
     assert two_gpus == [("set_device", 1), ("Accelerator", False)]
 
 
-def test_a_task_shown_only_its_own_gpu_uses_index_0(two_gpus, monkeypatch):
-    """srun --gpus-per-task=1: every task sees one device, whatever its local rank."""
+def test_a_task_shown_fewer_gpus_than_its_local_rank_is_refused_in_one_line(two_gpus, monkeypatch):
+    """srun --gpu-bind=single:1 / --gpus-per-task=1: every task sees one device. Taking index 0 there crashed later:
+    DeepSpeed's process group (device_id) and engine (set_device) and Accelerate's DDP (device_ids) use the raw
+    LOCAL_RANK."""
+    from harness.core.errors import DepthbenchError
+
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setenv("LOCAL_RANK", "3")
-    assert backends.rank_device() == torch.device("cuda", 0) and two_gpus == [("set_device", 0)]
+    with pytest.raises(DepthbenchError) as error:
+        backends.rank_device()
+    message = str(error.value)
+    assert "\n" not in message and "LOCAL_RANK=3" in message and "all of its node's GPUs" in message
+    assert two_gpus == []
+
+
+def test_each_rank_is_bound_to_the_cores_closest_to_its_gpu(two_gpus, monkeypatch, tmp_path):
+    """With every GPU visible, the rank binds itself to its GPU's NUMA-local cores (sysfs local_cpulist) among the
+    cores it may use, before loader workers fork; no overlap or no sysfs entry leaves the affinity alone."""
+    for bus, cpulist in ((0x10, "0-3,8-11"), (0x11, "4-7,12-15")):
+        (tmp_path / f"fffe:{bus:02x}:00.0").mkdir()
+        (tmp_path / f"fffe:{bus:02x}:00.0" / "local_cpulist").write_text(cpulist + "\n")
+    bound = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3, 4, 5, 6, 12})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: bound.append(set(cores)))
+    bind = backends.bind_to_gpu_cores
+    monkeypatch.setattr(backends, "bind_to_gpu_cores", lambda index: bind(index, sysfs=str(tmp_path)))
+    assert backends.rank_device() == torch.device("cuda", 1) and two_gpus == [("set_device", 1)]
+    assert bound == [{4, 5, 6, 12}]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {20, 21})
+    assert bind(0, sysfs=str(tmp_path)) == set()
+    assert bind(1, sysfs=str(tmp_path / "missing")) == set()
+    assert bound == [{4, 5, 6, 12}]
 
 
 # ----------------------------------------------------------------------------------------- the non-finite guard
