@@ -366,6 +366,9 @@ class DeepSpeedBackend(Backend):
             "fp16": {"enabled": self.precision == "fp16"},
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
+            # DeepSpeed's throughput timer defaults to on and synchronized: torch.cuda.synchronize at every forward
+            # and step (which set_sync_debug_mode does not flag); the loop times steps itself
+            "timers": {"throughput": {"enabled": False}},
         }, extra_config or {})
         # ZeRO-1/2 read the global gradient norm on the host (a sync per step): only when clipping needs it (and
         # where DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights, not with an offloaded optimizer).

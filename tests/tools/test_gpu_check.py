@@ -410,7 +410,8 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
     """Issue 40: the digits preset trains one epoch in this process with every host sync between log steps an error
     (``torch.cuda.set_sync_debug_mode("error")`` outside the loop's sync points; the CPU has no such mode: there
     host reads and tensors made from host data -- blocking host-to-device copies on CUDA -- are counted by a
-    ``TorchDispatchMode``, zero expected)."""
+    ``TorchDispatchMode``, zero expected). Explicit device syncs (``torch.cuda.synchronize``, event and stream
+    ``synchronize``, DeepSpeed's accelerator ``synchronize``: its throughput timer's) raise there on both."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from harness.commands.train import run as train_run
@@ -474,6 +475,24 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
             loader.loader = inner
             mark(True)
 
+    def forbid_outside(owner, name):  # explicit device syncs, which set_sync_debug_mode does not flag
+        real = getattr(owner, name)
+
+        def guarded(*args, **kwargs):
+            if not state["inside"]:
+                outside["reads"] += 1
+                outside["where"][name] = outside["where"].get(name, 0) + 1
+                raise RuntimeError(f"{name} between log steps")
+            return real(*args, **kwargs)
+        monkeypatch.setattr(owner, name, guarded)
+
+    forbid_outside(torch.cuda, "synchronize")
+    forbid_outside(torch.cuda.Event, "synchronize")
+    forbid_outside(torch.cuda.Stream, "synchronize")
+    if engine == "deepspeed":  # DeepSpeed syncs through its accelerator (a no-op on the CPU one: patched too)
+        from deepspeed.accelerator import get_accelerator
+
+        forbid_outside(get_accelerator(), "synchronize")
     monkeypatch.setattr(backends.Backend, "reduce_and_read", read)
     monkeypatch.setattr(backends.Backend, "step_begin", begin)
     monkeypatch.setattr(loop, "train_one_epoch", epoch)

@@ -48,6 +48,18 @@ def test_deepspeed_backend_takes_the_local_rank_s_gpu_before_the_process_group(t
     assert two_gpus[:2] == [("set_device", 1), ("init_distributed", "nccl")]
 
 
+def test_deepspeed_s_throughput_timer_does_not_synchronize_the_device(two_gpus, monkeypatch):
+    """DeepSpeed's throughput timer is on and synchronized by default: torch.cuda.synchronize at every forward and
+    step, which set_sync_debug_mode("error") does not catch. The config turns it off, read as DeepSpeed reads it."""
+    import deepspeed
+    from deepspeed.utils.config import get_timers_config
+
+    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: None)
+    backend = backends.DeepSpeedBackend("bf16", 1, micro_batch=2, clip_grad=None, zero_stage=2)
+    assert get_timers_config(backend.config).enabled is False
+    assert get_timers_config({}).enabled is True  # DeepSpeed's default, which the config must override
+
+
 def test_accelerate_backend_takes_the_local_rank_s_gpu_before_the_accelerator(two_gpus, monkeypatch):
     class FakeAccelerator:  # Accelerate's own state would set the device too; it must find it set already
         def __init__(self, **kwargs):
