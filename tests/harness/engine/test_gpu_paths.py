@@ -106,6 +106,26 @@ def test_each_rank_is_bound_to_the_cores_closest_to_its_gpu(two_gpus, monkeypatc
     assert bound == [{4, 5, 6, 12}]
 
 
+class CudaTouched(BaseException):  # not an Exception: no except clause in the code under test swallows it
+    pass
+
+
+@pytest.mark.parametrize("opt", ["adamw", "adam", "sgd", "adagrad"])
+def test_the_fused_optimizer_check_makes_no_cuda_call(opt, monkeypatch):
+    """The config check runs before the rank's device is chosen: a CUDA tensor there made a CUDA context on GPU 0 in
+    every rank (and stops the --nproc launcher from forking), and so did step() even on a CPU tensor (its CUDA-graph
+    health check asks for the current CUDA stream). The check builds the optimizer on the CPU and never steps it."""
+    from harness.engine.builders import check_fused_optimizer
+
+    def touched(*args, **kwargs):
+        raise CudaTouched()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("_lazy_init", "init", "current_device", "set_device", "device_count", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    check_fused_optimizer(opt)
+
+
 # ----------------------------------------------------------------------------------------- the non-finite guard
 class Ops(TorchDispatchMode):
     """The operators dispatched while active that compute (views launch no kernel): each one a kernel launch on
