@@ -24,7 +24,7 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
 from harness.core.errors import ConfigError, DepthbenchError
-from harness.engine.checkpoint import from_plain, to_plain
+from harness.engine.checkpoint import from_plain, to_cpu, to_plain
 from harness.engine.watchdog import hang_options
 
 # ----------------------------------------------------------------------------------------- backends
@@ -113,19 +113,30 @@ class Backend:
     def any_rank(self, flag: bool) -> bool:
         return self.all_reduce_sum([float(flag)])[0] > 0
 
+    _object_group = None
+
+    def object_group(self):
+        """The group of the object collectives: gloo, made once (collectively, at the first object collective). Over
+        NCCL each object is pickled into a CUDA tensor, and a gather stages world size × the largest object on the
+        GPU."""
+        if self._object_group is None:
+            self._object_group = dist.group.WORLD if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+        return self._object_group
+
     def broadcast_object(self, obj):
         if self.world_size == 1:
             return obj
         box = [obj]
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=0, group=self.object_group())
         return box[0]
 
     def gather_object(self, obj) -> list | None:
-        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
+        """Every rank's ``obj`` on rank 0 (None elsewhere); tensors in it should be on the CPU (see
+        :func:`harness.engine.checkpoint.to_cpu`): a CUDA tensor unpickles onto the sender's GPU index on rank 0."""
         if self.world_size == 1:
             return [obj]
         out = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, out, dst=0)
+        dist.gather_object(obj, out, dst=0, group=self.object_group())
         return out
 
     def sync_buffers(self, module) -> None:
@@ -424,7 +435,7 @@ class DeepSpeedBackend(Backend):
         """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
         enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
         return {"zero_stage": self.zero_stage,
-                "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
+                "partitions": self.gather_object(to_cpu(to_plain(optimizer.state_dict())))}
 
     def load_optimizer_state(self, optimizer, state) -> None:
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:

@@ -126,6 +126,40 @@ def test_the_fused_optimizer_check_makes_no_cuda_call(opt, monkeypatch):
     check_fused_optimizer(opt)
 
 
+class OnGpu(torch.Tensor):
+    """A tensor standing for a CUDA one on a CPU: ``.cpu()`` gives a plain tensor."""
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def test_deepspeed_s_optimizer_state_is_gathered_on_the_cpu_over_gloo(monkeypatch):
+    """Saving under NCCL: each rank's ZeRO partition went through gather_object with CUDA tensors inside -- rank 0
+    unpickled rank k's onto cuda:k, and NCCL's object collectives stage world size × the object on the GPU. The
+    partitions go as CPU tensors, over a gloo group made once."""
+    from torch import distributed as dist
+
+    groups, sent = [], []
+
+    def gather_object(obj, out, dst=0, group=None):
+        sent.append((obj, group))
+        out[:] = [obj, obj]
+
+    monkeypatch.setattr(dist, "get_backend", lambda *a, **k: "nccl")
+    monkeypatch.setattr(dist, "new_group", lambda **kw: groups.append(kw["backend"]) or f"group {len(groups)}")
+    monkeypatch.setattr(dist, "gather_object", gather_object)
+    backend = object.__new__(backends.DeepSpeedBackend)
+    backend.rank, backend.world_size, backend.zero_stage = 0, 2, 2
+    state = {"state": {0: {"exp_avg": torch.ones(3).as_subclass(OnGpu)}},
+             "param_groups": [{"lr": 0.1, "params": [0]}], "fp32": [torch.zeros(2).as_subclass(OnGpu)]}
+    optimizer = type("Optimizer", (), {"state_dict": lambda self: state})()
+    for _ in range(2):
+        saved = backend.optimizer_state(optimizer)
+    assert groups == ["gloo"] and [group for _, group in sent] == ["group 1", "group 1"]
+    tensors = [saved["partitions"][0]["state"][0]["exp_avg"], saved["partitions"][0]["fp32"][0]]
+    assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in tensors), [type(t) for t in tensors]
+
+
 # ----------------------------------------------------------------------------------------- the non-finite guard
 class Ops(TorchDispatchMode):
     """The operators dispatched while active that compute (views launch no kernel): each one a kernel launch on
