@@ -214,10 +214,12 @@ class NonFiniteGuard:
     gradient; the update is then skipped -- by the fused optimizers' own ``found_inf`` (AdamW/Adam/SGD/Adagrad with
     ``optim.fused=True``: no extra work), else by putting the parameters back from a flat copy taken before the
     step (a handful of kernels per dtype -- ``cat``, ``where``, ``_foreach_copy_`` -- not three per parameter).
-    The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite loss into NaN
-    gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised -- the run stops
-    at the loop's next sync point, before any checkpoint -- so a state the skipped step may have touched (a
-    momentum buffer) is never applied or saved.
+    Each rank's guard sees the gradients its optimizer steps: all of them after DDP's all-reduce or under ZeRO-0
+    (every rank skips alike), only its own shard under ZeRO 1-3 (only the ranks whose shard holds the non-finite
+    value skip; the others update their shards). The loop turns a non-finite loss into NaN gradients
+    (``loop.poisoned_if_non_finite``). ``found`` stays raised -- the run stops at the loop's next sync point, before
+    any checkpoint -- so a state the skipped step may have touched (a momentum buffer, or under ZeRO the other
+    ranks' shards) is never saved.
 
     Under fp16 (a ``GradScaler``: ``scaler``) the guard stands aside: an overflow is routine there, and the scaler
     itself skips that one update on the device and lowers its scale (it also hands fused optimizers its own

@@ -239,3 +239,14 @@ def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the
 
     batches = list(DeviceLoader(Loader([0, 1, 2]), "cuda:1", channels_last=True))
     assert batches == [("batch", 0), ("batch", 1), ("batch", 2)]
+
+
+def test_a_skip_on_one_zero_shard_is_reported_as_a_skip():
+    """Under ZeRO 1-3 each rank's guard sees only its gradient shard: one rank of 4 skipping summed to 1, divided by
+    the world size printed "0 update(s) skipped". Rounded up, the stop message counts it."""
+    from harness.engine.loop import NonFiniteLoss, TrainState, check_finite, updates_skipped
+
+    assert updates_skipped(1.0, 4) == 1 and updates_skipped(8.0, 4) == 2 and updates_skipped(0.0, 4) == 0
+    read = {"skipped": updates_skipped(1.0, 4), "bad_ranks": 0}
+    with pytest.raises(NonFiniteLoss, match=r"; 1 update\(s\) skipped"):
+        check_finite(read, TrainState())
