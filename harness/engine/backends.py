@@ -299,6 +299,11 @@ class AccelerateBackend(Backend):
         super().__init__(precision, grad_accum)
 
     def prepare(self, model, optimizer):
+        # fp16's GradScaler reads found_inf on the host (.item()) before every step of a non-fused optimizer; a
+        # fused one takes it on the device. fp16 here means CUDA (also bf16 on a GPU without bf16).
+        if self.accelerator.scaler is not None and not optimizer.defaults.get("fused"):
+            raise ConfigError(f"precision=fp16 on CUDA needs optim.fused=True (a {type(optimizer).__name__} without "
+                              "it waits on the host every step: GradScaler reads found_inf); or use bf16 or DeepSpeed")
         self.non_finite_guard = NonFiniteGuard(optimizer, self.device, self.accelerator.scaler)
         return self.accelerator.prepare(model, optimizer)
 

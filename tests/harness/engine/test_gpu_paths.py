@@ -221,6 +221,20 @@ def test_under_fp16_an_overflow_is_the_grad_scaler_s_and_the_next_update_counts(
     assert scaler.get_scale() < 2.0**16
 
 
+def test_fp16_with_a_non_fused_optimizer_is_refused_in_one_line(monkeypatch):
+    """fp16 on Accelerate: GradScaler's step reads found_inf with .item() before every step of a non-fused optimizer
+    (torch/amp/grad_scaler.py, _maybe_opt_step), a host sync per step; a fused one takes found_inf on the device."""
+    from harness.core.errors import ConfigError
+
+    backend = backends.AccelerateBackend("fp32", 1)
+    monkeypatch.setattr(backend.accelerator, "scaler", torch.amp.GradScaler("cpu"))
+    model = many_parameters(4)
+    with pytest.raises(ConfigError, match="precision=fp16 on CUDA needs optim.fused=True") as error:
+        backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1))
+    assert "\n" not in str(error.value)
+    backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1, fused=True))
+
+
 def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the_step():
     """On CUDA the device pipeline feeds batches from its own thread and stream (BackgroundFeeder): DeviceLoader
     yields them as they come, without a second side stream of its own (which would copy and wait once more)."""
