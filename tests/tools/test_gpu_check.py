@@ -8,7 +8,8 @@ marker, the time limits, the report); CI runs the CPU variants. Parts:
 - ``transnext``: TransNeXt's native attention at several input sizes (both pool modes) against the CPU, training
   steps in fp32 and bf16, and the official ``swattention`` kernels against it where they import;
 - ``bench``: ``depthbench bench`` (StepsNet's equal-FLOPs pairs, TransNeXt-T vs Swin-T) into ``bench.csv``;
-- ``train``: tests/harness/engine/test_train.py's and tests/harness/engine/test_engine_options.py's preempt/resume tests, on the device;
+- ``train``: tests/harness/engine/test_train.py's and tests/harness/engine/test_engine_options.py's preempt/resume
+  tests, on the device;
 - ``preflight``: ``depthbench preflight`` (the digits preset; on CUDA also Steps-DeiT-S's recipe at its per-device
   batch 128 and 10 loader workers, fed from the digits at 224 px);
 - ``loader``: the DeiT recipe's training loader on packed shards, ``loader.pipeline`` ``cpu`` against ``device``
@@ -243,12 +244,13 @@ def test_transnext_native_attention_at_several_sizes(device, record):
                 ms = timed_ms(lambda: model(xd), device, 3)
                 with autocast_or_not(device, "bf16"):
                     yb = model(xd)
-                item = record(name=f"{name} {pool_mode} {size}", forward_ms=round(ms, 2),
-                              finite=bool(torch.isfinite(y).all() and torch.isfinite(yb).all()))
-                if device != "cpu" and size in sizes[:2]:
+                row = {"name": f"{name} {pool_mode} {size}", "forward_ms": round(ms, 2),
+                       "finite": bool(torch.isfinite(y).all() and torch.isfinite(yb).all())}
+                if device != "cpu" and size in sizes[:2]:  # measured before the row is written (rows.jsonl has it)
                     ref = cpu_model(x)
-                    item.update(vs_cpu_rel_err=float(f"{rel_err(y, ref):.3g}"),
-                                bf16_vs_cpu_rel_err=float(f"{rel_err(yb, ref):.3g}"))
+                    row.update(vs_cpu_rel_err=float(f"{rel_err(y, ref):.3g}"),
+                               bf16_vs_cpu_rel_err=float(f"{rel_err(yb, ref):.3g}"))
+                item = record(**row)
             assert item["finite"] and item["forward_ms"] > 0, item
             assert item.get("vs_cpu_rel_err", 0) <= TOL_FP32 and item.get("bf16_vs_cpu_rel_err", 0) <= TOL_BF16, item
 
@@ -538,7 +540,7 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
     with lock or contextlib.nullcontext():
         step()  # once more: the GPU may have been another process's until now
         times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
-    del model, optimizer, forward
+    step = model = optimizer = forward = None  # freed (the closure held them) before the cache is emptied
     if cuda:
         torch.cuda.empty_cache()
     return statistics.median(times)
@@ -717,6 +719,10 @@ def compiled_against_float64(device: str, name: str, kwargs: dict, reference: st
             "finite": all(bool(torch.isfinite(p).all()) for p in model.parameters())}
 
 
+def _compiled_job(job: tuple) -> dict:  # top level: a spawned pool's workers import it by name
+    return compiled_against_float64(*job)
+
+
 @on_devices("compile")
 def test_compiled_models_match_float64(device, references, record):
     """One model per family compiled, forward and training step. On CUDA the models compile in parallel processes
@@ -725,16 +731,18 @@ def test_compiled_models_match_float64(device, references, record):
     specs = {spec[0]: spec for spec in MODELS[device]}
     jobs = [(device, name, specs[name][1], str(float64_reference(*specs[name], references)))
             for name in COMPILE[device]]
+    results = []
     if device == "cuda":
         import multiprocessing
 
+        # each result recorded as it arrives: a time-out keeps the models already compiled (starmap lost them all)
         with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
-            results = pool.starmap(compiled_against_float64, jobs)
+            for result in pool.imap_unordered(_compiled_job, jobs):
+                results.append(record(**result))
     else:
-        results = [compiled_against_float64(*job) for job in jobs]
-    for result in results:
-        record(**result)
-    assert [r["name"] for r in results] == COMPILE[device]
+        for job in jobs:
+            results.append(record(**_compiled_job(job)))
+    assert sorted(r["name"] for r in results) == sorted(COMPILE[device])
     for result in results:
         assert result["rel_err"] <= (TOL_FP32 if device == "cuda" else 1e-5) and result["finite"], result
 
