@@ -590,7 +590,8 @@ class RecursiveStage(nn.Module):
 class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
     """SReT: spatial-pyramid recursive transformer with LRC, NLLs and sliced group self-attention.
 
-    Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = our choice where the paper is silent, docs/sret.md):
+    Args (defaults = SReT-T; [code] = taken from the official code, [assumption] = our choice where the paper is
+    silent, docs/sret.md):
         img_size: input side; the positional embedding is fixed to it (``img_size/8`` squared), as officially.
         base_dims, heads: per-stage head dim and head count; stage width = ``base_dims[s]·heads[s]``.
         num_blocks: distinct blocks per stage (official ``recursive_num``), default (2, 5, 3).
@@ -1190,7 +1191,8 @@ default_cfgs = generate_default_cfgs({
                                         pool_size=None),
 })
 
-# Variant configs (Table 10, App. G; the official code's stems and ratios). Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
+# Variant configs (Table 10, App. G; the official code's stems and ratios).
+# Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
 _TINY = dict(base_dims=(32, 32, 32), heads=(2, 4, 8), num_blocks=(2, 5, 3), mlp_ratio=3.6, nll_ratio=1.0,
              drop_path_rate=0.1)
 _TINY_LARGE = dict(_TINY, mlp_ratio=4.0)

@@ -127,8 +127,8 @@ def run(models: Sequence[str] = (), *, config: str | Path | None = None, overrid
     (default: every core it may use); ``compile``/``channels_last``/``grad_checkpointing``/``amp``/``optimizer``:
     how every model runs; ``compare``: names of :data:`~harness.measure.bench.COMPARE` -- every model also runs
     with that option changed, interleaved, and each pair's ratios are reported. ``out``: append the rows to this
-    CSV (the pairs to ``<name>_pairs.csv``); it is checked before any work. ``progress`` gets a status line at the start and after each mode; ``show`` gets
-    the result before the CSV is written. Returns a :class:`~harness.measure.bench.BenchResult`: one row per model
+    CSV (the pairs to ``<name>_pairs.csv``); it is checked before any work. ``progress`` gets a status line at the
+    start and after each mode; ``show`` gets the result before the CSV is written. Returns a :class:`~harness.measure.bench.BenchResult`: one row per model
     (timm's benchmark columns + ours), one per pair.
     """
     from harness.measure.bench import BenchOptions, benchmark, check_options, pin_threads, resolve

@@ -2,8 +2,8 @@
 
 Every key the engine reads has a default in ``configs/_base_/default_runtime.py`` (generated from the schema,
 harness/core/schema.py); recipes override them. A command-line override may only name a key that exists
-(``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails in one line naming the key and its closest matches. Prefix a key with ``+`` to add one that the config does not
-have (``+model.img_size=32`` passes ``img_size`` to the model). Values are Python literals (numbers, strings,
+(``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails in one line naming the key and its closest matches.
+Prefix a key with ``+`` to add one that the config does not have (``+model.img_size=32`` passes ``img_size`` to the model). Values are Python literals (numbers, strings,
 tuples, lists, ``None``, ``True``); anything that does not parse as a literal is taken as a string.
 
 A *sweep definition* is a config with a ``sweep`` dict (``axes``: ``{key: [values]}``); :func:`sweep_points`

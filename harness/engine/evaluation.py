@@ -1,6 +1,6 @@
 """What the engine offers tasks and tools for evaluating a model: :func:`evaluate` (top-1, top-5, loss over an
-evaluation set on a backend, summed over ranks), :func:`evaluation_backend` (the backend an evaluation-only process runs it on), and
-how a prediction is read from a model's outputs (:func:`primary_logits`, :func:`is_branch_output`).
+evaluation set on a backend, summed over ranks), :func:`evaluation_backend` (the backend an evaluation-only process
+runs it on), and how a prediction is read from a model's outputs (:func:`primary_logits`, :func:`is_branch_output`).
 """
 from __future__ import annotations
 

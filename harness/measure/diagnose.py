@@ -84,8 +84,8 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
         raise DepthbenchError(f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
                             "run each residual block once per forward")
     sigma0, depth = records[0]["sigma"], len(blocks)
-    for l, r in enumerate(records):
-        r.update(block=l, depth=l / depth, gamma=sigma0 / r["sigma"] if r["sigma"] > 0 else float("inf"))
+    for index, r in enumerate(records):
+        r.update(block=index, depth=index / depth, gamma=sigma0 / r["sigma"] if r["sigma"] > 0 else float("inf"))
     return records
 
 

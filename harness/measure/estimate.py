@@ -273,7 +273,7 @@ def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
     step times at the per-device batches each would run (:func:`step_at_batch`) and the gradient all-reduce
     (:func:`allreduce_seconds`); with the smallest per-device batch that keeps the efficiency at 0.7 or more when
     it is under. None without a preflight record of the model on this kind of device."""
-    accum, ranks = cfg.grad_accum, layout.ranks_per_node
+    accum = cfg.grad_accum
     one = Layout(1, layout.gpus_per_node, layout.ntasks_per_node, partition=layout.partition)
     curve = batch_curve(identity(cfg, None), layout, records)
     if not curve:

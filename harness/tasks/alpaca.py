@@ -17,8 +17,8 @@ instruction file (``<s>``, ``</s>``, ``<pad>`` = ids 0, 1, 2), cached under ``~/
 Model: ``model.config`` (the architecture: a named one in :data:`models.scalenet_llama.LLAMA_ARCHITECTURES`, a
 config.json, or a dict of ``LlamaConfig`` fields), ``model.weights`` (a Hugging Face checkpoint directory; None:
 random weights), ``model.scalenet`` (``dict(k=2, rank=16)``: ScaleNet's expansion, :func:`expand_llama`) and
-``model.trainable`` (``all`` or ``adapters_norms``). :class:`InstructionTask` hands the engine :func:`check_llama_model`, :func:`check_llama_run` and
-:func:`build_llama_model` for these configs; nothing here is in the training loop.
+``model.trainable`` (``all`` or ``adapters_norms``). :class:`InstructionTask` hands the engine
+:func:`check_llama_model`, :func:`check_llama_run` and :func:`build_llama_model` for these configs; nothing here is in the training loop.
 """
 from __future__ import annotations
 
