@@ -211,14 +211,15 @@ def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
 def format_table(rows: list[dict], modes) -> str:
     width = max(len(r["label"]) for r in rows)
     lines = [f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
-             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9}"]
+             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'alloc MiB':>9}"]
     for r in rows:
         for m in modes:
-            mem = r.get(f"{m}_peak_mem_mb")
+            mem, alloc = r.get(f"{m}_peak_mem_mb"), r.get(f"{m}_peak_mib")
             lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
                          f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
                          f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
-                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}'}")
+                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}':>9} "
+                         f"{'' if alloc is None else f'{alloc:9.0f}'}")
     first = rows[0]
     peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
     lines.append(f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, "
@@ -253,6 +254,8 @@ def format_pairs(pair_rows: list[dict], modes) -> str:
             part = (f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]")
             if f"{m}_memory_ratio" in r:
                 part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
+            if f"{m}_peak_mib_ratio" in r:
+                part += f" alloc {r[f'{m}_peak_mib_ratio']:.2f}x"
             parts.append(part)
         lines.append(f"{r['candidate']} / {r['baseline']}: GMACs {r['gmacs_ratio']:.3f}x; " + "; ".join(parts))
         lines.append(f"    paper: {r['claim']}")

@@ -17,7 +17,10 @@ Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` during a model's steps 
 them (activations, gradients, workspaces — not the weights). On CPU, one fresh process per model and mode
 (``--memory`` on by default; the processes run after the timing, never beside it) measures the peak resident-set
 growth over warm-up and one step, with glibc told to return freed blocks (``MALLOC_MMAP_THRESHOLD_``) so RSS
-follows live memory. Interleaved models in one process cannot be told apart on CPU.
+follows live memory. Interleaved models in one process cannot be told apart by RSS on CPU; what each model's
+step allocates can: ``{mode}_peak_mib`` (:func:`step_peak_mib`, one more warm step after the timed rounds) is the
+peak of tensor memory allocated during a step above what was allocated before it — the profiler's allocation
+events on CPU, ``max_memory_allocated`` on CUDA — deterministic on a busy machine, where RSS is not.
 
 Rows follow timm's benchmark CSV (``model``, ``infer_samples_per_sec``, ``infer_step_time``, ``infer_batch_size``,
 ``infer_img_size``, ``infer_gmacs``, ``train_*``, ``param_count``) plus our columns (spread, GFLOP/s, MFU, peak
@@ -292,6 +295,29 @@ class _PeakRSS:
         self.peak = max(self.peak, self.proc.memory_info().rss - self.base)
 
 
+def step_peak_mib(step: Callable[[], None], device="cpu") -> float:
+    """Peak memory allocated during one call of ``step`` above what was allocated before it (MiB): on CUDA the
+    caching allocator's ``max_memory_allocated``; on CPU, where torch keeps no allocator statistics, the
+    profiler's allocation and free events (``profile_memory``) summed in time order. Counts tensor storage only
+    (activations, gradients, workspaces, optimizer state created in the step), not the allocator's caching or the
+    interpreter, so unlike RSS growth it is deterministic and the same on a busy machine."""
+    if torch.device(device).type == "cuda":
+        tracker = _CudaPeak()
+        with tracker("step"):
+            step()
+        return tracker.peak["step"] / 2**20
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    # the raw event list: the public key_averages() gives each op's net memory, not the running total's peak
+    changes = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    running = peak = 0
+    for _, nbytes in changes:
+        running += nbytes
+        peak = max(peak, running)
+    return peak / 2**20
+
+
 def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = "infer", warmup: int = 3,
             iters: int = 10, device: str = "cpu", amp_dtype: torch.dtype | None = None,
             inputs: tuple | None = None, channels_last: bool = False, grad_checkpointing: bool = False) -> dict:
@@ -311,8 +337,8 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
                                   synchronize=lambda: _synchronize(device))["model"][0]
     peak = torch.cuda.max_memory_allocated() if cuda else memory.peak
     return {"mode": mode, "batch_size": batch_size, "samples_per_s": batch_size / seconds,
-            "step_ms": 1000 * seconds, "peak_mem_mb": peak / 2**20, "device": str(device),
-            "threads": torch.get_num_threads()}
+            "step_ms": 1000 * seconds, "peak_mem_mb": peak / 2**20, "peak_mib": step_peak_mib(step, device),
+            "device": str(device), "threads": torch.get_num_threads()}
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -594,6 +620,9 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
         cuda_peak = _CudaPeak() if device == "cuda" else None
         times = run_interleaved(steps, warmup=options.warmup, iters=options.iters, repeats=options.repeats,
                                 synchronize=lambda: _synchronize(device), chunk=cuda_peak)
+        # memory beside speed: one more (warm) step of each model, after the timed rounds, never inside them
+        for p in participants:
+            results[p.label][f"{mode}_peak_mib"] = round(step_peak_mib(steps[p.label], device), 1)
         del steps
         all_times[mode] = times
         for label, row in summarise(times, by_label, macs, batch_size, mode, times[PEAK_LABEL],
@@ -642,6 +671,10 @@ def _pair_row(pair: Pair, all_times, results, macs) -> dict:
         cand_mem = results[pair.candidate].get(f"{mode}_peak_mem_mb")
         if base_mem and cand_mem:
             row[f"{mode}_memory_ratio"] = round(cand_mem / base_mem, 3)
+        base_alloc = results[pair.baseline].get(f"{mode}_peak_mib")
+        cand_alloc = results[pair.candidate].get(f"{mode}_peak_mib")
+        if base_alloc and cand_alloc:
+            row[f"{mode}_peak_mib_ratio"] = round(cand_alloc / base_alloc, 3)
     return row
 
 

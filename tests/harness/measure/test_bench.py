@@ -85,6 +85,8 @@ def test_both_modes_write_timm_columns_and_utilisation(tmp_path, capsys):
     assert float(row["train_gflops"]) == pytest.approx(  # the convention: 2 FLOPs per MAC, x3 for training
         6 * float(row["infer_gmacs"]) * float(row["train_samples_per_sec"]), rel=0.05)
     assert row["threads"] == "1" and float(row["peak_gflops_fp32"]) > 0
+    # what a step allocates, without --memory's processes: training keeps activations for backward, plus gradients
+    assert 0 < float(row["infer_peak_mib"]) < float(row["train_peak_mib"])
     # a second run appends: earlier rows are never lost
     assert cli_main(["bench", "resnet18", "--input-size", "32", "--out", str(out), "--no-memory", *FAST]) == 0
     with open(out) as fh:
@@ -233,6 +235,28 @@ def test_measure_reports_throughput_and_memory(mode):
     assert result["peak_mem_mb"] >= 0
     changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert changed == (mode == "train")  # a training step really updates the weights, inference does not
+
+
+def test_step_peak_counts_the_running_total_of_allocations():
+    def step():  # 4 MiB, +1 MiB (peak 5), free the 4, +2 MiB (3): the peak is the running total's, not the sum's
+        a = torch.empty(4 * 2**20, dtype=torch.uint8)
+        b = torch.empty(2**20, dtype=torch.uint8)
+        del a
+        c = torch.empty(2 * 2**20, dtype=torch.uint8)
+        del b, c
+
+    assert bench.step_peak_mib(step) == 5
+
+
+def test_peak_mib_is_what_a_step_allocates():
+    # inference: the one activation is the linear layer's output, 64 x 4096 fp32 = 1 MiB (flatten is a view)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 4096))
+    assert measure(model, 16, batch_size=64, mode="infer", warmup=1, iters=1)["peak_mib"] == pytest.approx(1, rel=0.01)
+    # training: the output (kept for the loss), the weight's gradient (768 x 4096 fp32 = 12 MiB) and the bias's
+    # (16 KiB); the mean's gradient is an expanded scalar, the momentum buffers were made in the warm-up step and
+    # the weights existed before: none of them counts
+    train = measure(model, 16, batch_size=64, mode="train", warmup=1, iters=1)["peak_mib"]
+    assert train == pytest.approx(1 + 12 + 4096 * 4 / 2**20, rel=0.001)
 
 
 def test_training_memory_is_seen_on_cpu():
