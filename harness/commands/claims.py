@@ -99,4 +99,4 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
     jobs = jobs or (1 if device == "cuda" else
                     max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
-    return run_claims(files, out, cap, quick, jobs, env)
+    return run_claims(files, out, cap, quick, jobs, env, device)
