@@ -83,7 +83,9 @@ def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
     """Refuse a claim whose two arms' resolved configs differ in a :data:`BUDGET_KEYS` key (one line, the first
     difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict). In an interaction
     (``minus``) each pair is compared whole; ``budget_differs`` then names what may differ between the two pairs
-    (e.g. each depth's own tuned epochs)."""
+    (e.g. each depth's own tuned epochs). An efficiency claim trains nothing: no budget to compare."""
+    if claim.measure:
+        return
     pairs = [(claim.baseline, claim.treatment, claim.budget_differs)]
     if claim.minus:
         pairs = [(claim.baseline, claim.treatment, ()), (claim.minus["baseline"], claim.minus["treatment"], ()),

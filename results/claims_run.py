@@ -47,8 +47,9 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
     datasets = set()
     for f in files:
         configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
+        trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
         datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
-                     for c in configs.values() if c.data.type == "glyphs"}
+                     for name, c in configs.items() if name in trained and c.data.type == "glyphs"}
     open_claims = dict.fromkeys((c.paper, c.id) for c, _ in claims)
     specs: dict = {}
     for look in range(max((len(v) for v in targets.values()), default=0)):

@@ -9,7 +9,7 @@ curves are :mod:`results.claims`, which re-exports all of this.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -41,7 +41,8 @@ VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdi
 BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
                "precision", "eval_interval")
 AUDIT_MEASURES = ("params", "flops")
-FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note", "bench"}
+FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note", "bench",
+               "paper_scale"}
 DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
 CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus",
@@ -435,6 +436,12 @@ def _measure_claim(c: dict, paper: str, where: str, bench: BenchPlan) -> Claim:
                  bench_key(c["baseline"], c["measure"], c["mode"]), bench_key(c["treatment"], c["measure"], c["mode"]),
                  c["measure"], c["kind"], math.log1p(margin), {}, {}, " ".join(str(c.get("note", "")).split()),
                  str(c["where"]), "paired", {}, (), power, c["tier"], c["measure"], c["mode"])
+
+
+def only_efficiency(claims: ClaimsFile) -> ClaimsFile:
+    """``claims`` with its efficiency claims alone (``claims --efficiency``); its design -- the family's size m --
+    unchanged, so Holm counts the claims left out as not rejected."""
+    return replace(claims, claims=tuple(c for c in claims.claims if c.measure), exploratory=())
 
 
 def bench_key(model: str, measure: str, mode: str) -> str:
