@@ -62,6 +62,7 @@ from harness.core.files import BadFile, read_json
 from harness.core.rundir import RunDir
 from harness.engine.builders import load_training_config
 from harness.engine.models import build_model, model_kwargs
+from harness.measure import bench as hb
 from harness.measure.flops import count_flops, count_params
 from results import sequential as seq
 # the definitions and the report's reading (no engine: `claims --status`), part of this module's interface
@@ -440,8 +441,6 @@ def measure_efficiency(claims: ClaimsFile, device: str | None = None, quick: boo
     of samples/s in each round; memory: minus the log of the peak MiB one warm step allocates, one exact value
     (round 0) -- so that treatment minus baseline is the log of the treatment's advantage; hardware: the machine
     in one line. ``quick``: 2 rounds, batch 1, no warm-up (the plumbing only)."""
-    from harness.measure import bench as hb
-
     wanted = [c for c in claims.claims if c.measure]
     if not wanted:
         return {}, ""

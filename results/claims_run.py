@@ -10,6 +10,8 @@ on the command line change no verdict.
 """
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,8 +92,6 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
 
 
 def _say(line: str) -> None:
-    import sys
-
     print(line, file=sys.stderr, flush=True)
 
 
@@ -338,8 +338,6 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
 
 def _efficiency_lines(r, f) -> list[str]:
     """An efficiency claim in claims.md: the ratio, its interval (exp of the log-ratio interval) and the verdict."""
-    import math
-
     c, i = r.claim, r.interval
     what = "throughput ratio (treatment / baseline)" if c.measure == "throughput" else \
         "memory saving (baseline / treatment peak MiB)"

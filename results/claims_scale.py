@@ -33,7 +33,9 @@ from pathlib import Path
 
 from harness.measure import estimate as est
 from results import sequential as seq
+from results.claims import RunSpec
 from results.claims_status import REPO, ClaimError, ClaimsFile, bounded
+from results.paper_tables import read_yaml
 
 SCALE_FIELDS = {"gpus", "look_every", "max_seeds", "seeds_from", "sd", "sd_from", "claims", "note"}
 SCALE_CLAIM_FIELDS = {"arms", "effect", "effect_from", "margin", "note"}
@@ -87,8 +89,6 @@ class PlanRow:
 
 def paper_scale(claims: ClaimsFile) -> PaperScale:
     """The file's ``paper_scale`` section, validated (one line on the first problem)."""
-    from results.paper_tables import read_yaml
-
     where = f"{claims.path}: paper_scale"
     doc = read_yaml(claims.path, ClaimError, "claims file").get("paper_scale")
     if not isinstance(doc, dict) or not isinstance(doc.get("claims"), dict):
@@ -207,8 +207,6 @@ def first_look_runs(claims: ClaimsFile, out: Path) -> list:
     :class:`results.claims.RunSpec`: one per recipe (config and overrides) and seed, in
     ``<out>/runs/<paper>/<arm>/seed<k>`` -- an arm that two claims give different recipes gets
     ``<arm>-<claim>`` for the second."""
-    from results.claims import RunSpec
-
     scale = paper_scale(claims)
     specs, dirs = [], {}
     for row in plan(claims, records=[], bench_rows=[]):
