@@ -24,7 +24,6 @@ with ``--resume auto``); a failure raises. See docs/downstream.md.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import sys
@@ -45,6 +44,7 @@ from downstream.hooks import ConsoleHook, LogWriter, Preempted, numeric_metrics,
 from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals, use_default_scope
 from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
+from harness.core.files import read_json
 from harness.core.rundir import (RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics, runs_root,
                                  run_dir_in_use, unlock_run_dir)
 from harness.core.schema import check_values
@@ -198,6 +198,8 @@ def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     one line naming what it pickles, found by scanning the file (nothing is unpickled for that)."""
     allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
                for entry in [*safe_globals, *SAFE_GLOBALS]}
+    if isinstance(path, (str, Path)) and not os.path.isfile(path):  # a FIFO would block the scan's open
+        return read_checkpoint(path)  # one line: no such file, or not a regular file (opens nothing)
     try:
         unsafe = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path))) - allowed
     except Exception:  # not a zip-format torch file: read_checkpoint says what it is
@@ -623,8 +625,8 @@ def tested_scale(run: Path | None) -> str | None:
     if run is None:
         return None
     try:
-        scale = json.loads((run / "meta.json").read_text()).get("scale")
-    except (OSError, ValueError, AttributeError, RecursionError):
+        scale = read_json(run / "meta.json", inside=run, what="meta.json").get("scale")
+    except (OSError, DepthbenchError):
         return None
     return scale if isinstance(scale, str) else None
 

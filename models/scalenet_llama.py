@@ -18,12 +18,13 @@ fresh base model then ``load_state_dict`` (the engine's checkpoints) keeps the t
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from harness.core.files import BadFile, read_json
 
 MLP_PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -135,9 +136,11 @@ def llama_config(source):
         raise ValueError(f"{source}: not a named Llama architecture ({', '.join(LLAMA_ARCHITECTURES)}), "
                          f"config.json or checkpoint directory")
     try:
-        fields = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        fields = read_json(path, what="Llama config")  # no FIFO, size- and depth-capped, an object
+    except OSError as e:
         raise ValueError(f"{path} is not a JSON file ({type(e).__name__})") from None
+    except BadFile as e:
+        raise ValueError(str(e)) from None
     if fields.get("model_type", "llama") != "llama":
         raise ValueError(f"{path} describes a {fields.get('model_type')} model, not a Llama")
     return LlamaConfig.from_dict(fields)

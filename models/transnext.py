@@ -80,8 +80,15 @@ NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb",
 # ----------------------------------------------------------------------------------------------------
 
 def _padded(t: Tensor, height: int, width: int, r: int) -> Tensor:
-    """(B, heads, c, N) -> zero-padded (B, heads, c, H+2r, W+2r) copy."""
-    return F.pad(t.unflatten(-1, (height, width)), (r, r, r, r))
+    """(B, heads, c, N) -> zero-padded (B, heads, c, H+2r, W+2r) copy. Only the border is zeroed: F.pad fills the
+    whole buffer and then copies the interior over it, one more pass over the map (1.6-1.9x slower at stage 1)."""
+    out = t.new_empty(*t.shape[:-1], height + 2 * r, width + 2 * r)
+    out[..., :r, :].zero_()
+    out[..., height + r:, :].zero_()
+    out[..., r:height + r, :r].zero_()
+    out[..., r:height + r, width + r:].zero_()
+    out[..., r:height + r, r:width + r].copy_(t.unflatten(-1, (height, width)))
+    return out
 
 
 def _offsets(window: int) -> List[Tuple[int, int, int]]:
@@ -96,8 +103,10 @@ def window_qk(query: Tensor, key: Tensor, height: int, width: int, window: int) 
     q = query.unflatten(-1, (height, width))
     k = _padded(key, height, width, window // 2)
     out = query.new_empty(b, h, window * window, height, width)
+    product = torch.empty_like(q)  # one buffer for every tap's product, not k² fresh allocations of q's size
     for o, i, j in _offsets(window):  # k² taps, each over the whole tensor
-        torch.sum(q * k[..., i:i + height, j:j + width], dim=2, out=out[:, :, o])
+        torch.mul(q, k[..., i:i + height, j:j + width], out=product)
+        torch.sum(product, dim=2, out=out[:, :, o])
     return out.view(b, h, window * window, n)
 
 
@@ -109,8 +118,9 @@ def window_av(attn: Tensor, value: Tensor, height: int, width: int, window: int)
     # backward) read with stride k²+P in every tap made these products ~4x slower
     a = attn.to(value.dtype).contiguous().unflatten(-1, (height, width)).unsqueeze(3)  # (B, heads, k², 1, H, W)
     v = _padded(value, height, width, window // 2)
-    out = value.new_zeros(b, h, d, height, width)
-    for o, i, j in _offsets(window):
+    (_, i, j), *taps = _offsets(window)
+    out = a[:, :, 0] * v[..., i:i + height, j:j + width]  # the first tap writes out: no zero-filled start
+    for o, i, j in taps:
         out.addcmul_(a[:, :, o], v[..., i:i + height, j:j + width])
     return out.view(b, h, d, n)
 

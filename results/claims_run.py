@@ -10,14 +10,27 @@ on the command line change no verdict.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import platform
+import shlex
 import sys
-from dataclasses import replace
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
+import timm
+import torch
+from PIL import Image
+
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile, atomic_write, check_writable_folder, printable, read_text
+from harness.engine.forked import start_forked, start_forked_call
+from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs, glyph_fonts, glyphs_folder, sample_sheet
 from results import claims as cl
 from results.claims_status import ClaimsReport
+from results.runs import load_curves
 
 
 def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
@@ -39,8 +52,6 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
     ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
     cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
     timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``env``: added to the runs'."""
-    from harness.core.files import check_writable_folder
-    from harness.tasks.glyphs import DEFAULT_VARIANT
 
     check_folder_kind(out, quick)
     check_writable_folder(out, "--out", "the claims' runs and report")
@@ -123,10 +134,7 @@ def _values(specs) -> dict:
 
 def machine(gpu: bool = True) -> str:
     """This machine in one line: CPU model and ISA extensions that matter for float kernels, GPU, torch, timm."""
-    import platform
 
-    import timm
-    import torch
 
     cpu, flags = platform.processor() or platform.machine(), set()
     try:
@@ -148,8 +156,11 @@ def _hardware(specs) -> dict:
     seen: dict = {}
     for s in specs:
         path = s.work_dir.parent / f"{s.work_dir.name}.hardware.txt"
-        if path.is_file():
-            seen.setdefault((s.paper, s.arm), set()).add(path.read_text().strip())
+        try:
+            text = read_text(path, inside=s.work_dir.parent, max_bytes=4096, what="hardware record")
+        except (OSError, BadFile):  # not written (yet), or not a plain file of the run's folder
+            continue
+        seen.setdefault((s.paper, s.arm), set()).add(printable(text.strip()))
     return {k: "; ".join(sorted(v)) for k, v in seen.items()}
 
 
@@ -159,11 +170,7 @@ def _prepare_data(datasets: set, jobs: int) -> None:
     render the same missing set: correct -- the cache is written atomically -- but twice the work), ``jobs`` sets at
     a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two), each a fork of the
     runs' server. Ctrl-C stops them; a set is never left half-written."""
-    import sys
-    import time
 
-    from harness.engine.forked import start_forked_call
-    from harness.tasks.glyphs import export_glyphs, glyph_fonts, glyphs_folder
 
     waiting = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
                      key=lambda d: (-d[0], str(d[1]), d[2]))
@@ -196,12 +203,7 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done). Each run is the
     command line its console log starts with, started as a fork of a server that imported the stack once
     (:func:`harness.engine.forked.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
-    import os
-    import shlex
-    import sys
-    import time
 
-    from harness.engine.forked import start_forked
     todo = [s for s in specs if not cl.run_done(s)]
     if not todo:
         return
@@ -254,7 +256,6 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
 # ----------------------------------------------------------------------------------------- statistics
 def _curve(work_dir: Path) -> list[tuple[int, float]]:
     """A run's evaluation curve ``[(epoch, top1), ...]`` from its metrics.jsonl."""
-    from results.runs import load_curves
 
     frame = load_curves(work_dir)
     if frame.empty or "kind" not in frame or "top1" not in frame:
@@ -268,10 +269,7 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     """``out``/claims.json (the results, read by the HTML report's Claims page), claims.md, a figure per claim and
     the dataset's sample sheet; returns the files written. ``files``: the papers' ClaimsFile; ``specs``: the runs
     whose curves the figures draw."""
-    import json
-    from dataclasses import asdict
 
-    from harness.core.files import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
     settings = {f.paper: f.setting for f in files}
@@ -362,9 +360,7 @@ def _glyph_samples(path: Path) -> Path:
     """Sample images of the claims' dataset for the report: three rows of training images (one class per
     column) above three rows of validation images from the held-out typefaces, then one row of the same
     validation images in the clean variant (the DeiT claims' data), at 32x32."""
-    from PIL import Image
 
-    from harness.tasks.glyphs import glyph_fonts, sample_sheet
 
     fonts = glyph_fonts()  # scanned once for the three sheets: ~2.5 s of CPU each time, in every claims call
     parts = [sample_sheet(32, "train", rows=3, scale=1, fonts=fonts),

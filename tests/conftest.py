@@ -50,13 +50,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def mark_tiers(items) -> None:
-    """Each test gets its tier (unit, integration or system) from what it uses, and ``slow`` from its measured
-    cost (tests/tiers.py): ``make test-fast`` runs ``-m "not system and not slow"``."""
+    """Each test gets its tier (unit, integration or system) from what it declares -- its ``tier`` marks, its
+    module's ``pytestmark``, the fixtures of ``tiers.FIXTURE_TIERS`` it uses -- and ``slow`` from its measured cost
+    (tests/tiers.py): ``make test-fast`` runs ``-m "not system and not slow"``."""
     costs = tiers.read_costs()
     for item in items:
-        function, fixturenames = getattr(item, "function", None), getattr(item, "fixturenames", ())
-        namespaces = [vars(item.module), globals()] if getattr(item, "module", None) else [globals()]
-        item.add_marker(tiers.tier(item.nodeid, function, fixturenames, namespaces, costs.get(item.nodeid),
+        name = getattr(item, "originalname", None) or item.name
+        declared = [m.args[0] for m in item.iter_markers("tier") if tiers.applies(m, name)]
+        item.add_marker(tiers.tier(declared, getattr(item, "fixturenames", ()), costs.get(item.nodeid),
                                    devices.marks_of(item).get("kind")))
     for item in tiers.slow_items(items, costs):
         item.add_marker("slow")
@@ -67,6 +68,7 @@ record = devices.record  # the GPU check's measurements for its report (tests/de
 
 @pytest.fixture
 def cli():
+    """``run_cli``: the CLI in a process of its own. Carries ``integration`` (tests/tiers.py's FIXTURE_TIERS)."""
     return run_cli
 
 
@@ -111,7 +113,8 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's chromium, headless, driven by playwright (the HTML report's tests)."""
+    """Debian's chromium, headless, driven by playwright (the HTML report's tests). Carries ``integration``
+    (tests/tiers.py's FIXTURE_TIERS)."""
     if not Path(CHROMIUM).is_file():
         pytest.fail("chromium is not installed: the HTML report test drives it headless. Install it with "
                     "`apt-get install -y --no-install-recommends chromium` (make setup does this as root)")

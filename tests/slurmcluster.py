@@ -99,7 +99,8 @@ def cluster_fixture(port: str, first_job: int = 1):
     """The module-scoped ``cluster`` fixture of a test module (``cluster = cluster_fixture(PORT)``): a
     :class:`Cluster` of two nodes, its ``SLURM_CONF`` exported for the module's tests. ``first_job``: the first job
     id the module's tests get -- a job's rendezvous port is 20000 + its id (slurm/depthbench.sbatch) and a fresh
-    cluster numbers jobs from 1, so a module whose cluster may run beside another's starts its ids clear of them."""
+    cluster numbers jobs from 1, so a module whose cluster may run beside another's starts its ids clear of them.
+    The fixture's name carries ``system`` to every test that uses it (tests/tiers.py's FIXTURE_TIERS)."""
 
     @pytest.fixture(scope="module")
     def cluster(tmp_path_factory, request):

@@ -53,6 +53,7 @@ def _page(site: Path, doc: str) -> str:
         else (site / "index.html").read_text()
 
 
+@pytest.mark.tier("integration")
 def test_readme_is_a_front_page():
     text = README.read_text()
     assert len(text.splitlines()) <= 250 and len(text.encode()) <= 16 * 1024
@@ -78,6 +79,7 @@ def test_readme_sends_each_job_to_its_guide():
         assert command in (ROOT / guide).read_text(), f"{guide} never shows `{command}`"
 
 
+@pytest.mark.tier("integration")
 def test_readme_links_and_anchors_resolve(site):
     links = LINK.findall(README.read_text())
     assert len(links) >= 10
@@ -92,6 +94,7 @@ def test_readme_links_and_anchors_resolve(site):
             assert f'id="{anchor}"' in built, f"README links to #{anchor}, which {path} does not have"
 
 
+@pytest.mark.tier("integration")
 def test_every_page_is_on_the_site(site):
     """Every page under docs/ is in mkdocs.yml's navigation (strict mode warns about the others) and was built."""
     nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
@@ -113,6 +116,7 @@ def test_every_page_is_on_the_site(site):
         assert _page(site, doc)
 
 
+@pytest.mark.tier("integration")
 def test_a_broken_link_fails_the_strict_build(tmp_path):
     """The same configuration on a copy of docs/ with one link to a page that does not exist: the build fails and
     names it, so `make test` catches a broken link."""
@@ -137,6 +141,7 @@ def _text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
+@pytest.mark.tier("integration")
 def test_the_config_reference_has_every_key(site):
     rows = {line.split(" | ")[0].strip("| `"): line for line in docs_reference.config_reference().splitlines()
             if line.startswith("| `")}
@@ -163,6 +168,7 @@ def _commands(parser: argparse.ArgumentParser, prog: str = "depthbench"):
                 yield from _commands(sub, f"{prog} {name}")
 
 
+@pytest.mark.tier("integration")
 def test_the_cli_reference_has_every_command_and_option(site):
     page = docs_reference.cli_reference()
     sections = dict(re.findall(r"^#+ `(depthbench[^`]*)`\n(.*?)(?=^#+ `depthbench|\Z)", page, re.M | re.S))

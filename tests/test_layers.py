@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / ".importlinter"
 
@@ -18,6 +20,7 @@ def _contract() -> configparser.ConfigParser:
     return parser
 
 
+@pytest.mark.tier("integration")
 def test_lint_imports_keeps_every_contract():
     lint = Path(sys.executable).parent / "lint-imports"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

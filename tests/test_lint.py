@@ -4,7 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.tier("integration")
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

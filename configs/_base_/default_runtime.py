@@ -84,8 +84,8 @@ hang = dict(
     collective_timeout_s=1800,
 )
 testing = dict(
-    # TEST SWITCH, off unless set (docs/trust.md): the rank below SIGKILLs itself after this optimizer step,
-    # on every attempt (tries the requeue rules on a cluster)
+    # TEST SWITCH, off unless set (docs/trust.md): the rank below SIGKILLs itself after this optimizer step, on every
+    # attempt (tries the requeue rules on a cluster)
     kill_at_step=None,
     # ... that rank (None: the last)
     kill_rank=None,

@@ -179,10 +179,12 @@ def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
                               f"writable path") from None
     if not out.exists():
         return []
+    from harness.core.files import MAX_LOG_BYTES, BadFile, read_text  # numpy and yaml: not at the parser's import
+
     try:
-        with open(out, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        text = read_text(out, max_bytes=MAX_LOG_BYTES, what="--out", errors="strict")  # no FIFO, no link
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error, BadFile) as e:
         raise DepthbenchError(f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
                               f"existing file, so choose another name") from None
     if rows and key not in rows[0]:

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core.config_paths import REPO
 from harness.core.errors import DepthbenchError
 
 __all__ = ["run", "add_parser", "main"]
-DEFAULT_OUT = Path("results/claims")
-EFFICIENCY_OUT = Path("results/claims-efficiency")  # --efficiency's report: never mixed with the full run's
+DEFAULT_OUT = REPO / "results" / "claims"  # the checkout's, from any directory (as the runs folder)
+EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
 DEFAULT_SEEDS = 5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
 
 

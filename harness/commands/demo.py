@@ -34,11 +34,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.core.config_paths import REPO
 from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
 
 __all__ = ["run", "DemoResult", "plan", "add_parser", "main"]
 
-DEFAULT_OUT = {False: Path("results/demo"), True: Path("results/demo-quick")}
+DEFAULT_OUT = {False: REPO / "results" / "demo", True: REPO / "results" / "demo-quick"}  # the checkout's
 DIGITS = "embedded digits"
 GLYPHS = "embedded glyphs"
 # a stage compared at equal size (Steps-ResNet vs ResNet) is refused if its configs drift further apart

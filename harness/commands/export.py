@@ -60,7 +60,6 @@ def main(args) -> int:
 def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: str = "best") -> ExportResult:
     """Export ``run_dir``'s ``best.pth`` (or ``last.pth``; ``ema``: its EMA weights) to ``out``; see the module
     docstring. Every input is checked before anything is written; ``out`` appears whole or not at all."""
-    import json
     import os
 
     from harness.core.files import atomic_dir, read_json
@@ -104,7 +103,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
         for file in tmp.iterdir():  # safetensors writes 0600; a shared export is readable as the umask allows
             file.chmod(0o666 & ~umask)
     digest = _sha256(out / "model.safetensors")
-    json.loads((out / "config.json").read_text())  # written whole
+    read_json(out / "config.json", inside=out, what="exported config.json")  # written whole
     return ExportResult(out, name, model_args, source, digest)
 
 
@@ -199,8 +198,10 @@ def _build(name: str, model_args: dict):
 def _sha256(path: Path) -> str:
     import hashlib
 
+    from harness.core.files import open_file
+
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_file(path, max_bytes=None, what="checkpoint") as fh:  # a regular file: no FIFO
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -18,6 +18,7 @@ from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 import yaml
+from numpy.lib import format as npy
 
 from harness.core.errors import DepthbenchError
 
@@ -65,7 +66,14 @@ def append_line(path: str | Path, line: str, sync: bool = True) -> None:
     """Append one line to ``path`` (created if missing), never through a symbolic link: a ``metrics.jsonl`` that
     someone replaced by a link to another file is refused (OSError ELOOP), not appended to; nor to a FIFO or
     device (opened without blocking, then refused as not a regular file)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BadFile(f"{path} is a symbolic link; depthbench appends to no link: replace it by the file "
+                          f"itself") from None
+        raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -344,6 +352,44 @@ def _utf8(path, inside, max_bytes, what) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadFile(f"{what} {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+_NPY_KINDS = {"i": "integers", "u": "integers", "f": "numbers", "U": "strings", "b": "booleans"}
+
+
+def read_npy_from(fh, available: int, *, source: str, kinds: str = "iu", ndim: int | None = 1) -> np.ndarray:
+    """The ``.npy`` array in the file object ``fh`` (``available`` bytes from its start), typed and bounded before
+    any allocation: numpy's loader allocates what the header claims (2**40 elements is a MemoryError, or the
+    machine's memory) and unpickles object arrays when allowed. Here the header must be format 1.0 or 2.0, the
+    dtype of one of ``kinds`` (numpy's kind letters; never an object), ``ndim`` dimensions (None: any), and the
+    data it claims exactly what the file holds. By hand because numpy offers no bounded loader; its public header
+    readers do the parsing. One :class:`BadFile` line otherwise."""
+    readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    try:
+        version = npy.read_magic(fh)
+        if version not in readers:
+            raise BadFile(f"{source} is a .npy file of format {version}, not 1.0 or 2.0")
+        shape, fortran, dtype = readers[version](fh)
+    except (ValueError, EOFError, OSError, SyntaxError) as e:
+        raise BadFile(f"{source} is not a .npy array ({one_line(str(e))[:120]})") from None
+    wanted = " or ".join(sorted({_NPY_KINDS.get(k, k) for k in kinds}))
+    if dtype.hasobject or dtype.kind not in kinds or (ndim is not None and len(shape) != ndim):
+        raise BadFile(f"{source} holds {printable(dtype)} of shape {shape}, not "
+                      f"{'a list' if ndim == 1 else 'an array'} of {wanted}")
+    claimed, holds = int(np.prod(shape, dtype=object)) * dtype.itemsize, available - fh.tell()
+    if claimed != holds:
+        raise BadFile(f"{source} claims {claimed:,} bytes of data but holds {holds:,}; it is truncated or crafted")
+    data = bytearray(claimed)
+    if fh.readinto(data) != claimed:
+        raise BadFile(f"{source} ends before its data does")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def read_npy(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
+             kinds: str = "iu", ndim: int | None = 1, what: str = "array file") -> np.ndarray:
+    """A ``.npy`` file through :func:`open_file` and :func:`read_npy_from` (no pickle, typed, bounded)."""
+    with open_file(path, inside=inside, max_bytes=max_bytes, what=what) as fh:
+        return read_npy_from(fh, os.fstat(fh.fileno()).st_size, source=f"{what} {path}", kinds=kinds, ndim=ndim)
 
 
 def no_link_below(path: str | Path, inside: str | Path, what: str = "file") -> Path:

@@ -177,6 +177,16 @@ def run_dir_in_use(path: str | Path) -> str | None:
         os.close(fd)
 
 
+APPENDED = ("log.txt", "metrics.jsonl")  # appended to while the run trains (append_line)
+
+
+def _check_appended_files(path: Path) -> None:
+    """Before a writer starts: the files it appends to are no link and no special file (one line now, not an
+    ELOOP traceback at the first log step)."""
+    for name in APPENDED:
+        no_link_below(path / name, path, what=name)
+
+
 class RunDir:
     """A run directory; create with :meth:`create` (new run) or :meth:`open` (resume an existing one, or append
     records to it). A writer holds the directory's lock until :meth:`finish`."""
@@ -197,6 +207,7 @@ class RunDir:
         run = cls(path, writer)
         if writer:
             path.mkdir(parents=True, exist_ok=True)
+            _check_appended_files(path)
             lock_run_dir(path)
             run.update_meta(experiment=experiment, run_id=path.name, status="running", start=now(),
                             git_commit=git_commit(), packages=package_versions(), host=socket.gethostname(),
@@ -211,6 +222,7 @@ class RunDir:
                 read_json(path / "meta.json", inside=path, what="meta.json")
             raise DepthbenchError(f"{path} is not a run directory (no meta.json)")
         if writer:
+            _check_appended_files(path)
             lock_run_dir(path)
         return cls(path, writer)
 

@@ -34,8 +34,10 @@ COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotu
 
 @dataclass(frozen=True)
 class Key:
-    """One config key: ``kind`` is int, number, bool, str, choice, dict, list, ints (a list of int) or any;
-    ``low``/``high`` bound numbers (and each element of ``ints``), ``open_low``/``open_high`` exclude the bound."""
+    """One config key: ``kind`` is int, number, bool, str, choice, dict, list, ints (a list of int), numbers (a
+    list of numbers) or any; ``low``/``high`` bound numbers (and each element of ``ints``/``numbers``),
+    ``open_low``/``open_high`` exclude the bound. A number is finite whatever its bounds: NaN and inf are no
+    value of any key."""
     name: str
     default: object
     kind: str
@@ -57,8 +59,9 @@ class Key:
         """``an integer in [1, 100000]``; ``none``: say whether None is allowed too."""
         if self.kind == "choice":
             return "one of " + ", ".join(map(repr, self.choices))
-        bounded = self.kind in ("int", "number", "ints") and (self.low != -INF or self.high != INF)
-        name = {"int": "an integer", "ints": "a list of integers", "number": "a number", "bool": "True or False",
+        bounded = self.kind in ("int", "number", "ints", "numbers") and (self.low != -INF or self.high != INF)
+        name = {"int": "an integer", "ints": "a list of integers", "number": "a number",
+                "numbers": "a list of numbers", "bool": "True or False",
                 "str": "a string", "dict": "a dict", "list": "a list"}.get(self.kind, self.kind)
         return name + (f" in {self.interval()}" if bounded else "") + (" or None" if none and self.none else "")
 
@@ -76,6 +79,7 @@ STEPS = 10 ** 9
 BATCH = 2 ** 20
 WORKERS = 256              # loader processes per rank; more would fork the machine to a halt
 IMAGE = 8192               # pixels per side
+LR = 100.0                 # learning rates (before batch scaling): real ones are below 10
 SEED = 2 ** 32 - 1         # numpy's and the loader generators' range
 
 KEYS: tuple[Key, ...] = (
@@ -172,6 +176,9 @@ KEYS: tuple[Key, ...] = (
     Key("data.train_subset", FROM_BASE, "int", "train on a fixed random subset of N samples (quick runs)", 1,
         10 ** 10),
     Key("data.val_subset", FROM_BASE, "int", "evaluate on a fixed random subset of N samples", 1, 10 ** 10),
+    Key("data.mean", FROM_BASE, "numbers", "per-channel mean of the normalisation, on the 0-1 scale", 0, 1),
+    Key("data.std", FROM_BASE, "numbers", "per-channel standard deviation of the normalisation (divides the "
+        "image: never 0), on the 0-1 scale", 0, 1, open_low=True),
     Key("data.crop_pct", FROM_BASE, "number", "eval: resize to input_size / crop_pct, centre crop", 0, 1,
         open_low=True),
     Key("data.max_length", FROM_BASE, "int", "tokens per sequence (instruction data)", 1, 2 ** 20),
@@ -188,7 +195,7 @@ KEYS: tuple[Key, ...] = (
     Key("aug.hflip", FROM_BASE, "number", "horizontal flip probability", 0, 1),
     Key("aug.color_jitter", FROM_BASE, "number", "colour jitter strength", 0, INF),
     # --- the optimizer and schedule (configs/_base_/schedules/) ---
-    Key("optim.lr", FROM_BASE, "number", "learning rate (x batch_size / lr_base_batch when that is set)", 0, INF,
+    Key("optim.lr", FROM_BASE, "number", "learning rate (x batch_size / lr_base_batch when that is set)", 0, LR,
         open_low=True, none=False),
     Key("optim.weight_decay", FROM_BASE, "number", "weight decay", 0, INF),
     Key("optim.momentum", FROM_BASE, "number", "SGD-family momentum", 0, 1),
@@ -196,8 +203,8 @@ KEYS: tuple[Key, ...] = (
     Key("optim.lr_base_batch", FROM_BASE, "number", "lr is scaled by batch_size / lr_base_batch (None: no "
         "scaling)", 0, INF, open_low=True),
     Key("sched.warmup_epochs", FROM_BASE, "number", "linear warm-up, shorter than epochs", 0, EPOCHS),
-    Key("sched.warmup_lr", FROM_BASE, "number", "learning rate the warm-up starts from", 0, INF),
-    Key("sched.min_lr", FROM_BASE, "number", "floor of the decay", 0, INF),
+    Key("sched.warmup_lr", FROM_BASE, "number", "learning rate the warm-up starts from", 0, LR),
+    Key("sched.min_lr", FROM_BASE, "number", "floor of the decay", 0, LR),
     Key("sched.decay_rate", FROM_BASE, "number", "multistep/step: lr *= decay_rate at each milestone", 0, INF,
         open_low=True),
     Key("sched.decay_milestones", FROM_BASE, "ints", "multistep: epochs from which lr *= decay_rate (PyTorch "
@@ -275,7 +282,10 @@ def value_problem(key: Key, value) -> str | None:
     elif key.kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool) and _inside(key, value)
     elif key.kind == "number":
-        ok = number and not math.isnan(value) and _inside(key, value)
+        ok = number and _finite(value) and _inside(key, value)
+    elif key.kind == "numbers":
+        ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) and _inside(key, v) for v in value)
     elif key.kind == "ints":
         ok = isinstance(value, (list, tuple)) and all(
             isinstance(v, int) and not isinstance(v, bool) and _inside(key, v) for v in value)
@@ -290,6 +300,10 @@ def value_problem(key: Key, value) -> str | None:
     else:
         ok = True
     return None if ok else f"it must be {key.describe_type(none=False)}"
+
+
+def _finite(x) -> bool:
+    return isinstance(x, int) or math.isfinite(x)  # an int is finite (math.isfinite overflows on 10**400)
 
 
 def _inside(key: Key, x) -> bool:

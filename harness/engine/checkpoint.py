@@ -38,7 +38,7 @@ from safetensors.torch import load_file
 from timm.models import clean_state_dict
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, is_regular, no_link_below, read_json
+from harness.core.files import BadFile, atomic_write, is_regular, no_link_below, read_json, read_text
 from harness.core.rundir import RunDir, checkpoint_run, read_config_json
 
 FORMAT = "depthbench-train/1"
@@ -79,8 +79,9 @@ def save_atomic(obj, path: str | Path) -> None:
 
 def _listed_sums(sums: Path) -> list[str]:
     try:
-        return [line.split()[0] for line in sums.read_text().splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError):
+        text = read_text(sums, max_bytes=1 << 20, what="checksum file", errors="strict")
+        return [line.split()[0] for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, BadFile):
         return []
 
 

@@ -22,6 +22,7 @@ import timm
 
 import models  # noqa: F401  (registers the paper models)
 from harness.core.files import BadFile, atomic_write, read_bytes, read_json
+from harness.measure.flops import image_input_size
 from models.scalenet_llama import LLAMA_MODELS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,8 +73,6 @@ def count_key(cache: "MeasurementCache", kind: str, model: str, kwargs: dict | N
     ``input_size`` -- of ``model`` built with ``kwargs``. One key for every command that counts a model:
     ``depthbench models`` (harness/measure/catalog.py) and the audit of ``verify``/``results`` (results/audit.py)
     share the numbers, so whichever runs first measures and the other reads."""
-    from harness.measure.flops import image_input_size  # torch: imported when a count is looked up
-
     size = list(image_input_size(input_size)) if kind == "flops" else None
     return cache.key("count", kind, model, json.dumps(kwargs or {}, sort_keys=True, default=str), size,
                      model_code(model))

@@ -11,17 +11,19 @@ and writes the CSV and the plot the command keeps in its run directory.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import timm
 import timm.data
 import torch
 from torch import nn
-from torchvision.datasets import ImageFolder
 
 from harness.core.errors import DepthbenchError
+from harness.core.files import atomic_write
 from harness.engine.checkpoint import load_weights
 from harness.engine.models import build_trained_model
+from harness.tasks.image import ImageFolder  # the data-root walk and pixel budget of every image reader
 from models.stepsnet import RESIDUAL_BLOCK_TYPES, ReverseStepsNet, StepsNet, residual_blocks
 
 CHANNELS_FIRST = ("BasicBlock", "Bottleneck")  # residual blocks with channels on dim 1 (NCHW)
@@ -125,7 +127,7 @@ def example_batch(model: nn.Module, data: str, input_size: int | None, batch_siz
 
     transform = timm.data.create_transform(**{**cfg, "input_size": size}, is_training=False)
     try:
-        dataset = ImageFolder(data, transform=transform)
+        dataset = ImageFolder(Path(data), transform=transform)
     except (FileNotFoundError, OSError) as e:
         raise DepthbenchError(f"--data {data}: not an ImageFolder directory ({str(e).splitlines()[0]})") from None
     # a seeded random subset: ImageFolder is sorted by class, so the first images would all be one class
@@ -142,12 +144,13 @@ def summary(records: list[dict]) -> dict:
 
 def write_csv(path: Path, curves: dict) -> None:
     fields = ["model", "block", "depth", "gamma", "sigma", "width", "step", "step_width"]
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        for name, records in curves.items():
-            for r in records:
-                writer.writerow({"model": name, **{f: r.get(f, "") for f in fields[1:]}})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    for name, records in curves.items():
+        for r in records:
+            writer.writerow({"model": name, **{f: r.get(f, "") for f in fields[1:]}})
+    atomic_write(path, text.getvalue())  # never through a planted link
 
 
 def plot(path: Path, curves: dict, checkpoints: list[str], names: list[str]) -> None:

@@ -33,6 +33,7 @@ import torch
 
 from harness.core.errors import ConfigError, DataError
 from harness.core.files import BadFile, atomic_write, data_cache, read_json
+from harness.engine.checkpoint import read_checkpoint
 from harness.engine.models import meta_build
 from harness.tasks.lm import LanguageModelTask
 from models.scalenet_llama import (ARCHITECTURE_FIELDS, TRAINABLE, CausalLMLogits, base_config, build_llama,
@@ -401,6 +402,9 @@ def load_llama(source, *, expand: dict | None = None):
             except ValueError as e:
                 raise DataError(str(e)) from None
         else:
+            for file in weights:  # a .bin is a pickle: checked weights-only and one line here, before transformers
+                if file.suffix == ".bin":
+                    read_checkpoint(file, mmap=True)
             model = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32)
     elif path.is_file() and path.suffix == ".json":
         model = build_llama(_llama_config(path))

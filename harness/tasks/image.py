@@ -32,7 +32,6 @@ import math
 import os
 import pickle
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -46,12 +45,11 @@ from timm.data.auto_augment import AugmentOp, posterize
 from timm.data.random_erasing import RandomErasing
 from timm.data.readers.img_extensions import get_img_extensions
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
-from timm.utils.misc import natural_key
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
 from harness.core.errors import ConfigError, DataError
-from harness.core.files import BadFile, atomic_dir, data_cache, walk_files
+from harness.core.files import atomic_dir, data_cache, open_file, printable
 from harness.engine.checkpoint import load_weights
 from harness.engine.evaluation import evaluate
 from harness.tasks.losses import HardDistillationLoss, SoftLabelKDLoss, TrainingLoss
@@ -59,11 +57,14 @@ from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
 from harness.tasks import image_device
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
+# decode_image is imported from here too (protocols.py): it lives with the pixel budget in image_files
+from harness.tasks.image_files import decode_image, find_images, read_image_bytes
 from harness.tasks.shards import ShardDataset, check_shards
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 CIFAR100_FILES = ["train", "test"]
+MAX_CIFAR_BYTES = 1 << 30  # CIFAR-100's train batch is 150 MB
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 # ----------------------------------------------------------------------------------------- embedded digits
@@ -187,7 +188,7 @@ class _CifarUnpickler(pickle.Unpickler):
 def load_cifar_batch(path: Path) -> dict:
     """One CIFAR batch file (a pickled dict of arrays and lists), through :class:`_CifarUnpickler`."""
     try:
-        with open(path, "rb") as fh:
+        with open_file(path, max_bytes=MAX_CIFAR_BYTES, what="CIFAR batch file") as fh:
             batch = _CifarUnpickler(fh, encoding="latin1").load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
         raise DataError(f"{path} is not a CIFAR batch file ({type(e).__name__}: {str(e)[:120]}); re-download the "
@@ -334,28 +335,20 @@ def build_dataset(data, aug, split: str, is_training: bool):
 
 class ImageFolder(Dataset):
     """An ImageFolder split as timm's ImageDataset reads it (labels: the leaf folder's name; classes and files in
-    natural order), with two differences. The walk is :func:`harness.core.files.walk_files`: timm's follows every
-    link, so a folder with a link loop walked without end; here no link leads out of the root and none loops. And
-    an image that does not decode -- not an image, truncated (Pillow decodes lazily, so timm's ``convert`` raised
-    it unnamed), a decompression bomb (Pillow's warning counts: more than ``Image.MAX_IMAGE_PIXELS``) -- is one
+    natural order), with two differences. The walk is :func:`harness.tasks.image_files.find_images`: timm's follows
+    every link, so a folder with a link loop walked without end; here no link leads out of the root and none loops.
+    And an image that does not decode -- not an image, truncated (Pillow decodes lazily, so timm's ``convert``
+    raised it unnamed), a FIFO, over the pixel budget (harness/tasks/image_files.py) -- is one
     :class:`DataError` naming the file, where timm retried the next sample and, after ten, raised "Failed to load
     10 consecutive samples" without a name. ``skip_bad`` (``data.skip_bad_images``): skipped instead, each skip a
     warning line naming the file and counting the skips of this loader process."""
 
     def __init__(self, root: Path, transform=None, skip_bad: bool = False):
         root = Path(root)
-        types = get_img_extensions(as_set=True)
-        try:
-            files = [p for p in walk_files(root) if p.suffix.lower() in types]
-        except BadFile as e:
-            raise DataError(str(e)) from None
-        labels = ["" if p.parent == root else p.parent.name for p in files]
         self.root, self.transform, self.skip_bad, self.skipped = root, transform, skip_bad, 0
-        self.class_to_idx = {c: i for i, c in enumerate(sorted(set(labels), key=natural_key))}
-        self.samples = sorted(((str(p), self.class_to_idx[label]) for p, label in zip(files, labels)),
-                              key=lambda sample: natural_key(sample[0]))
+        self.samples, self.class_to_idx = find_images(root)
         if not self.samples:
-            raise DataError(f"{root} holds no images ({', '.join(sorted(types))})")
+            raise DataError(f"{printable(root)} holds no images ({', '.join(sorted(get_img_extensions()))})")
 
     def __len__(self):
         return len(self.samples)
@@ -366,8 +359,7 @@ class ImageFolder(Dataset):
     def read(self, index: int) -> tuple[bytes, int]:
         """The compressed bytes of sample ``index`` and its label (``loader.pipeline='device'`` decodes them)."""
         path, target = self.samples[index]
-        with open(path, "rb") as fh:
-            return fh.read(), target
+        return read_image_bytes(path), target
 
     def __getitem__(self, index):
         for _ in range(len(self.samples)):
@@ -386,22 +378,6 @@ class ImageFolder(Dataset):
         else:
             raise DataError(f"{self.root}: no image decodes; check the dataset")
         return (self.transform(image) if self.transform is not None else image), target
-
-
-def decode_image(path: str | Path):
-    """The RGB image at ``path``, decoded whole; one :class:`DataError` line naming the file when it does not
-    decode."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with open(path, "rb") as fh:
-                image = Image.open(fh)
-                image.load()
-                return image.convert("RGB")
-    except Exception as e:  # Pillow raises OSError, SyntaxError, ValueError, DecompressionBomb*, struct.error, ...
-        reason = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
-        raise DataError(f"{path}: the image does not decode ({reason}); replace or remove it, or set "
-                        f"data.skip_bad_images=True to skip such images") from None
 
 
 # ----------------------------------------------------------------------------------------- uint8 batches

@@ -10,7 +10,7 @@ works on the whole batch at once (:class:`DeviceAugment`):
 1. decode: ``torchvision.io.decode_jpeg(list, device=...)`` -- nvJPEG's batched decode on CUDA, libjpeg on CPU (CI),
    of views into the batch's one packed bytes tensor. Non-JPEG files (and CMYK JPEGs) were decoded by the worker with
    PIL; a JPEG the batched decode rejects is decoded alone on the CPU, its file named once. An image over the pixel
-   budget (``PIL.Image.MAX_IMAGE_PIXELS``, the folder reader's) is refused in one line from its header, in the
+   budget (harness/tasks/image_files.py ``pixel_budget``, every image reader's) is refused in one line from its header, in the
    worker, before anything is decoded.
 2. crop + resize with ``torchvision.ops.roi_align``, one call per bucket of same-size images (the worker's collate
    plans the buckets): a box per image (the random crop, or the eval resize-and-centre-crop mapped back onto the
@@ -46,6 +46,7 @@ from torch.utils.data import default_collate
 from torchvision.io import ImageReadMode, decode_jpeg
 
 from harness.core.errors import ConfigError, DataError
+from harness.tasks.image_files import pixel_budget  # the one budget of every image reader
 
 JPEG_MAGIC = b"\xff\xd8"
 GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel", "TranslateX", "TranslateY")
@@ -155,13 +156,6 @@ class EvalBox:
                 "erase": []}
 
 
-def pixel_budget() -> int:
-    """The most pixels one image may have: Pillow's ``Image.MAX_IMAGE_PIXELS``, the budget the folder reader enforces
-    (harness/tasks/image.py ``decode_image`` turns Pillow's decompression-bomb warning into an error). Read at call
-    time, so one setting governs every reader."""
-    return int(Image.MAX_IMAGE_PIXELS or 0) or sys.maxsize
-
-
 class EncodedImages(torch.utils.data.Dataset):
     """An image dataset (:class:`~harness.tasks.image.ImageFolder` or :class:`~harness.tasks.shards.ShardDataset`)
     as encoded samples: ``(EncodedSample, target)``; ``draw``: :class:`ParameterDraw` (training) or :class:`EvalBox` (evaluation).
@@ -194,7 +188,7 @@ class EncodedImages(torch.utils.data.Dataset):
         width, height = header.size
         if width * height > pixel_budget():  # refused from the header, before anything is decoded
             raise DataError(f"{name} is {width}x{height} ({width * height / 1e6:.1f} Mpx), over the pixel budget of "
-                            f"{pixel_budget() / 1e6:.1f} Mpx (PIL.Image.MAX_IMAGE_PIXELS, as the folder reader); "
+                            f"{pixel_budget() / 1e6:.1f} Mpx (PIL.Image.MAX_IMAGE_PIXELS, as every image reader); "
                             f"downscale or remove it")
         pixels = None
         if not data.startswith(JPEG_MAGIC) or header.mode not in ("RGB", "L"):  # PNG, CMYK JPEG, ...: PIL

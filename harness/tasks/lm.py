@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from harness.core.errors import ConfigError, DataError
-from harness.core.files import atomic_write, data_cache, read_text
+from harness.core.files import BadFile, atomic_write, data_cache, is_regular, read_npy, read_text
 from harness.engine.evaluation import evaluate
 from harness.tasks.losses import TrainingLoss
 from harness.engine.models import config_model_on_meta, create_config_model
@@ -178,8 +178,11 @@ def encode_lines(tokenizer, lines, batch: int = 4096) -> np.ndarray:
 def token_ids(data, split: str) -> np.ndarray:
     """The split's token ids (cached as .npy next to the tokenizer)."""
     path = cache_dir(data) / f"{Path(split).name}.ids.npy"
-    if path.is_file():
-        return np.load(path)
+    if is_regular(path):  # a link or a FIFO is no cache: rebuilt below (the write replaces it)
+        try:
+            return read_npy(path, max_bytes=None, kinds="iu", what="token cache")
+        except BadFile as e:
+            raise DataError(f"{e}; delete it and depthbench rebuilds it from the text") from None
     tokenizer = get_tokenizer(data)
     if tokenizer.get_vocab_size() > data.vocab_size:
         raise DataError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but data.vocab_size="

@@ -19,19 +19,23 @@ import io
 import json
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
-from timm.data.readers.reader_image_folder import find_images_and_targets
 from torch.utils.data import Dataset
 
 from harness.core.errors import DataError
-from harness.core.files import atomic_dir
+from harness.core.files import (BadFile, atomic_dir, atomic_write, is_regular, open_file, printable, read_json,
+                                read_npy_from)
+from harness.tasks.image_files import MAX_IMAGE_BYTES, decode_image_bytes, find_images, read_image_bytes
 
 INFO_NAME = "_info.json"
 # WebDataset's image keys that timm's reader decodes (``input_key='jpg;png;webp'``); any other format is re-encoded
 PASS_THROUGH = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png", ".webp": "webp"}
+# the index's arrays and their kinds (numpy's dtype kinds: signed/unsigned integers, unicode strings)
+INDEX_ARRAYS = {"shard": "iu", "offset": "iu", "size": "iu", "label": "iu", "path": "U", "shards": "U"}
+MAX_INDEX_BYTES = 1 << 30  # ImageNet's train index is ~200 MB (its paths as fixed-width unicode)
 
 
 def index_name(split: str) -> str:
@@ -42,14 +46,15 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
          progress=None) -> dict:
     """Write ``folder/<split>/<class>/<image>`` as tar shards plus index into ``out`` (which must not exist yet, or
     be empty); returns the ``_info.json`` written. Classes and samples are in timm's ImageFolder order, so the labels
-    equal the folder reader's."""
+    equal the folder reader's; the folder is walked and read as the folder reader does (harness/tasks/image_files.py:
+    no link out of it, no loop, no FIFO)."""
     folder, out = Path(folder).expanduser(), Path(out).expanduser()
     present = [s for s in splits if (folder / s).is_dir()]
     if not present:
-        raise DataError(f"{folder} has no split folder ({', '.join(splits)}); expected the ImageFolder layout "
-                        f"{folder}/<split>/<class>/<image>")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DataError(f"{out} exists and is not an empty folder; choose a new folder for the shards")
+        raise DataError(f"{printable(folder)} has no split folder ({', '.join(map(printable, splits))}); expected the "
+                        f"ImageFolder layout {printable(folder)}/<split>/<class>/<image>")
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise DataError(f"{printable(out)} exists and is not an empty folder; choose a new folder for the shards")
     if shard_size < 1:
         raise DataError(f"--shard-size {shard_size} must be at least 1")
 
@@ -60,12 +65,13 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
     with atomic_dir(out) as tmp:
         tmp.mkdir(parents=True)
         for split in present:
-            samples, class_to_idx = find_images_and_targets(str(folder / split), class_to_idx=class_to_idx)
+            samples, class_to_idx = find_images(folder / split, class_to_idx=class_to_idx)
             if not samples:
-                raise DataError(f"{folder / split} holds no images; expected {folder}/{split}/<class>/<image>")
+                raise DataError(f"{printable(folder / split)} holds no images; expected "
+                                f"{printable(folder)}/{printable(split)}/<class>/<image>")
             info["splits"][split] = _pack_split(tmp, split, folder / split, samples, shard_size, progress)
         info["class_to_idx"] = class_to_idx
-        (tmp / INFO_NAME).write_text(json.dumps(info, indent=1))
+        atomic_write(tmp / INFO_NAME, json.dumps(info, indent=1))
     return info
 
 
@@ -75,15 +81,20 @@ def _pack_split(out: Path, split: str, root: Path, samples: list, shard_size: in
     for shard, start in enumerate(range(0, len(samples), shard_size)):
         name = f"{split}-{shard:06d}.tar"
         chunk = samples[start:start + shard_size]
-        with tarfile.open(out / name, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for number, (path, target) in enumerate(chunk, start):
-                data, ext = _image_bytes(Path(path))
-                key = f"{number:09d}"  # WebDataset keys end at the first dot: no file names (they hold dots)
-                _add(tar, f"{key}.{ext}", data)
-                _add(tar, f"{key}.cls", str(int(target)).encode())
-                paths.append(os.path.relpath(path, root))
-                labels.append(int(target))
-        with tarfile.open(out / name) as tar:  # the offsets tarfile wrote (headers may be longer than one block)
+
+        def write(fh, chunk=chunk, start=start):
+            with tarfile.open(fileobj=fh, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                for number, (path, target) in enumerate(chunk, start):
+                    data, ext = _image_bytes(Path(path))
+                    key = f"{number:09d}"  # WebDataset keys end at the first dot: no file names (they hold dots)
+                    _add(tar, f"{key}.{ext}", data)
+                    _add(tar, f"{key}.cls", str(int(target)).encode())
+
+        atomic_write(out / name, write)
+        paths += [os.path.relpath(path, root) for path, _ in chunk]
+        labels += [int(target) for _, target in chunk]
+        with open_file(out / name, inside=out, max_bytes=None, what="shard") as fh, \
+                tarfile.open(fileobj=fh) as tar:  # the offsets tarfile wrote (headers may be longer than one block)
             members = [m for m in tar.getmembers() if not m.name.endswith(".cls")]
         shard_of += [shard] * len(members)
         offsets += [m.offset_data for m in members]
@@ -92,9 +103,10 @@ def _pack_split(out: Path, split: str, root: Path, samples: list, shard_size: in
         lengths.append(len(chunk))
         if progress:
             progress(split, start + len(chunk), len(samples))
-    np.savez(out / index_name(split), shard=np.asarray(shard_of, np.int32), offset=np.asarray(offsets, np.int64),
-             size=np.asarray(sizes, np.int64), label=np.asarray(labels, np.int64), path=np.asarray(paths),
-             shards=np.asarray(names))
+    arrays = dict(shard=np.asarray(shard_of, np.int32), offset=np.asarray(offsets, np.int64),
+                  size=np.asarray(sizes, np.int64), label=np.asarray(labels, np.int64), path=np.asarray(paths),
+                  shards=np.asarray(names))
+    atomic_write(out / index_name(split), lambda fh: np.savez(fh, **arrays))
     return {"name": split, "num_samples": len(samples), "filenames": names, "shard_lengths": lengths,
             "index": index_name(split)}
 
@@ -108,36 +120,112 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 def _image_bytes(path: Path) -> tuple[bytes, str]:
     """The file's bytes when WebDataset/timm decode its format as is, else the image re-encoded as PNG (lossless)."""
     ext = PASS_THROUGH.get(path.suffix.lower())
-    data = path.read_bytes()
+    data = read_image_bytes(path)
     if ext:
         return data, ext
 
     buffer = io.BytesIO()
-    with Image.open(io.BytesIO(data)) as image:
-        image.save(buffer, format="PNG")
+    decode_image_bytes(data, str(path)).save(buffer, format="PNG")
     return buffer.getvalue(), "png"
 
 
 def check_shards(root: Path, split: str) -> None:
-    """One line when ``root`` holds no packed ``split`` (``_info.json`` and its index)."""
-    if not (root / INFO_NAME).is_file() or not (root / index_name(split)).is_file():
-        raise DataError(f"{root} holds no packed split {split!r} ({INFO_NAME} and {index_name(split)}); make it with "
-                        f"`depthbench data pack IMAGEFOLDER {root}`")
+    """One line when ``root`` holds no packed ``split`` (``_info.json`` and its index, regular files reached
+    without a link)."""
+    if not is_regular(root / INFO_NAME, inside=root) or not is_regular(root / index_name(split), inside=root):
+        raise DataError(f"{printable(root)} holds no packed split {printable(repr(split))} ({INFO_NAME} and "
+                        f"{printable(index_name(split))}, regular files); make it with "
+                        f"`depthbench data pack IMAGEFOLDER {printable(root)}`")
+
+
+def _bad_index(path: Path, why: str) -> DataError:
+    return DataError(f"shard index {printable(path)} {why}; it is not an index `depthbench data pack` wrote: repack "
+                     f"the split")
+
+
+def load_index(root: Path, split: str) -> dict[str, np.ndarray]:
+    """The arrays of ``split``'s index (an ``.npz``: a zip of ``.npy`` files), each typed and bounded before it is
+    read (:func:`harness.core.files.read_npy_from`: no pickle, no allocation the file does not back), at most
+    :data:`MAX_INDEX_BYTES` in all."""
+    path = root / index_name(split)
+    arrays = {}
+    with open_file(path, inside=root, max_bytes=MAX_INDEX_BYTES, what="shard index") as fh:
+        try:
+            with zipfile.ZipFile(fh) as archive:
+                members = {info.filename: info for info in archive.infolist()}
+                if sum(info.file_size for info in members.values()) > MAX_INDEX_BYTES:
+                    raise _bad_index(path, f"claims more than the {MAX_INDEX_BYTES:,} bytes depthbench reads")
+                for key, kinds in INDEX_ARRAYS.items():
+                    member = members.get(f"{key}.npy")
+                    if member is None:
+                        raise _bad_index(path, f"has no {key!r} array")
+                    with archive.open(member) as data:
+                        arrays[key] = read_npy_from(data, member.file_size, source=f"its {key!r} array",
+                                                    kinds=kinds)
+        except BadFile as e:
+            raise _bad_index(path, f"does not load ({e})") from None
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:  # not a zip, corrupt
+            reason = printable(" ".join(str(e).split())[:120])
+            raise _bad_index(path, f"does not load ({type(e).__name__}: {reason})") from None
+    return arrays
+
+
+def _check_index(path: Path, index: dict, shard_bytes: list[int], classes: int) -> None:
+    """Every entry within its shard and the classes; one line for the first that is not."""
+    n = len(index["label"])
+    if any(len(index[key]) != n for key in ("shard", "offset", "size", "path")):
+        raise _bad_index(path, "holds arrays of different lengths")
+    shard, offset, size, label = (index[k].astype(np.int64) for k in ("shard", "offset", "size", "label"))
+    problems = [
+        ((shard < 0) | (shard >= len(shard_bytes)), f"names a shard outside its {len(shard_bytes)} shards"),
+        (offset < 0, "holds a negative offset"),
+        ((size < 0) | (size > MAX_IMAGE_BYTES), f"holds a size outside 0..{MAX_IMAGE_BYTES:,} bytes"),
+        ((label < 0) | (label >= classes), f"holds a label outside the {classes} classes of {INFO_NAME}"),
+    ]
+    for bad, why in problems:
+        if bad.any():
+            raise _bad_index(path, f"{why} (entry {int(np.argmax(bad))})")
+    end = offset + size  # both bounded above: no overflow
+    past = end > np.asarray(shard_bytes, np.int64)[shard]
+    if past.any():
+        raise _bad_index(path, f"holds an image past the end of its shard (entry {int(np.argmax(past))})")
 
 
 class ShardDataset(Dataset):
     """A packed split as a map-style dataset: ``(transform(RGB image), label)`` by index; :meth:`read` gives the
-    stored bytes (the device pipeline decodes them on the GPU)."""
+    stored bytes (the device pipeline decodes them on the GPU). Every file is data: ``_info.json``, the index and
+    the shards are opened by harness.core.files (inside ``root``, no link, no FIFO), the index is typed and bounded
+    (:func:`load_index`), each shard is a plain name in ``root`` and each entry lies inside its shard and classes --
+    all checked here, before any training starts; images decode within the one pixel budget."""
 
     def __init__(self, root: str | Path, split: str, transform=None):
         self.root, self.split, self.transform = Path(root), split, transform
         check_shards(self.root, split)
-        with np.load(self.root / index_name(split)) as index:
-            self.shard, self.offset, self.size = index["shard"], index["offset"], index["size"]
-            self.targets, self.paths, self.shards = index["label"], index["path"], index["shards"]
-        info = json.loads((self.root / INFO_NAME).read_text())
+        info = read_json(self.root / INFO_NAME, inside=self.root, what=INFO_NAME)
         self.class_to_idx = info.get("class_to_idx") or {}
+        if not isinstance(self.class_to_idx, dict) or not all(isinstance(v, int) for v in self.class_to_idx.values()):
+            raise DataError(f"{printable(self.root / INFO_NAME)}: class_to_idx is not an object of class indices; "
+                            f"repack the split")
+        index = load_index(self.root, split)
+        path = self.root / index_name(split)
+        self.shards = [str(name) for name in index["shards"]]
+        for name in self.shards:
+            if name in ("", ".", "..") or os.path.basename(name) != name or "\0" in name:
+                raise _bad_index(path, f"names the shard {printable(repr(name))}, not a file name in {printable(root)}")
+        _check_index(path, index, [self._shard_bytes(name) for name in self.shards], len(self.class_to_idx))
+        self.shard, self.offset, self.size = index["shard"], index["offset"], index["size"]
+        self.targets, self.paths = index["label"], index["path"]
         self._handles, self._pid = {}, None
+
+    def _open(self, name: str):
+        return open_file(self.root / name, inside=self.root, max_bytes=None, what="shard")
+
+    def _shard_bytes(self, name: str) -> int:
+        try:
+            with self._open(name) as fh:
+                return os.fstat(fh.fileno()).st_size
+        except FileNotFoundError:
+            raise DataError(f"shard {printable(self.root / name)} is missing; repack the split") from None
 
     def __len__(self):
         return len(self.targets)
@@ -146,7 +234,7 @@ class ShardDataset(Dataset):
         return {**self.__dict__, "_handles": {}, "_pid": None}
 
     def filename(self, index: int) -> str:
-        return f"{self.root / self.shards[self.shard[index]]}:{self.paths[index]}"
+        return printable(f"{self.root / self.shards[self.shard[index]]}:{self.paths[index]}")
 
     def read(self, index: int) -> tuple[bytes, int]:
         """The image's stored bytes and its label."""
@@ -155,15 +243,16 @@ class ShardDataset(Dataset):
         shard = int(self.shard[index])
         handle = self._handles.get(shard)
         if handle is None:
-            handle = self._handles[shard] = open(self.root / self.shards[shard], "rb")
+            handle = self._handles[shard] = self._open(self.shards[shard])
         handle.seek(int(self.offset[index]))
-        return handle.read(int(self.size[index])), int(self.targets[index])
+        size = int(self.size[index])
+        data = handle.read(size)
+        if len(data) != size:
+            raise DataError(f"{self.filename(index)}: the shard ends before the image does (it shrank after it was "
+                            f"packed); repack the split")
+        return data, int(self.targets[index])
 
     def __getitem__(self, index):
         data, target = self.read(index)
-        try:
-            image = Image.open(io.BytesIO(data)).convert("RGB")
-        except Exception as e:
-            raise DataError(f"{self.filename(index)} is not a readable image ({type(e).__name__}: {e}); repack the "
-                            f"split from a good copy") from None
+        image = decode_image_bytes(data, self.filename(index))
         return (self.transform(image) if self.transform else image), target

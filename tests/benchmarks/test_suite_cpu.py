@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("suite_cpu", ROOT / "benchmarks/suite_cpu.py")
 suite_cpu = importlib.util.module_from_spec(spec)
@@ -15,6 +17,7 @@ spec.loader.exec_module(suite_cpu)
 BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
 
+@pytest.mark.tier("integration")
 def test_cpu_of_children_and_grandchildren_counts_alive_and_reaped():
     before = suite_cpu.tree_cpu_seconds()
     child = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.6) + "import time; time.sleep(30)"])

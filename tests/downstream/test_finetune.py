@@ -119,6 +119,7 @@ def _one_line_error(capsys, code, needle):
     return lines[0]
 
 
+@pytest.mark.tier("integration")
 def test_a_bad_nproc_is_refused_before_the_heavy_imports():
     """``finetune --nproc 0`` is answered before MMEngine and torch are imported (seconds), as ``train``'s is."""
     import subprocess
@@ -133,6 +134,7 @@ def test_a_bad_nproc_is_refused_before_the_heavy_imports():
                                    "1 or more")
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_bad_input_is_one_line_and_writes_nothing(embedded_cache, tmp_path, capsys):
     work = tmp_path / "run"
@@ -182,6 +184,7 @@ def _built_backbone(config: str, overrides):
     return model.backbone
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_preset_fine_tunes_a_depthbench_train_checkpoint(embedded_cache, tmp_path, capsys):
     """A `depthbench train` checkpoint of the presets' half-width Steps-ResNet-18 (any head) loads into the
@@ -233,6 +236,7 @@ def _eval_records(run: Path, kind="eval"):
     return [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == kind]
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     run = tmp_path / "det"
@@ -288,6 +292,7 @@ def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     assert row["metric.bbox_mAP"] == pytest.approx(100 * printed["coco/bbox_mAP"])
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_upernet_finetune_and_test(embedded_cache, tmp_path, capsys):
     run = tmp_path / "seg"
@@ -308,6 +313,7 @@ ONE = ["train_cfg.max_iters=1", "train_cfg.val_interval=1", "default_hooks.check
        "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["steps_swin", "transnext", "scalenet_swin"])
 def test_mask_rcnn_iteration_and_evaluation_per_family(family, embedded_cache, tmp_path):
@@ -343,6 +349,7 @@ FLOORS = {  # measured at 150 iterations (this compressed schedule): AP50 0.173 
 }
 
 
+@pytest.mark.tier("system")
 @pytest.mark.slow
 @pytest.mark.parametrize("config", [DET, SEG], ids=["mask-rcnn", "upernet"])
 def test_preset_reaches_the_floor(config, embedded_cache, tmp_path):

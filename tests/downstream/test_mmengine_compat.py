@@ -40,6 +40,7 @@ def _runner(cls, work_dir, epochs, resume):
                default_scope="mmengine")
 
 
+@pytest.mark.tier("integration")
 def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_list_admits_it(tmp_path):
     """The breakage we work around: torch >= 2.6 loads weights-only and refuses MMEngine's HistoryBuffer (MMEngine
     0.10.7 fails to resume). With downstream imported, MMEngine's local loader adds exactly the allow-list its
@@ -56,6 +57,7 @@ def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_
     assert runner.epoch == 2
 
 
+@pytest.mark.tier("integration")
 def test_depthbench_runner_resumes_its_own_checkpoint(tmp_path):
     _runner(DepthbenchRunner, tmp_path, 1, False).train()
     runner = _runner(DepthbenchRunner, tmp_path, 2, True)

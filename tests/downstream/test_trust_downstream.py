@@ -123,6 +123,7 @@ def test_resume_auto_resolves_only_inside_the_work_dir(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ finetune / test
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["test", "load_from", "resume", "resume-auto"])
 def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(how, embedded_cache, tmp_path, capsys):
@@ -152,6 +153,7 @@ def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(ho
     assert sorted(p.name for p in shared.iterdir()) == ["iter_1.pth", "meta.json"]
 
 
+@pytest.mark.tier("integration")
 def test_a_file_as_work_dir_is_one_line(embedded_cache, tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("")
@@ -159,6 +161,7 @@ def test_a_file_as_work_dir_is_one_line(embedded_cache, tmp_path, capsys):
     _one_line(capsys, cli.main(["test", DET, str(afile), "--work-dir", str(afile)]), "is a file, not a directory")
 
 
+@pytest.mark.tier("integration")
 def test_a_second_finetune_of_a_run_directory_is_one_line(embedded_cache, tmp_path, capsys):
     work = tmp_path / "run"
     holder = _hold_lock(work)
@@ -237,6 +240,7 @@ def finetuned(embedded_cache, tmp_path_factory):
     return run, done
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_as_data(finetuned):
     run, done = finetuned
@@ -257,6 +261,7 @@ def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_
     assert not (run / ".lock").exists() or subprocess.run(["flock", "-n", str(run / ".lock"), "true"]).returncode == 0
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_log(finetuned, embedded_cache, capsys):
     run, _ = finetuned
@@ -272,6 +277,7 @@ def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_l
     assert not (ROOT / "results/runs" / f"{json.loads((run / 'meta.json').read_text())['experiment']}-test").exists()
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_path):
     """Issue 26 item 2: a first SIGINT checkpoints after the iteration and exits 75 with the resume hint (status
@@ -341,6 +347,7 @@ def _data_env(monkeypatch, tmp_path_factory):
     torch.set_num_threads(1)
 
 
+@pytest.mark.tier("integration")
 def test_eval_never_executes_a_run_directorys_config(tmp_path, capsys, _data_env):
     marker = tmp_path / "pwned"
     run = _evil_run(tmp_path / "run", marker, model=dict(name="steps_deit_tiny", width=64))
@@ -360,6 +367,7 @@ def test_eval_never_executes_a_run_directorys_config(tmp_path, capsys, _data_env
     assert not marker.exists()
 
 
+@pytest.mark.tier("integration")
 def test_eval_into_a_run_another_process_writes_is_one_line_before_any_work(tmp_path, capsys, monkeypatch, _data_env):
     import harness.engine.builders
 
@@ -376,6 +384,7 @@ def test_eval_into_a_run_another_process_writes_is_one_line_before_any_work(tmp_
         holder.wait()
 
 
+@pytest.mark.tier("integration")
 def test_eval_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeypatch, _data_env):
     import harness.engine.builders
 
@@ -400,6 +409,7 @@ def test_eval_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeyp
               "is not writable")
 
 
+@pytest.mark.tier("integration")
 def test_plain_eval_of_a_run_it_cannot_record_into_prints_the_result_and_says_so(tmp_path, capsys, _data_env):
     from harness.core.rundir import RunDir
 
@@ -417,6 +427,7 @@ def test_plain_eval_of_a_run_it_cannot_record_into_prints_the_result_and_says_so
 
 
 # ------------------------------------------------------------------------------------------------ diagnose
+@pytest.mark.tier("integration")
 def test_diagnose_checks_its_inputs_before_it_creates_a_run(tmp_path, capsys):
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.pth"

@@ -38,6 +38,7 @@ def test_a_config_path_resolves_against_the_working_directory_then_the_repositor
     assert f"did you mean {ROOT}/{PRESET}?" in message  # not the identical relative path that failed
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_readme_python_api_example_runs_from_another_directory(tmp_path):
     cwd = tmp_path / "elsewhere"

@@ -163,6 +163,7 @@ def test_an_efficiency_claim_shares_holm_with_the_files_other_claims(tmp_path):
     assert four.level is None and four.verdict != "supported"
 
 
+@pytest.mark.tier("integration")
 def test_the_verdict_code_keeps_alpha_for_throughput_claims_under_the_null(tmp_path):
     """300 null experiments (ratio 1, the shipped rounds and a 5 % per-round spread) through evaluate -> Holm:
     "supported" about alpha of the time (one-sided); and for "similar", ratios on the margin (1.1x) are called
@@ -182,6 +183,7 @@ def test_the_verdict_code_keeps_alpha_for_throughput_claims_under_the_null(tmp_p
 
 
 # ----------------------------------------------------------------------------------------- measuring
+@pytest.mark.tier("integration")
 def test_bench_measures_the_claims_models_in_paired_rounds(tmp_path):
     """harness.measure.bench times both models in the same rounds: one log throughput per round and model, one
     memory value per model and mode, the machine named."""

@@ -11,6 +11,7 @@ from harness.measure import estimate as est
 from results import claims_scale as sc
 from results.claims import ClaimError, available_claims, load, load_claims
 
+pytestmark = pytest.mark.tier("integration")  # the CLI in a fresh process; every paper's recipes resolved
 DEIT_TINY = "configs/deit/deit-tiny_8xb128-300e_in1k.py"
 
 

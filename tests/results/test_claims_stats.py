@@ -138,6 +138,7 @@ def test_status_line_counts_verdicts():
     assert math.isfinite(results[0].interval.diff)
 
 
+@pytest.mark.tier("integration")
 def test_claims_status_starts_without_torch():
     """``depthbench claims --status`` reads the committed report (results/claims): what it imports
     (results/claims_status.py, results/paper_tables.py, harness/core/config_paths.py) imports no torch, timm,
@@ -312,6 +313,7 @@ def report_with(tmp_path, change):
     return out
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("change", [lambda r: r["claim"].update(text=["B", "beats", "A"]),
                                     lambda r: r["claim"].update(id={"x": 1}),
                                     lambda r: r["claim"].update(margin=float("inf")),
@@ -427,6 +429,7 @@ def test_the_same_source_weights_named_relative_or_absolute_are_not_stale(tmp_pa
     assert "model.pretrained was" in stale_runs([other])[0][1]
 
 
+@pytest.mark.tier("integration")
 def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
     import torch
 

@@ -400,6 +400,7 @@ def depthbench(capsys, *args) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+@pytest.mark.tier("integration")
 def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
     code, out, err = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--table", "2", "--no-audit")
@@ -464,6 +465,7 @@ def _paper_view(paper, table, root):
     return cells(compare.view_table(next(t for t in paper_tables.load_paper(paper) if t.id == table), index))
 
 
+@pytest.mark.tier("integration")
 def test_eval_suite_records_fill_the_evaluation_only_cells(tmp_path):
     root = tmp_path / "runs"
     sizes = (224, 256, 320, 384, 480, 512, 640)
@@ -508,6 +510,7 @@ def test_eval_suite_records_fill_the_evaluation_only_cells(tmp_path):
         "77.0 / 77.5 / +0.5", "78.1 / —", "80.5 / 80.1 / -0.4")
 
 
+@pytest.mark.tier("integration")
 def test_eval_suite_of_a_reduced_run_defaults_to_its_training_size(tmp_path):
     root = tmp_path / "runs"
     _eval_run(root, "digits", TRANSNEXT_TINY, "transnext_tiny", 32, [
@@ -522,6 +525,7 @@ def test_eval_suite_of_a_reduced_run_defaults_to_its_training_size(tmp_path):
     assert t5["↳ reduced: embedded digits 32px, 2 epochs"]["r256"] == "40.0"
 
 
+@pytest.mark.tier("integration")
 def test_eval_selectors_are_validated(tmp_path):
     bad = tmp_path / "bad.yaml"
     for row, message in [
@@ -534,6 +538,7 @@ def test_eval_selectors_are_validated(tmp_path):
             paper_tables.load(bad)
 
 
+@pytest.mark.tier("integration")
 def test_broken_eval_suite_lines_are_reported_once_and_the_rest_is_used(tmp_path):
     root = tmp_path / "runs"
     run = _eval_run(root, "tiny", TRANSNEXT_TINY, "transnext_tiny", 224, [_suite("imagenet-a", "top1", 38.0)])
@@ -602,6 +607,7 @@ def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
     assert _png_ok(figures.sret_lrc([run], tmp_path / "lrc"))
 
 
+@pytest.mark.tier("integration")
 def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
     """The seven zero-shot tasks and their average, as harness/tasks/lm_eval.py writes them (no input size)."""
     config = "configs/scalenet/scalenet-llama-3.2-1b-2x_8xb16-3e_alpaca.py"
@@ -624,6 +630,7 @@ def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
         "57.61 / 57.00 / -0.61")
 
 
+@pytest.mark.tier("integration")
 def test_results_cells_and_status_give_verifys_answer_for_the_dense_rows(tmp_path):
     """Issue 26: the dense rows (TransNeXt Table 14's segmentors, built from configs/seg) rendered as "error" in
     `depthbench results` while `depthbench verify` passed them. Both now read one audit: every architecture cell

@@ -205,6 +205,7 @@ def test_unchecked_cells_say_why(tmp_path, monkeypatch):
     assert "unchecked [1]</span>" in page and "[1] unchecked: the paper prints 11.6M, a typo for 11.7M" in page
 
 
+@pytest.mark.tier("integration")
 def test_results_out_read_only_is_one_line_before_any_work(tmp_path, monkeypatch):
     """A read-only --out is refused in one line before the runs are collected (it failed after all the work)."""
     from results import runs as run_data

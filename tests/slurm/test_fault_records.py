@@ -113,6 +113,7 @@ def plant_bad_history(run, secret):  # a history whose attempt names a path and 
          "action": "requeued on 1 node(s)"}]}))
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("plant", [plant_odd_step_name, plant_huge_exit_code, plant_linked_meta, plant_fifo_step_file,
                                    plant_faults_link, plant_bad_history])
 def test_the_requeue_step_requeues_whatever_the_records_hold(tmp_path, secret, plant):
@@ -131,6 +132,7 @@ def test_the_requeue_step_requeues_whatever_the_records_hold(tmp_path, secret, p
     assert not (tmp_path / "elsewhere" / "restarts.json").exists()
 
 
+@pytest.mark.tier("integration")
 def test_a_requeued_run_says_it_is_waiting_to_restart_not_failed(tmp_path):
     """Issue 58 item 10: while Slurm holds the job for its next attempt, meta.json says ``restarting`` (restart K
     of N) and the failed attempt's error is history, not the run's error."""
@@ -145,6 +147,7 @@ def test_a_requeued_run_says_it_is_waiting_to_restart_not_failed(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------- jobs, jobs --why
+@pytest.mark.tier("integration")
 def test_jobs_why_reads_only_the_runs_own_regular_files_and_prints_no_escapes(tmp_path, secret):
     run = tmp_path / "runs" / "exp" / "r1"
     folder = run / "faults" / "attempt-0"
@@ -176,6 +179,7 @@ def test_jobs_why_reads_only_the_runs_own_regular_files_and_prints_no_escapes(tm
 
 
 # ----------------------------------------------------------------------------------------- test switches
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_test_switches_come_from_the_config_only(tmp_path):
     """The old fault-injection variables do nothing in the product (``DEPTHBENCH_INJECT_FAULT=1`` made ``train``
@@ -195,6 +199,7 @@ def test_test_switches_come_from_the_config_only(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "testing.kill_at_step" in bad.stderr, bad.stderr
 
 
+@pytest.mark.tier("integration")
 def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monkeypatch):
     """The rendered script after a crashed attempt whose meta.json is a FIFO: nothing waits on it (the "was the run
     done already" check read it with open()), the requeue step runs and requeues."""
@@ -222,6 +227,7 @@ def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monke
     assert log.read_text().splitlines()[0] == "requeuehold 4242"
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("value", ["x", "-1", "9" * 5000, "1e3", "٣"])
 def test_a_malformed_restart_count_is_one_line(value, tmp_path, monkeypatch):
     """SLURM_RESTART_COUNT names the attempt's folder and goes to meta.json: anything but a count is one line (it

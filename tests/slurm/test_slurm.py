@@ -26,6 +26,8 @@ import torch
 from clitools import run_cli_here as cli
 from slurmcluster import cluster_fixture, queue, wait_for
 
+pytestmark = pytest.mark.tier("integration")
+
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 # test_train's tiny setting: 8x8 digits, 8 channels, 160 images, global batch 8 -> 20 steps an epoch, 2 epochs

@@ -136,6 +136,7 @@ def payloads(marker: Path) -> list[str]:
             f"x\\\n{command}"]
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("option", ["--partition", "--account", "--qos", "--constraint", "--job-name", "--mem",
                                     "--time", "--sbatch"])
 def test_no_option_value_reaches_the_shell(option, runs, stubs, marker, tmp_path):
@@ -162,6 +163,7 @@ def test_engine_from_the_api_is_checked(runs):
         run_submit([PRESET], overrides=TINY, engine="accelerate; touch x", dry_run=True)
 
 
+@pytest.mark.tier("integration")
 def test_overrides_are_one_word_each(runs, stubs, marker, tmp_path):
     """Overrides travel quoted, one word each, whatever they hold; control characters are refused."""
     code, _, err = cli("submit", PRESET, *TINY, f"seed=1\ntouch {marker}", "--dry-run")
@@ -174,6 +176,7 @@ def test_overrides_are_one_word_each(runs, stubs, marker, tmp_path):
         assert code == 2 and err.count("\n") == 1, err
 
 
+@pytest.mark.tier("integration")
 def test_config_path_with_a_newline(runs, stubs, marker, tmp_path):
     """A config file whose name holds a newline: the script's title comment stays one line, the path is one word.
     (A short folder, so that the path is in the title: longer ones are left out of it; the script runs in
@@ -193,6 +196,7 @@ def test_config_path_with_a_newline(runs, stubs, marker, tmp_path):
     assert not (ROOT / marker.name).exists()
 
 
+@pytest.mark.tier("integration")
 def test_runs_folder_with_a_blank_or_a_newline(runs, stubs, marker, tmp_path, monkeypatch):
     """The runs folder (DEPTHBENCH_RUNS) reaches the #SBATCH --output line: one quoted word, or refused."""
     spaced = tmp_path / "shared runs"
@@ -207,6 +211,7 @@ def test_runs_folder_with_a_blank_or_a_newline(runs, stubs, marker, tmp_path, mo
     assert code == 2 and out == "" and err.count("\n") == 1 and "DEPTHBENCH_RUNS" in err, err
 
 
+@pytest.mark.tier("integration")
 def test_submitted_script_under_stub_sbatch(runs, stubs, marker, tmp_path, monkeypatch):
     """The real path: the script sbatch received (and the copy kept beside the record) runs the run's command with
     its overrides as they were given, and nothing else."""
@@ -226,6 +231,7 @@ def test_submitted_script_under_stub_sbatch(runs, stubs, marker, tmp_path, monke
            ("debug,gpu", "[a100|h100]&ib", "x,y")
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("option, value, message", [
     ("--partition", "gpu partition", "is not a Slurm partition name"),
     ("--account", "a,b", "is not a Slurm account name"),
@@ -242,6 +248,7 @@ def test_bad_values_one_line(option, value, message, runs):
 
 
 # ----------------------------------------------------------------------------------------- dry run without data
+@pytest.mark.tier("integration")
 def test_dry_run_without_the_data(runs, tmp_path):
     """On a login node without the dataset: the script is rendered, a warning says the data check was skipped, and
     the script's log folder exists, so `submit --dry-run > job.sbatch; sbatch job.sbatch` works. A real submit
@@ -260,6 +267,7 @@ def test_dry_run_without_the_data(runs, tmp_path):
     assert code == 2 and out == "" and err.count("\n") == 1 and "does not exist" in err, err
 
 
+@pytest.mark.tier("integration")
 def test_memory_default_is_the_clusters(runs):
     code, out, err = cli("submit", PRESET, *TINY, "--dry-run")
     assert code == 0, err
@@ -289,6 +297,7 @@ def test_runs_root_follows_the_run_directory_contract(monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------- jobs on broken records
+@pytest.mark.tier("integration")
 def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
     """Records and run directories anyone may have written: missing or wrong-typed fields, nested JSON, huge
     numbers. Each is a listed problem (or a field left empty), never a traceback; the good runs are listed."""
@@ -360,6 +369,7 @@ def counting_sbatch(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.tier("integration")
 def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_path):
     out = tmp_path / "claims"
     code, script, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out, "--dry-run")
@@ -375,6 +385,7 @@ def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_pa
     assert "--dependency=afterok:<first job id>" in err
 
 
+@pytest.mark.tier("integration")
 def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, tmp_path, monkeypatch):
     from harness.core.rundir import RunDir
     from harness.engine.builders import load_training_config
@@ -413,6 +424,7 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     assert f"{shallow}/best.pth" in script
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("args, message", [
     (["--claims", "scalenet", "epochs=1"], "--claims trains the claims' own recipes"),
     (["--claims", "scalenet", PRESET], "give either --claims PAPER, --table PAPER:TABLE or config files"),
@@ -428,6 +440,7 @@ def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tm
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.tier("integration")
 def test_jobs_and_cancel_start_without_torch():
     """``depthbench jobs``/``cancel`` are status commands a user runs often: what they import (slurm.jobs, its fault
     record reader harness.core.faults, slurm.paths) imports no torch, timm or mmengine (~4 s of CPU each call)."""

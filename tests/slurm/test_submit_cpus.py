@@ -4,6 +4,8 @@ runs only: no cluster."""
 import pytest
 from clitools import run_cli_here as cli
 
+pytestmark = pytest.mark.tier("integration")
+
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
         "epochs=2"]

@@ -62,6 +62,7 @@ def test_mmcv_roi_align_matches_torchvision():
         torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.tier("integration")
 def test_deepspeed_initialises_and_steps_on_cpu(tmp_path):
     script = textwrap.dedent("""
         import os, torch, deepspeed

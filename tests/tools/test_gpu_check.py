@@ -41,6 +41,8 @@ import torch
 
 from devices import TOL_BF16, TOL_FP32, device_param, on_devices
 
+pytestmark = pytest.mark.tier("system")
+
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"

@@ -15,7 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from devices import GPU_NODE, GPU_CHECK_FILES
+
+pytestmark = pytest.mark.tier("integration")
 
 ROOT = Path(__file__).resolve().parents[2]
 # imported inside the GPU check's tests (the command modules import their work lazily), by the engine on DeepSpeed

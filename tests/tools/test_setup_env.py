@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.tier("system")
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "setup_env.py"
 spec = importlib.util.spec_from_file_location("setup_env", SCRIPT)

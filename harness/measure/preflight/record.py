@@ -149,8 +149,16 @@ _CONFIG_FIELDS = {"step_ms": _positive, "allreduce_ms": _positive, "micro_batch"
                   "model": lambda v: isinstance(v, str), "data_type": lambda v: isinstance(v, str),
                   "data_root": lambda v: isinstance(v, str), "precision": lambda v: isinstance(v, str),
                   "overrides": lambda v: isinstance(v, list) and all(isinstance(o, str) for o in v),
-                  "model_kwargs": lambda v: isinstance(v, dict), "input_size": lambda v: isinstance(v, list)}
+                  "model_kwargs": lambda v: isinstance(v, dict), "input_size": lambda v: isinstance(v, list),
+                  "gmacs": _positive, "params": lambda v: _positive(v, int), "grad_bytes": lambda v: _positive(v, int)}
 _RECORD_FIELDS = ("device", "device_name", "partition", "time")
+# the all-reduce rows the estimate's ring arithmetic reads (a message size of 0 bytes, a bandwidth in a string, a
+# negative time: the row is left out); and the record's counts
+_ALLREDUCE_ROW_FIELDS = {"busbw_gbs": lambda v: _positive(v) or v in (0, 0.0) and type(v) is not bool,
+                         "algbw_gbs": lambda v: _positive(v) or v in (0, 0.0) and type(v) is not bool,
+                         "time_ms": _positive, "count": lambda v: _positive(v, int)}
+_RECORD_COUNTS = {"world_size": lambda v: _positive(v, int),
+                  "hosts": lambda v: isinstance(v, list) and all(isinstance(h, str) for h in v)}
 
 
 def checked_record(record: dict) -> dict:
@@ -160,7 +168,21 @@ def checked_record(record: dict) -> dict:
     record = {k: printable(v) if k in _RECORD_FIELDS else v for k, v in record.items()
               if k not in _RECORD_FIELDS or isinstance(v, str)}  # printed by --estimate: no terminal escapes
     configs = record.get("configs")
-    record["configs"] = [c for c in configs if isinstance(c, dict) and all(
-        check(c[key]) for key, check in _CONFIG_FIELDS.items() if c.get(key) is not None)] \
-        if isinstance(configs, list) else []
+    record["configs"] = [c for c in configs if _fields_hold(c, _CONFIG_FIELDS)] if isinstance(configs, list) else []
+    record = {k: v for k, v in record.items() if k not in _RECORD_COUNTS or _RECORD_COUNTS[k](v)}
+    allreduce = record.get("allreduce")
+    if isinstance(allreduce, dict):
+        rows = allreduce.get("rows")
+        record["allreduce"] = {**{k: v for k, v in allreduce.items() if k != "ranks" or _positive(v, int)},
+                               "rows": [r for r in rows if _fields_hold(r, _ALLREDUCE_ROW_FIELDS)
+                                        and _positive(r.get("bytes"), int)]
+                               if isinstance(rows, list) else []}
+    else:
+        record.pop("allreduce", None)
     return record
+
+
+def _fields_hold(entry, checks: dict) -> bool:
+    """``entry`` is an object whose every field in ``checks`` that is set passes its check."""
+    return isinstance(entry, dict) and all(check(entry[key]) for key, check in checks.items()
+                                           if entry.get(key) is not None)

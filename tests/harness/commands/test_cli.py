@@ -5,6 +5,8 @@ import pytest
 
 from clitools import ROOT, fresh_imports
 
+pytestmark = pytest.mark.tier("integration")
+
 HEAVY = ("torch", "timm", "mmengine", "numpy", "pandas", "accelerate", "deepspeed")
 PROBE = """
 from harness import cli

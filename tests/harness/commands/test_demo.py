@@ -13,7 +13,7 @@ from clitools import ROOT, run_cli_here
 from harness.commands.demo import plan
 
 # in this process: pytest-timeout keeps the old subprocess deadline (900 s) on a hung demo, fixture included
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.tier("integration")]
 RUN_NAMES = [r.name for stage in plan(quick=True) for r in stage.runs]
 
 

@@ -10,6 +10,8 @@ import torch
 
 from clitools import run_cli_here
 
+pytestmark = pytest.mark.tier("integration")
+
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"  # 16 px, mean/std 0.5: not the model's defaults
 # the preset shortened to ~30 s on one CPU core: ~80 % top-1 (chance is 10 %)
 SHORT = ["model.width=16", "batch_size=32", "epochs=4", "sched.decay_milestones=[3]", "log_interval=50",

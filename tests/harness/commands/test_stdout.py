@@ -10,6 +10,8 @@ import pytest
 
 from clitools import ROOT, run_cli_here
 
+pytestmark = pytest.mark.tier("integration")
+
 DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
 LIBRARY_LINE = 'The current default scope "mmseg" is not "mmdet"'
 

@@ -96,6 +96,7 @@ def test_a_value_overridden_by_a_section_is_a_type_error():
         load_config(ROOT / PRESET, ["epochs={'a': 1}"])
 
 
+@pytest.mark.tier("integration")
 def test_help_config_prints_every_key_with_default_range_and_help():
     out = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--help-config"], capture_output=True,
                          text=True, cwd=ROOT)
@@ -196,6 +197,7 @@ def test_a_config_without_its_base_files_is_one_line(tmp_path, text, missing):
         check_config(cfg, 1)
 
 
+@pytest.mark.tier("integration")
 def test_help_config_with_a_config_shows_that_configs_values(capsys):
     """Issue 58 item 9: `train --help-config CONFIG` lists CONFIG's values (the schema default beside a different
     one), not only the defaults; without a config it lists the defaults as before."""

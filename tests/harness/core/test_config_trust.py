@@ -35,6 +35,7 @@ def test_a_config_inside_configs_is_accepted_as_written():
     assert config_named_by("./" + PRESET, "t.yaml") == PRESET  # one spelling, as runs record config_file
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("name", ["/etc/passwd.py", "configs/../setup.py", "harness/cli.py", "configs/x.txt",
                                   "configs/a\nb.py", 3, None])
 def test_a_config_outside_configs_is_one_line_naming_file_and_rule(name):

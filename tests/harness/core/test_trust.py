@@ -54,6 +54,7 @@ def test_a_crafted_cifar_batch_is_refused_and_runs_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ run directories
+@pytest.mark.tier("integration")
 def test_a_run_directory_has_one_writer_and_a_killed_writer_leaves_no_stale_lock(tmp_path):
     from harness.core.rundir import RunDir, run_dir_in_use
 

@@ -23,6 +23,11 @@ from harness.core.errors import DepthbenchError
 from harness.core.files import (MAX_DEPTH, BadFile, copy_regular, is_regular, loads_json, loads_yaml, open_file,
                                 printable, read_json, read_text, walk_files)
 
+pytestmark = pytest.mark.tier("integration", tests=(  # the tests here that run a command (a fine-tune among them)
+    "test_a_bad_meta_json_is_one_problem_of_its_run", "test_an_export_target_that_is_a_link_is_one_line",
+    "test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line",
+    "test_commands_that_read_records_fail_in_one_line"))
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -585,10 +590,12 @@ def _readers(root: Path):
     from harness.engine.checkpoint import latest_run
     from harness.measure import preflight
     from harness.measure.cache import MeasurementCache
+    from harness.tasks.shards import ShardDataset, pack
     from results import claims, paper_tables, runs
     from slurm import jobs
 
     run = root / "exp" / "run"
+    pack(_image_folder(root / "images"), root / "shards", splits=("train",))  # _info.json is a record of its own
     return [
         (run / "meta.json", lambda: RunDir.open(run, writer=False).meta()),
         (run / "config.json", lambda: read_config_json(run)),
@@ -602,6 +609,7 @@ def _readers(root: Path):
         (root / "claims.json", lambda: claims.read_report(root / "claims.json")),
         (root / "tables.yaml", lambda: paper_tables.load(root / "tables.yaml")),
         (root / "claims.yaml", lambda: claims.load(root / "claims.yaml", tables={})),
+        (root / "shards" / "_info.json", lambda: ShardDataset(root / "shards", "train")),
     ]
 
 

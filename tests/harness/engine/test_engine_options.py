@@ -41,6 +41,7 @@ def log_lines(out: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------- exact resume
+@pytest.mark.tier("integration")
 def test_every_option_on_accelerate_resumes_bit_identically_after_sigkill(env, tmp_path):
     """Compiled (+ channels-last, grad checkpointing, fused AdamW... the preset's SGD: fused SGD, uint8 batches):
     an uninterrupted run and one killed mid-epoch and resumed give the same weights and loss curve, bit for bit."""
@@ -59,6 +60,7 @@ def test_every_option_on_accelerate_resumes_bit_identically_after_sigkill(env, t
     assert_same_training(run, reference)
 
 
+@pytest.mark.tier("integration")
 @on_devices("train")
 def test_every_option_on_deepspeed_preempts_and_resumes_bit_identically(env, tmp_path, device):
     """Also the GPU check's DeepSpeed training: on CUDA (tests/devices.py) compiled by inductor for the GPU, with
@@ -77,6 +79,7 @@ def test_every_option_on_deepspeed_preempts_and_resumes_bit_identically(env, tmp
     assert_same_training(run, reference)
 
 
+@pytest.mark.tier("integration")
 def test_device_normalisation_trains_bit_identically_to_the_cpu_path(env, tmp_path):
     """loader.device_normalize changes where the batch is normalised, not what it is: on a CPU the run is the run
     without it (eager, with workers, so the uint8 batches cross process boundaries)."""
@@ -88,6 +91,7 @@ def test_device_normalisation_trains_bit_identically_to_the_cpu_path(env, tmp_pa
     assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
 
 
+@pytest.mark.tier("integration")
 def test_reduce_overhead_falls_back_on_cpu_with_ema_and_resumes_exactly(env, tmp_path):
     """Issue 40: compile.mode=reduce-overhead (CUDA graphs) is an engine option; on the CPU it compiles in the default
     mode and says so in one line; with EMA a SIGUSR1-preempted run resumes bit-identically. (With grad accumulation
@@ -114,6 +118,7 @@ def test_reduce_overhead_falls_back_on_cpu_with_ema_and_resumes_exactly(env, tmp
 
 
 # ----------------------------------------------------------------------------------------- with the recipe features
+@pytest.mark.tier("integration")
 def test_compiled_mixed_depth_distillation_ema_never_recompiles(env, tmp_path, monkeypatch):
     """SReT's mixed depth (MixedDepthLogits, every branch trained), soft-label distillation, Mixup, EMA and a
     compiled model, in this process: the training forward is compiled once, evaluation (eval mode, another batch
@@ -149,6 +154,7 @@ def test_compiled_mixed_depth_distillation_ema_never_recompiles(env, tmp_path, m
     assert weights["ema"].keys() == weights["model"].keys() and not any("_orig_mod" in k for k in weights["model"])
 
 
+@pytest.mark.tier("integration")
 def test_compiled_scalenet_growth_recompiles_the_grown_model(env, tmp_path):
     """The growth hook changes the architecture at epoch 1: the optimizer is rebuilt and the grown model compiled;
     preempted in that epoch and resumed (the growth replayed before loading), the tying holds."""
@@ -189,6 +195,7 @@ def corpus(tmp_path_factory):
     return root
 
 
+@pytest.mark.tier("integration")
 def test_compiled_language_model_resumes_and_reports_sequences(env, corpus, tmp_path):
     """The LM task compiled (token batches: channels-last and device normalisation do not apply), preempted and
     resumed exactly; its progress lines count sequences, with the epoch's and the run's ETA."""
@@ -232,6 +239,7 @@ BAD_OPTIONS = {  # config, overrides (TINY: test_train's tiny preset), options, 
 }
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("case", BAD_OPTIONS)
 def test_bad_speed_options_fail_in_one_line_and_write_nothing(case, tmp_path, capsys, monkeypatch):
     from harness.cli import main
@@ -246,6 +254,7 @@ def test_bad_speed_options_fail_in_one_line_and_write_nothing(case, tmp_path, ca
     assert not work_dir.exists()
 
 
+@pytest.mark.tier("integration")
 def test_device_normalisation_of_token_data_is_one_line(env, corpus, tmp_path):
     config = "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py"
     rc, out, err = finish(launch(env, tmp_path / "run", overrides=[
@@ -289,6 +298,7 @@ def test_progress_lines_name_the_unit_and_the_run_eta(capsys):
 
 
 # ----------------------------------------------------------------------------------------- bench
+@pytest.mark.tier("integration")
 def test_bench_compare_pairs_each_model_with_its_variants(one_thread):
     from harness.commands.bench import run
 
@@ -318,6 +328,7 @@ def test_bench_pairs_preset_compiled(one_thread, tmp_path, monkeypatch):
     assert (tmp_path / "b_pairs.csv").exists()
 
 
+@pytest.mark.tier("integration")
 def test_bench_memory_process_runs_the_variant_it_measures(one_thread):
     """The CPU memory process builds the participant with its options (grad checkpointing here) and returns MiB."""
     from harness.measure.bench import Participant, memory_in_subprocess
@@ -328,6 +339,7 @@ def test_bench_memory_process_runs_the_variant_it_measures(one_thread):
     assert plain > 0 and checkpointed > 0
 
 
+@pytest.mark.tier("integration")
 def test_bench_grad_checkpointing_needs_the_model_s_support():
     from harness.commands.bench import run
     from harness.core.errors import DepthbenchError
@@ -337,6 +349,7 @@ def test_bench_grad_checkpointing_needs_the_model_s_support():
 
 
 # ----------------------------------------------------------------------------------------- loader benchmark
+@pytest.mark.tier("integration")
 def test_loader_benchmark_runs_on_a_tiny_generated_folder(tmp_path):
     # `python -m benchmarks.loader_throughput` (the script as a module: benchmarks/ is a namespace package from the
     # repository root) as a fork of the preloaded server: its torch/timm imports are not what the test is about

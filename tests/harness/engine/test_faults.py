@@ -253,6 +253,7 @@ def test_a_node_under_half_its_peers_bandwidth_fails():
     assert two.verdict == "ok" and "needs 3 or more" in two.text
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_a_frozen_rank_resumed_to_be_killed_still_shows_its_stall(tmp_path):
     """Slurm may SIGCONT a stopped rank before it kills it, and its heartbeat thread then beats once more: the span

@@ -10,9 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from harness.core.errors import EXIT_BAD_INPUT
 from harness.engine.forked import start_forked
 from rank_launcher import RANK_ENV
+
+pytestmark = pytest.mark.tier("integration")
 
 TESTS = Path(__file__).resolve().parents[2]
 

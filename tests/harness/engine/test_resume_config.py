@@ -18,7 +18,7 @@ TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val
         "epochs=2", "ckpt.interval_steps=3", "ckpt.interval_minutes=None", "log_interval=1", "log.tensorboard=False"]
 EXIT_PREEMPTED = 75
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ BASE = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val
         "data.workers=0"]
 SMALL = 64  # elements: larger collectives are gradient/parameter traffic
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
 
 
 class HostLoader:

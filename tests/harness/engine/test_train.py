@@ -243,6 +243,7 @@ def interrupted(env, tmp_path_factory):
     return get
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(interrupted, reference, nproc):
     runs = interrupted(nproc)
@@ -260,6 +261,7 @@ def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(interrupted, referenc
     assert not list(run.glob(".*tmp*"))
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("before, after", [(2, 1), (1, 2)])
 def test_elastic_resume_on_another_number_of_ranks(interrupted, before, after):
     """Issue 41: a run killed mid-epoch on N ranks continues on M: from the checkpoint's global sample position
@@ -283,6 +285,7 @@ def test_elastic_resume_on_another_number_of_ranks(interrupted, before, after):
     assert load(run)["global_step"] == TOTAL_STEPS
 
 
+@pytest.mark.tier("integration")
 def test_ranks_die_with_a_killed_launcher(interrupted):
     """``kill -9`` of ``train --nproc 2``'s launcher (its process group): its ranks (process groups of their own) die
     with it instead of living on as orphans that hold the run directory (frozen here, so an orphan would never
@@ -299,6 +302,7 @@ def test_ranks_die_with_a_killed_launcher(interrupted):
     assert json.loads((runs.resumed(2) / "meta.json").read_text())["status"] == "done"
 
 
+@pytest.mark.tier("integration")
 @on_devices("train")
 def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, interrupted, reference, tmp_path, device):
     """Also the GPU check's training part (tests/devices.py): on the CPU the SIGUSR1 stop of the shared interrupted
@@ -327,6 +331,7 @@ def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, interr
     assert_same_training(resume(), reference(1, device))
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_ctrl_c_is_a_preemption_and_a_second_one_stops_at_once(interrupted, reference, nproc):
     """Issue 26: the first Ctrl-C (SIGINT; with --nproc to the launcher, which forwards it) checkpoints at the next
@@ -355,6 +360,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.tier("integration")
 def test_a_second_ctrl_c_stops_at_once():
     out = subprocess.run([sys.executable, "-c", SECOND_CTRL_C], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "stopped at once", out.stderr[-2000:]
@@ -371,6 +377,7 @@ while True:
 """
 
 
+@pytest.mark.tier("integration")
 def test_kill_during_checkpoint_write_never_leaves_an_unreadable_last_pth(tmp_path):
     from harness.engine.checkpoint import read_checkpoint, remove_stale_temporaries
 
@@ -391,6 +398,7 @@ def test_kill_during_checkpoint_write_never_leaves_an_unreadable_last_pth(tmp_pa
         assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pth", "last.pth.sha256"]
 
 
+@pytest.mark.tier("integration")
 def test_deepspeed_zero2_two_processes_trains_and_resumes(env, reference, tmp_path):
     args = ("--engine", "deepspeed", "--nproc", "2")
     run = tmp_path / "run"
@@ -433,6 +441,7 @@ BAD_INPUTS = {  # overrides, options, expected text, environment
 }
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("case", BAD_INPUTS)
 def test_bad_inputs_fail_in_one_line_and_write_nothing(case, tmp_path, capsys, monkeypatch):
     from harness.cli import main
@@ -451,6 +460,7 @@ def test_bad_inputs_fail_in_one_line_and_write_nothing(case, tmp_path, capsys, m
     assert not work_dir.exists()
 
 
+@pytest.mark.tier("integration")
 def test_an_epoch_without_an_optimizer_step_fails_before_writing(env, tmp_path):
     run = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("data.train_subset")] + ["data.train_subset=4"]  # < batch 8
@@ -460,6 +470,7 @@ def test_an_epoch_without_an_optimizer_step_fails_before_writing(env, tmp_path):
     assert not run.exists()
 
 
+@pytest.mark.tier("integration")
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path):
     run = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("ckpt.interval_steps")] + ["ckpt.interval_steps=1",
@@ -474,6 +485,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path)
     assert all(torch.isfinite(t).all() for t in checkpoint["model"].values() if t.is_floating_point())
 
 
+@pytest.mark.tier("integration")
 def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()  # a run directory whose first attempt was killed before its first checkpoint: it starts anew
@@ -517,6 +529,7 @@ def test_digits_preset_reaches_a_real_accuracy_and_eval_agrees(env, tmp_path, ca
     assert len(err.splitlines()) == 1 and "best.pth holds no EMA weights" in err
 
 
+@pytest.mark.tier("integration")
 def test_deit_recipe_features(env, tmp_path):
     """The DeiT digits preset with mixup, EMA, bf16 autocast, soft-label distillation, TensorBoard."""
     teacher = tmp_path / "teacher.pth"
@@ -538,6 +551,7 @@ def test_deit_recipe_features(env, tmp_path):
     assert ema.keys() == model.keys() and any(not torch.equal(ema[k], model[k]) for k in model)
 
 
+@pytest.mark.tier("integration")
 def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
     """WSPT as a growth schedule: the model is expanded at the start of epoch 1 (optimizer rebuilt), preempted
     in that epoch, and resumed: the growth is replayed before loading, and the weight tying must hold."""
@@ -594,6 +608,7 @@ def crafted_checkpoints(tmp_path, marker) -> dict:
     return paths
 
 
+@pytest.mark.tier("integration")
 def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch):
     from harness.core import rundir
     from harness.cli import main
@@ -654,6 +669,7 @@ def test_deepspeed_optimizer_state_rebuilds_only_allow_listed_classes():
     assert torch.equal(back["t"][0], torch.ones(2)) and back["pair"] == (1, "a")
 
 
+@pytest.mark.tier("integration")
 def test_work_dir_that_is_a_file_or_not_writable(tmp_path, capsys, monkeypatch):
     from harness.cli import main
 
@@ -673,6 +689,7 @@ def test_work_dir_that_is_a_file_or_not_writable(tmp_path, capsys, monkeypatch):
     assert not (readonly / "run").exists()
 
 
+@pytest.mark.tier("integration")
 def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_path):
     from harness.engine.runner import _trim_lines
 
@@ -686,6 +703,7 @@ def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_pat
     assert [json.loads(line) for line in metrics.read_text().splitlines()] == [lines[0], lines[1], lines[3]]
 
 
+@pytest.mark.tier("integration")
 def test_a_run_in_process_leaves_no_distributed_variables_behind(monkeypatch):
     """An in-process DeepSpeed run (the API, a test) exported RANK/WORLD_SIZE/MASTER_PORT into os.environ for good:
     every later run of that process, and every process it started, then met on that one port (EADDRINUSE)."""

@@ -14,6 +14,8 @@ import harness.measure.bench as bench
 from harness.measure.bench import measure, run_interleaved
 from harness.cli import main as cli_main
 
+pytestmark = pytest.mark.tier("integration", tests=("test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process",))
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # timm benchmark.py's columns for `--bench both` with a FLOP count (results/ plots from these names)

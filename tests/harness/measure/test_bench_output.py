@@ -1,5 +1,6 @@
 """``depthbench bench A B`` prints how B compares with A (issue 26: a pair benchmarked without a preset printed
 two rows and no ratio). Formatting only: the rows are made up; the measurement is tests/harness/measure/test_bench.py's."""
+import pytest
 from harness.commands.bench import format_ratios
 
 
@@ -27,6 +28,7 @@ def test_more_models_each_against_the_first_and_missing_values():
         "b vs a: GMACs n/a; infer n/a"
 
 
+@pytest.mark.tier("integration")
 def test_the_command_prints_the_ratio_under_the_table(monkeypatch, capsys):
     from harness.cli import main
     from harness.commands import bench

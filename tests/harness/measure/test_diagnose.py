@@ -71,6 +71,7 @@ def test_checkpoint_loading_and_one_line_errors(tmp_path):
         load_checkpoint(tiny("deit_small_patch16_224"), str(path))
 
 
+@pytest.mark.tier("integration")
 def test_cli_writes_run_directory_with_csv_and_plot(tmp_path, capsys):
     rc = cli.main(["diagnose", "shortcut-ratio", "deit_tiny_patch16_224", "steps_deit_tiny", "--input-size", "32",
                    "--batch-size", "2", "--out-dir", str(tmp_path), "--json"])
@@ -88,6 +89,7 @@ def test_cli_writes_run_directory_with_csv_and_plot(tmp_path, capsys):
     assert (run_dir / "shortcut_ratio.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("args, message", [
     (["steps_deit_smal"], "unknown model 'steps_deit_smal'; did you mean steps_deit_small"),
     (["steps_deit_tiny", "--checkpoint", "/nonexistent.pth"], "does not exist"),
@@ -102,6 +104,7 @@ def test_bad_input_is_one_line(args, message, capsys, tmp_path):
     assert not (tmp_path / "diagnose-shortcut-ratio").exists()  # failed before any work
 
 
+@pytest.mark.tier("integration")
 def test_image_folder_data(tmp_path, capsys):
     from PIL import Image
 
@@ -114,6 +117,7 @@ def test_image_folder_data(tmp_path, capsys):
     assert rc == 0 and json.loads(capsys.readouterr().out)["models"]["steps_deit_tiny"]["blocks"] == 24
 
 
+@pytest.mark.tier("integration")
 def test_a_model_trained_with_model_kwargs_is_rebuilt_from_its_config_or_model_kwargs(tmp_path, capsys):
     """The DeiT digits preset trains deit_tiny with img_size=16, patch_size=4, depth=4 and 10 classes: its
     checkpoint fits only that architecture, which --config (or --model-kwargs) rebuilds."""

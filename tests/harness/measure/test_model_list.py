@@ -7,6 +7,7 @@ from harness import cli
 from harness.measure import catalog as model_list
 
 
+@pytest.mark.tier("integration")
 def test_rows_are_printed_as_each_model_is_counted(capsys, monkeypatch):
     real_describe = model_list.describe
     printed_before = []
@@ -24,6 +25,7 @@ def test_rows_are_printed_as_each_model_is_counted(capsys, monkeypatch):
         assert printed_before[k].split()[0] == names[k - 1]  # the previous row, before the next count
 
 
+@pytest.mark.tier("integration")
 def test_no_match_is_one_line_and_exit_2(capsys):
     assert cli.main(["models", "no_such_model*"]) == 2
     err = capsys.readouterr().err.strip()
@@ -46,6 +48,7 @@ def test_thread_default_respects_omp_num_threads(monkeypatch, threads, expected)
     assert configure_threads(1, 4, apply=False) == (expected or 1)  # loader workers count, at least 1
 
 
+@pytest.mark.tier("integration")
 def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_path, capsys):
     """Issue 26: `depthbench models` measured every model on every call (2.5 min). Counts are now measured once
     per version of the model's source file (harness/measure/cache.py) and read back after that."""
@@ -98,6 +101,7 @@ def test_verify_reads_the_counts_depthbench_models_measured(tmp_path, monkeypatc
     assert catalog.uncounted([other, "resnet34"]) == ["resnet34"]
 
 
+@pytest.mark.tier("integration")
 def test_the_first_models_says_what_it_counts_and_how_long_it_took(capsys, monkeypatch, tmp_path):
     """Issue 58 item 5: a first `models` (nothing cached) says up front what it is counting, where the counts go
     and about how long it takes, and at the end how long it took; a second one counts nothing and says nothing."""

@@ -121,6 +121,7 @@ def test_a_sweep_is_measured_once_per_distinct_run(env):
     assert same == {plans[1].label: plans[0].label}
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.parametrize("args, message", [
     ([DIGITS, "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
     (["configs/horesnet/no-such.py"], "does not exist"),
@@ -134,6 +135,7 @@ def test_bad_input_is_one_line(env, args, message, tmp_path):
     assert not (tmp_path / "pf").exists()
 
 
+@pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_two_local_processes_all_reduce(env, tmp_path):
     out = subprocess.run([sys.executable, "-m", "harness.cli", "preflight", DIGITS, *TINY, "--nproc", "2",

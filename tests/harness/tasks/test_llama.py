@@ -137,6 +137,7 @@ def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeyp
     assert ours.keys() == reference.keys() and all(torch.equal(ours[k], reference[k]) for k in ours)
 
 
+@pytest.mark.tier("integration")
 def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
     from harness.tasks.alpaca import build_llama_model, get_tokenizer
     from harness.engine.checkpoint import load_weights
@@ -226,6 +227,7 @@ def test_verify_audits_the_llama_counts_and_flags_the_printed_1265m():
 
 
 # ----------------------------------------------------------------------------------------- bad input
+@pytest.mark.tier("integration")
 def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
     from harness.cli import main
 

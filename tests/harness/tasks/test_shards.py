@@ -84,6 +84,7 @@ def test_timm_s_webdataset_reader_reads_the_shards(packed):
     assert labels == sorted(ShardDataset(shards, "val").targets.tolist())
 
 
+@pytest.mark.tier("integration")
 def test_pack_refuses_bad_input_in_one_line(tmp_path, packed):
     folder, shards, _ = packed
     for argv, needle in ((["data", "pack", str(tmp_path / "none"), str(tmp_path / "out")], "has no split folder"),
@@ -156,6 +157,7 @@ def test_every_rank_gets_the_same_number_of_batches_from_uneven_shards(packed):
     assert (shards / index).is_file()
 
 
+@pytest.mark.tier("integration")
 def test_pack_counts_in_words(tmp_path):
     """Issue 58 item 9: "2 images in 1 shard", not "1 shards" (and a shortened schedule says "1 epoch")."""
     from clitools import run_cli_here
