@@ -6,8 +6,11 @@ reseeding costs.
         [--batch-size 32] [--batches 24] [--rounds 5] [--config configs/deit/deit-small_8xb128-300e_in1k.py]
         [--step-ms deit_s=240 ...] [--json out.json]
 
-The folder (``--root``, default ``<data cache>/loader-bench-<images>x<classes>``, outside the repository) is made
-once: JPEGs (quality 90) of ImageNet's typical sizes (500x375, 375x500, 500x333), smooth random scenes with
+The folder (``--root``, default ``<data cache>/loader-bench-spread-<images>x<classes>``, outside the repository) is
+made once: JPEGs (quality 90) with ImageNet's spread of sizes (:func:`image_size`: its three most common sizes for
+about half the images, the rest landscape or portrait with the longer side 500 and the shorter anywhere from 200,
+a few larger up to 1000 -- hundreds of distinct sizes, dozens in a batch of 128, as in ImageNet; three sizes only
+made the device pipeline's same-size buckets unrealistically large and its rate optimistic), smooth random scenes with
 texture and noise, so that they decode at about natural images' cost. The transforms are the config's (DeiT's
 recipe by default: RandomResizedCrop 224, flip, RandAugment m9, random erasing 0.25; Mixup runs on the device and
 is not the loader's).
@@ -74,18 +77,29 @@ from harness.tasks.image_device import DeviceAugment, EncodedImages, EvalBox, co
 SIZES = ((500, 375), (375, 500), (500, 333))  # ImageNet's most common image sizes (w, h)
 
 
+def image_size(rng) -> tuple:
+    """One (w, h) drawn as ImageNet's train set spreads them (roughly: ~50 % its three most common sizes, ~45 % the
+    longer side 500 and the shorter 200-500, ~5 % larger, the longer side 500-1000), from ``rng``."""
+    kind = rng.random()
+    if kind < 0.5:
+        return SIZES[int(rng.integers(len(SIZES)))]
+    longer = 500 if kind < 0.95 else int(rng.integers(501, 1001))
+    shorter = int(rng.integers(200, longer + 1))
+    return (longer, shorter) if rng.random() < 0.75 else (shorter, longer)  # most photographs are landscape
+
+
 def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
     """``root/{train,val}/<class>/<n>.JPEG``, written once (atomically: a half-written folder is never used)."""
     with atomic_dir(root) as tmp:
         if tmp is None:
             return root
-        rng = np.random.default_rng(seed)
+        rng, sizes = np.random.default_rng(seed), np.random.default_rng(seed + 1)
         for split, count in (("train", images), ("val", max(classes, images // 10))):
             for i in range(count):
                 label = i % classes
                 folder = tmp / split / f"n{label:08d}"
                 folder.mkdir(parents=True, exist_ok=True)
-                w, h = SIZES[i % len(SIZES)]
+                w, h = image_size(sizes)
                 # a smooth scene (low-resolution colours, upsampled) + texture at two scales + sensor noise
                 base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
                 texture = Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8)).resize(
@@ -221,10 +235,12 @@ def compare_pipelines(args, root: Path) -> dict:
     shards = root.with_name(root.name + "-shards")
     if not shards.exists():
         run_pack(root, shards, shard_size=500)
-    kinds = [(source, pipeline) for source in ("folder", "shards") for pipeline in ("cpu", "device")]
     results = {}
     for workers in args.workers:
         cfgs = {}
+        # the device pipeline on CUDA needs loader workers (its feeder would run the reseeding loader in a thread)
+        kinds = [(source, pipeline) for source in ("folder", "shards") for pipeline in ("cpu", "device")
+                 if pipeline == "cpu" or workers or not args.device.startswith("cuda")]
         for source, pipeline in kinds:
             cfg = training_config(args.config, shards if source == "shards" else root, args.classes, workers)
             cfg.data.type = "shards" if source == "shards" else "folder"
@@ -318,7 +334,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)  # the main process only receives batches; workers are single-threaded anyway
-    root = Path(args.root) if args.root else data_cache() / f"loader-bench-{args.images}x{args.classes}"
+    root = Path(args.root) if args.root else data_cache() / f"loader-bench-spread-{args.images}x{args.classes}"
     start = time.perf_counter()
     make_folder(root, args.images, args.classes)
     print(f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "

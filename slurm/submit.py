@@ -475,11 +475,13 @@ export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_
 mkdir -p "$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}\""""
 
 
-# each rank sees one GPU, the one closest to its cores (Slurm's --gpu-bind=single:1 is "closest", one GPU a task):
-# the engine then takes index 0 (harness/engine/backends.py, rank_device)
-SRUN_GPU = "--gpu-bind=single:1 "
+# every rank sees all of its node's GPUs (--gpu-bind=none): NCCL needs its peers visible (and no per-task device
+# cgroup) for NVLink/P2P (NVIDIA/nccl#1066), and DeepSpeed and Accelerate index GPUs by the raw LOCAL_RANK. The rank
+# takes cuda:LOCAL_RANK and binds itself to that GPU's closest cores (harness/engine/backends.py, rank_device).
+SRUN_GPU = "--gpu-bind=none "
 SRUN_GPU_NOTE = """
-# --gpu-bind=single:1 binds each rank to the one GPU closest to its cores (it then sees only that one)."""
+# --gpu-bind=none: every rank sees all of its node's GPUs (NCCL needs the peers for NVLink/P2P); each rank uses
+# cuda:$LOCAL_RANK and binds itself to that GPU's NUMA-local cores before its loader workers start."""
 
 
 def sbatch_lines(options: SubmitOptions, sub: Submission, tasks: int) -> list[str]:

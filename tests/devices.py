@@ -43,7 +43,7 @@ CALL_OF_PART = {part: 2 if part == "compile" else 1 for part in PARTS}
 # seconds per test on CUDA at full size, by part: about twice what each test took on an H200 or is expected to take
 # there (the compiled timings: 16 graphs compiled in parallel processes); each is cut to the call's budget left
 LIMITS_S = {"step": 120, "models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight": 90, "loader": 120,
-            "nosync": 90, "compile": 330}
+            "nosync": 90, "compile": 150}
 MIN_START_S = 20  # a test with less of its call's budget left is not started
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
@@ -67,15 +67,17 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None):
+def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None, first: bool = False):
     assert kind in KINDS and part in PARTS, (kind, part)
     return pytest.mark.device(kind=kind, part=part, call=call or CALL_OF_PART[part],
-                              **({"alone": True} if alone else {}))
+                              **({"alone": True} if alone else {}), **({"first": True} if first else {}))
 
 
-def device_param(kind: str, *values, part: str, alone: bool = False, call: int | None = None, id: str | None = None):
-    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call), id=id or kind)
+def device_param(kind: str, *values, part: str, alone: bool = False, call: int | None = None, id: str | None = None,
+                 first: bool = False):
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``first``: run first of its
+    part (a goal's number, before a call's budget runs out)."""
+    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call, first), id=id or kind)
 
 
 def on_devices(part: str):
@@ -108,7 +110,8 @@ def prepare(items, gpu_check: bool = False) -> None:
     """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped. In the GPU
     check (``gpu_check``: ``--gpu-check-out``) its tests run in :data:`PARTS` order."""
     if gpu_check:
-        items.sort(key=lambda item: PARTS.index(marks_of(item)["part"]) if marks_of(item) else -1)
+        items.sort(key=lambda item: (PARTS.index(marks_of(item)["part"]), not marks_of(item).get("first"))
+                   if marks_of(item) else (-1, True))
     no_cuda = None
     for item in items:
         marks = marks_of(item)

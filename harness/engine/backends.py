@@ -24,7 +24,7 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
 from harness.core.errors import ConfigError, DepthbenchError
-from harness.engine.checkpoint import from_plain, to_plain
+from harness.engine.checkpoint import from_plain, to_cpu, to_plain
 from harness.engine.watchdog import hang_options
 
 # ----------------------------------------------------------------------------------------- backends
@@ -33,14 +33,47 @@ def rank_device() -> torch.device:
     :func:`harness.engine.launch.export_distributed_env` maps from an srun task's ``SLURM_LOCALID``), or the CPU.
 
     Called first by both backends, before any CUDA tensor, stream or collective exists: NCCL binds its communicator
-    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is taken modulo the
-    visible devices, as Accelerate does: a task that Slurm binds to its one closest GPU (slurm/depthbench.sbatch,
-    ``--gpu-bind=single:1``) sees only that one and takes index 0 whatever its local rank."""
+    to the current device, and every tensor made with ``device="cuda"`` lands on it. The index is the raw local rank,
+    never taken modulo the visible devices: DeepSpeed (its process group's ``device_id``, its engine's
+    ``set_device``) and Accelerate's DDP (``device_ids``) use the raw ``LOCAL_RANK`` too, so a rank shown fewer GPUs
+    than its local index is refused here in one line rather than crashing inside them. Every rank sees all of its
+    node's GPUs (slurm/depthbench.sbatch, ``--gpu-bind=none``: NCCL needs the peers visible for NVLink/P2P) and is
+    bound to its own GPU's cores by :func:`bind_to_gpu_cores`."""
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    local, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if local >= count:
+        raise DepthbenchError(f"LOCAL_RANK={local} but this rank sees {count} GPU(s): give each rank all of its "
+                              "node's GPUs (srun --gpu-bind=none, no per-task CUDA_VISIBLE_DEVICES)")
+    device = torch.device("cuda", local)
     torch.cuda.set_device(device)
+    bind_to_gpu_cores(local)
     return device
+
+
+def bind_to_gpu_cores(index: int, sysfs: str = "/sys/bus/pci/devices") -> set[int]:
+    """Bind this process to the cores NUMA-local to GPU ``index`` (among those it may already use), so that the
+    loader workers forked later inherit them; a no-op when sysfs does not say or the two sets do not meet.
+
+    Slurm's ``--gpu-bind=none`` shows each rank every GPU, so binding to the closest cores is done here. torch's own
+    ``torch.numa.binding`` is private; this uses the public device properties and Linux's ``local_cpulist``."""
+    if not hasattr(os, "sched_setaffinity"):
+        return set()
+    props = torch.cuda.get_device_properties(index)
+    pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    try:
+        with open(os.path.join(sysfs, pci, "local_cpulist")) as file:
+            cpulist = file.read().strip()
+    except OSError:
+        return set()
+    local = set()
+    for part in filter(None, cpulist.split(",")):
+        first, _, last = part.partition("-")
+        local.update(range(int(first), int(last or first) + 1))
+    cores = os.sched_getaffinity(0) & local
+    if cores:
+        os.sched_setaffinity(0, cores)
+    return cores
 
 
 class Backend:
@@ -80,19 +113,30 @@ class Backend:
     def any_rank(self, flag: bool) -> bool:
         return self.all_reduce_sum([float(flag)])[0] > 0
 
+    _object_group = None
+
+    def object_group(self):
+        """The group of the object collectives: gloo, made once (collectively, at the first object collective). Over
+        NCCL each object is pickled into a CUDA tensor, and a gather stages world size × the largest object on the
+        GPU."""
+        if self._object_group is None:
+            self._object_group = dist.group.WORLD if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+        return self._object_group
+
     def broadcast_object(self, obj):
         if self.world_size == 1:
             return obj
         box = [obj]
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=0, group=self.object_group())
         return box[0]
 
     def gather_object(self, obj) -> list | None:
-        """Every rank's ``obj`` on rank 0 (None elsewhere)."""
+        """Every rank's ``obj`` on rank 0 (None elsewhere); tensors in it should be on the CPU (see
+        :func:`harness.engine.checkpoint.to_cpu`): a CUDA tensor unpickles onto the sender's GPU index on rank 0."""
         if self.world_size == 1:
             return [obj]
         out = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, out, dst=0)
+        dist.gather_object(obj, out, dst=0, group=self.object_group())
         return out
 
     def sync_buffers(self, module) -> None:
@@ -170,10 +214,12 @@ class NonFiniteGuard:
     gradient; the update is then skipped -- by the fused optimizers' own ``found_inf`` (AdamW/Adam/SGD/Adagrad with
     ``optim.fused=True``: no extra work), else by putting the parameters back from a flat copy taken before the
     step (a handful of kernels per dtype -- ``cat``, ``where``, ``_foreach_copy_`` -- not three per parameter).
-    The gradients after the all-reduce are the same on every rank, and the loop turns a non-finite loss into NaN
-    gradients (``loop.poisoned_if_non_finite``), so every rank skips alike. ``found`` stays raised -- the run stops
-    at the loop's next sync point, before any checkpoint -- so a state the skipped step may have touched (a
-    momentum buffer) is never applied or saved.
+    Each rank's guard sees the gradients its optimizer steps: all of them after DDP's all-reduce or under ZeRO-0
+    (every rank skips alike), only its own shard under ZeRO 1-3 (only the ranks whose shard holds the non-finite
+    value skip; the others update their shards). The loop turns a non-finite loss into NaN gradients
+    (``loop.poisoned_if_non_finite``). ``found`` stays raised -- the run stops at the loop's next sync point, before
+    any checkpoint -- so a state the skipped step may have touched (a momentum buffer, or under ZeRO the other
+    ranks' shards) is never saved.
 
     Under fp16 (a ``GradScaler``: ``scaler``) the guard stands aside: an overflow is routine there, and the scaler
     itself skips that one update on the device and lowers its scale (it also hands fused optimizers its own
@@ -242,7 +288,7 @@ class AccelerateBackend(Backend):
 
     def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
                  timeout: datetime.timedelta | None = None):
-        self.device = rank_device()  # Accelerate's state picks the same device (local index modulo the count)
+        self.device = rank_device()  # Accelerate's state picks the same device (its local process index)
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
@@ -253,6 +299,11 @@ class AccelerateBackend(Backend):
         super().__init__(precision, grad_accum)
 
     def prepare(self, model, optimizer):
+        # fp16's GradScaler reads found_inf on the host (.item()) before every step of a non-fused optimizer; a
+        # fused one takes it on the device. fp16 here means CUDA (also bf16 on a GPU without bf16).
+        if self.accelerator.scaler is not None and not optimizer.defaults.get("fused"):
+            raise ConfigError(f"precision=fp16 on CUDA needs optim.fused=True (a {type(optimizer).__name__} without "
+                              "it waits on the host every step: GradScaler reads found_inf); or use bf16 or DeepSpeed")
         self.non_finite_guard = NonFiniteGuard(optimizer, self.device, self.accelerator.scaler)
         return self.accelerator.prepare(model, optimizer)
 
@@ -333,6 +384,9 @@ class DeepSpeedBackend(Backend):
             "fp16": {"enabled": self.precision == "fp16"},
             "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
             "steps_per_print": 2**31 - 1,
+            # DeepSpeed's throughput timer defaults to on and synchronized: torch.cuda.synchronize at every forward
+            # and step (which set_sync_debug_mode does not flag); the loop times steps itself
+            "timers": {"throughput": {"enabled": False}},
         }, extra_config or {})
         # ZeRO-1/2 read the global gradient norm on the host (a sync per step): only when clipping needs it (and
         # where DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights, not with an offloaded optimizer).
@@ -388,7 +442,7 @@ class DeepSpeedBackend(Backend):
         """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
         enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
         return {"zero_stage": self.zero_stage,
-                "partitions": self.gather_object(to_plain(optimizer.state_dict()))}
+                "partitions": self.gather_object(to_cpu(to_plain(optimizer.state_dict())))}
 
     def load_optimizer_state(self, optimizer, state) -> None:
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:

@@ -131,8 +131,11 @@ def check_speed_options(cfg, model: bool = True) -> None:
 
 
 def check_fused_optimizer(opt: str) -> None:
-    """``optim.fused=True`` needs a torch optimizer with a fused kernel for this device (AdamW, Adam, SGD, Adagrad
-    on CPU and CUDA in torch 2.4+); tried on one parameter, so the answer is torch's own."""
+    """``optim.fused=True`` needs a torch optimizer with a fused kernel: AdamW, Adam, SGD and Adagrad, whose fused
+    kernels torch 2.14 (the pinned version) has on CPU and CUDA alike; built with ``fused=True`` on one CPU
+    parameter, so torch's constructor judges the options. Never on CUDA and never stepped: the check runs before the
+    rank's device is chosen, and a CUDA tensor -- or ``step()``, whose CUDA-graph health check asks for the current
+    CUDA stream whenever CUDA is available -- made a CUDA context on GPU 0 in every rank."""
     try:
         opt_class = get_optimizer_class(opt, bind_defaults=False)
     except (ValueError, KeyError, AssertionError):
@@ -140,14 +143,11 @@ def check_fused_optimizer(opt: str) -> None:
     if "fused" not in inspect.signature(opt_class).parameters:
         raise ConfigError(f"optim.fused=True: optimizer {opt!r} ({opt_class.__module__}.{opt_class.__name__}) has no "
                           f"fused implementation; use adamw, adam, sgd/momentum or adagrad, or optim.fused=None")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    param = torch.zeros(2, device=device, requires_grad=True)
-    param.grad = torch.zeros_like(param)
     try:
-        opt_class([param], lr=0.1, fused=True).step()
+        opt_class([torch.zeros(2, requires_grad=True)], lr=0.1, fused=True)
     except (RuntimeError, ValueError) as e:
-        raise ConfigError(f"optim.fused=True: torch {torch.__version__} has no fused {opt_class.__name__} on "
-                          f"{device} ({str(e).splitlines()[0]}); set optim.fused=None") from None
+        raise ConfigError(f"optim.fused=True: torch {torch.__version__} has no fused {opt_class.__name__} "
+                          f"({str(e).splitlines()[0]}); set optim.fused=None") from None
 
 
 def load_training_config(config, overrides=(), recipe=None, engine: str | None = None):

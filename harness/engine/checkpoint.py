@@ -448,6 +448,18 @@ def to_plain(obj):
     return {"__object__": name, "state": to_plain(vars(obj))}
 
 
+def to_cpu(obj):
+    """A :func:`to_plain` structure (dicts, lists, tuples, tensors, plain values) with every tensor on the CPU: what
+    a rank sends to another must not unpickle onto the sender's GPU there."""
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, Mapping):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
 def from_plain(obj):
     """Inverse of :func:`to_plain`; refuses (one line) any class that is not in :data:`DEEPSPEED_CLASSES`."""
     if isinstance(obj, Mapping):

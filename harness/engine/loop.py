@@ -10,6 +10,7 @@ the next sync point (docs/training.md, "A step that never waits").
 """
 from __future__ import annotations
 
+import math
 import resource
 import signal
 import sys
@@ -189,7 +190,7 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         if not (log_due or checkpoint_due):
             continue
         read = totals.read(backend, stop_requested(), log.checkpoint_due_by_time())
-        read["skipped"] /= backend.world_size  # every rank skips the same updates
+        read["skipped"] = updates_skipped(read["skipped"], backend.world_size)
         check_finite(read, state)
         state.epoch_loss_sum += read["loss_sum"] / backend.world_size
         state.epoch_correct += read["correct"]
@@ -216,6 +217,13 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
                 images_per_s=state.epoch_images / max(state.epoch_time_s, 1e-9), epoch_time_s=state.epoch_time_s,
                 train_time_s=state.train_time_s)
     return "done"
+
+
+def updates_skipped(summed: float, world_size: int) -> int:
+    """The updates the guard skipped, from its count summed over ranks: under DDP and ZeRO-0 every rank skips
+    alike, but under ZeRO 1-3 only the ranks whose gradient shard holds the non-finite value do (one at least):
+    rounded up, so a skip never reads as 0."""
+    return math.ceil(summed / world_size)
 
 
 def check_finite(read: dict, state: TrainState) -> None:

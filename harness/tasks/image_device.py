@@ -25,7 +25,7 @@ works on the whole batch at once (:class:`DeviceAugment`):
 
 No library does this: Kornia (not installed on the GPU nodes) has a RandAugment whose ops and magnitude ranges are
 not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as before. On CUDA the device part
-runs in a background thread on a stream of its own (:class:`BackgroundFeeder`).
+runs in two background threads, decode and augmentation, on streams of their own (:class:`BackgroundFeeder`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import math
 import random
 import sys
 import threading
-from queue import Full, Queue
+from queue import Empty, Full, Queue
 
 import numpy as np
 import torch
@@ -210,7 +210,7 @@ MAX_PACKED_BYTES = 2**31 - 1  # int32 offsets
 class EncodedBatch:
     """A collated batch, made in the loader worker: every image's bytes (JPEG, or the pixels PIL decoded) in ONE
     uint8 tensor with int32 offsets, the per-sample parameters as a few small tensors, and the device's plan as
-    plain Python (pickled, not shared memory): so a batch crosses the worker boundary as 10 tensors whatever its
+    plain Python (pickled, not shared memory): so a batch crosses the worker boundary as 11 tensors whatever its
     size, and the device never waits on the host to group samples.
 
     The plan (:meth:`_plan`) orders images by size: ``order`` (int32) lists batch positions so that images of one
@@ -218,8 +218,9 @@ class EncodedBatch:
     and ``groups`` are runs of chunks decoded together. Each group and each chunk holds at most
     :func:`pixel_budget` pixels unless it is a single image, which bounds a batch's device memory (docs/data.md)."""
 
-    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
-    ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "noise_seeds", "order", "restore")
+    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "erased", "noise_seeds", "order",
+               "restore")
+    ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "erased", "noise_seeds", "order", "restore")
 
     def __init__(self, samples):
         self.sizes = [(s.height, s.width) for s in samples]
@@ -252,9 +253,14 @@ class EncodedBatch:
             self.op_layers.append(runs)
         self.op_index = torch.tensor(indices, dtype=torch.int32)
         self.op_args = torch.tensor(args, dtype=torch.float64)
-        self.erase = torch.tensor([(i, *box) for i, s in enumerate(samples) for box in s.erase],
+        # random erasing: ``erased`` (int32) the batch positions of the images with a box, ``erase`` the boxes as
+        # (slot in ``erased``, top, left, height, width), ``noise_seeds`` those images' seeds: the noise is made for
+        # them alone, not for the whole batch
+        erased = [i for i, s in enumerate(samples) if s.erase]
+        self.erase = torch.tensor([(slot, *box) for slot, i in enumerate(erased) for box in samples[i].erase],
                                   dtype=torch.int32).reshape(-1, 5)
-        self.noise_seeds = torch.tensor([s.noise_seed for s in samples], dtype=torch.int64)
+        self.erased = torch.tensor(erased, dtype=torch.int32)
+        self.noise_seeds = torch.tensor([samples[i].noise_seed for i in erased], dtype=torch.int64)
         order, self.chunks, self.groups = self._plan(self.sizes, pixel_budget())
         self.order_list = order
         self.order = torch.tensor(order, dtype=torch.int32)
@@ -298,7 +304,10 @@ class EncodedBatch:
         return batch
 
     def pin_memory(self):
-        return self._replace({key: getattr(self, key).pin_memory() for key in self.TENSORS})
+        # nvJPEG reads its input bytes from pageable memory itself; only the bytes of images decoded on the host
+        # (copied to the device as pixels, non_blocking) need pinning: pin ``data`` only when there are any
+        keys = [key for key in self.TENSORS if key != "data" or any(self.raw)]
+        return self._replace({key: getattr(self, key).pin_memory() for key in keys})
 
     def to(self, device, non_blocking: bool = False):
         """The parameters on ``device`` (from pinned memory: asynchronous copies); the bytes stay on the host, where
@@ -335,7 +344,7 @@ def decode_group(batch: EncodedBatch, positions: list, device) -> list:
             jpegs.append((i, view))
     if jpegs:
         try:
-            decoded = decode_jpeg([view for _, view in jpegs], mode=ImageReadMode.RGB, device=device)
+            decoded = _decode_jpegs([view for _, view in jpegs], device)
         except RuntimeError:
             decoded = [_decode_one(batch.names[i], view, device) for i, view in jpegs]  # rare: find the bad one(s)
         for (i, _), image in zip(jpegs, decoded):
@@ -343,16 +352,47 @@ def decode_group(batch: EncodedBatch, positions: list, device) -> list:
     return [images[i] for i in positions]
 
 
+_DECODE_STREAMS = {}  # device -> the stream whose allocator pool decode outputs come from (see _decode_jpegs)
+
+
+def _decode_stream(device):
+    if device not in _DECODE_STREAMS:
+        _DECODE_STREAMS[device] = torch.cuda.Stream(device=device)
+    return _DECODE_STREAMS[device]
+
+
+def _decode_jpegs(data, device):
+    """``decode_jpeg(data, RGB, device)``, on CUDA from a decode stream's memory pool.
+
+    torchvision's CUDA decode allocates its outputs from the caller's current stream's pool but writes them on a
+    private nvJPEG stream that never waits for the caller's stream: a block whose last readers are still queued
+    there (freed intermediates of the previous batch) could be overwritten by the decode (pytorch/vision#9606).
+    Only the feeder's copies and decodes run on the decode stream and every block it hands out is
+    ``record_stream``-ed by the stream that uses it next (after waiting for it), so a block it reuses has no reader
+    or writer still queued; the caller's stream then waits for the decode stream (which torchvision made wait for
+    nvJPEG's) and owns the images (``record_stream``). In the feeder's decode thread the caller's stream is the
+    decode stream itself (both steps are then no-ops) and the images are handed on with an event."""
+    if device.type != "cuda":
+        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    side, pool = torch.cuda.current_stream(device), _decode_stream(device)
+    with torch.cuda.stream(pool):
+        decoded = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    side.wait_stream(pool)
+    for image in decoded if isinstance(decoded, list) else [decoded]:
+        image.record_stream(side)
+    return decoded
+
+
 def _decode_one(name, data, device):
     try:
-        return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+        return _decode_jpegs(data, device)
     except RuntimeError:
         _warn_once(name, "was rejected by the batched JPEG decode; decoded on the CPU (PIL)")
         try:
             image = Image.open(io.BytesIO(data.numpy().tobytes())).convert("RGB")
         except Exception as e:
             raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
-        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device)
+        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).contiguous().to(device, non_blocking=True)
 
 
 NAMED_FILES = 5  # a dataset of PNGs would otherwise name every file
@@ -381,21 +421,28 @@ def roi_resize(images: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Te
     return torch.ops.torchvision.roi_align(images.float(), rois, 1.0, size, size, -1, True)
 
 
-def crop_resize(batch: EncodedBatch, size: int) -> torch.Tensor:
+def decode_groups(batch: EncodedBatch):
+    """The batch's images decoded a plan group at a time: yields each group's images (uint8 (3, H, W) on the
+    batch's device, in plan order), so a group is decoded only when its resizing asks for it."""
+    for first, stop in batch.groups:
+        start, end = batch.chunks[first][0], batch.chunks[stop - 1][1]
+        yield decode_group(batch, [batch.order_list[k] for k in range(start, end)], batch.device)
+
+
+def crop_resize(batch: EncodedBatch, size: int, decoded=None) -> torch.Tensor:
     """Every image's box resized to ``size``², float (B, 3, S, S) in [0, 255], in batch order.
 
     The batch's plan (:class:`EncodedBatch`) decodes a group of images at a time and resizes one bucket of
     same-size images per ``roi_align``: nothing is padded to the batch's largest image, and at any time the device
     holds at most one group's decoded bytes (<= 3 x pixel budget, or one image), one bucket as float (<= 12 x
     pixel budget) and the output: the batch's memory bound (docs/data.md). A sample's pixels do not depend on the
-    batch it came in (the same numbers for any number of ranks)."""
-    device = batch.device
+    batch it came in (the same numbers for any number of ranks). ``decoded``: the groups' images as
+    :func:`decode_groups` yields them (the feeder decodes in another thread); by default decoded here."""
     boxes = batch.boxes.index_select(0, batch.order)  # in plan order (device tensors: no host sync)
     outputs = []
-    for first, stop in batch.groups:
-        start, end = batch.chunks[first][0], batch.chunks[stop - 1][1]
-        positions = [batch.order_list[k] for k in range(start, end)]
-        images = decode_group(batch, positions, device)
+    decoded = decode_groups(batch) if decoded is None else decoded
+    for (first, stop), images in zip(batch.groups, decoded):  # zip takes no group beyond the plan's
+        start = batch.chunks[first][0]
         for chunk_start, chunk_stop in batch.chunks[first:stop]:
             bucket = images[chunk_start - start:chunk_stop - start]
             stacked = bucket[0][None] if len(bucket) == 1 else torch.stack(bucket)
@@ -592,44 +639,64 @@ class DeviceAugment:
 
     def _constants(self, device):
         if device not in self.constants:  # once per device: the only host-to-device copies of constants
-            self.constants[device] = {key: torch.tensor(value, dtype=torch.float32, device=device)
-                                      for key, value in self.values.items()}
+            self.constants[device] = {key: _pinned_copy(value, device) for key, value in self.values.items()}
         return self.constants[device]
 
     def __call__(self, batch: EncodedBatch) -> torch.Tensor:
-        device = batch.device
-        constants = self._constants(device)
-        x = crop_resize(batch, self.size).round_().clamp_(0, 255)  # PIL's resize yields uint8
+        return self.augment(batch, self.decode(batch))
+
+    @staticmethod
+    def decode(batch: EncodedBatch):
+        """The first stage (:func:`decode_groups`): the feeder runs it in a thread of its own."""
+        return decode_groups(batch)
+
+    def augment(self, batch: EncodedBatch, decoded) -> torch.Tensor:
+        """The second stage: crop/resize of the ``decoded`` groups, flip, RandAugment, normalise, erase."""
+        constants = self._constants(batch.device)
+        x = crop_resize(batch, self.size, decoded).round_().clamp_(0, 255)  # PIL's resize yields uint8
         if self.training:
             x = torch.where(batch.flip.view(-1, 1, 1, 1), x.flip(-1), x)
             x = apply_ops(x, batch, constants["fill"])
         x = (x / 255 - constants["mean"].view(1, -1, 1, 1)) / constants["std"].view(1, -1, 1, 1)
         if self.training and len(batch.erase):
-            x = self._erase(x, batch.erase, batch.noise_seeds)
+            x = self._erase(x, batch.erase, batch.erased, batch.noise_seeds)
         return x
 
     def background_batches(self, loader, device, channels_last: bool = False):
         """The loader's batches finished on ``device`` by a background thread (:class:`BackgroundFeeder`)."""
         return BackgroundFeeder(loader, self, device, channels_last)
 
-    def _erase(self, x, boxes, seeds):
+    def _erase(self, x, boxes, erased, seeds):
         """timm's RandomErasing on the drawn boxes: 'pixel' normal noise per pixel, 'rand' per channel, 'const'
         zeros. The noise is a function of the sample's seed and the pixel (:func:`normal_noise`): exact resume,
-        and the same pixels whatever the batch."""
-        n, c, h, w = x.shape
+        and the same pixels whatever the batch. Only the ``erased`` images (int32 batch positions; ``seeds`` theirs)
+        are taken out, erased and put back: the noise's int64/float64 intermediates peak at ~41 bytes per element
+        (measured on the CPU), ~0.8 GB for a whole batch of 128 at 224^2, where ReProb 0.25 erases about a quarter
+        of the images."""
+        _, c, h, w = x.shape
+        chosen = x.index_select(0, erased)
         rows = torch.arange(h, device=x.device).view(1, h, 1)
         cols = torch.arange(w, device=x.device).view(1, 1, w)
-        index, top, left, height, width = (boxes[:, k].view(-1, 1, 1) for k in range(5))
+        slot, top, left, height, width = (boxes[:, k].view(-1, 1, 1) for k in range(5))
         inside = (rows >= top) & (rows < top + height) & (cols >= left) & (cols < left + width)  # (k, h, w)
-        mask = torch.zeros(n, h, w, dtype=torch.bool, device=x.device).index_put_(
-            (index.view(-1),), inside, accumulate=True)
+        mask = torch.zeros(len(chosen), h, w, dtype=torch.bool, device=x.device).index_put_(
+            (slot.view(-1),), inside, accumulate=True)
         if self.erase_mode == "pixel":
             noise = normal_noise(seeds, (c, h, w))
         elif self.erase_mode == "rand":
-            noise = normal_noise(seeds, (c, 1, 1)).expand_as(x)
+            noise = normal_noise(seeds, (c, 1, 1)).expand_as(chosen)
         else:
-            noise = torch.zeros_like(x)
-        return torch.where(mask[:, None], noise, x)
+            noise = torch.zeros_like(chosen)
+        return x.index_put_((erased,), torch.where(mask[:, None], noise, chosen))
+
+
+def _pinned_copy(values, device) -> torch.Tensor:
+    """float32 ``values`` on ``device`` by an asynchronous copy: ``torch.tensor(..., device=cuda)`` copies from
+    pageable memory and waits for it (a host sync); pinned memory stays reserved until the copy has run."""
+    tensor = torch.tensor(values, dtype=torch.float32)
+    if torch.device(device).type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def _mix32(x):
@@ -667,6 +734,9 @@ class CudaStreams:
     def new_stream(self):
         return torch.cuda.Stream(device=self.device)
 
+    def decode_stream(self):
+        return _decode_stream(self.device)  # the decode's pool: see _decode_jpegs
+
     def use(self, stream):
         return torch.cuda.stream(stream)
 
@@ -684,6 +754,9 @@ class HostStreams(CudaStreams):
         return contextlib.nullcontext()
 
     def new_stream(self):
+        return None
+
+    def decode_stream(self):
         return None
 
     def use(self, stream):
@@ -704,48 +777,138 @@ class _NoEvent:
 _END = object()
 
 
-class BackgroundFeeder:
-    """The loader's batches, finished on ``device`` by a background thread on a stream of its own, handed to the
-    consuming (training) stream with events.
+class _Stopped(Exception):
+    """The consumer stopped iterating: the augmenting thread leaves a batch half-taken."""
 
-    Why a thread: ``decode_jpeg`` on CUDA synchronises the calling thread with nvJPEG's host phase, and a loader's
-    next batch waits on the host for the workers; neither should stall the thread that launches the model's
-    kernels. Hand-off, per batch: the thread copies the batch's parameters (pinned, ``non_blocking``), decodes and
-    augments it under ``use(side)``, then records an event on the side stream; the consumer makes its current stream
-    ``wait_event`` (a device-side wait: the host does not block) and calls ``record_stream(consumer)`` on every
-    tensor it receives, so the caching allocator does not give their memory back to the side stream until the
-    consumer's work queued before their release has run. Intermediates (decoded images, buckets) are made and freed
-    on the side stream alone; the pinned host buffers of the copies are kept alive by PyTorch's pinned-memory
-    allocator until the copies' events have passed. ``depth`` batches at most wait in the queue (a memory bound)."""
+
+def _device_tensors(inputs) -> list:
+    """The device tensors of a loader batch's inputs (an :class:`EncodedBatch`'s parameters, or the tensor)."""
+    if isinstance(inputs, EncodedBatch):
+        return [getattr(inputs, key) for key in EncodedBatch.ON_DEVICE]
+    return [inputs]
+
+
+class BackgroundFeeder:
+    """The loader's batches, finished on ``device`` by two background threads, handed to the consuming (training)
+    stream with events.
+
+    Why threads: ``decode_jpeg`` on CUDA blocks its calling thread (nvJPEG's host phase: Huffman decoding of
+    non-baseline JPEGs, its stream synchronisations), and a loader's next batch waits on the host for the
+    workers; neither should stall the thread that launches the model's kernels, nor the one that launches the
+    augmentation's. So, per batch:
+
+    - thread A (decode), on the decode stream (:func:`_decode_stream`, whose pool the decode outputs come from):
+      copies the batch's parameters (pinned, ``non_blocking``), records an event, hands the batch over; then per
+      plan group decodes it, records an event, hands the images over -- through a queue of one item, so at most
+      two groups are decoded ahead of thread B's (one waiting, one being decoded: the memory bound of docs/data.md);
+    - thread B (augment), on a side stream: ``wait_event`` on each event (a device-side wait: the host does not
+      block) and ``record_stream(side)`` on every tensor it takes, runs crop/resize and augmentation, records an
+      event on the side stream;
+    - the consumer makes its current stream ``wait_event`` and calls ``record_stream(consumer)`` on every tensor it
+      receives, so the caching allocator does not give their memory back to the producing stream until the
+      consumer's work queued before their release has run.
+
+    ``finish`` without ``decode``/``augment`` stages (a plain callable) runs whole in thread B. An error in either
+    thread reaches the consumer; both threads stop with the consumer (``close``, an error) and never block on a
+    full queue (puts and gets poll the stop flags). ``depth`` finished batches at most wait for the consumer."""
 
     def __init__(self, loader, finish, device, channels_last: bool = False, depth: int = 2, streams=None):
-        self.loader, self.finish, self.device, self.channels_last = loader, finish, torch.device(device), channels_last
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            # resolved here, on the caller's thread (its current device is the rank's); in the producer thread a
+            # bare "cuda" (as preflight passes it) would be cuda:0
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device.type == "cuda" and getattr(loader, "num_workers", None) == 0:
+            # without workers the producer thread would run SeededSamples' reseed/restore of the global RNGs
+            # concurrently with the main thread: exact resume would break at random
+            raise ConfigError("loader.pipeline='device' on CUDA needs data.workers >= 1")
+        self.loader, self.finish, self.device, self.channels_last = loader, finish, device, channels_last
         self.depth = depth
-        self.streams = streams or (CudaStreams(device) if self.device.type == "cuda" else HostStreams(device))
+        self.streams = streams or (CudaStreams(device) if device.type == "cuda" else HostStreams(device))
+        self.staged = callable(getattr(finish, "decode", None)) and callable(getattr(finish, "augment", None))
 
     def __len__(self):
         return len(self.loader)
 
-    def _produce(self, batches, queue, stop):
+    def _decode(self, batches, handoff, stop):
+        """Thread A: copies and decodes on the decode stream; items: ``(inputs, targets, event, staged)``, then
+        (staged) one ``(images, event)`` per plan group."""
         try:
             with self.streams.device_context():
-                side = self.streams.new_stream()
+                pool = self.streams.decode_stream()
                 for inputs, targets in batches:
                     if stop.is_set():
                         return
-                    with self.streams.use(side):
-                        inputs = self.finish(inputs.to(self.device, non_blocking=True))
+                    with self.streams.use(pool):
+                        inputs = inputs.to(self.device, non_blocking=True)
                         targets = targets.to(self.device, non_blocking=True)
+                        ready = self.streams.new_event()
+                        ready.record(pool)
+                    if not self._put(handoff, stop, (inputs, targets, ready, self.staged)):
+                        return
+                    groups = self.finish.decode(inputs) if self.staged else iter(())
+                    while True:
+                        with self.streams.use(pool):  # the generator decodes when advanced: under the stream
+                            images = next(groups, _END)
+                            if images is _END:
+                                break
+                            ready = self.streams.new_event()
+                            ready.record(pool)
+                        if not self._put(handoff, stop, (images, ready)):
+                            return
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the consuming thread
+            self._put(handoff, stop, error)
+            return
+        self._put(handoff, stop, _END)
+
+    def _take(self, handoff, stop):
+        item = self._get(handoff, stop)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def _groups(self, handoff, stop, side):
+        """Thread B's view of thread A's decoded groups: each waited for and owned on the side stream."""
+        while True:
+            images, ready = self._take(handoff, stop)
+            self._own(side, ready, images)
+            yield images
+
+    @staticmethod
+    def _own(stream, ready, tensors):
+        if stream is not None:  # off CUDA: no streams, work in order
+            stream.wait_event(ready)
+            for tensor in tensors:
+                tensor.record_stream(stream)
+
+    def _augment(self, handoff, out, stop, decoding):
+        """Thread B: crop/resize and augmentation on the side stream; items ``((inputs, targets), event)``."""
+        try:
+            with self.streams.device_context():
+                side = self.streams.new_stream()
+                while True:
+                    item = self._take(handoff, stop)
+                    if item is _END:
+                        break
+                    inputs, targets, ready, staged = item
+                    with self.streams.use(side):
+                        self._own(side, ready, [*_device_tensors(inputs), targets])
+                        if staged:
+                            inputs = self.finish.augment(inputs, self._groups(handoff, stop, side))
+                        else:
+                            inputs = self.finish(inputs)
                         if self.channels_last and inputs.dim() == 4:
                             inputs = inputs.contiguous(memory_format=torch.channels_last)
-                        ready = self.streams.new_event()
-                        ready.record(side)
-                    if not self._put(queue, stop, ((inputs, targets), ready)):
+                        done = self.streams.new_event()
+                        done.record(side)
+                    if not self._put(out, stop, ((inputs, targets), done)):
                         return
         except BaseException as error:  # noqa: BLE001 -- re-raised in the consuming thread
-            self._put(queue, stop, error)
+            self._put(out, stop, error)
             return
-        self._put(queue, stop, _END)
+        finally:
+            decoding.set()  # thread A stops with this one
+        self._put(out, stop, _END)
 
     @staticmethod
     def _put(queue, stop, item) -> bool:
@@ -757,28 +920,40 @@ class BackgroundFeeder:
                 continue
         return False
 
+    @staticmethod
+    def _get(queue, stop):
+        while not stop.is_set():
+            try:
+                return queue.get(timeout=0.1)
+            except Empty:
+                continue
+        raise _Stopped
+
     def __iter__(self):
-        queue, stop = Queue(maxsize=self.depth), threading.Event()
-        thread = threading.Thread(target=self._produce, args=(iter(self.loader), queue, stop),
-                                  name="depthbench-device-pipeline", daemon=True)
-        thread.start()
+        handoff, out = Queue(maxsize=1), Queue(maxsize=self.depth)
+        stop, decoding = threading.Event(), threading.Event()
+        threads = [threading.Thread(target=self._decode, args=(iter(self.loader), handoff, decoding),
+                                    name="depthbench-device-decode", daemon=True),
+                   threading.Thread(target=self._augment, args=(handoff, out, stop, decoding),
+                                    name="depthbench-device-pipeline", daemon=True)]
+        for thread in threads:
+            thread.start()
         try:
             consumer = self.streams.current()
             while True:
-                item = queue.get()
+                item = out.get()
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
                     raise item
                 tensors, ready = item
-                if consumer is not None:
-                    consumer.wait_event(ready)
-                    for tensor in tensors:
-                        tensor.record_stream(consumer)
+                self._own(consumer, ready, tensors)
                 yield tensors
         finally:
             stop.set()
-            thread.join()
+            decoding.set()
+            for thread in threads:
+                thread.join()
 
 
 # ------------------------------------------------------------------------------------------- the switch

@@ -46,9 +46,10 @@ def srun_line(script: str) -> str:
 @pytest.mark.parametrize("gpus", [0, 4])
 def test_srun_hands_each_rank_its_cores_and_on_gpus_the_closest_gpu(gpus):
     """Slurm >= 22.05 does not pass sbatch's --cpus-per-task on to srun: the step must ask for it itself, or the
-    rank's loader workers share one core; on a GPU partition each rank is bound to the GPU closest to its cores."""
+    rank's loader workers share one core; on a GPU partition every rank sees all of its node's GPUs (NCCL needs its
+    peers visible; DeepSpeed and Accelerate index GPUs by the raw LOCAL_RANK) -- never one GPU a task."""
     code, out, err = cli("submit", PRESET, *TINY, "data.workers=6", "--gpus-per-node", gpus, "--dry-run")
     assert code == 0, err
     srun = srun_line(out)
     assert "${SLURM_CPUS_PER_TASK:+--cpus-per-task=$SLURM_CPUS_PER_TASK}" in srun
-    assert ("--gpu-bind=single:1" in srun) == bool(gpus), srun
+    assert ("--gpu-bind=none" in srun) == bool(gpus) and "single:" not in srun, srun

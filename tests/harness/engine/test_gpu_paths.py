@@ -5,6 +5,9 @@ CUDA is simulated by patching ``torch.cuda`` to report devices; the calls the en
 order, so a test sees *that* ``set_device`` came first, not only the device it ended with.
 """
 
+import os
+import types
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -28,6 +31,9 @@ def two_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current["index"])
     monkeypatch.setattr(torch.cuda, "set_device", set_device)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    # a PCI domain no host has: the real sysfs never answers, so no test binds this process's cores
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(
+        pci_domain_id=0xfffe, pci_bus_id=0x10 + index, pci_device_id=0))
     monkeypatch.setenv("LOCAL_RANK", "1")
     return calls
 
@@ -42,6 +48,18 @@ def test_deepspeed_backend_takes_the_local_rank_s_gpu_before_the_process_group(t
     assert two_gpus[:2] == [("set_device", 1), ("init_distributed", "nccl")]
 
 
+def test_deepspeed_s_throughput_timer_does_not_synchronize_the_device(two_gpus, monkeypatch):
+    """DeepSpeed's throughput timer is on and synchronized by default: torch.cuda.synchronize at every forward and
+    step, which set_sync_debug_mode("error") does not catch. The config turns it off, read as DeepSpeed reads it."""
+    import deepspeed
+    from deepspeed.utils.config import get_timers_config
+
+    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: None)
+    backend = backends.DeepSpeedBackend("bf16", 1, micro_batch=2, clip_grad=None, zero_stage=2)
+    assert get_timers_config(backend.config).enabled is False
+    assert get_timers_config({}).enabled is True  # DeepSpeed's default, which the config must override
+
+
 def test_accelerate_backend_takes_the_local_rank_s_gpu_before_the_accelerator(two_gpus, monkeypatch):
     class FakeAccelerator:  # Accelerate's own state would set the device too; it must find it set already
         def __init__(self, **kwargs):
@@ -54,11 +72,92 @@ def test_accelerate_backend_takes_the_local_rank_s_gpu_before_the_accelerator(tw
     assert two_gpus == [("set_device", 1), ("Accelerator", False)]
 
 
-def test_a_task_shown_only_its_own_gpu_uses_index_0(two_gpus, monkeypatch):
-    """srun --gpus-per-task=1: every task sees one device, whatever its local rank."""
+def test_a_task_shown_fewer_gpus_than_its_local_rank_is_refused_in_one_line(two_gpus, monkeypatch):
+    """srun --gpu-bind=single:1 / --gpus-per-task=1: every task sees one device. Taking index 0 there crashed later:
+    DeepSpeed's process group (device_id) and engine (set_device) and Accelerate's DDP (device_ids) use the raw
+    LOCAL_RANK."""
+    from harness.core.errors import DepthbenchError
+
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setenv("LOCAL_RANK", "3")
-    assert backends.rank_device() == torch.device("cuda", 0) and two_gpus == [("set_device", 0)]
+    with pytest.raises(DepthbenchError) as error:
+        backends.rank_device()
+    message = str(error.value)
+    assert "\n" not in message and "LOCAL_RANK=3" in message and "all of its node's GPUs" in message
+    assert two_gpus == []
+
+
+def test_each_rank_is_bound_to_the_cores_closest_to_its_gpu(two_gpus, monkeypatch, tmp_path):
+    """With every GPU visible, the rank binds itself to its GPU's NUMA-local cores (sysfs local_cpulist) among the
+    cores it may use, before loader workers fork; no overlap or no sysfs entry leaves the affinity alone."""
+    for bus, cpulist in ((0x10, "0-3,8-11"), (0x11, "4-7,12-15")):
+        (tmp_path / f"fffe:{bus:02x}:00.0").mkdir()
+        (tmp_path / f"fffe:{bus:02x}:00.0" / "local_cpulist").write_text(cpulist + "\n")
+    bound = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3, 4, 5, 6, 12})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: bound.append(set(cores)))
+    bind = backends.bind_to_gpu_cores
+    monkeypatch.setattr(backends, "bind_to_gpu_cores", lambda index: bind(index, sysfs=str(tmp_path)))
+    assert backends.rank_device() == torch.device("cuda", 1) and two_gpus == [("set_device", 1)]
+    assert bound == [{4, 5, 6, 12}]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {20, 21})
+    assert bind(0, sysfs=str(tmp_path)) == set()
+    assert bind(1, sysfs=str(tmp_path / "missing")) == set()
+    assert bound == [{4, 5, 6, 12}]
+
+
+class CudaTouched(BaseException):  # not an Exception: no except clause in the code under test swallows it
+    pass
+
+
+@pytest.mark.parametrize("opt", ["adamw", "adam", "sgd", "adagrad"])
+def test_the_fused_optimizer_check_makes_no_cuda_call(opt, monkeypatch):
+    """The config check runs before the rank's device is chosen: a CUDA tensor there made a CUDA context on GPU 0 in
+    every rank (and stops the --nproc launcher from forking), and so did step() even on a CPU tensor (its CUDA-graph
+    health check asks for the current CUDA stream). The check builds the optimizer on the CPU and never steps it."""
+    from harness.engine.builders import check_fused_optimizer
+
+    def touched(*args, **kwargs):
+        raise CudaTouched()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("_lazy_init", "init", "current_device", "set_device", "device_count", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    check_fused_optimizer(opt)
+
+
+class OnGpu(torch.Tensor):
+    """A tensor standing for a CUDA one on a CPU: ``.cpu()`` gives a plain tensor."""
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def test_deepspeed_s_optimizer_state_is_gathered_on_the_cpu_over_gloo(monkeypatch):
+    """Saving under NCCL: each rank's ZeRO partition went through gather_object with CUDA tensors inside -- rank 0
+    unpickled rank k's onto cuda:k, and NCCL's object collectives stage world size × the object on the GPU. The
+    partitions go as CPU tensors, over a gloo group made once."""
+    from torch import distributed as dist
+
+    groups, sent = [], []
+
+    def gather_object(obj, out, dst=0, group=None):
+        sent.append((obj, group))
+        out[:] = [obj, obj]
+
+    monkeypatch.setattr(dist, "get_backend", lambda *a, **k: "nccl")
+    monkeypatch.setattr(dist, "new_group", lambda **kw: groups.append(kw["backend"]) or f"group {len(groups)}")
+    monkeypatch.setattr(dist, "gather_object", gather_object)
+    backend = object.__new__(backends.DeepSpeedBackend)
+    backend.rank, backend.world_size, backend.zero_stage = 0, 2, 2
+    state = {"state": {0: {"exp_avg": torch.ones(3).as_subclass(OnGpu)}},
+             "param_groups": [{"lr": 0.1, "params": [0]}], "fp32": [torch.zeros(2).as_subclass(OnGpu)]}
+    optimizer = type("Optimizer", (), {"state_dict": lambda self: state})()
+    for _ in range(2):
+        saved = backend.optimizer_state(optimizer)
+    assert groups == ["gloo"] and [group for _, group in sent] == ["group 1", "group 1"]
+    tensors = [saved["partitions"][0]["state"][0]["exp_avg"], saved["partitions"][0]["fp32"][0]]
+    assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in tensors), [type(t) for t in tensors]
 
 
 # ----------------------------------------------------------------------------------------- the non-finite guard
@@ -122,6 +221,20 @@ def test_under_fp16_an_overflow_is_the_grad_scaler_s_and_the_next_update_counts(
     assert scaler.get_scale() < 2.0**16
 
 
+def test_fp16_with_a_non_fused_optimizer_is_refused_in_one_line(monkeypatch):
+    """fp16 on Accelerate: GradScaler's step reads found_inf with .item() before every step of a non-fused optimizer
+    (torch/amp/grad_scaler.py, _maybe_opt_step), a host sync per step; a fused one takes found_inf on the device."""
+    from harness.core.errors import ConfigError
+
+    backend = backends.AccelerateBackend("fp32", 1)
+    monkeypatch.setattr(backend.accelerator, "scaler", torch.amp.GradScaler("cpu"))
+    model = many_parameters(4)
+    with pytest.raises(ConfigError, match="precision=fp16 on CUDA needs optim.fused=True") as error:
+        backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1))
+    assert "\n" not in str(error.value)
+    backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1, fused=True))
+
+
 def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the_step():
     """On CUDA the device pipeline feeds batches from its own thread and stream (BackgroundFeeder): DeviceLoader
     yields them as they come, without a second side stream of its own (which would copy and wait once more)."""
@@ -140,3 +253,14 @@ def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the
 
     batches = list(DeviceLoader(Loader([0, 1, 2]), "cuda:1", channels_last=True))
     assert batches == [("batch", 0), ("batch", 1), ("batch", 2)]
+
+
+def test_a_skip_on_one_zero_shard_is_reported_as_a_skip():
+    """Under ZeRO 1-3 each rank's guard sees only its gradient shard: one rank of 4 skipping summed to 1, divided by
+    the world size printed "0 update(s) skipped". Rounded up, the stop message counts it."""
+    from harness.engine.loop import NonFiniteLoss, TrainState, check_finite, updates_skipped
+
+    assert updates_skipped(1.0, 4) == 1 and updates_skipped(8.0, 4) == 2 and updates_skipped(0.0, 4) == 0
+    read = {"skipped": updates_skipped(1.0, 4), "bad_ranks": 0}
+    with pytest.raises(NonFiniteLoss, match=r"; 1 update\(s\) skipped"):
+        check_finite(read, TrainState())

@@ -471,12 +471,12 @@ def test_a_batch_crosses_the_worker_boundary_as_one_packed_bytes_tensor_and_int3
     seed_all(3)
     batch, _ = collate_encoded([dataset[i % len(jpegs)] for i in range(16)])
     tensors = tensors_in(batch)
-    assert len(tensors) <= 10, len(tensors)
+    assert len(tensors) <= 11, len(tensors)
     payload = [t for t in tensors if t.dtype == torch.uint8]
     assert len(payload) == 1 and payload[0].numel() == sum(len(Path(jpegs[i % len(jpegs)]).read_bytes())
                                                            for i in range(16))
     assert batch.offsets.dtype == torch.int32 and len(batch.offsets) == 17
-    assert all(t.dtype == torch.int32 for t in (batch.op_index, batch.erase, batch.order, batch.restore))
+    assert all(t.dtype == torch.int32 for t in (batch.op_index, batch.erase, batch.erased, batch.order, batch.restore))
     assert len(batch.op_index) and len(batch.erase)  # the draw did choose ops and erase
 
 
@@ -519,21 +519,24 @@ class Recorded:
     thread."""
 
     def __init__(self):
-        self.log, self.active = [], []
+        self.log, self.active, self.last_copied, self.last_finished = [], [], None, None
 
     def add(self, *entry):
-        self.log.append((threading.current_thread() is threading.main_thread(), *entry))
+        self.log.append((threading.current_thread().name, *entry))
 
     def device_context(self):
         self.add("device")
         return contextlib.nullcontext()
 
     def new_stream(self):
-        return "side"
+        return RecordedStream(self, "side")
+
+    def decode_stream(self):
+        return RecordedStream(self, "decode")
 
     @contextlib.contextmanager
     def use(self, stream):
-        self.active.append(stream)
+        self.active.append(stream.name)
         yield
         self.active.pop()
 
@@ -557,8 +560,8 @@ class RecordedEvent:
         self.streams, self.batch = streams, None
 
     def record(self, stream):
-        self.batch = self.streams.last_finished
-        self.streams.add("record", stream, list(self.streams.active), self.batch)
+        self.batch = self.streams.last_copied if stream.name == "decode" else self.streams.last_finished
+        self.streams.add("record", stream.name, list(self.streams.active), self.batch)
 
 
 class RecordedTensor:
@@ -567,6 +570,8 @@ class RecordedTensor:
 
     def to(self, device, non_blocking=False):
         self.streams.add("copy", self.name, list(self.streams.active), non_blocking)
+        if self.name.startswith("b"):
+            self.streams.last_copied = self.name
         return self
 
     def record_stream(self, stream):
@@ -576,17 +581,21 @@ class RecordedTensor:
         return 4
 
 
+MAIN, DECODE, AUGMENT = "MainThread", "depthbench-device-decode", "depthbench-device-pipeline"
+
+
 def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_stream():
-    """The device part runs in a thread of its own, on its own stream: per batch, the copies and ``finish`` run
-    under the side stream, then an event is recorded on it; the consumer's stream waits for that event and every
-    handed-over tensor is ``record_stream``-ed on the consumer before the consumer sees it (so the caching allocator
-    cannot hand its memory back to the side stream while the training stream still reads it). CUDA stand-ins
-    record the order here; that the kernels really run on the side stream and overlap the step, only a GPU shows
-    (the GPU check's ``loader`` part)."""
+    """The device part runs in two threads of its own: per batch, thread A copies it under the decode stream and
+    records an event there; thread B makes the side stream wait for that event, ``record_stream``-s the batch's
+    tensors on the side stream, runs ``finish`` under it and records an event; the consumer's stream waits for that
+    event and every handed-over tensor is ``record_stream``-ed on the consumer before the consumer sees it (so the
+    caching allocator cannot hand its memory back to a producing stream while a later stream still reads it).
+    CUDA stand-ins record the order here; that the kernels really run on those streams and overlap the step, only a
+    GPU shows (the GPU check's ``loader`` part)."""
     streams = Recorded()
 
     def finish(batch):
-        assert streams.active == ["side"] and threading.current_thread() is not threading.main_thread()
+        assert streams.active == ["side"] and threading.current_thread().name == AUGMENT
         streams.last_finished = batch.name
         return RecordedTensor(streams, f"x{batch.name[-1]}")
 
@@ -597,14 +606,24 @@ def test_the_background_feeder_hands_each_batch_over_with_an_event_and_record_st
         streams.add("consume", inputs.name)
     assert seen == ["x0", "x1", "x2"]
     log = streams.log
-    assert log[0] == (False, "device")  # the thread sets its device before any work
+    assert (DECODE, "device") in log and (AUGMENT, "device") in log  # each thread sets its device before any work
+    assert log.index((DECODE, "device")) < min(i for i, e in enumerate(log) if e[0] == DECODE and e[1] != "device")
+    assert log.index((AUGMENT, "device")) < min(i for i, e in enumerate(log) if e[0] == AUGMENT and e[1] != "device")
     for k in range(3):
-        copied = log.index((False, "copy", f"b{k}", ["side"], True))
-        recorded = log.index((False, "record", "side", ["side"], f"b{k}"))
-        waited = log.index((True, "wait", "consumer", f"b{k}"))
-        handed = [log.index((True, "record_stream", name, "consumer")) for name in (f"x{k}", f"y{k}")]
-        consumed = log.index((True, "consume", f"x{k}"))
-        assert copied < recorded < waited < min(handed) and max(handed) < consumed, log
+        copied = [log.index((DECODE, "copy", name, ["decode"], True)) for name in (f"b{k}", f"y{k}")]
+        decoded = log.index((DECODE, "record", "decode", ["decode"], f"b{k}"))
+        taken = log.index((AUGMENT, "wait", "side", f"b{k}"))
+        owned = [log.index((AUGMENT, "record_stream", name, "side")) for name in (f"b{k}", f"y{k}")]
+        recorded = log.index((AUGMENT, "record", "side", ["side"], f"b{k}"))
+        waited = log.index((MAIN, "wait", "consumer", f"b{k}"))
+        handed = [log.index((MAIN, "record_stream", name, "consumer")) for name in (f"x{k}", f"y{k}")]
+        consumed = log.index((MAIN, "consume", f"x{k}"))
+        assert max(copied) < decoded < taken < min(owned) and max(owned) < recorded < waited < min(handed), log
+        assert max(handed) < consumed, log
+
+
+def feeder_threads():
+    return [t for t in threading.enumerate() if t.name in (DECODE, AUGMENT)]
 
 
 def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops_its_thread():
@@ -616,7 +635,67 @@ def test_the_background_feeder_raises_a_worker_s_error_in_the_consumer_and_stops
     assert torch.equal(next(feeder)[0], torch.ones(2))
     with pytest.raises(DataError, match="bad.JPEG"):
         next(feeder)
-    assert not any(t.name == "depthbench-device-pipeline" for t in threading.enumerate())
+    assert not feeder_threads()
+
+
+class TwoStages:
+    """A ``finish`` with the device pipeline's two stages: ``decode`` yields two groups per batch (a batch is a
+    tensor holding its number), ``augment`` takes them; batch ``fail`` fails in ``augment``."""
+
+    def __init__(self, fail=None):
+        self.threads, self.fail, self.next_decoding = set(), fail, threading.Event()
+
+    def decode(self, batch):
+        for group in range(2):
+            self.threads.add(("decode", threading.current_thread().name))
+            if int(batch) == 1:
+                self.next_decoding.set()
+            yield [batch * 10 + group]
+
+    def augment(self, batch, decoded):
+        self.threads.add(("augment", threading.current_thread().name))
+        groups = [next(decoded) for _ in range(2)]
+        if int(batch) == 0:  # thread A decodes batch 1 while batch 0 is augmented (serially: never)
+            assert self.next_decoding.wait(10), "the next batch was not decoded during this one's augmentation"
+        if int(batch) == self.fail:
+            raise DataError("augment failed")
+        return torch.cat([g[0].view(1) for g in groups])
+
+
+def test_the_feeder_decodes_in_one_thread_and_augments_in_another_overlapping_them():
+    """nvJPEG's decode blocks its calling thread; the augmentation's kernels are launched from another thread, so
+    the next batch's decode runs while this batch is augmented. Each stage in its own thread; outputs in order."""
+    stages = TwoStages()
+    loader = [(torch.tensor(k), torch.tensor(k)) for k in range(3)]
+    out = [inputs.tolist() for inputs, _ in BackgroundFeeder(loader, stages, "cpu")]
+    assert out == [[0, 1], [10, 11], [20, 21]]
+    assert stages.threads == {("decode", DECODE), ("augment", AUGMENT)}
+    assert not feeder_threads()
+
+
+def test_an_augmentation_error_reaches_the_consumer_and_a_stopped_consumer_stops_both_threads():
+    """An error in thread B (augmentation) is raised in the consumer and both threads end; a consumer that stops
+    early (``close``: a break out of the epoch) while thread A waits on a full hand-off queue stops both threads
+    too (no deadlock). Run under a watchdog: a hang fails the test rather than the suite."""
+    def consume(feeder, batches, result):
+        try:
+            iterator = iter(feeder)
+            for _ in range(batches):
+                next(iterator)
+            iterator.close()
+            result.append("closed")
+        except DataError as error:
+            result.append(str(error))
+
+    for fail, batches, expected in ((1, 3, "augment failed"), (None, 1, "closed")):
+        loader = [(torch.tensor(k), torch.tensor(k)) for k in range(50)]
+        result = []
+        watched = threading.Thread(target=consume, args=(BackgroundFeeder(loader, TwoStages(fail), "cpu", depth=1),
+                                                         batches, result))
+        watched.start()
+        watched.join(20)
+        assert not watched.is_alive() and result == [expected], result
+        assert not feeder_threads()
 
 
 class LooksCuda(torch.Tensor):
@@ -691,3 +770,176 @@ def test_a_crafted_image_through_the_device_pipeline_is_one_line_naming_it(tmp_p
         batch, _ = collate_encoded([dataset[0], dataset[1]])
         DeviceAugment(16, MEAN, STD, training=False)(batch)
     assert str(bad) in str(error.value) and "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------------------------------------ device review
+class LoggedStream:
+    """A CUDA stream stand-in for the decode's hand-off: logs ``wait_stream`` into ``log``."""
+
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def wait_stream(self, other):
+        self.log.append(("wait_stream", self.name, other.name))
+
+
+class LoggedImage:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def record_stream(self, stream):
+        self.log.append(("record_stream", self.name, stream.name))
+
+
+def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_the_caller_s_stream(jpegs,
+                                                                                                monkeypatch):
+    """torchvision's CUDA decode allocates its outputs from the *current* stream's pool and writes them on nvJPEG's
+    own stream, which never waits for the current one: decoded on the caller's stream, an output block could be one
+    that kernels still queued there read (pytorch/vision#9606). So the decode runs with the per-device decode stream
+    current (its pool hands out the blocks); afterwards the caller's stream waits for it and every image is
+    ``record_stream``-ed on the caller's stream -- batched and one-by-one decodes alike. Stand-ins record the order
+    (only a GPU shows the race itself)."""
+    log, active = [], ["side"]
+    side, pool = LoggedStream(log, "side"), LoggedStream(log, "pool")
+    device = torch.device("cuda", 0)
+    monkeypatch.setitem(image_device._DECODE_STREAMS, device, pool)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: side)
+
+    @contextlib.contextmanager
+    def use(stream):
+        active.append(stream.name)
+        yield
+        active.pop()
+
+    def decode(data, mode, device):
+        log.append(("decode", active[-1]))
+        if isinstance(data, list):
+            return [LoggedImage(log, f"image{k}") for k in range(len(data))]
+        return LoggedImage(log, "one")
+
+    monkeypatch.setattr(torch.cuda, "stream", use)
+    monkeypatch.setattr(image_device, "decode_jpeg", decode)
+    dataset = EncodedImages(Files(jpegs[:3]))
+    batch, _ = collate_encoded([dataset[i] for i in range(3)])
+    images = image_device.decode_group(batch, [0, 1, 2], device)
+    assert [i.name for i in images] == ["image0", "image1", "image2"]
+    assert log == [("decode", "pool"), ("wait_stream", "side", "pool"),
+                   *[("record_stream", f"image{k}", "side") for k in range(3)]], log
+    del log[:]
+    assert image_device._decode_one("a.JPEG", batch.data[:10], device).name == "one"
+    assert log == [("decode", "pool"), ("wait_stream", "side", "pool"), ("record_stream", "one", "side")], log
+
+
+class CopyLog:
+    """Patches ``Tensor.pin_memory`` and ``Tensor.to`` (CPU-only here) to record the host-to-device copies."""
+
+    def __init__(self, monkeypatch):
+        self.copies, self.pinned = [], []
+        monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: (self.pinned.append(tensor), tensor)[1])
+        monkeypatch.setattr(torch.Tensor, "to", lambda tensor, device, non_blocking=False: (
+            self.copies.append((str(device), non_blocking)), tensor)[1])
+
+
+def test_constants_and_the_one_by_one_fallback_reach_cuda_by_asynchronous_copies(jpegs, monkeypatch):
+    """``torch.tensor(..., device=cuda)`` copies from pageable memory and blocks the host (the pipeline's thread,
+    and under ``set_sync_debug_mode('error')`` an error): the constants are made on the host, pinned and copied
+    ``non_blocking`` (3: mean, std, fill), once per device; a JPEG that nvJPEG rejects is decoded by PIL and copied
+    ``non_blocking``. ``Tensor.to`` is patched to record (no CUDA here)."""
+    copies = CopyLog(monkeypatch)
+    finish = DeviceAugment(16, MEAN, STD, training=True)
+    device = torch.device("cuda", 0)
+    finish._constants(device)
+    finish._constants(device)
+    assert copies.copies == [("cuda:0", True)] * 3 and len(copies.pinned) == 3
+
+    def rejected(*args, **kwargs):
+        raise RuntimeError("nvJPEG: unsupported")
+
+    monkeypatch.setattr(image_device, "_decode_jpegs", rejected)
+    del copies.copies[:]
+    data = torch.from_numpy(np.frombuffer(Path(jpegs[0]).read_bytes(), dtype=np.uint8).copy())
+    image_device._decode_one("a.JPEG", data, device)
+    assert copies.copies == [("cuda:0", True)]
+
+
+def test_a_batch_pins_its_bytes_only_when_an_image_was_decoded_on_the_host(tmp_path, jpegs, monkeypatch):
+    """nvJPEG reads pageable bytes itself; only pixels decoded on the host (a PNG here) are copied to the device
+    from ``data``, so only then is ``data`` pinned (pinning a batch's megabytes costs host time and pinned memory)."""
+    png = tmp_path / "a.png"
+    Image.open(jpegs[0]).save(png)
+    pinned = []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: (pinned.append(t.data_ptr()), t)[1])
+    jpeg_only, _ = collate_encoded([EncodedImages(Files(jpegs[:2]))[i] for i in range(2)])
+    jpeg_only.pin_memory()
+    assert jpeg_only.data.data_ptr() not in pinned and len(pinned) == len(EncodedBatch.TENSORS) - 1
+    del pinned[:]
+    mixed, _ = collate_encoded([EncodedImages(Files([jpegs[0], str(png)]))[i] for i in range(2)])
+    mixed.pin_memory()
+    assert mixed.data.data_ptr() in pinned and len(pinned) == len(EncodedBatch.TENSORS)
+
+
+def test_the_feeder_resolves_a_bare_cuda_device_on_the_caller_s_thread(monkeypatch):
+    """preflight passes ``"cuda"``; resolved in the producer thread it would be cuda:0 on every rank. The feeder
+    resolves it where it is made, on the caller's thread (the rank's current device; mocked here)."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert BackgroundFeeder([], lambda x: x, "cuda", streams=Recorded()).device == torch.device("cuda", 3)
+    assert BackgroundFeeder([], lambda x: x, "cuda:1", streams=Recorded()).device == torch.device("cuda", 1)
+
+
+def test_the_device_pipeline_on_cuda_without_loader_workers_is_refused_in_one_line():
+    """With ``data.workers=0`` the feeder's thread would run ``SeededSamples`` (which reseeds and restores the
+    global random/numpy/torch generators) concurrently with the training thread: exact resume breaks. Refused when
+    the feeder is made, before its thread starts; on the CPU (no thread) and with workers the pipeline runs."""
+    from harness.core.errors import ConfigError
+
+    loader = torch.utils.data.DataLoader(list(range(4)), num_workers=0)
+    with pytest.raises(ConfigError) as refused:
+        BackgroundFeeder(loader, lambda x: x, "cuda:0", streams=Recorded())
+    assert str(refused.value) == "loader.pipeline='device' on CUDA needs data.workers >= 1"
+    BackgroundFeeder(loader, lambda x: x, "cpu")
+    BackgroundFeeder(torch.utils.data.DataLoader(list(range(4)), num_workers=1), lambda x: x, "cuda:0",
+                     streams=Recorded())
+
+
+def erase_whole_batch(x, boxes, seeds, mode):
+    """The random erasing before issue 52's review: noise for every image of the batch (boxes: (batch position,
+    top, left, height, width)), kept as the reference of the per-erased-image version."""
+    n, c, h, w = x.shape
+    rows = torch.arange(h).view(1, h, 1)
+    cols = torch.arange(w).view(1, 1, w)
+    index, top, left, height, width = (boxes[:, k].view(-1, 1, 1) for k in range(5))
+    inside = (rows >= top) & (rows < top + height) & (cols >= left) & (cols < left + width)
+    mask = torch.zeros(n, h, w, dtype=torch.bool).index_put_((index.view(-1),), inside, accumulate=True)
+    if mode == "pixel":
+        noise = normal_noise(seeds, (c, h, w))
+    elif mode == "rand":
+        noise = normal_noise(seeds, (c, 1, 1)).expand_as(x)
+    else:
+        noise = torch.zeros_like(x)
+    return torch.where(mask[:, None], noise, x)
+
+
+@pytest.mark.parametrize("mode", ["pixel", "rand", "const"])
+def test_erasing_noise_is_made_for_the_erased_images_only_and_equals_the_whole_batch_s(jpegs, monkeypatch, mode):
+    """Random erasing's noise (int64 hashes and float64 Box-Muller, ~90 bytes per pixel) was made for every image of
+    the batch; now for the images with a box alone (their int32 positions collated in the worker), and the output
+    is bit-identical to the whole-batch computation (the noise depends only on the sample's seed and position)."""
+    cfg = imagenet_cfg(32, reprob=0.5, remode=mode)
+    transform = black_zero_bit_posterize(build_transform(cfg.data, cfg.aug, is_training=True))
+    dataset = EncodedImages(Files(jpegs), ParameterDraw(transform, 32))
+    seed_all(11)
+    samples = [dataset[i % len(jpegs)] for i in range(16)]
+    batch, _ = collate_encoded(samples)
+    erased = [i for i, (s, _) in enumerate(samples) if s.erase]
+    assert 0 < len(erased) < 16 and batch.erased.dtype == torch.int32 and batch.erased.tolist() == erased
+    x = torch.randn(16, 3, 32, 32)
+    boxes = torch.tensor([(i, *box) for i, (s, _) in enumerate(samples) for box in s.erase], dtype=torch.int32)
+    reference = erase_whole_batch(x.clone(), boxes, torch.tensor([s.noise_seed for s, _ in samples]), mode)
+    made = []
+    noise = image_device.normal_noise
+    monkeypatch.setattr(image_device, "normal_noise", lambda seeds, shape: (made.append(len(seeds)),
+                                                                           noise(seeds, shape))[1])
+    out = DeviceAugment(32, MEAN, STD, training=True, erase_mode=mode)._erase(x.clone(), batch.erase, batch.erased,
+                                                                             batch.noise_seeds)
+    assert torch.equal(out, reference)
+    assert made == ([] if mode == "const" else [len(erased)])
