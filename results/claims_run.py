@@ -286,7 +286,8 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
              "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
              "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
              "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
-             "the margin) / inconclusive (with the effects the data rule out)."
+             "the margin) / inconclusive (with the effects the data rule out). Efficiency claims are the exception: "
+             "measured on the papers' own models at their sizes (each file's bench section), nothing trained."
              + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
              ""]
     machines: dict = {}

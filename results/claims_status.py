@@ -650,8 +650,12 @@ def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False)
         return f"{paper}: no claims evaluated yet"
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results})
-    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
+    seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results if not r.claim.measure})
+    seeds_text = ("" if not seeds else f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
                   else f"{seeds[0]}–{seeds[-1]} seeds")
-    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced "
-            f"setting)" + (" [--quick: no verdicts]" if quick else ""))
+    measured = sum(bool(r.claim.measure) for r in results)
+    where = ", ".join(x for x in (f"{seeds_text}, reduced setting" if seeds else "",
+                                  f"{measured} efficiency claim{'s' if measured != 1 else ''} measured on the "
+                                  "paper's models" if measured else "") if x)
+    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({where})"
+            + (" [--quick: no verdicts]" if quick else ""))

@@ -207,3 +207,11 @@ def test_efficiency_only_keeps_the_family_and_refuses_a_paper_without_any():
     assert [c.id for c in f.claims] == ["recursion-1x-faster-than-2x"] and f.design.family == 3
     with pytest.raises(DepthbenchError, match="no efficiency claims"):
         run(["scalenet"], efficiency=True)
+
+
+def test_the_status_line_says_efficiency_claims_are_measured_not_reduced(tmp_path):
+    f = efficiency_file(tmp_path)
+    base, treat = rounds(1.35, 0.03)
+    r = verdicts(f, {("horesnet", "a:throughput:infer"): base, ("horesnet", "b:throughput:infer"): treat})["t"]
+    line = cl.status_line("horesnet", [r])
+    assert "1 efficiency claim measured on the paper's models" in line and "reduced setting" not in line
