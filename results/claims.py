@@ -62,14 +62,16 @@ from harness.core.files import BadFile, read_json
 from harness.core.rundir import RunDir
 from harness.engine.builders import load_training_config
 from harness.engine.models import build_model, model_kwargs
+from harness.measure import bench as hb
 from harness.measure.flops import count_flops, count_params
 from results import sequential as seq
 # the definitions and the report's reading (no engine: `claims --status`), part of this module's interface
 from results.claims_status import (ARM_FIELDS, AUDIT_MEASURES, BUDGET_KEYS, CLAIM_FIELDS, CLAIMS_DIR, DESIGN_FIELDS,
-                                   FILE_FIELDS, KINDS, METRICS, POWER_FIELDS, REPO, SOURCE_FIELDS, TESTS, VERDICTS,
-                                   Arm, ArmStats, Claim, ClaimError, ClaimResult, ClaimsFile, Design, Exploratory,
-                                   Interval, PaperSource, available_claims, load, load_claims, read_report,
-                                   seeds_per_arm, status_line)
+                                   FILE_FIELDS, KINDS, MEASURES, METRICS, POWER_FIELDS, REPO, SOURCE_FIELDS, TESTS,
+                                   VERDICTS, Arm, ArmStats, BenchModel, BenchPlan, Claim, ClaimError, ClaimResult,
+                                   ClaimsFile, Design, Exploratory, Interval, PaperSource, available_claims,
+                                   bench_key, load, load_claims, ratio_margin, read_report, seeds_per_arm,
+                                   split_bench_key, status_line)
 
 
 # ----------------------------------------------------------------------------------------- fairness
@@ -82,7 +84,9 @@ def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
     """Refuse a claim whose two arms' resolved configs differ in a :data:`BUDGET_KEYS` key (one line, the first
     difference). ``configs``: arm name -> resolved config (an MMEngine Config or a plain dict). In an interaction
     (``minus``) each pair is compared whole; ``budget_differs`` then names what may differ between the two pairs
-    (e.g. each depth's own tuned epochs)."""
+    (e.g. each depth's own tuned epochs). An efficiency claim trains nothing: no budget to compare."""
+    if claim.measure:
+        return
     pairs = [(claim.baseline, claim.treatment, claim.budget_differs)]
     if claim.minus:
         pairs = [(claim.baseline, claim.treatment, ()), (claim.minus["baseline"], claim.minus["treatment"], ()),
@@ -155,7 +159,7 @@ def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
     (or the expected) size, audited with the one FLOP counter (:func:`check_audit`): one line on the first that is
     not, before anything trains or is submitted. Returns each arm's resolved config."""
     configs = resolve_configs(claims, quick)
-    for claim in claims.claims:
+    for claim in [c for c in claims.claims if not c.measure]:  # efficiency claims train nothing
         check_equal_budget(claim, configs)
         pairs = [claim] + ([replace(claim, baseline=claim.minus["baseline"], treatment=claim.minus["treatment"],
                                     minus={})] if claim.minus else [])
@@ -282,16 +286,30 @@ def arm_stats(arm: str, values: Iterable[float]) -> ArmStats:
     return ArmStats(arm, values, float(np.mean(values)), std)
 
 
-def plan_looks(claim: Claim, design: Design) -> tuple[tuple[int, ...], float | None]:
+def plan_looks(claim: Claim, design: Design, bench: BenchPlan | None = None) -> tuple[tuple[int, ...], float | None]:
     """The claim's looks (seeds per arm) from its power analysis, and the plan's power: the fewest seeds, in steps
     of ``look_every`` up to ``max_seeds``, that reach ``target_power`` at alpha / m (m: the file's family; the level
     every stopping decision is taken at, so that Holm cannot undo it). A descriptive claim has one look, at the
-    file's first (an interval, no verdict, no power)."""
+    file's first (an interval, no verdict, no power). An efficiency claim: :func:`efficiency_plan`."""
     if claim.tier == "descriptive":
         return (design.look_every,), None
     alpha = design.alpha / design.family
+    if claim.measure:
+        return efficiency_plan(claim, design, bench)
     return seq.seeds_for_power(abs(claim.power["effect"]) or claim.margin, claim.power["sd"], alpha,
                                design.target_power, design.look_every, design.max_seeds, claim.kind, claim.margin)
+
+
+def efficiency_plan(claim: Claim, design: Design, bench: BenchPlan | None) -> tuple[tuple[int, ...], float]:
+    """An efficiency claim's one look and its power at alpha / m: throughput, the ``bench`` section's rounds (the
+    per-round log ratios, a paired t test); memory, one exact measurement (the allocator's peak is
+    deterministic), decided without sampling error (power 1)."""
+    if claim.measure == "memory":
+        return (1,), 1.0
+    rounds = (bench or BenchPlan()).rounds
+    effect = abs(claim.power["effect"]) or claim.margin
+    return (rounds,), seq.power(effect, claim.power["sd"], design.alpha / design.family, (rounds,), claim.kind,
+                                claim.margin, 4000)
 
 
 def seeds_needed(claim: Claim, design: Design, most: int = 60) -> int | None:
@@ -315,6 +333,10 @@ def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Se
         if len(common) < n:
             break
         seeds = common[:n]
+        if claim.measure == "memory":  # one exact value per model: the interval is the point
+            d = values[claim.treatment][seeds[-1]] - values[claim.baseline][seeds[-1]]
+            out.append(seq.Estimate(d, 0.0, math.inf, n))
+            continue
         if claim.test == "welch":
             out.append(seq.welch_estimate([values[claim.treatment][s] for s in seeds],
                                           [values[claim.baseline][s] for s in seeds]))
@@ -407,6 +429,50 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
                               "decision": lk.decision} for lk in reached), tuple(plan),
                        power, None if quick or descriptive else p, level, ruled_out, quick,
                        observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None)
+
+
+# ----------------------------------------------------------------------------------------- efficiency
+def measure_efficiency(claims: ClaimsFile, device: str | None = None, quick: bool = False,
+                       progress=None) -> tuple[dict, str]:
+    """Measure the models of ``claims``' efficiency claims with ``depthbench bench``'s machinery
+    (:func:`harness.measure.bench.benchmark`: every model the claims name, interleaved in the same rounds with
+    the machine's matmul, in each mode they name; ``device`` None: a GPU where one is visible). Returns
+    ``(values, hardware)``: values maps (paper, ``model:measure:mode``) -> {round: value} -- throughput: the log
+    of samples/s in each round; memory: minus the log of the peak MiB one warm step allocates, one exact value
+    (round 0) -- so that treatment minus baseline is the log of the treatment's advantage; hardware: the machine
+    in one line. ``quick``: 2 rounds, batch 1, no warm-up (the plumbing only)."""
+    wanted = [c for c in claims.claims if c.measure]
+    if not wanted:
+        return {}, ""
+    plan = claims.bench
+    names = list(dict.fromkeys(split_bench_key(k)[0] for c in wanted for k in (c.baseline, c.treatment)))
+    modes = sorted({c.mode for c in wanted})
+    participants = []
+    for name in names:
+        m = plan.models[name]
+        participants.append(hb.Participant(m.model, dict(m.kwargs), hb.input_size_of(m.model, m.size, m.kwargs),
+                                           label=name))
+    options = hb.BenchOptions(mode="both" if len(modes) == 2 else modes[0], batch_size=1 if quick else plan.batch_size,
+                              device=device, repeats=2 if quick else plan.rounds, iters=1 if quick else plan.iters,
+                              warmup=0 if quick else plan.warmup, memory=False, peak_size=256 if quick else None)
+    hb.check_options(options)
+    threads, cores = hb.pin_threads(None, options.device)
+    result = hb.benchmark(participants, [], options, threads=threads, cores=cores, progress=progress)
+    values = {}
+    rows = {r["label"]: r for r in result.rows}
+    for c in wanted:
+        for key in (c.baseline, c.treatment):
+            name, measure, mode = split_bench_key(key)
+            if measure == "throughput":
+                values[(c.paper, key)] = {i: math.log(options.batch_size / s)
+                                          for i, s in enumerate(result.times[mode][name])}
+            else:
+                values[(c.paper, key)] = {0: -math.log(max(rows[name][f"{mode}_peak_mib"], 1e-3))}
+    info = result.machine
+    hardware = (f"{info['device_name']} ({info['device']}, {info['threads']} thread(s)), torch {info['torch']}, "
+                f"timm {info['timm']}; bench batch {options.batch_size}, {options.repeats} interleaved rounds x "
+                f"{options.iters} step(s), load average {info['load_avg_1m']} at the start, {info['date']}")
+    return values, hardware
 
 
 # ----------------------------------------------------------------------------------------- curves

@@ -11,6 +11,7 @@ on the command line change no verdict.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shlex
@@ -39,15 +40,18 @@ def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
     for f in files:
         for claim in f.claims:
             key = (claim.paper, claim.id)
-            looks, power = ((1,), None) if quick else cl.plan_looks(claim, f.design)
+            looks, power = ((1,), None) if quick else cl.plan_looks(claim, f.design, f.bench)
             plans[key], powers[key] = looks, power
             targets[key] = looks if cap is None else tuple(sorted({min(n, cap) for n in looks}))
     return plans, targets, powers
 
 
-def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: dict) -> ClaimsReport:
+def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: dict,
+               device: str | None = None) -> ClaimsReport:
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``files`` into
-    ``out``. ``cap``: the most seeds per arm to train (None: each claim's plan); ``env``: added to the runs'."""
+    ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
+    cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
+    timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``env``: added to the runs'."""
 
     check_folder_kind(out, quick)
     check_writable_folder(out, "--out", "the claims' runs and report")
@@ -56,8 +60,9 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
     datasets = set()
     for f in files:
         configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
+        trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
         datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
-                     for c in configs.values() if c.data.type == "glyphs"}
+                     for name, c in configs.items() if name in trained and c.data.type == "glyphs"}
     open_claims = dict.fromkeys((c.paper, c.id) for c, _ in claims)
     specs: dict = {}
     for look in range(max((len(v) for v in targets.values()), default=0)):
@@ -79,18 +84,26 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
                     claim, f.design, {a: values.get((claim.paper, a), {}) for a in claim.arm_names}, plans[key]):
                 del open_claims[key]  # decided at this look: no more seeds for it
     all_specs = list(specs.values())
-    results = cl.evaluate([(c, f.design) for c, f in claims], _values(all_specs), plans, powers, quick)
-    hardware = _hardware(all_specs)
+    values, hardware = _values(all_specs), _hardware(all_specs)
+    for f in files:
+        measured, machine_line = cl.measure_efficiency(f, device, quick, progress=_say)
+        values.update(measured)
+        hardware.update({key: machine_line for key in measured})
+    results = cl.evaluate([(c, f.design) for c, f in claims], values, plans, powers, quick)
     designs = {(c.paper, c.id): f.design for c, f in claims}
     results = [replace(r, hardware=tuple(sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)")
                                                   for a in r.claim.arm_names})),
-                       seeds_needed=None if quick or r.claim.tier == "descriptive"
+                       seeds_needed=None if quick or r.claim.tier == "descriptive" or r.claim.measure
                        else cl.seeds_needed(r.claim, designs[(r.claim.paper, r.claim.id)]))
                for r in results]
     status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick)
                     for f in files]
     written = write_report(results, files, all_specs, out, quick)
     return ClaimsReport(results, out, all_specs, written, status_lines)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def check_folder_kind(out: Path, quick: bool) -> None:
@@ -273,7 +286,8 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
              "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
              "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
              "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
-             "the margin) / inconclusive (with the effects the data rule out)."
+             "the margin) / inconclusive (with the effects the data rule out). Efficiency claims are the exception: "
+             "measured on the papers' own models at their sizes (each file's bench section), nothing trained."
              + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
              ""]
     machines: dict = {}
@@ -289,6 +303,9 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                   f"{f.design.max_seeds}.", ""]
         for r in [r for r in results if r.claim.paper == f.paper]:
             c, i = r.claim, r.interval
+            if c.measure:
+                lines += _efficiency_lines(r, f)
+                continue
             versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
                       if c.minus else f"{c.treatment} − {c.baseline}")
             looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
@@ -316,6 +333,24 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     written += _figures(results, specs, out / "figures")
     written.append(_glyph_samples(out / "figures" / "glyphs-samples.png"))
     return written
+
+
+def _efficiency_lines(r, f) -> list[str]:
+    """An efficiency claim in claims.md: the ratio, its interval (exp of the log-ratio interval) and the verdict."""
+    c, i = r.claim, r.interval
+    what = "throughput ratio (treatment / baseline)" if c.measure == "throughput" else \
+        "memory saving (baseline / treatment peak MiB)"
+    bounds = "—" if i.low is None else f"[{math.exp(i.low):.3f}, {math.exp(i.high):.3f}]"
+    rounds = f"{r.treatment.n} interleaved rounds" if c.measure == "throughput" else "one exact measurement"
+    return [f"- **{c.id}** ({c.kind}, margin {cl.ratio_margin(c):.0%} of the ratio, {c.mode}, {c.measure}): "
+            f"“{c.text}” ({c.where}; paper: {c.source.numbers()})",
+            f"  - ours: {what} {math.exp(i.diff):.3f}, interval {bounds} at {i.level:.2%} ({rounds}): "
+            f"**{r.verdict}**",
+            f"  - plan ({c.tier}): power {_pct(r.power)} for a {math.expm1(c.power['effect'] or c.margin):.0%} "
+            f"advantage at a per-round log-ratio sd of {c.power['sd']:g} ({c.power['sd_from']}; "
+            f"{c.power['effect_from']}); repeated p {'—' if r.p_value is None else f'{r.p_value:.4f}'}",
+            f"  - hardware: {'; '.join(r.hardware) or 'unknown'}"] + \
+        [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
 
 
 def _pct(power) -> str:
@@ -353,7 +388,7 @@ def _figures(results, specs: list[cl.RunSpec], folder: Path) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for r in results:
+    for r in [r for r in results if not r.claim.measure]:  # efficiency claims: no curves, claims.md has them
         c = r.claim
         fig, (curves_ax, diff_ax) = plt.subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [3, 1]})
         for arm, color in ((c.baseline, "C0"), (c.treatment, "C3")):

@@ -9,7 +9,7 @@ curves are :mod:`results.claims`, which re-exports all of this.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -21,6 +21,16 @@ CLAIMS_DIR = TABLES_DIR / "claims"
 REPO = TABLES_DIR.parent.parent
 METRICS = {"top1": "top-1 of the last evaluation (%)",
            "top1_auc": "mean top-1 over the evaluated epochs (%), the normalised area under the learning curve"}
+# efficiency claims (a claim with `measure`): the arms are models of the file's `bench` section, measured by
+# harness.measure.bench in interleaved paired rounds; the effect is the log of the treatment's advantage --
+# throughput: log(treatment/baseline samples/s) per round; memory: log(baseline/treatment peak MiB), the
+# allocator's peak of one warm step (deterministic: one exact value, an interval of width zero)
+MEASURES = {"throughput": "samples/s, log ratio per interleaved round (treatment / baseline)",
+            "memory": "peak MiB one warm step allocates, log ratio (baseline / treatment: > 0 = less memory)"}
+BENCH_MODES = ("infer", "train")
+BENCH_FIELDS = {"batch_size", "rounds", "iters", "warmup", "models", "note"}
+BENCH_MODEL_FIELDS = {"model", "kwargs", "size", "label"}
+MAX_ROUNDS = 60           # interleaved rounds of a bench claim (its one look)
 KINDS = ("better", "no_worse", "similar")  # what a claim may say of its arms (results.sequential tests each)
 TESTS = ("paired", "welch")
 # confirmatory: the file's family (its size written in the design), a verdict each, Holm over the family;
@@ -31,11 +41,12 @@ VERDICTS = ("supported", "contradicted", "equivalent", "inconclusive", "no verdi
 BUDGET_KEYS = ("epochs", "batch_size", "grad_accum", "clip_grad", "optim", "sched", "data", "aug", "ema", "distill",
                "precision", "eval_interval")
 AUDIT_MEASURES = ("params", "flops")
-FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note"}
+FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note", "bench",
+               "paper_scale"}
 DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
 CLAIM_FIELDS = {"id", "tier", "quote", "where", "paper", "kind", "margin", "test", "baseline", "treatment", "minus",
-                "metric", "equal", "expected", "budget_differs", "power", "note"}
+                "metric", "equal", "expected", "budget_differs", "power", "note", "measure", "mode"}
 POWER_FIELDS = {"sd", "sd_from", "effect", "effect_from"}
 SOURCE_FIELDS = {"table", "column", "rows", "note"}
 # a design's bounds, checked when the file loads (before any planning or training): the plan's boundaries are a
@@ -106,11 +117,35 @@ class Claim:
     budget_differs: tuple = ()
     power: dict = field(default_factory=dict)    # sd, sd_from, effect, effect_from
     tier: str = "confirmatory"           # confirmatory (a verdict, Holm over the file's family) | descriptive
+    measure: str = ""                    # "" (an accuracy claim, trained arms) | throughput | memory (MEASURES)
+    mode: str = ""                       # a measure claim's step: infer | train
 
     @property
     def arm_names(self) -> list[str]:
         return [self.baseline, self.treatment, *([self.minus["baseline"], self.minus["treatment"]] if self.minus
                                                   else [])]
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    """A model an efficiency claim measures: a registered name at the paper's size (its keyword arguments and
+    input side), built on this machine by harness.measure.bench (nothing is trained)."""
+    name: str
+    model: str
+    kwargs: dict = field(default_factory=dict)
+    size: int | None = None              # input side (None: the model's default)
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """How a file's efficiency claims are measured (fixed in the file): batch, interleaved rounds (the claims'
+    one look), timed steps per round and untimed warm-up steps."""
+    models: dict = field(default_factory=dict)   # name -> BenchModel
+    batch_size: int = 8
+    rounds: int = 6
+    iters: int = 1
+    warmup: int = 1
 
 
 @dataclass(frozen=True)
@@ -130,9 +165,13 @@ class ClaimsFile:
     path: Path | None = None
     design: Design = Design()
     exploratory: tuple[Exploratory, ...] = ()
+    bench: BenchPlan = BenchPlan()
 
     def arms_of(self, claim: Claim) -> list[Arm]:
-        """The arms a claim needs trained, sources first (an arm initialised from a source needs its run)."""
+        """The arms a claim needs trained, sources first (an arm initialised from a source needs its run); an
+        efficiency claim trains none."""
+        if claim.measure:
+            return []
         names = claim.arm_names
         needed = [self.arms[n].init_from for n in names if self.arms[n].init_from] + names
         return [self.arms[n] for n in dict.fromkeys(needed)]
@@ -163,6 +202,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
     if not doc.get("setting"):
         raise ClaimError(f"{path}: 'setting' is missing; say the reduced setting (data, epochs, batch, recipe)")
     design = _design(doc.get("design"), f"{path}: design")
+    bench = _bench(doc.get("bench"), f"{path}: bench")
     arms = {}
     for name, a in doc["arms"].items():
         where = f"{path}: arm {name!r}"
@@ -186,7 +226,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
                              f"of this file (or is itself initialised from another); known: {', '.join(arms)}")
     claims, seen = [], set()
     for i, c in enumerate(doc["claims"]):
-        claim = _claim(c, paper, arms, f"{path}: claim #{i + 1}")
+        claim = _claim(c, paper, arms, f"{path}: claim #{i + 1}", bench)
         if claim.id in seen:
             raise ClaimError(f"{path}: claim id {claim.id!r} appears twice")
         seen.add(claim.id)
@@ -204,7 +244,7 @@ def load(path: str | Path, tables: Mapping | None = None) -> ClaimsFile:
     if not isinstance(quick, list) or not all(isinstance(o, str) and "=" in o for o in quick):
         raise ClaimError(f"{path}: 'quick' is a list of key=value overrides applied to every arm under --quick")
     result = ClaimsFile(paper, str(doc["setting"]), arms, tuple(claims), tuple(quick), path, design,
-                        tuple(exploratory))
+                        tuple(exploratory), bench)
     _check_paper_numbers(result, tables)
     return result
 
@@ -240,6 +280,31 @@ def _design(d, where: str) -> Design:
     return design
 
 
+def _bench(b, where: str) -> BenchPlan:
+    """The file's ``bench`` section (absent: no efficiency claims), every number bounded."""
+    if b is None:
+        return BenchPlan()
+    if not isinstance(b, dict) or not isinstance(b.get("models"), dict) or not b["models"]:
+        raise ClaimError(f"{where}: expected a mapping with 'models' (name -> {{model, kwargs, size}}), "
+                         "'batch_size', 'rounds', 'iters' and 'warmup'")
+    _no_extra(b, BENCH_FIELDS, where)
+    models = {}
+    for name, m in b["models"].items():
+        at = f"{where}: model {name!r}"
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str) or not m["model"]:
+            raise ClaimError(f"{at}: give 'model', a registered model name")
+        _no_extra(m, BENCH_MODEL_FIELDS, at)
+        kwargs = m.get("kwargs") or {}
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            raise ClaimError(f"{at}: 'kwargs' maps keyword names to values")
+        size = None if m.get("size") is None else bounded(m["size"], f"{at}: size", 8, 1024, integer=True)
+        models[str(name)] = BenchModel(str(name), m["model"], dict(kwargs), size, str(m.get("label", name)))
+    return BenchPlan(models, bounded(b.get("batch_size", 8), f"{where}: batch_size", 1, 256, integer=True),
+                     bounded(b.get("rounds", 6), f"{where}: rounds", 2, MAX_ROUNDS, integer=True),
+                     bounded(b.get("iters", 1), f"{where}: iters", 1, 50, integer=True),
+                     bounded(b.get("warmup", 1), f"{where}: warmup", 0, 50, integer=True))
+
+
 def bounded(value, where: str, low: float, high: float, *, integer: bool = False, open_low: bool = False,
             open_high: bool = False):
     """``value`` if it is a number (an integer where ``integer``; never a bool, NaN or infinite) within
@@ -260,11 +325,13 @@ def _no_extra(mapping: dict, allowed: set, where: str) -> None:
         raise ClaimError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(allowed)}")
 
 
-def _claim(c, paper: str, arms: dict, where: str) -> Claim:
+def _claim(c, paper: str, arms: dict, where: str, bench: BenchPlan = BenchPlan()) -> Claim:
     if not isinstance(c, dict) or not c.get("id"):
         raise ClaimError(f"{where}: each claim needs an 'id'")
     where = f"{where} ({c['id']})"
     _no_extra(c, CLAIM_FIELDS, where)
+    if c.get("measure") is not None:
+        return _measure_claim(c, paper, where, bench)
     for key in ("tier", "quote", "where", "paper", "kind", "test", "baseline", "treatment", "power"):
         if not c.get(key):
             raise ClaimError(f"{where}: '{key}' is missing (every claim quotes its paper and states its design)")
@@ -325,6 +392,73 @@ def _claim(c, paper: str, arms: dict, where: str) -> Claim:
     return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source, c["baseline"], c["treatment"],
                  metric, kind, float(margin), dict(equal), dict(expected), " ".join(str(c.get("note", "")).split()),
                  str(c["where"]), test, dict(minus), tuple(budget_differs), dict(power), c["tier"])
+
+
+def _measure_claim(c: dict, paper: str, where: str, bench: BenchPlan) -> Claim:
+    """An efficiency claim: two models of the file's ``bench`` section, a measure and a mode; its margin and
+    power.effect are fractions on the ratio scale (0.1: 10 %), kept as the log of 1 + the fraction (the scale the
+    per-round log ratios are tested on); power.sd is the spread of one round's log ratio."""
+    for key in ("tier", "quote", "where", "paper", "kind", "baseline", "treatment", "power", "mode"):
+        if not c.get(key):
+            raise ClaimError(f"{where}: '{key}' is missing (an efficiency claim quotes its paper and names its "
+                             "models, mode and design)")
+    if c["measure"] not in MEASURES:
+        raise ClaimError(f"{where}: measure {c['measure']!r} is not one of {', '.join(MEASURES)}")
+    if c["mode"] not in BENCH_MODES:
+        raise ClaimError(f"{where}: mode {c['mode']!r} is not one of {', '.join(BENCH_MODES)}")
+    for key in ("baseline", "treatment"):
+        if c[key] not in bench.models:
+            raise ClaimError(f"{where}: {key} {c[key]!r} is not a model of the file's bench section; known: "
+                             f"{', '.join(bench.models) or 'none'}")
+    if c["baseline"] == c["treatment"]:
+        raise ClaimError(f"{where}: baseline and treatment are the same model {c['baseline']!r}")
+    if c["kind"] not in KINDS:
+        raise ClaimError(f"{where}: kind {c['kind']!r} is not one of {', '.join(KINDS)} (what the paper claims)")
+    if c["tier"] not in TIERS:
+        raise ClaimError(f"{where}: tier {c['tier']!r} is not one of {', '.join(TIERS)}")
+    if c.get("test", "paired") != "paired" or set(c) & {"minus", "equal", "expected", "budget_differs", "metric"}:
+        raise ClaimError(f"{where}: an efficiency claim is paired by round (test: paired) and takes no minus, "
+                         "equal, expected, budget_differs or metric")
+    margin = bounded(c.get("margin"), f"{where}: 'margin' (a fraction of the ratio: 0.1 = 10 %)", 0, 1,
+                     open_low=True)
+    power = c["power"]
+    if not isinstance(power, dict) or set(power) != POWER_FIELDS:
+        raise ClaimError(f"{where}: 'power' needs sd (> 0: one round's log ratio), sd_from, effect (a fraction "
+                         "of the ratio) and effect_from")
+    power = {**power, "sd": bounded(power["sd"], f"{where}: power.sd (log ratio)", 0, 1, open_low=True),
+             "effect": math.log1p(bounded(power["effect"], f"{where}: power.effect (a fraction)", -0.9, 10))}
+    src = c["paper"]
+    if not isinstance(src, dict) or not src.get("table") or not isinstance(src.get("rows"), dict) or not src["rows"]:
+        raise ClaimError(f"{where}: 'paper' needs the table id, the column and the rows with the paper's numbers")
+    _no_extra(src, SOURCE_FIELDS, f"{where}: paper")
+    source = PaperSource(str(src["table"]), str(src.get("column", "top1")), dict(src["rows"]), str(src.get("note", "")))
+    return Claim(paper, str(c["id"]), " ".join(str(c["quote"]).split()), source,
+                 bench_key(c["baseline"], c["measure"], c["mode"]), bench_key(c["treatment"], c["measure"], c["mode"]),
+                 c["measure"], c["kind"], math.log1p(margin), {}, {}, " ".join(str(c.get("note", "")).split()),
+                 str(c["where"]), "paired", {}, (), power, c["tier"], c["measure"], c["mode"])
+
+
+def only_efficiency(claims: ClaimsFile) -> ClaimsFile:
+    """``claims`` with its efficiency claims alone (``claims --efficiency``); its design -- the family's size m --
+    unchanged, so Holm counts the claims left out as not rejected."""
+    return replace(claims, claims=tuple(c for c in claims.claims if c.measure), exploratory=())
+
+
+def bench_key(model: str, measure: str, mode: str) -> str:
+    """An efficiency claim's arm: a model of the bench section measured one way, e.g. ``swin_b:throughput:infer``
+    (one model may be the arm of a throughput and a memory claim)."""
+    return f"{model}:{measure}:{mode}"
+
+
+def split_bench_key(key: str) -> tuple[str, str, str]:
+    """``(model, measure, mode)`` of a :func:`bench_key`."""
+    model, measure, mode = key.rsplit(":", 2)
+    return model, measure, mode
+
+
+def ratio_margin(claim: Claim) -> float:
+    """An efficiency claim's margin as the file gives it, a fraction of the ratio (0.1 = 10 %)."""
+    return math.expm1(claim.margin)
 
 
 def _check_paper_numbers(claims: ClaimsFile, tables: Mapping | None) -> None:
@@ -422,6 +556,10 @@ class ClaimResult:
     def summary(self) -> str:
         """One line: the claim, both arms, the interval and the verdict."""
         c, b, t, i = self.claim, self.baseline, self.treatment, self.interval
+        if c.measure:  # the effect is a log ratio: shown as the ratio
+            ci = f"[{math.exp(i.low):.3f}, {math.exp(i.high):.3f}]" if i.low is not None else "no interval"
+            return (f"{c.paper}/{c.id}: {c.measure} ({c.mode}) advantage of {c.treatment.split(':')[0]} over "
+                    f"{c.baseline.split(':')[0]} {math.exp(i.diff):.3f}x {ci} at {i.level:.1%} → {self.verdict}")
         ci = f"{i.bounds()} ({i.method}, {i.level:.1%})" if i.low is not None else "no interval (one seed)"
         extra = f"; {self.ruled_out}" if self.ruled_out else ""
         return (f"{c.paper}/{c.id}: {c.treatment} {t.mean:.2f} ± {t.std:.2f} vs {c.baseline} {b.mean:.2f} ± "
@@ -512,8 +650,12 @@ def status_line(paper: str, results: Sequence[ClaimResult], quick: bool = False)
         return f"{paper}: no claims evaluated yet"
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
     parts = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results})
-    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
+    seeds = sorted({min(r.baseline.n, r.treatment.n) for r in results if not r.claim.measure})
+    seeds_text = ("" if not seeds else f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1
                   else f"{seeds[0]}–{seeds[-1]} seeds")
-    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({seeds_text}, reduced "
-            f"setting)" + (" [--quick: no verdicts]" if quick else ""))
+    measured = sum(bool(r.claim.measure) for r in results)
+    where = ", ".join(x for x in (f"{seeds_text}, reduced setting" if seeds else "",
+                                  f"{measured} efficiency claim{'s' if measured != 1 else ''} measured on the "
+                                  "paper's models" if measured else "") if x)
+    return (f"{paper}: {len(results)} claim{'s' if len(results) != 1 else ''} — {parts} ({where})"
+            + (" [--quick: no verdicts]" if quick else ""))

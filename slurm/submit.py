@@ -43,6 +43,7 @@ from harness.core.files import atomic_write
 from harness.engine.builders import check_config, check_model, load_training_config
 from harness.engine.models import model_kwargs
 from results import claims as cl
+from results import claims_scale
 from results.paper_tables import TableError, load_paper
 from slurm.paths import REPO, paper_of, runs_root, runs_root_note, slurm_dir
 
@@ -413,6 +414,7 @@ class ClaimsRequest:
     out: str                               # the folder `depthbench claims --out` reads
     seeds: int = 3
     quick: bool = False
+    scale: str = "reduced"                 # paper: the first look on the papers' own recipes (results/claims_scale.py)
 
 
 def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options: SubmitOptions,
@@ -431,8 +433,11 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     checker = Checker(world_size, options.engine, data_required=not options.dry_run)
     now, later, skipped = [], [], []
     for claims in [cl.load_claims(p) for p in papers]:  # unknown paper / bad claims file: one line
-        cl.check_claims(claims, request.quick)
-        specs = cl.plan_runs(claims, seeds, request.quick, out)
+        if request.scale == "paper":  # the papers' own recipes, the plan's first look (claims --scale paper --plan)
+            specs = claims_scale.first_look_runs(claims, out)
+        else:
+            cl.check_claims(claims, request.quick)
+            specs = cl.plan_runs(claims, seeds, request.quick, out)
         cl.check_not_stale(specs, "move them away to submit them again")  # else skipped as done
         for spec in specs:
             name = f"{spec.paper}/{spec.arm}/seed{spec.seed}"

@@ -1,6 +1,7 @@
 """``depthbench claims``: the papers' central claims at reduced scale, tested with a pre-registered sequential design.
 
     depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--device cpu|cuda] [--status]
+                      [--efficiency] | PAPER ... --scale paper --plan
 
     from harness.commands.claims import run
     report = run(["horesnet"])                   # ClaimsReport(results, out, ...); report.results[0].verdict
@@ -32,12 +33,15 @@ from harness.core.errors import DepthbenchError
 
 __all__ = ["run", "add_parser", "main"]
 DEFAULT_OUT = REPO / "results" / "claims"  # the checkout's, from any directory (as the runs folder)
+EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
 DEFAULT_SEEDS = 5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
 
 
-def default_out(quick: bool) -> Path:
-    """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders)."""
-    return Path(f"{DEFAULT_OUT}-quick") if quick else DEFAULT_OUT
+def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
+    """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders; at the
+    paper's scale ``results/claims-paper``)."""
+    base = EFFICIENCY_OUT if efficiency else Path(f"{DEFAULT_OUT}-paper") if scale == "paper" else DEFAULT_OUT
+    return Path(f"{base}-quick") if quick else base
 
 
 def add_parser(subparsers) -> None:
@@ -54,12 +58,24 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), help="where the runs train (default: the engine's choice, "
                                                              "a GPU where one is visible)")
     p.add_argument("--status", action="store_true", help="only summarise the folder's report: a line per paper")
+    p.add_argument("--scale", choices=("reduced", "paper"), default="reduced",
+                   help="reduced (default: the glyphs recipes, trained here) or paper: the same claims on the papers' "
+                        "own recipes, with --plan (or `submit --claims PAPER --scale paper`)")
+    p.add_argument("--plan", action="store_true", help="with --scale paper: print each claim's arms, seeds per look "
+                                                       "and GPU-hours (submit --estimate's machinery); train nothing")
+    p.add_argument("--efficiency", action="store_true",
+                   help=f"only the efficiency claims (throughput, memory of the papers' own models, measured by "
+                        f"bench: minutes, nothing trained; Holm counts the file's other claims as p = 1; default "
+                        f"--out {EFFICIENCY_OUT})")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
+    if args.scale == "paper" or args.plan:
+        print("\n".join(plan_paper_scale(args.papers or None, args.scale, args.plan)))
+        return 0
     report = run(args.papers or None, seeds=args.seeds, quick=args.quick, out=args.out, jobs=args.jobs,
-                 status=args.status, device=args.device)
+                 status=args.status, device=args.device, efficiency=args.efficiency)
     if not args.status:
         for result in report.results:
             print(result.summary())
@@ -69,13 +85,29 @@ def main(args) -> int:
     return 0
 
 
+def plan_paper_scale(papers: list[str] | None = None, scale: str = "paper", plan: bool = True) -> list[str]:
+    """``--scale paper --plan``: per paper, its claims on the paper's own recipes (results/claims_scale.py)."""
+    if scale != "paper" or not plan:
+        raise DepthbenchError("--scale paper goes with --plan (training at the paper's scale is `depthbench submit "
+                              "--claims PAPER --scale paper`); --plan goes with --scale paper")
+    from results import claims_scale
+    from results import claims_status as cs
+
+    lines = []
+    for paper in papers or cs.available_claims():
+        claims = cs.load_claims(paper)  # unknown paper / bad file: one line
+        lines += claims_scale.format_plan(claims_scale.plan(claims), claims)
+    return lines
+
+
 def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: bool = False,
         out: str | Path | None = None, jobs: int | None = None, status: bool = False,
-        device: str | None = None):
+        device: str | None = None, efficiency: bool = False):
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``papers`` (see
     the module docstring; the work is :func:`results.claims_run.run_claims`). ``seeds``: a cap on seeds per arm
     (default: each claim's planned looks; the plan's boundaries stay). ``status``: read the report ``out`` holds,
-    train nothing. Returns a :class:`results.claims_status.ClaimsReport`."""
+    train nothing. ``efficiency``: only the files' efficiency claims (measured, nothing trained; the family's size
+    stays the file's, its other members counted as p = 1). Returns a :class:`results.claims_status.ClaimsReport`."""
     import os
 
     from results import claims_status as cs
@@ -85,8 +117,12 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
-    out = Path(out) if out else default_out(quick)
+    out = Path(out) if out else default_out(quick, efficiency)
     files = [cs.load_claims(p) for p in (papers or cs.available_claims())]  # unknown paper / bad file: one line
+    if efficiency:
+        files = [f for f in (cs.only_efficiency(f) for f in files) if f.claims]
+        if not files:
+            raise DepthbenchError(f"--efficiency: {', '.join(papers or [])} has no efficiency claims")
     if status:  # reads the report: no engine (tests/results/test_claims_stats.py)
         return cs.read_status(files, out)
     if device == "cuda":
@@ -100,4 +136,4 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
     jobs = jobs or (1 if device == "cuda" else
                     max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
-    return run_claims(files, out, cap, quick, jobs, env)
+    return run_claims(files, out, cap, quick, jobs, env, device)

@@ -1,7 +1,7 @@
 """``depthbench submit``, ``depthbench jobs``, ``depthbench cancel``: configs and paper tables on a Slurm cluster.
 
     depthbench submit CONFIG [CONFIG ...] | --table PAPER:TABLE [--rows NAME,...]
-                      | --claims PAPER[,PAPER...] [--seeds N] [--quick] [--claims-out DIR]
+                      | --claims PAPER[,PAPER...] [--seeds N] [--quick] [--scale paper] [--claims-out DIR]
                       [--nodes N] [--gpus-per-node G | --ntasks-per-node T] [--cpus-per-task C] [--mem M]
                       [--time T] [--warning S] [--partition P] [--account A] [--qos Q] [--constraint C]
                       [--exclusive] [--max-concurrent K] [--engine accelerate|deepspeed] [--dry-run]
@@ -14,10 +14,8 @@
                         nodes=2, gpus_per_node=8, time="1-00:00:00")
     result.job_id, result.elements[0]["work_dir"]      # SubmitResult; run_jobs() -> JobsResult; run_cancel(...)
 
-The submission itself (checks, the sbatch template, records) is slurm/submit.py; job states and cancelling are
-slurm/jobs.py. ``--estimate`` prints what the runs will cost (harness/measure/estimate.py) before anything is
-submitted; ``--preflight`` submits one ``depthbench preflight`` job of the runs on the same allocation instead of the
-runs (docs/preflight.md). See docs/slurm.md.
+The submission is slurm/submit.py; job states and cancelling slurm/jobs.py. ``--estimate`` prints the runs' cost
+(harness/measure/estimate.py) first; ``--preflight`` submits one ``depthbench preflight`` job instead (docs/slurm.md).
 """
 from __future__ import annotations
 
@@ -52,6 +50,8 @@ def add_parser(subparsers) -> None:
                         "afterwards `depthbench claims` compares them): one job array")
     p.add_argument("--seeds", type=int, metavar="N", help=f"with --claims: seeds per arm (default {DEFAULT_SEEDS})")
     p.add_argument("--quick", action="store_true", help="with --claims: one seed, the shortened schedules")
+    p.add_argument("--scale", choices=("reduced", "paper"), help="with --claims: paper = the first look on the "
+                   "papers' own recipes (planned by `depthbench claims PAPER --scale paper --plan`)")
     p.add_argument("--claims-out", metavar="DIR",
                    help="with --claims: the folder `depthbench claims --out` reads (default results/claims, or "
                         "results/claims-quick)")
@@ -107,7 +107,8 @@ def add_parser(subparsers) -> None:
 # ----------------------------------------------------------------------------------------- the Python API
 def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (), table: str | None = None,
                rows: Sequence[str] | None = None, claims: Sequence[str] | None = None, seeds: int = DEFAULT_SEEDS,
-               quick: bool = False, claims_out: str | Path | None = None, nodes: int = 1, gpus_per_node: int = 0,
+               quick: bool = False, claims_out: str | Path | None = None, scale: str = "reduced", nodes: int = 1,
+               gpus_per_node: int = 0,
                ntasks_per_node: int | None = None, cpus_per_task: int | None = None, mem: str | None = None,
                time: str | None = None, warning: int = 120, partition: str | None = None, account: str | None = None,
                qos: str | None = None, constraint: str | None = None, exclusive: bool = False,
@@ -117,18 +118,17 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
                show_estimate: Callable[[Estimate], None] | None = None) -> SubmitResult:
     """Submit config files (several, or a sweep definition: one job array) or the rows of a paper ``table``
     ("PAPER:TABLE"; only ``rows`` if given), each with the ``key=value`` ``overrides``, as one sbatch job -- or the
-    runs of papers' ``claims`` (``[]``: every paper with claims; ``seeds``, ``quick`` and ``claims_out`` as
-    ``depthbench claims`` takes them), each in the run directory ``depthbench claims`` reads.
+    runs of papers' ``claims`` (``[]``: all; ``seeds``, ``quick``, ``claims_out`` as ``depthbench claims`` takes
+    them; ``scale="paper"``: the first look on the papers' recipes), in the run directories ``claims`` reads.
 
     The rest are ``depthbench submit``'s options (:class:`slurm.submit.SubmitOptions`): ``nodes``, ``gpus_per_node``
     (0: CPU) or ``ntasks_per_node``, ``time`` (minutes, HH:MM:SS, D-HH:MM:SS), ``warning`` (seconds of USR1 before
     the limit), ``sbatch`` (other sbatch options), ``engine``, ``dry_run`` (render the script, submit nothing),
     ``max_restarts`` (requeues after crashes and hangs), ``min_nodes`` (a requeue may continue on fewer nodes).
-    ``estimate``: work out each run's cost (``result.estimate``, :mod:`harness.measure.estimate`) once the runs are
-    checked, and hand it to ``show_estimate`` before anything is submitted. ``preflight``: submit one
-    ``depthbench preflight`` job of the runs on the same allocation instead of the runs.
-    Every run is checked as its ranks will load it before anything is submitted; bad input raises
-    :class:`DepthbenchError`. Returns the script and, unless a dry run, the job id and the record.
+    ``estimate``: each run's cost (``result.estimate``, :mod:`harness.measure.estimate`) once the runs are checked,
+    handed to ``show_estimate`` before anything is submitted. ``preflight``: one ``depthbench preflight`` job of
+    the runs on the same allocation instead. Every run is checked as its ranks will load it before anything is
+    submitted; bad input raises :class:`DepthbenchError`. Returns the script and, unless a dry run, the job id.
     """
     from slurm.submit import ClaimsRequest, SubmitOptions, parse_time, submit
 
@@ -151,7 +151,7 @@ def run_submit(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] =
 
     request = None
     if claims is not None:
-        request = ClaimsRequest(list(claims), str(claims_out or default_out(quick)), seeds, quick)
+        request = ClaimsRequest(list(claims), str(claims_out or default_out(quick, scale=scale)), seeds, quick, scale)
     result = submit([str(c) for c in configs], list(overrides), options, table=table,
                     rows=list(rows) if rows else None, claims=request,
                     before_submit=estimate_runs if estimate else None)
@@ -178,13 +178,13 @@ def submit_main(args) -> int:
     # `key=value` words may come among the configs (argparse cannot tell them apart), and after the options
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
-    if args.claims is None and (args.quick or args.claims_out or args.seeds is not None):
-        raise DepthbenchError("--seeds, --quick and --claims-out go with --claims PAPER")
+    if args.claims is None and (args.quick or args.claims_out or args.seeds is not None or args.scale):
+        raise DepthbenchError("--seeds, --quick, --scale and --claims-out go with --claims PAPER")
     claims = None if args.claims is None else \
         [p.strip() for p in args.claims.split(",") if p.strip() and p.strip().lower() != "all"]
     result = run_submit(configs, overrides=overrides, table=args.table, rows=args.rows, claims=claims,
                         seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds, quick=args.quick,
-                        claims_out=args.claims_out, nodes=args.nodes,
+                        claims_out=args.claims_out, scale=args.scale or "reduced", nodes=args.nodes,
                         gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node,
                         cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time, warning=args.warning,
                         partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,

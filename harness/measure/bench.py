@@ -465,13 +465,15 @@ class BenchOptions:
 class BenchResult:
     """One row per model (timm's benchmark columns + ours, the machine's included) and one per pair of a preset
     (ratios, the claim); the machine (device, threads, peak GFLOP/s, versions, date); ``out``/``pairs_out``: the
-    CSV files the rows were appended to, if any."""
+    CSV files the rows were appended to, if any; ``times``: every round's seconds per step (the paired rounds
+    ``depthbench claims`` tests efficiency claims on)."""
     rows: list[dict]
     pairs: list[dict]
     modes: tuple[str, ...] = ("infer",)
     machine: dict = field(default_factory=dict)
     out: Path | None = None
     pairs_out: Path | None = None
+    times: dict = field(default_factory=dict)  # mode -> label -> seconds per step in each interleaved round
 
 
 def check_options(options: BenchOptions, input_size=None) -> None:
@@ -656,7 +658,7 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
                **info}
         rows.append(row)
     pair_rows = [_pair_row(pair, all_times, results, macs) for pair in pairs]
-    return BenchResult(rows, pair_rows, modes, info)
+    return BenchResult(rows, pair_rows, modes, info, times=all_times)
 
 
 def _pair_row(pair: Pair, all_times, results, macs) -> dict:

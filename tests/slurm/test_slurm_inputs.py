@@ -430,7 +430,8 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     (["--claims", "scalenet", PRESET], "give either --claims PAPER, --table PAPER:TABLE or config files"),
     (["--claims", "nosuchpaper"], "nosuchpaper"),
     (["--claims", "scalenet", "--seeds", "0"], "--seeds 0"),
-    ([PRESET, "--quick"], "--seeds, --quick and --claims-out go with --claims PAPER"),
+    ([PRESET, "--quick"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
+    ([PRESET, "--scale", "paper"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
 ])
 def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tmp_path):
     code, out, err = cli("submit", *args, "--claims-out", tmp_path / "c", "--dry-run") if "--claims" in args else \
