@@ -73,9 +73,9 @@ docs: setup
 docs-build: setup
 	@$(VENV)/bin/mkdocs build --strict
 
-## lint: ruff's rules of pyproject.toml on the whole tree (tests/test_lint.py); lint-fix: tools/ruff_fix.sh
+## lint: ruff's format and rules of pyproject.toml on the whole tree (tests/test_lint.py); lint-fix: tools/ruff_fix.sh
 lint: setup
-	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check . && $(VENV)/bin/ruff check .
 
 lint-fix: setup
 	@RUFF=$(VENV)/bin/ruff bash tools/ruff_fix.sh

@@ -11,6 +11,7 @@ claims' full run (26 Nov 2026, docs/claims.md: 60 runs, 6,858 s user + 404 s sys
 estimate for the same arms, epochs and 3 seeds. The worst case assumes every claim runs to its last look; with
 early stops it is less.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,16 +25,28 @@ from results import claims as cl
 from results.claims import REPO
 
 # the earlier claims (the recipes still in configs/claims/), 3 seeds each, whose full run was measured
-EARLIER_ARMS = ["horesnet10-euler-w16_1xb64-4e_glyphs-16px", "horesnet10-midpoint-w16_1xb64-4e_glyphs-16px",
-                "horesnet10-rk4-w16_1xb64-4e_glyphs-16px", "horesnet18-euler-w16_1xb64-5e_glyphs-16px",
-                "horesnet18-rk4-w16_1xb64-5e_glyphs-16px", "resnet18-w16_1xb64-2e_glyphs",
-                "steps-resnet18-w16_1xb64-2e_glyphs", "deit-w64-d4_1xb64-9e_glyphs-16px",
-                "steps-deit-w64-d8_1xb64-9e_glyphs-16px", "deit-w64-d4_1xb64-4e_glyphs-16px",
-                "scalenet-deit-w64-d4-2x_1xb64-3e_glyphs-16px", "scalenet-deit-w64-d4-2x_1xb64-3e_glyphs-16px",
-                "sret-mini-loop1_1xb64-2e_glyphs-64px", "sret-mini-loop2_1xb64-2e_glyphs-64px",
-                "sret-mini-loop2-sliced_1xb64-2e_glyphs-64px", "transnext-mini-aggregated_1xb64-2e_glyphs",
-                "transnext-mini-pool-only_1xb64-2e_glyphs", "transnext-mini-window-only_1xb64-2e_glyphs",
-                "transnext-mini-glu_1xb64-2e_glyphs", "transnext-mini-mlp_1xb64-2e_glyphs"]
+EARLIER_ARMS = [
+    "horesnet10-euler-w16_1xb64-4e_glyphs-16px",
+    "horesnet10-midpoint-w16_1xb64-4e_glyphs-16px",
+    "horesnet10-rk4-w16_1xb64-4e_glyphs-16px",
+    "horesnet18-euler-w16_1xb64-5e_glyphs-16px",
+    "horesnet18-rk4-w16_1xb64-5e_glyphs-16px",
+    "resnet18-w16_1xb64-2e_glyphs",
+    "steps-resnet18-w16_1xb64-2e_glyphs",
+    "deit-w64-d4_1xb64-9e_glyphs-16px",
+    "steps-deit-w64-d8_1xb64-9e_glyphs-16px",
+    "deit-w64-d4_1xb64-4e_glyphs-16px",
+    "scalenet-deit-w64-d4-2x_1xb64-3e_glyphs-16px",
+    "scalenet-deit-w64-d4-2x_1xb64-3e_glyphs-16px",
+    "sret-mini-loop1_1xb64-2e_glyphs-64px",
+    "sret-mini-loop2_1xb64-2e_glyphs-64px",
+    "sret-mini-loop2-sliced_1xb64-2e_glyphs-64px",
+    "transnext-mini-aggregated_1xb64-2e_glyphs",
+    "transnext-mini-pool-only_1xb64-2e_glyphs",
+    "transnext-mini-window-only_1xb64-2e_glyphs",
+    "transnext-mini-glu_1xb64-2e_glyphs",
+    "transnext-mini-mlp_1xb64-2e_glyphs",
+]
 EARLIER_CPU_S = 6858 + 404
 TRAIN_IMAGES, VAL_IMAGES = 21_200, 5_300
 
@@ -83,8 +96,10 @@ def main() -> None:
     cache: dict = {}
     earlier = sum(3 * run_cpu_seconds(c, args.steps, cache) for c in EARLIER_ARMS)
     factor = EARLIER_CPU_S / earlier
-    print(f"earlier claims: {earlier / 60:.0f} CPU-min of steps estimated, {EARLIER_CPU_S / 60:.0f} measured: "
-          f"x{factor:.2f} for data, augmentation and start-up")
+    print(
+        f"earlier claims: {earlier / 60:.0f} CPU-min of steps estimated, {EARLIER_CPU_S / 60:.0f} measured: "
+        f"x{factor:.2f} for data, augmentation and start-up"
+    )
     files = [cl.load_claims(p) for p in cl.available_claims()]
     worst = first = 0.0
     for f in files:
@@ -99,8 +114,10 @@ def main() -> None:
             worst += last * cost
             first += first_look * cost
             print(f"  {f.paper}/{name}: {cost / 60:.1f} CPU-min per run, {last} seeds at most")
-    print(f"full run, every claim to its last look: {worst / 60:.0f} CPU-min = {worst / 60 / args.cores:.0f} min "
-          f"wall on {args.cores} cores; all stopping at the first look: {first / 60 / args.cores:.0f} min")
+    print(
+        f"full run, every claim to its last look: {worst / 60:.0f} CPU-min = {worst / 60 / args.cores:.0f} min "
+        f"wall on {args.cores} cores; all stopping at the first look: {first / 60 / args.cores:.0f} min"
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Rounds alternate (bare, engine, bare, ...) after a warm-up epoch each, so other 
 both alike. Overhead = bare / engine throughput - 1, from the median of the per-round ratios (and, as a
 cross-check, from the best round of each side).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,9 +78,19 @@ def main() -> int:
         torch.set_num_threads(args.threads)
 
     cfg = Config.fromfile(str(Path(__file__).resolve().parent.parent / "configs/_base_/schedules/deit_300e.py"))
-    cfg.merge_from_dict({"optim.opt": "momentum", "optim.lr": 0.01, "optim.lr_base_batch": None,
-                         "optim.weight_decay": 0.0, "optim.eps": None, "optim.betas": None,
-                         "sched.warmup_epochs": 0, "batch_size": args.batch_size, "epochs": 1000})
+    cfg.merge_from_dict(
+        {
+            "optim.opt": "momentum",
+            "optim.lr": 0.01,
+            "optim.lr_base_batch": None,
+            "optim.weight_decay": 0.0,
+            "optim.eps": None,
+            "optim.betas": None,
+            "sched.warmup_epochs": 0,
+            "batch_size": args.batch_size,
+            "epochs": 1000,
+        }
+    )
     dataset = Tensors(args.steps * args.batch_size, args.input_size, 10)
     torch.manual_seed(0)
     bare_model = timm.create_model(args.model, num_classes=10)
@@ -93,8 +104,9 @@ def main() -> int:
     optimizer = build_optimizer(engine_model, cfg)
     model, optimizer = backend.prepare(engine_model, optimizer)
     scheduler = build_scheduler(optimizer, cfg, args.steps)
-    loader = DataLoader(SeededSamples(dataset), batch_size=args.batch_size, drop_last=True,
-                        sampler=TrainSampler(dataset, 0, 1, seed=0))
+    loader = DataLoader(
+        SeededSamples(dataset), batch_size=args.batch_size, drop_last=True, sampler=TrainSampler(dataset, 0, 1, seed=0)
+    )
     objects = TrainingObjects(model, optimizer, scheduler, None, TrainingLoss(torch.nn.CrossEntropyLoss()), None)
     state = TrainState()
     run = RunDir.create("engine-overhead", path=Path(tempfile.mkdtemp()) / "run")
@@ -115,12 +127,16 @@ def main() -> int:
         engine.append(args.steps * args.batch_size / engine_epoch())
     log.close()
     ratio = statistics.median(b / e for b, e in zip(bare, engine))
-    print(f"{args.model} @{args.input_size}px, batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"{args.model} @{args.input_size}px, batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"  bare PyTorch loop : median {statistics.median(bare):8.1f} img/s  (best {max(bare):8.1f})")
     print(f"  depthbench engine : median {statistics.median(engine):8.1f} img/s  (best {max(engine):8.1f})")
-    print(f"  engine overhead   : {100 * (ratio - 1):+.2f} % (median of per-round ratios; "
-          f"best vs best {100 * (max(bare) / max(engine) - 1):+.2f} %)")
+    print(
+        f"  engine overhead   : {100 * (ratio - 1):+.2f} % (median of per-round ratios; "
+        f"best vs best {100 * (max(bare) / max(engine) - 1):+.2f} %)"
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ Ratios are against Euler. Beside them: the paper's Table 2 (memory 1 / 1 / 1.5 (
 implementation that keeps every k). Our block frees each k_j once no later stage reads it and accumulates
 the output as it goes, so its RK4 memory is lower than that naive reference.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -114,16 +115,27 @@ def saved_for_backward(model: torch.nn.Module, x: torch.Tensor) -> int:
 def rss_probe(name: str, kwargs: dict, batch_size: int, threads: int) -> dict:
     """``measure``'s peak RSS growth (MiB) for one train step and one inference forward, in a fresh process."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    cmd = [sys.executable, __file__, "--rss-probe", name, json.dumps(kwargs), "--batch-size", str(batch_size),
-           "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--rss-probe",
+        name,
+        json.dumps(kwargs),
+        "--batch-size",
+        str(batch_size),
+        "--threads",
+        str(threads),
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def _rss_probe_main(name: str, kwargs: dict, batch_size: int) -> int:
     model = build_model(name, device="cpu", **kwargs)
-    result = {mode: measure(model, (3, 32, 32), batch_size, mode, warmup=1, iters=1)["peak_mem_mb"]
-              for mode in ("infer", "train")}
+    result = {
+        mode: measure(model, (3, 32, 32), batch_size, mode, warmup=1, iters=1)["peak_mem_mb"]
+        for mode in ("infer", "train")
+    }
     print(json.dumps(result))
     return 0
 
@@ -143,14 +155,22 @@ def main(argv=None) -> int:
     if args.rss_probe:
         return _rss_probe_main(args.rss_probe[0], json.loads(args.rss_probe[1]), args.batch_size)
     size = (3, 32, 32)
-    missing = sorted({f"horesnet{args.depth}_{suffix}" for suffix, *_ in SCHEMES.values()
-                      if not timm.is_model(f"horesnet{args.depth}_{suffix}")})
+    missing = sorted(
+        {
+            f"horesnet{args.depth}_{suffix}"
+            for suffix, *_ in SCHEMES.values()
+            if not timm.is_model(f"horesnet{args.depth}_{suffix}")
+        }
+    )
     if missing:
         p.error(f"--depth {args.depth}: {', '.join(missing)} not registered; every scheme exists at depth 58")
     load_before = os.getloadavg()
-    print(f"HO-ResNet-{args.depth} on CPU, batch {args.batch_size}, {args.threads} threads, input {size}; "
-          f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} "
-          f"on {os.cpu_count()} cores", flush=True)
+    print(
+        f"HO-ResNet-{args.depth} on CPU, batch {args.batch_size}, {args.threads} threads, input {size}; "
+        f"load average {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} "
+        f"on {os.cpu_count()} cores",
+        flush=True,
+    )
 
     rows = {}
     for label, (suffix, kwargs, *_) in SCHEMES.items():
@@ -159,13 +179,24 @@ def main(argv=None) -> int:
         x = torch.randn(args.batch_size, *size)
         name = f"horesnet{args.depth}_{suffix}"
         rss = rss_probe(name, kwargs, args.batch_size, args.threads)
-        rows[label] = {"model": name, "kwargs": kwargs, "rss_infer_mib": rss["infer"], "rss_train_mib": rss["train"],
-                       "live_infer_mib": live_inference_peak(model, x) / 2**20,
-                       "saved_train_mib": saved_for_backward(model, x) / 2**20,
-                       "train_ms": [], "infer_ms": [], "train_cpu_ms": [], "infer_cpu_ms": []}
-        print(f"  {label:<11} peak RSS growth train {rss['train']:7.1f} MiB, infer {rss['infer']:6.1f} MiB; "
-              f"live inference peak {rows[label]['live_infer_mib']:6.1f} MiB; "
-              f"saved for backward {rows[label]['saved_train_mib']:7.1f} MiB", flush=True)
+        rows[label] = {
+            "model": name,
+            "kwargs": kwargs,
+            "rss_infer_mib": rss["infer"],
+            "rss_train_mib": rss["train"],
+            "live_infer_mib": live_inference_peak(model, x) / 2**20,
+            "saved_train_mib": saved_for_backward(model, x) / 2**20,
+            "train_ms": [],
+            "infer_ms": [],
+            "train_cpu_ms": [],
+            "infer_cpu_ms": [],
+        }
+        print(
+            f"  {label:<11} peak RSS growth train {rss['train']:7.1f} MiB, infer {rss['infer']:6.1f} MiB; "
+            f"live inference peak {rows[label]['live_infer_mib']:6.1f} MiB; "
+            f"saved for backward {rows[label]['saved_train_mib']:7.1f} MiB",
+            flush=True,
+        )
 
     for repeat in range(args.repeats):
         for label, (suffix, kwargs, *_) in SCHEMES.items():
@@ -177,44 +208,99 @@ def main(argv=None) -> int:
                 r = measure(model, size, args.batch_size, mode, warmup=0, iters=args.iters)
                 rows[label][f"{mode}_ms"].append(r["step_ms"])
                 rows[label][f"{mode}_cpu_ms"].append(1000 * (time.process_time() - cpu) / args.iters)
-            print(f"  repeat {repeat + 1}/{args.repeats} {label:<11} train {rows[label]['train_ms'][-1]:8.1f} ms "
-                  f"(CPU {rows[label]['train_cpu_ms'][-1]:8.1f})  infer {rows[label]['infer_ms'][-1]:8.1f} ms "
-                  f"(CPU {rows[label]['infer_cpu_ms'][-1]:8.1f})", flush=True)
+            print(
+                f"  repeat {repeat + 1}/{args.repeats} {label:<11} train {rows[label]['train_ms'][-1]:8.1f} ms "
+                f"(CPU {rows[label]['train_cpu_ms'][-1]:8.1f})  infer {rows[label]['infer_ms'][-1]:8.1f} ms "
+                f"(CPU {rows[label]['infer_cpu_ms'][-1]:8.1f})",
+                flush=True,
+            )
             del model
 
     base = rows["Euler"]
     load_after = os.getloadavg()
     print(f"\nload average after: {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}\n")
-    header = ("scheme", "train ms", "x", "CPU x", "infer ms", "x", "CPU x", "paper time", "spec C6", "RSS train", "x",
-              "RSS infer", "x", "live infer", "x", "paper mem", "spec C7", "saved", "x")
+    header = (
+        "scheme",
+        "train ms",
+        "x",
+        "CPU x",
+        "infer ms",
+        "x",
+        "CPU x",
+        "paper time",
+        "spec C6",
+        "RSS train",
+        "x",
+        "RSS infer",
+        "x",
+        "live infer",
+        "x",
+        "paper mem",
+        "spec C7",
+        "saved",
+        "x",
+    )
     lines = [header]
     for label, (suffix, kwargs, paper_mem, paper_time, spec_time, spec_mem) in SCHEMES.items():
         r = rows[label]
         train, infer = min(r["train_ms"]), min(r["infer_ms"])
-        r.update(train_ms_min=train, infer_ms_min=infer, train_x=train / min(base["train_ms"]),
-                 infer_x=infer / min(base["infer_ms"]),
-                 train_cpu_x=min(r["train_cpu_ms"]) / min(base["train_cpu_ms"]),
-                 infer_cpu_x=min(r["infer_cpu_ms"]) / min(base["infer_cpu_ms"]),
-                 rss_train_x=r["rss_train_mib"] / base["rss_train_mib"],
-                 rss_infer_x=r["rss_infer_mib"] / base["rss_infer_mib"],
-                 live_x=r["live_infer_mib"] / base["live_infer_mib"],
-                 saved_x=r["saved_train_mib"] / base["saved_train_mib"])
-        lines.append((label, f"{train:.0f}", f"{r['train_x']:.2f}", f"{r['train_cpu_x']:.2f}", f"{infer:.0f}",
-                      f"{r['infer_x']:.2f}", f"{r['infer_cpu_x']:.2f}", paper_time,
-                      f"{spec_time:.2f}", f"{r['rss_train_mib']:.0f}", f"{r['rss_train_x']:.2f}",
-                      f"{r['rss_infer_mib']:.1f}", f"{r['rss_infer_x']:.2f}", f"{r['live_infer_mib']:.1f}",
-                      f"{r['live_x']:.2f}", paper_mem, "-" if spec_mem is None else f"{spec_mem:.2f}",
-                      f"{r['saved_train_mib']:.0f}", f"{r['saved_x']:.2f}"))
+        r.update(
+            train_ms_min=train,
+            infer_ms_min=infer,
+            train_x=train / min(base["train_ms"]),
+            infer_x=infer / min(base["infer_ms"]),
+            train_cpu_x=min(r["train_cpu_ms"]) / min(base["train_cpu_ms"]),
+            infer_cpu_x=min(r["infer_cpu_ms"]) / min(base["infer_cpu_ms"]),
+            rss_train_x=r["rss_train_mib"] / base["rss_train_mib"],
+            rss_infer_x=r["rss_infer_mib"] / base["rss_infer_mib"],
+            live_x=r["live_infer_mib"] / base["live_infer_mib"],
+            saved_x=r["saved_train_mib"] / base["saved_train_mib"],
+        )
+        lines.append(
+            (
+                label,
+                f"{train:.0f}",
+                f"{r['train_x']:.2f}",
+                f"{r['train_cpu_x']:.2f}",
+                f"{infer:.0f}",
+                f"{r['infer_x']:.2f}",
+                f"{r['infer_cpu_x']:.2f}",
+                paper_time,
+                f"{spec_time:.2f}",
+                f"{r['rss_train_mib']:.0f}",
+                f"{r['rss_train_x']:.2f}",
+                f"{r['rss_infer_mib']:.1f}",
+                f"{r['rss_infer_x']:.2f}",
+                f"{r['live_infer_mib']:.1f}",
+                f"{r['live_x']:.2f}",
+                paper_mem,
+                "-" if spec_mem is None else f"{spec_mem:.2f}",
+                f"{r['saved_train_mib']:.0f}",
+                f"{r['saved_x']:.2f}",
+            )
+        )
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     for line in lines:
         print("  ".join(str(v).rjust(w) if i else str(v).ljust(w) for i, (v, w) in enumerate(zip(line, widths))))
-    print("\ntimes: wall-clock ms per step, min over repeats (CPU x: ratio of process CPU time per step, robust to"
-          " other load when --threads 1); memory in MiB; x = ratio to Euler. RSS = measure()'s peak RSS growth;"
-          " live infer = peak of live activations in an inference forward; saved = activations kept for backward.")
+    print(
+        "\ntimes: wall-clock ms per step, min over repeats (CPU x: ratio of process CPU time per step, robust to"
+        " other load when --threads 1); memory in MiB; x = ratio to Euler. RSS = measure()'s peak RSS growth;"
+        " live infer = peak of live activations in an inference forward; saved = activations kept for backward."
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"depth": args.depth, "batch_size": args.batch_size,
-                                               "threads": args.threads, "load_before": load_before,
-                                               "load_after": load_after, "rows": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "depth": args.depth,
+                    "batch_size": args.batch_size,
+                    "threads": args.threads,
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

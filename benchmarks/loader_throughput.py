@@ -46,6 +46,7 @@ padded to it.
 recipe's per-GPU batch) adds how many workers per GPU keep up: ceil(batch per GPU / step time / images/s per
 worker).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,15 @@ sys.path.insert(0, str(ROOT))
 from harness.commands.data import run_pack  # noqa: E402
 from harness.core.files import atomic_dir, data_cache  # noqa: E402
 from harness.engine.builders import load_training_config  # noqa: E402
-from harness.engine.data import (DeviceLoader, SeededSamples, build_dataset, build_loaders,  # noqa: E402
-                                 sample_seed, seed_all, set_train_epoch)
+from harness.engine.data import (  # noqa: E402
+    DeviceLoader,
+    SeededSamples,
+    build_dataset,
+    build_loaders,
+    sample_seed,
+    seed_all,
+    set_train_epoch,
+)
 from harness.tasks.image import black_zero_bit_posterize  # noqa: E402
 from harness.tasks.image_device import DeviceAugment, EncodedImages, EvalBox, collate_encoded  # noqa: E402
 
@@ -102,18 +110,32 @@ def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
                 w, h = image_size(sizes)
                 # a smooth scene (low-resolution colours, upsampled) + texture at two scales + sensor noise
                 base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
-                texture = Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8)).resize(
-                    (w, h), Image.BILINEAR).filter(ImageFilter.GaussianBlur(1.5))
-                pixels = (0.7 * np.asarray(base, dtype=np.float32) + 0.3 * np.asarray(texture, dtype=np.float32)
-                          + rng.normal(0, 6, (h, w, 3)))
+                texture = (
+                    Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8))
+                    .resize((w, h), Image.BILINEAR)
+                    .filter(ImageFilter.GaussianBlur(1.5))
+                )
+                pixels = (
+                    0.7 * np.asarray(base, dtype=np.float32)
+                    + 0.3 * np.asarray(texture, dtype=np.float32)
+                    + rng.normal(0, 6, (h, w, 3))
+                )
                 Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i:06d}.JPEG", quality=90)
     return root
 
 
 def training_config(config: str, root: Path, classes: int, workers: int, device_normalize: bool = False):
-    cfg, _ = load_training_config(config, [
-        f"data.root={root}", f"data.num_classes={classes}", f"data.workers={workers}", "data.repeated_aug=False",
-        f"loader.device_normalize={device_normalize}", "loader.persistent_workers=False"])
+    cfg, _ = load_training_config(
+        config,
+        [
+            f"data.root={root}",
+            f"data.num_classes={classes}",
+            f"data.workers={workers}",
+            "data.repeated_aug=False",
+            f"loader.device_normalize={device_normalize}",
+            "loader.persistent_workers=False",
+        ],
+    )
     return cfg
 
 
@@ -136,20 +158,42 @@ def build(kind: str, cfg, batch_size: int, workers: int):
     if kind.startswith("depthbench"):
         loader, _ = build_loaders(cfg, rank=0, world_size=1, micro_batch=batch_size)
         if kind == "depthbench, no reseed":
-            loader = DataLoader(loader.dataset, batch_size=batch_size, sampler=_NoSeed(loader.sampler), drop_last=True,
-                                num_workers=workers, worker_init_fn=loader.worker_init_fn,
-                                generator=torch.Generator().manual_seed(0))
+            loader = DataLoader(
+                loader.dataset,
+                batch_size=batch_size,
+                sampler=_NoSeed(loader.sampler),
+                drop_last=True,
+                num_workers=workers,
+                worker_init_fn=loader.worker_init_fn,
+                generator=torch.Generator().manual_seed(0),
+            )
         return loader, lambda epoch: set_train_epoch(loader, epoch)
 
     d, a = cfg.data, cfg.aug
     dataset = create_dataset("", root=d.root, split=d.train_split, is_training=True, input_img_mode="RGB")
-    loader = create_loader(dataset, input_size=(3, d.input_size, d.input_size), batch_size=batch_size, is_training=True,
-                           use_prefetcher=kind.endswith("uint8"), re_prob=a.reprob, re_mode=a.remode,
-                           re_count=a.recount,
-                           scale=a.scale, ratio=a.ratio, hflip=a.hflip, color_jitter=a.color_jitter,
-                           auto_augment=a.auto_augment, interpolation=d.interpolation, mean=d.mean, std=d.std,
-                           num_workers=workers, distributed=False, pin_memory=False, persistent_workers=False,
-                           device=torch.device("cpu"))
+    loader = create_loader(
+        dataset,
+        input_size=(3, d.input_size, d.input_size),
+        batch_size=batch_size,
+        is_training=True,
+        use_prefetcher=kind.endswith("uint8"),
+        re_prob=a.reprob,
+        re_mode=a.remode,
+        re_count=a.recount,
+        scale=a.scale,
+        ratio=a.ratio,
+        hflip=a.hflip,
+        color_jitter=a.color_jitter,
+        auto_augment=a.auto_augment,
+        interpolation=d.interpolation,
+        mean=d.mean,
+        std=d.std,
+        num_workers=workers,
+        distributed=False,
+        pin_memory=False,
+        persistent_workers=False,
+        device=torch.device("cpu"),
+    )
     # the same fix as ours (timm's RandAugment asks Pillow for 0 posterize bits now and then, which Pillow 11+ refuses)
     black_zero_bit_posterize(dataset.transform)
     inner = getattr(loader, "loader", loader)  # the prefetcher's device-side part is not the workers' work
@@ -160,6 +204,7 @@ def pipeline_rate(cfg, batch_size: int, batches: int, device: str, epoch: int) -
     """One pass of ``batches`` finished batches of the training loader (``DeviceLoader``: the device part runs and
     is waited for): images/s after the first batch, and CPU cores used over the pass (this process and its loader
     workers, which are reaped at the end of the pass: ``RUSAGE_CHILDREN``)."""
+
     def cpu_seconds():
         own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -222,12 +267,21 @@ def large_image_memory(root: Path, side: int = 9000, small: int = 15, size: int 
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     padded = len(files) * 3 * side * side * 4
-    print(f"one {side}x{side} JPEG among {small}: peak +{peak / 1e9:.2f} GB (one image: {3 * side * side / 1e9:.2f} GB "
-          f"uint8 + {12 * side * side / 1e9:.2f} GB float32; padded to it: {padded / 1e9:.1f} GB); {seconds:.1f} s",
-          flush=True)
-    return {"side": side, "small": small, "batch": tuple(out.shape), "peak_added_bytes": peak,
-            "one_image_uint8_bytes": 3 * side * side, "one_image_float_bytes": 12 * side * side,
-            "padded_batch_float_bytes": padded, "seconds": round(seconds, 2)}
+    print(
+        f"one {side}x{side} JPEG among {small}: peak +{peak / 1e9:.2f} GB (one image: {3 * side * side / 1e9:.2f} GB "
+        f"uint8 + {12 * side * side / 1e9:.2f} GB float32; padded to it: {padded / 1e9:.1f} GB); {seconds:.1f} s",
+        flush=True,
+    )
+    return {
+        "side": side,
+        "small": small,
+        "batch": tuple(out.shape),
+        "peak_added_bytes": peak,
+        "one_image_uint8_bytes": 3 * side * side,
+        "one_image_float_bytes": 12 * side * side,
+        "padded_batch_float_bytes": padded,
+        "seconds": round(seconds, 2),
+    }
 
 
 def compare_pipelines(args, root: Path) -> dict:
@@ -239,8 +293,12 @@ def compare_pipelines(args, root: Path) -> dict:
     for workers in args.workers:
         cfgs = {}
         # the device pipeline on CUDA needs loader workers (its feeder would run the reseeding loader in a thread)
-        kinds = [(source, pipeline) for source in ("folder", "shards") for pipeline in ("cpu", "device")
-                 if pipeline == "cpu" or workers or not args.device.startswith("cuda")]
+        kinds = [
+            (source, pipeline)
+            for source in ("folder", "shards")
+            for pipeline in ("cpu", "device")
+            if pipeline == "cpu" or workers or not args.device.startswith("cuda")
+        ]
         for source, pipeline in kinds:
             cfg = training_config(args.config, shards if source == "shards" else root, args.classes, workers)
             cfg.data.type = "shards" if source == "shards" else "folder"
@@ -258,20 +316,32 @@ def compare_pipelines(args, root: Path) -> dict:
             cores = quantiles([v["cores"] for v in values])
             per_core = quantiles([v["images_per_s"] / v["cores"] for v in values])
             key = f"{source} {pipeline} @ {workers} workers"
-            results[key] = {"images_per_s": round(rate["median"], 1), "q25": round(rate["q25"], 1),
-                            "q75": round(rate["q75"], 1), "cores": round(cores["median"], 2),
-                            "images_per_core_s": round(per_core["median"], 1)}
-            print(f"workers {workers}  {source:<6} {pipeline:<6} {rate['median']:8.1f} img/s "
-                  f"[{rate['q25']:.1f}-{rate['q75']:.1f}]  {cores['median']:.2f} cores  "
-                  f"{per_core['median']:.1f} img/s per core", flush=True)
+            results[key] = {
+                "images_per_s": round(rate["median"], 1),
+                "q25": round(rate["q25"], 1),
+                "q75": round(rate["q75"], 1),
+                "cores": round(cores["median"], 2),
+                "images_per_core_s": round(per_core["median"], 1),
+            }
+            print(
+                f"workers {workers}  {source:<6} {pipeline:<6} {rate['median']:8.1f} img/s "
+                f"[{rate['q25']:.1f}-{rate['q75']:.1f}]  {cores['median']:.2f} cores  "
+                f"{per_core['median']:.1f} img/s per core",
+                flush=True,
+            )
         for source in ("folder", "shards"):
             device, cpu = runs[(source, "device")], runs[(source, "cpu")]
-            for name, f in (("img/s", lambda v: v["images_per_s"]),
-                            ("img/s per core", lambda v: v["images_per_s"] / v["cores"])):
+            for name, f in (
+                ("img/s", lambda v: v["images_per_s"]),
+                ("img/s per core", lambda v: v["images_per_s"] / v["cores"]),
+            ):
                 q = quantiles([f(a) / f(b) for a, b in zip(device, cpu)])
                 results[f"{source} device / cpu {name} @ {workers} workers"] = {k: round(v, 3) for k, v in q.items()}
-                print(f"workers {workers}  {source} device / cpu, {name}: {q['median']:.2f}x "
-                      f"[{q['q25']:.2f}-{q['q75']:.2f}]", flush=True)
+                print(
+                    f"workers {workers}  {source} device / cpu, {name}: {q['median']:.2f}x "
+                    f"[{q['q25']:.2f}-{q['q75']:.2f}]",
+                    flush=True,
+                )
     return results
 
 
@@ -301,8 +371,7 @@ def reseed_cost(cfg, samples: int = 200) -> dict:
     start = time.perf_counter()
     dataset.__getitems__([(i % len(dataset), None, True) for i in range(samples // 4)])
     load_us = (time.perf_counter() - start) / (samples // 4) * 1e6
-    return {"seed_all_us": round(seed_us, 1), "load_us": round(load_us, 1),
-            "fraction": round(seed_us / load_us, 4)}
+    return {"seed_all_us": round(seed_us, 1), "load_us": round(load_us, 1), "fraction": round(seed_us / load_us, 4)}
 
 
 def quantiles(values) -> dict:
@@ -313,48 +382,83 @@ def quantiles(values) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", help="the generated folder (default: in depthbench's data cache)")
-    p.add_argument("--config", default="configs/deit/deit-small_8xb128-300e_in1k.py",
-                   help="the training config whose transforms are measured")
+    p.add_argument(
+        "--config",
+        default="configs/deit/deit-small_8xb128-300e_in1k.py",
+        help="the training config whose transforms are measured",
+    )
     p.add_argument("--images", type=int, default=3000)
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--batches", type=int, default=24, help="batches per loader per round")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--loaders", nargs="+", default=["depthbench", "depthbench, no reseed", "depthbench uint8",
-                                                    "timm create_loader", "timm create_loader uint8"])
-    p.add_argument("--step-ms", nargs="*", default=[], metavar="NAME=MS[@BATCH]",
-                   help="training step times (ms) at a per-GPU batch (default the config's batch_size / 8)")
+    p.add_argument(
+        "--loaders",
+        nargs="+",
+        default=[
+            "depthbench",
+            "depthbench, no reseed",
+            "depthbench uint8",
+            "timm create_loader",
+            "timm create_loader uint8",
+        ],
+    )
+    p.add_argument(
+        "--step-ms",
+        nargs="*",
+        default=[],
+        metavar="NAME=MS[@BATCH]",
+        help="training step times (ms) at a per-GPU batch (default the config's batch_size / 8)",
+    )
     p.add_argument("--json", help="write the results here")
-    p.add_argument("--pipelines", action="store_true",
-                   help="compare loader.pipeline cpu and device on the folder and its shards (issue 42)")
+    p.add_argument(
+        "--pipelines",
+        action="store_true",
+        help="compare loader.pipeline cpu and device on the folder and its shards (issue 42)",
+    )
     p.add_argument("--device", default="cpu", help="--pipelines: where the device pipeline runs (cpu, cuda)")
-    p.add_argument("--memory", action="store_true",
-                   help="peak memory of a device-pipeline batch holding one 9000x9000 JPEG (issue 52)")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="peak memory of a device-pipeline batch holding one 9000x9000 JPEG (issue 52)",
+    )
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)  # the main process only receives batches; workers are single-threaded anyway
     root = Path(args.root) if args.root else data_cache() / f"loader-bench-spread-{args.images}x{args.classes}"
     start = time.perf_counter()
     make_folder(root, args.images, args.classes)
-    print(f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "
-          f"{time.perf_counter() - start:.0f} s to make or find)", flush=True)
+    print(
+        f"folder {root} ({args.images} training JPEGs, {args.classes} classes; "
+        f"{time.perf_counter() - start:.0f} s to make or find)",
+        flush=True,
+    )
     if args.memory:
         result = {"memory": large_image_memory(root), "cpu": _cpu_name(), "torch": torch.__version__}
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))
         return 0
     if args.pipelines:
-        result = {"pipelines": compare_pipelines(args, root), "root": str(root), "config": args.config,
-                  "batch_size": args.batch_size, "device": args.device, "load_avg": os.getloadavg(),
-                  "cpu": _cpu_name(), "torch": torch.__version__}
+        result = {
+            "pipelines": compare_pipelines(args, root),
+            "root": str(root),
+            "config": args.config,
+            "batch_size": args.batch_size,
+            "device": args.device,
+            "load_avg": os.getloadavg(),
+            "cpu": _cpu_name(),
+            "torch": torch.__version__,
+        }
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))
         return 0
     rows, ratios = [], {}
     for workers in args.workers:
-        cfgs = {kind: training_config(args.config, root, args.classes, workers, device_normalize=kind.endswith("uint8"))
-                for kind in args.loaders}
+        cfgs = {
+            kind: training_config(args.config, root, args.classes, workers, device_normalize=kind.endswith("uint8"))
+            for kind in args.loaders
+        }
         loaders = {kind: build(kind, cfgs[kind], args.batch_size, workers) for kind in args.loaders}
         factor = cfgs[args.loaders[0]].loader.prefetch_factor or 2
         skip = max(1, factor * workers)
@@ -371,37 +475,69 @@ def main(argv=None) -> int:
                     rates[kind].append(rate)
         for kind in args.loaders:
             q = quantiles(rates[kind])
-            rows.append({"loader": kind, "workers": workers, "images_per_s": round(q["median"], 1),
-                         "q25": round(q["q25"], 1), "q75": round(q["q75"], 1),
-                         "per_worker": round(q["median"] / max(workers, 1), 1), "rounds": len(rates[kind])})
-            print(f"workers {workers}  {kind:<26} {q['median']:8.1f} img/s [{q['q25']:.1f}-{q['q75']:.1f}]  "
-                  f"{q['median'] / max(workers, 1):7.1f} per worker", flush=True)
-        for name, (a, b) in {"reseed cost (no reseed / depthbench)": ("depthbench, no reseed", "depthbench"),
-                             "depthbench / timm": ("depthbench", "timm create_loader"),
-                             "uint8 / float (depthbench)": ("depthbench uint8", "depthbench"),
-                             "depthbench uint8 / timm uint8": ("depthbench uint8", "timm create_loader uint8")}.items():
+            rows.append(
+                {
+                    "loader": kind,
+                    "workers": workers,
+                    "images_per_s": round(q["median"], 1),
+                    "q25": round(q["q25"], 1),
+                    "q75": round(q["q75"], 1),
+                    "per_worker": round(q["median"] / max(workers, 1), 1),
+                    "rounds": len(rates[kind]),
+                }
+            )
+            print(
+                f"workers {workers}  {kind:<26} {q['median']:8.1f} img/s [{q['q25']:.1f}-{q['q75']:.1f}]  "
+                f"{q['median'] / max(workers, 1):7.1f} per worker",
+                flush=True,
+            )
+        for name, (a, b) in {
+            "reseed cost (no reseed / depthbench)": ("depthbench, no reseed", "depthbench"),
+            "depthbench / timm": ("depthbench", "timm create_loader"),
+            "uint8 / float (depthbench)": ("depthbench uint8", "depthbench"),
+            "depthbench uint8 / timm uint8": ("depthbench uint8", "timm create_loader uint8"),
+        }.items():
             if a in rates and b in rates:
                 q = quantiles([x / y for x, y in zip(rates[a], rates[b])])
                 ratios[f"{name} @ {workers} workers"] = {k: round(v, 4) for k, v in q.items()}
                 print(f"workers {workers}  {name}: {q['median']:.3f}x [{q['q25']:.3f}-{q['q75']:.3f}]", flush=True)
     cost = reseed_cost(training_config(args.config, root, args.classes, 0))
-    print(f"seed_all per sample: {cost['seed_all_us']} us against {cost['load_us']} us to load one sample "
-          f"({100 * cost['fraction']:.2f} %)")
+    print(
+        f"seed_all per sample: {cost['seed_all_us']} us against {cost['load_us']} us to load one sample "
+        f"({100 * cost['fraction']:.2f} %)"
+    )
     needs = []
-    per_worker = max((r["per_worker"] for r in rows if r["loader"] == "depthbench" and r["workers"] == 1),
-                     default=None)
+    per_worker = max((r["per_worker"] for r in rows if r["loader"] == "depthbench" and r["workers"] == 1), default=None)
     for item in args.step_ms:
         name, _, value = item.partition("=")
         ms, _, batch = value.partition("@")
         batch = int(batch) if batch else training_config(args.config, root, args.classes, 0).batch_size // 8
         needed = batch / (float(ms) / 1000) / per_worker if per_worker else None
-        needs.append({"name": name, "step_ms": float(ms), "batch": batch, "images_per_s": batch / float(ms) * 1000,
-                      "workers": math.ceil(needed) if needed else None})
-        print(f"{name}: {batch} images per {ms} ms step = {batch / float(ms) * 1000:.0f} img/s -> "
-              f"{math.ceil(needed) if needed else '?'} workers at {per_worker} img/s per worker")
-    result = {"rows": rows, "ratios": ratios, "reseed": cost, "workers_needed": needs, "root": str(root),
-              "config": args.config, "batch_size": args.batch_size, "load_avg": os.getloadavg(),
-              "cpu": _cpu_name(), "torch": torch.__version__}
+        needs.append(
+            {
+                "name": name,
+                "step_ms": float(ms),
+                "batch": batch,
+                "images_per_s": batch / float(ms) * 1000,
+                "workers": math.ceil(needed) if needed else None,
+            }
+        )
+        print(
+            f"{name}: {batch} images per {ms} ms step = {batch / float(ms) * 1000:.0f} img/s -> "
+            f"{math.ceil(needed) if needed else '?'} workers at {per_worker} img/s per worker"
+        )
+    result = {
+        "rows": rows,
+        "ratios": ratios,
+        "reseed": cost,
+        "workers_needed": needs,
+        "root": str(root),
+        "config": args.config,
+        "batch_size": args.batch_size,
+        "load_avg": os.getloadavg(),
+        "cpu": _cpu_name(),
+        "torch": torch.__version__,
+    }
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

@@ -21,6 +21,7 @@ activities, input shapes) and prints:
 Timings come from one process on a possibly shared machine: read the *shares* and the per-op differences, which
 load scales alike; the model-to-model ratios come from ``depthbench bench`` (interleaved rounds).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,50 @@ import models  # noqa: E402,F401
 from harness.measure.bench import ModelStep, Participant, build, input_size_of  # noqa: E402
 from harness.measure.flops import count_flops  # noqa: E402
 
-PRESETS = {"steps-train": ("deit_small_patch16_224", "steps_deit_small", "train"),
-           "transnext": ("swin_tiny_patch4_window7_224", "transnext_tiny", "infer")}
+PRESETS = {
+    "steps-train": ("deit_small_patch16_224", "steps_deit_small", "train"),
+    "transnext": ("swin_tiny_patch4_window7_224", "transnext_tiny", "infer"),
+}
 
-MATMUL = ("addmm", "mm", "bmm", "matmul", "linear", "convolution", "conv2d", "mkldnn_convolution",
-          "scaled_dot_product", "baddbmm", "_flash_attention")
-MOVE = ("cat", "copy_", "slice_backward", "contiguous", "clone", "index", "unfold", "im2col", "col2im", "roll",
-        "narrow_copy", "pad", "constant_pad", "select_backward", "gather", "scatter", "stack", "repeat",
-        "expand_backward", "permute", "transpose", "reshape", "_unsafe_view", "view")
+MATMUL = (
+    "addmm",
+    "mm",
+    "bmm",
+    "matmul",
+    "linear",
+    "convolution",
+    "conv2d",
+    "mkldnn_convolution",
+    "scaled_dot_product",
+    "baddbmm",
+    "_flash_attention",
+)
+MOVE = (
+    "cat",
+    "copy_",
+    "slice_backward",
+    "contiguous",
+    "clone",
+    "index",
+    "unfold",
+    "im2col",
+    "col2im",
+    "roll",
+    "narrow_copy",
+    "pad",
+    "constant_pad",
+    "select_backward",
+    "gather",
+    "scatter",
+    "stack",
+    "repeat",
+    "expand_backward",
+    "permute",
+    "transpose",
+    "reshape",
+    "_unsafe_view",
+    "view",
+)
 NORM = ("layer_norm", "batch_norm", "group_norm")
 
 
@@ -59,9 +96,40 @@ def category(name: str) -> str:
         return "normalisation"
     if any(op == key or op.startswith(key) for key in MOVE):
         return "data movement"
-    if op.startswith(("add", "mul", "div", "sub", "gelu", "silu", "relu", "softmax", "_softmax", "sigmoid",
-                      "tanh", "exp", "sqrt", "rsqrt", "pow", "neg", "threshold", "sum", "mean", "fill_", "zero_",
-                      "zeros", "empty", "where", "masked", "clamp", "abs", "sign", "lerp", "_foreach")):
+    if op.startswith(
+        (
+            "add",
+            "mul",
+            "div",
+            "sub",
+            "gelu",
+            "silu",
+            "relu",
+            "softmax",
+            "_softmax",
+            "sigmoid",
+            "tanh",
+            "exp",
+            "sqrt",
+            "rsqrt",
+            "pow",
+            "neg",
+            "threshold",
+            "sum",
+            "mean",
+            "fill_",
+            "zero_",
+            "zeros",
+            "empty",
+            "where",
+            "masked",
+            "clamp",
+            "abs",
+            "sign",
+            "lerp",
+            "_foreach",
+        )
+    ):
         return "element-wise"
     return "other"
 
@@ -87,7 +155,7 @@ def profile_pair(names, mode, batch_size, steps, size):
         r()
     profs = [[], []]
     for i in range(steps):  # one step each, alternating (A B B A ...), so a load trend hits both alike
-        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 runners[k]()
             profs[k].append(prof)
@@ -113,8 +181,10 @@ def report_time(names, participants, profs, mode, steps, batch_size):
     for i, name in enumerate(names):
         gemm_ms = cats["matmul/conv"][i]
         flops = 2 * macs[i] * factor * batch_size  # FLOPs per step by the bench convention (2 per MAC, x3 train)
-        print(f"{name}: {macs[i] / 1e9:.3f} GMACs/image; matmul/conv {gemm_ms / totals[i]:.0%} of op time, "
-              f"{flops / gemm_ms / 1e6:.1f} GFLOP/s inside them; all ops {flops / totals[i] / 1e6:.1f} GFLOP/s")
+        print(
+            f"{name}: {macs[i] / 1e9:.3f} GMACs/image; matmul/conv {gemm_ms / totals[i]:.0%} of op time, "
+            f"{flops / gemm_ms / 1e6:.1f} GFLOP/s inside them; all ops {flops / totals[i] / 1e6:.1f} GFLOP/s"
+        )
     by_op = collections.defaultdict(lambda: [0.0, 0.0, 0, 0, set()])
     for i, table in enumerate(tables):
         for (op, shapes), (ms, calls) in table.items():
@@ -125,8 +195,11 @@ def report_time(names, participants, profs, mode, steps, batch_size):
     for op, (a, b, ca, cb, _) in sorted(by_op.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))[:14]:
         print(f"  {op:<48} {a:8.1f} {b:8.1f} {b - a:+8.1f}   {ca} / {cb}")
     print(f"\ncopies in {names[1]} (cat / copy_ / slice_backward / clone / contiguous / index), by input shapes:")
-    rows = [(ms / steps, calls // steps, op, shapes) for (op, shapes), (ms, calls) in tables[1].items()
-            if category(op) == "data movement" and ms / steps > 0.5]
+    rows = [
+        (ms / steps, calls // steps, op, shapes)
+        for (op, shapes), (ms, calls) in tables[1].items()
+        if category(op) == "data movement" and ms / steps > 0.5
+    ]
     for ms, calls, op, shapes in sorted(rows, reverse=True)[:12]:
         print(f"  {ms:7.1f} ms  x{calls:<4} {op:<24} {shapes}")
     return cats, totals
@@ -157,8 +230,7 @@ class LivePeak(TorchDispatchMode):
                 if ptr == 0:
                     continue
                 if ptr not in self.live:
-                    self.live[ptr] = (storage.nbytes(), str(func.overloadpacket).replace("aten.", ""),
-                                      tuple(t.shape))
+                    self.live[ptr] = (storage.nbytes(), str(func.overloadpacket).replace("aten.", ""), tuple(t.shape))
                     self.refs[ptr] = 0
                     self.current += storage.nbytes()
                     if self.current > self.peak:
@@ -181,18 +253,25 @@ def report_memory(participants, batch_size):
         for nbytes, op, _ in tracker.at_peak:
             by_op[op] += nbytes
         top = ", ".join(f"{op} {b / 2**20:.0f}" for op, b in by_op.most_common(5))
-        print(f"{p.label}: inference live-activation peak {tracker.peak / 2**20:.0f} MiB; alive at the peak (MiB): {top}")
+        print(
+            f"{p.label}: inference live-activation peak {tracker.peak / 2**20:.0f} MiB; alive at the peak (MiB): {top}"
+        )
         biggest = sorted(tracker.at_peak, reverse=True)[:4]
-        print("    largest tensors alive at the peak: " + "; ".join(
-            f"{op} {list(shape)} {n / 2**20:.0f} MiB" for n, op, shape in biggest))
+        print(
+            "    largest tensors alive at the peak: "
+            + "; ".join(f"{op} {list(shape)} {n / 2**20:.0f} MiB" for n, op, shape in biggest)
+        )
         saved, owner = {}, {}
         stack = ["(top)"]
         # innermost module running when autograd saves a tensor; block indices folded (blocks.3 -> blocks.*)
-        names = {m: ".".join("*" if part.isdigit() else part for part in n.split(".")) or "(top)"
-                 for n, m in model.named_modules()}
-        hooks = [m.register_forward_pre_hook(lambda module, args: stack.append(f"{names[module]} "
-                                                                             f"({type(module).__name__})"))
-                 for m in names]
+        names = {
+            m: ".".join("*" if part.isdigit() else part for part in n.split(".")) or "(top)"
+            for n, m in model.named_modules()
+        }
+        hooks = [
+            m.register_forward_pre_hook(lambda module, args: stack.append(f"{names[module]} ({type(module).__name__})"))
+            for m in names
+        ]
         hooks += [m.register_forward_hook(lambda module, args, out: (stack.pop(), None)[1]) for m in names]
         params = {q.untyped_storage().data_ptr() for q in model.parameters()}
 
@@ -217,8 +296,10 @@ def report_memory(participants, batch_size):
         for name, nbytes in per_module.items():  # a block's submodules counted under the block's own class
             per_class[name.split(" (")[0].split(".*.")[1].split(".")[0] if ".*." in name else name] += nbytes
         parts += "\n    by block part (MiB): " + "; ".join(f"{m} {b / 2**20:.0f}" for m, b in per_class.most_common(6))
-        print(f"    saved for backward (training forward): {sum(saved.values()) / 2**20:.0f} MiB; by innermost module "
-              f"(MiB): {parts}")
+        print(
+            f"    saved for backward (training forward): {sum(saved.values()) / 2**20:.0f} MiB; by innermost module "
+            f"(MiB): {parts}"
+        )
 
 
 def main(argv=None):

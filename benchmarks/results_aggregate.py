@@ -14,6 +14,7 @@ time, with the load average — on a shared machine the CPU time is the figure t
 rows of every table of the five papers, mean ± std per setting). The architecture audit is not part of it: it
 is cached per code version (results/audit.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,13 @@ seed = {seed}
 
 
 def generate(root: Path, n: int, epochs: int) -> None:
-    rows = [r for p in paper_tables.available_papers() for t in paper_tables.load_paper(p) for r in t.rows
-            if r.model and not r.reason]
+    rows = [
+        r
+        for p in paper_tables.available_papers()
+        for t in paper_tables.load_paper(p)
+        for r in t.rows
+        if r.model and not r.reason
+    ]
     rng = random.Random(0)
     for i in range(n):
         row = rng.choice(rows)
@@ -79,33 +85,105 @@ def generate(root: Path, n: int, epochs: int) -> None:
         run = root / experiment / f"20261101-{i:06d}"
         run.mkdir(parents=True)
         status = "done" if i % 10 else rng.choice(["running", "failed", "preempted"])
-        (run / "meta.json").write_text(json.dumps({
-            "experiment": experiment, "run_id": run.name, "status": status, "start": f"2026-11-01T00:00:{i}",
-            "engine": "accelerate", "world_size": 8, "git_commit": "0" * 40, "config_file": row.config,
-            "command": f"depthbench train {row.config} seed={i % 3}", "packages": {"torch": "2.14.1"}}, indent=1))
-        (run / "config.py").write_text(CONFIG.format(epochs=epochs, experiment=experiment, model=row.model,
-                                                     seed=i % 3))
+        (run / "meta.json").write_text(
+            json.dumps(
+                {
+                    "experiment": experiment,
+                    "run_id": run.name,
+                    "status": status,
+                    "start": f"2026-11-01T00:00:{i}",
+                    "engine": "accelerate",
+                    "world_size": 8,
+                    "git_commit": "0" * 40,
+                    "config_file": row.config,
+                    "command": f"depthbench train {row.config} seed={i % 3}",
+                    "packages": {"torch": "2.14.1"},
+                },
+                indent=1,
+            )
+        )
+        (run / "config.py").write_text(CONFIG.format(epochs=epochs, experiment=experiment, model=row.model, seed=i % 3))
         lines, step = [], 0
         for epoch in range(epochs):
             for _ in range(3):
                 step += 10
-                lines.append(json.dumps({"kind": "train", "epoch": epoch, "global_step": step, "loss": 2.0,
-                                         "lr": 1e-3, "grad_norm": 1.0, "images_per_s": 900.0, "step_time": 0.1,
-                                         "peak_mem_mb": 4000.0, "eta_s": 100.0}))
-            lines.append(json.dumps({"kind": "epoch", "epoch": epoch, "global_step": step, "train_loss": 2.0,
-                                     "images_per_s": 900.0, "epoch_time_s": 100.0, "train_time_s": 100.0 * epoch}))
-            lines.append(json.dumps({"kind": "eval", "epoch": epoch, "global_step": step, "top1": 70 + rng.random(),
-                                     "top5": 90.0, "loss": 1.0, "images": 50000}))
+                lines.append(
+                    json.dumps(
+                        {
+                            "kind": "train",
+                            "epoch": epoch,
+                            "global_step": step,
+                            "loss": 2.0,
+                            "lr": 1e-3,
+                            "grad_norm": 1.0,
+                            "images_per_s": 900.0,
+                            "step_time": 0.1,
+                            "peak_mem_mb": 4000.0,
+                            "eta_s": 100.0,
+                        }
+                    )
+                )
+            lines.append(
+                json.dumps(
+                    {
+                        "kind": "epoch",
+                        "epoch": epoch,
+                        "global_step": step,
+                        "train_loss": 2.0,
+                        "images_per_s": 900.0,
+                        "epoch_time_s": 100.0,
+                        "train_time_s": 100.0 * epoch,
+                    }
+                )
+            )
+            lines.append(
+                json.dumps(
+                    {
+                        "kind": "eval",
+                        "epoch": epoch,
+                        "global_step": step,
+                        "top1": 70 + rng.random(),
+                        "top5": 90.0,
+                        "loss": 1.0,
+                        "images": 50000,
+                    }
+                )
+            )
         if i % 5 == 0:  # what depthbench eval appends (harness/commands/eval.py)
-            evals = [("imagenet-c", 224, None, "mCE"), ("imagenet-a", 224, None, "top1"),
-                     ("imagenet-r", 224, None, "top1"), ("imagenet-sketch", 224, None, "top1"),
-                     ("imagenet-v2", 224, None, "top1"), ("val", 224, "normal", "top5"), ("val", 224, "linear", "top5")]
-            evals += [("val", size, mode, "top1") for size in (224, 256, 320, 384, 480, 512, 640)
-                      for mode in ("normal", "linear")][:14]
-            lines += [json.dumps({"kind": "eval_suite", "dataset": d, "protocol": d, "model": row.model,
-                                  "input_size": size, "pool_mode": mode, "analysis": "none", "model_overrides": {},
-                                  "checkpoint": str(run / "best.pth"), "ema": False, "metric": metric,
-                                  "value": 50 + rng.random(), "images": 50000}) for d, size, mode, metric in evals]
+            evals = [
+                ("imagenet-c", 224, None, "mCE"),
+                ("imagenet-a", 224, None, "top1"),
+                ("imagenet-r", 224, None, "top1"),
+                ("imagenet-sketch", 224, None, "top1"),
+                ("imagenet-v2", 224, None, "top1"),
+                ("val", 224, "normal", "top5"),
+                ("val", 224, "linear", "top5"),
+            ]
+            evals += [
+                ("val", size, mode, "top1")
+                for size in (224, 256, 320, 384, 480, 512, 640)
+                for mode in ("normal", "linear")
+            ][:14]
+            lines += [
+                json.dumps(
+                    {
+                        "kind": "eval_suite",
+                        "dataset": d,
+                        "protocol": d,
+                        "model": row.model,
+                        "input_size": size,
+                        "pool_mode": mode,
+                        "analysis": "none",
+                        "model_overrides": {},
+                        "checkpoint": str(run / "best.pth"),
+                        "ema": False,
+                        "metric": metric,
+                        "value": 50 + rng.random(),
+                        "images": 50000,
+                    }
+                )
+                for d, size, mode, metric in evals
+            ]
         (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
 
 
@@ -140,16 +218,19 @@ def main() -> None:
                 t2, c2 = time.perf_counter(), cpu_time()
                 if best is None or t2 - t0 < best[0]:
                     best = (t2 - t0, t1 - t0, t2 - t1, c2 - c0)
-            filled = sum(1 for v in views for line in v.lines for c in line.cells.values()
-                         if c.kind == "result" and c.n)
+            filled = sum(
+                1 for v in views for line in v.lines for c in line.cells.values() if c.kind == "result" and c.n
+            )
             assert len(frame) == args.runs, (len(frame), problems.summary())
             load = os.getloadavg()[0]
             parallel = workers != 1 and args.runs >= runs.PARALLEL_MIN_RUNS  # as runs.read_runs decides
             how = f"{min(os.cpu_count() or 1, 8)} processes" if parallel else "1 process"
             cpu = "CPU of the forkserver's workers not counted" if parallel else f"{best[3]:.2f} s CPU"
-            print(f"{how}: collect {best[1]:.2f} s + join {best[2]:.2f} s = {best[0]:.2f} s wall ({cpu}) for "
-                  f"{len(frame)} runs ({filled} result cells filled, {len(problems)} problems); "
-                  f"{os.cpu_count()} CPUs, load average {load:.1f}")
+            print(
+                f"{how}: collect {best[1]:.2f} s + join {best[2]:.2f} s = {best[0]:.2f} s wall ({cpu}) for "
+                f"{len(frame)} runs ({filled} result cells filled, {len(problems)} problems); "
+                f"{os.cpu_count()} CPUs, load average {load:.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ MFU per round then the median. MACs are counted once per model with ``harness.me
 given the unfused model's MACs: folding removes only element-wise work). Issue 27 part 3's target: SReT-S
 inference at >= 0.7 of the matmul peak at batch 64.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,18 @@ from torch.profiler import ProfilerActivity, profile as torch_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.measure.bench import (PEAK_LABEL, MatmulPeak, ModelStep, Participant, build, machine,  # noqa: E402
-                                   pin_threads, ratios, run_interleaved, summarise)
+from harness.measure.bench import (  # noqa: E402
+    PEAK_LABEL,
+    MatmulPeak,
+    ModelStep,
+    Participant,
+    build,
+    machine,
+    pin_threads,
+    ratios,
+    run_interleaved,
+    summarise,
+)
 from harness.measure.flops import count_flops, example_inputs  # noqa: E402
 from models.sret import use_inference_linears  # noqa: E402
 
@@ -63,8 +74,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="per-op self time of one step of each model")
-    parser.add_argument("--onednn-baseline", action="store_true",
-                        help="also DeiT-S with oneDNN linear layers (what the GEMM backend alone gives)")
+    parser.add_argument(
+        "--onednn-baseline",
+        action="store_true",
+        help="also DeiT-S with oneDNN linear layers (what the GEMM backend alone gives)",
+    )
     parser.add_argument("--out", help="append the rows to this CSV")
     args = parser.parse_args()
     threads, cores = pin_threads(args.threads, "cpu")
@@ -79,31 +93,47 @@ def main() -> int:
     # the fused model has the unfused model's MACs (folding removes element-wise work only); counted on the
     # unfused one, whose ops the counter knows (oneDNN's fused linear is not an op it counts)
     unfused = {FUSED: MODEL, BASELINE_ONEDNN: BASELINE}
-    macs = {label: count_flops(built[unfused.get(label, label)],
-                               inputs=example_inputs(built[label], (3, 224, 224))).total for label in built}
+    macs = {
+        label: count_flops(built[unfused.get(label, label)], inputs=example_inputs(built[label], (3, 224, 224))).total
+        for label in built
+    }
     info = machine("cpu", threads, cores)
     steps = {label: ModelStep(model, (3, 224, 224), args.batch_size, "infer") for label, model in built.items()}
     probe = MatmulPeak(2048)
     steps[PEAK_LABEL] = probe
-    print(f"batch {args.batch_size}, {threads} thread(s) on cores {cores}, load average {info['load_avg_1m']}, "
-          f"{args.repeats} interleaved rounds", flush=True)
+    print(
+        f"batch {args.batch_size}, {threads} thread(s) on cores {cores}, load average {info['load_avg_1m']}, "
+        f"{args.repeats} interleaved rounds",
+        flush=True,
+    )
     times = run_interleaved(steps, warmup=args.warmup, iters=1, repeats=args.repeats)
     labels = {label: Participant(unfused.get(label, label), label=label) for label in built}
     rows = summarise(times, labels, macs, args.batch_size, "infer", times[PEAK_LABEL], probe.flops)
     peak = sorted(probe.flops / s / 1e9 for s in times[PEAK_LABEL])
-    print(f"matmul peak {peak[len(peak) // 2]:.1f} GFLOP/s fp32 (rounds: {', '.join(f'{p:.1f}' for p in peak)}); "
-          f"load average at the end {os.getloadavg()[0]:.2f}")
+    print(
+        f"matmul peak {peak[len(peak) // 2]:.1f} GFLOP/s fp32 (rounds: {', '.join(f'{p:.1f}' for p in peak)}); "
+        f"load average at the end {os.getloadavg()[0]:.2f}"
+    )
     for label, row in rows.items():
-        print(f"{label:24s} {macs[label] / 1e9:.3f} GMACs  {row['infer_samples_per_sec']:7.2f} samples/s "
-              f"[{row['infer_samples_per_sec_q25']:.2f}-{row['infer_samples_per_sec_q75']:.2f}]  "
-              f"MFU {row['infer_mfu']:.3f}")
-    for base, cand in ((MODEL, FUSED), (BASELINE, MODEL), (BASELINE, FUSED), (BASELINE, BASELINE_ONEDNN),
-                       (BASELINE_ONEDNN, FUSED)):
+        print(
+            f"{label:24s} {macs[label] / 1e9:.3f} GMACs  {row['infer_samples_per_sec']:7.2f} samples/s "
+            f"[{row['infer_samples_per_sec_q25']:.2f}-{row['infer_samples_per_sec_q75']:.2f}]  "
+            f"MFU {row['infer_mfu']:.3f}"
+        )
+    for base, cand in (
+        (MODEL, FUSED),
+        (BASELINE, MODEL),
+        (BASELINE, FUSED),
+        (BASELINE, BASELINE_ONEDNN),
+        (BASELINE_ONEDNN, FUSED),
+    ):
         if cand not in times:
             continue
         r = ratios(times, base, cand)
-        print(f"{cand} / {base}: throughput {r['median']:.3f}x [{r['q25']:.3f}-{r['q75']:.3f}, "
-              f"min {r['min']:.3f}, max {r['max']:.3f}]")
+        print(
+            f"{cand} / {base}: throughput {r['median']:.3f}x [{r['q25']:.3f}-{r['q75']:.3f}, "
+            f"min {r['min']:.3f}, max {r['max']:.3f}]"
+        )
     if args.out:
         path = Path(args.out)
         fresh = not path.exists()

@@ -17,6 +17,7 @@ workers on two cores), so wall time is bounded below by the machine's CPU second
 A test's CPU is the CPU of the pytest worker's process tree while it ran (the worker itself, its reaped children,
 and every live descendant with the children it reaped); what ends outside that tree is the unattributed remainder.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,12 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001 -- pytest's hook si
     """Around the whole protocol of one test (setup, call, teardown: module fixtures count where they start)."""
     start_cpu, start = tree_cpu_seconds(), time.monotonic()
     yield
-    record = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-              "cpu_s": round(tree_cpu_seconds() - start_cpu, 2), "wall_s": round(time.monotonic() - start, 2)}
+    record = {
+        "test": item.nodeid,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "cpu_s": round(tree_cpu_seconds() - start_cpu, 2),
+        "wall_s": round(time.monotonic() - start, 2),
+    }
     path = os.environ.get(RECORDS)
     if path:
         with open(path, "a") as fh:  # one short line per write: appends from the workers do not interleave
@@ -80,8 +85,9 @@ def busy_cpu_seconds() -> float:
     return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / CLOCK_TICKS
 
 
-def report(records_path: Path, out: Path, wall_s: float, machine_cpu_s: float, load: str, make_args: list[str],
-           exit_code: int) -> str:
+def report(
+    records_path: Path, out: Path, wall_s: float, machine_cpu_s: float, load: str, make_args: list[str], exit_code: int
+) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,8 +112,10 @@ def report(records_path: Path, out: Path, wall_s: float, machine_cpu_s: float, l
         *[f"{r.cpu_s:6.0f}  {r.wall_s:6.0f}  {name}" for name, r in files.head(25).iterrows()],
         "",
         "CPU-s   wall-s  test",
-        *[f"{r.cpu_s:6.1f}  {r.wall_s:6.1f}  {r.test}" for r in
-          tests.sort_values("cpu_s", ascending=False).head(25).itertuples()],
+        *[
+            f"{r.cpu_s:6.1f}  {r.wall_s:6.1f}  {r.test}"
+            for r in tests.sort_values("cpu_s", ascending=False).head(25).itertuples()
+        ],
     ]
     top = files.head(20).iloc[::-1]
     fig, ax = plt.subplots(figsize=(9, 6))
@@ -125,18 +133,22 @@ def report(records_path: Path, out: Path, wall_s: float, machine_cpu_s: float, l
 
 
 def main(argv: list[str]) -> int:
-    make_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    positional = argv[:argv.index("--")] if "--" in argv else argv
+    make_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    positional = argv[: argv.index("--")] if "--" in argv else argv
     if len(positional) > 1 or any(a.startswith("-") for a in positional):
         print("usage: .venv/bin/python benchmarks/suite_cpu.py [OUTDIR] [-- MAKE_VARIABLES...]", file=sys.stderr)
         return 2
-    out = Path(positional[0]) if positional else (
-        ROOT / "benchmarks/results" / f"{socket.gethostname()}-{datetime.now(timezone.utc):%Y-%m-%d}-suite")
+    out = (
+        Path(positional[0])
+        if positional
+        else (ROOT / "benchmarks/results" / f"{socket.gethostname()}-{datetime.now(timezone.utc):%Y-%m-%d}-suite")
+    )
     out.mkdir(parents=True, exist_ok=True)
     records = out / "records.jsonl"
     records.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"),
-                                                                   os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")]))
+    )
     env[RECORDS] = str(records)
     # the plugin joins the caller's PYTEST_ARGS (a make variable given after --, else the environment's)
     extra = [a.split("=", 1)[1] for a in make_args if a.startswith("PYTEST_ARGS=")] or [env.pop("PYTEST_ARGS", "")]
@@ -146,8 +158,13 @@ def main(argv: list[str]) -> int:
     print(f"suite_cpu: make test (load {load}); the log is {out / 'make-test.log'}", flush=True)
     cpu0, start = busy_cpu_seconds(), time.monotonic()
     with open(out / "make-test.log", "w") as log:
-        make = subprocess.Popen(["make", "test", f"PYTEST_ARGS={pytest_args}", *make_args], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        make = subprocess.Popen(
+            ["make", "test", f"PYTEST_ARGS={pytest_args}", *make_args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             code = make.wait()
         except KeyboardInterrupt:  # Ctrl-C reached make and pytest too (one process group): let them stop

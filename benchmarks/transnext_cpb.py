@@ -6,6 +6,7 @@ autograd MLP it replaced (``cpb_fc2(ReLU(cpb_fc1(table)))``), forward + backward
 The MLP runs once per block and training step whatever the batch size, so its cost is a fixed part of a step.
 Interleaved rounds (A B, then B A); prints both per-round times and their ratio (median, spread).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,14 @@ def one_step(model, size: int, kind: str) -> None:
                 out = attn.cpb_fc2(attn.cpb_act(attn.cpb_fc1(table)))
             else:
                 grid = table.view(*geometry.bias_table_shape, 2)
-                out = cpb_mlp(grid[:, 0, 0], grid[0, :, 1], attn.cpb_fc1.weight, attn.cpb_fc1.bias,
-                              attn.cpb_fc2.weight, attn.cpb_fc2.bias)
+                out = cpb_mlp(
+                    grid[:, 0, 0],
+                    grid[0, :, 1],
+                    attn.cpb_fc1.weight,
+                    attn.cpb_fc1.bias,
+                    attn.cpb_fc2.weight,
+                    attn.cpb_fc2.bias,
+                )
             out.sum().backward()
 
 
@@ -59,11 +66,15 @@ def main() -> int:
             one_step(model, args.size, kind)
             times[kind].append(time.perf_counter() - start)
     for kind, seconds in times.items():
-        print(f"{kind:13s} ms per step: median {1e3 * statistics.median(seconds):.0f} "
-              f"(rounds: {', '.join(f'{1e3 * s:.0f}' for s in seconds)})")
+        print(
+            f"{kind:13s} ms per step: median {1e3 * statistics.median(seconds):.0f} "
+            f"(rounds: {', '.join(f'{1e3 * s:.0f}' for s in seconds)})"
+        )
     ratios = sorted(a / b for a, b in zip(times["autograd MLP"], times["cpb_mlp op"]))
-    print(f"speed-up of the op: {statistics.median(ratios):.2f}x [{ratios[len(ratios) // 4]:.2f}-"
-          f"{ratios[3 * len(ratios) // 4]:.2f}], load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"speed-up of the op: {statistics.median(ratios):.2f}x [{ratios[len(ratios) // 4]:.2f}-"
+        f"{ratios[3 * len(ratios) // 4]:.2f}], load average {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

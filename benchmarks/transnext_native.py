@@ -12,6 +12,7 @@ Timing is ``depthbench bench``'s: warm-up, then interleaved rounds (A B, then B 
 ``ModelStep``; printed: each model's median ms per step and the per-round speed-up of ours (median, spread),
 with the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     if not args.official.is_file():
-        parser.error(f"--official {args.official}: no such file; point it at the official repository's "
-                     f"classification/transnext_native.py")
+        parser.error(
+            f"--official {args.official}: no such file; point it at the official repository's "
+            f"classification/transnext_native.py"
+        )
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     ours = timm.create_model(args.model, img_size=args.size)
@@ -69,17 +72,23 @@ def main() -> int:
         diff = (ours.eval()(x) - official.eval()(x)).abs().max().item()
     print(f"{args.model} at {args.size}^2: max |logit difference| ours vs official {diff:.2e}")
     for mode in ("infer", "train") if args.mode == "both" else (args.mode,):
-        steps = {"official": ModelStep(official, (3, args.size, args.size), args.batch_size, mode),
-                 "ours": ModelStep(ours, (3, args.size, args.size), args.batch_size, mode)}
+        steps = {
+            "official": ModelStep(official, (3, args.size, args.size), args.batch_size, mode),
+            "ours": ModelStep(ours, (3, args.size, args.size), args.batch_size, mode),
+        }
         times = run_interleaved(steps, warmup=1, iters=1, repeats=args.rounds)
         speedups = sorted(o / s for o, s in zip(times["official"], times["ours"]))
         median = statistics.median(speedups)
         mib = {label: step_peak_mib(step) for label, step in steps.items()}
         for label, seconds in times.items():
-            print(f"  {mode} {label:8s} ms per step (batch {args.batch_size}): "
-                  f"{', '.join(f'{1e3 * s:.0f}' for s in seconds)}; allocated per step {mib[label]:.0f} MiB")
-        print(f"  {mode}: ours {median:.2f}x the official native [{speedups[0]:.2f}-{speedups[-1]:.2f}] over "
-              f"{len(speedups)} rounds, {args.threads} threads, load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"  {mode} {label:8s} ms per step (batch {args.batch_size}): "
+                f"{', '.join(f'{1e3 * s:.0f}' for s in seconds)}; allocated per step {mib[label]:.0f} MiB"
+            )
+        print(
+            f"  {mode}: ours {median:.2f}x the official native [{speedups[0]:.2f}-{speedups[-1]:.2f}] over "
+            f"{len(speedups)} rounds, {args.threads} threads, load average {os.getloadavg()[0]:.1f}"
+        )
     return 0
 
 

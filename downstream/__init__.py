@@ -5,5 +5,6 @@ Importing the package registers what downstream configs need: ``DepthbenchRunner
 (:mod:`downstream.backbone`), the ``RunDirHook`` (:mod:`downstream.hooks`) and the embedded data sets'
 ``EmbeddedADE20KDataset`` (:mod:`downstream.embedded`).
 """
+
 from . import mmengine_compat  # noqa: F401  (registrations)
 from . import backbone, embedded, hooks  # noqa: F401,E402  (registrations)

@@ -13,6 +13,7 @@ config builds each row. Counting conventions, as the papers' tables (MMDetection
   - encoder-decoder segmentors at 512×2048 (StepsNet Table 3): backbone and decode head, whole image, as
     mmseg's ``get_flops``; the auxiliary head is training-only and not counted.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,35 +40,68 @@ _SWIN_UPERNET = "-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py"
 _MASK2FORMER = "-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py"
 _SCALENET_UPERNET = "-in1k-pre_upernet_8xb2-40k_ade20k-512x512.py"
 DENSE_CONFIGS: dict[tuple[str, str, str], str] = {
-    **{("stepsnet", "2a", name): f"{_DET}stepsnet/mask-rcnn_{arch}-p4-w7_fpn_ms-crop-1x_coco.py"
-       for name, arch in [("Swin-T", "swin-t"), ("Steps-Swin-T", "steps-swin-t"), ("Swin-S", "swin-s"),
-                          ("Steps-Swin-S", "steps-swin-s"), ("Swin-B", "swin-b"), ("Steps-Swin-B", "steps-swin-b")]},
-    **{("stepsnet", "2b", name): f"{_DET}stepsnet/cascade-mask-rcnn_{arch}-p4-w7_fpn_4conv1fc-giou_ms-crop-3x_coco.py"
-       for name, arch in [("Swin-T", "swin-t"), ("Steps-Swin-T", "steps-swin-t"), ("Swin-S", "swin-s")]},
+    **{
+        ("stepsnet", "2a", name): f"{_DET}stepsnet/mask-rcnn_{arch}-p4-w7_fpn_ms-crop-1x_coco.py"
+        for name, arch in [
+            ("Swin-T", "swin-t"),
+            ("Steps-Swin-T", "steps-swin-t"),
+            ("Swin-S", "swin-s"),
+            ("Steps-Swin-S", "steps-swin-s"),
+            ("Swin-B", "swin-b"),
+            ("Steps-Swin-B", "steps-swin-b"),
+        ]
+    },
+    **{
+        ("stepsnet", "2b", name): f"{_DET}stepsnet/cascade-mask-rcnn_{arch}-p4-w7_fpn_4conv1fc-giou_ms-crop-3x_coco.py"
+        for name, arch in [("Swin-T", "swin-t"), ("Steps-Swin-T", "steps-swin-t"), ("Swin-S", "swin-s")]
+    },
     ("stepsnet", "3", "Swin-T"): f"{_SEG}stepsnet/swin-tiny{_SWIN_UPERNET}",
     ("stepsnet", "3", "Steps-Swin-T"): f"{_SEG}stepsnet/steps-swin-tiny{_SWIN_UPERNET}",
-    **{("transnext", "12", f"TransNeXt-{v.title()}"): f"{_DET}transnext/mask-rcnn_transnext-{v}_fpn_{amp}1x_coco.py"
-       for v, amp in [("tiny", ""), ("small", ""), ("base", "amp-")]},
-    **{("transnext", "12", f"Swin-{s}"): f"{_DET}stepsnet/mask-rcnn_swin-{s.lower()}-p4-w7_fpn_ms-crop-1x_coco.py"
-       for s in "TSB"},
-    **{("transnext", "13", f"TransNeXt-Tiny ({n}-scale)"):
-       f"{_DET}transnext/dino-{n}scale_transnext-tiny_8xb2-12e_coco.py" for n in (4, 5)},
+    **{
+        ("transnext", "12", f"TransNeXt-{v.title()}"): f"{_DET}transnext/mask-rcnn_transnext-{v}_fpn_{amp}1x_coco.py"
+        for v, amp in [("tiny", ""), ("small", ""), ("base", "amp-")]
+    },
+    **{
+        ("transnext", "12", f"Swin-{s}"): f"{_DET}stepsnet/mask-rcnn_swin-{s.lower()}-p4-w7_fpn_ms-crop-1x_coco.py"
+        for s in "TSB"
+    },
+    **{
+        (
+            "transnext",
+            "13",
+            f"TransNeXt-Tiny ({n}-scale)",
+        ): f"{_DET}transnext/dino-{n}scale_transnext-tiny_8xb2-12e_coco.py"
+        for n in (4, 5)
+    },
     ("transnext", "13", "TransNeXt-Small"): f"{_DET}transnext/dino-5scale_transnext-small_8xb2-12e_coco.py",
     ("transnext", "13", "TransNeXt-Base"): f"{_DET}transnext/dino-5scale_transnext-base_8xb2-12e_coco.py",
     ("transnext", "13", "Swin-L"): "mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py",
-    **{("transnext", "14", f"TransNeXt-{v.title()}"):
-       f"{_SEG}transnext/transnext-{v}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py"
-       for v in ("tiny", "small", "base")},
+    **{
+        (
+            "transnext",
+            "14",
+            f"TransNeXt-{v.title()}",
+        ): f"{_SEG}transnext/transnext-{v}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py"
+        for v in ("tiny", "small", "base")
+    },
     ("transnext", "14", "Swin-T"): f"{_SEG}stepsnet/swin-tiny{_SWIN_UPERNET}",
     ("transnext", "14", "Swin-S"): f"{_SEG}scalenet/swin-small{_SWIN_UPERNET}",
     ("transnext", "14", "Swin-B"): f"mmseg::swin/swin-base{_SWIN_UPERNET}",
-    **{("transnext", "15", f"TransNeXt-{v.title()}"): f"{_SEG}transnext/transnext-{v}{_MASK2FORMER}"
-       for v in ("tiny", "small", "base")},
+    **{
+        ("transnext", "15", f"TransNeXt-{v.title()}"): f"{_SEG}transnext/transnext-{v}{_MASK2FORMER}"
+        for v in ("tiny", "small", "base")
+    },
     ("transnext", "15", "Swin-S"): "mmseg::mask2former/mask2former_swin-s_8xb2-160k_ade20k-512x512.py",
-    ("transnext", "15", "Swin-B (IN-1K)"):
-        "mmseg::mask2former/mask2former_swin-b-in1k-384x384-pre_8xb2-160k_ade20k-640x640.py",
-    ("transnext", "15", "Swin-B (IN-22K)"):
-        "mmseg::mask2former/mask2former_swin-b-in22k-384x384-pre_8xb2-160k_ade20k-640x640.py",
+    (
+        "transnext",
+        "15",
+        "Swin-B (IN-1K)",
+    ): "mmseg::mask2former/mask2former_swin-b-in1k-384x384-pre_8xb2-160k_ade20k-640x640.py",
+    (
+        "transnext",
+        "15",
+        "Swin-B (IN-22K)",
+    ): "mmseg::mask2former/mask2former_swin-b-in22k-384x384-pre_8xb2-160k_ade20k-640x640.py",
     ("scalenet", "VIII", "Swin-Tiny"): f"{_DET}scalenet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py",
     ("scalenet", "VIII", "Swin-Tiny ScaleNet"): f"{_DET}scalenet/mask-rcnn_scalenet-swin-t-2x-p4-w7_fpn_1x_coco.py",
     ("scalenet", "VIII", "Swin-Small"): f"{_DET}scalenet/mask-rcnn_swin-s-p4-w7_fpn_amp-ms-crop-3x_coco.py",
@@ -80,8 +114,8 @@ DENSE_CONFIGS: dict[tuple[str, str, str], str] = {
 
 # the verify columns measured here (results/audit.py MEASURES, dense=True) -> what they count
 DENSE_COLUMNS = {"det_params_m": "params", "det_flops_g": "flops", "seg_params_m": "params", "seg_flops_g": "flops"}
-DET_FLOPS_SIZE = (800, 1280)   # H, W: "FLOPs at 1280×800" (StepsNet Table 2)
-SEG_FLOPS_SIZE = (512, 2048)   # "FLOPs at 512×2048" (StepsNet Table 3)
+DET_FLOPS_SIZE = (800, 1280)  # H, W: "FLOPs at 1280×800" (StepsNet Table 2)
+SEG_FLOPS_SIZE = (512, 2048)  # "FLOPs at 512×2048" (StepsNet Table 3)
 NUM_PROPOSALS, NUM_MASK_ROIS = 1000, 100
 
 
@@ -89,8 +123,10 @@ def config_for(paper: str, table: str, row: str) -> str:
     try:
         return DENSE_CONFIGS[(paper, str(table), row)]
     except KeyError:
-        raise DepthbenchError(f"{paper} table {table} row {row!r} has a dense column but no config in "
-                              f"downstream/audit.py DENSE_CONFIGS; add the config that builds it") from None
+        raise DepthbenchError(
+            f"{paper} table {table} row {row!r} has a dense column but no config in "
+            f"downstream/audit.py DENSE_CONFIGS; add the config that builds it"
+        ) from None
 
 
 def load_config(path: str | Path):
@@ -198,8 +234,15 @@ def measure(config: str, what: str) -> float:
 def cache_key(paper: str, table: str, row: str) -> list:
     """What a dense row's counts depend on, for the measurement cache: the row, its config and the counting code."""
     config = DENSE_CONFIGS.get((paper, str(table), row))
-    return [paper, table, row, config, file_hash(str(REPO / config)) if config and "::" not in config else "",
-            file_hash(str(REPO / "downstream" / "audit.py")), file_hash(str(REPO / "downstream" / "backbone.py"))]
+    return [
+        paper,
+        table,
+        row,
+        config,
+        file_hash(str(REPO / config)) if config and "::" not in config else "",
+        file_hash(str(REPO / "downstream" / "audit.py")),
+        file_hash(str(REPO / "downstream" / "backbone.py")),
+    ]
 
 
 def measure_row(paper: str, table: str, row: str, column: str) -> float:

@@ -23,6 +23,7 @@ model family's ``checkpoint_filter_fn`` renames keys). The result is checked her
 an unexpected/mis-shaped key that is not part of what the dense backbone pruned (classifier head, final norm),
 raises one ``DepthbenchError`` with the loader's complete summary; otherwise the summary is logged.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,14 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 import models  # noqa: F401  (registers depthbench's models with timm)
 from harness.core.errors import DepthbenchError
-from harness.engine.checkpoint import (another_architecture, extract_weights, load_weights, read_checkpoint,
-                                       resolve_source, save_atomic)
+from harness.engine.checkpoint import (
+    another_architecture,
+    extract_weights,
+    load_weights,
+    read_checkpoint,
+    resolve_source,
+    save_atomic,
+)
 from harness.engine.models import require_registered
 
 
@@ -71,22 +78,35 @@ class DepthbenchBackbone(BaseModule):
             or ``init_cfg=None``: the model's own random initialisation.
     """
 
-    def __init__(self, model_name: str, model_kwargs: dict | None = None,
-                 out_indices: Sequence[int] = (0, 1, 2, 3), frozen_stages: int = -1,
-                 drop_path_rate: float | None = None, out_norms: bool | str = "auto", norm_eval: bool = False,
-                 init_cfg: dict | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        model_kwargs: dict | None = None,
+        out_indices: Sequence[int] = (0, 1, 2, 3),
+        frozen_stages: int = -1,
+        drop_path_rate: float | None = None,
+        out_norms: bool | str = "auto",
+        norm_eval: bool = False,
+        init_cfg: dict | None = None,
+    ):
         super().__init__(init_cfg=None)
 
         require_registered(model_name, "backbone model")  # an unknown name: one DepthbenchError line
         # checkpoint=None is "random initialisation": configs carry the dict so that a user gives a checkpoint
         # with the plain override model.backbone.init_cfg.checkpoint=PATH (overrides only set existing keys)
-        if init_cfg is not None and (not isinstance(init_cfg, dict) or init_cfg.get("type") != "Pretrained"
-                                     or set(init_cfg) - {"type", "checkpoint", "ema"}
-                                     or not (init_cfg.get("checkpoint") is None
-                                             or isinstance(init_cfg["checkpoint"], str) and init_cfg["checkpoint"])):
-            raise DepthbenchError(f"DepthbenchBackbone init_cfg must be dict(type='Pretrained', checkpoint=PATH or "
-                                  f"None, ema=False), got {init_cfg!r}; give a checkpoint with "
-                                  f"model.backbone.init_cfg.checkpoint=PATH")
+        if init_cfg is not None and (
+            not isinstance(init_cfg, dict)
+            or init_cfg.get("type") != "Pretrained"
+            or set(init_cfg) - {"type", "checkpoint", "ema"}
+            or not (
+                init_cfg.get("checkpoint") is None or isinstance(init_cfg["checkpoint"], str) and init_cfg["checkpoint"]
+            )
+        ):
+            raise DepthbenchError(
+                f"DepthbenchBackbone init_cfg must be dict(type='Pretrained', checkpoint=PATH or "
+                f"None, ema=False), got {init_cfg!r}; give a checkpoint with "
+                f"model.backbone.init_cfg.checkpoint=PATH"
+            )
         self.model_name = model_name
         self.init_cfg = init_cfg
         self.checkpoint = init_cfg.get("checkpoint") if init_cfg else None
@@ -97,14 +117,21 @@ class DepthbenchBackbone(BaseModule):
             kwargs["drop_path_rate"] = drop_path_rate
         self.model = timm.create_model(model_name, pretrained=False, **kwargs)
         if not hasattr(self.model, "forward_intermediates"):
-            raise DepthbenchError(f"{model_name} does not implement timm's forward_intermediates(), so it cannot be "
-                                  f"a dense backbone; use a model with timm's feature API")
+            raise DepthbenchError(
+                f"{model_name} does not implement timm's forward_intermediates(), so it cannot be "
+                f"a dense backbone; use a model with timm's feature API"
+            )
         num_stages = len(self.model.feature_info)
         self.out_indices = tuple(int(i) if i >= 0 else num_stages + int(i) for i in out_indices)
-        if not self.out_indices or any(not 0 <= i < num_stages for i in self.out_indices) \
-                or list(self.out_indices) != sorted(set(self.out_indices)):
-            raise DepthbenchError(f"out_indices={tuple(out_indices)} for {model_name}: give increasing stage "
-                                  f"numbers in 0..{num_stages - 1}")
+        if (
+            not self.out_indices
+            or any(not 0 <= i < num_stages for i in self.out_indices)
+            or list(self.out_indices) != sorted(set(self.out_indices))
+        ):
+            raise DepthbenchError(
+                f"out_indices={tuple(out_indices)} for {model_name}: give increasing stage "
+                f"numbers in 0..{num_stages - 1}"
+            )
         self.out_channels = [self.model.feature_info[i]["num_chs"] for i in self.out_indices]
         self.strides = [self.model.feature_info[i]["reduction"] for i in self.out_indices]
         if out_norms == "auto":
@@ -139,12 +166,14 @@ class DepthbenchBackbone(BaseModule):
         if frozen_stages < 0:
             return set()
         if not hasattr(self.model, "group_matcher"):
-            raise DepthbenchError(f"frozen_stages={frozen_stages}: {self.model_name} has no timm group_matcher "
-                                  f"to tell its stages apart; use frozen_stages=-1")
+            raise DepthbenchError(
+                f"frozen_stages={frozen_stages}: {self.model_name} has no timm group_matcher "
+                f"to tell its stages apart; use frozen_stages=-1"
+            )
 
         groups = group_parameters(self.model, self.model.group_matcher(coarse=True))
         ordered = [groups[k] for k in sorted(groups)]
-        return {name for group in ordered[:frozen_stages + 1] for name in group}
+        return {name for group in ordered[: frozen_stages + 1] for name in group}
 
     def _freeze(self) -> None:
         for name, p in self.model.named_parameters():
@@ -169,8 +198,10 @@ class DepthbenchBackbone(BaseModule):
         """Load ``init_cfg``'s checkpoint, or keep the model's own initialisation (timm initialises at
         construction; ScaleNet loads its ``base_checkpoint`` there, so nothing is re-initialised here)."""
         if self.checkpoint is None:
-            print_log(f"DepthbenchBackbone({self.model_name}): no checkpoint, the backbone is randomly initialised",
-                      logger="current")
+            print_log(
+                f"DepthbenchBackbone({self.model_name}): no checkpoint, the backbone is randomly initialised",
+                logger="current",
+            )
         else:
             report = load_backbone_weights(self, self.checkpoint, ema=bool(self.init_cfg.get("ema", False)))
             print_log(f"DepthbenchBackbone({self.model_name}): {report}", logger="current")
@@ -182,8 +213,9 @@ class DepthbenchBackbone(BaseModule):
             pad_h, pad_w = (-x.shape[-2]) % self.pad_divisor, (-x.shape[-1]) % self.pad_divisor
             if pad_h or pad_w:
                 x = F.pad(x, (0, pad_w, 0, pad_h))
-        feats = self.model.forward_intermediates(x, indices=list(self.out_indices), norm=False, stop_early=True,
-                                                 output_fmt="NCHW", intermediates_only=True)
+        feats = self.model.forward_intermediates(
+            x, indices=list(self.out_indices), norm=False, stop_early=True, output_fmt="NCHW", intermediates_only=True
+        )
         outs = []
         for feat, norm_name in zip(feats, self.out_norm_names):
             if norm_name:  # LayerNorm over the channels of an NCHW map
@@ -207,11 +239,12 @@ def load_backbone_weights(backbone: DepthbenchBackbone, source, ema: bool = Fals
         raise DepthbenchError(
             f"checkpoint {source} does not fit the {backbone.model_name} backbone ({len(report.missing)} missing, "
             f"{len(stray)} unexpected, {len(report.mismatched)} mis-shaped backbone keys; a checkpoint of another "
-            f"model or size?): {report.summary()}")
+            f"model or size?): {report.summary()}"
+        )
     unused = sorted(set(report.unexpected) & pruned)
-    return (f"loaded {report.loaded} tensors from {source}"
-            + (f"; not used by the dense backbone (classifier head / final norm): {', '.join(unused)}"
-               if unused else ""))
+    return f"loaded {report.loaded} tensors from {source}" + (
+        f"; not used by the dense backbone (classifier head / final norm): {', '.join(unused)}" if unused else ""
+    )
 
 
 # ---- ScaleNet from a trained detector/segmentor: mmdet/mmseg Swin weights -> timm Swin --------------------------
@@ -227,8 +260,9 @@ def local_checkpoint(source: str) -> str:
         try:
             torch.hub.download_url_to_file(source, path, progress=True)
         except OSError as e:
-            raise DepthbenchError(f"cannot download {source} ({e}); download it by hand and give the local "
-                                  f"path") from None
+            raise DepthbenchError(
+                f"cannot download {source} ({e}); download it by hand and give the local path"
+            ) from None
     return path
 
 
@@ -245,7 +279,7 @@ def mmdet_swin_to_timm(state_dict: dict) -> dict:
     for key, value in state_dict.items():
         if not key.startswith("backbone.") or "relative_position_index" in key:
             continue
-        key = key[len("backbone."):]
+        key = key[len("backbone.") :]
         if re.match(r"norm\d\.", key):
             continue
         merging = re.match(r"stages\.(\d+)\.downsample\.(reduction|norm)\.(weight|bias)$", key)

@@ -25,6 +25,7 @@ both and prints where they are.
 Written by hand because no package ships a small instance/semantic segmentation set with masks that installs
 from PyPI; the photographs come from scikit-image, which does ship them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,21 @@ COCO_SHAPES_CLASSES = ("ellipse", "triangle", "rectangle", "star")
 ADE_SHAPES_CLASSES = ("background",) + COCO_SHAPES_CLASSES
 ADE_SHAPES_PALETTE = [[120, 120, 120], [220, 20, 60], [0, 130, 230], [250, 170, 30], [60, 180, 75]]
 # scikit-image's photographs that are bundled with the package (no download); colour and grey-level
-PHOTOS = ("astronaut", "brick", "camera", "cat", "coffee", "coins", "grass", "gravel", "hubble_deep_field",
-          "immunohistochemistry", "moon", "retina", "rocket")
+PHOTOS = (
+    "astronaut",
+    "brick",
+    "camera",
+    "cat",
+    "coffee",
+    "coins",
+    "grass",
+    "gravel",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "moon",
+    "retina",
+    "rocket",
+)
 # ade-shapes: each shape class is filled with its own texture (a tinted crop of one of these photographs), as
 # semantic classes have characteristic appearance; its backgrounds come from the other photographs
 ADE_TEXTURES = ("brick", "grass", "gravel", "coins")
@@ -64,8 +78,9 @@ def dataset_path(name: str) -> Path:
 def ensure_dataset(name: str) -> Path:
     """The folder of embedded set ``name``, generated (atomically) if it is not in the cache yet."""
     if name not in SETS:
-        raise DepthbenchError(f"unknown embedded data set {SCHEME}{name}; the embedded sets are "
-                              f"{', '.join(SCHEME + n for n in SETS)}")
+        raise DepthbenchError(
+            f"unknown embedded data set {SCHEME}{name}; the embedded sets are {', '.join(SCHEME + n for n in SETS)}"
+        )
     final = dataset_path(name)
     with atomic_dir(final) as tmp:
         if tmp is not None:
@@ -82,7 +97,7 @@ def resolve_embedded_roots(cfg) -> list[str]:
         items = node.items() if hasattr(node, "items") else enumerate(node)
         for key, value in list(items):
             if isinstance(value, str) and value.startswith(SCHEME):
-                name, _, rest = value[len(SCHEME):].partition("/")
+                name, _, rest = value[len(SCHEME) :].partition("/")
                 used.append(name)
                 node[key] = str(ensure_dataset(name)) + "/" + rest
             elif hasattr(value, "items") or isinstance(value, list):
@@ -97,8 +112,10 @@ def _photos(names=PHOTOS) -> list[np.ndarray]:
     try:
         from skimage import data
     except ImportError:
-        raise DepthbenchError("the embedded detection/segmentation data needs scikit-image's sample photographs; "
-                              "install it (make setup, or pip install scikit-image)") from None
+        raise DepthbenchError(
+            "the embedded detection/segmentation data needs scikit-image's sample photographs; "
+            "install it (make setup, or pip install scikit-image)"
+        ) from None
     photos = []
     for name in names:
         img = np.asarray(getattr(data, name)())
@@ -114,7 +131,7 @@ def _background(rng: np.random.Generator, photos: list[np.ndarray], size: int) -
     h, w = photo.shape[:2]
     side = int(min(h, w) * rng.uniform(0.3, 1.0))
     y, x = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
-    crop = Image.fromarray(photo[y:y + side, x:x + side]).resize((size, size), Image.BILINEAR)
+    crop = Image.fromarray(photo[y : y + side, x : x + side]).resize((size, size), Image.BILINEAR)
     img = np.asarray(crop)
     return np.ascontiguousarray(img[:, ::-1] if rng.random() < 0.5 else img)
 
@@ -122,7 +139,7 @@ def _background(rng: np.random.Generator, photos: list[np.ndarray], size: int) -
 def _shape_polygon(rng: np.random.Generator, cls: int, cx: float, cy: float, r: float) -> np.ndarray:
     """Vertices (N, 2) of a shape of class ``cls`` (index into COCO_SHAPES_CLASSES) of radius ``r``."""
     angle = rng.uniform(0, 2 * np.pi)
-    if cls == 0:    # ellipse, axis ratio 0.5-1
+    if cls == 0:  # ellipse, axis ratio 0.5-1
         t = np.linspace(0, 2 * np.pi, 32, endpoint=False)
         pts = np.stack([np.cos(t), rng.uniform(0.5, 1.0) * np.sin(t)], 1)
     elif cls == 1:  # triangle, jittered equilateral
@@ -131,14 +148,16 @@ def _shape_polygon(rng: np.random.Generator, cls: int, cx: float, cy: float, r: 
     elif cls == 2:  # rectangle, aspect 0.5-1
         a = rng.uniform(0.5, 1.0)
         pts = np.array([[-1, -a], [1, -a], [1, a], [-1, a]]) / np.sqrt(1 + a * a)
-    else:           # five-pointed star
+    else:  # five-pointed star
         t = np.arange(10) * np.pi / 5
         pts = np.stack([np.cos(t), np.sin(t)], 1) * np.where(np.arange(10) % 2, 0.45, 1.0)[:, None]
     rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
     return pts @ rot.T * r + np.array([cx, cy])
 
 
-def _paint(img: np.ndarray, poly: np.ndarray, rng: np.random.Generator, texture: np.ndarray | None = None) -> np.ndarray:
+def _paint(
+    img: np.ndarray, poly: np.ndarray, rng: np.random.Generator, texture: np.ndarray | None = None
+) -> np.ndarray:
     """Fill ``poly`` on ``img`` with a random colour under a linear shading, or modulating ``texture`` (an
     image of ``img``'s size); returns the filled mask."""
     h, w = img.shape[:2]
@@ -162,8 +181,9 @@ def _place(rng, size, placed, allow_overlap, r_range):
         r = rng.uniform(*r_range)
         cx, cy = rng.uniform(r, size - r, 2)
         box = (cx - r, cy - r, cx + r, cy + r)
-        if allow_overlap or all(box[2] + 2 < b[0] or b[2] + 2 < box[0] or box[3] + 2 < b[1] or b[3] + 2 < box[1]
-                                for b in placed):
+        if allow_overlap or all(
+            box[2] + 2 < b[0] or b[2] + 2 < box[0] or box[3] + 2 < b[1] or b[3] + 2 < box[1] for b in placed
+        ):
             return cx, cy, r, box
     return None
 
@@ -198,16 +218,31 @@ def generate_coco(root: Path, size: int, train: int, val: int) -> None:
                 x0, y0 = float(poly[:, 0].min()), float(poly[:, 1].min())
                 segmentation = [[round(float(v), 2) for v in poly.reshape(-1)]]
                 area = float(mask_utils.area(mask_utils.frPyObjects(segmentation, size, size)).sum())  # COCO's
-                annotations.append(dict(
-                    id=len(annotations) + 1, image_id=i + 1, category_id=cls + 1, iscrowd=0,
-                    segmentation=segmentation, area=area,
-                    bbox=[round(x0, 2), round(y0, 2), round(float(poly[:, 0].max()) - x0, 2),
-                          round(float(poly[:, 1].max()) - y0, 2)]))
+                annotations.append(
+                    dict(
+                        id=len(annotations) + 1,
+                        image_id=i + 1,
+                        category_id=cls + 1,
+                        iscrowd=0,
+                        segmentation=segmentation,
+                        area=area,
+                        bbox=[
+                            round(x0, 2),
+                            round(y0, 2),
+                            round(float(poly[:, 0].max()) - x0, 2),
+                            round(float(poly[:, 1].max()) - y0, 2),
+                        ],
+                    )
+                )
             Image.fromarray(img).save(folder / file_name)
             images.append(dict(id=i + 1, file_name=file_name, width=size, height=size))
-        coco = dict(info=dict(description=f"depthbench embedded coco-shapes v{VERSION} ({split})"),
-                    images=images, annotations=annotations, licenses=[],
-                    categories=[dict(id=k + 1, name=n, supercategory="shape") for k, n in enumerate(COCO_SHAPES_CLASSES)])
+        coco = dict(
+            info=dict(description=f"depthbench embedded coco-shapes v{VERSION} ({split})"),
+            images=images,
+            annotations=annotations,
+            licenses=[],
+            categories=[dict(id=k + 1, name=n, supercategory="shape") for k, n in enumerate(COCO_SHAPES_CLASSES)],
+        )
         (root / "annotations" / f"instances_{split}2017.json").write_text(json.dumps(coco))
 
 
@@ -225,7 +260,7 @@ def generate_ade(root: Path, size: int, train: int, val: int) -> None:
             for _ in range(rng.integers(1, 6)):
                 cx, cy, r, _box = _place(rng, size, [], allow_overlap=True, r_range=(0.08 * size, 0.3 * size))
                 cls = int(rng.integers(len(COCO_SHAPES_CLASSES)))
-                texture = _background(rng, textures[cls:cls + 1], size)
+                texture = _background(rng, textures[cls : cls + 1], size)
                 mask = _paint(img, _shape_polygon(rng, cls, cx, cy, r), rng, texture=texture)
                 label[mask] = cls + 2
             name = f"ADE_{split}_{i:08d}"
@@ -253,8 +288,9 @@ EmbeddedADE20KDataset = _register_dataset()
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m downstream.embedded",
-                                     description="generate (once) the embedded detection/segmentation sets")
+    parser = argparse.ArgumentParser(
+        prog="python -m downstream.embedded", description="generate (once) the embedded detection/segmentation sets"
+    )
     parser.add_argument("sets", nargs="*", default=list(SETS), help=f"default: {' '.join(SETS)}")
     for name in parser.parse_args(argv).sets:
         print(f"{SCHEME}{name} -> {ensure_dataset(name)}")

@@ -21,6 +21,7 @@ launcher (:func:`setup_distributed`).
 :func:`finetune_process` returns the exit code: 0 done, 75 preempted (SIGUSR1, SIGTERM or a first Ctrl-C; continue
 with ``--resume auto``); a failure raises. See docs/downstream.md.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,8 +46,16 @@ from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, sa
 from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
 from harness.core.files import read_json
-from harness.core.rundir import (RunDir, checkpoint_run, lock_run_dir, new_run_path, read_metrics, runs_root,
-                                 run_dir_in_use, unlock_run_dir)
+from harness.core.rundir import (
+    RunDir,
+    checkpoint_run,
+    lock_run_dir,
+    new_run_path,
+    read_metrics,
+    runs_root,
+    run_dir_in_use,
+    unlock_run_dir,
+)
 from harness.core.schema import check_values
 from harness.engine.checkpoint import SAFE_GLOBALS, extract_weights, latest_run, read_checkpoint
 from harness.engine.launch import distributed_env, export_distributed_env, launched
@@ -63,8 +72,10 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     (:func:`rescale_schedule`); what changed is appended to ``changes`` when a list is given."""
     cfg = load_config(path)
     if cfg.get("default_scope") not in TASKS:
-        raise DepthbenchError(f"{path} is not an MMDetection/MMSegmentation config (default_scope is "
-                              f"{cfg.get('default_scope')!r}); `depthbench train` runs classification recipes")
+        raise DepthbenchError(
+            f"{path} is not an MMDetection/MMSegmentation config (default_scope is "
+            f"{cfg.get('default_scope')!r}); `depthbench train` runs classification recipes"
+        )
     old_root = cfg.get("data_root")
     planned = copy.deepcopy(cfg.get("train_cfg") or {})
     apply_overrides(cfg, overrides)
@@ -76,8 +87,9 @@ def load_downstream_config(path, overrides=(), changes: list | None = None):
     if changes is not None:
         changes.extend(done)
     imports = list((cfg.get("custom_imports") or {}).get("imports", []))
-    cfg.custom_imports = dict(imports=imports + [m for m in ["downstream"] if m not in imports],
-                              allow_failed_imports=False)
+    cfg.custom_imports = dict(
+        imports=imports + [m for m in ["downstream"] if m not in imports], allow_failed_imports=False
+    )
     cfg.runner_type = "DepthbenchRunner"
     hooks = list(cfg.get("custom_hooks") or [])
     if not any(h.get("type") == "RunDirHook" for h in hooks):
@@ -96,7 +108,7 @@ def retarget_data_root(cfg, old: str, new: str) -> None:
     def visit(node):
         for key, value in list(node.items() if hasattr(node, "items") else enumerate(node)):
             if isinstance(value, str) and value.startswith(old):
-                node[key] = new + value[len(old):]
+                node[key] = new + value[len(old) :]
             elif hasattr(value, "items") or isinstance(value, list):
                 visit(value)
 
@@ -112,8 +124,10 @@ def check_data(cfg, splits=("train", "val", "test")) -> None:
         for where, dataset in _datasets(loader.get("dataset"), f"{split}_dataloader.dataset"):
             root = dataset.get("data_root") or ""
             if root and not Path(root).is_dir():
-                raise DepthbenchError(f"dataset folder {root} ({where}.data_root) does not exist; set data_root=DIR to "
-                                      f"a COCO/ADE20K-format folder, or use an embedded-data preset")
+                raise DepthbenchError(
+                    f"dataset folder {root} ({where}.data_root) does not exist; set data_root=DIR to "
+                    f"a COCO/ADE20K-format folder, or use an embedded-data preset"
+                )
             ann = dataset.get("ann_file")
             if ann and not Path(root, ann).is_file():
                 raise DepthbenchError(f"annotation file {Path(root, ann)} ({where}.ann_file) does not exist")
@@ -183,21 +197,24 @@ def check_checkpoint_fits(model, path: str, what: str, weights: dict) -> None:
     fitting = [k for k, v in weights.items() if k in own and own[k].shape == v.shape]
     if fitting:
         return
-    backbone = {k[len("backbone."):] for k in own if k.startswith("backbone.")}
+    backbone = {k[len("backbone.") :] for k in own if k.startswith("backbone.")}
     hint = ""
     if backbone and any(k in backbone or k.split(".", 1)[-1] in backbone for k in weights):
-        hint = (f"; it looks like backbone weights: pass them as model.backbone.init_cfg.checkpoint={path} "
-                f"instead")
-    raise DepthbenchError(f"{what} {path}: none of its {len(weights)} tensors fits the {type(model).__name__} "
-                          f"(e.g. {', '.join(list(weights)[:2])}){hint}")
+        hint = f"; it looks like backbone weights: pass them as model.backbone.init_cfg.checkpoint={path} instead"
+    raise DepthbenchError(
+        f"{what} {path}: none of its {len(weights)} tensors fits the {type(model).__name__} "
+        f"(e.g. {', '.join(list(weights)[:2])}){hint}"
+    )
 
 
 def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     """A checkpoint as a dict, read weights-only with MMEngine's allow-list (downstream/mmengine_compat.py): ours,
     timm's, an official release or an MMEngine checkpoint, wherever it lies. A file that pickles anything else is
     one line naming what it pickles, found by scanning the file (nothing is unpickled for that)."""
-    allowed = {entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
-               for entry in [*safe_globals, *SAFE_GLOBALS]}
+    allowed = {
+        entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
+        for entry in [*safe_globals, *SAFE_GLOBALS]
+    }
     if isinstance(path, (str, Path)) and not os.path.isfile(path):  # a FIFO would block the scan's open
         return read_checkpoint(path)  # one line: no such file, or not a regular file (opens nothing)
     try:
@@ -205,9 +222,11 @@ def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     except Exception:  # not a zip-format torch file: read_checkpoint says what it is
         unsafe = set()
     if unsafe:
-        raise DepthbenchError(f"{path} is not a readable checkpoint: it pickles Python objects that a weights-only "
-                              f"load refuses ({', '.join(sorted(unsafe))}); only tensors, plain values and "
-                              f"MMEngine's logging state are accepted")
+        raise DepthbenchError(
+            f"{path} is not a readable checkpoint: it pickles Python objects that a weights-only "
+            f"load refuses ({', '.join(sorted(unsafe))}); only tensors, plain values and "
+            f"MMEngine's logging state are accepted"
+        )
     with torch.serialization.safe_globals(safe_globals):
         return read_checkpoint(path, mmap=mmap)
 
@@ -222,14 +241,16 @@ def _first_line(error: Exception) -> str:
 class FinetunePlan:
     """The checked inputs of one fine-tuning run: its resolved config, where it writes, what it resumes, and
     how the schedule follows a changed run length (:func:`rescale_schedule`)."""
+
     cfg: object
     work_dir: Path
     resume_from: Path | None
     schedule_changes: list = field(default_factory=list)
 
 
-def prepare_finetune(config, overrides=(), *, resume: str | None = None,
-                     work_dir: str | Path | None = None) -> FinetunePlan:
+def prepare_finetune(
+    config, overrides=(), *, resume: str | None = None, work_dir: str | Path | None = None
+) -> FinetunePlan:
     """Check every input of a fine-tuning run before anything is written: the config (with ``key=value``
     ``overrides``), its datasets, the work directory (a directory we can write, no other process writing it) and
     the checkpoint to resume (``"auto"``: the newest inside the work directory; with no ``work_dir``, the
@@ -246,8 +267,10 @@ def prepare_finetune(config, overrides=(), *, resume: str | None = None,
         check_not_in_use(work_dir)
     resume_from = resume_checkpoint(resume, work_dir)
     if not resume and latest_checkpoint(work_dir):
-        raise DepthbenchError(f"--work-dir {work_dir} already holds checkpoints; add --resume auto to continue it or "
-                              f"choose another directory")
+        raise DepthbenchError(
+            f"--work-dir {work_dir} already holds checkpoints; add --resume auto to continue it or "
+            f"choose another directory"
+        )
     if resume_from is not None:
         check_resume_checkpoint(resume_from)
     if not launched():  # under a launcher every process would repeat this; rank 0's parent did it
@@ -264,8 +287,9 @@ def check_not_in_use(work_dir: Path) -> None:
     """One writer per run directory: another process writing it (a fine-tune still running) is one line."""
     holder = run_dir_in_use(work_dir) if Path(work_dir).is_dir() else None
     if holder:
-        raise DepthbenchError(f"the run directory {work_dir} is in use by {holder}; wait for it to finish, or give "
-                              f"another --work-dir")
+        raise DepthbenchError(
+            f"the run directory {work_dir} is in use by {holder}; wait for it to finish, or give another --work-dir"
+        )
 
 
 def check_resume_checkpoint(path: Path) -> None:
@@ -274,8 +298,10 @@ def check_resume_checkpoint(path: Path) -> None:
     checkpoint = read_any_checkpoint(path, mmap=True)
     missing = [k for k in ("meta", "state_dict", "optimizer") if k not in checkpoint]
     if missing:
-        raise DepthbenchError(f"--resume {path} is not an MMEngine training checkpoint (no {', '.join(missing)}); to "
-                              f"start from its weights, use load_from={path}")
+        raise DepthbenchError(
+            f"--resume {path} is not an MMEngine training checkpoint (no {', '.join(missing)}); to "
+            f"start from its weights, use load_from={path}"
+        )
 
 
 def latest_checkpoint(work_dir: Path) -> Path | None:
@@ -291,8 +317,10 @@ def resume_checkpoint(resume: str | None, work_dir: Path) -> Path | None:
     if resume == "auto":
         found = latest_checkpoint(work_dir)
         if found is None and (Path(work_dir) / "last_checkpoint").is_file():
-            raise DepthbenchError(f"--resume auto: {Path(work_dir) / 'last_checkpoint'} names no checkpoint inside "
-                                  f"{work_dir}; give the checkpoint to continue as --resume {work_dir}/iter_N.pth")
+            raise DepthbenchError(
+                f"--resume auto: {Path(work_dir) / 'last_checkpoint'} names no checkpoint inside "
+                f"{work_dir}; give the checkpoint to continue as --resume {work_dir}/iter_N.pth"
+            )
         return found
     if not Path(resume).is_file():
         raise DepthbenchError(f"--resume {resume}: no such checkpoint file")
@@ -301,12 +329,12 @@ def resume_checkpoint(resume: str | None, work_dir: Path) -> Path | None:
 
 def latest_mmengine_run(experiment_root: Path) -> Path | None:
     """The newest unfinished downstream run of an experiment that has a checkpoint."""
-    return latest_run(experiment_root, checkpoint_of=lambda run: run / "last_checkpoint"
-                      if latest_checkpoint(run) else None)
+    return latest_run(
+        experiment_root, checkpoint_of=lambda run: run / "last_checkpoint" if latest_checkpoint(run) else None
+    )
 
 
-def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | None = None,
-                     verbose: bool = False) -> int:
+def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | None = None, verbose: bool = False) -> int:
     """Train one process of the planned run with MMEngine's Runner; 0 done, EXIT_PREEMPTED when stopped by a
     signal (SIGUSR1, SIGTERM, a first Ctrl-C) after a checkpoint. ``command`` (meta.json): the command line
     (default: this process's). The console shows a header and a progress bar; MMEngine's own log goes to the
@@ -317,12 +345,17 @@ def finetune_process(plan: FinetunePlan, *, config_file: str, command: str | Non
     cfg.work_dir = str(work_dir)
     if plan.resume_from is not None:
         cfg.resume, cfg.load_from = True, str(plan.resume_from)
-    _set_hook_meta(cfg, mode="finetune", config_file=str(config_file),
-                   command=" ".join(sys.argv) if command is None else command,
-                   **({"schedule_changes": plan.schedule_changes} if plan.schedule_changes else {}))
+    _set_hook_meta(
+        cfg,
+        mode="finetune",
+        config_file=str(config_file),
+        command=" ".join(sys.argv) if command is None else command,
+        **({"schedule_changes": plan.schedule_changes} if plan.schedule_changes else {}),
+    )
     try:
-        with _mmengine_run(cfg, work_dir, verbose,
-                           lambda runner: finetune_header(cfg, config_file, plan, runner.log_dir, verbose)) as runner:
+        with _mmengine_run(
+            cfg, work_dir, verbose, lambda runner: finetune_header(cfg, config_file, plan, runner.log_dir, verbose)
+        ) as runner:
             runner.train()
             main, iterations = _is_main(), runner.iter
     except Preempted as e:
@@ -465,8 +498,13 @@ def printed_to_log(runner, verbose: bool):
 def _ours(filename: str) -> bool:
     root = Path(__file__).resolve().parent.parent
     try:
-        return Path(filename).resolve().relative_to(root).parts[0] in ("harness", "models", "downstream", "results",
-                                                                        "slurm")
+        return Path(filename).resolve().relative_to(root).parts[0] in (
+            "harness",
+            "models",
+            "downstream",
+            "results",
+            "slurm",
+        )
     except (ValueError, IndexError):
         return False
 
@@ -479,15 +517,21 @@ def finetune_header(cfg, config_file, plan: FinetunePlan, log_dir, verbose: bool
     interval = loop.get("val_interval")
     resumed = f"; resuming {plan.resume_from}" if plan.resume_from else ""
     train, val = describe_data(cfg, "train"), describe_data(cfg, "val")
-    lines = [f"depthbench finetune: {config_file} -> {plan.work_dir}",
-             f"  model: {describe_model(cfg)}",
-             f"  data: {train}" + (f"; validation: {val}" if val != train else ""),
-             f"  {length} {unit}" + (f", validation every {interval}" if interval else "")
-             + (f"; {cfg.scale}" if cfg.get("scale") else "") + resumed]
+    lines = [
+        f"depthbench finetune: {config_file} -> {plan.work_dir}",
+        f"  model: {describe_model(cfg)}",
+        f"  data: {train}" + (f"; validation: {val}" if val != train else ""),
+        f"  {length} {unit}"
+        + (f", validation every {interval}" if interval else "")
+        + (f"; {cfg.scale}" if cfg.get("scale") else "")
+        + resumed,
+    ]
     if plan.schedule_changes:
         lines.append(f"  schedule follows {unit}={length}: " + "; ".join(plan.schedule_changes))
-    lines.append(f"  log: {Path(log_dir) / (Path(log_dir).name + '.log')}"
-                 + ("" if verbose else " (--verbose shows MMEngine's log here)"))
+    lines.append(
+        f"  log: {Path(log_dir) / (Path(log_dir).name + '.log')}"
+        + ("" if verbose else " (--verbose shows MMEngine's log here)")
+    )
     return "\n".join(lines)
 
 
@@ -525,8 +569,9 @@ def build_runner(cfg):
     except DepthbenchError:
         raise
     except (ValueError, KeyError, TypeError, AssertionError) as e:  # MMEngine's own checks of the config
-        raise DepthbenchError(f"the MMEngine Runner does not accept this config: {type(e).__name__}: "
-                              f"{_first_line(e)[:500]}") from None
+        raise DepthbenchError(
+            f"the MMEngine Runner does not accept this config: {type(e).__name__}: {_first_line(e)[:500]}"
+        ) from None
 
 
 def setup_distributed(cfg) -> str:
@@ -543,8 +588,12 @@ def setup_distributed(cfg) -> str:
             torch.cuda.set_device(int(env["LOCAL_RANK"]) % torch.cuda.device_count())
         dist.init_process_group(backend="nccl" if cuda else "gloo")
     if not cuda and not cfg.get("model_wrapper_cfg"):
-        cfg.model_wrapper_cfg = dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False,
-                                     find_unused_parameters=cfg.get("find_unused_parameters", False))
+        cfg.model_wrapper_cfg = dict(
+            type="MMDistributedDataParallel",
+            device_ids=None,
+            broadcast_buffers=False,
+            find_unused_parameters=cfg.get("find_unused_parameters", False),
+        )
     return "pytorch"
 
 
@@ -566,6 +615,7 @@ def _mark_failed(work_dir: Path, error: BaseException) -> None:
 class TestResult:
     """One ``depthbench test``: the numeric metrics (bbox/segm AP, mIoU, ...), the run directory its logs went
     to, and whether this process is the main one (the one that reports)."""
+
     __test__ = False  # not a pytest test class, despite its name
 
     metrics: dict
@@ -573,8 +623,16 @@ class TestResult:
     is_main: bool = True
 
 
-def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: str | Path | None = None,
-             command: str | None = None, verbose: bool = False) -> TestResult:
+def evaluate(
+    config,
+    checkpoint,
+    *,
+    overrides=(),
+    tta: bool = False,
+    work_dir: str | Path | None = None,
+    command: str | None = None,
+    verbose: bool = False,
+) -> TestResult:
     """Evaluate ``checkpoint`` (an MMEngine checkpoint, read weights-only) on the test split of ``config`` (with
     ``overrides``); ``tta``: the config's test-time augmentation. The run directory is ``work_dir``, by default
     next to the checkpoint's run (:func:`default_test_dir`). Inputs are checked before anything is written."""
@@ -582,8 +640,9 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     if work_dir is not None:
         work_dir = check_work_dir(work_dir)
         if (work_dir / "meta.json").is_file():
-            raise DepthbenchError(f"--work-dir {work_dir} is a run directory already; give a new directory for the "
-                                  f"test's logs")
+            raise DepthbenchError(
+                f"--work-dir {work_dir} is a run directory already; give a new directory for the test's logs"
+            )
     check_data(cfg, ("test",))
     if not Path(checkpoint).is_file():
         raise DepthbenchError(f"checkpoint {checkpoint}: no such file")
@@ -598,13 +657,22 @@ def evaluate(config, checkpoint, *, overrides=(), tta: bool = False, work_dir: s
     cfg.work_dir = str(work_dir)
     run = checkpoint_run_of(checkpoint)
     cfg.scale = tested_scale(run)  # the checkpoint's run's setting, not the config's schedule
-    _set_hook_meta(cfg, mode="test", checkpoint=str(checkpoint), tta=tta, config_file=str(config),
-                   command=" ".join(sys.argv) if command is None else command,
-                   **({"tested_run": str(run)} if run else {}))
+    _set_hook_meta(
+        cfg,
+        mode="test",
+        checkpoint=str(checkpoint),
+        tta=tta,
+        config_file=str(config),
+        command=" ".join(sys.argv) if command is None else command,
+        **({"tested_run": str(run)} if run else {}),
+    )
+
     def header(runner) -> str:
-        return (f"depthbench test: {config}, checkpoint {checkpoint}{' with TTA' if tta else ''} -> {work_dir}\n"
-                f"  model: {describe_model(cfg)}\n  data: {describe_data(cfg, 'test')}\n"
-                f"  log: {Path(runner.log_dir) / (Path(runner.log_dir).name + '.log')}")
+        return (
+            f"depthbench test: {config}, checkpoint {checkpoint}{' with TTA' if tta else ''} -> {work_dir}\n"
+            f"  model: {describe_model(cfg)}\n  data: {describe_data(cfg, 'test')}\n"
+            f"  log: {Path(runner.log_dir) / (Path(runner.log_dir).name + '.log')}"
+        )
 
     # stderr: stdout is for the metrics, printed by the command
     with _mmengine_run(cfg, work_dir, verbose, header, stream=sys.stderr) as runner:
@@ -640,8 +708,9 @@ def default_test_dir(checkpoint) -> Path:
     run = checkpoint_run_of(path)
     base = run.parent / f"{run.name}-test-{stem}" if run else path.parent / f"{stem}-test"
     if not os.access(base.parent, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"cannot write the test's run directory in {base.parent} (not writable); give "
-                              f"--work-dir DIR")
+        raise DepthbenchError(
+            f"cannot write the test's run directory in {base.parent} (not writable); give --work-dir DIR"
+        )
     found, n = base, 1
     while found.exists():
         n += 1

@@ -22,6 +22,7 @@ while training, the run finishes its iteration, saves a checkpoint, marks itself
 with ETA, loss and learning rate (one line per logger interval when stderr is not a terminal), and each
 evaluation's metrics in one line. :class:`LogWriter` takes what libraries print (pycocotools) into the log file.
 """
+
 from __future__ import annotations
 
 import io
@@ -70,10 +71,14 @@ def guard_work_dir(work_dir, remove: bool = False) -> None:
                 continue  # ours: last.pth -> iter_N.pth beside it
             what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
             if not remove:
-                raise BadFile(f"{path} in the work dir is {what}; MMEngine would write through it. Remove it, or "
-                              f"give another --work-dir")
-            print(f"depthbench: warning: removed {printable(path)} ({what}) from the work dir before a checkpoint "
-                  f"write", file=sys.stderr)
+                raise BadFile(
+                    f"{path} in the work dir is {what}; MMEngine would write through it. Remove it, or "
+                    f"give another --work-dir"
+                )
+            print(
+                f"depthbench: warning: removed {printable(path)} ({what}) from the work dir before a checkpoint write",
+                file=sys.stderr,
+            )
             os.unlink(path)  # the link itself, never its target
 
 
@@ -92,8 +97,11 @@ def _request_stop(signum, frame):
         raise KeyboardInterrupt
     _stop_signal = signum
     if signum == signal.SIGINT and is_main_process():
-        print("\ndepthbench: stopping after this iteration to write a checkpoint (Ctrl-C again to stop at once)",
-              file=sys.stderr, flush=True)
+        print(
+            "\ndepthbench: stopping after this iteration to write a checkpoint (Ctrl-C again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _install(signals) -> None:
@@ -179,22 +187,24 @@ class RunDirHook(Hook):
             filename = f"iter_{step}.pth"
             # by_epoch=False: the checkpoint records iteration `step` (MMEngine's default, by epoch, would record the
             # iteration before it and the next epoch, so a resume would repeat an iteration)
-            runner.save_checkpoint(runner.work_dir, filename, save_optimizer=True, save_param_scheduler=True,
-                                   by_epoch=False)
+            runner.save_checkpoint(
+                runner.work_dir, filename, save_optimizer=True, save_param_scheduler=True, by_epoch=False
+            )
             if is_main_process():
                 atomic_write(Path(runner.work_dir, "last_checkpoint"), str(Path(runner.work_dir, filename)))
                 self._link_last(runner)
             self.run.finish("preempted", global_step=step)
             self.restore_signal_handlers()
             config = runner.cfg.filename or "CONFIG"
-            raise Preempted(f"stopped by a signal after iteration {step}; checkpoint {filename}; continue with: "
-                            f"depthbench finetune {config} --work-dir {runner.work_dir} --resume auto "
-                            f"(and the same key=value overrides)")
+            raise Preempted(
+                f"stopped by a signal after iteration {step}; checkpoint {filename}; continue with: "
+                f"depthbench finetune {config} --work-dir {runner.work_dir} --resume auto "
+                f"(and the same key=value overrides)"
+            )
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         if metrics:
-            self.run.log_metrics(kind="eval", epoch=runner.epoch, global_step=runner.iter,
-                                 **numeric_metrics(metrics))
+            self.run.log_metrics(kind="eval", epoch=runner.epoch, global_step=runner.iter, **numeric_metrics(metrics))
 
     def after_test_epoch(self, runner, metrics=None) -> None:
         if metrics:
@@ -279,13 +289,23 @@ class ConsoleHook(Hook):
             self.interval = int((runner.cfg.get("default_hooks") or {}).get("logger", {}).get("interval", 50))
         self.start, self.first = time.monotonic(), runner.iter
         if self.show and self.tty:
-            self.bar = tqdm(total=runner.max_iters, initial=runner.iter, desc="train", unit="it", dynamic_ncols=True,
-                            file=sys.stderr, leave=False)
+            self.bar = tqdm(
+                total=runner.max_iters,
+                initial=runner.iter,
+                desc="train",
+                unit="it",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                leave=False,
+            )
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         step = runner.iter + 1  # MMEngine counts the iteration after this hook
-        values = {k: float(v.detach() if hasattr(v, "detach") else v) for k, v in (outputs or {}).items()
-                  if k == "loss" or k.startswith("loss")}
+        values = {
+            k: float(v.detach() if hasattr(v, "detach") else v)
+            for k, v in (outputs or {}).items()
+            if k == "loss" or k.startswith("loss")
+        }
         lrs = runner.optim_wrapper.get_lr()
         lr = float((lrs.get("lr") or next(iter(lrs.values())))[0])
         summary = f"loss {values['loss']:.4f} lr {lr:.3g}" if "loss" in values else f"lr {lr:.3g}"
@@ -325,8 +345,9 @@ class ConsoleHook(Hook):
 
     def _start_eval(self, runner, desc: str, loader) -> None:
         if self.show and self.tty:
-            self.eval_bar = tqdm(total=len(loader), desc=desc, unit="batch", dynamic_ncols=True, file=sys.stderr,
-                                 leave=False)
+            self.eval_bar = tqdm(
+                total=len(loader), desc=desc, unit="batch", dynamic_ncols=True, file=sys.stderr, leave=False
+            )
 
     def _end_eval(self) -> None:
         if self.eval_bar is not None:

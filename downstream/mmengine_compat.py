@@ -14,6 +14,7 @@ statistics table). Nothing about a file's location or a run directory's contents
 Importing this module registers the loader and ``DepthbenchRunner``; downstream configs do so with
 ``custom_imports = dict(imports=['downstream'], allow_failed_imports=False)``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,8 +42,9 @@ def _history_buffer_method(owner, name):
     method of a class as ``getattr(class, name)``; the class loads as :class:`_CheckedHistoryBuffer`)."""
     if owner in (HistoryBuffer, _CheckedHistoryBuffer) and name in _STATISTICS:
         return getattr(HistoryBuffer, name)
-    raise pickle.UnpicklingError(f"getattr({getattr(owner, '__name__', type(owner).__name__)}, {name!r}) is not "
-                                 f"allowed")
+    raise pickle.UnpicklingError(
+        f"getattr({getattr(owner, '__name__', type(owner).__name__)}, {name!r}) is not allowed"
+    )
 
 
 class _CheckedHistoryBuffer(HistoryBuffer):
@@ -77,8 +79,11 @@ def _numpy_globals() -> list:
     return found
 
 
-safe_globals = [(_CheckedHistoryBuffer, "mmengine.logging.history_buffer.HistoryBuffer"),
-                (_history_buffer_method, "builtins.getattr"), *_numpy_globals()]
+safe_globals = [
+    (_CheckedHistoryBuffer, "mmengine.logging.history_buffer.HistoryBuffer"),
+    (_history_buffer_method, "builtins.getattr"),
+    *_numpy_globals(),
+]
 
 
 def load_mmengine_checkpoint(filename, map_location=None):
@@ -104,8 +109,9 @@ def checkpoint_in_work_dir(work_dir) -> str | None:
     an absolute path, which a copied or planted file could point anywhere; its file name is what counts. None
     when there is no pointer or it names no regular file in the work directory."""
     try:  # never through a link, never a FIFO (it would block the open)
-        name = osp.basename(read_bytes(osp.join(work_dir, "last_checkpoint"), inside=work_dir, max_bytes=4096)
-                            .decode().strip())
+        name = osp.basename(
+            read_bytes(osp.join(work_dir, "last_checkpoint"), inside=work_dir, max_bytes=4096).decode().strip()
+        )
     except (OSError, BadFile, UnicodeDecodeError):
         return None
     path = osp.join(work_dir, name)

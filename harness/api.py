@@ -17,6 +17,7 @@ tables::
 
 Importing this module is cheap (the command modules import their dependencies when called).
 """
+
 from harness.commands.bench import run as bench
 from harness.commands.claims import run as claims
 from harness.commands.data import run_pack as pack_data
@@ -36,5 +37,23 @@ from harness.commands.submit import run_submit as submit
 from harness.commands.train import run as train
 from harness.commands.verify import run as verify
 
-__all__ = ["bench", "cancel", "claims", "demo", "diagnose", "env", "evaluate", "export", "finetune", "jobs",
-           "models", "pack_data", "preflight", "results", "submit", "test", "train", "verify"]
+__all__ = [
+    "bench",
+    "cancel",
+    "claims",
+    "demo",
+    "diagnose",
+    "env",
+    "evaluate",
+    "export",
+    "finetune",
+    "jobs",
+    "models",
+    "pack_data",
+    "preflight",
+    "results",
+    "submit",
+    "test",
+    "train",
+    "verify",
+]

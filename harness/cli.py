@@ -5,6 +5,7 @@ Each command lives in ``harness/commands/<module>.py`` with ``add_parser(subpars
 nothing heavy at their top, so ``depthbench --help`` and a mistyped option answer at once (no torch is imported
 before a command runs). Bad input of any command ends here: one line, its exit code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,23 @@ from harness.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, DepthbenchErro
 from harness.core.stdout_logs import library_logs_to_stderr
 
 # the command modules (under harness/commands/), in the order `depthbench --help` lists their commands
-COMMANDS = ["demo", "env", "models", "verify", "bench", "train", "eval", "export", "finetune", "diagnose", "results",
-            "claims", "preflight", "submit", "data"]
+COMMANDS = [
+    "demo",
+    "env",
+    "models",
+    "verify",
+    "bench",
+    "train",
+    "eval",
+    "export",
+    "finetune",
+    "diagnose",
+    "results",
+    "claims",
+    "preflight",
+    "submit",
+    "data",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,9 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="depthbench",
         description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.",
         epilog="Config keys are overridden as key=value after the config, e.g. depthbench train CONFIG epochs=10 "
-               "optim.lr=1e-3 (every key, its default and range: depthbench train --help-config). "
-               "depthbench COMMAND --help for a command's options. "
-               "Documentation: docs/ in the checkout (make docs builds the docs site; start with docs/training.md).")
+        "optim.lr=1e-3 (every key, its default and range: depthbench train --help-config). "
+        "depthbench COMMAND --help for a command's options. "
+        "Documentation: docs/ in the checkout (make docs builds the docs site; start with docs/training.md).",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"harness.commands.{name}").add_parser(subparsers)
@@ -43,8 +60,11 @@ def unknown_command(parser, argv) -> str | None:
     if name is None or name in parser.commands:
         return None
     close = difflib.get_close_matches(name, parser.commands, n=1, cutoff=0.6)
-    return (f"unknown command {name!r}" + (f"; did you mean depthbench {close[0]}?" if close else "")
-            + " (depthbench --help lists the commands)")
+    return (
+        f"unknown command {name!r}"
+        + (f"; did you mean depthbench {close[0]}?" if close else "")
+        + " (depthbench --help lists the commands)"
+    )
 
 
 def option_for_a_key(command: str, extra: list[str]) -> str | None:
@@ -56,8 +76,10 @@ def option_for_a_key(command: str, extra: list[str]) -> str | None:
             if not sep and i + 1 < len(extra) and not extra[i + 1].startswith("-"):
                 value = extra[i + 1]
             written = f"{key.replace('-', '_')}={value or 'VALUE'}"
-            return (f"{arg} is not an option of {command}; config keys are key=value: write {written} "
-                    f"(depthbench {command} --help lists the options)")
+            return (
+                f"{arg} is not an option of {command}; config keys are key=value: write {written} "
+                f"(depthbench {command} --help lists the options)"
+            )
     return None
 
 

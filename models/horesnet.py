@@ -26,6 +26,7 @@ Registered names: ``horesnet{L}_{scheme}`` for every depth/scheme of Tables 3–
 and the extras at depths their stage count divides. ``num_classes`` (default 10) and ``in_chans`` (3) are
 timm kwargs; the default input is 32×32.
 """
+
 import math
 import re
 from dataclasses import dataclass
@@ -40,8 +41,18 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint_seq
 
-__all__ = ["ButcherTableau", "TABLEAUX", "SCHEMES", "get_tableau", "register_tableau", "PreActSubBlock", "RKBlock",
-           "HOResNet", "checkpoint_filter_fn", "subblocks_for_depth"]
+__all__ = [
+    "ButcherTableau",
+    "TABLEAUX",
+    "SCHEMES",
+    "get_tableau",
+    "register_tableau",
+    "PreActSubBlock",
+    "RKBlock",
+    "HOResNet",
+    "checkpoint_filter_fn",
+    "subblocks_for_depth",
+]
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -50,6 +61,7 @@ CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 # --------------------------------------------------------------------------------------------------------------
 # Butcher tableaux
 # --------------------------------------------------------------------------------------------------------------
+
 
 def _rooted_trees(max_order: int) -> list[tuple[int, tuple]]:
     """All rooted trees with up to ``max_order`` nodes as (order, tree); a tree is the sorted tuple of its
@@ -78,6 +90,7 @@ def _rooted_trees(max_order: int) -> list[tuple[int, tuple]]:
 class ButcherTableau:
     """An explicit Runge–Kutta method: ``a[i]`` holds a_i1..a_i,i-1 (row 0 is empty), ``b`` the output weights,
     ``c`` the nodes, ``order`` the order the literature gives for it (``algebraic_order()`` recomputes it)."""
+
     name: str
     a: tuple[tuple[float, ...], ...]
     b: tuple[float, ...]
@@ -89,12 +102,16 @@ class ButcherTableau:
     def __post_init__(self):
         s = len(self.b)
         if len(self.a) != s or len(self.c) != s:
-            raise ValueError(f"tableau {self.name!r}: A needs {s} rows and c {s} entries to match b; got "
-                             f"{len(self.a)} rows and {len(self.c)} nodes")
+            raise ValueError(
+                f"tableau {self.name!r}: A needs {s} rows and c {s} entries to match b; got "
+                f"{len(self.a)} rows and {len(self.c)} nodes"
+            )
         bad = [i for i, row in enumerate(self.a) if len(row) != i]
         if bad:
-            raise ValueError(f"tableau {self.name!r}: row i of A (0-based) must list the i coefficients a_i0..a_i,i-1 "
-                             f"of an explicit method; rows {bad} do not")
+            raise ValueError(
+                f"tableau {self.name!r}: row i of A (0-based) must list the i coefficients a_i0..a_i,i-1 "
+                f"of an explicit method; rows {bad} do not"
+            )
 
     @property
     def stages(self) -> int:
@@ -148,12 +165,26 @@ class ButcherTableau:
                 raise ValueError(f"a[{row}][{col}] is not below the diagonal of a {self.stages}-stage explicit tableau")
             a[row][col] = value
         c = [sum(r) for r in a]
-        return ButcherTableau(name or f"{self.name}*", tuple(map(tuple, a)), tuple(b), tuple(c), self.order,
-                              self.reference, "modified copy")
+        return ButcherTableau(
+            name or f"{self.name}*",
+            tuple(map(tuple, a)),
+            tuple(b),
+            tuple(c),
+            self.order,
+            self.reference,
+            "modified copy",
+        )
 
 
-def _explicit(name: str, rows: Sequence[Sequence[float]], b: Sequence[float], c: Sequence[float], order: int,
-              reference: str, note: str = "") -> ButcherTableau:
+def _explicit(
+    name: str,
+    rows: Sequence[Sequence[float]],
+    b: Sequence[float],
+    c: Sequence[float],
+    order: int,
+    reference: str,
+    note: str = "",
+) -> ButcherTableau:
     """Build a tableau from the rows below the diagonal (stage 2..s), padding each with zeros."""
     s = len(b)
     a = [()] + [tuple(float(v) for v in row) + (0.0,) * (i + 1 - len(row)) for i, row in enumerate(rows)]
@@ -173,23 +204,89 @@ _VERNER_ROWS = [
     [1 / 24, 0, 3 / 24],
     [(4 + 94 * _S6) / 375, 0, -(282 + 252 * _S6) / 375, (328 + 208 * _S6) / 375],
     [(9 - _S6) / 150, 0, 0, (312 + 32 * _S6) / 1425, (69 + 29 * _S6) / 570],
-    [(927 - 347 * _S6) / 1250, 0, 0, (-16248 + 7328 * _S6) / 9375, (-489 + 179 * _S6) / 3750,
-     (14268 - 5798 * _S6) / 9375],
+    [
+        (927 - 347 * _S6) / 1250,
+        0,
+        0,
+        (-16248 + 7328 * _S6) / 9375,
+        (-489 + 179 * _S6) / 3750,
+        (14268 - 5798 * _S6) / 9375,
+    ],
     [4 / 54, 0, 0, 0, 0, (16 - _S6) / 54, (16 + _S6) / 54],
     [38 / 512, 0, 0, 0, 0, (118 - 23 * _S6) / 512, (118 + 23 * _S6) / 512, -18 / 512],
     [11 / 144, 0, 0, 0, 0, (266 - _S6) / 864, (266 + _S6) / 864, -1 / 16, -8 / 27],
-    [(5034 - 271 * _S6) / 61440, 0, 0, 0, 0, 0, (7859 - 1626 * _S6) / 10240, (-2232 + 813 * _S6) / 20480,
-     (-594 + 271 * _S6) / 960, (657 - 813 * _S6) / 5120],
-    [(5996 - 3794 * _S6) / 405, 0, 0, 0, 0, (-4342 - 338 * _S6) / 9, (154922 - 40458 * _S6) / 135,
-     (-4176 + 3794 * _S6) / 45, (-340864 + 242816 * _S6) / 405, (26304 - 15176 * _S6) / 45, -26624 / 81],
-    [(3793 + 2168 * _S6) / 103680, 0, 0, 0, 0, (4042 + 2263 * _S6) / 13824, (-231278 + 40717 * _S6) / 69120,
-     (7947 - 2168 * _S6) / 11520, (1048 - 542 * _S6) / 405, (-1383 + 542 * _S6) / 720, 2624 / 1053, 3 / 1664],
-    [-137 / 1296, 0, 0, 0, 0, (5642 - 337 * _S6) / 864, (5642 + 337 * _S6) / 864, -299 / 48, 184 / 81, -44 / 9,
-     -5120 / 1053, -11 / 468, 16 / 9],
+    [
+        (5034 - 271 * _S6) / 61440,
+        0,
+        0,
+        0,
+        0,
+        0,
+        (7859 - 1626 * _S6) / 10240,
+        (-2232 + 813 * _S6) / 20480,
+        (-594 + 271 * _S6) / 960,
+        (657 - 813 * _S6) / 5120,
+    ],
+    [
+        (5996 - 3794 * _S6) / 405,
+        0,
+        0,
+        0,
+        0,
+        (-4342 - 338 * _S6) / 9,
+        (154922 - 40458 * _S6) / 135,
+        (-4176 + 3794 * _S6) / 45,
+        (-340864 + 242816 * _S6) / 405,
+        (26304 - 15176 * _S6) / 45,
+        -26624 / 81,
+    ],
+    [
+        (3793 + 2168 * _S6) / 103680,
+        0,
+        0,
+        0,
+        0,
+        (4042 + 2263 * _S6) / 13824,
+        (-231278 + 40717 * _S6) / 69120,
+        (7947 - 2168 * _S6) / 11520,
+        (1048 - 542 * _S6) / 405,
+        (-1383 + 542 * _S6) / 720,
+        2624 / 1053,
+        3 / 1664,
+    ],
+    [
+        -137 / 1296,
+        0,
+        0,
+        0,
+        0,
+        (5642 - 337 * _S6) / 864,
+        (5642 + 337 * _S6) / 864,
+        -299 / 48,
+        184 / 81,
+        -44 / 9,
+        -5120 / 1053,
+        -11 / 468,
+        16 / 9,
+    ],
 ]
 _VERNER_B = [103 / 1680, 0, 0, 0, 0, 0, 0, -27 / 140, 76 / 105, -201 / 280, 1024 / 1365, 3 / 7280, 12 / 35, 9 / 280]
-_VERNER_C = [0, 1 / 12, 1 / 9, 1 / 6, (2 + 2 * _S6) / 15, (6 + _S6) / 15, (6 - _S6) / 15, 2 / 3, 1 / 2, 1 / 3,
-             1 / 4, 4 / 3, 5 / 6, 1]
+_VERNER_C = [
+    0,
+    1 / 12,
+    1 / 9,
+    1 / 6,
+    (2 + 2 * _S6) / 15,
+    (6 + _S6) / 15,
+    (6 - _S6) / 15,
+    2 / 3,
+    1 / 2,
+    1 / 3,
+    1 / 4,
+    4 / 3,
+    5 / 6,
+    1,
+]
 
 
 def _verner_official_code() -> ButcherTableau:
@@ -201,41 +298,94 @@ def _verner_official_code() -> ButcherTableau:
     b = list(_VERNER_B)
     b[8 - 1] = 27 / 140  # `outx -= -27/140.*k8` flips the sign of b8
     c = [sum(r) for r in [[]] + rows]  # keep c = row sums so only the weights differ from the code's values
-    return _explicit("verner_official_code", rows, b, c, 0, "official HO-ResNet code (zlannnn/HO-ResNet)",
-                     "sensitivity ablation: not a convergent method (Σb = 1.3857, docs/horesnet.md)")
+    return _explicit(
+        "verner_official_code",
+        rows,
+        b,
+        c,
+        0,
+        "official HO-ResNet code (zlannnn/HO-ResNet)",
+        "sensitivity ablation: not a convergent method (Σb = 1.3857, docs/horesnet.md)",
+    )
 
 
-TABLEAUX: dict[str, ButcherTableau] = {t.name: t for t in [
-    _explicit("euler", [], [1], [0], 1, "forward Euler; ResNet block x + F(x)"),
-    _explicit("midpoint", [[1 / 2]], [0, 1], [0, 1 / 2], 2, "explicit mid-point, paper eqs. (8)-(9)"),
-    _explicit("rk4", [[1 / 2], [0, 1 / 2], [0, 0, 1]], [1 / 6, 1 / 3, 1 / 3, 1 / 6], [0, 1 / 2, 1 / 2, 1], 4,
-              "classical Runge-Kutta, paper eqs. (10)-(11)"),
-    _explicit("verner", _VERNER_ROWS, _VERNER_B, _VERNER_C, 8,
-              "J. H. Verner, SIAM J. Numer. Anal. 15(4):772-790, 1978; 8th-order weights, stages 15-16 dropped "
-              "(paper eqs. (14)-(15))"),
-    _explicit("heun3", [[1 / 3], [0, 2 / 3]], [1 / 4, 0, 3 / 4], [0, 1 / 3, 2 / 3], 3, "Heun's third-order method"),
-    _explicit("rk3", [[1 / 2], [-1, 2]], [1 / 6, 2 / 3, 1 / 6], [0, 1 / 2, 1], 3, "Kutta's third-order method"),
-    _explicit("gill4", [[1 / 2], [(_S2 - 1) / 2, (2 - _S2) / 2], [0, -_S2 / 2, 1 + _S2 / 2]],
-              [1 / 6, (2 - _S2) / 6, (2 + _S2) / 6, 1 / 6], [0, 1 / 2, 1 / 2, 1], 4, "Runge-Kutta-Gill (1951)"),
-    _explicit("kutta_nystrom5", [[1 / 3], [4 / 25, 6 / 25], [1 / 4, -3, 15 / 4], [2 / 27, 10 / 9, -50 / 81, 8 / 81],
-                                 [2 / 25, 12 / 25, 2 / 15, 8 / 75, 0]],
-              [23 / 192, 0, 125 / 192, 0, -27 / 64, 125 / 192], [0, 1 / 3, 2 / 5, 1, 2 / 3, 4 / 5], 5,
-              "Kutta's 6-stage fifth-order method as corrected by Nystrom (1925)"),
-    # Options of the paper's schemes (§2.3 and Table 2; docs/horesnet.md); not schemes of their own.
-    _explicit("rk4_k4_only", [[1 / 2], [0, 1 / 2], [0, 0, 1]], [0, 0, 0, 1], [0, 1 / 2, 1 / 2, 1], 1,
-              "paper §2.5 / Table 2 '(1x)' ablation: y = x + k4", "first order as an ODE solver"),
-    _explicit("rk4_k4_sixth", [[1 / 2], [0, 1 / 2], [0, 0, 1]], [0, 0, 0, 1 / 6], [0, 1 / 2, 1 / 2, 1], 0,
-              "earliest official commit (2021-03-28): y = x + k4/6", "not consistent (Σb = 1/6)"),
-    _verner_official_code(),
-]}
+TABLEAUX: dict[str, ButcherTableau] = {
+    t.name: t
+    for t in [
+        _explicit("euler", [], [1], [0], 1, "forward Euler; ResNet block x + F(x)"),
+        _explicit("midpoint", [[1 / 2]], [0, 1], [0, 1 / 2], 2, "explicit mid-point, paper eqs. (8)-(9)"),
+        _explicit(
+            "rk4",
+            [[1 / 2], [0, 1 / 2], [0, 0, 1]],
+            [1 / 6, 1 / 3, 1 / 3, 1 / 6],
+            [0, 1 / 2, 1 / 2, 1],
+            4,
+            "classical Runge-Kutta, paper eqs. (10)-(11)",
+        ),
+        _explicit(
+            "verner",
+            _VERNER_ROWS,
+            _VERNER_B,
+            _VERNER_C,
+            8,
+            "J. H. Verner, SIAM J. Numer. Anal. 15(4):772-790, 1978; 8th-order weights, stages 15-16 dropped "
+            "(paper eqs. (14)-(15))",
+        ),
+        _explicit("heun3", [[1 / 3], [0, 2 / 3]], [1 / 4, 0, 3 / 4], [0, 1 / 3, 2 / 3], 3, "Heun's third-order method"),
+        _explicit("rk3", [[1 / 2], [-1, 2]], [1 / 6, 2 / 3, 1 / 6], [0, 1 / 2, 1], 3, "Kutta's third-order method"),
+        _explicit(
+            "gill4",
+            [[1 / 2], [(_S2 - 1) / 2, (2 - _S2) / 2], [0, -_S2 / 2, 1 + _S2 / 2]],
+            [1 / 6, (2 - _S2) / 6, (2 + _S2) / 6, 1 / 6],
+            [0, 1 / 2, 1 / 2, 1],
+            4,
+            "Runge-Kutta-Gill (1951)",
+        ),
+        _explicit(
+            "kutta_nystrom5",
+            [
+                [1 / 3],
+                [4 / 25, 6 / 25],
+                [1 / 4, -3, 15 / 4],
+                [2 / 27, 10 / 9, -50 / 81, 8 / 81],
+                [2 / 25, 12 / 25, 2 / 15, 8 / 75, 0],
+            ],
+            [23 / 192, 0, 125 / 192, 0, -27 / 64, 125 / 192],
+            [0, 1 / 3, 2 / 5, 1, 2 / 3, 4 / 5],
+            5,
+            "Kutta's 6-stage fifth-order method as corrected by Nystrom (1925)",
+        ),
+        # Options of the paper's schemes (§2.3 and Table 2; docs/horesnet.md); not schemes of their own.
+        _explicit(
+            "rk4_k4_only",
+            [[1 / 2], [0, 1 / 2], [0, 0, 1]],
+            [0, 0, 0, 1],
+            [0, 1 / 2, 1 / 2, 1],
+            1,
+            "paper §2.5 / Table 2 '(1x)' ablation: y = x + k4",
+            "first order as an ODE solver",
+        ),
+        _explicit(
+            "rk4_k4_sixth",
+            [[1 / 2], [0, 1 / 2], [0, 0, 1]],
+            [0, 0, 0, 1 / 6],
+            [0, 1 / 2, 1 / 2, 1],
+            0,
+            "earliest official commit (2021-03-28): y = x + k4/6",
+            "not consistent (Σb = 1/6)",
+        ),
+        _verner_official_code(),
+    ]
+}
 
 SCHEMES = ("euler", "midpoint", "rk4", "verner", "heun3", "rk3", "gill4", "kutta_nystrom5")
 _RK4_OUTPUTS = {"blend": "rk4", "k4_only": "rk4_k4_only", "k4_sixth": "rk4_k4_sixth"}
 _VERNER_COEFFS = {"standard": "verner", "official_code": "verner_official_code"}
 
 
-def get_tableau(name: str | ButcherTableau, rk4_output: str = "blend",
-                verner_coeffs: str = "standard") -> ButcherTableau:
+def get_tableau(
+    name: str | ButcherTableau, rk4_output: str = "blend", verner_coeffs: str = "standard"
+) -> ButcherTableau:
     """The tableau of scheme ``name`` (a key of ``TABLEAUX``), with the options applied.
 
     ``rk4_output`` applies to ``rk4`` only and ``verner_coeffs`` to ``verner`` only; a non-default option for
@@ -244,8 +394,10 @@ def get_tableau(name: str | ButcherTableau, rk4_output: str = "blend",
     if isinstance(name, ButcherTableau):
         tableau = name
     elif name not in TABLEAUX:
-        raise ValueError(f"unknown HO-ResNet scheme {name!r}; known: {', '.join(TABLEAUX)} "
-                         f"(or pass a ButcherTableau / register one with register_tableau)")
+        raise ValueError(
+            f"unknown HO-ResNet scheme {name!r}; known: {', '.join(TABLEAUX)} "
+            f"(or pass a ButcherTableau / register one with register_tableau)"
+        )
     else:
         tableau = TABLEAUX[name]
     if rk4_output not in _RK4_OUTPUTS:
@@ -258,8 +410,7 @@ def get_tableau(name: str | ButcherTableau, rk4_output: str = "blend",
         tableau = TABLEAUX[_RK4_OUTPUTS[rk4_output]]
     if verner_coeffs != "standard":
         if tableau.name != "verner":
-            raise ValueError(f"verner_coeffs={verner_coeffs!r} only applies to scheme 'verner', "
-                             f"not {tableau.name!r}")
+            raise ValueError(f"verner_coeffs={verner_coeffs!r} only applies to scheme 'verner', not {tableau.name!r}")
         tableau = TABLEAUX[_VERNER_COEFFS[verner_coeffs]]
     return tableau
 
@@ -274,13 +425,17 @@ def register_tableau(tableau: ButcherTableau, check_order: bool = True) -> Butch
         raise ValueError(f"scheme {tableau.name!r} is already registered; pick another name")
     if not tableau.is_consistent():
         rows, total = tableau.coefficient_errors()
-        raise ValueError(f"tableau {tableau.name!r} is inconsistent: row sums of A minus c = "
-                         f"{[round(r, 12) for r in rows]}, sum(b) - 1 = {total:.3g}; fix the coefficients")
+        raise ValueError(
+            f"tableau {tableau.name!r} is inconsistent: row sums of A minus c = "
+            f"{[round(r, 12) for r in rows]}, sum(b) - 1 = {total:.3g}; fix the coefficients"
+        )
     if check_order:
         found = tableau.algebraic_order(max_order=tableau.order + 1)
         if found < tableau.order:
-            raise ValueError(f"tableau {tableau.name!r} claims order {tableau.order} but satisfies the order "
-                             f"conditions only up to {found}; check the coefficients")
+            raise ValueError(
+                f"tableau {tableau.name!r} claims order {tableau.order} but satisfies the order "
+                f"conditions only up to {found}; check the coefficients"
+            )
     TABLEAUX[tableau.name] = tableau
     return tableau
 
@@ -288,6 +443,7 @@ def register_tableau(tableau: ButcherTableau, check_order: bool = True) -> Butch
 # --------------------------------------------------------------------------------------------------------------
 # Blocks
 # --------------------------------------------------------------------------------------------------------------
+
 
 def _conv3x3(in_chs: int, out_chs: int, stride: int = 1, device=None, dtype=None) -> nn.Conv2d:
     return nn.Conv2d(in_chs, out_chs, kernel_size=3, stride=stride, padding=1, bias=False, device=device, dtype=dtype)
@@ -334,8 +490,17 @@ class RKBlock(nn.Module):
     _stage_runs: List[bool]
     learnable_h: torch.jit.Final[bool]  # a constant, so TorchScript and torch.fx see one branch per model
 
-    def __init__(self, tableau: ButcherTableau, make_stage: Callable[[int], nn.Module], h: float = 1.0,
-                 learnable_h: bool = False, post_relu: bool = True, drop_path: float = 0.0, device=None, dtype=None):
+    def __init__(
+        self,
+        tableau: ButcherTableau,
+        make_stage: Callable[[int], nn.Module],
+        h: float = 1.0,
+        learnable_h: bool = False,
+        post_relu: bool = True,
+        drop_path: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         self.tableau = tableau
         self.stages = nn.ModuleList(make_stage(i) for i in range(tableau.stages))
@@ -381,8 +546,9 @@ class RKBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_stages(x)[0]
 
-    def forward_stages(self, x: torch.Tensor, take_indices: Optional[List[int]] = None, stop_index: int = -1
-                       ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    def forward_stages(
+        self, x: torch.Tensor, take_indices: Optional[List[int]] = None, stop_index: int = -1
+    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """The block output and the states after the stages in ``take_indices``: after stage i < s-1 the state
         is the next stage's input x + h·Σ_j a_{i+1,j} k_j (the RK stage value), after the last the block output.
         With ``stop_index`` >= 0 (or after pruning) the later stages do not run and the output is that state.
@@ -457,11 +623,14 @@ class RKBlock(nn.Module):
 # Network
 # --------------------------------------------------------------------------------------------------------------
 
+
 def subblocks_for_depth(depth: int) -> int:
     """n_F of "ResNet-L": L = 2·n_F + 2 (stem conv and FC count as one layer each)."""
     if depth < 4 or depth % 2:
-        raise ValueError(f"depth {depth} is not a ResNet-L depth: L = 2·n_F + 2 must be even and at least 4 "
-                         f"(e.g. 10, 18, 30, 58, 86)")
+        raise ValueError(
+            f"depth {depth} is not a ResNet-L depth: L = 2·n_F + 2 must be even and at least 4 "
+            f"(e.g. 10, 18, 30, 58, 86)"
+        )
     return (depth - 2) // 2
 
 
@@ -482,19 +651,35 @@ class HOResNet(nn.Module):
         width: channels of the single stage (64 in the paper).
     """
 
-    def __init__(self, depth: int = 58, scheme: str | ButcherTableau = "euler", num_classes: int = 10,
-                 in_chans: int = 3, width: int = 64, rk4_output: str = "blend", verner_coeffs: str = "standard",
-                 learnable_h: bool = False, h: float = 1.0, post_block_relu: bool = True, stem_stride: int = 1,
-                 global_pool: str = "avg", drop_rate: float = 0.0, drop_path_rate: float = 0.0, device=None,
-                 dtype=None):
+    def __init__(
+        self,
+        depth: int = 58,
+        scheme: str | ButcherTableau = "euler",
+        num_classes: int = 10,
+        in_chans: int = 3,
+        width: int = 64,
+        rk4_output: str = "blend",
+        verner_coeffs: str = "standard",
+        learnable_h: bool = False,
+        h: float = 1.0,
+        post_block_relu: bool = True,
+        stem_stride: int = 1,
+        global_pool: str = "avg",
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = dict(device=device, dtype=dtype)
         tableau = get_tableau(scheme, rk4_output=rk4_output, verner_coeffs=verner_coeffs)
         n_sub = subblocks_for_depth(depth)
         if n_sub % tableau.stages:
             valid = [2 * tableau.stages * m + 2 for m in (n_sub // tableau.stages, n_sub // tableau.stages + 1) if m]
-            raise ValueError(f"ResNet-{depth} has {n_sub} sub-blocks, not a multiple of {tableau.name}'s "
-                             f"{tableau.stages} stages; use depth {' or '.join(map(str, valid))}")
+            raise ValueError(
+                f"ResNet-{depth} has {n_sub} sub-blocks, not a multiple of {tableau.name}'s "
+                f"{tableau.stages} stages; use depth {' or '.join(map(str, valid))}"
+            )
         if stem_stride not in (1, 2):
             raise ValueError(f"stem_stride must be 1 or 2, not {stem_stride}")
         self.depth, self.scheme, self.tableau = depth, tableau.name, tableau
@@ -507,17 +692,29 @@ class HOResNet(nn.Module):
         self.bn1 = nn.BatchNorm2d(width, **dd)
         self.act1 = nn.ReLU()
         n_blocks = n_sub // tableau.stages
-        self.layer1 = nn.Sequential(*[
-            RKBlock(tableau, lambda _: PreActSubBlock(width, **dd), h=h, learnable_h=learnable_h,
-                    post_relu=post_block_relu, drop_path=drop_path_rate * b / max(n_blocks - 1, 1), **dd)
-            for b in range(n_blocks)])
+        self.layer1 = nn.Sequential(
+            *[
+                RKBlock(
+                    tableau,
+                    lambda _: PreActSubBlock(width, **dd),
+                    h=h,
+                    learnable_h=learnable_h,
+                    post_relu=post_block_relu,
+                    drop_path=drop_path_rate * b / max(n_blocks - 1, 1),
+                    **dd,
+                )
+                for b in range(n_blocks)
+            ]
+        )
         self.global_pool, self.linear = create_classifier(width, num_classes, pool_type=global_pool, **dd)
         # features: the stem, then the state after every sub-block F — the RK stage value that the next
         # sub-block reads, the block output after a block's last stage (RKBlock.forward_stages). The network
         # has a single resolution, so, as for timm's ViT, every feature is one of its layers.
         self.feature_info = [dict(num_chs=width, reduction=stem_stride, module="act1")] + [
             dict(num_chs=width, reduction=stem_stride, module=f"layer1.{b}.stages.{i}")
-            for b in range(n_blocks) for i in range(tableau.stages)]
+            for b in range(n_blocks)
+            for i in range(tableau.stages)
+        ]
         self._init_weights()
 
     def _init_weights(self):
@@ -556,8 +753,15 @@ class HOResNet(nn.Module):
         """(block, stage) of feature ``index`` >= 1."""
         return (index - 1) // self.tableau.stages, (index - 1) % self.tableau.stages
 
-    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ):
         """timm's ``forward_intermediates``: features ``feature_info`` lists (the stem, then one per sub-block).
         There is no final norm, so ``norm`` changes nothing."""
         if output_fmt != "NCHW":
@@ -580,16 +784,17 @@ class HOResNet(nn.Module):
             return intermediates
         return x, intermediates
 
-    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> list[int]:
+    def prune_intermediate_layers(
+        self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
         take_indices, max_index = feature_take_indices(len(self.feature_info), indices)
         if max_index == 0:
             self.layer1 = nn.Sequential()
         else:
             block, stage = self._sub_block_index(max_index)
-            self.layer1 = self.layer1[:block + 1]
+            self.layer1 = self.layer1[: block + 1]
             self.layer1[block].truncate(stage + 1)
-        self.feature_info = self.feature_info[:max_index + 1]
+        self.feature_info = self.feature_info[: max_index + 1]
         if prune_head:
             self.reset_classifier(0, "")
         return take_indices
@@ -628,31 +833,81 @@ def checkpoint_filter_fn(state_dict: dict, model: HOResNet) -> dict:
 # Registry
 # --------------------------------------------------------------------------------------------------------------
 
+
 def _cfg(**kwargs) -> dict:
-    return {"url": "", "num_classes": 10, "input_size": (3, 32, 32), "pool_size": (32, 32), "crop_pct": 1.0,
-            "interpolation": "bilinear", "mean": CIFAR10_MEAN, "std": CIFAR10_STD, "first_conv": "conv1",
-            "classifier": "linear", "paper_ids": "arXiv:2103.15244", **kwargs}
+    return {
+        "url": "",
+        "num_classes": 10,
+        "input_size": (3, 32, 32),
+        "pool_size": (32, 32),
+        "crop_pct": 1.0,
+        "interpolation": "bilinear",
+        "mean": CIFAR10_MEAN,
+        "std": CIFAR10_STD,
+        "first_conv": "conv1",
+        "classifier": "linear",
+        "paper_ids": "arXiv:2103.15244",
+        **kwargs,
+    }
 
 
 # Registered names: the depths follow Tables 3-4 and Figs. 4, 9-11 of the paper; the extra schemes (heun3, rk3,
 # gill4, kutta_nystrom5) get every paper depth whose number of sub-blocks their stage count divides.
-default_cfgs = generate_default_cfgs({name: _cfg() for name in (
-    "horesnet6_euler", "horesnet6_midpoint", "horesnet10_euler", "horesnet10_midpoint", "horesnet10_rk4",
-    "horesnet10_gill4", "horesnet18_euler", "horesnet18_midpoint", "horesnet18_rk4", "horesnet18_gill4",
-    "horesnet26_rk4", "horesnet26_heun3", "horesnet26_rk3", "horesnet26_gill4", "horesnet26_kutta_nystrom5",
-    "horesnet30_euler", "horesnet30_midpoint", "horesnet30_verner", "horesnet30_verner_ada", "horesnet58_euler",
-    "horesnet58_midpoint", "horesnet58_rk4", "horesnet58_verner", "horesnet58_verner_ada", "horesnet58_gill4",
-    "horesnet82_rk4", "horesnet82_gill4", "horesnet86_euler", "horesnet86_midpoint", "horesnet86_verner",
-    "horesnet86_verner_ada", "horesnet86_heun3", "horesnet86_rk3", "horesnet86_kutta_nystrom5",
-)})
+default_cfgs = generate_default_cfgs(
+    {
+        name: _cfg()
+        for name in (
+            "horesnet6_euler",
+            "horesnet6_midpoint",
+            "horesnet10_euler",
+            "horesnet10_midpoint",
+            "horesnet10_rk4",
+            "horesnet10_gill4",
+            "horesnet18_euler",
+            "horesnet18_midpoint",
+            "horesnet18_rk4",
+            "horesnet18_gill4",
+            "horesnet26_rk4",
+            "horesnet26_heun3",
+            "horesnet26_rk3",
+            "horesnet26_gill4",
+            "horesnet26_kutta_nystrom5",
+            "horesnet30_euler",
+            "horesnet30_midpoint",
+            "horesnet30_verner",
+            "horesnet30_verner_ada",
+            "horesnet58_euler",
+            "horesnet58_midpoint",
+            "horesnet58_rk4",
+            "horesnet58_verner",
+            "horesnet58_verner_ada",
+            "horesnet58_gill4",
+            "horesnet82_rk4",
+            "horesnet82_gill4",
+            "horesnet86_euler",
+            "horesnet86_midpoint",
+            "horesnet86_verner",
+            "horesnet86_verner_ada",
+            "horesnet86_heun3",
+            "horesnet86_rk3",
+            "horesnet86_kutta_nystrom5",
+        )
+    }
+)
 
 
 def _create_horesnet(variant: str, pretrained: bool = False, **kwargs) -> HOResNet:
     # features come from forward_intermediates (a feature is a state inside an RK block, not a module output);
     # by default the last 3, as timm's single-resolution ViTs
     out_indices = kwargs.pop("out_indices", 3)
-    return build_model_with_cfg(HOResNet, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
+    return build_model_with_cfg(
+        HOResNet,
+        variant,
+        pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
+        **kwargs,
+    )
 
 
 @register_model
@@ -742,8 +997,9 @@ def horesnet26_gill4(pretrained=False, **kwargs) -> HOResNet:
 @register_model
 def horesnet26_kutta_nystrom5(pretrained=False, **kwargs) -> HOResNet:
     """HO-ResNet-26, kutta_nystrom5: 12 sub-blocks in 2 blocks (extra scheme, not in the paper)."""
-    return _create_horesnet("horesnet26_kutta_nystrom5", pretrained,
-                            **dict(dict(depth=26, scheme="kutta_nystrom5"), **kwargs))
+    return _create_horesnet(
+        "horesnet26_kutta_nystrom5", pretrained, **dict(dict(depth=26, scheme="kutta_nystrom5"), **kwargs)
+    )
 
 
 @register_model
@@ -767,8 +1023,9 @@ def horesnet30_verner(pretrained=False, **kwargs) -> HOResNet:
 @register_model
 def horesnet30_verner_ada(pretrained=False, **kwargs) -> HOResNet:
     """HO-ResNet-30, verner with a learnable step h per block: 14 sub-blocks in 1 block (Table 3)."""
-    return _create_horesnet("horesnet30_verner_ada", pretrained,
-                            **dict(dict(depth=30, scheme="verner", learnable_h=True), **kwargs))
+    return _create_horesnet(
+        "horesnet30_verner_ada", pretrained, **dict(dict(depth=30, scheme="verner", learnable_h=True), **kwargs)
+    )
 
 
 @register_model
@@ -798,8 +1055,9 @@ def horesnet58_verner(pretrained=False, **kwargs) -> HOResNet:
 @register_model
 def horesnet58_verner_ada(pretrained=False, **kwargs) -> HOResNet:
     """HO-ResNet-58, verner with a learnable step h per block: 28 sub-blocks in 2 blocks (Tables 2-4)."""
-    return _create_horesnet("horesnet58_verner_ada", pretrained,
-                            **dict(dict(depth=58, scheme="verner", learnable_h=True), **kwargs))
+    return _create_horesnet(
+        "horesnet58_verner_ada", pretrained, **dict(dict(depth=58, scheme="verner", learnable_h=True), **kwargs)
+    )
 
 
 @register_model
@@ -841,8 +1099,9 @@ def horesnet86_verner(pretrained=False, **kwargs) -> HOResNet:
 @register_model
 def horesnet86_verner_ada(pretrained=False, **kwargs) -> HOResNet:
     """HO-ResNet-86, verner with a learnable step h per block: 42 sub-blocks in 3 blocks (Table 3, Fig. 9)."""
-    return _create_horesnet("horesnet86_verner_ada", pretrained,
-                            **dict(dict(depth=86, scheme="verner", learnable_h=True), **kwargs))
+    return _create_horesnet(
+        "horesnet86_verner_ada", pretrained, **dict(dict(depth=86, scheme="verner", learnable_h=True), **kwargs)
+    )
 
 
 @register_model
@@ -860,5 +1119,6 @@ def horesnet86_rk3(pretrained=False, **kwargs) -> HOResNet:
 @register_model
 def horesnet86_kutta_nystrom5(pretrained=False, **kwargs) -> HOResNet:
     """HO-ResNet-86, kutta_nystrom5: 42 sub-blocks in 7 blocks (extra scheme, not in the paper)."""
-    return _create_horesnet("horesnet86_kutta_nystrom5", pretrained,
-                            **dict(dict(depth=86, scheme="kutta_nystrom5"), **kwargs))
+    return _create_horesnet(
+        "horesnet86_kutta_nystrom5", pretrained, **dict(dict(depth=86, scheme="kutta_nystrom5"), **kwargs)
+    )

@@ -20,6 +20,7 @@ This module holds the registered models and the schedule; the surgery they are b
 Defaults the paper does not give are constructor arguments, marked [ASSUMED] where they appear (see
 :mod:`models.scalenet_surgery` for the expansion's).
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -32,24 +33,62 @@ from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
 # the surgery's public names stay importable from here (harness, downstream and tests import them so)
-from models.scalenet_surgery import (ADJUSTMENTS, EXPAND_KEYS, GROW_KEYS, GROWTH_INITS, ORDERS,  # noqa: F401
-                                     TRAINABLE_GROUPS, AdjustedLinear, ExpansionRecord, LoRA, LowRankBranch,
-                                     ParallelAdapter, TyingError, assert_tied, expand, grow, growth_mapping,
-                                     layer_mapping, load_base_checkpoint, matched_new_blocks, parameter_groups,
-                                     retie, set_trainable, tied_groups, tied_state_dict, unwrap)
+from models.scalenet_surgery import (
+    ADJUSTMENTS,
+    EXPAND_KEYS,
+    GROW_KEYS,
+    GROWTH_INITS,
+    ORDERS,  # noqa: F401
+    TRAINABLE_GROUPS,
+    AdjustedLinear,
+    ExpansionRecord,
+    LoRA,
+    LowRankBranch,
+    ParallelAdapter,
+    TyingError,
+    assert_tied,
+    expand,
+    grow,
+    growth_mapping,
+    layer_mapping,
+    load_base_checkpoint,
+    matched_new_blocks,
+    parameter_groups,
+    retie,
+    set_trainable,
+    tied_groups,
+    tied_state_dict,
+)
 
 __all__ = [
-    "LowRankBranch", "ParallelAdapter", "LoRA", "AdjustedLinear", "ExpansionRecord", "TyingError",
-    "expand", "grow", "layer_mapping", "growth_mapping", "matched_new_blocks", "parameter_groups",
-    "set_trainable", "tied_groups", "assert_tied", "retie", "tied_state_dict", "load_base_checkpoint",
-    "ORDERS", "ADJUSTMENTS", "TRAINABLE_GROUPS", "GROWTH_INITS",
+    "LowRankBranch",
+    "ParallelAdapter",
+    "LoRA",
+    "AdjustedLinear",
+    "ExpansionRecord",
+    "TyingError",
+    "expand",
+    "grow",
+    "layer_mapping",
+    "growth_mapping",
+    "matched_new_blocks",
+    "parameter_groups",
+    "set_trainable",
+    "tied_groups",
+    "assert_tied",
+    "retie",
+    "tied_state_dict",
+    "load_base_checkpoint",
+    "ORDERS",
+    "ADJUSTMENTS",
+    "TRAINABLE_GROUPS",
+    "GROWTH_INITS",
 ]
 
 
 # ---------------------------------------------------------------------------------------------------------
 # WSPT as a schedule the engine calls between epochs
 # ---------------------------------------------------------------------------------------------------------
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -161,10 +200,17 @@ _VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
 def _cfg(base: str, **kwargs) -> dict[str, Any]:
     swin = base.startswith("swin")
     return {
-        "url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": (7, 7) if swin else None,
-        "crop_pct": 0.9 if swin else 0.875, "interpolation": "bicubic", "fixed_input_size": True,
-        "mean": (0.485, 0.456, 0.406), "std": (0.229, 0.224, 0.225),
-        "first_conv": "patch_embed.proj", "classifier": "head.fc" if swin else "head",
+        "url": "",
+        "num_classes": 1000,
+        "input_size": (3, 224, 224),
+        "pool_size": (7, 7) if swin else None,
+        "crop_pct": 0.9 if swin else 0.875,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": (0.485, 0.456, 0.406),
+        "std": (0.229, 0.224, 0.225),
+        "first_conv": "patch_embed.proj",
+        "classifier": "head.fc" if swin else "head",
         **kwargs,
     }
 
@@ -204,8 +250,9 @@ def _create_scalenet(variant: str, pretrained: bool = False, **kwargs) -> nn.Mod
         feature_cfg = dict(flatten_sequential=True, out_indices=kwargs.pop("out_indices", (0, 1, 2, 3)))
     else:
         feature_cfg = dict(out_indices=kwargs.pop("out_indices", 3), feature_cls="getter")
-    return build_model_with_cfg(partial(_scaled_model, variant, pretrained), variant, False, feature_cfg=feature_cfg,
-                                **kwargs)
+    return build_model_with_cfg(
+        partial(_scaled_model, variant, pretrained), variant, False, feature_cfg=feature_cfg, **kwargs
+    )
 
 
 @register_model

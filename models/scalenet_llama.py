@@ -15,6 +15,7 @@ the ties (and Llama's tied input/output embeddings) survive; plain ``LlamaForCau
 describe an expansion (its config has no notion of shared layers). ``model.state_dict()`` / ``expand_llama`` on a
 fresh base model then ``load_state_dict`` (the engine's checkpoints) keeps the ties too.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,7 +40,7 @@ class AdaptedLinear(nn.Module):
         param = base.weight
         self.adapter_down = nn.Linear(base.in_features, rank, bias=False, device=param.device, dtype=param.dtype)
         self.adapter_up = nn.Linear(rank, base.out_features, bias=False, device=param.device, dtype=param.dtype)
-        nn.init.kaiming_uniform_(self.adapter_down.weight, a=5 ** 0.5)
+        nn.init.kaiming_uniform_(self.adapter_down.weight, a=5**0.5)
         nn.init.zeros_(self.adapter_up.weight)  # the adapter starts as the identity change
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,7 +76,9 @@ def expand_llama(model: nn.Module, k: int = 2, rank: int = 16) -> nn.Module:
     decoder = getattr(model, "model", model)
     layers = getattr(decoder, "layers", None)
     if layers is None or not all(hasattr(layer, "mlp") and hasattr(layer, "self_attn") for layer in layers):
-        raise ValueError(f"{type(model).__name__} is not a Hugging Face Llama model (no model.layers of decoder layers)")
+        raise ValueError(
+            f"{type(model).__name__} is not a Hugging Face Llama model (no model.layers of decoder layers)"
+        )
     config = model.config
     instances = [_new_instance(layer, config, k * i + j, rank) for i, layer in enumerate(layers) for j in range(k)]
     decoder.layers = nn.ModuleList(instances)
@@ -86,8 +89,9 @@ def expand_llama(model: nn.Module, k: int = 2, rank: int = 16) -> nn.Module:
     return model
 
 
-def llama_parameter_count(hidden: int, intermediate: int, layers: int, k: int = 2, rank: int = 16,
-                          base: int = 0) -> int:
+def llama_parameter_count(
+    hidden: int, intermediate: int, layers: int, k: int = 2, rank: int = 16, base: int = 0
+) -> int:
     """Unique parameters after :func:`expand_llama` by formula: base + adapters of every instance + the new
     instances' two RMSNorms."""
     instances = k * layers
@@ -104,14 +108,31 @@ def unique_parameters(model: nn.Module) -> int:
 # parameters, the paper's "1236M". RoPE settings are left at transformers' defaults: they hold no parameters, and a
 # run with weights takes its architecture from the checkpoint's own config.json.
 LLAMA_ARCHITECTURES = {
-    "llama_3_2_1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, tie_word_embeddings=True,
-                         rms_norm_eps=1e-5, max_position_embeddings=131072, bos_token_id=128000,
-                         eos_token_id=128001),
+    "llama_3_2_1b": dict(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=131072,
+        bos_token_id=128000,
+        eos_token_id=128001,
+    ),
 }
 # the fields that decide the parameter count: a checkpoint must agree with the recipe's architecture on these
-ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                       "num_key_value_heads", "tie_word_embeddings")
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "tie_word_embeddings",
+)
 # Table X's models by name (``depthbench verify`` builds them on the meta device): ScaleNet's 2x expansion with the
 # assumed rank-16 adapters on gate/up/down (spec §2.9)
 LLAMA_MODELS = {
@@ -133,8 +154,10 @@ def llama_config(source):
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise ValueError(f"{source}: not a named Llama architecture ({', '.join(LLAMA_ARCHITECTURES)}), "
-                         f"config.json or checkpoint directory")
+        raise ValueError(
+            f"{source}: not a named Llama architecture ({', '.join(LLAMA_ARCHITECTURES)}), "
+            f"config.json or checkpoint directory"
+        )
     try:
         fields = read_json(path, what="Llama config")  # no FIFO, size- and depth-capped, an object
     except OSError as e:
@@ -257,7 +280,9 @@ def load_saved_llama(directory) -> nn.Module:
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = set(missing) - alias_names(model)
     if missing or unexpected:
-        raise ValueError(f"{directory}/model.safetensors does not fit the model its config.json describes: "
-                         f"{len(missing)} missing ({', '.join(sorted(missing)[:3])}), {len(unexpected)} unexpected "
-                         f"({', '.join(sorted(unexpected)[:3])})")
+        raise ValueError(
+            f"{directory}/model.safetensors does not fit the model its config.json describes: "
+            f"{len(missing)} missing ({', '.join(sorted(missing)[:3])}), {len(unexpected)} unexpected "
+            f"({', '.join(sorted(unexpected)[:3])})"
+        )
     return model.eval()

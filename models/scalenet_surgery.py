@@ -29,6 +29,7 @@ Defaults the paper does not give are arguments, marked [ASSUMED] where they appe
 adapter scale 1, LoRA alpha = rank and Gaussian A (std 1/rank), linear drop-path schedule over the scaled
 depth, head frozen for DeiT-B/Swin, SWA averaging 2 layers, Interpolate baseline mapping g(p) = floor(p·L/L').
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,10 +49,31 @@ from timm.models.swin_transformer import SwinTransformer
 from timm.models.vision_transformer import VisionTransformer
 
 __all__ = [
-    "LowRankBranch", "ParallelAdapter", "LoRA", "AdjustedLinear", "ExpansionRecord", "TyingError",
-    "expand", "grow", "layer_mapping", "growth_mapping", "matched_new_blocks", "parameter_groups",
-    "set_trainable", "tied_groups", "assert_tied", "retie", "tied_state_dict", "load_base_checkpoint",
-    "unwrap", "ORDERS", "ADJUSTMENTS", "TRAINABLE_GROUPS", "GROWTH_INITS", "EXPAND_KEYS", "GROW_KEYS",
+    "LowRankBranch",
+    "ParallelAdapter",
+    "LoRA",
+    "AdjustedLinear",
+    "ExpansionRecord",
+    "TyingError",
+    "expand",
+    "grow",
+    "layer_mapping",
+    "growth_mapping",
+    "matched_new_blocks",
+    "parameter_groups",
+    "set_trainable",
+    "tied_groups",
+    "assert_tied",
+    "retie",
+    "tied_state_dict",
+    "load_base_checkpoint",
+    "unwrap",
+    "ORDERS",
+    "ADJUSTMENTS",
+    "TRAINABLE_GROUPS",
+    "GROWTH_INITS",
+    "EXPAND_KEYS",
+    "GROW_KEYS",
 ]
 
 ORDERS = ("interpolate", "stack")
@@ -66,11 +88,20 @@ _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase, nn.RM
 # Building blocks: adjustment branches and the linear layer that carries one
 # ---------------------------------------------------------------------------------------------------------
 
+
 class LowRankBranch(nn.Module):
     """``scale · up(act(down(x)))`` with ``down: in→rank``, ``up: rank→out``, no biases; ``up`` starts at 0."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int, act_layer: type[nn.Module] = nn.Identity,
-                 scale: float = 1.0, device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int,
+        act_layer: type[nn.Module] = nn.Identity,
+        scale: float = 1.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.rank = rank
@@ -97,8 +128,16 @@ class LowRankBranch(nn.Module):
 class ParallelAdapter(LowRankBranch):
     """Parallel adapter of Eq. 9: f(x) = θx + B·σ(A·x); σ = ReLU by default [ASSUMED], scale 1 [ASSUMED]."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int = 16, act_layer: type[nn.Module] = nn.ReLU,
-                 scale: float = 1.0, device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        rank: int = 16,
+        act_layer: type[nn.Module] = nn.ReLU,
+        scale: float = 1.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__(in_features, out_features, rank, act_layer, scale, device=device, dtype=dtype)
 
 
@@ -106,8 +145,9 @@ class LoRA(LowRankBranch):
     """LoRA of Eq. 8: f(x) = (θ + s·BA)x, kept unmerged because θ is shared. s = alpha/rank (alpha = rank
     [ASSUMED]); A Gaussian with std 1/rank [ASSUMED; the paper says "Gaussian"], B zero (paper)."""
 
-    def __init__(self, in_features: int, out_features: int, rank: int = 16, alpha: float | None = None,
-                 device=None, dtype=None):
+    def __init__(
+        self, in_features: int, out_features: int, rank: int = 16, alpha: float | None = None, device=None, dtype=None
+    ):
         alpha = float(rank if alpha is None else alpha)
         super().__init__(in_features, out_features, rank, nn.Identity, alpha / rank, device=device, dtype=dtype)
         self.alpha = alpha
@@ -140,8 +180,10 @@ class AdjustedLinear(nn.Linear):
 # Layer mappings (Eq. 6; Table I baselines)
 # ---------------------------------------------------------------------------------------------------------
 
-def layer_mapping(num_layers: int, k: int = 2, order: str = "interpolate",
-                  layers: Iterable[int] | None = None) -> list[int]:
+
+def layer_mapping(
+    num_layers: int, k: int = 2, order: str = "interpolate", layers: Iterable[int] | None = None
+) -> list[int]:
     """Source layer (0-based) of every position of the scaled stack.
 
     ``interpolate``: each selected layer is followed by its k−1 copies ([0,0,1,1,…] for k=2).
@@ -180,6 +222,7 @@ def growth_mapping(num_layers: int, new_blocks: int, init: str) -> list[int | No
 # Model anatomy
 # ---------------------------------------------------------------------------------------------------------
 
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The model inside DDP / DeepSpeed / Accelerate (``.module``) and torch.compile (``._orig_mod``) wrappers."""
     while True:
@@ -197,10 +240,14 @@ def _family(model: nn.Module) -> str:
     if isinstance(model, VisionTransformer):
         return "deit"
     if unwrap(model) is not model:
-        raise TypeError(f"expand/grow take the bare model, not a {type(model).__name__} wrapper: pass .module "
-                        f"(expand before wrapping in DDP/DeepSpeed, then re-wrap)")
-    raise TypeError(f"ScaleNet expansion supports timm VisionTransformer (DeiT) and SwinTransformer models, "
-                    f"not {type(model).__name__}")
+        raise TypeError(
+            f"expand/grow take the bare model, not a {type(model).__name__} wrapper: pass .module "
+            f"(expand before wrapping in DDP/DeepSpeed, then re-wrap)"
+        )
+    raise TypeError(
+        f"ScaleNet expansion supports timm VisionTransformer (DeiT) and SwinTransformer models, "
+        f"not {type(model).__name__}"
+    )
 
 
 def _stage_owners(model: nn.Module) -> list[nn.Module]:
@@ -218,8 +265,13 @@ def _shared_params(block: nn.Module) -> list[nn.Parameter]:
     and adjustment branches (qkv, proj, fc1, fc2 weights/biases; Swin's relative-position-bias table)."""
     if not (hasattr(block, "attn") and hasattr(block, "mlp")):
         raise TypeError(f"{type(block).__name__} has no attn/mlp: not a transformer block ScaleNet can share")
-    skip = {id(p) for part in (block.attn, block.mlp) for m in part.modules()
-            if isinstance(m, (*_NORM_TYPES, LowRankBranch)) for p in m.parameters()}
+    skip = {
+        id(p)
+        for part in (block.attn, block.mlp)
+        for m in part.modules()
+        if isinstance(m, (*_NORM_TYPES, LowRankBranch))
+        for p in m.parameters()
+    }
     return [p for part in (block.attn, block.mlp) for p in part.parameters() if id(p) not in skip]
 
 
@@ -267,8 +319,9 @@ def _replace_blocks(model: nn.Module, owner: nn.Module, blocks: list[nn.Module])
             _set_swin_shift(block, position)
     else:
         reduction = model.feature_info[0]["reduction"] if model.feature_info else 16
-        model.feature_info = [dict(module=f"blocks.{i}", num_chs=model.embed_dim, reduction=reduction)
-                              for i in range(len(blocks))]
+        model.feature_info = [
+            dict(module=f"blocks.{i}", num_chs=model.embed_dim, reduction=reduction) for i in range(len(blocks))
+        ]
 
 
 def _meta_clone(model: nn.Module) -> nn.Module:
@@ -284,9 +337,11 @@ def _meta_clone(model: nn.Module) -> nn.Module:
 # The record an expanded model carries, and which parameters train
 # ---------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class ExpansionRecord:
     """Kept on an expanded model as ``model.scalenet``: what was done, and which parameter paths are tied."""
+
     family: str
     history: list[dict] = field(default_factory=list)  # one entry per expand()/grow() call, with its arguments
     ties: list[tuple[str, ...]] = field(default_factory=list)  # groups of paths that must be one Parameter
@@ -368,8 +423,10 @@ def set_trainable(model: nn.Module, trainable="spec") -> tuple[str, ...]:
 # expand(): WSPT + adjustments
 # ---------------------------------------------------------------------------------------------------------
 
-def _adjust_block(block: nn.Module, adjust: str, rank: int, act_layer, adapter_scale: float,
-                  lora_alpha: float | None) -> None:
+
+def _adjust_block(
+    block: nn.Module, adjust: str, rank: int, act_layer, adapter_scale: float, lora_alpha: float | None
+) -> None:
     if adjust == "adapter":
         targets = [(block.mlp, "fc1"), (block.mlp, "fc2")]
     else:
@@ -401,15 +458,28 @@ def _selected_stages(model: nn.Module, layers) -> dict[int, list[int] | None]:
         stages = sorted(set(int(i) for i in ([layers] if isinstance(layers, int) else layers)))
     bad = [s for s in stages if not 0 <= s < num_stages]
     if bad:
-        raise ValueError(f"Swin stages {bad} out of range: for Swin, `layers` names stages 0..{num_stages - 1} "
-                         f"(0-based; the default {num_stages - 1} is the last stage)")
+        raise ValueError(
+            f"Swin stages {bad} out of range: for Swin, `layers` names stages 0..{num_stages - 1} "
+            f"(0-based; the default {num_stages - 1} is the last stage)"
+        )
     return {s: None for s in stages}
 
 
-def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = None, layers=None,
-           adjust: str | None = "adapter", rank: int = 16, adapter_act: str | type[nn.Module] = "relu",
-           adapter_scale: float = 1.0, lora_alpha: float | None = None, coverage: str | None = None,
-           drop_path: float | None = None, trainable="spec") -> nn.Module:
+def expand(
+    model: nn.Module,
+    *,
+    k: int = 2,
+    order: str | Sequence[int] | None = None,
+    layers=None,
+    adjust: str | None = "adapter",
+    rank: int = 16,
+    adapter_act: str | type[nn.Module] = "relu",
+    adapter_scale: float = 1.0,
+    lora_alpha: float | None = None,
+    coverage: str | None = None,
+    drop_path: float | None = None,
+    trainable="spec",
+) -> nn.Module:
     """Deepen a timm DeiT (``VisionTransformer``) or ``SwinTransformer`` by weight sharing, in place.
 
     Args:
@@ -487,8 +557,21 @@ def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = 
         for block in to_adjust:
             _adjust_block(block, adjust, rank, act_layer, adapter_scale, lora_alpha)
     _respread_drop_path(model, rate)
-    _record(model, dict(method="scalenet", k=k, order=explicit or order, layers=layers, adjust=adjust, rank=rank,
-                        adapter_act=str(adapter_act), coverage=coverage, drop_path=rate, trainable=trainable))
+    _record(
+        model,
+        dict(
+            method="scalenet",
+            k=k,
+            order=explicit or order,
+            layers=layers,
+            adjust=adjust,
+            rank=rank,
+            adapter_act=str(adapter_act),
+            coverage=coverage,
+            drop_path=rate,
+            trainable=trainable,
+        ),
+    )
     set_trainable(model, trainable)
     return model
 
@@ -496,6 +579,7 @@ def expand(model: nn.Module, *, k: int = 2, order: str | Sequence[int] | None = 
 # ---------------------------------------------------------------------------------------------------------
 # grow(): the Table I baselines — new independent blocks
 # ---------------------------------------------------------------------------------------------------------
+
 
 def _reinit_block(block: nn.Module) -> None:
     """timm's init for a fresh block: Linear trunc-normal(0.02) + zero bias, norms 1/0, Swin bias table
@@ -543,9 +627,18 @@ def _grow_stage(model: nn.Module, stage: int | None) -> int:
     return stage
 
 
-def grow(model: nn.Module, *, new_blocks: int | str = "match", init: str = "stack", stage: int | None = None,
-         swa_layers: int = 2, seed: int = 0, drop_path: float | None = None, trainable="all",
-         match: dict | None = None) -> nn.Module:
+def grow(
+    model: nn.Module,
+    *,
+    new_blocks: int | str = "match",
+    init: str = "stack",
+    stage: int | None = None,
+    swa_layers: int = 2,
+    seed: int = 0,
+    drop_path: float | None = None,
+    trainable="all",
+    match: dict | None = None,
+) -> nn.Module:
     """Progressive-training baselines of Table I: add ``new_blocks`` *independent* blocks, in place.
 
     Args:
@@ -577,7 +670,7 @@ def grow(model: nn.Module, *, new_blocks: int | str = "match", init: str = "stac
         elif source is None:
             block = _independent_copy(old[-1])
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator, device="cpu")))
+                torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device="cpu")))
                 _reinit_block(block)
         else:
             block = old[source] if source not in seen else _independent_copy(old[source])
@@ -585,9 +678,19 @@ def grow(model: nn.Module, *, new_blocks: int | str = "match", init: str = "stac
         blocks.append(block)
     _replace_blocks(model, owner, blocks)
     _respread_drop_path(model, rate)
-    _record(model, dict(method="grow", new_blocks=new_blocks, init=init,
-                        stage=stage_index if family == "swin" else None,
-                        swa_layers=swa_layers, seed=seed, drop_path=rate, trainable=trainable))
+    _record(
+        model,
+        dict(
+            method="grow",
+            new_blocks=new_blocks,
+            init=init,
+            stage=stage_index if family == "swin" else None,
+            swa_layers=swa_layers,
+            seed=seed,
+            drop_path=rate,
+            trainable=trainable,
+        ),
+    )
     set_trainable(model, trainable)
     return model
 
@@ -595,6 +698,7 @@ def grow(model: nn.Module, *, new_blocks: int | str = "match", init: str = "stac
 # ---------------------------------------------------------------------------------------------------------
 # Tying through save / load
 # ---------------------------------------------------------------------------------------------------------
+
 
 class TyingError(RuntimeError):
     """Parameters that ScaleNet shares are no longer one object, or a checkpoint disagrees about them."""
@@ -628,9 +732,11 @@ def assert_tied(model: nn.Module) -> None:
         raise TyingError(f"{type(model).__name__} is not a ScaleNet-expanded model (no .scalenet record)")
     broken = _broken_ties(model)
     if broken:
-        raise TyingError(f"{len(broken)} ScaleNet weight groups are no longer shared, e.g. {' / '.join(broken[0])}: "
-                         f"something un-tied them (to_empty(), assign-loading, a wrapper); call "
-                         f"models.scalenet.retie(model) and rebuild the optimizer")
+        raise TyingError(
+            f"{len(broken)} ScaleNet weight groups are no longer shared, e.g. {' / '.join(broken[0])}: "
+            f"something un-tied them (to_empty(), assign-loading, a wrapper); call "
+            f"models.scalenet.retie(model) and rebuild the optimizer"
+        )
 
 
 def retie(model: nn.Module, check_values: bool = True) -> int:
@@ -645,8 +751,12 @@ def retie(model: nn.Module, check_values: bool = True) -> int:
             other = model.get_parameter(name)
             if other is first:
                 continue
-            if other.shape != first.shape or (check_values and not first.is_meta and not other.is_meta
-                                               and not torch.equal(other.detach().to(first.device), first.detach())):
+            if other.shape != first.shape or (
+                check_values
+                and not first.is_meta
+                and not other.is_meta
+                and not torch.equal(other.detach().to(first.device), first.detach())
+            ):
                 raise TyingError(f"cannot re-tie {name} to {group[0]}: their values differ (trained untied?)")
             parent, _, attr = name.rpartition(".")
             setattr(model.get_submodule(parent), attr, first)
@@ -665,8 +775,9 @@ def _state_dict_hook(module: nn.Module, state_dict: dict, prefix: str, local_met
                 state_dict.pop(prefix + name, None)
 
 
-def _load_pre_hook(module: nn.Module, state_dict: dict, prefix: str, local_metadata, strict, missing_keys,
-                   unexpected_keys, error_msgs) -> None:
+def _load_pre_hook(
+    module: nn.Module, state_dict: dict, prefix: str, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+) -> None:
     """Fill alias paths from the saved copy; refuse a checkpoint whose 'tied' tensors differ."""
     for group in module.scalenet.ties:
         present = [name for name in group if prefix + name in state_dict]
@@ -675,12 +786,16 @@ def _load_pre_hook(module: nn.Module, state_dict: dict, prefix: str, local_metad
         first = state_dict[prefix + present[0]]
         for name in present[1:]:
             other = state_dict[prefix + name]
-            same = other is first or (other.shape == first.shape and (
-                other.is_meta or first.is_meta or other.numel() == 0 or torch.equal(other, first.to(other.device))))
+            same = other is first or (
+                other.shape == first.shape
+                and (other.is_meta or first.is_meta or other.numel() == 0 or torch.equal(other, first.to(other.device)))
+            )
             if not same:
-                error_msgs.append(f"checkpoint holds different values for {prefix + present[0]} and "
-                                  f"{prefix + name}, which this ScaleNet model shares: it was saved from an "
-                                  f"untied model (a baseline or an explicit deep copy), not from this architecture")
+                error_msgs.append(
+                    f"checkpoint holds different values for {prefix + present[0]} and "
+                    f"{prefix + name}, which this ScaleNet model shares: it was saved from an "
+                    f"untied model (a baseline or an explicit deep copy), not from this architecture"
+                )
         for name in group:
             state_dict.setdefault(prefix + name, first)
 
@@ -720,16 +835,32 @@ def load_base_checkpoint(model: nn.Module, path: str) -> nn.Module:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches: torch lists them all over many lines; one is enough
         first = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line), str(e)[:200])
-        raise ValueError(f"{path}: not a checkpoint of this {type(model).__name__} ({first}); "
-                         f"check the base model size") from None
+        raise ValueError(
+            f"{path}: not a checkpoint of this {type(model).__name__} ({first}); check the base model size"
+        ) from None
     if missing or unexpected:
-        raise ValueError(f"{path}: not a checkpoint of this {type(model).__name__} "
-                         f"({len(missing)} missing keys, e.g. {missing[:2]}; {len(unexpected)} unexpected, "
-                         f"e.g. {unexpected[:2]}); check the base model size")
+        raise ValueError(
+            f"{path}: not a checkpoint of this {type(model).__name__} "
+            f"({len(missing)} missing keys, e.g. {missing[:2]}; {len(unexpected)} unexpected, "
+            f"e.g. {unexpected[:2]}); check the base model size"
+        )
     return model
 
 
 # the keyword arguments of expand() and grow() (a growth stage or a registered variant may set them)
-EXPAND_KEYS = frozenset({"k", "order", "layers", "adjust", "rank", "adapter_act", "adapter_scale", "lora_alpha",
-                         "coverage", "drop_path", "trainable"})
+EXPAND_KEYS = frozenset(
+    {
+        "k",
+        "order",
+        "layers",
+        "adjust",
+        "rank",
+        "adapter_act",
+        "adapter_scale",
+        "lora_alpha",
+        "coverage",
+        "drop_path",
+        "trainable",
+    }
+)
 GROW_KEYS = frozenset({"new_blocks", "init", "stage", "swa_layers", "seed", "drop_path", "trainable", "match"})

@@ -56,6 +56,7 @@ evaluation.
 Also here: :class:`RecursiveVisionTransformer` (Table 1's naive recursion of DeiT-Tiny, internal/external loops,
 SReT-108 with mixed depth) and :class:`RecursiveMlpMixer` (recursive Mixer-B/16 ± LRC, Fig. 7(1)).
 """
+
 import warnings
 from collections.abc import Sequence
 from functools import partial
@@ -76,9 +77,20 @@ from timm.models.mlp_mixer import MixerBlock, MlpMixer
 from timm.models.vision_transformer import Block, VisionTransformer
 
 __all__ = [
-    "SlicedRecursiveTransformer", "RecursiveVisionTransformer", "RecursiveMlpMixer", "SlicedGroupAttention",
-    "LRCBlock", "NonLinearProjection", "LearnableCoefficient", "MixedDepthLogits", "lrc_coefficients",
-    "LRC_LABELS", "checkpoint_filter_fn", "fuse_lrc_for_inference", "use_inference_linears", "InferenceLinear",
+    "SlicedRecursiveTransformer",
+    "RecursiveVisionTransformer",
+    "RecursiveMlpMixer",
+    "SlicedGroupAttention",
+    "LRCBlock",
+    "NonLinearProjection",
+    "LearnableCoefficient",
+    "MixedDepthLogits",
+    "lrc_coefficients",
+    "LRC_LABELS",
+    "checkpoint_filter_fn",
+    "fuse_lrc_for_inference",
+    "use_inference_linears",
+    "InferenceLinear",
     "FoldedResidual",
 ]
 
@@ -99,6 +111,7 @@ def _choice(name: str, value, allowed) -> None:
 
 # ----------------------------------------------------------------------------------------------- building blocks
 
+
 class LearnableCoefficient(nn.Module):
     """One learnable scalar scaling a residual branch (LRC, Eq. 9-10); init 1, unconstrained.
 
@@ -118,8 +131,10 @@ def _coefficients(lrc: str, device=None, dtype=None) -> tuple[nn.Module, nn.Modu
     _choice("lrc", lrc, LRC_DESIGNS)
     on_identity, on_branch = lrc in ("both", "identity"), lrc in ("both", "branch")
     dd = {"device": device, "dtype": dtype}
-    return (LearnableCoefficient(**dd) if on_identity else nn.Identity(),
-            LearnableCoefficient(**dd) if on_branch else nn.Identity())
+    return (
+        LearnableCoefficient(**dd) if on_identity else nn.Identity(),
+        LearnableCoefficient(**dd) if on_branch else nn.Identity(),
+    )
 
 
 class FoldedResidual(nn.Module):
@@ -153,11 +168,15 @@ class SlicedGroupAttention(Attention):
     parameters are the same for any group count.
     """
 
-    def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
-                inverse: bool = True) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None, inverse: bool = True
+    ) -> torch.Tensor:
         B, N, C = x.shape
-        torch._assert(N % groups == 0, "cannot slice the tokens into equal groups; use a group count that divides "
-                                       "the token count (784/196/49 at 224², 2304/576/144 at 384²)")
+        torch._assert(
+            N % groups == 0,
+            "cannot slice the tokens into equal groups; use a group count that divides "
+            "the token count (784/196/49 at 224², 2304/576/144 at 384²)",
+        )
         if perm is not None:
             x = x[:, perm]
         n = N // groups
@@ -166,7 +185,7 @@ class SlicedGroupAttention(Attention):
         q, k, v = qkv.unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)
         if self.fused_attn:
-            x = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.)
+            x = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.0)
         else:
             attn = (q * self.scale) @ k.transpose(-2, -1)
             attn = self.attn_drop(attn.softmax(dim=-1))
@@ -185,8 +204,13 @@ class LRCBlock(Block):
     inside the branch, before the coefficient). ``forward`` has timm's ``Block`` signature (the recursive DeiT uses
     timm's ``Attention``); :class:`SlicedLRCBlock` is the SReT block with the group count and permutation.
     """
-    lrc_roles = {"coefficient1": "attn_id", "coefficient2": "attn_res",
-                 "coefficient3": "ffn_id", "coefficient4": "ffn_res"}
+
+    lrc_roles = {
+        "coefficient1": "attn_id",
+        "coefficient2": "attn_res",
+        "coefficient3": "ffn_id",
+        "coefficient4": "ffn_res",
+    }
 
     def __init__(self, dim: int, num_heads: int, *args, lrc: str = "both", **kwargs):
         super().__init__(dim, num_heads, *args, **kwargs)
@@ -194,8 +218,9 @@ class LRCBlock(Block):
         self.coefficient1, self.coefficient2 = _coefficients(lrc, **dd)
         self.coefficient3, self.coefficient4 = _coefficients(lrc, **dd)
 
-    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
-                is_causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False
+    ) -> torch.Tensor:
         return self._residuals(x, self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))
 
     def _residuals(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
@@ -215,17 +240,28 @@ class SlicedLRCBlock(LRCBlock):
     def __init__(self, dim: int, num_heads: int, *args, **kwargs):
         super().__init__(dim, num_heads, *args, attn_layer=SlicedGroupAttention, **kwargs)
 
-    def forward(self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None,
-                inverse: bool = True) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, groups: int = 1, perm: Optional[torch.Tensor] = None, inverse: bool = True
+    ) -> torch.Tensor:
         return self._residuals(x, self.attn(self.norm1(x), groups=groups, perm=perm, inverse=inverse))
 
 
 class NonLinearProjection(nn.Module):
     """NLL (Eq. 5, 10): ``c1·x + c2·MLP(LN(x))``, hidden ``int(dim·ratio)``, no drop-path. Official ``Non_proj``."""
+
     lrc_roles = {"coefficient1": "nll_id", "coefficient2": "nll_res"}
 
-    def __init__(self, dim: int, ratio: float = 1.0, lrc: str = "both", drop: float = 0.,
-                 norm_layer=partial(nn.LayerNorm, eps=1e-6), act_layer=nn.GELU, device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        ratio: float = 1.0,
+        lrc: str = "both",
+        drop: float = 0.0,
+        norm_layer=partial(nn.LayerNorm, eps=1e-6),
+        act_layer=nn.GELU,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.norm1 = norm_layer(dim, **dd)
@@ -241,6 +277,7 @@ class NonLinearProjection(nn.Module):
 
 class MixedDepthLogits(NamedTuple):
     """Training output of a mixed-depth model: logits of the deep and the shallow branch (one shared head)."""
+
     deep: torch.Tensor
     shallow: torch.Tensor
 
@@ -257,14 +294,18 @@ def lrc_coefficients(model: nn.Module) -> dict[str, dict[str, float]]:
         roles = getattr(module, "lrc_roles", None)
         if not roles:
             continue
-        found = {role: float(getattr(module, attr).bias.detach().float().cpu())
-                 for attr, role in roles.items() if isinstance(getattr(module, attr, None), LearnableCoefficient)}
+        found = {
+            role: float(getattr(module, attr).bias.detach().float().cpu())
+            for attr, role in roles.items()
+            if isinstance(getattr(module, attr, None), LearnableCoefficient)
+        }
         if found:
             values[name] = found
     return values
 
 
 # ------------------------------------------------------------------------------------- inference fusion (LRC)
+
 
 def _branch_scale(coefficient: nn.Module, layer_scale: Optional[nn.Module]) -> Optional[torch.Tensor]:
     """The factor a residual branch is multiplied by after its last linear layer (coefficient × LayerScale)."""
@@ -293,13 +334,17 @@ def _residual_layout(module: nn.Module):
     """Per residual connection of an LRC module: (identity coefficient, branch coefficient, LayerScale or None,
     the branch's last linear layer); None for other modules."""
     if isinstance(module, LRCBlock):
-        return (("coefficient1", "coefficient2", "ls1", "attn.proj"),
-                ("coefficient3", "coefficient4", "ls2", "mlp.fc2"))
+        return (
+            ("coefficient1", "coefficient2", "ls1", "attn.proj"),
+            ("coefficient3", "coefficient4", "ls2", "mlp.fc2"),
+        )
     if isinstance(module, NonLinearProjection):
         return (("coefficient1", "coefficient2", None, "mlp.fc2"),)
     if isinstance(module, LRCMixerBlock):
-        return (("coefficient1", "coefficient2", None, "mlp_tokens.fc2"),
-                ("coefficient3", "coefficient4", None, "mlp_channels.fc2"))
+        return (
+            ("coefficient1", "coefficient2", None, "mlp_tokens.fc2"),
+            ("coefficient3", "coefficient4", None, "mlp_channels.fc2"),
+        )
     return None
 
 
@@ -355,9 +400,13 @@ class InferenceLinear(nn.Linear):
         self.gelu = gelu  # None, or nn.GELU's ``approximate`` ("none" / "tanh")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and x.dtype == self.weight.dtype
-                and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
-                and _onednn_linear_available()):
+        if (
+            x.device.type == "cpu"
+            and x.dtype in (torch.float32, torch.bfloat16)
+            and x.dtype == self.weight.dtype
+            and not (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))
+            and _onednn_linear_available()
+        ):
             attr, algorithm = ("gelu", self.gelu) if self.gelu is not None else ("none", "")
             return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, self.bias, attr, [], algorithm)
         x = F.linear(x, self.weight, self.bias)
@@ -409,9 +458,11 @@ class _InferenceFusion:
 
     def train(self, mode: bool = True):
         if mode and getattr(self, "fused_for_inference", False):
-            raise RuntimeError(f"this {type(self).__name__} was fused for inference (fuse_for_inference()): its "
-                               "residual coefficients are folded into its linear layers and it cannot be trained; "
-                               "build the model again and load the unfused weights to train it")
+            raise RuntimeError(
+                f"this {type(self).__name__} was fused for inference (fuse_for_inference()): its "
+                "residual coefficients are folded into its linear layers and it cannot be trained; "
+                "build the model again and load the unfused weights to train it"
+            )
         return super().train(mode)
 
 
@@ -475,8 +526,9 @@ class ConvPooling(nn.Module):
         self.conv = nn.Conv2d(dim, out_dim, 3, 2, 1, groups=dim, device=device, dtype=dtype)
         self.fc = nn.Linear(dim, out_dim, device=device, dtype=dtype) if class_token else None
 
-    def forward(self, x: torch.Tensor,
-                cls: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, cls: Optional[torch.Tensor] = None
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         if self.fc is not None and cls is not None:
             cls = self.fc(cls)
         return self.conv(x), cls
@@ -502,11 +554,30 @@ class RecursiveStage(nn.Module):
     application of the model, from ``first_application``). The token count is fixed by ``img_size``, so the
     permutations are drawn for the static ``length`` (FX tracing never needs the input's size).
     """
-    def __init__(self, dim: int, num_blocks: int, loops: int, num_heads: int, mlp_ratio: float, nll_ratio: float,
-                 drop_path: Sequence[float], lrc: str, nll: bool, groups: Sequence[int] = (1,), length: int = 1,
-                 permutes=None, inverse: bool = True, first_application: int = 0, permutation_seed: int = 0,
-                 attn_drop: float = 0., proj_drop: float = 0., norm_layer=partial(nn.LayerNorm, eps=1e-6),
-                 device=None, dtype=None):
+
+    def __init__(
+        self,
+        dim: int,
+        num_blocks: int,
+        loops: int,
+        num_heads: int,
+        mlp_ratio: float,
+        nll_ratio: float,
+        drop_path: Sequence[float],
+        lrc: str,
+        nll: bool,
+        groups: Sequence[int] = (1,),
+        length: int = 1,
+        permutes=None,
+        inverse: bool = True,
+        first_application: int = 0,
+        permutation_seed: int = 0,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        norm_layer=partial(nn.LayerNorm, eps=1e-6),
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.num_blocks, self.loops, self.length, self.inverse = num_blocks, loops, length, inverse
@@ -515,8 +586,18 @@ class RecursiveStage(nn.Module):
         perms = []
         application = first_application
         for j in range(num_blocks):
-            block = SlicedLRCBlock(dim, num_heads, lrc=lrc, mlp_ratio=mlp_ratio, qkv_bias=True, proj_drop=proj_drop,
-                                   attn_drop=attn_drop, drop_path=drop_path[j], norm_layer=norm_layer, **dd)
+            block = SlicedLRCBlock(
+                dim,
+                num_heads,
+                lrc=lrc,
+                mlp_ratio=mlp_ratio,
+                qkv_bias=True,
+                proj_drop=proj_drop,
+                attn_drop=attn_drop,
+                drop_path=drop_path[j],
+                norm_layer=norm_layer,
+                **dd,
+            )
             for loop in range(loops):
                 g = groups[min(loop, len(groups) - 1)]
                 row = -1
@@ -529,8 +610,9 @@ class RecursiveStage(nn.Module):
                 self.slot_groups.append(g)
                 self.slot_perm.append(row)
                 if nll:
-                    modules.append(NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer,
-                                                       **dd))
+                    modules.append(
+                        NonLinearProjection(dim, nll_ratio, lrc=lrc, drop=proj_drop, norm_layer=norm_layer, **dd)
+                    )
                     self.slot_loop.append(loop)  # an NLL runs (and is skipped) with its block application
                     self.slot_groups.append(1)
                     self.slot_perm.append(-1)
@@ -552,8 +634,13 @@ class RecursiveStage(nn.Module):
             return None
         return self.fixed_perms[row]
 
-    def forward(self, x: torch.Tensor, cls: Optional[torch.Tensor] = None, eval_permutation: str = "fixed",
-                max_loops: Optional[int] = None) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cls: Optional[torch.Tensor] = None,
+        eval_permutation: str = "fixed",
+        max_loops: Optional[int] = None,
+    ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Run the stage's block applications in order on the map ``x`` (and the class token ``cls``, put first).
 
         ``max_loops`` skips the later loops (mixed depth's shallow branch). Returns the map and the class token.
@@ -587,6 +674,7 @@ class RecursiveStage(nn.Module):
 
 # ------------------------------------------------------------------------------------------------------ the model
 
+
 class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
     """SReT: spatial-pyramid recursive transformer with LRC, NLLs and sliced group self-attention.
 
@@ -617,20 +705,44 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             ``(head, head_dist)``, evaluation their mean). Off in every registered variant: SReT removes the
             distillation token (App. E) and the official ``*_distill`` checkpoints have one head.
     """
+
     __jit_unused_properties__ = ["unsliced_twin_kwargs"]  # a helper for building models, not for TorchScript
 
-    def __init__(self, img_size: int = 224, in_chans: int = 3, num_classes: int = 1000,
-                 base_dims: Sequence[int] = (32, 32, 32), heads: Sequence[int] = (2, 4, 8),
-                 num_blocks: Sequence[int] = (2, 5, 3), loops: int = 2,
-                 groups: Sequence[Sequence[int]] = ((8, 2), (4, 1), (1, 1)),
-                 groups1: Sequence[int] | None = None, groups2: Sequence[int] | None = None,
-                 mlp_ratio: float = 3.6, nll_ratio: float = 1.0, drop_rate: float = 0., attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.1, drop_path_schedule: str = "official", lrc: str = "both",
-                 nll: bool = True, stem: str = "conv", stem_channels: Sequence[int] | None = None,
-                 patch_size: int = 16, patch_stride: int = 8, class_token: bool = False,
-                 permutation: str = "P+I-L", eval_permutation: str = "fixed", permutation_seed: int = 0,
-                 mixed_depth: bool = False, mixed_depth_fusion: str = "sum_losses", distill_head: bool = False,
-                 global_pool: str | None = None, device=None, dtype=None):
+    def __init__(
+        self,
+        img_size: int = 224,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        base_dims: Sequence[int] = (32, 32, 32),
+        heads: Sequence[int] = (2, 4, 8),
+        num_blocks: Sequence[int] = (2, 5, 3),
+        loops: int = 2,
+        groups: Sequence[Sequence[int]] = ((8, 2), (4, 1), (1, 1)),
+        groups1: Sequence[int] | None = None,
+        groups2: Sequence[int] | None = None,
+        mlp_ratio: float = 3.6,
+        nll_ratio: float = 1.0,
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.1,
+        drop_path_schedule: str = "official",
+        lrc: str = "both",
+        nll: bool = True,
+        stem: str = "conv",
+        stem_channels: Sequence[int] | None = None,
+        patch_size: int = 16,
+        patch_stride: int = 8,
+        class_token: bool = False,
+        permutation: str = "P+I-L",
+        eval_permutation: str = "fixed",
+        permutation_seed: int = 0,
+        mixed_depth: bool = False,
+        mixed_depth_fusion: str = "sum_losses",
+        distill_head: bool = False,
+        global_pool: str | None = None,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         if not isinstance(img_size, int):  # timm's factory passes (H, W) for fixed-size models
@@ -640,16 +752,21 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         if global_pool is None:
             global_pool = "token" if class_token else "avg"
         _choice("global_pool", global_pool, ("avg", "token", ""))
-        for name, value, allowed in (("permutation", permutation, PERMUTATION_DESIGNS),
-                                     ("eval_permutation", eval_permutation, EVAL_PERMUTATIONS),
-                                     ("mixed_depth_fusion", mixed_depth_fusion, FUSIONS),
-                                     ("drop_path_schedule", drop_path_schedule, ("official", "linear")),
-                                     ("stem", stem, ("conv", "patch")), ("lrc", lrc, LRC_DESIGNS)):
+        for name, value, allowed in (
+            ("permutation", permutation, PERMUTATION_DESIGNS),
+            ("eval_permutation", eval_permutation, EVAL_PERMUTATIONS),
+            ("mixed_depth_fusion", mixed_depth_fusion, FUSIONS),
+            ("drop_path_schedule", drop_path_schedule, ("official", "linear")),
+            ("stem", stem, ("conv", "patch")),
+            ("lrc", lrc, LRC_DESIGNS),
+        ):
             _choice(name, value, allowed)
         num_stages = len(num_blocks)
         if not (len(base_dims) == len(heads) == num_stages):
-            raise ValueError(f"base_dims, heads and num_blocks need one entry per stage; got "
-                             f"{len(base_dims)}, {len(heads)}, {len(num_blocks)}")
+            raise ValueError(
+                f"base_dims, heads and num_blocks need one entry per stage; got "
+                f"{len(base_dims)}, {len(heads)}, {len(num_blocks)}"
+            )
         if loops < 1:
             raise ValueError(f"loops={loops}: each block must run at least once")
         if groups1 is not None or groups2 is not None:
@@ -658,13 +775,17 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             groups = tuple((a, b) for a, b in zip(g1, g2))
         groups = tuple(tuple(int(g) for g in (s if isinstance(s, Sequence) else (s,))) for s in groups)
         if len(groups) != num_stages or any(len(s) == 0 or min(s) < 1 for s in groups):
-            raise ValueError(f"groups={groups}: give one non-empty tuple of positive group counts per stage "
-                             f"({num_stages} stages), e.g. ((8, 2), (4, 1), (1, 1))")
+            raise ValueError(
+                f"groups={groups}: give one non-empty tuple of positive group counts per stage "
+                f"({num_stages} stages), e.g. ((8, 2), (4, 1), (1, 1))"
+            )
         if mixed_depth and distill_head:
             raise ValueError("mixed_depth and distill_head cannot be combined; enable one of them")
         if class_token and any(g > 1 for s in groups for g in s):
-            raise ValueError(f"class_token=True needs groups of 1 everywhere (got {groups}): "
-                             "a class token makes the token count indivisible")
+            raise ValueError(
+                f"class_token=True needs groups of 1 everywhere (got {groups}): "
+                "a class token makes the token count indivisible"
+            )
 
         self.num_classes, self.global_pool, self.in_chans = num_classes, global_pool, in_chans
         self.img_size, self.loops, self.groups = img_size, loops, groups
@@ -684,8 +805,10 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             grid = self.patch_embed.out_size(img_size)
             stem_out = dims[0]
         if stem_out != dims[0]:
-            raise ValueError(f"the stem ends with {stem_out} channels but stage 1 is {dims[0]} wide; "
-                             f"make stem_channels[-1] == base_dims[0]*heads[0]")
+            raise ValueError(
+                f"the stem ends with {stem_out} channels but stage 1 is {dims[0]} wide; "
+                f"make stem_channels[-1] == base_dims[0]*heads[0]"
+            )
         self.pos_embed = nn.Parameter(torch.zeros(1, dims[0], grid, grid, **dd))
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dims[0], **dd)) if class_token else None
         self.pos_drop = nn.Dropout(drop_rate)
@@ -693,11 +816,12 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         total = sum(num_blocks) * loops
         starts = [sum(num_blocks[:s]) * loops for s in range(num_stages)]
         if drop_path_schedule == "official":
-            rates = [[drop_path_rate * (starts[s] + j) / total for j in range(num_blocks[s])]
-                     for s in range(num_stages)]
+            rates = [
+                [drop_path_rate * (starts[s] + j) / total for j in range(num_blocks[s])] for s in range(num_stages)
+            ]
         else:
             ramp = torch.linspace(0, drop_path_rate, sum(num_blocks), device="cpu").tolist()
-            rates = [ramp[sum(num_blocks[:s]):sum(num_blocks[:s + 1])] for s in range(num_stages)]
+            rates = [ramp[sum(num_blocks[:s]) : sum(num_blocks[: s + 1])] for s in range(num_stages)]
         self.grid_sizes, self.feature_info = [], []
         transformers, pools = [], []
         application = 0
@@ -706,19 +830,41 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             tokens = grid * grid
             bad = [g for g in groups[s] if tokens % g]
             if bad:
-                raise ValueError(f"stage {s + 1} has {tokens} tokens at img_size={img_size}, not divisible by "
-                                 f"group count(s) {bad}; choose groups that divide it")
+                raise ValueError(
+                    f"stage {s + 1} has {tokens} tokens at img_size={img_size}, not divisible by "
+                    f"group count(s) {bad}; choose groups that divide it"
+                )
             # the fixed evaluation permutations (module docstring) are drawn by the stages, for the static token
             # count (img_size is fixed), seeded per block application of the whole model
-            stage = RecursiveStage(dims[s], num_blocks[s], loops, heads[s], mlp_ratio, nll_ratio, rates[s], lrc, nll,
-                                   groups=groups[s], length=tokens + int(class_token), permutes=self._permutes,
-                                   inverse=permutation != "P", first_application=application,
-                                   permutation_seed=permutation_seed, attn_drop=attn_drop_rate,
-                                   proj_drop=drop_rate, **dd)
+            stage = RecursiveStage(
+                dims[s],
+                num_blocks[s],
+                loops,
+                heads[s],
+                mlp_ratio,
+                nll_ratio,
+                rates[s],
+                lrc,
+                nll,
+                groups=groups[s],
+                length=tokens + int(class_token),
+                permutes=self._permutes,
+                inverse=permutation != "P",
+                first_application=application,
+                permutation_seed=permutation_seed,
+                attn_drop=attn_drop_rate,
+                proj_drop=drop_rate,
+                **dd,
+            )
             application += stage.num_applications
             transformers.append(stage)
-            self.feature_info.append(dict(num_chs=dims[s], reduction=(8 if stem == "conv" else patch_stride) * 2 ** s,
-                                          module=f"transformers.{s}"))
+            self.feature_info.append(
+                dict(
+                    num_chs=dims[s],
+                    reduction=(8 if stem == "conv" else patch_stride) * 2**s,
+                    module=f"transformers.{s}",
+                )
+            )
             if s < num_stages - 1:
                 pools.append(ConvPooling(dims[s], dims[s + 1], class_token, **dd))
                 grid = ConvPooling.out_size(grid)
@@ -732,9 +878,9 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         if distill_head:
             self.head_dist = nn.Linear(dims[-1], num_classes, **dd) if num_classes > 0 else nn.Identity()
 
-        trunc_normal_(self.pos_embed, std=.02)
+        trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
-            trunc_normal_(self.cls_token, std=.02)
+            trunc_normal_(self.cls_token, std=0.02)
         # PiT/official init: only LayerNorms are reset; Linear/Conv keep PyTorch's default init [code]
         for m in self.modules():
             if isinstance(m, nn.LayerNorm):
@@ -790,14 +936,18 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         if isinstance(x, torch.fx.Proxy):
             return  # symbolic tracing: no sizes to check
         if x.shape[-2:] != (self.img_size, self.img_size):
-            raise ValueError(f"input is {tuple(x.shape[-2:])} but the model was built for img_size={self.img_size}; "
-                             f"build it with img_size={x.shape[-1]} (checkpoints' pos_embed is resized on load)")
+            raise ValueError(
+                f"input is {tuple(x.shape[-2:])} but the model was built for img_size={self.img_size}; "
+                f"build it with img_size={x.shape[-1]} (checkpoints' pos_embed is resized on load)"
+            )
 
     def _stem(self, x: torch.Tensor) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Stem + positional embedding: the stage-1 map, and the class token (None without one)."""
         if torch.jit.is_scripting():
-            torch._assert(x.shape[-2] == self.img_size and x.shape[-1] == self.img_size,
-                          "the input size differs from the img_size the model was built for")
+            torch._assert(
+                x.shape[-2] == self.img_size and x.shape[-1] == self.img_size,
+                "the input size differs from the img_size the model was built for",
+            )
         else:
             self._check_input(x)
         x = self.pos_drop(self.patch_embed(x) + self.pos_embed)
@@ -823,10 +973,15 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
         maps.append(x)
         return maps
 
-    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
-                              norm: bool = False, stop_early: bool = False, output_fmt: str = "NCHW",
-                              intermediates_only: bool = False
-                              ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: Optional[Union[int, List[int]]] = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
         """timm's feature API (``features_only=True`` uses it): the output maps of the stages ``indices`` (timm's
         semantics: None = all, int n = the last n, a list = those) as B×C×H×W, strides 8/16/32. The final
         LayerNorm follows the global pooling (Fig. 2 of the paper), so it applies to no map; ``norm`` is moot.
@@ -839,7 +994,7 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             stages = self.transformers
             pools = self.pools
         else:
-            stages = self.transformers[:max_index + 1]
+            stages = self.transformers[: max_index + 1]
             pools = self.pools[:max_index]
         intermediates: List[torch.Tensor] = []
         last = 0
@@ -856,12 +1011,13 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             return intermediates
         return self._features(x, cls), intermediates
 
-    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> list[int]:
+    def prune_intermediate_layers(
+        self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
         """Drop the stages after the last of ``indices`` (and the head, and the final norm with ``prune_norm``)."""
         take_indices, max_index = feature_take_indices(len(self.transformers), indices)
         prune_end = max_index < len(self.transformers) - 1
-        self.transformers = self.transformers[:max_index + 1]
+        self.transformers = self.transformers[: max_index + 1]
         self.pools = self.pools[:max_index]
         if prune_end:  # features now end at the last kept stage; norm and head were sized for the final one
             self.num_features = self.head_hidden_size = self.dims[max_index]
@@ -904,7 +1060,9 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
             return self.forward_head(self.forward_features(x))
         deep = self.forward_head(self.forward_features(x), pre_logits=True)
         if self.mixed_depth_fusion == "mean_features":
-            return self._classify((deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2)
+            return self._classify(
+                (deep + self.forward_head(self.forward_features(x, max_loops=1), pre_logits=True)) / 2
+            )
         if self.training and not torch.jit.is_scripting():
             # both branches for the summed loss; a TorchScript module returns one tensor (the deep branch), as
             # timm's distilled DeiT does
@@ -914,6 +1072,7 @@ class SlicedRecursiveTransformer(_InferenceFusion, nn.Module):
 
 
 # ------------------------------------------------------------------------------------------ checkpoint loading
+
 
 def _shared_key_groups(model: nn.Module) -> list[list[str]]:
     """State-dict prefixes that name the same module (a shared block's copies), first name first."""
@@ -934,25 +1093,30 @@ def checkpoint_filter_fn(state_dict: dict, model: SlicedRecursiveTransformer) ->
     """
     state_dict = dict(state_dict)
     for names in _shared_key_groups(model):
-        suffixes = {k[len(n) + 1:] for n in names for k in state_dict if k.startswith(n + ".")}
+        suffixes = {k[len(n) + 1 :] for n in names for k in state_dict if k.startswith(n + ".")}
         for suffix in suffixes:
             present = [(n, state_dict[f"{n}.{suffix}"]) for n in names if f"{n}.{suffix}" in state_dict]
             ref_name, ref = present[0]
             for other, tensor in present[1:]:
                 if tensor.shape != ref.shape or not torch.equal(tensor, ref):
-                    raise ValueError(f"checkpoint has different tensors for the shared block copies "
-                                     f"{ref_name}.{suffix} and {other}.{suffix}; the block's loops must share "
-                                     "one tensor — fix the checkpoint or load one copy")
+                    raise ValueError(
+                        f"checkpoint has different tensors for the shared block copies "
+                        f"{ref_name}.{suffix} and {other}.{suffix}; the block's loops must share "
+                        "one tensor — fix the checkpoint or load one copy"
+                    )
             for n in names:
                 state_dict.setdefault(f"{n}.{suffix}", ref)
     pos = state_dict.get("pos_embed")
     target = getattr(model, "pos_embed", None)
     if pos is not None and target is not None and pos.shape != target.shape:
         if pos.ndim != 4 or pos.shape[:2] != target.shape[:2]:
-            raise ValueError(f"checkpoint pos_embed {tuple(pos.shape)} does not fit the model's "
-                             f"{tuple(target.shape)}: different width, not just another resolution")
-        state_dict["pos_embed"] = F.interpolate(pos.float(), size=target.shape[-2:], mode="bicubic",
-                                                align_corners=False).to(pos.dtype)
+            raise ValueError(
+                f"checkpoint pos_embed {tuple(pos.shape)} does not fit the model's "
+                f"{tuple(target.shape)}: different width, not just another resolution"
+            )
+        state_dict["pos_embed"] = F.interpolate(
+            pos.float(), size=target.shape[-2:], mode="bicubic", align_corners=False
+        ).to(pos.dtype)
     return state_dict
 
 
@@ -979,9 +1143,16 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
     one pass through the blocks).
     """
 
-    def __init__(self, loops: int = 2, loop_order: str = "internal", lrc: str = "none",
-                 nll_ratio: float | None = None, mixed_depth: bool = False, mixed_depth_fusion: str = "sum_losses",
-                 **kwargs):
+    def __init__(
+        self,
+        loops: int = 2,
+        loop_order: str = "internal",
+        lrc: str = "none",
+        nll_ratio: float | None = None,
+        mixed_depth: bool = False,
+        mixed_depth_fusion: str = "sum_losses",
+        **kwargs,
+    ):
         _choice("loop_order", loop_order, ("internal", "external"))
         _choice("lrc", lrc, LRC_DESIGNS)
         _choice("mixed_depth_fusion", mixed_depth_fusion, FUSIONS)
@@ -996,8 +1167,9 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
         self.nlls = None
         if nll_ratio:
             dd = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
-            self.nlls = nn.ModuleList(NonLinearProjection(self.embed_dim, nll_ratio, lrc=lrc, **dd)
-                                      for _ in range(depth * loops))
+            self.nlls = nn.ModuleList(
+                NonLinearProjection(self.embed_dim, nll_ratio, lrc=lrc, **dd) for _ in range(depth * loops)
+            )
 
     def _schedule(self, loops: int) -> list[int]:
         depth = len(self.blocks)
@@ -1042,9 +1214,16 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
                     application += 1
         return self.norm(x)
 
-    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
-                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
-                              output_fmt: str = "NCHW", intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ):
         """timm's ViT feature API over the recursion: intermediate i is distinct block i's output after its last
         application (and NLL); the final output is ``forward_features``'s."""
         if output_fmt not in ("NCHW", "NLC"):
@@ -1056,14 +1235,14 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
         last_use = {j: a for a, j in enumerate(schedule)}
         stop = last_use[max_index] if stop_early else len(schedule) - 1
         intermediates = []
-        for application, j in enumerate(schedule[:stop + 1]):
+        for application, j in enumerate(schedule[: stop + 1]):
             x = self.blocks[j](x)
             if self.nlls is not None:
                 x = self.nlls[application](x)
             if application == last_use[j] and j in take_indices:
                 intermediates.append(self.norm(x) if norm else x)
-        prefix = [y[:, :self.num_prefix_tokens] for y in intermediates] if self.num_prefix_tokens else None
-        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        prefix = [y[:, : self.num_prefix_tokens] for y in intermediates] if self.num_prefix_tokens else None
+        intermediates = [y[:, self.num_prefix_tokens :] for y in intermediates]
         if output_fmt == "NCHW":
             H, W = self.patch_embed.dynamic_feat_size((height, width))
             intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
@@ -1071,11 +1250,14 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
             intermediates = list(zip(intermediates, prefix))
         return intermediates if intermediates_only else (self.norm(x), intermediates)
 
-    def prune_intermediate_layers(self, indices: int | list[int] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> list[int]:
+    def prune_intermediate_layers(
+        self, indices: int | list[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
         if self.loop_order == "external" and self.nlls is not None:
-            raise ValueError("pruning an external-loop model with NLLs would re-index its NLLs; prune the "
-                             "internal-loop model or build a shallower one")
+            raise ValueError(
+                "pruning an external-loop model with NLLs would re-index its NLLs; prune the "
+                "internal-loop model or build a shallower one"
+            )
         return super().prune_intermediate_layers(indices, prune_norm=prune_norm, prune_head=prune_head)
 
     def lrc_coefficients(self) -> dict[str, dict[str, float]]:
@@ -1095,8 +1277,13 @@ class RecursiveVisionTransformer(_InferenceFusion, VisionTransformer):
 
 class LRCMixerBlock(MixerBlock):
     """timm's Mixer block with LRC on the token- and channel-mixing residuals [assumption: Eq. 9's form]."""
-    lrc_roles = {"coefficient1": "token_id", "coefficient2": "token_res",
-                 "coefficient3": "channel_id", "coefficient4": "channel_res"}
+
+    lrc_roles = {
+        "coefficient1": "token_id",
+        "coefficient2": "token_res",
+        "coefficient3": "channel_id",
+        "coefficient4": "channel_res",
+    }
 
     def __init__(self, dim: int, seq_len: int, *args, lrc: str = "both", **kwargs):
         super().__init__(dim, seq_len, *args, **kwargs)
@@ -1137,8 +1324,15 @@ class RecursiveMlpMixer(_InferenceFusion, MlpMixer):
                     x = block(x)
         return self.norm(x)
 
-    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | list[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ):
         """timm's Mixer feature API over the recursion: intermediate i is block i's output after its ``loops``
         applications; the final output is ``forward_features``'s."""
         if output_fmt not in ("NCHW", "NLC"):
@@ -1147,7 +1341,7 @@ class RecursiveMlpMixer(_InferenceFusion, MlpMixer):
         B, _, height, width = x.shape
         x = self.stem(x)
         intermediates = []
-        for i, block in enumerate(self.blocks[:max_index + 1] if stop_early else self.blocks):
+        for i, block in enumerate(self.blocks[: max_index + 1] if stop_early else self.blocks):
             for _ in range(self.loops):
                 x = block(x)
             if i in take_indices:
@@ -1163,50 +1357,87 @@ class RecursiveMlpMixer(_InferenceFusion, MlpMixer):
 
 # -------------------------------------------------------------------------------------------- registration
 
+
 def _cfg(input_size: int = 224, **kwargs) -> dict:
     # the positional embedding is fixed to img_size (Sec. 4 of the paper; official code), hence fixed_input_size
-    return {"num_classes": 1000, "input_size": (3, input_size, input_size), "pool_size": (input_size // 32,) * 2,
-            "fixed_input_size": True,
-            "crop_pct": 0.875 if input_size == 224 else 1.0, "interpolation": "bicubic",
-            "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
-            "first_conv": "patch_embed.conv1", "classifier": "head", **kwargs}
+    return {
+        "num_classes": 1000,
+        "input_size": (3, input_size, input_size),
+        "pool_size": (input_size // 32,) * 2,
+        "fixed_input_size": True,
+        "crop_pct": 0.875 if input_size == 224 else 1.0,
+        "interpolation": "bicubic",
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "first_conv": "patch_embed.conv1",
+        "classifier": "head",
+        **kwargs,
+    }
 
 
 _SRET_NAMES = [
-    "SReT_T", "SReT_LT", "SReT_S", "SReT_T_distill", "SReT_LT_distill", "SReT_S_distill",
-    "SReT_T_wo_slice", "SReT_LT_wo_slice", "SReT_S_wo_slice", "SReT_T_wo_slice_distill", "SReT_LT_wo_slice_distill",
-    "SReT_S_wo_slice_distill", "SReT_ExT_placeholder", "SReT_B_as_printed",
+    "SReT_T",
+    "SReT_LT",
+    "SReT_S",
+    "SReT_T_distill",
+    "SReT_LT_distill",
+    "SReT_S_distill",
+    "SReT_T_wo_slice",
+    "SReT_LT_wo_slice",
+    "SReT_S_wo_slice",
+    "SReT_T_wo_slice_distill",
+    "SReT_LT_wo_slice_distill",
+    "SReT_S_wo_slice_distill",
+    "SReT_ExT_placeholder",
+    "SReT_B_as_printed",
 ]
-_FINETUNE_NAMES = {"SReT_T_finetune_384": 384, "SReT_LT_finetune_384": 384, "SReT_T_wo_slice_finetune_384": 384,
-                   "SReT_LT_wo_slice_finetune_384": 384, "SReT_S_wo_slice_finetune_384": 384,
-                   "SReT_S_wo_slice_finetune_512": 512}
-default_cfgs = generate_default_cfgs({
-    **{name: _cfg() for name in _SRET_NAMES},
-    **{name: _cfg(size) for name, size in _FINETUNE_NAMES.items()},
-    "deit_tiny_naive_recursive": _cfg(first_conv="patch_embed.proj", pool_size=None),
-    "SReT_108": _cfg(first_conv="patch_embed.proj", pool_size=None),
-    "SReT_108_mixed_depth": _cfg(first_conv="patch_embed.proj", pool_size=None),
-    "mixer_b16_224_recursive": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pool_size=None),
-    "mixer_b16_224_recursive_lrc": _cfg(first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5),
-                                        pool_size=None),
-})
+_FINETUNE_NAMES = {
+    "SReT_T_finetune_384": 384,
+    "SReT_LT_finetune_384": 384,
+    "SReT_T_wo_slice_finetune_384": 384,
+    "SReT_LT_wo_slice_finetune_384": 384,
+    "SReT_S_wo_slice_finetune_384": 384,
+    "SReT_S_wo_slice_finetune_512": 512,
+}
+default_cfgs = generate_default_cfgs(
+    {
+        **{name: _cfg() for name in _SRET_NAMES},
+        **{name: _cfg(size) for name, size in _FINETUNE_NAMES.items()},
+        "deit_tiny_naive_recursive": _cfg(first_conv="patch_embed.proj", pool_size=None),
+        "SReT_108": _cfg(first_conv="patch_embed.proj", pool_size=None),
+        "SReT_108_mixed_depth": _cfg(first_conv="patch_embed.proj", pool_size=None),
+        "mixer_b16_224_recursive": _cfg(
+            first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pool_size=None
+        ),
+        "mixer_b16_224_recursive_lrc": _cfg(
+            first_conv="stem.proj", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pool_size=None
+        ),
+    }
+)
 
 # Variant configs (Table 10, App. G; the official code's stems and ratios).
 # Widths = base_dims × heads: T/TL 64/128/256, S 126/252/504.
-_TINY = dict(base_dims=(32, 32, 32), heads=(2, 4, 8), num_blocks=(2, 5, 3), mlp_ratio=3.6, nll_ratio=1.0,
-             drop_path_rate=0.1)
+_TINY = dict(
+    base_dims=(32, 32, 32), heads=(2, 4, 8), num_blocks=(2, 5, 3), mlp_ratio=3.6, nll_ratio=1.0, drop_path_rate=0.1
+)
 _TINY_LARGE = dict(_TINY, mlp_ratio=4.0)
-_SMALL = dict(base_dims=(42, 42, 42), heads=(3, 6, 12), num_blocks=(2, 5, 3), mlp_ratio=3.0, nll_ratio=2.0,
-              drop_path_rate=0.2)
+_SMALL = dict(
+    base_dims=(42, 42, 42), heads=(3, 6, 12), num_blocks=(2, 5, 3), mlp_ratio=3.0, nll_ratio=2.0, drop_path_rate=0.2
+)
 _SLICED = dict(groups=((8, 2), (4, 1), (1, 1)))
 _NOT_SLICED = dict(groups=((1, 1), (1, 1), (1, 1)))
 
 
 def _create_sret(variant: str, pretrained: bool = False, **kwargs) -> SlicedRecursiveTransformer:
     out_indices = kwargs.pop("out_indices", (0, 1, 2))
-    return build_model_with_cfg(SlicedRecursiveTransformer, variant, pretrained,
-                                pretrained_filter_fn=checkpoint_filter_fn,
-                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
+    return build_model_with_cfg(
+        SlicedRecursiveTransformer,
+        variant,
+        pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
+        **kwargs,
+    )
 
 
 def _sret(variant: str, config: dict, pretrained: bool, kwargs: dict, **extra) -> SlicedRecursiveTransformer:
@@ -1328,8 +1559,12 @@ def SReT_ExT_placeholder(pretrained=False, **kwargs) -> SlicedRecursiveTransform
     T widths, blocks (1, 2, 4), FFN 3.0, NLL 0.5, groups [2,2][2,2][1,1]: fitted to the printed 4.0M / 0.7G
     (3,981,856 params, 0.707 GMACs). Not the paper's model.
     """
-    return _sret("SReT_ExT_placeholder", dict(_TINY, num_blocks=(1, 2, 4), mlp_ratio=3.0, nll_ratio=0.5,
-                                              groups=((2, 2), (2, 2), (1, 1))), pretrained, kwargs)
+    return _sret(
+        "SReT_ExT_placeholder",
+        dict(_TINY, num_blocks=(1, 2, 4), mlp_ratio=3.0, nll_ratio=0.5, groups=((2, 2), (2, 2), (1, 1))),
+        pretrained,
+        kwargs,
+    )
 
 
 @register_model
@@ -1340,9 +1575,21 @@ def SReT_B_as_printed(pretrained=False, **kwargs) -> SlicedRecursiveTransformer:
     Stem 96→168→336, widths 336/672/1344, FFN 3.0, NLL 2.0, no slicing; heads are not given (head dim 42 as in
     SReT-S [assumption]). The paper's SReT-B cannot be reconstructed; use this only as a B-size config.
     """
-    return _sret("SReT_B_as_printed", dict(base_dims=(42, 42, 42), heads=(8, 16, 32), num_blocks=(2, 5, 3),
-                                           mlp_ratio=3.0, nll_ratio=2.0, drop_path_rate=0.2,
-                                           stem_channels=(96, 168, 336), **_NOT_SLICED), pretrained, kwargs)
+    return _sret(
+        "SReT_B_as_printed",
+        dict(
+            base_dims=(42, 42, 42),
+            heads=(8, 16, 32),
+            num_blocks=(2, 5, 3),
+            mlp_ratio=3.0,
+            nll_ratio=2.0,
+            drop_path_rate=0.2,
+            stem_channels=(96, 168, 336),
+            **_NOT_SLICED,
+        ),
+        pretrained,
+        kwargs,
+    )
 
 
 _DEIT_TINY = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3)
@@ -1367,15 +1614,19 @@ def SReT_108(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
 
     The paper gives only "one-third of DeiT-108" (48.4M); this is 16.4M. ``nll_ratio=1.0`` adds NLLs.
     """
-    return _create_recursive_vit("SReT_108", pretrained,
-                                 **{**_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", **kwargs})
+    return _create_recursive_vit(
+        "SReT_108", pretrained, **{**_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", **kwargs}
+    )
 
 
 @register_model
 def SReT_108_mixed_depth(pretrained=False, **kwargs) -> RecursiveVisionTransformer:
     """SReT-108 with mixed-depth training (App. B): shallow branch = one pass through the 36 blocks."""
-    return _create_recursive_vit("SReT_108_mixed_depth", pretrained, **{
-        **_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", "mixed_depth": True, **kwargs})
+    return _create_recursive_vit(
+        "SReT_108_mixed_depth",
+        pretrained,
+        **{**_DEIT_TINY, "depth": 36, "loops": 3, "lrc": "both", "mixed_depth": True, **kwargs},
+    )
 
 
 _MIXER_B16 = dict(patch_size=16, num_blocks=12, embed_dim=768)
@@ -1384,12 +1635,17 @@ _MIXER_B16 = dict(patch_size=16, num_blocks=12, embed_dim=768)
 @register_model
 def mixer_b16_224_recursive(pretrained=False, **kwargs) -> RecursiveMlpMixer:
     """Fig. 7(1): Mixer-B/16 with each layer applied twice (59,880,472 params, 2× the FLOPs)."""
-    return build_model_with_cfg(RecursiveMlpMixer, "mixer_b16_224_recursive", pretrained,
-                                **{**_MIXER_B16, "loops": 2, **kwargs})
+    return build_model_with_cfg(
+        RecursiveMlpMixer, "mixer_b16_224_recursive", pretrained, **{**_MIXER_B16, "loops": 2, **kwargs}
+    )
 
 
 @register_model
 def mixer_b16_224_recursive_lrc(pretrained=False, **kwargs) -> RecursiveMlpMixer:
     """Fig. 7(1): recursive Mixer-B/16 with learnable residual coefficients."""
-    return build_model_with_cfg(RecursiveMlpMixer, "mixer_b16_224_recursive_lrc", pretrained,
-                                **{**_MIXER_B16, "loops": 2, "lrc": "both", **kwargs})
+    return build_model_with_cfg(
+        RecursiveMlpMixer,
+        "mixer_b16_224_recursive_lrc",
+        pretrained,
+        **{**_MIXER_B16, "loops": 2, "lrc": "both", **kwargs},
+    )

@@ -29,6 +29,7 @@ Analysis hooks for Tables 6 and 7 (on a trained model, no retraining): ``StepsNe
 the last blocks of step i; ``stepsnet_analysis(model, ...)`` sets them for the duration of a ``with`` block.
 ``StepsNet.register_state_hook`` reports the full-width state after every block (the shortcut-ratio probe).
 """
+
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -40,17 +41,33 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import (Attention, ClassifierHead, DropPath, LayerNorm, Mlp, RmsNorm, SwiGLU, get_act_layer,
-                         get_norm_layer)
+from timm.layers import (
+    Attention,
+    ClassifierHead,
+    DropPath,
+    LayerNorm,
+    Mlp,
+    RmsNorm,
+    SwiGLU,
+    get_act_layer,
+    get_norm_layer,
+)
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from timm.models.resnet import BasicBlock, Bottleneck, ResNet
-from timm.models.swin_transformer import (PatchMerging, SwinTransformer, SwinTransformerBlock,
-                                          resolve_stage_window_sizes)
+from timm.models.swin_transformer import PatchMerging, SwinTransformer, SwinTransformerBlock, resolve_stage_window_sizes
 from timm.models.vision_transformer import Block, VisionTransformer
 
-__all__ = ["StepsNet", "ReverseStepsNet", "StepsVisionTransformer", "StepsSwinTransformer", "StepsResNet",
-           "TransformerLM", "stepsnet_analysis", "residual_blocks"]
+__all__ = [
+    "StepsNet",
+    "ReverseStepsNet",
+    "StepsVisionTransformer",
+    "StepsSwinTransformer",
+    "StepsResNet",
+    "TransformerLM",
+    "stepsnet_analysis",
+    "residual_blocks",
+]
 
 
 # ----------------------------------------------------------------------------------------------- the macro
@@ -70,9 +87,14 @@ class StepsNet(nn.Module):
     trailing input channels before the first step; ``skip_last[i]`` skips the last blocks of step ``i``.
     """
 
-    def __init__(self, widths: Sequence[int], depths: Sequence[int],
-                 make_block: Callable[[int, int, int], nn.Module], in_width: Optional[int] = None,
-                 channel_dim: int = -1):
+    def __init__(
+        self,
+        widths: Sequence[int],
+        depths: Sequence[int],
+        make_block: Callable[[int, int, int], nn.Module],
+        in_width: Optional[int] = None,
+        channel_dim: int = -1,
+    ):
         super().__init__()
         widths, depths = [int(w) for w in widths], [int(d) for d in depths]
         if not widths or len(widths) != len(depths):
@@ -85,11 +107,13 @@ class StepsNet(nn.Module):
         if in_width not in widths:
             raise ValueError(f"StepsNet in_width {in_width} must be one of the step widths {widths}")
         if any(d > 0 for w, d in zip(widths, depths) if w > in_width):
-            raise ValueError(f"StepsNet steps wider than in_width {in_width} must be empty; got widths {widths}, "
-                             f"depths {depths}")
+            raise ValueError(
+                f"StepsNet steps wider than in_width {in_width} must be empty; got widths {widths}, depths {depths}"
+            )
         self.widths, self.depths, self.in_width, self.channel_dim = widths, depths, in_width, channel_dim
         self.steps = nn.ModuleList(
-            nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths)))
+            nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths))
+        )
         self._slices = self.slices()
         self._split_sizes = [hi - lo for lo, hi in self._slices]  # Python ints (TorchScript, fx); 0 = empty
         self.mask_first = 0
@@ -128,9 +152,9 @@ class StepsNet(nn.Module):
         d = self.channel_dim
         keep = torch.ones(x.shape[d], dtype=x.dtype, device=x.device)
         if self.mask_first:
-            keep[:self.mask_first] = 0
+            keep[: self.mask_first] = 0
         if self.mask_last:
-            keep[keep.shape[0] - self.mask_last:] = 0
+            keep[keep.shape[0] - self.mask_last :] = 0
         shape = [1] * x.dim()
         shape[d] = -1
         return x * keep.view(shape)
@@ -138,8 +162,9 @@ class StepsNet(nn.Module):
     @torch.jit.unused
     def _check_input(self, x: torch.Tensor) -> None:
         if isinstance(x, torch.Tensor) and x.shape[self.channel_dim] != self.in_width:  # (not an fx Proxy)
-            raise ValueError(f"StepsNet expects {self.in_width} channels on dim {self.channel_dim}, got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"StepsNet expects {self.in_width} channels on dim {self.channel_dim}, got shape {tuple(x.shape)}"
+            )
 
     @torch.jit.unused  # analysis hooks are Python callables; a scripted model never calls this
     def _has_state_hooks(self) -> bool:
@@ -163,8 +188,9 @@ class StepsNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_intermediates(x, [])[0]
 
-    def forward_intermediates(self, x: torch.Tensor, take_indices: List[int], stop_index: int = -1
-                              ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+    def forward_intermediates(
+        self, x: torch.Tensor, take_indices: List[int], stop_index: int = -1
+    ) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         """The output and the full-width states (``full_state``) after the blocks at ``take_indices`` (forward
         order); with ``stop_index`` >= 0 the blocks after that one are not run and the output is the state
         there. Python-int control flow only, so TorchScript and torch.fx follow it."""
@@ -219,17 +245,24 @@ class ReverseStepsNet(nn.Module):
     Parameters and FLOPs equal those of the StepsNet with the same blocks.
     """
 
-    def __init__(self, widths: Sequence[int], depths: Sequence[int],
-                 make_block: Callable[[int, int, int], nn.Module], channel_dim: int = -1):
+    def __init__(
+        self,
+        widths: Sequence[int],
+        depths: Sequence[int],
+        make_block: Callable[[int, int, int], nn.Module],
+        channel_dim: int = -1,
+    ):
         super().__init__()
         widths, depths = [int(w) for w in widths], [int(d) for d in depths]
         if not widths or len(widths) != len(depths) or any(b >= a for a, b in zip(widths, widths[1:])):
-            raise ValueError(f"ReverseStepsNet needs strictly decreasing widths with one depth each; got {widths}, "
-                             f"{depths}")
+            raise ValueError(
+                f"ReverseStepsNet needs strictly decreasing widths with one depth each; got {widths}, {depths}"
+            )
         self.widths, self.depths, self.channel_dim = widths, depths, channel_dim
         self.in_width = widths[0]
         self.steps = nn.ModuleList(
-            nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths)))
+            nn.Sequential(*[make_block(i, j, w) for j in range(d)]) for i, (w, d) in enumerate(zip(widths, depths))
+        )
 
     def __iter__(self):
         return (block for step in self.steps for block in step)
@@ -262,8 +295,13 @@ def stepsnet_modules(model: nn.Module) -> list[StepsNet]:
 
 
 @contextmanager
-def stepsnet_analysis(model: nn.Module, mask_first: int = 0, mask_last: int = 0,
-                      drop_last: Optional[dict[int, int]] = None, stage: Optional[int] = None):
+def stepsnet_analysis(
+    model: nn.Module,
+    mask_first: int = 0,
+    mask_last: int = 0,
+    drop_last: Optional[dict[int, int]] = None,
+    stage: Optional[int] = None,
+):
     """Temporarily apply the Table 6/7 interventions to the model's StepsNet.
 
     ``mask_first``/``mask_last``: zero that many first (slow path, ``x_1``) / last (fast paths) channels of
@@ -280,8 +318,10 @@ def stepsnet_analysis(model: nn.Module, mask_first: int = 0, mask_last: int = 0,
         if not 0 <= i < len(net.steps) or not 0 <= k <= len(net.steps[i]):
             raise ValueError(f"cannot drop {k} blocks of step {i}: the StepsNet has depths {net.depths}")
     if mask_first + mask_last > net.in_width or min(mask_first, mask_last) < 0:
-        raise ValueError(f"mask_first={mask_first} and mask_last={mask_last} must be >= 0 and together fit the "
-                         f"{net.in_width} input channels")
+        raise ValueError(
+            f"mask_first={mask_first} and mask_last={mask_last} must be >= 0 and together fit the "
+            f"{net.in_width} input channels"
+        )
     saved = (net.mask_first, net.mask_last, list(net.skip_last))
     net.mask_first, net.mask_last = mask_first, mask_last
     for i, k in (drop_last or {}).items():
@@ -305,7 +345,7 @@ def _set_drop_path(blocks: Sequence[nn.Module], max_rate: float) -> None:
     """Stochastic depth rising linearly over *all* blocks in forward order (timm's rule; Appendix A recipes)."""
     n = len(blocks)
     for k, block in enumerate(blocks):
-        rate = max_rate * k / (n - 1) if n > 1 else 0.
+        rate = max_rate * k / (n - 1) if n > 1 else 0.0
         if hasattr(block, "drop_path1"):  # timm Block / SwinTransformerBlock
             block.drop_path1 = DropPath(rate) if rate > 0 else nn.Identity()
             block.drop_path2 = DropPath(rate) if rate > 0 else nn.Identity()
@@ -338,39 +378,88 @@ class StepsVisionTransformer(VisionTransformer):
         ``attn_layer``) go to every block, as they would in the baseline.
     """
 
-    def __init__(self, steps: Sequence[Sequence[int]], mlp_ratio: float = 4., qkv_bias: bool = True,
-                 qk_norm: bool = False, scale_attn_norm: bool = False, scale_mlp_norm: bool = False,
-                 proj_bias: bool = True, init_values: Optional[float] = None, proj_drop_rate: float = 0.,
-                 attn_drop_rate: float = 0., drop_path_rate: float = 0., norm_layer=None, act_layer=None,
-                 block_fn: Callable[..., nn.Module] = Block, mlp_layer: Callable[..., nn.Module] = Mlp,
-                 attn_layer=Attention, weight_init: str = '', device=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        steps: Sequence[Sequence[int]],
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        qk_norm: bool = False,
+        scale_attn_norm: bool = False,
+        scale_mlp_norm: bool = False,
+        proj_bias: bool = True,
+        init_values: Optional[float] = None,
+        proj_drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        norm_layer=None,
+        act_layer=None,
+        block_fn: Callable[..., nn.Module] = Block,
+        mlp_layer: Callable[..., nn.Module] = Mlp,
+        attn_layer=Attention,
+        weight_init: str = '',
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
         _check_steps(steps, "Steps-DeiT")
         for key in ("embed_dim", "depth", "num_heads"):
             if key in kwargs:
                 raise ValueError(f"Steps-DeiT takes its widths from 'steps', not {key!r}")
         widths, heads, depths = zip(*[tuple(int(v) for v in s) for s in steps])
-        super().__init__(embed_dim=widths[-1], depth=0, num_heads=heads[-1], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
-                         qk_norm=qk_norm, proj_bias=proj_bias, init_values=init_values, proj_drop_rate=proj_drop_rate,
-                         attn_drop_rate=attn_drop_rate, norm_layer=norm_layer, act_layer=act_layer,
-                         weight_init='skip', device=device, dtype=dtype, **kwargs)
+        super().__init__(
+            embed_dim=widths[-1],
+            depth=0,
+            num_heads=heads[-1],
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            qk_norm=qk_norm,
+            proj_bias=proj_bias,
+            init_values=init_values,
+            proj_drop_rate=proj_drop_rate,
+            attn_drop_rate=attn_drop_rate,
+            norm_layer=norm_layer,
+            act_layer=act_layer,
+            weight_init='skip',
+            device=device,
+            dtype=dtype,
+            **kwargs,
+        )
         norm_layer = get_norm_layer(norm_layer) or LayerNorm  # timm ViT's default (eps 1e-6)
         act_layer = get_act_layer(act_layer) or nn.GELU
         first_index = [sum(depths[:i]) for i in range(len(depths))]  # a block's index in forward order
 
         def make_block(i, j, width):
-            return block_fn(dim=width, num_heads=heads[i], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                            scale_attn_norm=scale_attn_norm, scale_mlp_norm=scale_mlp_norm, proj_bias=proj_bias,
-                            init_values=init_values, proj_drop=proj_drop_rate, attn_drop=attn_drop_rate,
-                            norm_layer=norm_layer, act_layer=act_layer, mlp_layer=mlp_layer, attn_layer=attn_layer,
-                            depth=first_index[i] + j, device=device, dtype=dtype)
+            return block_fn(
+                dim=width,
+                num_heads=heads[i],
+                mlp_ratio=mlp_ratio,
+                qkv_bias=qkv_bias,
+                qk_norm=qk_norm,
+                scale_attn_norm=scale_attn_norm,
+                scale_mlp_norm=scale_mlp_norm,
+                proj_bias=proj_bias,
+                init_values=init_values,
+                proj_drop=proj_drop_rate,
+                attn_drop=attn_drop_rate,
+                norm_layer=norm_layer,
+                act_layer=act_layer,
+                mlp_layer=mlp_layer,
+                attn_layer=attn_layer,
+                depth=first_index[i] + j,
+                device=device,
+                dtype=dtype,
+            )
 
         self.blocks = StepsNet(widths, depths, make_block)
         _set_drop_path(list(self.blocks), drop_path_rate)
         self.step_heads = heads
         # one feature per block, as timm's ViT; each is the full-width state [y_i, x_{i+1..n}] (StepsNet.full_state)
         reduction = self.patch_embed.feat_ratio(as_scalar=True)
-        self.feature_info = [dict(module=f"blocks.steps.{i}.{j}", num_chs=widths[-1], reduction=reduction)
-                             for i, d in enumerate(depths) for j in range(d)]
+        self.feature_info = [
+            dict(module=f"blocks.steps.{i}.{j}", num_chs=widths[-1], reduction=reduction)
+            for i, d in enumerate(depths)
+            for j in range(d)
+        ]
         self.weight_init_mode = 'reset' if weight_init == 'skip' else weight_init
         if weight_init != 'skip' and not _on_meta():
             self.init_weights(needs_reset=False)
@@ -387,9 +476,16 @@ class StepsVisionTransformer(VisionTransformer):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
 
-    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
-                              return_prefix_tokens: bool = False, norm: bool = False, stop_early: bool = False,
-                              output_fmt: str = 'NCHW', intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: Optional[Union[int, List[int]]] = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = 'NCHW',
+        intermediates_only: bool = False,
+    ):
         """timm's ViT ``forward_intermediates``: one feature per block (in forward order), each the full-width
         state ``[y_i, x_{i+1..n}]`` after that block, so every feature has ``embed_dim`` channels."""
         if output_fmt not in ('NCHW', 'NLC'):
@@ -400,8 +496,8 @@ class StepsVisionTransformer(VisionTransformer):
         x, intermediates = self.blocks.forward_intermediates(x, take_indices, max_index if stop_early else -1)
         if norm:
             intermediates = [self.norm(y) for y in intermediates]
-        prefix_tokens = [y[:, :self.num_prefix_tokens] for y in intermediates]
-        intermediates = [y[:, self.num_prefix_tokens:] for y in intermediates]
+        prefix_tokens = [y[:, : self.num_prefix_tokens] for y in intermediates]
+        intermediates = [y[:, self.num_prefix_tokens :] for y in intermediates]
         if output_fmt == 'NCHW':
             H, W = self.patch_embed.dynamic_feat_size((height, width))
             intermediates = [y.reshape(B, H, W, -1).permute(0, 3, 1, 2).contiguous() for y in intermediates]
@@ -411,11 +507,12 @@ class StepsVisionTransformer(VisionTransformer):
             return intermediates
         return self.norm(x), intermediates
 
-    def prune_intermediate_layers(self, indices: Union[int, List[int]] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> List[int]:
+    def prune_intermediate_layers(
+        self, indices: Union[int, List[int]] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> List[int]:
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         self.blocks.truncate(max_index + 1)
-        self.feature_info = self.feature_info[:max_index + 1]
+        self.feature_info = self.feature_info[: max_index + 1]
         if prune_norm:
             self.norm = nn.Identity()
         if prune_head:
@@ -439,13 +536,28 @@ class StepsSwinTransformer(SwinTransformer):
     Shifted windows restart in every step: block j of a step is shifted when j is odd [ASSUMED, docs/stepsnet.md].
     """
 
-    def __init__(self, stage_steps: Sequence[Optional[Sequence[Sequence[int]]]], embed_dim: int = 96,
-                 depths: Sequence[int] = (2, 2, 6, 2), num_heads: Sequence[int] = (3, 6, 12, 24),
-                 window_size=7, always_partition: bool = False, strict_img_size: bool = True,
-                 dynamic_img_size: bool = False, mlp_ratio: float = 4., qkv_bias: bool = True,
-                 proj_drop_rate: float = 0., attn_drop_rate: float = 0., drop_path_rate: float = 0.1,
-                 norm_layer=nn.LayerNorm, reverse: bool = False, weight_init: str = '', device=None, dtype=None,
-                 **kwargs):
+    def __init__(
+        self,
+        stage_steps: Sequence[Optional[Sequence[Sequence[int]]]],
+        embed_dim: int = 96,
+        depths: Sequence[int] = (2, 2, 6, 2),
+        num_heads: Sequence[int] = (3, 6, 12, 24),
+        window_size=7,
+        always_partition: bool = False,
+        strict_img_size: bool = True,
+        dynamic_img_size: bool = False,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        proj_drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.1,
+        norm_layer=nn.LayerNorm,
+        reverse: bool = False,
+        weight_init: str = '',
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
         if len(stage_steps) != len(depths):
             raise ValueError(f"stage_steps needs one entry per stage ({len(depths)}), got {len(stage_steps)}")
         for s, steps in enumerate(stage_steps):
@@ -454,13 +566,26 @@ class StepsSwinTransformer(SwinTransformer):
                 if not any(d for w, h, d in steps):
                     raise ValueError(f"Steps-Swin stage {s + 1} has no blocks in any step; use None for a plain stage")
         dd = dict(device=device, dtype=dtype)
-        nominal = [int(embed_dim * 2 ** i) for i in range(len(depths))]
+        nominal = [int(embed_dim * 2**i) for i in range(len(depths))]
         widths = [n if s is None else max(w for w, h, d in s if d > 0) for n, s in zip(nominal, stage_steps)]
-        super().__init__(embed_dim=embed_dim, depths=[d if s is None else 0 for d, s in zip(depths, stage_steps)],
-                         num_heads=num_heads, window_size=window_size, always_partition=always_partition,
-                         strict_img_size=strict_img_size, dynamic_img_size=dynamic_img_size, mlp_ratio=mlp_ratio,
-                         qkv_bias=qkv_bias, proj_drop_rate=proj_drop_rate, attn_drop_rate=attn_drop_rate,
-                         drop_path_rate=0., norm_layer=norm_layer, weight_init='skip', **dd, **kwargs)
+        super().__init__(
+            embed_dim=embed_dim,
+            depths=[d if s is None else 0 for d, s in zip(depths, stage_steps)],
+            num_heads=num_heads,
+            window_size=window_size,
+            always_partition=always_partition,
+            strict_img_size=strict_img_size,
+            dynamic_img_size=dynamic_img_size,
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            proj_drop_rate=proj_drop_rate,
+            attn_drop_rate=attn_drop_rate,
+            drop_path_rate=0.0,
+            norm_layer=norm_layer,
+            weight_init='skip',
+            **dd,
+            **kwargs,
+        )
         norm_layer = get_norm_layer(norm_layer) if isinstance(norm_layer, str) else norm_layer
         windows = resolve_stage_window_sizes(window_size, len(depths))
         dynamic_mask = dynamic_img_size or not strict_img_size
@@ -479,10 +604,20 @@ class StepsSwinTransformer(SwinTransformer):
 
             def make_block(i, j, width, _heads=step_heads, _res=stage.output_resolution, _window=window):
                 return SwinTransformerBlock(
-                    dim=width, input_resolution=_res, num_heads=_heads[width], window_size=_window,
-                    shift_size=0 if j % 2 == 0 else tuple(w // 2 for w in _window), always_partition=always_partition,
-                    dynamic_mask=dynamic_mask, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
-                    attn_drop=attn_drop_rate, norm_layer=norm_layer, **dd)
+                    dim=width,
+                    input_resolution=_res,
+                    num_heads=_heads[width],
+                    window_size=_window,
+                    shift_size=0 if j % 2 == 0 else tuple(w // 2 for w in _window),
+                    always_partition=always_partition,
+                    dynamic_mask=dynamic_mask,
+                    mlp_ratio=mlp_ratio,
+                    qkv_bias=qkv_bias,
+                    proj_drop=proj_drop_rate,
+                    attn_drop=attn_drop_rate,
+                    norm_layer=norm_layer,
+                    **dd,
+                )
 
             if reverse:
                 kept = [(w, d) for w, h, d in steps if w <= widths[s]]
@@ -492,9 +627,14 @@ class StepsSwinTransformer(SwinTransformer):
         if widths[-1] != self.num_features:
             self.num_features = self.head_hidden_size = widths[-1]
             self.norm = norm_layer(widths[-1], **dd)
-            self.head = ClassifierHead(widths[-1], self.num_classes, pool_type=self.global_pool,
-                                       drop_rate=self.head.drop.p if hasattr(self.head, "drop") else 0.,
-                                       input_fmt=self.output_fmt, **dd)
+            self.head = ClassifierHead(
+                widths[-1],
+                self.num_classes,
+                pool_type=self.global_pool,
+                drop_rate=self.head.drop.p if hasattr(self.head, "drop") else 0.0,
+                input_fmt=self.output_fmt,
+                **dd,
+            )
             self.head_hidden_size = self.head.num_features
         self.stage_widths = tuple(widths)
         _set_drop_path(residual_blocks(self), drop_path_rate)
@@ -524,9 +664,18 @@ class StepsResNet(ResNet):
         drop_path_rate: max stochastic depth, linear over all blocks in forward order.
     """
 
-    def __init__(self, block, layers: Sequence[int], stage_steps: Sequence[Optional[Sequence[Sequence[int]]]],
-                 channels: Sequence[int] = (64, 128, 256, 512), act_layer=nn.ReLU, norm_layer=nn.BatchNorm2d,
-                 drop_path_rate: float = 0., zero_init_last: bool = True, **kwargs):
+    def __init__(
+        self,
+        block,
+        layers: Sequence[int],
+        stage_steps: Sequence[Optional[Sequence[Sequence[int]]]],
+        channels: Sequence[int] = (64, 128, 256, 512),
+        act_layer=nn.ReLU,
+        norm_layer=nn.BatchNorm2d,
+        drop_path_rate: float = 0.0,
+        zero_init_last: bool = True,
+        **kwargs,
+    ):
         if len(stage_steps) != len(layers):
             raise ValueError(f"stage_steps needs one entry per stage ({len(layers)}), got {len(stage_steps)}")
         for s, steps in enumerate(stage_steps):
@@ -535,16 +684,32 @@ class StepsResNet(ResNet):
             if any(len(t) != 2 or t[0] <= 0 or t[1] < 0 for t in steps):
                 raise ValueError(f"Steps-ResNet steps are (bottleneck width, depth) pairs, got {steps}")
             if steps[-1][0] != channels[s]:  # the stage width is kept (Table 12), so the widest step must span it
-                raise ValueError(f"Steps-ResNet stage {s + 1}: the widest step must be the stage width "
-                                 f"{channels[s]} (Table 12 widths, possibly ×0), got {steps[-1][0]}")
-        super().__init__(block=block, layers=[n if s is None else 1 for n, s in zip(layers, stage_steps)],
-                         channels=channels, act_layer=act_layer, norm_layer=norm_layer, drop_path_rate=0.,
-                         zero_init_last=zero_init_last, **kwargs)
+                raise ValueError(
+                    f"Steps-ResNet stage {s + 1}: the widest step must be the stage width "
+                    f"{channels[s]} (Table 12 widths, possibly ×0), got {steps[-1][0]}"
+                )
+        super().__init__(
+            block=block,
+            layers=[n if s is None else 1 for n, s in zip(layers, stage_steps)],
+            channels=channels,
+            act_layer=act_layer,
+            norm_layer=norm_layer,
+            drop_path_rate=0.0,
+            zero_init_last=zero_init_last,
+            **kwargs,
+        )
         # the arguments timm's make_blocks gives every block, so the step blocks match the baseline's
-        block_kwargs = dict(cardinality=kwargs.get("cardinality", 1), base_width=kwargs.get("base_width", 64),
-                            reduce_first=kwargs.get("block_reduce_first", 1), aa_layer=kwargs.get("aa_layer"),
-                            act_layer=get_act_layer(act_layer), norm_layer=get_norm_layer(norm_layer),
-                            device=kwargs.get("device"), dtype=kwargs.get("dtype"), **(kwargs.get("block_args") or {}))
+        block_kwargs = dict(
+            cardinality=kwargs.get("cardinality", 1),
+            base_width=kwargs.get("base_width", 64),
+            reduce_first=kwargs.get("block_reduce_first", 1),
+            aa_layer=kwargs.get("aa_layer"),
+            act_layer=get_act_layer(act_layer),
+            norm_layer=get_norm_layer(norm_layer),
+            device=kwargs.get("device"),
+            dtype=kwargs.get("dtype"),
+            **(kwargs.get("block_args") or {}),
+        )
         e = block.expansion
         for s, steps in enumerate(stage_steps):
             if steps is None:
@@ -553,9 +718,15 @@ class StepsResNet(ResNet):
             def make_block(i, j, width):
                 return block(width, width // e, **block_kwargs)
 
-            getattr(self, f"layer{s + 1}").append(StepsNet(
-                [int(w) * e for w, _ in steps], [int(d) for _, d in steps], make_block, in_width=channels[s] * e,
-                channel_dim=1))
+            getattr(self, f"layer{s + 1}").append(
+                StepsNet(
+                    [int(w) * e for w, _ in steps],
+                    [int(d) for _, d in steps],
+                    make_block,
+                    in_width=channels[s] * e,
+                    channel_dim=1,
+                )
+            )
         _set_drop_path(residual_blocks(self), drop_path_rate)
         self.init_weights(zero_init_last=zero_init_last)
 
@@ -572,8 +743,9 @@ def _rotate(x: torch.Tensor, base: float) -> torch.Tensor:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, rope_base: float = 10000., attn_drop: float = 0., device=None,
-                 dtype=None):
+    def __init__(
+        self, dim: int, num_heads: int, rope_base: float = 10000.0, attn_drop: float = 0.0, device=None, dtype=None
+    ):
         super().__init__()
         if dim % num_heads or (dim // num_heads) % 2:
             raise ValueError(f"width {dim} with {num_heads} heads needs an even head dim for rotary embeddings")
@@ -585,16 +757,25 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
         q, k = _rotate(q, self.rope_base), _rotate(k, self.rope_base)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                             dropout_p=self.attn_drop if self.training else 0.)
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.attn_drop if self.training else 0.0
+        )
         return self.proj(out.transpose(1, 2).reshape(B, T, C))
 
 
 class DecoderBlock(nn.Module):
     """LLaMA-style pre-norm decoder block: RMSNorm → causal attention (RoPE) → RMSNorm → SwiGLU."""
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 8 / 3, drop: float = 0.,
-                 drop_path: float = 0., device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_ratio: float = 8 / 3,
+        drop: float = 0.0,
+        drop_path: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = dict(device=device, dtype=dtype)
         self.norm1 = RmsNorm(dim, **dd)
@@ -621,9 +802,19 @@ class TransformerLM(nn.Module):
         steps: ``((width, heads, depth), ...)`` narrow to wide; the widest is the model width.
     """
 
-    def __init__(self, steps: Sequence[Sequence[int]], vocab_size: int = 50_000, mlp_ratio: float = 8 / 3,
-                 seq_len: int = 128, drop_rate: float = 0., drop_path_rate: float = 0., tie_embeddings: bool = True,
-                 device=None, dtype=None, **kwargs):
+    def __init__(
+        self,
+        steps: Sequence[Sequence[int]],
+        vocab_size: int = 50_000,
+        mlp_ratio: float = 8 / 3,
+        seq_len: int = 128,
+        drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        tie_embeddings: bool = True,
+        device=None,
+        dtype=None,
+        **kwargs,
+    ):
         super().__init__()
         kwargs = {k: v for k, v in kwargs.items() if k not in ("num_classes", "in_chans", "global_pool")}
         if kwargs:
@@ -634,8 +825,9 @@ class TransformerLM(nn.Module):
         dd = dict(device=device, dtype=dtype)
         self.tok_embed = nn.Embedding(vocab_size, widths[-1], **dd)
         self.drop = nn.Dropout(drop_rate)
-        self.blocks = StepsNet(widths, depths,
-                               lambda i, j, w: DecoderBlock(w, heads[i], mlp_ratio=mlp_ratio, drop=drop_rate, **dd))
+        self.blocks = StepsNet(
+            widths, depths, lambda i, j, w: DecoderBlock(w, heads[i], mlp_ratio=mlp_ratio, drop=drop_rate, **dd)
+        )
         _set_drop_path(list(self.blocks), drop_path_rate)
         self.norm = RmsNorm(widths[-1], **dd)
         self.lm_head = nn.Linear(widths[-1], vocab_size, bias=False, **dd)
@@ -652,8 +844,7 @@ class TransformerLM(nn.Module):
 
     def example_inputs(self, input_size=None, batch_size: int = 1) -> tuple:
         """Token ids for one forward pass; ``input_size`` is the sequence length (int or its last element)."""
-        seq = self.seq_len if input_size is None else int(input_size if isinstance(input_size, int)
-                                                          else input_size[-1])
+        seq = self.seq_len if input_size is None else int(input_size if isinstance(input_size, int) else input_size[-1])
         device = self.tok_embed.weight.device
         if device.type == "meta":
             return (torch.zeros(batch_size, seq, dtype=torch.long, device=device),)
@@ -672,9 +863,18 @@ class TransformerLM(nn.Module):
 
 # ----------------------------------------------------------------------------------------- builders
 def _cfg(**kwargs):
-    return {"num_classes": 1000, "input_size": (3, 224, 224), "pool_size": None, "crop_pct": 0.875,
-            "interpolation": "bicubic", "fixed_input_size": True, "mean": IMAGENET_DEFAULT_MEAN,
-            "std": IMAGENET_DEFAULT_STD, "license": "apache-2.0", **kwargs}
+    return {
+        "num_classes": 1000,
+        "input_size": (3, 224, 224),
+        "pool_size": None,
+        "crop_pct": 0.875,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "license": "apache-2.0",
+        **kwargs,
+    }
 
 
 def _deit_cfg(**kwargs):
@@ -686,8 +886,14 @@ def _swin_cfg(**kwargs):
 
 
 def _resnet_cfg(**kwargs):
-    return _cfg(first_conv="conv1", classifier="fc", fixed_input_size=False, interpolation="bilinear", pool_size=(7, 7),
-                **kwargs)
+    return _cfg(
+        first_conv="conv1",
+        classifier="fc",
+        fixed_input_size=False,
+        interpolation="bilinear",
+        pool_size=(7, 7),
+        **kwargs,
+    )
 
 
 def _lm_cfg(**kwargs):
@@ -697,16 +903,23 @@ def _lm_cfg(**kwargs):
 # Table 5(a): 7 steps at 136·2^((i-5)/2) with the halving allocation (2k, k, ..., k) [DERIVED, docs/stepsnet.md]
 _W136_WIDTHS = (34, 48, 68, 96, 136, 192, 272)
 _W136_HEADS = (1, 1, 1, 2, 2, 3, 4)  # head dim ≈ 64 as DeiT's [ASSUMED]
-_W136_ALLOC = {24: (6, 3, 3, 3, 3, 3, 3), 36: (9, 4, 5, 4, 5, 4, 5), 48: (12, 6, 6, 6, 6, 6, 6),
-               72: (18, 9, 9, 9, 9, 9, 9), 96: (24, 12, 12, 12, 12, 12, 12)}
+_W136_ALLOC = {
+    24: (6, 3, 3, 3, 3, 3, 3),
+    36: (9, 4, 5, 4, 5, 4, 5),
+    48: (12, 6, 6, 6, 6, 6, 6),
+    72: (18, 9, 9, 9, 9, 9, 9),
+    96: (24, 12, 12, 12, 12, 12, 12),
+}
 
 _STEPS_DEIT_S = ((192, 3), (272, 4), (384, 6))
 _TABLE9 = ((0, 0, 12), (2, 1, 11), (6, 3, 9), (12, 6, 6), (18, 9, 3), (22, 11, 1))
-_TABLE8 = {1: ((384, 6, 12),),
-           2: ((272, 4, 12), (384, 6, 6)),
-           3: ((192, 3, 12), (272, 4, 6), (384, 6, 6)),
-           4: ((136, 2, 12), (192, 3, 6), (272, 4, 6), (384, 6, 6)),
-           5: ((96, 2, 12), (136, 2, 6), (192, 3, 6), (272, 4, 6), (384, 6, 6))}
+_TABLE8 = {
+    1: ((384, 6, 12),),
+    2: ((272, 4, 12), (384, 6, 6)),
+    3: ((192, 3, 12), (272, 4, 6), (384, 6, 6)),
+    4: ((136, 2, 12), (192, 3, 6), (272, 4, 6), (384, 6, 6)),
+    5: ((96, 2, 12), (136, 2, 6), (192, 3, 6), (272, 4, 6), (384, 6, 6)),
+}
 
 _SWIN_T = dict(embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24))
 _SWIN_S = dict(embed_dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24))
@@ -721,70 +934,113 @@ _STEPS_SWIN_B_STAGE4 = ((256, 8, 4), (360, 12, 2), (512, 16, 2), (720, 24, 2), (
 _SWIN_FIXFLOPS = {24: (68, (2, 2, 18, 2)), 48: (48, (4, 4, 36, 4)), 72: (39, (6, 6, 54, 6)), 96: (34, (8, 8, 72, 8))}
 
 # Table 12 (bottleneck dims; the first, downsample block of each stage is not listed)
-_STEPS_R18 = (None, None, ((64, 2), (90, 1), (128, 1), (181, 1), (256, 0)),
-              ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 0)))
+_STEPS_R18 = (
+    None,
+    None,
+    ((64, 2), (90, 1), (128, 1), (181, 1), (256, 0)),
+    ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 0)),
+)
 # Steps-ResNet-18 at half width (not a paper model): stage widths 32/64/128/256 and Table 12's step widths halved
 # (45/90/181 for 90/181/362, rounded down), the same depths; the backbone of the embedded downstream presets
-_STEPS_R18_W32 = (None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
-                  ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0)))
-_STEPS_R34 = (None, None, ((64, 6), (90, 3), (128, 3), (181, 3), (256, 2)),
-              ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 1)))
+_STEPS_R18_W32 = (
+    None,
+    None,
+    ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
+    ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0)),
+)
+_STEPS_R34 = (
+    None,
+    None,
+    ((64, 6), (90, 3), (128, 3), (181, 3), (256, 2)),
+    ((64, 2), (90, 1), (128, 1), (181, 1), (256, 1), (362, 1), (512, 1)),
+)
 
 # Table 4 [ASSUMED, docs/stepsnet.md]; 368 = 8 heads × 46 for 512/√2 (362, 360 and 368 all round 512/√2)
-_LM = {"transformer_lm_30m": ((384, 6, 6),),
-       "steps_lm_30m": ((192, 3, 6), (272, 4, 3), (384, 6, 3)),
-       "transformer_lm_44m": ((512, 8, 6),),
-       "steps_lm_45m": ((256, 4, 6), (368, 8, 3), (512, 8, 3)),
-       "transformer_lm_63m": ((512, 8, 12),),
-       "steps_lm_64m": ((256, 4, 12), (368, 8, 6), (512, 8, 6))}
+_LM = {
+    "transformer_lm_30m": ((384, 6, 6),),
+    "steps_lm_30m": ((192, 3, 6), (272, 4, 3), (384, 6, 3)),
+    "transformer_lm_44m": ((512, 8, 6),),
+    "steps_lm_45m": ((256, 4, 6), (368, 8, 3), (512, 8, 3)),
+    "transformer_lm_63m": ((512, 8, 12),),
+    "steps_lm_64m": ((256, 4, 12), (368, 8, 6), (512, 8, 6)),
+}
 
 
 def _swin_fixflops_heads(c0: int) -> tuple:
     h0 = max(1, round(c0 / 32))  # head dim ≈ 32-34 as Swin's [ASSUMED]
-    return tuple(h0 * 2 ** i for i in range(4))
+    return tuple(h0 * 2**i for i in range(4))
 
 
-default_cfgs = generate_default_cfgs({
-    **{name: _resnet_cfg() for name in ("steps_resnet18", "steps_resnet18_w32", "steps_resnet34", "steps_resnet50")},
-    **{name: _deit_cfg() for name in ("steps_deit_tiny", "steps_deit_small", "steps_deit_base",
-                                      "steps_deit_base_302l")},
-    **{f"steps_deit_small_n{n}": _deit_cfg() for n in _TABLE8},
-    **{f"steps_deit_small_d{a}_{b}_{c}": _deit_cfg() for a, b, c in _TABLE9},
-    **{f"deit_w136_d{d}": _deit_cfg() for d in _W136_ALLOC},
-    **{f"steps_deit_w136_d{d}": _deit_cfg() for d in _W136_ALLOC},
-    **{name: _swin_cfg() for name in ("steps_swin_tiny", "steps_swin_small", "steps_swin_base",
-                                      "steps_swin_tiny_reverse", "steps_swin_fixflops_d14")},
-    **{f"steps_swin_tiny_stage{s}": _swin_cfg() for s in range(1, 5)},
-    **{f"swin_fixflops_d{d}": _swin_cfg() for d in _SWIN_FIXFLOPS},
-    **{name: _lm_cfg() for name in _LM},
-})
+default_cfgs = generate_default_cfgs(
+    {
+        **{
+            name: _resnet_cfg() for name in ("steps_resnet18", "steps_resnet18_w32", "steps_resnet34", "steps_resnet50")
+        },
+        **{
+            name: _deit_cfg()
+            for name in ("steps_deit_tiny", "steps_deit_small", "steps_deit_base", "steps_deit_base_302l")
+        },
+        **{f"steps_deit_small_n{n}": _deit_cfg() for n in _TABLE8},
+        **{f"steps_deit_small_d{a}_{b}_{c}": _deit_cfg() for a, b, c in _TABLE9},
+        **{f"deit_w136_d{d}": _deit_cfg() for d in _W136_ALLOC},
+        **{f"steps_deit_w136_d{d}": _deit_cfg() for d in _W136_ALLOC},
+        **{
+            name: _swin_cfg()
+            for name in (
+                "steps_swin_tiny",
+                "steps_swin_small",
+                "steps_swin_base",
+                "steps_swin_tiny_reverse",
+                "steps_swin_fixflops_d14",
+            )
+        },
+        **{f"steps_swin_tiny_stage{s}": _swin_cfg() for s in range(1, 5)},
+        **{f"swin_fixflops_d{d}": _swin_cfg() for d in _SWIN_FIXFLOPS},
+        **{name: _lm_cfg() for name in _LM},
+    }
+)
 
 
 def _create_steps_deit(variant: str, pretrained: bool = False, **kwargs) -> StepsVisionTransformer:
     out_indices = kwargs.pop('out_indices', 3)  # timm's ViT default: the last 3 blocks
-    return build_model_with_cfg(StepsVisionTransformer, variant, pretrained,
-                                feature_cfg=dict(out_indices=out_indices, feature_cls='getter'), **kwargs)
+    return build_model_with_cfg(
+        StepsVisionTransformer,
+        variant,
+        pretrained,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )
 
 
 def _create_vit(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
     skip = _on_meta() and "weight_init" not in kwargs
-    model = build_model_with_cfg(VisionTransformer, variant, pretrained,
-                                 **dict(kwargs, **({"weight_init": "skip"} if skip else {})))
+    model = build_model_with_cfg(
+        VisionTransformer, variant, pretrained, **dict(kwargs, **({"weight_init": "skip"} if skip else {}))
+    )
     if skip:
         model.weight_init_mode = ''  # a later init_weights() is timm's default init
     return model
 
 
 def _create_steps_swin(variant: str, pretrained: bool = False, **kwargs) -> StepsSwinTransformer:
-    return build_model_with_cfg(StepsSwinTransformer, variant, pretrained,
-                                feature_cfg=dict(flatten_sequential=True, out_indices=(0, 1, 2, 3)), **kwargs)
+    return build_model_with_cfg(
+        StepsSwinTransformer,
+        variant,
+        pretrained,
+        feature_cfg=dict(flatten_sequential=True, out_indices=(0, 1, 2, 3)),
+        **kwargs,
+    )
 
 
 def _create_swin(variant: str, pretrained: bool = False, **kwargs) -> SwinTransformer:
     skip = _on_meta() and "weight_init" not in kwargs
-    model = build_model_with_cfg(SwinTransformer, variant, pretrained,
-                                 feature_cfg=dict(flatten_sequential=True, out_indices=(0, 1, 2, 3)),
-                                 **dict(kwargs, **({"weight_init": "skip"} if skip else {})))
+    model = build_model_with_cfg(
+        SwinTransformer,
+        variant,
+        pretrained,
+        feature_cfg=dict(flatten_sequential=True, out_indices=(0, 1, 2, 3)),
+        **dict(kwargs, **({"weight_init": "skip"} if skip else {})),
+    )
     if skip:
         model.weight_init_mode = ''
     return model
@@ -1116,14 +1372,19 @@ def steps_deit_small_d22_11_1(pretrained=False, **kwargs) -> StepsVisionTransfor
 def steps_swin_tiny_reverse(pretrained=False, **kwargs) -> StepsSwinTransformer:
     """Table 10's reverse (wide-to-narrow) design on Steps-Swin-T: stage 3 384×3 → 272×3 → 192×6, stage 4
     544×2 → 384×2 → 272×2 → 192×4 at a 544-wide stage 4 [ASSUMED, docs/stepsnet.md]."""
-    args = dict(_SWIN_T, window_size=7, reverse=True,
-                stage_steps=(None, None, _STEPS_SWIN_T_STAGE3, _STEPS_SWIN_TS_STAGE4))
+    args = dict(
+        _SWIN_T, window_size=7, reverse=True, stage_steps=(None, None, _STEPS_SWIN_T_STAGE3, _STEPS_SWIN_TS_STAGE4)
+    )
     return _create_steps_swin("steps_swin_tiny_reverse", pretrained, **dict(args, **kwargs))
 
 
 def _table11(stage, pretrained, kwargs):
-    steps = {1: ((68, 2, 2), (96, 3, 1)), 2: ((136, 4, 2), (192, 6, 1)),  # [ASSUMED] 2-step (2, 1), Table 11
-             3: _STEPS_SWIN_T_STAGE3, 4: _STEPS_SWIN_TS_STAGE4}[stage]
+    steps = {
+        1: ((68, 2, 2), (96, 3, 1)),
+        2: ((136, 4, 2), (192, 6, 1)),  # [ASSUMED] 2-step (2, 1), Table 11
+        3: _STEPS_SWIN_T_STAGE3,
+        4: _STEPS_SWIN_TS_STAGE4,
+    }[stage]
     stage_steps = tuple(steps if s == stage else None for s in range(1, 5))
     args = dict(_SWIN_T, window_size=7, stage_steps=stage_steps)
     return _create_steps_swin(f"steps_swin_tiny_stage{stage}", pretrained, **dict(args, **kwargs))

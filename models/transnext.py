@@ -38,6 +38,7 @@ timm's model API: ``forward_features``/``forward_head``, ``forward_intermediates
 ``device``/``dtype`` construction. torch.fx traces it (the attention mixers and the geometry lookup are leaf
 modules); TorchScript does not compile it (see docs/transnext.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,17 @@ from timm.models._features import feature_take_indices
 from torch import Tensor, nn
 from torch.utils.flop_counter import register_flop_formula
 
-__all__ = ["TransNeXt", "AggregatedAttention", "Attention", "ConvolutionalGLU", "GatedLinearUnit", "Mlp",
-           "FFN_LAYERS", "checkpoint_filter_fn", "NO_WEIGHT_DECAY_KEYWORDS"]
+__all__ = [
+    "TransNeXt",
+    "AggregatedAttention",
+    "Attention",
+    "ConvolutionalGLU",
+    "GatedLinearUnit",
+    "Mlp",
+    "FFN_LAYERS",
+    "checkpoint_filter_fn",
+    "NO_WEIGHT_DECAY_KEYWORDS",
+]
 
 # Parameters whose names contain these words get no weight decay (official `no_weight_decay_keywords`).
 NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb", "temperature")
@@ -79,15 +89,16 @@ NO_WEIGHT_DECAY_KEYWORDS = ("query_embedding", "relative_pos_bias_local", "cpb",
 # (B, heads, 1, N) weight slabs over d (docs/benchmarks.md).
 # ----------------------------------------------------------------------------------------------------
 
+
 def _padded(t: Tensor, height: int, width: int, r: int) -> Tensor:
     """(B, heads, c, N) -> zero-padded (B, heads, c, H+2r, W+2r) copy. Only the border is zeroed: F.pad fills the
     whole buffer and then copies the interior over it, one more pass over the map (1.6-1.9x slower at stage 1)."""
     out = t.new_empty(*t.shape[:-1], height + 2 * r, width + 2 * r)
     out[..., :r, :].zero_()
-    out[..., height + r:, :].zero_()
-    out[..., r:height + r, :r].zero_()
-    out[..., r:height + r, width + r:].zero_()
-    out[..., r:height + r, r:width + r].copy_(t.unflatten(-1, (height, width)))
+    out[..., height + r :, :].zero_()
+    out[..., r : height + r, :r].zero_()
+    out[..., r : height + r, width + r :].zero_()
+    out[..., r : height + r, r : width + r].copy_(t.unflatten(-1, (height, width)))
     return out
 
 
@@ -105,7 +116,7 @@ def window_qk(query: Tensor, key: Tensor, height: int, width: int, window: int) 
     out = query.new_empty(b, h, window * window, height, width)
     product = torch.empty_like(q)  # one buffer for every tap's product, not k² fresh allocations of q's size
     for o, i, j in _offsets(window):  # k² taps, each over the whole tensor
-        torch.mul(q, k[..., i:i + height, j:j + width], out=product)
+        torch.mul(q, k[..., i : i + height, j : j + width], out=product)
         torch.sum(product, dim=2, out=out[:, :, o])
     return out.view(b, h, window * window, n)
 
@@ -119,9 +130,9 @@ def window_av(attn: Tensor, value: Tensor, height: int, width: int, window: int)
     a = attn.to(value.dtype).contiguous().unflatten(-1, (height, width)).unsqueeze(3)  # (B, heads, k², 1, H, W)
     v = _padded(value, height, width, window // 2)
     (_, i, j), *taps = _offsets(window)
-    out = a[:, :, 0] * v[..., i:i + height, j:j + width]  # the first tap writes out: no zero-filled start
+    out = a[:, :, 0] * v[..., i : i + height, j : j + width]  # the first tap writes out: no zero-filled start
     for o, i, j in taps:
-        out.addcmul_(a[:, :, o], v[..., i:i + height, j:j + width])
+        out.addcmul_(a[:, :, o], v[..., i : i + height, j : j + width])
     return out.view(b, h, d, n)
 
 
@@ -134,8 +145,8 @@ def window_scatter(attn: Tensor, source: Tensor, height: int, width: int, window
     x = source.unflatten(-1, (height, width))
     out = source.new_zeros(b, h, d, height + 2 * r, width + 2 * r)
     for o, i, j in _offsets(window):
-        out[..., i:i + height, j:j + width].addcmul_(a[:, :, o], x)
-    return out[..., r:r + height, r:r + width].reshape(b, h, d, n)
+        out[..., i : i + height, j : j + width].addcmul_(a[:, :, o], x)
+    return out[..., r : r + height, r : r + width].reshape(b, h, d, n)
 
 
 def window_qk_decomposed(query: Tensor, key: Tensor, height: int, width: int, window: int) -> Tensor:
@@ -145,7 +156,7 @@ def window_qk_decomposed(query: Tensor, key: Tensor, height: int, width: int, wi
     r = window // 2
     q = query.unflatten(-1, (height, width))
     k = F.pad(key.unflatten(-1, (height, width)), (r, r, r, r))
-    taps = [(q * k[..., i:i + height, j:j + width]).sum(2) for _, i, j in _offsets(window)]
+    taps = [(q * k[..., i : i + height, j : j + width]).sum(2) for _, i, j in _offsets(window)]
     return torch.stack(taps, dim=2).flatten(-2)
 
 
@@ -156,7 +167,7 @@ def window_av_decomposed(attn: Tensor, value: Tensor, height: int, width: int, w
     v = F.pad(value.unflatten(-1, (height, width)), (r, r, r, r))
     out = a[:, :, :1] * v[..., :height, :width]
     for o, i, j in _offsets(window)[1:]:
-        out = out + a[:, :, o:o + 1] * v[..., i:i + height, j:j + width]
+        out = out + a[:, :, o : o + 1] * v[..., i : i + height, j : j + width]
     return out.flatten(-2)
 
 
@@ -225,6 +236,7 @@ for _op in (torch.ops.transnext.window_qk, torch.ops.transnext.window_av, torch.
 # The log-CPB MLP over its coordinate grid
 # ----------------------------------------------------------------------------------------------------
 
+
 def _cpb_hidden(axis_h: Tensor, axis_w: Tensor, w1: Tensor, b1: Tensor) -> Tensor:
     """ReLU(fc1(table)) over the grid ``table[u, v] = (axis_h[u], axis_w[v])``: (Uh, Uw, hidden). fc1 of a grid
     point is a per-row term plus a per-column term, so this is one broadcast sum, not a GEMM with K = 2."""
@@ -254,7 +266,7 @@ def cpb_mlp(axis_h: Tensor, axis_w: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, 
     out = w2.new_empty(axis_h.shape[0] * uw, heads)
     for lo, hi in _cpb_row_chunks(axis_h, axis_w, w1):
         hidden = _cpb_hidden(axis_h[lo:hi], axis_w, w1, b1).flatten(0, 1)
-        torch.addmm(b2, hidden, w2.t(), out=out[lo * uw:hi * uw])
+        torch.addmm(b2, hidden, w2.t(), out=out[lo * uw : hi * uw])
     return out
 
 
@@ -276,7 +288,7 @@ def _cpb_mlp_backward(ctx, grad):
     cols = w1.new_zeros(uw, w1.shape[0])  # ... and over each grid column
     for lo, hi in _cpb_row_chunks(axis_h, axis_w, w1):
         hidden = _cpb_hidden(axis_h[lo:hi], axis_w, w1, b1).flatten(0, 1)
-        g = grad[lo * uw:hi * uw]
+        g = grad[lo * uw : hi * uw]
         grad_w2.addmm_(g.t(), hidden)
         grad_hidden = torch.ops.aten.threshold_backward(g.mm(w2), hidden, 0).view(hi - lo, uw, -1)
         torch.sum(grad_hidden, 1, out=rows[lo:hi])
@@ -307,6 +319,7 @@ def swattention_available() -> bool:
     if _SWATTENTION is None and not _SWATTENTION_FAILED and find_spec("swattention") is not None:
         try:
             import swattention  # noqa: F401
+
             _SWATTENTION = swattention
         except ImportError as e:
             _disable_swattention(e)
@@ -316,8 +329,12 @@ def swattention_available() -> bool:
 def _disable_swattention(error: Exception) -> None:
     global _SWATTENTION, _SWATTENTION_FAILED
     _SWATTENTION, _SWATTENTION_FAILED = None, True
-    warnings.warn(f"swattention CUDA extension unusable ({type(error).__name__}: {error}); "
-                  f"falling back to the native window attention", RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"swattention CUDA extension unusable ({type(error).__name__}: {error}); "
+        f"falling back to the native window attention",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 class _SwQkRpb(torch.autograd.Function):
@@ -353,6 +370,7 @@ class _SwAv(torch.autograd.Function):
 # ----------------------------------------------------------------------------------------------------
 # Dense helpers: channels-first projections, and two autograd functions that save less for backward
 # ----------------------------------------------------------------------------------------------------
+
 
 def _linear_cf(x_t: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     """``F.linear`` applied to a channels-first view: (B, C_in, N) -> contiguous (B, C_out, N).
@@ -445,9 +463,17 @@ class _GatedConvFC(torch.autograd.Function):
         b, n, c = gate.shape
         grad_gate, grad_conv_weight, grad_conv_bias = torch.ops.aten.convolution_backward(
             grad_conv.view(b, height, width, c).permute(0, 3, 1, 2),
-            gate.reshape(b, height, width, c).permute(0, 3, 1, 2), conv_weight,
-            [c] if conv_bias is not None else None, [1, 1], [1, 1], [1, 1], False, [0, 0], c,
-            [need[0], need[2], need[3] and conv_bias is not None])
+            gate.reshape(b, height, width, c).permute(0, 3, 1, 2),
+            conv_weight,
+            [c] if conv_bias is not None else None,
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            c,
+            [need[0], need[2], need[3] and conv_bias is not None],
+        )
         if grad_gate is not None:
             grad_gate = grad_gate.permute(0, 2, 3, 1).reshape(b, n, c)
         return grad_gate, grad_value, grad_conv_weight, grad_conv_bias, grad_fc_weight, grad_fc_bias, None, None, None
@@ -456,6 +482,7 @@ class _GatedConvFC(torch.autograd.Function):
 # ----------------------------------------------------------------------------------------------------
 # Geometry: everything that depends on the input size, derived from it and cached (never in state_dict)
 # ----------------------------------------------------------------------------------------------------
+
 
 def stage_size(size: Tuple[int, int], stage: int, patch_size: int = 4) -> Tuple[int, int]:
     """Token grid of ``stage`` (0-based) for an H×W input, by the overlapping patch embeddings' arithmetic."""
@@ -466,8 +493,9 @@ def stage_size(size: Tuple[int, int], stage: int, patch_size: int = 4) -> Tuple[
     return h, w
 
 
-def relative_position_cpb(query_size: Tuple[int, int], key_size: Tuple[int, int],
-                          pretrain_size: Tuple[int, int]) -> Tuple[Tensor, Tensor, Tensor]:
+def relative_position_cpb(
+    query_size: Tuple[int, int], key_size: Tuple[int, int], pretrain_size: Tuple[int, int]
+) -> Tuple[Tensor, Tensor, Tensor]:
     """log-CPB inputs for queries on a ``query_size`` grid and keys adaptively pooled to ``key_size``.
 
     Key coordinates are the means of the query coordinates in each pooling bin; relative coordinates are
@@ -478,6 +506,7 @@ def relative_position_cpb(query_size: Tuple[int, int], key_size: Tuple[int, int]
     ``table[index_h[i, u] * Uw + index_w[j, v]]``. Per-axis indices keep the cache small (the official
     N·P index is 68 M entries for a 1333×800 image) and avoid a sort over all pairs.
     """
+
     def axis(n_query: int, n_key: int, n_pretrain: int):
         q = torch.arange(n_query, dtype=torch.float64, device="cpu")
         k = F.adaptive_avg_pool1d(q.view(1, 1, -1), n_key).view(-1)
@@ -510,6 +539,7 @@ class StageGeometry:
     ``bias_index_h/w``, ``bias_table`` are the log-CPB inputs (see ``relative_position_cpb``) of the grids
     ``bias_query``×``bias_key``: the actual ones when extrapolating, those at ``img_size`` when interpolating.
     """
+
     size: Tuple[int, int]
     pool_size: Tuple[int, int]
     seq_length_scale: Tensor  # (N, 1): log of each query's effective key count
@@ -525,6 +555,7 @@ class StageGeometry:
 # ----------------------------------------------------------------------------------------------------
 # Building blocks
 # ----------------------------------------------------------------------------------------------------
+
 
 class DWConv(nn.Module):
     """3×3 depthwise conv on a token sequence laid out as an H×W map (official name: ``dwconv.dwconv``)."""
@@ -547,8 +578,16 @@ class ConvolutionalGLU(nn.Module):
     parameter count matches an MLP of that width.
     """
 
-    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
-                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: Optional[int] = None,
+        out_features: Optional[int] = None,
+        act_layer=nn.GELU,
+        drop: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         out_features = out_features or in_features
@@ -576,8 +615,9 @@ class ConvolutionalGLU(nn.Module):
         if isinstance(x, Tensor) and type(self.act) is nn.GELU and (not self.training or self.drop.p == 0):
             # training: the same function, saving only gate and value for backward (see _GatedConvFC)
             conv = self.dwconv.dwconv
-            x = _GatedConvFC.apply(gate, value, conv.weight, conv.bias, self.fc2.weight, self.fc2.bias, height,
-                                   width, self.act.approximate)
+            x = _GatedConvFC.apply(
+                gate, value, conv.weight, conv.bias, self.fc2.weight, self.fc2.bias, height, width, self.act.approximate
+            )
             return self.drop(x)
         x = self.act(self.dwconv(gate, height, width)) * value
         x = self.fc2(self.drop(x))
@@ -592,8 +632,16 @@ class GatedLinearUnit(nn.Module):
     is a centred delta with zero bias. Not a released model: no checkpoint has this layout.
     """
 
-    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
-                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: Optional[int] = None,
+        out_features: Optional[int] = None,
+        act_layer=nn.GELU,
+        drop: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         out_features = out_features or in_features
@@ -616,8 +664,16 @@ class Mlp(nn.Module):
     has no plain-MLP row in Table 2 (its step 3 is PVTv2's ConvFFN, this MLP with a depthwise conv after fc1).
     """
 
-    def __init__(self, in_features: int, hidden_features: Optional[int] = None,
-                 out_features: Optional[int] = None, act_layer=nn.GELU, drop: float = 0., device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: Optional[int] = None,
+        out_features: Optional[int] = None,
+        act_layer=nn.GELU,
+        drop: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         out_features = out_features or in_features
@@ -657,7 +713,8 @@ class _CosineAttentionBase(nn.Module):
         self.temperature = nn.Parameter(torch.log((torch.ones(num_heads, 1, 1, **dd) / 0.24).exp() - 1))
         if query_embedding:
             self.query_embedding = nn.Parameter(
-                nn.init.trunc_normal_(torch.empty(num_heads, 1, self.head_dim, **dd), mean=0, std=0.02))
+                nn.init.trunc_normal_(torch.empty(num_heads, 1, self.head_dim, **dd), mean=0, std=0.02)
+            )
         else:
             self.query_embedding = None
         self.cpb_fc1 = nn.Linear(2, 512, bias=True, **dd)
@@ -689,9 +746,16 @@ class _CosineAttentionBase(nn.Module):
         if torch.compiler.is_compiling():
             return self._position_bias(geometry, num_keys_size)  # in the compiled graph (no data_ptr keys there)
         if not (torch.is_grad_enabled() and any(p.requires_grad for p in params)):
-            cache_key = (geometry.size, geometry.bias_query, geometry.bias_key, tuple(num_keys_size),
-                         str(geometry.bias_table.device), self.cpb_fc1.weight.dtype,
-                         torch.is_inference_mode_enabled(), tuple((p.data_ptr(), p._version) for p in params))
+            cache_key = (
+                geometry.size,
+                geometry.bias_query,
+                geometry.bias_key,
+                tuple(num_keys_size),
+                str(geometry.bias_table.device),
+                self.cpb_fc1.weight.dtype,
+                torch.is_inference_mode_enabled(),
+                tuple((p.data_ptr(), p._version) for p in params),
+            )
             cached = self.__dict__.get("_bias_cache")
             if cached is not None and cached[0] == cache_key:
                 return cached[1]
@@ -707,8 +771,14 @@ class _CosineAttentionBase(nn.Module):
         uh, uw = geometry.bias_table_shape
         table = geometry.bias_table.to(self.cpb_fc1.weight.dtype).view(uh, uw, 2)  # the (Δh, Δw) grid
         if type(self.cpb_act) is nn.ReLU:
-            bias = cpb_mlp(table[:, 0, 0], table[0, :, 1], self.cpb_fc1.weight, self.cpb_fc1.bias,
-                           self.cpb_fc2.weight, self.cpb_fc2.bias).transpose(0, 1)  # (heads, Uh·Uw)
+            bias = cpb_mlp(
+                table[:, 0, 0],
+                table[0, :, 1],
+                self.cpb_fc1.weight,
+                self.cpb_fc1.bias,
+                self.cpb_fc2.weight,
+                self.cpb_fc2.bias,
+            ).transpose(0, 1)  # (heads, Uh·Uw)
         else:
             bias = self.cpb_fc2(self.cpb_act(self.cpb_fc1(table.flatten(0, 1)))).transpose(0, 1)
         hq, wq = geometry.bias_query
@@ -731,8 +801,17 @@ class _CosineAttentionBase(nn.Module):
 class Attention(_CosineAttentionBase):
     """Full MHSA of the ``sr_ratio == 1`` stages: length-scaled cosine attention, query embedding, log-CPB."""
 
-    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True, attn_drop: float = 0.,
-                 proj_drop: float = 0., query_embedding: bool = True, device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        query_embedding: bool = True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__(dim, num_heads, query_embedding, device=device, dtype=dtype)
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias, device=device, dtype=dtype)
         self.attn_drop = nn.Dropout(attn_drop)
@@ -760,9 +839,20 @@ class AggregatedAttention(_CosineAttentionBase):
     ``q̂ @ learnable_tokens + learnable_bias`` before aggregating the window values.
     """
 
-    def __init__(self, dim: int, num_heads: int = 8, window_size: int = 3, qkv_bias: bool = True,
-                 attn_drop: float = 0., proj_drop: float = 0., query_embedding: bool = True,
-                 positional_attention: bool = True, attention_backend: str = "auto", device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        window_size: int = 3,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        query_embedding: bool = True,
+        positional_attention: bool = True,
+        attention_backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__(dim, num_heads, query_embedding, device=device, dtype=dtype)
         dd = {"device": device, "dtype": dtype}
         if window_size % 2 != 1:
@@ -770,7 +860,7 @@ class AggregatedAttention(_CosineAttentionBase):
         if attention_backend not in ("auto", "native", "swattention"):
             raise ValueError(f"attention_backend must be 'auto', 'native' or 'swattention', not {attention_backend!r}")
         self.window_size = window_size
-        self.local_len = window_size ** 2
+        self.local_len = window_size**2
         self.attention_backend = attention_backend
         self.q = nn.Linear(dim, dim, bias=qkv_bias, **dd)
         self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias, **dd)
@@ -781,10 +871,12 @@ class AggregatedAttention(_CosineAttentionBase):
         self.norm = nn.LayerNorm(dim, **dd)
         self.act = nn.GELU()
         self.relative_pos_bias_local = nn.Parameter(
-            nn.init.trunc_normal_(torch.empty(num_heads, self.local_len, **dd), mean=0, std=0.0004))
+            nn.init.trunc_normal_(torch.empty(num_heads, self.local_len, **dd), mean=0, std=0.0004)
+        )
         if positional_attention:
             self.learnable_tokens = nn.Parameter(
-                nn.init.trunc_normal_(torch.empty(num_heads, self.head_dim, self.local_len, **dd), mean=0, std=0.02))
+                nn.init.trunc_normal_(torch.empty(num_heads, self.head_dim, self.local_len, **dd), mean=0, std=0.02)
+            )
             self.learnable_bias = nn.Parameter(torch.zeros(num_heads, 1, self.local_len, **dd))
         else:
             self.learnable_tokens = self.learnable_bias = None
@@ -793,8 +885,10 @@ class AggregatedAttention(_CosineAttentionBase):
         if self.attention_backend == "native" or x.device.type != "cuda":
             return False
         if self.attention_backend == "swattention" and not swattention_available():
-            raise RuntimeError("attention_backend='swattention' but the swattention extension is not importable; "
-                               "build it from the official repo's swattention_extension/ or use 'auto'")
+            raise RuntimeError(
+                "attention_backend='swattention' but the swattention extension is not importable; "
+                "build it from the official repo's swattention_extension/ or use 'auto'"
+            )
         return swattention_available()
 
     def forward(self, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
@@ -806,8 +900,9 @@ class AggregatedAttention(_CosineAttentionBase):
         q_norm = l2_normalize(_linear_cf(x_t, self.q.weight, self.q.bias).view(b, heads, d, n), dim=2)
         q_scaled = self.scaled_query_cf(q_norm, geometry)
         kv_w, kv_b = self.kv.weight, self.kv.bias
-        k_local = l2_normalize(_linear_cf(x_t, kv_w[:c], kv_b[:c] if kv_b is not None else None)
-                               .view(b, heads, d, n), dim=2)
+        k_local = l2_normalize(
+            _linear_cf(x_t, kv_w[:c], kv_b[:c] if kv_b is not None else None).view(b, heads, d, n), dim=2
+        )
         v_local = _linear_cf(x_t, kv_w[c:], kv_b[c:] if kv_b is not None else None).view(b, heads, d, n)
 
         # peripheral path: σ(X) = LN(AvgPool(GELU(sr(X)))); the 1×1 conv `sr` is applied as the per-token
@@ -825,9 +920,14 @@ class AggregatedAttention(_CosineAttentionBase):
         swa = self._use_swattention(x)
         if swa:
             try:  # the kernel adds the static bias and writes -inf outside the map
-                attn_local = _SwQkRpb.apply(q_scaled.transpose(-2, -1).contiguous(),
-                                            k_local.transpose(-2, -1).contiguous(),
-                                            self.relative_pos_bias_local, height, width, window)
+                attn_local = _SwQkRpb.apply(
+                    q_scaled.transpose(-2, -1).contiguous(),
+                    k_local.transpose(-2, -1).contiguous(),
+                    self.relative_pos_bias_local,
+                    height,
+                    width,
+                    window,
+                )
             except TypeError as e:  # a build whose functions take other arguments
                 _disable_swattention(e)
                 swa = False
@@ -837,8 +937,9 @@ class AggregatedAttention(_CosineAttentionBase):
         av = window_av_decomposed if compiled else window_av
         if not swa:
             attn_local = qk(q_scaled, k_local, height, width, window)  # (B, heads, k², N)
-            attn_local = (attn_local + (self.relative_pos_bias_local.unsqueeze(-1)
-                                        + geometry.local_mask.t().to(attn_local.dtype))).transpose(-2, -1)
+            attn_local = (
+                attn_local + (self.relative_pos_bias_local.unsqueeze(-1) + geometry.local_mask.t().to(attn_local.dtype))
+            ).transpose(-2, -1)
 
         # one softmax over both paths: their weights compete for the same unit mass
         attn = torch.cat([attn_local, attn_pool], dim=-1).softmax(dim=-1)
@@ -847,11 +948,17 @@ class AggregatedAttention(_CosineAttentionBase):
         attn_local = attn_local.transpose(-2, -1)  # (B, heads, k², N) view
         if self.learnable_tokens is not None:
             # positional attention: a query-dependent dynamic bias, added after the softmax (q̂ without QE)
-            attn_local = (self.learnable_tokens.transpose(-2, -1) @ q_norm
-                          + self.learnable_bias.transpose(-2, -1)) + attn_local
+            attn_local = (
+                self.learnable_tokens.transpose(-2, -1) @ q_norm + self.learnable_bias.transpose(-2, -1)
+            ) + attn_local
         if swa:
-            x_local = _SwAv.apply(attn_local.transpose(-2, -1).type_as(v_local).contiguous(),
-                                  v_local.transpose(-2, -1).contiguous(), height, width, window).transpose(-2, -1)
+            x_local = _SwAv.apply(
+                attn_local.transpose(-2, -1).type_as(v_local).contiguous(),
+                v_local.transpose(-2, -1).contiguous(),
+                height,
+                width,
+                window,
+            ).transpose(-2, -1)
         else:
             x_local = av(attn_local, v_local, height, width, window)  # (B, heads, d, N)
         x = (x_local + v_pool.transpose(-2, -1) @ attn_pool.transpose(-2, -1)).reshape(b, c, n)
@@ -863,20 +970,45 @@ class AggregatedAttention(_CosineAttentionBase):
 class Block(nn.Module):
     """Pre-norm block: ``x + DropPath(attn(LN(x)))``, ``x + DropPath(ConvGLU(LN(x)))`` (or the ``ffn`` mixer)."""
 
-    def __init__(self, dim: int, num_heads: int, window_size: int = 3, mlp_ratio: float = 4., qkv_bias: bool = True,
-                 drop: float = 0., attn_drop: float = 0., drop_path: float = 0., act_layer=nn.GELU,
-                 norm_layer=nn.LayerNorm, sr_ratio: int = 1, query_embedding: bool = True,
-                 positional_attention: bool = True, attention_backend: str = "auto", ffn: str = "convglu",
-                 device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        window_size: int = 3,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        drop: float = 0.0,
+        attn_drop: float = 0.0,
+        drop_path: float = 0.0,
+        act_layer=nn.GELU,
+        norm_layer=nn.LayerNorm,
+        sr_ratio: int = 1,
+        query_embedding: bool = True,
+        positional_attention: bool = True,
+        attention_backend: str = "auto",
+        ffn: str = "convglu",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
         self.norm1 = norm_layer(dim, **dd)
         if sr_ratio == 1:
             self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop, query_embedding, **dd)
         else:
-            self.attn = AggregatedAttention(dim, num_heads, window_size, qkv_bias, attn_drop, drop, query_embedding,
-                                            positional_attention, attention_backend, **dd)
-        self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
+            self.attn = AggregatedAttention(
+                dim,
+                num_heads,
+                window_size,
+                qkv_bias,
+                attn_drop,
+                drop,
+                query_embedding,
+                positional_attention,
+                attention_backend,
+                **dd,
+            )
+        self.drop_path = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
         self.norm2 = norm_layer(dim, **dd)
         self.mlp = _ffn_layer(ffn)(dim, int(dim * mlp_ratio), act_layer=act_layer, drop=drop, **dd)
 
@@ -888,12 +1020,20 @@ class Block(nn.Module):
 class OverlapPatchEmbed(nn.Module):
     """Overlapping patch embedding (PVTv2): conv with kernel > stride, then LayerNorm (eps 1e-5)."""
 
-    def __init__(self, patch_size: int = 7, stride: int = 4, in_chans: int = 3, embed_dim: int = 768,
-                 device=None, dtype=None):
+    def __init__(
+        self, patch_size: int = 7, stride: int = 4, in_chans: int = 3, embed_dim: int = 768, device=None, dtype=None
+    ):
         super().__init__()
         patch_size = to_2tuple(patch_size)
-        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=stride,
-                              padding=(patch_size[0] // 2, patch_size[1] // 2), device=device, dtype=dtype)
+        self.proj = nn.Conv2d(
+            in_chans,
+            embed_dim,
+            kernel_size=patch_size,
+            stride=stride,
+            padding=(patch_size[0] // 2, patch_size[1] // 2),
+            device=device,
+            dtype=dtype,
+        )
         self.norm = nn.LayerNorm(embed_dim, device=device, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tuple[Tensor, int, int]:
@@ -906,17 +1046,27 @@ class OverlapPatchEmbed(nn.Module):
 # The model
 # ----------------------------------------------------------------------------------------------------
 
+
 @register_notrace_module  # reason: builds/looks up size-dependent tensors with Python control flow on sizes
 class StageGeometries(nn.Module):
     """The size-dependent tensors of every stage (:class:`StageGeometry`), derived from each input's actual
     stage sizes and kept in a small LRU cache per (stage, size, device). No parameters or buffers: nothing
     here is in the state dict. The arguments are the model's (see :class:`TransNeXt`), fixed at construction.
     """
+
     cache_size = 32
 
-    def __init__(self, img_size: Tuple[int, int], pretrain_size: Tuple[int, int], patch_size: int,
-                 sr_ratios: Tuple[int, ...], window_sizes: Tuple[int, ...],
-                 fixed_pool_size: Optional[Tuple[int, int]], length_scaling: bool, position_bias: str):
+    def __init__(
+        self,
+        img_size: Tuple[int, int],
+        pretrain_size: Tuple[int, int],
+        patch_size: int,
+        sr_ratios: Tuple[int, ...],
+        window_sizes: Tuple[int, ...],
+        fixed_pool_size: Optional[Tuple[int, int]],
+        length_scaling: bool,
+        position_bias: str,
+    ):
         super().__init__()
         self.img_size, self.pretrain_size, self.patch_size = img_size, pretrain_size, patch_size
         self.sr_ratios, self.window_sizes, self.fixed_pool_size = sr_ratios, window_sizes, fixed_pool_size
@@ -976,19 +1126,26 @@ class StageGeometries(nn.Module):
         index_h, index_w, table = relative_position_cpb(bias_query, bias_key, pretrain)
         # float64 where the device has it: each forward casts to its own dtype, so float64 models see exact values
         real = torch.float32 if device.type == "mps" else torch.float64
-        return StageGeometry(size=size, pool_size=pool, seq_length_scale=seq_len.log().to(device, real),
-                             local_mask=local_mask.to(device) if local_mask is not None else None,
-                             bias_index_h=index_h.to(device), bias_index_w=index_w.to(device),
-                             bias_table=table.to(device, real),
-                             bias_table_shape=(int(index_h.max()) + 1, int(index_w.max()) + 1),
-                             bias_query=bias_query, bias_key=bias_key)
+        return StageGeometry(
+            size=size,
+            pool_size=pool,
+            seq_length_scale=seq_len.log().to(device, real),
+            local_mask=local_mask.to(device) if local_mask is not None else None,
+            bias_index_h=index_h.to(device),
+            bias_index_w=index_w.to(device),
+            bias_table=table.to(device, real),
+            bias_table_shape=(int(index_h.max()) + 1, int(index_w.max()) + 1),
+            bias_query=bias_query,
+            bias_key=bias_key,
+        )
 
 
 def _per_stage(value, num_stages: int, name: str) -> tuple:
     if isinstance(value, (list, tuple)):
         if len(value) != num_stages:
-            raise ValueError(f"{name} has {len(value)} entries but the model has {num_stages} stages; "
-                             f"give one per stage")
+            raise ValueError(
+                f"{name} has {len(value)} entries but the model has {num_stages} stages; give one per stage"
+            )
         return tuple(value)
     return (value,) * num_stages
 
@@ -1029,36 +1186,36 @@ class TransNeXt(nn.Module):
     """
 
     def __init__(
-            self,
-            img_size: Union[int, Tuple[int, int]] = 224,
-            pretrain_size: Optional[Union[int, Tuple[int, int]]] = None,
-            window_size: Union[int, Sequence[Optional[int]]] = (3, 3, 3, None),
-            patch_size: int = 4,
-            in_chans: int = 3,
-            num_classes: int = 1000,
-            embed_dims: Sequence[int] = (64, 128, 256, 512),
-            num_heads: Sequence[int] = (1, 2, 4, 8),
-            mlp_ratios: Sequence[float] = (4, 4, 4, 4),
-            qkv_bias: bool = True,
-            drop_rate: float = 0.,
-            attn_drop_rate: float = 0.,
-            drop_path_rate: float = 0.,
-            norm_layer=partial(nn.LayerNorm, eps=1e-6),
-            depths: Sequence[int] = (3, 4, 6, 3),
-            sr_ratios: Sequence[int] = (8, 4, 2, 1),
-            num_stages: int = 4,
-            fixed_pool_size: Optional[Union[int, Tuple[int, int]]] = None,
-            pool_mode: Optional[str] = None,
-            position_bias: str = "extrapolate",
-            is_extrapolation: Optional[bool] = None,
-            length_scaling: bool = True,
-            query_embedding: bool = True,
-            positional_attention: bool = True,
-            attention_backend: str = "auto",
-            ffn: str = "convglu",
-            global_pool: str = "avg",
-            device=None,
-            dtype=None,
+        self,
+        img_size: Union[int, Tuple[int, int]] = 224,
+        pretrain_size: Optional[Union[int, Tuple[int, int]]] = None,
+        window_size: Union[int, Sequence[Optional[int]]] = (3, 3, 3, None),
+        patch_size: int = 4,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        embed_dims: Sequence[int] = (64, 128, 256, 512),
+        num_heads: Sequence[int] = (1, 2, 4, 8),
+        mlp_ratios: Sequence[float] = (4, 4, 4, 4),
+        qkv_bias: bool = True,
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        norm_layer=partial(nn.LayerNorm, eps=1e-6),
+        depths: Sequence[int] = (3, 4, 6, 3),
+        sr_ratios: Sequence[int] = (8, 4, 2, 1),
+        num_stages: int = 4,
+        fixed_pool_size: Optional[Union[int, Tuple[int, int]]] = None,
+        pool_mode: Optional[str] = None,
+        position_bias: str = "extrapolate",
+        is_extrapolation: Optional[bool] = None,
+        length_scaling: bool = True,
+        query_embedding: bool = True,
+        positional_attention: bool = True,
+        attention_backend: str = "auto",
+        ffn: str = "convglu",
+        global_pool: str = "avg",
+        device=None,
+        dtype=None,
     ):
         super().__init__()
         dd = {"device": device, "dtype": dtype}
@@ -1067,8 +1224,9 @@ class TransNeXt(nn.Module):
         if pool_mode not in ("normal", "linear"):
             raise ValueError(f"pool_mode must be 'normal' or 'linear', not {pool_mode!r}")
         if pool_mode == "normal" and fixed_pool_size is not None:
-            raise ValueError("fixed_pool_size is the linear mode's pool size; "
-                             "use pool_mode='linear' (or leave it unset)")
+            raise ValueError(
+                "fixed_pool_size is the linear mode's pool size; use pool_mode='linear' (or leave it unset)"
+            )
         if is_extrapolation is not None:
             position_bias = "extrapolate" if is_extrapolation else "interpolate"
         if position_bias not in ("extrapolate", "interpolate"):
@@ -1094,8 +1252,11 @@ class TransNeXt(nn.Module):
         self.patch_size = patch_size
         self.pool_mode = pool_mode
         if pool_mode == "linear":
-            self.fixed_pool_size = to_2tuple(fixed_pool_size) if fixed_pool_size is not None else tuple(
-                max(1, s // (patch_size * 8)) for s in self.pretrain_size)
+            self.fixed_pool_size = (
+                to_2tuple(fixed_pool_size)
+                if fixed_pool_size is not None
+                else tuple(max(1, s // (patch_size * 8)) for s in self.pretrain_size)
+            )
         else:
             self.fixed_pool_size = None
         self.position_bias = position_bias
@@ -1103,29 +1264,57 @@ class TransNeXt(nn.Module):
         self.ffn = ffn
         self.global_pool = global_pool
         self.num_features = self.head_hidden_size = self.embed_dims[-1]
-        self.geometries = StageGeometries(self.img_size, self.pretrain_size, patch_size, self.sr_ratios,
-                                          self.window_sizes, self.fixed_pool_size, length_scaling, position_bias)
+        self.geometries = StageGeometries(
+            self.img_size,
+            self.pretrain_size,
+            patch_size,
+            self.sr_ratios,
+            self.window_sizes,
+            self.fixed_pool_size,
+            length_scaling,
+            position_bias,
+        )
         self.feature_info = []
 
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths), device="cpu").tolist()
         cur = 0
         for i in range(num_stages):
-            patch_embed = OverlapPatchEmbed(patch_size=patch_size * 2 - 1 if i == 0 else 3,
-                                            stride=patch_size if i == 0 else 2,
-                                            in_chans=in_chans if i == 0 else self.embed_dims[i - 1],
-                                            embed_dim=self.embed_dims[i], **dd)
-            block = nn.ModuleList([Block(
-                dim=self.embed_dims[i], num_heads=num_heads[i], window_size=self.window_sizes[i],
-                mlp_ratio=mlp_ratios[i], qkv_bias=qkv_bias, drop=drop_rate, attn_drop=attn_drop_rate,
-                drop_path=dpr[cur + j], norm_layer=norm_layer, sr_ratio=self.sr_ratios[i],
-                query_embedding=query_embedding, positional_attention=positional_attention,
-                attention_backend=attention_backend, ffn=ffn, **dd) for j in range(self.depths[i])])
+            patch_embed = OverlapPatchEmbed(
+                patch_size=patch_size * 2 - 1 if i == 0 else 3,
+                stride=patch_size if i == 0 else 2,
+                in_chans=in_chans if i == 0 else self.embed_dims[i - 1],
+                embed_dim=self.embed_dims[i],
+                **dd,
+            )
+            block = nn.ModuleList(
+                [
+                    Block(
+                        dim=self.embed_dims[i],
+                        num_heads=num_heads[i],
+                        window_size=self.window_sizes[i],
+                        mlp_ratio=mlp_ratios[i],
+                        qkv_bias=qkv_bias,
+                        drop=drop_rate,
+                        attn_drop=attn_drop_rate,
+                        drop_path=dpr[cur + j],
+                        norm_layer=norm_layer,
+                        sr_ratio=self.sr_ratios[i],
+                        query_embedding=query_embedding,
+                        positional_attention=positional_attention,
+                        attention_backend=attention_backend,
+                        ffn=ffn,
+                        **dd,
+                    )
+                    for j in range(self.depths[i])
+                ]
+            )
             cur += self.depths[i]
             setattr(self, f"patch_embed{i + 1}", patch_embed)
             setattr(self, f"block{i + 1}", block)
             setattr(self, f"norm{i + 1}", norm_layer(self.embed_dims[i], **dd))
-            self.feature_info.append(dict(num_chs=self.embed_dims[i], reduction=patch_size * 2 ** i,
-                                          module=f"norm{i + 1}"))
+            self.feature_info.append(
+                dict(num_chs=self.embed_dims[i], reduction=patch_size * 2**i, module=f"norm{i + 1}")
+            )
         self.head = nn.Linear(self.num_features, num_classes, **dd) if num_classes > 0 else nn.Identity()
 
         self.apply(self._init_weights)  # temperature, QE, tokens and biases keep their own initialisations
@@ -1133,7 +1322,7 @@ class TransNeXt(nn.Module):
     @staticmethod
     def _init_weights(m: nn.Module) -> None:
         if isinstance(m, nn.Linear):
-            trunc_normal_(m.weight, std=.02)
+            trunc_normal_(m.weight, std=0.02)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, nn.Conv2d):
@@ -1162,8 +1351,10 @@ class TransNeXt(nn.Module):
     def group_matcher(self, coarse: bool = False) -> dict:
         if coarse:
             return dict(stem=r"^patch_embed1", blocks=r"^(?:patch_embed|block|norm)(\d+)")
-        return dict(stem=r"^patch_embed1", blocks=[(r"^block(\d+)\.(\d+)", None), (r"^patch_embed(\d+)", (0,)),
-                                                   (r"^norm(\d+)", (99999,))])
+        return dict(
+            stem=r"^patch_embed1",
+            blocks=[(r"^block(\d+)\.(\d+)", None), (r"^patch_embed(\d+)", (0,)), (r"^norm(\d+)", (99999,))],
+        )
 
     @torch.jit.ignore
     def get_classifier(self) -> nn.Module:
@@ -1202,8 +1393,15 @@ class TransNeXt(nn.Module):
                 outs.append(x.contiguous())
         return x, outs
 
-    def forward_intermediates(self, x: Tensor, indices: Optional[Union[int, List[int]]] = None, norm: bool = False,
-                              stop_early: bool = False, output_fmt: str = "NCHW", intermediates_only: bool = False):
+    def forward_intermediates(
+        self,
+        x: Tensor,
+        indices: Optional[Union[int, List[int]]] = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ):
         """timm's feature API (``features_only=True`` uses it): the outputs of the stages ``indices`` (timm's
         semantics: None = all, int n = the last n, a list = those, negative from the end) as NCHW maps,
         strides 4/8/16/32. Every stage ends in its own LayerNorm (``norm{i}``, official), so the maps are
@@ -1215,8 +1413,9 @@ class TransNeXt(nn.Module):
         x, outs = self._forward_stages(x, take_indices, stop)
         return outs if intermediates_only else (x, outs)
 
-    def prune_intermediate_layers(self, indices: Union[int, List[int]] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> List[int]:
+    def prune_intermediate_layers(
+        self, indices: Union[int, List[int]] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> List[int]:
         """Drop the stages after the last of ``indices`` (and the classifier); returns the absolute indices.
         The stage norms stay (each feeds the next stage and ends its stage's output), so ``prune_norm`` is moot."""
         take_indices, max_index = feature_take_indices(self.num_stages, indices)
@@ -1264,32 +1463,51 @@ def checkpoint_filter_fn(state_dict: dict, model: TransNeXt) -> dict:
 
 def _create_transnext(variant: str, pretrained: bool = False, **kwargs) -> TransNeXt:
     out_indices = kwargs.pop("out_indices", (0, 1, 2, 3))
-    return build_model_with_cfg(TransNeXt, variant, pretrained, pretrained_filter_fn=checkpoint_filter_fn,
-                                feature_cfg=dict(out_indices=out_indices, feature_cls="getter"), **kwargs)
+    return build_model_with_cfg(
+        TransNeXt,
+        variant,
+        pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
+        **kwargs,
+    )
 
 
 def _cfg(**kwargs) -> dict:
-    return {"url": "", "num_classes": 1000, "input_size": (3, 224, 224), "pool_size": (7, 7), "crop_pct": 0.875,
-            "interpolation": "bicubic", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
-            "first_conv": "patch_embed1.proj", "classifier": "head", "fixed_input_size": False,
-            "license": "apache-2.0", **kwargs}
+    return {
+        "url": "",
+        "num_classes": 1000,
+        "input_size": (3, 224, 224),
+        "pool_size": (7, 7),
+        "crop_pct": 0.875,
+        "interpolation": "bicubic",
+        "mean": IMAGENET_DEFAULT_MEAN,
+        "std": IMAGENET_DEFAULT_STD,
+        "first_conv": "patch_embed1.proj",
+        "classifier": "head",
+        "fixed_input_size": False,
+        "license": "apache-2.0",
+        **kwargs,
+    }
 
 
 # 384² fine-tunes are evaluated by warping to 384² without a crop (App. C.2)
 _CFG_384 = dict(input_size=(3, 384, 384), pool_size=(12, 12), crop_pct=1.0, crop_mode="squash")
 
-default_cfgs = generate_default_cfgs({
-    "transnext_micro": _cfg(),
-    "transnext_tiny": _cfg(),
-    "transnext_small": _cfg(),
-    "transnext_base": _cfg(),
-    "transnext_micro_AAAA": _cfg(input_size=(3, 256, 256), pool_size=(8, 8)),
-    "transnext_small_384": _cfg(**_CFG_384),
-    "transnext_base_384": _cfg(**_CFG_384),
-    "transnext_micro_aamm": _cfg(),
-    "transnext_micro_ammm": _cfg(),
-    "transnext_micro_mmmm": _cfg(),
-})
+default_cfgs = generate_default_cfgs(
+    {
+        "transnext_micro": _cfg(),
+        "transnext_tiny": _cfg(),
+        "transnext_small": _cfg(),
+        "transnext_base": _cfg(),
+        "transnext_micro_AAAA": _cfg(input_size=(3, 256, 256), pool_size=(8, 8)),
+        "transnext_small_384": _cfg(**_CFG_384),
+        "transnext_base_384": _cfg(**_CFG_384),
+        "transnext_micro_aamm": _cfg(),
+        "transnext_micro_ammm": _cfg(),
+        "transnext_micro_mmmm": _cfg(),
+    }
+)
 
 # Table 3 of the paper; all: head dim 24, mlp ratios [8, 8, 4, 4], window 3, sr [8, 4, 2, 1], patch 4
 _MICRO = dict(embed_dims=(48, 96, 192, 384), num_heads=(2, 4, 8, 16), depths=(2, 2, 15, 2))

@@ -31,6 +31,7 @@ Rows with a ``reason`` (and columns listed in ``unchecked``) are reported with t
 silently. A row's ``flops_model_kwargs`` override its ``model_kwargs`` for ``flops_g`` only (a paper that leaves
 a branch out of its FLOPs, e.g. ScaleNet's adapters).
 """
+
 from __future__ import annotations
 
 import sys
@@ -58,7 +59,7 @@ class Measure:
     rel_tol: float  # relative tolerance; 0 = exact
     unit: str = ""
     abs_tol: float = 0.0  # absolute tolerance (differences of printed numbers)
-    dense: bool = False   # measured on the row's detector/segmentor config, not on its (backbone) model
+    dense: bool = False  # measured on the row's detector/segmentor config, not on its (backbone) model
 
 
 @dataclass
@@ -66,12 +67,14 @@ class DenseCounter:
     """How a dense row's whole detector/segmentor is counted (``downstream.audit``). The caller hands it in:
     results and downstream are peers and do not import each other (.importlinter); ``depthbench verify`` and
     ``results`` join them (harness/commands/verify.py ``dense_counter``)."""
+
     measure_row: Callable[[str, str, str, str], float]  # (paper, table, row, column) -> the column's value
-    cache_key: Callable[[str, str, str], list]           # (paper, table, row) -> what the count depends on
+    cache_key: Callable[[str, str, str], list]  # (paper, table, row) -> what the count depends on
 
 
 class RowContext:
     """One row's model, built once and shared by all of the row's measures."""
+
     _models: dict = {}
     _base_counts: dict = {}  # (base model, with norms) → parameter count, for the increment measures
 
@@ -169,6 +172,7 @@ def _params(ctx: RowContext) -> int:
 def _dense(column: str) -> Callable[[RowContext], float]:
     def measure(ctx: RowContext) -> float:
         return ctx.dense.measure_row(ctx.row.paper_id, ctx.row.table, ctx.row.name, column)
+
     return measure
 
 
@@ -204,7 +208,7 @@ def within(paper: float, ours: float, rel_tol: float, abs_tol: float = 0.0) -> b
         return round(ours, decimals or 0) == round(float(paper), decimals or 0)
     if abs(ours - paper) <= rel_tol * abs(paper):
         return True
-    return decimals is not None and abs(ours - paper) <= 0.5 * 10 ** -decimals + 1e-9
+    return decimals is not None and abs(ours - paper) <= 0.5 * 10**-decimals + 1e-9
 
 
 @dataclass
@@ -223,6 +227,7 @@ class Check:
 @dataclass
 class ArchValue:
     """One architecture cell of a report: our value and how it compares (``Check.status``)."""
+
     ours: float | None
     status: str  # pass | fail | error | reason
     note: str = ""
@@ -239,8 +244,9 @@ class Audit:
     ArchValue}`` for a report cell, from the same checks; ``prepare(rows)`` measures what the cache lacks first,
     with progress on stderr. ``measure=False`` reads the cache only (a cell not measured yet is left out)."""
 
-    def __init__(self, cache: bool = True, measure: bool = True, progress: bool = True,
-                 dense: DenseCounter | None = None):
+    def __init__(
+        self, cache: bool = True, measure: bool = True, progress: bool = True, dense: DenseCounter | None = None
+    ):
         self.cache = MeasurementCache(enabled=cache)
         self.path = self.cache.path
         self.measure, self.progress, self.dense = measure, progress, dense
@@ -251,9 +257,17 @@ class Audit:
             kind, _ = WHOLE_MODEL_COUNTS[column]
             kwargs = {**row.model_kwargs, **(row.flops_model_kwargs if kind == "flops" else {})}
             return count_key(self.cache, kind, row.model, kwargs, row.input_size)
-        parts = [column, row.model, row.model_kwargs, row.input_size, row.flops_model_kwargs, row.base,
-                 harness.measure.cache.model_code(row.model), harness.measure.cache.model_code(row.base),
-                 file_hash(str(Path(__file__)))]
+        parts = [
+            column,
+            row.model,
+            row.model_kwargs,
+            row.input_size,
+            row.flops_model_kwargs,
+            row.base,
+            harness.measure.cache.model_code(row.model),
+            harness.measure.cache.model_code(row.base),
+            file_hash(str(Path(__file__))),
+        ]
         if MEASURES[column].dense:  # the row's own detector/segmentor config and the dense counting code
             parts += self.dense.cache_key(row.paper_id, row.table, row.name)
         return self.cache.key(*parts)
@@ -261,14 +275,22 @@ class Audit:
     def _todo(self, row: Row) -> list[str]:
         if row.reason or not row.model:
             return []
-        return [c for c in measured_columns(row) if c not in row.unchecked and (self.dense or not MEASURES[c].dense)
-                and isinstance(row.paper[c], (int, float)) and not self.cache.has(self._key(c, row))]
+        return [
+            c
+            for c in measured_columns(row)
+            if c not in row.unchecked
+            and (self.dense or not MEASURES[c].dense)
+            and isinstance(row.paper[c], (int, float))
+            and not self.cache.has(self._key(c, row))
+        ]
 
     def value(self, column: str, row: Row, ctx: RowContext | None = None) -> dict | None:
         """``{"value": x}`` or ``{"error": line}``; None when not cached and ``measure=False``."""
         if MEASURES[column].dense and self.dense is None:
-            return {"error": f"{column} counts the row's detector/segmentor: an Audit(dense=...) measures it "
-                             f"(harness/commands/verify.py dense_counter)"}
+            return {
+                "error": f"{column} counts the row's detector/segmentor: an Audit(dense=...) measures it "
+                f"(harness/commands/verify.py dense_counter)"
+            }
         key = self._key(column, row)
         if not self.cache.has(key) and not self.measure:
             return None
@@ -286,9 +308,12 @@ class Audit:
             return
         bar, started = None, time.monotonic()
         if self.progress:
-            print(f"measuring the architecture of {len(todo)} table rows (about a minute for all five papers on 2 "
-                  f"cores; cached afterwards in {self.path or 'memory'}, shared with depthbench models)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"measuring the architecture of {len(todo)} table rows (about a minute for all five papers on 2 "
+                f"cores; cached afterwards in {self.path or 'memory'}, shared with depthbench models)",
+                file=sys.stderr,
+                flush=True,
+            )
             if sys.stderr.isatty():
                 bar = tqdm(total=len(todo), desc="audit", unit="row", leave=False, file=sys.stderr)
         try:
@@ -300,8 +325,11 @@ class Audit:
                 if bar is not None:
                     bar.update(1)
                 elif self.progress and (i % step == 0 or i == len(todo)):
-                    print(f"  audit: {i}/{len(todo)} rows measured ({time.monotonic() - started:.0f} s)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  audit: {i}/{len(todo)} rows measured ({time.monotonic() - started:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if i % 20 == 0:
                     self.cache.save()
         finally:
@@ -320,32 +348,54 @@ class Audit:
         measured = measured_columns(row)
         if not row.model:
             if measured:
-                return [Check(**base, column="-", status="error",
-                              note=f"paper values for {measured} but no 'model' and no 'reason'")]
+                return [
+                    Check(
+                        **base,
+                        column="-",
+                        status="error",
+                        note=f"paper values for {measured} but no 'model' and no 'reason'",
+                    )
+                ]
             return []
         checks, ctx = [], RowContext(row, self.dense)
         for column in measured:
             value = row.paper[column]
             if column in row.unchecked:
-                checks.append(Check(**base, column=column, status="reason", paper_value=value,
-                                    note=row.unchecked[column]))
+                checks.append(
+                    Check(**base, column=column, status="reason", paper_value=value, note=row.unchecked[column])
+                )
                 continue
             if not isinstance(value, (int, float)):
-                checks.append(Check(**base, column=column, status="error",
-                                    note=f"paper value {value!r} is not a number; give an 'unchecked' reason"))
+                checks.append(
+                    Check(
+                        **base,
+                        column=column,
+                        status="error",
+                        note=f"paper value {value!r} is not a number; give an 'unchecked' reason",
+                    )
+                )
                 continue
             entry = self.value(column, row, ctx)
             if entry is None:
                 continue
             if "error" in entry:
-                checks.append(Check(**base, column=column, status="error", paper_value=float(value),
-                                    note=entry["error"]))
+                checks.append(
+                    Check(**base, column=column, status="error", paper_value=float(value), note=entry["error"])
+                )
                 continue
             ours, measure = entry["value"], MEASURES[column]
             delta = 100.0 * (ours - value) / value if value else 0.0
             passed = within(value, ours, measure.rel_tol, measure.abs_tol)
-            checks.append(Check(**base, column=column, status="pass" if passed else "fail",
-                                paper_value=float(value), ours=ours, delta_pct=delta))
+            checks.append(
+                Check(
+                    **base,
+                    column=column,
+                    status="pass" if passed else "fail",
+                    paper_value=float(value),
+                    ours=ours,
+                    delta_pct=delta,
+                )
+            )
         return checks
 
     def row(self, row: Row) -> dict[str, ArchValue]:
@@ -355,8 +405,15 @@ class Audit:
         return {c.column: ArchValue(c.ours, c.status, c.note) for c in self.check_row(row) if c.column != "-"}
 
 
-def verify(papers: list[str] | None = None, files: list[str] | None = None, table: str | None = None,
-           *, cache: bool = True, progress: bool = True, dense: DenseCounter | None = None) -> list[Check]:
+def verify(
+    papers: list[str] | None = None,
+    files: list[str] | None = None,
+    table: str | None = None,
+    *,
+    cache: bool = True,
+    progress: bool = True,
+    dense: DenseCounter | None = None,
+) -> list[Check]:
     """Every check of the papers' tables (all papers by default; ``files``: other tables YAMLs instead; ``table``:
     one table id; ``dense``: how the dense rows' detectors/segmentors are counted). Bad input (a missing or
     malformed tables file, an unknown paper) raises ``TableError``."""

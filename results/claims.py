@@ -47,6 +47,7 @@ Fairness (:func:`check_equal_budget`): the compared arms' resolved configs must 
 evaluation interval) except those the claim lists in ``budget_differs``; only ``model`` may differ otherwise.
 No training here: the functions take per-seed metric values and per-epoch curves and return dataclasses.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,13 +66,46 @@ from harness.engine.models import build_model, model_kwargs
 from harness.measure import bench as hb
 from harness.measure.flops import count_flops, count_params
 from results import sequential as seq
+
 # the definitions and the report's reading (no engine: `claims --status`), part of this module's interface
-from results.claims_status import (ARM_FIELDS, AUDIT_MEASURES, BUDGET_KEYS, CLAIM_FIELDS, CLAIMS_DIR, DESIGN_FIELDS,
-                                   FILE_FIELDS, KINDS, MEASURES, METRICS, POWER_FIELDS, REPO, SOURCE_FIELDS, TESTS,
-                                   VERDICTS, Arm, ArmStats, BenchModel, BenchPlan, Claim, ClaimError, ClaimResult,
-                                   ClaimsFile, Design, Exploratory, Interval, PaperSource, available_claims,
-                                   bench_key, load, load_claims, ratio_margin, read_report, seeds_per_arm,
-                                   split_bench_key, status_line)
+from results.claims_status import (
+    ARM_FIELDS,
+    AUDIT_MEASURES,
+    BUDGET_KEYS,
+    CLAIM_FIELDS,
+    CLAIMS_DIR,
+    DESIGN_FIELDS,
+    FILE_FIELDS,
+    KINDS,
+    MEASURES,
+    METRICS,
+    POWER_FIELDS,
+    REPO,
+    SOURCE_FIELDS,
+    TESTS,
+    VERDICTS,
+    Arm,
+    ArmStats,
+    BenchModel,
+    BenchPlan,
+    Claim,
+    ClaimError,
+    ClaimResult,
+    ClaimsFile,
+    Design,
+    Exploratory,
+    Interval,
+    PaperSource,
+    available_claims,
+    bench_key,
+    load,
+    load_claims,
+    ratio_margin,
+    read_report,
+    seeds_per_arm,
+    split_bench_key,
+    status_line,
+)
 
 
 # ----------------------------------------------------------------------------------------- fairness
@@ -89,8 +123,11 @@ def check_equal_budget(claim: Claim, configs: Mapping[str, Mapping]) -> None:
         return
     pairs = [(claim.baseline, claim.treatment, claim.budget_differs)]
     if claim.minus:
-        pairs = [(claim.baseline, claim.treatment, ()), (claim.minus["baseline"], claim.minus["treatment"], ()),
-                 (claim.baseline, claim.minus["baseline"], claim.budget_differs)]
+        pairs = [
+            (claim.baseline, claim.treatment, ()),
+            (claim.minus["baseline"], claim.minus["treatment"], ()),
+            (claim.baseline, claim.minus["baseline"], claim.budget_differs),
+        ]
     for a, b, differs in pairs:
         _check_pair_budget(claim, a, b, configs, differs)
 
@@ -101,9 +138,11 @@ def _check_pair_budget(claim: Claim, a: str, b: str, configs: Mapping[str, Mappi
         diff = _first_difference(base[key], treat[key], key)
         if diff:
             path, va, vb = diff
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: the arms differ in {path} ({a}: {va!r}, "
-                             f"{b}: {vb!r}); both arms need the same data, epochs, batch, optimizer "
-                             "budget and augmentation — only the model may differ")
+            raise ClaimError(
+                f"claim {claim.paper}/{claim.id}: the arms differ in {path} ({a}: {va!r}, "
+                f"{b}: {vb!r}); both arms need the same data, epochs, batch, optimizer "
+                "budget and augmentation — only the model may differ"
+            )
 
 
 def _first_difference(a, b, path: str, recorded_only: bool = False):
@@ -127,8 +166,10 @@ def _first_difference(a, b, path: str, recorded_only: bool = False):
 
 def resolve_configs(claims: ClaimsFile, quick: bool = False) -> dict:
     """Each arm's resolved config (``_base_`` and overrides applied; the ``quick`` overrides too)."""
-    return {name: load_config(REPO / arm.config, list(arm.overrides) + (list(claims.quick) if quick else []))
-            for name, arm in claims.arms.items()}
+    return {
+        name: load_config(REPO / arm.config, list(arm.overrides) + (list(claims.quick) if quick else []))
+        for name, arm in claims.arms.items()
+    }
 
 
 def check_audit(claim: Claim, sizes: Mapping[str, Mapping[str, float]]) -> dict:
@@ -139,18 +180,24 @@ def check_audit(claim: Claim, sizes: Mapping[str, Mapping[str, float]]) -> dict:
     gaps = {m: treat[m] / base[m] - 1.0 for m in AUDIT_MEASURES if m in base and m in treat}
     for measure in set(claim.equal) | set(claim.expected):
         if measure not in gaps:
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: no {measure} count for {claim.baseline} and "
-                             f"{claim.treatment}; the audit needs it")
+            raise ClaimError(
+                f"claim {claim.paper}/{claim.id}: no {measure} count for {claim.baseline} and "
+                f"{claim.treatment}; the audit needs it"
+            )
     for measure, allowed in claim.equal.items():
         if abs(gaps[measure]) > allowed:
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: {claim.treatment} has {gaps[measure]:+.1%} {measure} "
-                             f"vs {claim.baseline} ({treat[measure]:,.0f} vs {base[measure]:,.0f}); the claim "
-                             f"compares at equal {measure} (±{allowed:.0%}): fix the widths in the arms' configs")
+            raise ClaimError(
+                f"claim {claim.paper}/{claim.id}: {claim.treatment} has {gaps[measure]:+.1%} {measure} "
+                f"vs {claim.baseline} ({treat[measure]:,.0f} vs {base[measure]:,.0f}); the claim "
+                f"compares at equal {measure} (±{allowed:.0%}): fix the widths in the arms' configs"
+            )
     for measure, way in claim.expected.items():
         if (gaps[measure] >= 0) if way == "lower" else (gaps[measure] <= 0):
-            raise ClaimError(f"claim {claim.paper}/{claim.id}: {claim.treatment} should have {way} {measure} than "
-                             f"{claim.baseline} but has {gaps[measure]:+.1%} ({treat[measure]:,.0f} vs "
-                             f"{base[measure]:,.0f}); check the arms' configs")
+            raise ClaimError(
+                f"claim {claim.paper}/{claim.id}: {claim.treatment} should have {way} {measure} than "
+                f"{claim.baseline} but has {gaps[measure]:+.1%} ({treat[measure]:,.0f} vs "
+                f"{base[measure]:,.0f}); check the arms' configs"
+            )
     return gaps
 
 
@@ -161,8 +208,11 @@ def check_claims(claims: ClaimsFile, quick: bool = False) -> dict:
     configs = resolve_configs(claims, quick)
     for claim in [c for c in claims.claims if not c.measure]:  # efficiency claims train nothing
         check_equal_budget(claim, configs)
-        pairs = [claim] + ([replace(claim, baseline=claim.minus["baseline"], treatment=claim.minus["treatment"],
-                                    minus={})] if claim.minus else [])
+        pairs = [claim] + (
+            [replace(claim, baseline=claim.minus["baseline"], treatment=claim.minus["treatment"], minus={})]
+            if claim.minus
+            else []
+        )
         for pair in pairs:
             if pair.equal or pair.expected:
                 check_audit(pair, {arm: arm_size(configs[arm]) for arm in (pair.baseline, pair.treatment)})
@@ -180,21 +230,23 @@ def arm_size(cfg) -> dict:
 class RunSpec:
     """One training run of a comparison: an arm's config and seed, in ``<out>/runs/<paper>/<arm>/seed<k>`` -- where
     ``depthbench claims`` looks for it, whether it trained it itself or a Slurm array did."""
+
     paper: str
     arm: str
     seed: int
     config: str
     overrides: list
     work_dir: Path
-    needs: Path | None = None        # the source run's best.pth that initialises this one (ScaleNet)
+    needs: Path | None = None  # the source run's best.pth that initialises this one (ScaleNet)
 
     @property
     def console(self) -> Path:
         return self.work_dir.parent / f"{self.work_dir.name}.console.txt"
 
 
-def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path,
-              only: Iterable[Claim] | None = None) -> list[RunSpec]:
+def plan_runs(
+    claims: ClaimsFile, seeds: int, quick: bool, out: Path, only: Iterable[Claim] | None = None
+) -> list[RunSpec]:
     """One run per (arm a claim of ``only`` -- default all -- needs, evaluation seed: the design's
     ``seeds_from`` + 0 .. ``seeds`` - 1); sources first, each arm initialised from its source's same seed."""
     needed = {}
@@ -205,8 +257,12 @@ def plan_runs(claims: ClaimsFile, seeds: int, quick: bool, out: Path,
     for arm in needed.values():
         for seed in range(claims.design.seeds_from, claims.design.seeds_from + seeds):
             work_dir = Path(out) / "runs" / claims.paper / arm.name / f"seed{seed}"
-            overrides = [*arm.overrides, *(claims.quick if quick else ()), f"seed={seed}",
-                         f"experiment='claims-{claims.paper}-{arm.name}'"]
+            overrides = [
+                *arm.overrides,
+                *(claims.quick if quick else ()),
+                f"seed={seed}",
+                f"experiment='claims-{claims.paper}-{arm.name}'",
+            ]
             needs = None
             if arm.init_from:
                 needs = by_key[(arm.init_from, seed)].work_dir / "best.pth"
@@ -245,8 +301,11 @@ def stale_runs(specs: Sequence[RunSpec]) -> list[tuple[RunSpec, str]]:
         cfg = load_training_config(REPO / spec.config, list(spec.overrides))[0]  # as `depthbench train` records it
         planned = {**budget_view(cfg), "model": _plain(cfg.model)}
         recorded, wanted = (saved.get("model") or {}).get("pretrained"), planned["model"].get("pretrained")
-        if isinstance(recorded, str) and isinstance(wanted, str) and \
-                Path(recorded).absolute() == Path(wanted).absolute():
+        if (
+            isinstance(recorded, str)
+            and isinstance(wanted, str)
+            and Path(recorded).absolute() == Path(wanted).absolute()
+        ):
             saved["model"]["pretrained"] = wanted  # the same weights, named relative here and absolute there
         for key in [k for k in (*BUDGET_KEYS, "model") if k in saved]:
             diff = _first_difference(saved[key], planned[key], key, recorded_only=True)
@@ -263,8 +322,10 @@ def check_not_stale(specs: Sequence[RunSpec], remedy: str) -> None:
     stale = stale_runs(specs)
     if stale:
         spec, why = stale[0]
-        raise ClaimError(f"{len(stale)} finished claims run(s) were trained with another recipe than their arm's "
-                         f"config gives now, e.g. {spec.work_dir} ({why}); {remedy}")
+        raise ClaimError(
+            f"{len(stale)} finished claims run(s) were trained with another recipe than their arm's "
+            f"config gives now, e.g. {spec.work_dir} ({why}); {remedy}"
+        )
 
 
 def _plain(value):
@@ -296,8 +357,16 @@ def plan_looks(claim: Claim, design: Design, bench: BenchPlan | None = None) -> 
     alpha = design.alpha / design.family
     if claim.measure:
         return efficiency_plan(claim, design, bench)
-    return seq.seeds_for_power(abs(claim.power["effect"]) or claim.margin, claim.power["sd"], alpha,
-                               design.target_power, design.look_every, design.max_seeds, claim.kind, claim.margin)
+    return seq.seeds_for_power(
+        abs(claim.power["effect"]) or claim.margin,
+        claim.power["sd"],
+        alpha,
+        design.target_power,
+        design.look_every,
+        design.max_seeds,
+        claim.kind,
+        claim.margin,
+    )
 
 
 def efficiency_plan(claim: Claim, design: Design, bench: BenchPlan | None) -> tuple[tuple[int, ...], float]:
@@ -308,8 +377,9 @@ def efficiency_plan(claim: Claim, design: Design, bench: BenchPlan | None) -> tu
         return (1,), 1.0
     rounds = (bench or BenchPlan()).rounds
     effect = abs(claim.power["effect"]) or claim.margin
-    return (rounds,), seq.power(effect, claim.power["sd"], design.alpha / design.family, (rounds,), claim.kind,
-                                claim.margin, 4000)
+    return (rounds,), seq.power(
+        effect, claim.power["sd"], design.alpha / design.family, (rounds,), claim.kind, claim.margin, 4000
+    )
 
 
 def seeds_needed(claim: Claim, design: Design, most: int = 60) -> int | None:
@@ -338,13 +408,17 @@ def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Se
             out.append(seq.Estimate(d, 0.0, math.inf, n))
             continue
         if claim.test == "welch":
-            out.append(seq.welch_estimate([values[claim.treatment][s] for s in seeds],
-                                          [values[claim.baseline][s] for s in seeds]))
+            out.append(
+                seq.welch_estimate(
+                    [values[claim.treatment][s] for s in seeds], [values[claim.baseline][s] for s in seeds]
+                )
+            )
             continue
         d = [values[claim.treatment][s] - values[claim.baseline][s] for s in seeds]
         if claim.minus:
-            d = [x - (values[claim.minus["treatment"]][s] - values[claim.minus["baseline"]][s])
-                 for x, s in zip(d, seeds)]
+            d = [
+                x - (values[claim.minus["treatment"]][s] - values[claim.minus["baseline"]][s]) for x, s in zip(d, seeds)
+            ]
         out.append(seq.paired_estimate(d))
     return out
 
@@ -355,14 +429,19 @@ def stop_decision(claim: Claim, design: Design, values, looks: Sequence[int]) ->
     decision trains no more seeds. A descriptive claim never decides."""
     if claim.tier == "descriptive":
         return None
-    reached = seq.run_looks(claim.kind, claim.margin, design.alpha / design.family, looks,
-                            estimates(claim, values, looks))
+    reached = seq.run_looks(
+        claim.kind, claim.margin, design.alpha / design.family, looks, estimates(claim, values, looks)
+    )
     return reached[-1].decision if reached else None
 
 
-def evaluate(claims: Sequence[tuple[Claim, Design]], values: Mapping[tuple[str, str], Mapping[int, float]],
-             looks: Mapping[tuple[str, str], tuple[int, ...]], powers: Mapping | None = None,
-             quick: bool = False) -> list[ClaimResult]:
+def evaluate(
+    claims: Sequence[tuple[Claim, Design]],
+    values: Mapping[tuple[str, str], Mapping[int, float]],
+    looks: Mapping[tuple[str, str], tuple[int, ...]],
+    powers: Mapping | None = None,
+    quick: bool = False,
+) -> list[ClaimResult]:
     """Every claim's result. Confirmatory claims: repeated p-values, Holm over each paper's family -- its size m is
     the design's ``family``, whatever subset ``claims`` holds (a missing member counts as p = 1) -- then the
     verdict read off the repeated interval at the level Holm gives (alpha / m where it rejects nothing).
@@ -382,14 +461,16 @@ def evaluate(claims: Sequence[tuple[Claim, Design]], values: Mapping[tuple[str, 
             continue
         design = claims[family[0]][1]
         if len(family) > design.family:
-            raise ClaimError(f"{paper}: {len(family)} confirmatory claims given, the design's family has "
-                             f"{design.family}")
+            raise ClaimError(
+                f"{paper}: {len(family)} confirmatory claims given, the design's family has {design.family}"
+            )
         padded = [pvalues[i] for i in family] + [1.0] * (design.family - len(family))
         for i, level in zip(family, seq.holm(padded, design.alpha)):
             levels[i] = level
-    return [_result(claim, design, arm_values, plan, ests, p, level, (powers or {}).get((claim.paper, claim.id)),
-                    quick)
-            for (claim, design, arm_values, plan, ests), p, level in zip(prepared, pvalues, levels)]
+    return [
+        _result(claim, design, arm_values, plan, ests, p, level, (powers or {}).get((claim.paper, claim.id)), quick)
+        for (claim, design, arm_values, plan, ests), p, level in zip(prepared, pvalues, levels)
+    ]
 
 
 def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, power, quick) -> ClaimResult:
@@ -398,7 +479,7 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
     reached = seq.run_looks(claim.kind, claim.margin, read_at, plan, ests) if ests else []
     decision = reached[-1].decision if reached else None
     common = sorted(set.intersection(*(set(v) for v in arm_values.values()))) if arm_values else []
-    used = common[:reached[-1].n] if reached else common[:1]
+    used = common[: reached[-1].n] if reached else common[:1]
     base = arm_stats(claim.baseline, [arm_values[claim.baseline][s] for s in used])
     treat = arm_stats(claim.treatment, [arm_values[claim.treatment][s] for s in used])
     ruled_out = ""
@@ -418,22 +499,42 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
             # "equivalent" (better) or "contradicted", read at alpha/m
             verdict = decision or "inconclusive"
             if verdict == "inconclusive":
-                ruled_out = (f"the data rule out an effect above {last.high:+.2f} and below {last.low:+.2f} "
-                             f"points ({interval.level:.1%} repeated interval at {last.n} seeds)")
-    notes = [] if len(common) >= (plan[0] if plan else 1) or quick else [
-        f"only {len(common)} seeds finished in every arm; the plan's first look needs {plan[0]}"]
+                ruled_out = (
+                    f"the data rule out an effect above {last.high:+.2f} and below {last.low:+.2f} "
+                    f"points ({interval.level:.1%} repeated interval at {last.n} seeds)"
+                )
+    notes = (
+        []
+        if len(common) >= (plan[0] if plan else 1) or quick
+        else [f"only {len(common)} seeds finished in every arm; the plan's first look needs {plan[0]}"]
+    )
     if descriptive:
         notes.append("descriptive: an interval at the file's alpha, no verdict")
-    return ClaimResult(claim, base, treat, interval, verdict, tuple(notes),
-                       tuple({"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high,
-                              "decision": lk.decision} for lk in reached), tuple(plan),
-                       power, None if quick or descriptive else p, level, ruled_out, quick,
-                       observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None)
+    return ClaimResult(
+        claim,
+        base,
+        treat,
+        interval,
+        verdict,
+        tuple(notes),
+        tuple(
+            {"n": lk.n, "diff": lk.estimate.diff, "low": lk.low, "high": lk.high, "decision": lk.decision}
+            for lk in reached
+        ),
+        tuple(plan),
+        power,
+        None if quick or descriptive else p,
+        level,
+        ruled_out,
+        quick,
+        observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None,
+    )
 
 
 # ----------------------------------------------------------------------------------------- efficiency
-def measure_efficiency(claims: ClaimsFile, device: str | None = None, quick: bool = False,
-                       progress=None) -> tuple[dict, str]:
+def measure_efficiency(
+    claims: ClaimsFile, device: str | None = None, quick: bool = False, progress=None
+) -> tuple[dict, str]:
     """Measure the models of ``claims``' efficiency claims with ``depthbench bench``'s machinery
     (:func:`harness.measure.bench.benchmark`: every model the claims name, interleaved in the same rounds with
     the machine's matmul, in each mode they name; ``device`` None: a GPU where one is visible). Returns
@@ -450,11 +551,19 @@ def measure_efficiency(claims: ClaimsFile, device: str | None = None, quick: boo
     participants = []
     for name in names:
         m = plan.models[name]
-        participants.append(hb.Participant(m.model, dict(m.kwargs), hb.input_size_of(m.model, m.size, m.kwargs),
-                                           label=name))
-    options = hb.BenchOptions(mode="both" if len(modes) == 2 else modes[0], batch_size=1 if quick else plan.batch_size,
-                              device=device, repeats=2 if quick else plan.rounds, iters=1 if quick else plan.iters,
-                              warmup=0 if quick else plan.warmup, memory=False, peak_size=256 if quick else None)
+        participants.append(
+            hb.Participant(m.model, dict(m.kwargs), hb.input_size_of(m.model, m.size, m.kwargs), label=name)
+        )
+    options = hb.BenchOptions(
+        mode="both" if len(modes) == 2 else modes[0],
+        batch_size=1 if quick else plan.batch_size,
+        device=device,
+        repeats=2 if quick else plan.rounds,
+        iters=1 if quick else plan.iters,
+        warmup=0 if quick else plan.warmup,
+        memory=False,
+        peak_size=256 if quick else None,
+    )
     hb.check_options(options)
     threads, cores = hb.pin_threads(None, options.device)
     result = hb.benchmark(participants, [], options, threads=threads, cores=cores, progress=progress)
@@ -464,14 +573,17 @@ def measure_efficiency(claims: ClaimsFile, device: str | None = None, quick: boo
         for key in (c.baseline, c.treatment):
             name, measure, mode = split_bench_key(key)
             if measure == "throughput":
-                values[(c.paper, key)] = {i: math.log(options.batch_size / s)
-                                          for i, s in enumerate(result.times[mode][name])}
+                values[(c.paper, key)] = {
+                    i: math.log(options.batch_size / s) for i, s in enumerate(result.times[mode][name])
+                }
             else:
                 values[(c.paper, key)] = {0: -math.log(max(rows[name][f"{mode}_peak_mib"], 1e-3))}
     info = result.machine
-    hardware = (f"{info['device_name']} ({info['device']}, {info['threads']} thread(s)), torch {info['torch']}, "
-                f"timm {info['timm']}; bench batch {options.batch_size}, {options.repeats} interleaved rounds x "
-                f"{options.iters} step(s), load average {info['load_avg_1m']} at the start, {info['date']}")
+    hardware = (
+        f"{info['device_name']} ({info['device']}, {info['threads']} thread(s)), torch {info['torch']}, "
+        f"timm {info['timm']}; bench batch {options.batch_size}, {options.repeats} interleaved rounds x "
+        f"{options.iters} step(s), load average {info['load_avg_1m']} at the start, {info['date']}"
+    )
     return values, hardware
 
 
@@ -493,8 +605,8 @@ class CurveBand:
     epochs: tuple[int, ...]
     mean: tuple[float, ...]
     std: tuple[float, ...]
-    low: tuple[float, ...]              # min over seeds
-    high: tuple[float, ...]             # max over seeds
+    low: tuple[float, ...]  # min over seeds
+    high: tuple[float, ...]  # max over seeds
     seeds: int
 
 
@@ -505,5 +617,12 @@ def curve_band(arm: str, curves: Sequence[Sequence[tuple[int, float]]]) -> Curve
     epochs = sorted(set.intersection(*(set(e for e, _ in c) for c in curves)))
     grid = np.array([[dict(c)[e] for e in epochs] for c in curves], dtype=float)
     std = grid.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros(len(epochs))
-    return CurveBand(arm, tuple(epochs), tuple(grid.mean(axis=0)), tuple(std), tuple(grid.min(axis=0)),
-                     tuple(grid.max(axis=0)), len(curves))
+    return CurveBand(
+        arm,
+        tuple(epochs),
+        tuple(grid.mean(axis=0)),
+        tuple(std),
+        tuple(grid.min(axis=0)),
+        tuple(grid.max(axis=0)),
+        len(curves),
+    )

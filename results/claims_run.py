@@ -8,6 +8,7 @@ stops training early and reads the looks it reached against the whole plan (it n
 its "first look"). Holm's family is each file's confirmatory claims (results.claims.evaluate), so the papers named
 on the command line change no verdict.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,9 @@ def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
     return plans, targets, powers
 
 
-def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: dict,
-               device: str | None = None) -> ClaimsReport:
+def run_claims(
+    files, out: Path, cap: int | None, quick: bool, jobs: int, env: dict, device: str | None = None
+) -> ClaimsReport:
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``files`` into
     ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
     cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
@@ -61,8 +63,11 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
     for f in files:
         configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
         trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
-        datasets |= {(c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
-                     for name, c in configs.items() if name in trained and c.data.type == "glyphs"}
+        datasets |= {
+            (c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
+            for name, c in configs.items()
+            if name in trained and c.data.type == "glyphs"
+        }
     open_claims = dict.fromkeys((c.paper, c.id) for c, _ in claims)
     specs: dict = {}
     for look in range(max((len(v) for v in targets.values()), default=0)):
@@ -80,8 +85,13 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
         values = _values(list(specs.values()))
         for claim, f in claims:
             key = (claim.paper, claim.id)
-            if key in open_claims and not quick and cl.stop_decision(
-                    claim, f.design, {a: values.get((claim.paper, a), {}) for a in claim.arm_names}, plans[key]):
+            if (
+                key in open_claims
+                and not quick
+                and cl.stop_decision(
+                    claim, f.design, {a: values.get((claim.paper, a), {}) for a in claim.arm_names}, plans[key]
+                )
+            ):
                 del open_claims[key]  # decided at this look: no more seeds for it
     all_specs = list(specs.values())
     values, hardware = _values(all_specs), _hardware(all_specs)
@@ -91,13 +101,19 @@ def run_claims(files, out: Path, cap: int | None, quick: bool, jobs: int, env: d
         hardware.update({key: machine_line for key in measured})
     results = cl.evaluate([(c, f.design) for c, f in claims], values, plans, powers, quick)
     designs = {(c.paper, c.id): f.design for c, f in claims}
-    results = [replace(r, hardware=tuple(sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)")
-                                                  for a in r.claim.arm_names})),
-                       seeds_needed=None if quick or r.claim.tier == "descriptive" or r.claim.measure
-                       else cl.seeds_needed(r.claim, designs[(r.claim.paper, r.claim.id)]))
-               for r in results]
-    status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick)
-                    for f in files]
+    results = [
+        replace(
+            r,
+            hardware=tuple(
+                sorted({hardware.get((r.claim.paper, a), "unknown (trained elsewhere)") for a in r.claim.arm_names})
+            ),
+            seeds_needed=None
+            if quick or r.claim.tier == "descriptive" or r.claim.measure
+            else cl.seeds_needed(r.claim, designs[(r.claim.paper, r.claim.id)]),
+        )
+        for r in results
+    ]
+    status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick) for f in files]
     written = write_report(results, files, all_specs, out, quick)
     return ClaimsReport(results, out, all_specs, written, status_lines)
 
@@ -118,8 +134,10 @@ def check_folder_kind(out: Path, quick: bool) -> None:
         return  # rewritten by this call
     was_quick = any(r.quick or setting.endswith("[--quick]") for r, setting in stored)
     if stored and was_quick != quick:
-        raise DepthbenchError(f"--out {out} holds a {'--quick' if was_quick else 'full'} report; "
-                              f"{'add' if was_quick else 'drop'} --quick to continue it, or give another --out")
+        raise DepthbenchError(
+            f"--out {out} holds a {'--quick' if was_quick else 'full'} report; "
+            f"{'add' if was_quick else 'drop'} --quick to continue it, or give another --out"
+        )
 
 
 def _values(specs) -> dict:
@@ -134,7 +152,6 @@ def _values(specs) -> dict:
 
 def machine(gpu: bool = True) -> str:
     """This machine in one line: CPU model and ISA extensions that matter for float kernels, GPU, torch, timm."""
-
 
     cpu, flags = platform.processor() or platform.machine(), set()
     try:
@@ -171,9 +188,10 @@ def _prepare_data(datasets: set, jobs: int) -> None:
     a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two), each a fork of the
     runs' server. Ctrl-C stops them; a set is never left half-written."""
 
-
-    waiting = sorted((d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
-                     key=lambda d: (-d[0], str(d[1]), d[2]))
+    waiting = sorted(
+        (d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
+        key=lambda d: (-d[0], str(d[1]), d[2]),
+    )
     if not waiting:
         return
     glyph_fonts()  # a missing font package: one line, before any work
@@ -188,10 +206,15 @@ def _prepare_data(datasets: set, jobs: int) -> None:
                 running.remove(item)
                 process, size, variant = item
                 if process.exitcode != 0:
-                    raise DepthbenchError(f"rendering the glyphs {variant} {size}px set failed (exit "
-                                          f"{process.exitcode}; its traceback is above); rerun to try again")
-                print(f"depthbench claims: glyphs {variant} {size}px ready ({time.monotonic() - start:.0f} s)",
-                      file=sys.stderr, flush=True)
+                    raise DepthbenchError(
+                        f"rendering the glyphs {variant} {size}px set failed (exit "
+                        f"{process.exitcode}; its traceback is above); rerun to try again"
+                    )
+                print(
+                    f"depthbench claims: glyphs {variant} {size}px ready ({time.monotonic() - start:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             time.sleep(0.2)
     finally:  # interrupted or failed: stop the other renders (their sets are not written)
         for process, _, _ in running:
@@ -207,8 +230,9 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
     todo = [s for s in specs if not cl.run_done(s)]
     if not todo:
         return
-    print(f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr,
-          flush=True)
+    print(
+        f"depthbench claims: {len(todo)} of {len(specs)} runs to train, {jobs} at a time", file=sys.stderr, flush=True
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(env_extra or {}))
     here = machine(gpu=(env_extra or {}).get("CUDA_VISIBLE_DEVICES") != "")
     running: dict = {}  # id(spec) -> (spec, process): specs hold lists, so they are not hashable
@@ -219,7 +243,7 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
 
     try:
         while todo or running:
-            for spec in [s for s in todo if ready(s)][:jobs - len(running)]:
+            for spec in [s for s in todo if ready(s)][: jobs - len(running)]:
                 todo.remove(spec)
                 spec.work_dir.parent.mkdir(parents=True, exist_ok=True)
                 argv = ["train", spec.config, *spec.overrides, "--work-dir", str(spec.work_dir), "--resume", "auto"]
@@ -234,10 +258,13 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
                 finished += 1
                 if proc.exitcode != 0:
                     failed.append((spec, proc.exitcode))
-                print(f"  [{finished}/{finished + len(todo) + len(running)}] {spec.paper}/{spec.arm} seed "
-                      f"{spec.seed}: {'done' if proc.exitcode == 0 else f'exit {proc.exitcode}'} "
-                      f"in {time.monotonic() - began:.0f} s ({time.monotonic() - start:.0f} s since the start)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  [{finished}/{finished + len(todo) + len(running)}] {spec.paper}/{spec.arm} seed "
+                    f"{spec.seed}: {'done' if proc.exitcode == 0 else f'exit {proc.exitcode}'} "
+                    f"in {time.monotonic() - began:.0f} s ({time.monotonic() - start:.0f} s since the start)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if todo and not running and not any(ready(s) for s in todo):
                 break  # what is left waits for a source run that failed
             time.sleep(0.2)
@@ -247,10 +274,12 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
         raise
     if failed or todo:
         spec, code = failed[0] if failed else (todo[0], None)
-        raise DepthbenchError(f"{len(failed)} claims run(s) failed and {len(todo)} could not start, e.g. "
-                              f"{spec.paper}/{spec.arm} seed {spec.seed} (exit {code}; "
-                              f"{spec.console}); the finished runs "
-                              f"are kept, rerun to continue")
+        raise DepthbenchError(
+            f"{len(failed)} claims run(s) failed and {len(todo)} could not start, e.g. "
+            f"{spec.paper}/{spec.arm} seed {spec.seed} (exit {code}; "
+            f"{spec.console}); the finished runs "
+            f"are kept, rerun to continue"
+        )
 
 
 # ----------------------------------------------------------------------------------------- statistics
@@ -270,7 +299,6 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     the dataset's sample sheet; returns the files written. ``files``: the papers' ClaimsFile; ``specs``: the runs
     whose curves the figures draw."""
 
-
     out.mkdir(parents=True, exist_ok=True)
     settings = {f.paper: f.setting for f in files}
     records = []
@@ -280,50 +308,64 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
         records.append(record)
     written = [out / "claims.json", out / "claims.md"]
     atomic_write(written[0], json.dumps(records, indent=1, default=str))
-    lines = ["# The papers' claims at reduced scale (depthbench claims)", "",
-             "Every number here is from a reduced setting (stated per paper), never the paper's setting. Each claim "
-             "quotes its paper and was tested with the design fixed in its claims file before any evaluated run "
-             "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
-             "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
-             "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
-             "the margin) / inconclusive (with the effects the data rule out). Efficiency claims are the exception: "
-             "measured on the papers' own models at their sizes (each file's bench section), nothing trained."
-             + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
-             ""]
+    lines = [
+        "# The papers' claims at reduced scale (depthbench claims)",
+        "",
+        "Every number here is from a reduced setting (stated per paper), never the paper's setting. Each claim "
+        "quotes its paper and was tested with the design fixed in its claims file before any evaluated run "
+        "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
+        "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
+        "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
+        "the margin) / inconclusive (with the effects the data rule out). Efficiency claims are the exception: "
+        "measured on the papers' own models at their sizes (each file's bench section), nothing trained."
+        + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
+        "",
+    ]
     machines: dict = {}
     for r in results:
         for h in r.hardware:
             machines.setdefault(h, []).append(f"{r.claim.paper}/{r.claim.id}")
     lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
     for f in files:
-        lines += [f"## {f.paper}", "", f"Setting: {f.setting}", "",
-                  f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory "
-                  f"claim(s)), evaluation seeds from {f.design.seeds_from} (tuning seeds "
-                  f"{list(f.design.tuning_seeds)}), looks every {f.design.look_every} seeds up to "
-                  f"{f.design.max_seeds}.", ""]
+        lines += [
+            f"## {f.paper}",
+            "",
+            f"Setting: {f.setting}",
+            "",
+            f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory "
+            f"claim(s)), evaluation seeds from {f.design.seeds_from} (tuning seeds "
+            f"{list(f.design.tuning_seeds)}), looks every {f.design.look_every} seeds up to "
+            f"{f.design.max_seeds}.",
+            "",
+        ]
         for r in [r for r in results if r.claim.paper == f.paper]:
             c, i = r.claim, r.interval
             if c.measure:
                 lines += _efficiency_lines(r, f)
                 continue
-            versus = (f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
-                      if c.minus else f"{c.treatment} − {c.baseline}")
+            versus = (
+                f"({c.treatment} − {c.baseline}) − ({c.minus['treatment']} − {c.minus['baseline']})"
+                if c.minus
+                else f"{c.treatment} − {c.baseline}"
+            )
             looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
-            lines += [f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
-                      f"paper: {c.source.numbers()})",
-                      f"  - ours: {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
-                      f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
-                      f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
-                      + (f"; {r.ruled_out}" if r.ruled_out else ""),
-                      f"  - spread of one seed's difference: planned {c.power['sd']:g} ({c.power['sd_from']}), "
-                      f"observed {'—' if r.observed_sd is None else f'{r.observed_sd:.2f}'}",
-                      f"  - plan ({c.tier}): looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
-                      f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ("
-                      f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
-                      f"{r.seeds_needed or 'more than 60'} seeds per arm; "
-                      f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
-                      f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
-                      f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png"]
+            lines += [
+                f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
+                f"paper: {c.source.numbers()})",
+                f"  - ours: {c.treatment} {r.treatment.mean:.2f} ± {r.treatment.std:.2f} vs {c.baseline} "
+                f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
+                f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
+                + (f"; {r.ruled_out}" if r.ruled_out else ""),
+                f"  - spread of one seed's difference: planned {c.power['sd']:g} ({c.power['sd_from']}), "
+                f"observed {'—' if r.observed_sd is None else f'{r.observed_sd:.2f}'}",
+                f"  - plan ({c.tier}): looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
+                f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ("
+                f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
+                f"{r.seeds_needed or 'more than 60'} seeds per arm; "
+                f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
+                f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
+                f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png",
+            ]
             lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
         if f.exploratory:
             lines += ["", "Exploratory (not trained by `depthbench claims`, no verdict):"]
@@ -338,19 +380,22 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
 def _efficiency_lines(r, f) -> list[str]:
     """An efficiency claim in claims.md: the ratio, its interval (exp of the log-ratio interval) and the verdict."""
     c, i = r.claim, r.interval
-    what = "throughput ratio (treatment / baseline)" if c.measure == "throughput" else \
-        "memory saving (baseline / treatment peak MiB)"
+    what = (
+        "throughput ratio (treatment / baseline)"
+        if c.measure == "throughput"
+        else "memory saving (baseline / treatment peak MiB)"
+    )
     bounds = "—" if i.low is None else f"[{math.exp(i.low):.3f}, {math.exp(i.high):.3f}]"
     rounds = f"{r.treatment.n} interleaved rounds" if c.measure == "throughput" else "one exact measurement"
-    return [f"- **{c.id}** ({c.kind}, margin {cl.ratio_margin(c):.0%} of the ratio, {c.mode}, {c.measure}): "
-            f"“{c.text}” ({c.where}; paper: {c.source.numbers()})",
-            f"  - ours: {what} {math.exp(i.diff):.3f}, interval {bounds} at {i.level:.2%} ({rounds}): "
-            f"**{r.verdict}**",
-            f"  - plan ({c.tier}): power {_pct(r.power)} for a {math.expm1(c.power['effect'] or c.margin):.0%} "
-            f"advantage at a per-round log-ratio sd of {c.power['sd']:g} ({c.power['sd_from']}; "
-            f"{c.power['effect_from']}); repeated p {'—' if r.p_value is None else f'{r.p_value:.4f}'}",
-            f"  - hardware: {'; '.join(r.hardware) or 'unknown'}"] + \
-        [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
+    return [
+        f"- **{c.id}** ({c.kind}, margin {cl.ratio_margin(c):.0%} of the ratio, {c.mode}, {c.measure}): "
+        f"“{c.text}” ({c.where}; paper: {c.source.numbers()})",
+        f"  - ours: {what} {math.exp(i.diff):.3f}, interval {bounds} at {i.level:.2%} ({rounds}): **{r.verdict}**",
+        f"  - plan ({c.tier}): power {_pct(r.power)} for a {math.expm1(c.power['effect'] or c.margin):.0%} "
+        f"advantage at a per-round log-ratio sd of {c.power['sd']:g} ({c.power['sd_from']}; "
+        f"{c.power['effect_from']}); repeated p {'—' if r.p_value is None else f'{r.p_value:.4f}'}",
+        f"  - hardware: {'; '.join(r.hardware) or 'unknown'}",
+    ] + [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
 
 
 def _pct(power) -> str:
@@ -362,11 +407,12 @@ def _glyph_samples(path: Path) -> Path:
     column) above three rows of validation images from the held-out typefaces, then one row of the same
     validation images in the clean variant (the DeiT claims' data), at 32x32."""
 
-
     fonts = glyph_fonts()  # scanned once for the three sheets: ~2.5 s of CPU each time, in every claims call
-    parts = [sample_sheet(32, "train", rows=3, scale=1, fonts=fonts),
-             sample_sheet(32, "val", rows=3, scale=1, fonts=fonts),
-             sample_sheet(32, "val", rows=1, scale=1, variant="clean", fonts=fonts)]
+    parts = [
+        sample_sheet(32, "train", rows=3, scale=1, fonts=fonts),
+        sample_sheet(32, "val", rows=3, scale=1, fonts=fonts),
+        sample_sheet(32, "val", rows=1, scale=1, variant="clean", fonts=fonts),
+    ]
     sheet = Image.new("RGB", (parts[0].width, sum(p.height for p in parts) + 8 * (len(parts) - 1)), "white")
     top = 0
     for part in parts:
@@ -409,8 +455,14 @@ def _figures(results, specs: list[cl.RunSpec], folder: Path) -> list[Path]:
         diff_ax.axhline(0, color="k", linewidth=0.8)
         for lk in r.looks:  # the repeated interval at each look reached (the last one decides)
             if lk["low"] == lk["low"]:  # not NaN
-                diff_ax.errorbar([lk["n"]], [lk["diff"]], yerr=[[lk["diff"] - lk["low"]], [lk["high"] - lk["diff"]]],
-                                 fmt="o", color="C3", capsize=6)
+                diff_ax.errorbar(
+                    [lk["n"]],
+                    [lk["diff"]],
+                    yerr=[[lk["diff"] - lk["low"]], [lk["high"] - lk["diff"]]],
+                    fmt="o",
+                    color="C3",
+                    capsize=6,
+                )
         if not r.looks:
             diff_ax.plot([0], [i.diff], "o", color="C3")
         diff_ax.set_xlabel("seeds per arm (look)")

@@ -26,6 +26,7 @@ machinery (:func:`harness.measure.estimate.estimate`: a preflight record of the 
 row, else another model's record scaled by FLOPs -- "extrapolated" -- else no step time, said per row). The
 efficiency claims need no training: ``depthbench claims PAPER --efficiency --device cuda`` on one GPU.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class ScaleArm:
 @dataclass(frozen=True)
 class ScaleClaim:
     id: str
-    arms: tuple                            # ScaleArm per arm the claim names
+    arms: tuple  # ScaleArm per arm the claim names
     effect: float
     effect_from: str
     margin: float
@@ -66,13 +67,14 @@ class PaperScale:
     seeds_from: int
     sd: float
     sd_from: str
-    claims: dict                           # claim id -> ScaleClaim
+    claims: dict  # claim id -> ScaleClaim
     note: str = ""
 
 
 @dataclass
 class PlanRow:
     """One claim at the paper's scale: its arms, looks (seeds per arm), power and cost."""
+
     paper: str
     claim: str
     tier: str
@@ -82,9 +84,9 @@ class PlanRow:
     power: float | None = None
     first_look_hours: float | None = None  # GPU-hours of the first look (runs with a step time)
     all_looks_hours: float | None = None
-    sources: tuple = ()                    # per arm: where its step time comes from
-    untimed: int = 0                       # arms without any step time (their cost is not in the hours)
-    how: str = ""                          # an efficiency claim: the command that measures it
+    sources: tuple = ()  # per arm: where its step time comes from
+    untimed: int = 0  # arms without any step time (their cost is not in the hours)
+    how: str = ""  # an efficiency claim: the command that measures it
 
 
 def paper_scale(claims: ClaimsFile) -> PaperScale:
@@ -105,8 +107,10 @@ def paper_scale(claims: ClaimsFile) -> PaperScale:
     for cid, c in doc["claims"].items():
         at = f"{where}: claim {cid!r}"
         if cid not in known or known[cid].measure:
-            raise ClaimError(f"{at} is not an accuracy claim of the file; known: "
-                             f"{', '.join(k for k, v in known.items() if not v.measure)}")
+            raise ClaimError(
+                f"{at} is not an accuracy claim of the file; known: "
+                f"{', '.join(k for k, v in known.items() if not v.measure)}"
+            )
         if not isinstance(c, dict) or set(c) - SCALE_CLAIM_FIELDS or not isinstance(c.get("arms"), dict):
             raise ClaimError(f"{at}: give arms (arm -> {{config, overrides}}), effect, effect_from and margin")
         if set(c["arms"]) != set(known[cid].arm_names):
@@ -119,13 +123,24 @@ def paper_scale(claims: ClaimsFile) -> PaperScale:
             if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
                 raise ClaimError(f"{at}: arm {name!r}: overrides are key=value strings")
             arms.append(ScaleArm(str(name), a["config"], tuple(overrides)))
-        scaled[cid] = ScaleClaim(cid, tuple(arms), bounded(c.get("effect"), f"{at}: effect", -100, 100),
-                                 str(c.get("effect_from", "")),
-                                 bounded(c.get("margin"), f"{at}: margin", 0, 100, open_low=True), str(c.get("note", "")))
-    return PaperScale(bounded(doc.get("gpus"), f"{where}: gpus", 1, 64, integer=True), look_every, max_seeds,
-                      bounded(doc.get("seeds_from", 0), f"{where}: seeds_from", 0, 2 ** 31 - 100, integer=True),
-                      bounded(doc.get("sd"), f"{where}: sd", 0, 100, open_low=True), str(doc.get("sd_from", "")),
-                      scaled, str(doc.get("note", "")))
+        scaled[cid] = ScaleClaim(
+            cid,
+            tuple(arms),
+            bounded(c.get("effect"), f"{at}: effect", -100, 100),
+            str(c.get("effect_from", "")),
+            bounded(c.get("margin"), f"{at}: margin", 0, 100, open_low=True),
+            str(c.get("note", "")),
+        )
+    return PaperScale(
+        bounded(doc.get("gpus"), f"{where}: gpus", 1, 64, integer=True),
+        look_every,
+        max_seeds,
+        bounded(doc.get("seeds_from", 0), f"{where}: seeds_from", 0, 2**31 - 100, integer=True),
+        bounded(doc.get("sd"), f"{where}: sd", 0, 100, open_low=True),
+        str(doc.get("sd_from", "")),
+        scaled,
+        str(doc.get("note", "")),
+    )
 
 
 def plan(claims: ClaimsFile, records: list | None = None, bench_rows: list | None = None) -> list[PlanRow]:
@@ -137,8 +152,9 @@ def plan(claims: ClaimsFile, records: list | None = None, bench_rows: list | Non
     for claim in claims.claims:
         row = PlanRow(claims.paper, claim.id, claim.tier, claim.kind)
         if claim.measure:
-            row.how = (f"measured, not trained: depthbench claims {claims.paper} --efficiency --device cuda "
-                       "(one GPU, minutes)")
+            row.how = (
+                f"measured, not trained: depthbench claims {claims.paper} --efficiency --device cuda (one GPU, minutes)"
+            )
             rows.append(row)
             continue
         sc = scale.claims.get(claim.id)
@@ -150,14 +166,22 @@ def plan(claims: ClaimsFile, records: list | None = None, bench_rows: list | Non
         if claim.tier == "descriptive":
             row.looks = (scale.look_every,)
         else:
-            row.looks, row.power = seq.seeds_for_power(abs(sc.effect) or sc.margin, scale.sd, alpha, 0.8,
-                                                       scale.look_every, scale.max_seeds, claim.kind, sc.margin)
-        jobs = [est.Job(f"{claims.paper}/{a.name}", a.config, (*a.overrides, f"seed={scale.seeds_from}"))
-                for a in sc.arms]
+            row.looks, row.power = seq.seeds_for_power(
+                abs(sc.effect) or sc.margin,
+                scale.sd,
+                alpha,
+                0.8,
+                scale.look_every,
+                scale.max_seeds,
+                claim.kind,
+                sc.margin,
+            )
+        jobs = [
+            est.Job(f"{claims.paper}/{a.name}", a.config, (*a.overrides, f"seed={scale.seeds_from}")) for a in sc.arms
+        ]
         estimate = est.estimate(jobs, layout, records=records, bench_rows=bench_rows)
         timed = [r.device_hours for r in estimate.rows if r.device_hours is not None]
-        row.arms = tuple(f"{a.name}: {a.config}{' ' + ' '.join(a.overrides) if a.overrides else ''}"
-                         for a in sc.arms)
+        row.arms = tuple(f"{a.name}: {a.config}{' ' + ' '.join(a.overrides) if a.overrides else ''}" for a in sc.arms)
         row.sources = tuple(_label(r) for r in estimate.rows)
         row.untimed = len(estimate.rows) - len(timed)
         if timed:
@@ -179,9 +203,11 @@ def _label(r: est.Row) -> str:
 def format_plan(rows: list[PlanRow], claims: ClaimsFile) -> list[str]:
     """The plan as text, one block per claim, then the paper's total."""
     scale = paper_scale(claims)
-    lines = [f"{claims.paper} at the paper's scale: {scale.gpus} GPU(s) per run, looks every {scale.look_every} "
-             f"seeds up to {scale.max_seeds}, alpha {claims.design.alpha} over the family of "
-             f"{claims.design.family} (Holm); seed spread {scale.sd:g} points ({scale.sd_from})"]
+    lines = [
+        f"{claims.paper} at the paper's scale: {scale.gpus} GPU(s) per run, looks every {scale.look_every} "
+        f"seeds up to {scale.max_seeds}, alpha {claims.design.alpha} over the family of "
+        f"{claims.design.family} (Holm); seed spread {scale.sd:g} points ({scale.sd_from})"
+    ]
     first = total = 0.0
     for r in rows:
         head = f"  {r.claim} ({r.tier}, {r.kind})"
@@ -189,16 +215,20 @@ def format_plan(rows: list[PlanRow], claims: ClaimsFile) -> list[str]:
             lines.append(f"{head}: {r.how}")
             continue
         power = "" if r.power is None else f", power {r.power:.0%}"
-        hours = ("no GPU-hours: no step time for any arm (run `depthbench preflight` on the GPU)"
-                 if r.first_look_hours is None else
-                 f"{r.first_look_hours:.0f} GPU-h at the first look, {r.all_looks_hours:.0f} at the last"
-                 + (f" (without {r.untimed} arm(s) that have no step time)" if r.untimed else ""))
+        hours = (
+            "no GPU-hours: no step time for any arm (run `depthbench preflight` on the GPU)"
+            if r.first_look_hours is None
+            else f"{r.first_look_hours:.0f} GPU-h at the first look, {r.all_looks_hours:.0f} at the last"
+            + (f" (without {r.untimed} arm(s) that have no step time)" if r.untimed else "")
+        )
         lines.append(f"{head}: seeds per look {list(r.looks)}{power}; {hours}")
         lines += [f"    arm {a}" for a in r.arms] + [f"    step time: {s}" for s in r.sources]
         first += r.first_look_hours or 0.0
         total += r.all_looks_hours or 0.0
-    lines.append(f"  total: {first:.0f} GPU-h at the first look, {total:.0f} if every claim runs to its last look "
-                 "(timed arms only)")
+    lines.append(
+        f"  total: {first:.0f} GPU-h at the first look, {total:.0f} if every claim runs to its last look "
+        "(timed arms only)"
+    )
     return lines
 
 
@@ -221,6 +251,14 @@ def first_look_runs(claims: ClaimsFile, out: Path) -> list:
             dirs[key] = name
             for seed in range(scale.seeds_from, scale.seeds_from + row.looks[0]):
                 overrides = [*a.overrides, f"seed={seed}", f"experiment='claims-{claims.paper}-{name}-paper'"]
-                specs.append(RunSpec(claims.paper, name, seed, a.config, overrides,
-                                     Path(out) / "runs" / claims.paper / name / f"seed{seed}"))
+                specs.append(
+                    RunSpec(
+                        claims.paper,
+                        name,
+                        seed,
+                        a.config,
+                        overrides,
+                        Path(out) / "runs" / claims.paper / name / f"seed{seed}",
+                    )
+                )
     return specs

@@ -19,6 +19,7 @@ analyses) read the run's ``depthbench eval`` numbers (``eval_suite`` records) in
 the cell's selector (:func:`cell_selector`) names the protocol, input size (default: the run's training size),
 pool mode, analysis, model arguments changed at evaluation time and metric, and exactly that record fills it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,27 +39,46 @@ from results.runs import model_identity, read_config_fields
 
 # table column key -> eval metric it reads (after runs.py's normalisation)
 COLUMN_METRICS = {
-    "top1": "top1", "acc": "top1", "in1k": "top1", "top5": "top5",
-    "ap_b": "bbox_mAP", "ap_b50": "bbox_mAP_50", "ap_b75": "bbox_mAP_75",
-    "ap_m": "segm_mAP", "ap_m50": "segm_mAP_50", "ap_m75": "segm_mAP_75",
-    "ap": "bbox_mAP", "ap50": "bbox_mAP_50", "ap75": "bbox_mAP_75",
-    "miou": "mIoU", "macc": "mAcc", "ppl": "ppl",
+    "top1": "top1",
+    "acc": "top1",
+    "in1k": "top1",
+    "top5": "top5",
+    "ap_b": "bbox_mAP",
+    "ap_b50": "bbox_mAP_50",
+    "ap_b75": "bbox_mAP_75",
+    "ap_m": "segm_mAP",
+    "ap_m50": "segm_mAP_50",
+    "ap_m75": "segm_mAP_75",
+    "ap": "bbox_mAP",
+    "ap50": "bbox_mAP_50",
+    "ap75": "bbox_mAP_75",
+    "miou": "mIoU",
+    "macc": "mAcc",
+    "ppl": "ppl",
 }
 # model kwargs that are training knobs, not architecture (a run may set them without leaving the paper's setting)
-TRAINING_KWARGS = {"drop_path_rate", "drop_rate", "attn_drop_rate", "proj_drop_rate", "pos_drop_rate",
-                   "num_classes", "pretrained_cfg", "pretrained_cfg_overlay"}
+TRAINING_KWARGS = {
+    "drop_path_rate",
+    "drop_rate",
+    "attn_drop_rate",
+    "proj_drop_rate",
+    "pos_drop_rate",
+    "num_classes",
+    "pretrained_cfg",
+    "pretrained_cfg_overlay",
+}
 
 
 @dataclass
 class Cell:
     column: str
-    kind: str                  # "arch" (measured by verify), "result" (a run's metric) or "text"
+    kind: str  # "arch" (measured by verify), "result" (a run's metric) or "text"
     paper: object = None
     ours: float | None = None
     std: float | None = None
     n: int = 0
     delta: float | None = None
-    status: str = ""           # arch: pass/fail/error/reason; result: statuses of the runs used ("done", "running")
+    status: str = ""  # arch: pass/fail/error/reason; result: statuses of the runs used ("done", "running")
     note: str = ""
     decimals: int | None = None  # printed precision of the paper's column (reduced lines carry no paper value)
 
@@ -66,6 +86,7 @@ class Cell:
 @dataclass
 class Line:
     """One rendered line: a paper row (``setting`` None) or the reduced-scale runs under it."""
+
     row: Row
     cells: dict
     setting: str | None = None
@@ -107,8 +128,14 @@ def suite_value(run: dict, selector: dict, row: Row):
     if sizes[0] is None:  # a run without data.input_size (language models: none) or an older run: the row's
         sizes.append(row.input_size if isinstance(row.input_size, int) else list(row.input_size or [None])[-1])
     for size in sizes:
-        key = suite_key(selector.get("dataset", "val"), size, selector.get("pool_mode"),
-                        selector.get("analysis", "none"), selector.get("model_kwargs"), selector.get("metric", "top1"))
+        key = suite_key(
+            selector.get("dataset", "val"),
+            size,
+            selector.get("pool_mode"),
+            selector.get("analysis", "none"),
+            selector.get("model_kwargs"),
+            selector.get("metric", "top1"),
+        )
         if key in suite:
             return suite[key]
     return None
@@ -185,9 +212,11 @@ def setting_of(run: dict, row: Row, known_configs: set | None = None) -> str | N
     differ.update({k: None for k in _arch_kwargs(expected) if k not in kwargs})
     if differ and not (row.config and run_config != row.config):  # a different config already says it
         reasons.append("model " + ", ".join(f"{k}={v}" for k, v in sorted(differ.items(), key=lambda kv: kv[0])))
-    overrides = [o for o in (run.get("overrides") or "").split()
-                 if not NEUTRAL_OVERRIDES.match(o.lstrip("+").split("=", 1)[0])
-                 and o.lstrip("+") != f"model.name={row.model}"]
+    overrides = [
+        o
+        for o in (run.get("overrides") or "").split()
+        if not NEUTRAL_OVERRIDES.match(o.lstrip("+").split("=", 1)[0]) and o.lstrip("+") != f"model.name={row.model}"
+    ]
     if overrides:
         reasons.append("overrides " + " ".join(overrides))
     if not reasons:
@@ -203,8 +232,10 @@ class RunIndex:
 
     def __init__(self, runs: pd.DataFrame, renames: dict | None = None):
         # pandas fills a field one run lacks with NaN; a record says None instead
-        self.records = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
-                        for r in (runs.to_dict("records") if len(runs) else [])]
+        self.records = [
+            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+            for r in (runs.to_dict("records") if len(runs) else [])
+        ]
         self.by_model, self.by_config = defaultdict(list), defaultdict(list)
         renames = renames or {}
         for i, r in enumerate(self.records):
@@ -249,8 +280,11 @@ def _result_cell(column: str, paper, runs: list[dict], compare: bool, value_of) 
     cell.status = "" if set(counts) == {"done"} else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     changed = [r["config_changes"] for r in used if r.get("config_changes")]
     if changed:  # a run whose config changed mid-way (--allow-changes) is not the experiment it started as
-        cell.status = ", ".join(filter(None, [cell.status, f"{len(changed)} config changed on resume "
-                                                            f"({'; '.join(dict.fromkeys(changed))})"]))
+        cell.status = ", ".join(
+            filter(
+                None, [cell.status, f"{len(changed)} config changed on resume ({'; '.join(dict.fromkeys(changed))})"]
+            )
+        )
     if compare and _finite(paper):
         cell.delta = cell.ours - float(paper)
     return cell
@@ -268,9 +302,16 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
             paper = row.paper.get(column)
             if column in arch:
                 a = arch[column]
-                cells[column] = Cell(column, "arch", paper=paper, ours=a.ours, n=1 if a.ours is not None else 0,
-                                     delta=(a.ours - float(paper)) if a.ours is not None and _finite(paper) else None,
-                                     status=a.status, note=a.note)
+                cells[column] = Cell(
+                    column,
+                    "arch",
+                    paper=paper,
+                    ours=a.ours,
+                    n=1 if a.ours is not None else 0,
+                    delta=(a.ours - float(paper)) if a.ours is not None and _finite(paper) else None,
+                    status=a.status,
+                    note=a.note,
+                )
             elif column in columns:
                 cells[column] = Cell(column, "result", paper=paper)
             else:
@@ -281,8 +322,9 @@ def view_table(table: Table, index: RunIndex, audit=None) -> TableView:
             continue
         value_of = {c: _value_of(row, c) for c in columns}
         # rows of this table with the same model (an ablation's steps: model kwargs tell them apart)
-        siblings = ([o for o in table.rows if o is not row and o.model == row.model and not o.reason]
-                    if row.model else [])
+        siblings = (
+            [o for o in table.rows if o is not row and o.model == row.model and not o.reason] if row.model else []
+        )
         groups = defaultdict(list)
         for run in index.candidates(row):
             if any(_finite(value_of[c](run)) for c in columns):

@@ -8,6 +8,7 @@ Records read from metrics.jsonl besides the engine's ``train``/``epoch``/``eval`
 ``{"kind": "lrc", "epoch": E, "global_step": S, "coefficients": {module: {role: value}}}`` — SReT's learnable
 residual coefficients (``models.sret.lrc_coefficients(model)``), logged by a run that tracks their evolution.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,13 +33,20 @@ PAPER_STYLE = dict(marker="o", markerfacecolor="none", linestyle="--", linewidth
 OURS_STYLE = dict(marker="o", linestyle="-", linewidth=1.6)
 ACCURACY_COLUMNS = ("top1", "acc", "in1k")
 PAPER_COLORS = {"stepsnet": "C0", "sret": "C1", "transnext": "C2", "horesnet": "C3", "scalenet": "C4"}
-PAPER_NAMES = {"stepsnet": "StepsNet", "sret": "SReT", "transnext": "TransNeXt", "horesnet": "HO-ResNet",
-               "scalenet": "ScaleNet"}
+PAPER_NAMES = {
+    "stepsnet": "StepsNet",
+    "sret": "SReT",
+    "transnext": "TransNeXt",
+    "horesnet": "HO-ResNet",
+    "scalenet": "ScaleNet",
+}
 LEGEND_SIZE = 9  # points; readable where the report shows a figure at its 42rem width
 # a run drawn again with another's exact curve: another dash pattern and markers, so neither hides the other
-DUPLICATE_STYLES = [dict(linestyle=(0, (4, 3)), marker="x", markevery=0.1),
-                    dict(linestyle=(0, (1, 2)), marker="+", markevery=0.13),
-                    dict(linestyle=(0, (6, 2, 1, 2)), marker="^", markevery=0.17, markerfacecolor="none")]
+DUPLICATE_STYLES = [
+    dict(linestyle=(0, (4, 3)), marker="x", markevery=0.1),
+    dict(linestyle=(0, (1, 2)), marker="+", markevery=0.13),
+    dict(linestyle=(0, (6, 2, 1, 2)), marker="^", markevery=0.17, markerfacecolor="none"),
+]
 
 
 def _save(fig, out: Path) -> list[Path]:
@@ -118,8 +126,14 @@ def depth_series(view: TableView, x_column: str, group) -> dict:
 
 def stepsnet_depth(views: list[TableView], out: Path) -> list[Path]:
     """StepsNet Fig. 1 / Table 5: accuracy vs depth, baseline vs StepsNet, fixed width (5a) and fixed FLOPs (5b)."""
-    panels = [(v, t) for v, t in ((_view(views, "stepsnet", "5a"), "Fig. 1 / Table 5a: fixed width (DeiT)"),
-                                  (_view(views, "stepsnet", "5b"), "Table 5b: fixed FLOPs (Swin-T)")) if v]
+    panels = [
+        (v, t)
+        for v, t in (
+            (_view(views, "stepsnet", "5a"), "Fig. 1 / Table 5a: fixed width (DeiT)"),
+            (_view(views, "stepsnet", "5b"), "Table 5b: fixed FLOPs (Swin-T)"),
+        )
+        if v
+    ]
     if not panels:
         return []
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
@@ -178,8 +192,13 @@ def scalenet_epochs(views: list[TableView], out: Path) -> list[Path]:
                 evals = curve[(curve["kind"] == "eval") & curve["top1"].notna()]
                 series[label]["ours"] += list(zip(evals["epoch"] + 1, evals["top1"]))
     fig, ax = plt.subplots(figsize=(6, 4))
-    _series_plot(ax, dict(series), "training epochs", "ImageNet top-1 (%)",
-                 "ScaleNet: expanded vs trained from scratch (Table VII)")
+    _series_plot(
+        ax,
+        dict(series),
+        "training epochs",
+        "ImageNet top-1 (%)",
+        "ScaleNet: expanded vs trained from scratch (Table VII)",
+    )
     return _save(fig, out)
 
 
@@ -303,8 +322,13 @@ def throughput_accuracy(bench: pd.DataFrame, views: list[TableView], out: Path) 
         if ours is not None:
             ax.plot([throughput], [ours], color=color, **{**OURS_STYLE, "linestyle": "none"})
             drawn_ours = True
-        ax.annotate(model, (throughput, ours if ours is not None else paper), fontsize=6,
-                    xytext=(3, 3), textcoords="offset points")
+        ax.annotate(
+            model,
+            (throughput, ours if ours is not None else paper),
+            fontsize=6,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
         drawn += 1
     if not drawn:
         plt.close(fig)
@@ -343,8 +367,9 @@ def _marker_legend(ax, extra=(), ours: bool = True) -> None:
 
 def gflops_papers(views: list[TableView]) -> list[str]:
     """The papers with an ImageNet table that prints both top-1 and GFLOPs: those :func:`top1_vs_gflops` draws."""
-    return list(dict.fromkeys(v.paper for v in views
-                              if _accuracy_column(v) is not None and "flops_g" in v.table.columns))
+    return list(
+        dict.fromkeys(v.paper for v in views if _accuracy_column(v) is not None and "flops_g" in v.table.columns)
+    )
 
 
 def gflops_title(papers: list[str]) -> str:
@@ -373,16 +398,26 @@ def top1_vs_gflops(views: list[TableView], out: Path) -> list[Path]:
             ax.plot([flops], [top1], color=color, **{**PAPER_STYLE, "linestyle": "none"})
             ours_flops, ours_top1 = line.cells["flops_g"].ours, line.cells[acc].ours
             if ours_top1 is not None:
-                ax.plot([ours_flops if ours_flops is not None else flops], [ours_top1], color=color,
-                        **{**OURS_STYLE, "linestyle": "none"})
+                ax.plot(
+                    [ours_flops if ours_flops is not None else flops],
+                    [ours_top1],
+                    color=color,
+                    **{**OURS_STYLE, "linestyle": "none"},
+                )
                 drawn_ours = True
             if view.paper not in papers:
                 papers.append(view.paper)
     if not seen:
         plt.close(fig)
         return []
-    _marker_legend(ax, [Line2D([], [], color=PAPER_COLORS.get(p, "C7"), linestyle="none", marker="s",
-                               label=PAPER_NAMES.get(p, p)) for p in papers], ours=drawn_ours)
+    _marker_legend(
+        ax,
+        [
+            Line2D([], [], color=PAPER_COLORS.get(p, "C7"), linestyle="none", marker="s", label=PAPER_NAMES.get(p, p))
+            for p in papers
+        ],
+        ours=drawn_ours,
+    )
     ax.set_xscale("log")
     plain_log_axis(ax.xaxis)
     ax.set_xlabel("GFLOPs (multiply-adds, 224² unless the table says otherwise)")

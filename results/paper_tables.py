@@ -57,6 +57,7 @@ results that ``results`` sets beside our runs. Numbers keep the precision they w
 (``86.70`` has two decimals): the loader records it, and verify accepts a value that rounds to the
 printed one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -71,8 +72,21 @@ from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, read_yaml as read_bounded_yaml
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
-ROW_FIELDS = {"name", "model", "model_kwargs", "input_size", "paper", "config", "reason", "unchecked", "note",
-              "base", "flops_model_kwargs", "eval", "evals"}
+ROW_FIELDS = {
+    "name",
+    "model",
+    "model_kwargs",
+    "input_size",
+    "paper",
+    "config",
+    "reason",
+    "unchecked",
+    "note",
+    "base",
+    "flops_model_kwargs",
+    "eval",
+    "evals",
+}
 SELECTOR_KEYS = {"dataset", "metric", "input_size", "pool_mode", "analysis", "model_kwargs"}
 EVAL_DATASETS = set(PROTOCOLS)  # depthbench eval --dataset choices
 TABLE_FIELDS = {"id", "caption", "columns", "defaults", "rows", "note"}
@@ -84,6 +98,7 @@ class TableError(DepthbenchError):
 
 class PrintedNumber(float):
     """A float that remembers how many decimals the paper printed."""
+
     decimals: int
     text: str
 
@@ -167,7 +182,9 @@ def load(path: str | Path) -> list[Table]:
             raise TableError(f"{where}: each table needs 'id', 'caption', 'columns' and 'rows'")
         extra = set(t) - TABLE_FIELDS
         if extra:
-            raise TableError(f"{where} (id {t['id']}): unknown field(s) {sorted(extra)}; allowed: {sorted(TABLE_FIELDS)}")
+            raise TableError(
+                f"{where} (id {t['id']}): unknown field(s) {sorted(extra)}; allowed: {sorted(TABLE_FIELDS)}"
+            )
         columns = t.get("columns") or {}
         defaults = t.get("defaults") or {}
         rows = []
@@ -178,14 +195,22 @@ def load(path: str | Path) -> list[Table]:
             r = {**defaults, **r}
             extra = set(r) - ROW_FIELDS
             if extra:
-                raise TableError(f"{rwhere} ({r['name']}): unknown field(s) {sorted(extra)}; allowed: {sorted(ROW_FIELDS)}")
+                raise TableError(
+                    f"{rwhere} ({r['name']}): unknown field(s) {sorted(extra)}; allowed: {sorted(ROW_FIELDS)}"
+                )
             unknown_cols = set(r.get("paper") or {}) - set(columns)
             if unknown_cols:
-                raise TableError(f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}")
+                raise TableError(
+                    f"{rwhere} ({r['name']}): paper value(s) for undeclared column(s) {sorted(unknown_cols)}"
+                )
             _check_selectors(r, columns, f"{rwhere} ({r['name']})")
             if r.get("config") is not None:  # data names no code: only a config inside configs/
                 r["config"] = config_named_by(r["config"], f"{rwhere} ({r['name']})", TableError)
-            rows.append(Row(table=str(t["id"]), paper_id=paper, **{k: v for k, v in r.items() if v is not None or k == "reason"}))
+            rows.append(
+                Row(
+                    table=str(t["id"]), paper_id=paper, **{k: v for k, v in r.items() if v is not None or k == "reason"}
+                )
+            )
         tables.append(Table(paper=paper, id=str(t["id"]), caption=t.get("caption", ""), columns=columns, rows=rows))
     return tables
 
@@ -207,8 +232,10 @@ def _check_selectors(row: dict, columns: dict, where: str) -> None:
         # the image protocols are checked by name (a typo fills nothing); other names are lm-eval tasks (the
         # dataset field of `depthbench eval --dataset lm-eval` records, harness/tasks/lm_eval.py)
         if not isinstance(dataset, str) or (dataset.startswith("imagenet") and dataset not in EVAL_DATASETS):
-            raise TableError(f"{place}: dataset {dataset!r} is not a depthbench eval protocol "
-                             f"({', '.join(sorted(EVAL_DATASETS))}) or lm-eval task")
+            raise TableError(
+                f"{place}: dataset {dataset!r} is not a depthbench eval protocol "
+                f"({', '.join(sorted(EVAL_DATASETS))}) or lm-eval task"
+            )
         if "model_kwargs" in selector and not isinstance(selector["model_kwargs"], dict):
             raise TableError(f"{place}: model_kwargs must be a mapping")
 

@@ -8,6 +8,7 @@ audit) end in ✓ (matches the printed number) or ✗.
 HTML is written by hand rather than with ``DataFrame.to_html``/Styler because each cell holds three stacked
 values with their own classes; pandas would flatten them to one string.
 """
+
 from __future__ import annotations
 
 import csv
@@ -109,9 +110,14 @@ def title(view: TableView) -> str:
 def to_markdown(view: TableView) -> str:
     columns = list(view.table.columns)
     headers = ["Row"] + [str(view.table.columns[c]) for c in columns]
-    out = [f"### {title(view)}", "", "Cells: paper / ours / Δ (ours − paper); ✓ architecture matches the printed "
-           "number; — no run.", "", "| " + " | ".join(_md(h) for h in headers) + " |",
-           "|" + "---|" * len(headers)]
+    out = [
+        f"### {title(view)}",
+        "",
+        "Cells: paper / ours / Δ (ours − paper); ✓ architecture matches the printed number; — no run.",
+        "",
+        "| " + " | ".join(_md(h) for h in headers) + " |",
+        "|" + "---|" * len(headers),
+    ]
     numbers, notes = footnotes(view)
     for i, line in enumerate(view.lines):
         label = line_label(line) + (f" (not reproduced: {_reason(line)})" if _reason(line) else "")
@@ -131,32 +137,76 @@ def csv_records(view: TableView) -> list[dict]:
     records = []
     for line in view.lines:
         for column, cell in line.cells.items():
-            records.append({
-                "paper": view.paper, "table": view.table.id, "row": line.row.name,
-                "setting": "paper" if line.setting is None else f"reduced: {line.setting}",
-                "column": column, "header": view.table.columns.get(column, column), "kind": cell.kind,
-                "paper_value": paper_text(cell.paper), "ours": "" if cell.ours is None else round(cell.ours, 6),
-                "std": "" if cell.std is None else round(cell.std, 6), "n": cell.n,
-                "delta": "" if cell.delta is None else round(cell.delta, 6), "status": cell.status,
-                "reason": _reason(line) or cell.note, "runs": " ".join(line.runs)})
+            records.append(
+                {
+                    "paper": view.paper,
+                    "table": view.table.id,
+                    "row": line.row.name,
+                    "setting": "paper" if line.setting is None else f"reduced: {line.setting}",
+                    "column": column,
+                    "header": view.table.columns.get(column, column),
+                    "kind": cell.kind,
+                    "paper_value": paper_text(cell.paper),
+                    "ours": "" if cell.ours is None else round(cell.ours, 6),
+                    "std": "" if cell.std is None else round(cell.std, 6),
+                    "n": cell.n,
+                    "delta": "" if cell.delta is None else round(cell.delta, 6),
+                    "status": cell.status,
+                    "reason": _reason(line) or cell.note,
+                    "runs": " ".join(line.runs),
+                }
+            )
     return records
 
 
 def to_csv(views: list[TableView]) -> str:
     records = [r for v in views for r in csv_records(v)]
     buf = io.StringIO()
-    fields = ["paper", "table", "row", "setting", "column", "header", "kind", "paper_value", "ours", "std", "n",
-              "delta", "status", "reason", "runs"]
+    fields = [
+        "paper",
+        "table",
+        "row",
+        "setting",
+        "column",
+        "header",
+        "kind",
+        "paper_value",
+        "ours",
+        "std",
+        "n",
+        "delta",
+        "status",
+        "reason",
+        "runs",
+    ]
     writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(records)
     return buf.getvalue()
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$", "✓": r"\checkmark{}",
-        "✗": r"$\times$", "Δ": r"$\Delta$", "↳": r"$\hookrightarrow$", "—": "---", "²": r"$^2$", "↓": r"$\downarrow$",
-        "↑": r"$\uparrow$", "×": r"$\times$"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "✓": r"\checkmark{}",
+    "✗": r"$\times$",
+    "Δ": r"$\Delta$",
+    "↳": r"$\hookrightarrow$",
+    "—": "---",
+    "²": r"$^2$",
+    "↓": r"$\downarrow$",
+    "↑": r"$\uparrow$",
+    "×": r"$\times$",
+}
 
 
 def _tex(text: str) -> str:
@@ -166,16 +216,25 @@ def _tex(text: str) -> str:
 def to_latex(view: TableView) -> str:
     """A booktabs table (needs \\usepackage{booktabs,amssymb})."""
     columns = list(view.table.columns)
-    out = [r"\begin{table}[t]", r"\centering", rf"\caption{{{_tex(title(view))} (paper / ours / $\Delta$)}}",
-           r"\begin{tabular}{l" + "c" * len(columns) + "}", r"\toprule",
-           " & ".join(["Row"] + [_tex(view.table.columns[c]) for c in columns]) + r" \\", r"\midrule"]
+    out = [
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_tex(title(view))} (paper / ours / $\Delta$)}}",
+        r"\begin{tabular}{l" + "c" * len(columns) + "}",
+        r"\toprule",
+        " & ".join(["Row"] + [_tex(view.table.columns[c]) for c in columns]) + r" \\",
+        r"\midrule",
+    ]
     numbers, notes = footnotes(view)
     for i, line in enumerate(view.lines):
         cells = [cell_text(line.cells[c], numbers.get((i, c))) if c in line.cells else "" for c in columns]
         out.append(" & ".join(_tex(v) for v in [line_label(line)] + cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
-    out += [r"\par\footnotesize " + " ".join(_tex(f"[{k}] unchecked: {text}") for k, text in enumerate(notes, 1))
-            ] if notes else []
+    out += (
+        [r"\par\footnotesize " + " ".join(_tex(f"[{k}] unchecked: {text}") for k, text in enumerate(notes, 1))]
+        if notes
+        else []
+    )
     out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 
@@ -184,9 +243,14 @@ def to_html(view: TableView, anchor: str = "") -> str:
     """One ``<table>``: each numeric cell stacks paper, ours and Δ (classes ``paper``, ``ours``, ``delta``)."""
     e = html.escape
     columns = list(view.table.columns)
-    out = [f'<table class="paper-table" id="{e(anchor)}">' if anchor else '<table class="paper-table">',
-           f"<caption>{e(title(view))}</caption>", "<thead><tr><th>Row</th>"
-           + "".join(f"<th>{e(str(view.table.columns[c]))}</th>" for c in columns) + "</tr></thead>", "<tbody>"]
+    out = [
+        f'<table class="paper-table" id="{e(anchor)}">' if anchor else '<table class="paper-table">',
+        f"<caption>{e(title(view))}</caption>",
+        "<thead><tr><th>Row</th>"
+        + "".join(f"<th>{e(str(view.table.columns[c]))}</th>" for c in columns)
+        + "</tr></thead>",
+        "<tbody>",
+    ]
     numbers, notes = footnotes(view)
     for i, line in enumerate(view.lines):
         cls = "reduced" if line.setting is not None else ("reason" if _reason(line) else "")
@@ -213,8 +277,10 @@ def to_html(view: TableView, anchor: str = "") -> str:
         out.append(f'<tr class="{cls}"><th scope="row">{label}</th>' + "".join(cells) + "</tr>")
     out.append("</tbody>")
     if notes:
-        out.append(f'<tfoot><tr><td colspan="{len(columns) + 1}">'
-                   + "".join(f'<div class="why">[{k}] unchecked: {e(text)}</div>' for k, text in enumerate(notes, 1))
-                   + "</td></tr></tfoot>")
+        out.append(
+            f'<tfoot><tr><td colspan="{len(columns) + 1}">'
+            + "".join(f'<div class="why">[{k}] unchecked: {e(text)}</div>' for k, text in enumerate(notes, 1))
+            + "</td></tr></tfoot>"
+        )
     out.append("</table>")
     return "\n".join(out)

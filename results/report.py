@@ -5,6 +5,7 @@ Self-contained: the CSS is inline in every page, figures are PNG files beside th
 SVG linked), every link is relative, no script and nothing from the network — it opens from the file system and
 from any static server.
 """
+
 from __future__ import annotations
 
 import html
@@ -53,10 +54,12 @@ def _page(title: str, body: str, here: str, papers: list[str], claims: bool = Fa
     nav += [("claims.html", "Claims")] if claims else []
     nav.append(("runs.html", "Runs"))
     links = "".join(f'<a href="{href}"{" class=here" if href == here else ""}>{e(text)}</a>' for href, text in nav)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)} — depthbench</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<link rel="icon" href="data:,"><style>{CSS}</style></head>\n<body><header>{links}</header>'
-            f"<main><h1>{e(title)}</h1>\n{body}\n</main></body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)} — depthbench</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<link rel="icon" href="data:,"><style>{CSS}</style></head>\n<body><header>{links}</header>'
+        f"<main><h1>{e(title)}</h1>\n{body}\n</main></body></html>\n"
+    )
 
 
 def _figure(paths: list[Path], out_dir: Path, caption: str) -> str:
@@ -67,15 +70,16 @@ def _figure(paths: list[Path], out_dir: Path, caption: str) -> str:
     svg = next((p for p in paths if p.suffix == ".svg"), None)
     rel = png.relative_to(out_dir).as_posix()
     link = f' (<a href="{e(svg.relative_to(out_dir).as_posix())}">SVG</a>)' if svg else ""
-    return (f'<figure><img src="{e(rel)}" alt="{e(caption)}">'
-            f"<figcaption>{e(caption)}{link}</figcaption></figure>")
+    return f'<figure><img src="{e(rel)}" alt="{e(caption)}"><figcaption>{e(caption)}{link}</figcaption></figure>'
 
 
-LEGEND = ('<p class="legend">Each cell: the paper\'s value (grey), ours (bold; mean ± std over seeds with n), '
-          'Δ = ours − paper. Architecture columns come from the <code>depthbench verify</code> audit '
-          '(✓ matches the printed number). "—": no run yet. Rows in italics on a yellow background are runs at a '
-          'reduced setting — labelled with what differs, never compared with the paper\'s number. Figures: hollow '
-          'markers and dashed lines are the paper, filled markers and solid lines are ours.</p>')
+LEGEND = (
+    '<p class="legend">Each cell: the paper\'s value (grey), ours (bold; mean ± std over seeds with n), '
+    'Δ = ours − paper. Architecture columns come from the <code>depthbench verify</code> audit '
+    '(✓ matches the printed number). "—": no run yet. Rows in italics on a yellow background are runs at a '
+    'reduced setting — labelled with what differs, never compared with the paper\'s number. Figures: hollow '
+    'markers and dashed lines are the paper, filled markers and solid lines are ours.</p>'
+)
 
 
 def _frame_html(frame: pd.DataFrame) -> str:
@@ -101,8 +105,10 @@ def _runs_html(runs: pd.DataFrame, shown: list[str]) -> str:
         return f'<td class="num">{round(float(value), 3)}</td>'
 
     head = "".join(f"<th>{breakable(c)}</th>" for c in shown)
-    body = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(shown, row)) + "</tr>\n"
-                   for row in runs[shown].itertuples(index=False, name=None))
+    body = "".join(
+        "<tr>" + "".join(cell(c, v) for c, v in zip(shown, row)) + "</tr>\n"
+        for row in runs[shown].itertuples(index=False, name=None)
+    )
     return f'<table class="runs"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>'
 
 
@@ -113,7 +119,8 @@ CLAIMS_LEGEND = (
     'seed, or Welch) with its repeated confidence interval from the pre-registered sequential plan (Holm across the '
     'run\'s claims), and the verdict: <i>supported</i> / <i>contradicted</i> / <i>equivalent</i> (within the '
     'claim\'s margin) / <i>inconclusive</i> (docs/claims.md). Figures: learning curves (mean, min–max band over '
-    'seeds) and the interval at each look.</p>')
+    'seeds) and the interval at each look.</p>'
+)
 
 
 def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
@@ -124,9 +131,15 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
     figure_dir.mkdir(parents=True, exist_ok=True)
     body = [CLAIMS_LEGEND]
     if _copy_figure(claims_dir / "figures", "glyphs-samples.png", figure_dir):
-        body.append(_figure([figure_dir / "glyphs-samples.png"], out_dir, "The glyphs dataset: training images "
-                            "(top rows), validation images from held-out typefaces (middle rows) and the same "
-                            "validation images in the clean variant that the DeiT claims use (bottom row)"))
+        body.append(
+            _figure(
+                [figure_dir / "glyphs-samples.png"],
+                out_dir,
+                "The glyphs dataset: training images "
+                "(top rows), validation images from held-out typefaces (middle rows) and the same "
+                "validation images in the clean variant that the DeiT claims use (bottom row)",
+            )
+        )
 
     def arm(stats) -> str:
         return e(f"{stats.arm} {stats.mean:.2f} ± {stats.std:.2f} (n={stats.n})")
@@ -138,13 +151,17 @@ def _claims_body(claims_dir: Path, results: list, out_dir: Path) -> str:
         for r, _ in mine:
             c, i = r.claim, r.interval
             notes = "".join(f"<div class=note>{e(n)}</div>" for n in ([c.note] if c.note else []) + list(r.notes))
-            rows.append(f"<tr><th>{e(c.text)}{notes}</th><td>Table {e(str(c.source.table))}: "
-                        f"{e(c.source.numbers())}</td><td>{arm(r.baseline)}</td><td>{arm(r.treatment)}</td>"
-                        f'<td class="num">{i.diff:+.2f}</td><td>{e(i.bounds())} ({e(i.method)})</td>'
-                        f'<td class="{e(r.verdict)}">{e(r.verdict)}</td></tr>')
-        body.append("<table><thead><tr><th>claim</th><th>paper</th><th>baseline</th><th>treatment</th>"
-                    f"<th>Δ ({e(mine[0][0].claim.metric)})</th><th>95 % interval</th><th>verdict</th></tr>"
-                    f"</thead><tbody>{''.join(rows)}</tbody></table>")
+            rows.append(
+                f"<tr><th>{e(c.text)}{notes}</th><td>Table {e(str(c.source.table))}: "
+                f"{e(c.source.numbers())}</td><td>{arm(r.baseline)}</td><td>{arm(r.treatment)}</td>"
+                f'<td class="num">{i.diff:+.2f}</td><td>{e(i.bounds())} ({e(i.method)})</td>'
+                f'<td class="{e(r.verdict)}">{e(r.verdict)}</td></tr>'
+            )
+        body.append(
+            "<table><thead><tr><th>claim</th><th>paper</th><th>baseline</th><th>treatment</th>"
+            f"<th>Δ ({e(mine[0][0].claim.metric)})</th><th>95 % interval</th><th>verdict</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        )
         for r, _ in mine:
             name = f"{paper}-{r.claim.id}.png"
             if _copy_figure(claims_dir / "figures", name, figure_dir):
@@ -157,8 +174,10 @@ def _copy_figure(source: Path, name: str, target: Path) -> bool:
     name (from its claims.json) must be one plain file name, and the file a regular file inside ``source``, not a
     link (a figure linked to a private file would be published) -- else it is left out, with a warning."""
     if "/" in name or "\\" in name or name.startswith(".") or not name.endswith(".png"):
-        print(f"depthbench results: warning: claims figure {printable(name)!r} is not a plain file name; left out",
-              file=sys.stderr)
+        print(
+            f"depthbench results: warning: claims figure {printable(name)!r} is not a plain file name; left out",
+            file=sys.stderr,
+        )
         return False
     try:
         copy_regular(source / name, target / name, inside=source, what="claims figure")
@@ -170,8 +189,15 @@ def _copy_figure(source: Path, name: str, target: Path) -> bool:
     return True
 
 
-def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_dir: Path,
-          bench: pd.DataFrame | None = None, diagnose_csvs=(), claims: tuple | None = None) -> list[Path]:
+def build(
+    views: list[TableView],
+    runs: pd.DataFrame,
+    problems: Problems,
+    out_dir: Path,
+    bench: pd.DataFrame | None = None,
+    diagnose_csvs=(),
+    claims: tuple | None = None,
+) -> list[Path]:
     """Write the site under ``out_dir``; returns the pages written. ``claims``: ``(folder, results)`` of a
     ``depthbench claims`` report (``results.claims.read_report``) for the Claims page."""
     out_dir = Path(out_dir)
@@ -205,10 +231,12 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
     body = [f"<p>{len(runs)} run directories collected ({e(run_line)}). Papers:</p><ul>"]
     for paper in papers:
         s = [table_status(v) for v in views if v.paper == paper]
-        body.append(f'<li><a href="{paper}.html">{e(PAPER_TITLES.get(paper, paper))}</a> — {len(s)} tables, '
-                    f"{sum(x.rows for x in s)} rows, {sum(x.verified for x in s)}/{sum(x.checkable for x in s)} "
-                    f"architecture-verified, {sum(x.run_paper for x in s)} run at the paper's setting, "
-                    f"{sum(x.run_reduced for x in s)} at a reduced setting only</li>")
+        body.append(
+            f'<li><a href="{paper}.html">{e(PAPER_TITLES.get(paper, paper))}</a> — {len(s)} tables, '
+            f"{sum(x.rows for x in s)} rows, {sum(x.verified for x in s)}/{sum(x.checkable for x in s)} "
+            f"architecture-verified, {sum(x.run_paper for x in s)} run at the paper's setting, "
+            f"{sum(x.run_reduced for x in s)} at a reduced setting only</li>"
+        )
     body.append("</ul>")
     body.append(_figure(made["top1_vs_gflops"], out_dir, figures.gflops_title(figures.gflops_papers(views))))
     if len(problems):
@@ -216,9 +244,12 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
     write("index.html", "depthbench results", "\n".join(body))
 
     # status
-    body = ["<p>Per table: rows (a) expressed as a model/config, (b) architecture-verified (of the rows with a "
-            "checked architecture column), (c) run at the paper's setting or only at a reduced one, (d) rendered "
-            "with ours next to the paper's number.</p>", _frame_html(status_frame(views))]
+    body = [
+        "<p>Per table: rows (a) expressed as a model/config, (b) architecture-verified (of the rows with a "
+        "checked architecture column), (c) run at the paper's setting or only at a reduced one, (d) rendered "
+        "with ours next to the paper's number.</p>",
+        _frame_html(status_frame(views)),
+    ]
     reasons = [(s.paper, s.table, n, w) for s in map(table_status, views) for n, w in s.reasons]
     if reasons:
         body.append("<h2>Rows that carry a reason instead of a model</h2>")
@@ -239,12 +270,32 @@ def build(views: list[TableView], runs: pd.DataFrame, problems: Problems, out_di
         write("claims.html", "The papers' claims at reduced scale", _claims_body(Path(claims[0]), claims[1], out_dir))
 
     # runs
-    body = [_figure(made["training_curves"], out_dir, "Training curves (up to 20 runs)"),
-            _figure(made["shortcut_ratio"], out_dir, figures.FIGURES["shortcut_ratio"][0])]
+    body = [
+        _figure(made["training_curves"], out_dir, "Training curves (up to 20 runs)"),
+        _figure(made["shortcut_ratio"], out_dir, figures.FIGURES["shortcut_ratio"][0]),
+    ]
     if len(runs):
-        shown = [c for c in ("experiment", "run_id", "status", "model", "scale", "config_file", "overrides",
-                             "config_changes", "seed", "epochs", "eval_epoch", "metric.top1", "metric.bbox_mAP", "metric.segm_mAP", "metric.mIoU")
-                 if c in runs]
+        shown = [
+            c
+            for c in (
+                "experiment",
+                "run_id",
+                "status",
+                "model",
+                "scale",
+                "config_file",
+                "overrides",
+                "config_changes",
+                "seed",
+                "epochs",
+                "eval_epoch",
+                "metric.top1",
+                "metric.bbox_mAP",
+                "metric.segm_mAP",
+                "metric.mIoU",
+            )
+            if c in runs
+        ]
         body.append(_runs_html(runs, shown))
     else:
         body.append("<p>No run directories found.</p>")

@@ -24,6 +24,7 @@ config.py is not executed (MMEngine's Config.fromfile takes ~20 ms a file): only
 assignments we need are parsed, and only the eval lines of metrics.jsonl are decoded (eval_suite lines only in
 the files that have any, found by one substring search).
 """
+
 from __future__ import annotations
 
 import ast
@@ -58,13 +59,16 @@ MEAN_LAST = 5  # --reduce mean: the mean of a run's last 5 evaluations
 EVAL_KINDS = ("eval", "test")  # metrics.jsonl records that hold a run's evaluation (test: depthbench test's)
 # overrides that do not change what a run measures (paths, logging, engine); any other override marks the run
 # as not at the paper's setting
-NEUTRAL_OVERRIDES = re.compile(r"^(seed|experiment|deterministic|engine|precision|log_interval|eval_interval|"
-                               r"log\..*|ckpt\..*|deepspeed\..*|data\.(root|path|workers|num_workers|shards).*)$")
+NEUTRAL_OVERRIDES = re.compile(
+    r"^(seed|experiment|deterministic|engine|precision|log_interval|eval_interval|"
+    r"log\..*|ckpt\..*|deepspeed\..*|data\.(root|path|workers|num_workers|shards).*)$"
+)
 
 
 @dataclass
 class Problems:
     """What went wrong while collecting, one entry per (run, problem); printed as one summary."""
+
     items: list = field(default_factory=list)
 
     def add(self, path, message: str) -> None:
@@ -217,7 +221,7 @@ def read_metrics(path: Path, problems: Problems, reduce: str = "best") -> tuple[
     if bad or undecodable:
         first = bad[0] if bad else None
         n = len(bad) + undecodable
-        where = (f"line {first}" if n == 1 and first else f"{n} lines" + (f" (first: {first})" if first else ""))
+        where = f"line {first}" if n == 1 and first else f"{n} lines" + (f" (first: {first})" if first else "")
         problems.add(path.parent, f"metrics.jsonl {where} not JSON (truncated or garbage); skipped, the rest is used")
     return records, len(lines), suite
 
@@ -229,15 +233,17 @@ def canonical_analysis(spec) -> str:
     return ",".join(parts) or "none"
 
 
-def suite_key(dataset="val", input_size=None, pool_mode=None, analysis="none", model_overrides=None,
-              metric="top1") -> str:
+def suite_key(
+    dataset="val", input_size=None, pool_mode=None, analysis="none", model_overrides=None, metric="top1"
+) -> str:
     """The identity of one ``eval_suite`` number: what was evaluated (protocol, input size, TransNeXt pool mode,
     StepsNet analysis, model arguments changed at evaluation time) and which metric. No pool mode is TransNeXt's
     default, ``normal``."""
     size = int(input_size) if isinstance(input_size, (int, float)) and not isinstance(input_size, bool) else None
     overrides = json.dumps(model_overrides, sort_keys=True, default=str) if model_overrides else "{}"
-    return _suite_key(str(dataset or "val"), size, str(pool_mode or "normal"), str(analysis or "none"), overrides,
-                      str(metric))
+    return _suite_key(
+        str(dataset or "val"), size, str(pool_mode or "normal"), str(analysis or "none"), overrides, str(metric)
+    )
 
 
 @lru_cache(maxsize=65536)
@@ -272,8 +278,14 @@ def read_suite(text: str) -> tuple[dict, int]:
             continue
         value = r.get("value") if isinstance(r, dict) and r.get("kind") == "eval_suite" else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            key = suite_key(r.get("dataset", r.get("protocol")), r.get("input_size"), r.get("pool_mode"),
-                            r.get("analysis"), r.get("model_overrides"), r.get("metric"))
+            key = suite_key(
+                r.get("dataset", r.get("protocol")),
+                r.get("input_size"),
+                r.get("pool_mode"),
+                r.get("analysis"),
+                r.get("model_overrides"),
+                r.get("metric"),
+            )
             values[key] = float(value)
     return values, bad
 
@@ -285,8 +297,11 @@ def _decode_eval(line: str) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("kind", record.get("type")) not in EVAL_KINDS:
         return None
-    return {_metric_name(k): _percent(_metric_name(k), v) for k, v in record.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        _metric_name(k): _percent(_metric_name(k), v)
+        for k, v in record.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def _best_record(lines: list[str], last: dict) -> dict | None:
@@ -338,8 +353,11 @@ def overrides_of(command: str | None) -> list[str]:
     """The ``key=value`` overrides of the command line a run was started with."""
     if not command:
         return []
-    return [tok for tok in command.split() if "=" in tok and not tok.startswith("-")
-            and re.match(r"^\+?[A-Za-z_][\w.]*=", tok)]
+    return [
+        tok
+        for tok in command.split()
+        if "=" in tok and not tok.startswith("-") and re.match(r"^\+?[A-Za-z_][\w.]*=", tok)
+    ]
 
 
 def normalise_config(path: str | None) -> str | None:
@@ -353,7 +371,7 @@ def normalise_config(path: str | None) -> str | None:
         except ValueError:  # another checkout (a cluster's): from its configs/ folder on
             parts = p.parts
             if "configs" in parts:
-                return str(Path(*parts[len(parts) - 1 - parts[::-1].index("configs"):]))
+                return str(Path(*parts[len(parts) - 1 - parts[::-1].index("configs") :]))
             return str(p)
     return str(p)
 
@@ -410,23 +428,44 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
     except (ValueError, OSError) as e:
         meta = {}
         problems.add(path, f"meta.json unreadable ({str(e).splitlines()[0][:80]}); status unknown")
-    wrong = [k for k in ("experiment", "run_id", "status", "model", "config_file", "command", "scale", "task",
-                         "mode", "checkpoint", "tested_run")
-             if meta.get(k) is not None and not isinstance(meta[k], str)]
+    wrong = [
+        k
+        for k in (
+            "experiment",
+            "run_id",
+            "status",
+            "model",
+            "config_file",
+            "command",
+            "scale",
+            "task",
+            "mode",
+            "checkpoint",
+            "tested_run",
+        )
+        if meta.get(k) is not None and not isinstance(meta[k], str)
+    ]
     if wrong:
         problems.add(path, f"meta.json fields of the wrong type ({', '.join(wrong)}: not text); ignored")
     status = _text(meta.get("status")) or "unknown"
     record.update(
-        experiment=_text(meta.get("experiment")) or record["experiment"], run_id=_text(meta.get("run_id")) or path.name,
+        experiment=_text(meta.get("experiment")) or record["experiment"],
+        run_id=_text(meta.get("run_id")) or path.name,
         status=status if status in STATUSES else "unknown",
-        start=_text(meta.get("start")), end=_text(meta.get("end")), git_commit=_text(meta.get("git_commit")),
-        engine=_text(meta.get("engine")), world_size=_number(meta.get("world_size")),
-        slurm_job_id=_text(meta.get("slurm_job_id")), slurm_array_task_id=_text(meta.get("slurm_array_task_id")),
+        start=_text(meta.get("start")),
+        end=_text(meta.get("end")),
+        git_commit=_text(meta.get("git_commit")),
+        engine=_text(meta.get("engine")),
+        world_size=_number(meta.get("world_size")),
+        slurm_job_id=_text(meta.get("slurm_job_id")),
+        slurm_array_task_id=_text(meta.get("slurm_array_task_id")),
         slurm_restart_count=_number(meta.get("slurm_restart_count")),
         scale=test_label(meta) if meta.get("mode") == "test" else _text(meta.get("scale")),
-        task=_text(meta.get("task")), config_file=normalise_config(_text(meta.get("config_file"))),
+        task=_text(meta.get("task")),
+        config_file=normalise_config(_text(meta.get("config_file"))),
         overrides=" ".join(overrides_of(_text(meta.get("command")))),
-        config_changes=config_changes_text(meta.get("config_changes")))
+        config_changes=config_changes_text(meta.get("config_changes")),
+    )
     cfg = {}
     config_file = path / "config.py"
     if os.path.lexists(config_file):
@@ -441,10 +480,15 @@ def _read_run(path: Path, problems: Problems, reduce: str) -> dict:
         kwargs = config_kwargs
     if not record["config_file"]:  # runs name their experiment after the config by default
         record["config_file"] = config_by_stem().get(record["experiment"])
-    record.update(model=name, model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
-                  epochs=_number(cfg.get("epochs", meta.get("epochs"))), seed=_number(cfg.get("seed", meta.get("seed"))),
-                  lr=_number(cfg["optim"].get("lr")) if isinstance(cfg.get("optim"), dict) else None,
-                  dataset=_dataset(cfg.get("data")), input_size=_input_size(cfg.get("data")))
+    record.update(
+        model=name,
+        model_kwargs=json.dumps(kwargs, sort_keys=True, default=str),
+        epochs=_number(cfg.get("epochs", meta.get("epochs"))),
+        seed=_number(cfg.get("seed", meta.get("seed"))),
+        lr=_number(cfg["optim"].get("lr")) if isinstance(cfg.get("optim"), dict) else None,
+        dataset=_dataset(cfg.get("data")),
+        input_size=_input_size(cfg.get("data")),
+    )
     if not name and status != "unknown" and not record["experiment"].startswith("diagnose"):
         problems.add(path, "no model name in meta.json or config.py; the run cannot be matched to a table row")
     metrics_file = path / "metrics.jsonl"
@@ -465,8 +509,9 @@ def config_changes_text(changes) -> str | None:
     "epochs 4 -> 2"; None when the run kept its config."""
     if not isinstance(changes, list):
         return None
-    text = "; ".join(printable(f"{c.get('key')} {c.get('old')!r} -> {c.get('new')!r}")
-                     for c in changes if isinstance(c, dict))
+    text = "; ".join(
+        printable(f"{c.get('key')} {c.get('old')!r} -> {c.get('new')!r}") for c in changes if isinstance(c, dict)
+    )
     return text or None
 
 
@@ -492,8 +537,9 @@ def model_identity(model) -> tuple[str | None, dict]:
     if isinstance(backbone, dict):
         kwargs = backbone.get("model_kwargs")
         return backbone.get("model_name") or backbone.get("type"), kwargs if isinstance(kwargs, dict) else {}
-    return model.get("name"), {k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand",
-                                                                              "grow")}
+    return model.get("name"), {
+        k: v for k, v in model.items() if k not in ("name", "pretrained", "type", "expand", "grow")
+    }
 
 
 @lru_cache(maxsize=1)
@@ -533,7 +579,7 @@ def read_runs(paths: list[Path], problems: Problems, reduce: str = "best", worke
     if workers <= 1 or len(paths) < 2 or "forkserver" not in multiprocessing.get_all_start_methods():
         return [read_run(path, problems, reduce) for path in paths]
     size = -(-len(paths) // (4 * workers))  # contiguous chunks keep the order; 4 a worker even out the load
-    chunks = [(paths[i:i + size], reduce) for i in range(0, len(paths), size)]
+    chunks = [(paths[i : i + size], reduce) for i in range(0, len(paths), size)]
     # forkserver, not fork: forking a process that already runs threads (torch's, a tokenizer's) can deadlock the
     # child on a lock some thread held (it hung the test suite); the server starts clean and forks from there
     with multiprocessing.get_context("forkserver").Pool(workers) as pool:
@@ -552,8 +598,9 @@ def _read_chunk(job) -> tuple[list[dict], list]:
     return [read_run(path, problems, reduce) for path in paths], problems.items
 
 
-def collect(roots, reduce: str = "best", problems: Problems | None = None,
-            workers: int | None = None) -> tuple[pd.DataFrame, Problems]:
+def collect(
+    roots, reduce: str = "best", problems: Problems | None = None, workers: int | None = None
+) -> tuple[pd.DataFrame, Problems]:
     """All runs under ``roots`` as one DataFrame (one row per run) and the problems met (``workers``: see
     :func:`read_runs`)."""
     problems = problems if problems is not None else Problems()
@@ -570,8 +617,21 @@ def collect(roots, reduce: str = "best", problems: Problems | None = None,
         records.append(record)
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
-        frame = pd.DataFrame(columns=["path", "experiment", "run_id", "status", "model", "model_kwargs",
-                                      "config_file", "scale", "overrides", "seed", "epochs"])
+        frame = pd.DataFrame(
+            columns=[
+                "path",
+                "experiment",
+                "run_id",
+                "status",
+                "model",
+                "model_kwargs",
+                "config_file",
+                "scale",
+                "overrides",
+                "seed",
+                "epochs",
+            ]
+        )
     return frame, problems
 
 
@@ -592,8 +652,14 @@ def load_curves(path: str | Path) -> pd.DataFrame:
         except ValueError:
             continue
         if isinstance(record, dict):
-            rows.append({_metric_name(k): (_percent(_metric_name(k), v) if isinstance(v, (int, float))
-                                           and not isinstance(v, bool) else v) for k, v in record.items()})
+            rows.append(
+                {
+                    _metric_name(k): (
+                        _percent(_metric_name(k), v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                    )
+                    for k, v in record.items()
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -603,8 +669,9 @@ def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = N
         return
 
     renames = MODEL_RENAMES if renames is None else renames
-    missing_configs = {c for c in frame["config_file"].dropna().unique() if not (REPO / c).is_file()
-                       and not Path(c).is_file()}
+    missing_configs = {
+        c for c in frame["config_file"].dropna().unique() if not (REPO / c).is_file() and not Path(c).is_file()
+    }
     names = [m for m in frame["model"].dropna().unique() if isinstance(m, str)]
     unknown = {m for m in names if m not in renames and not timm.is_model(m)}
     registered = timm.list_models() if unknown else []
@@ -614,7 +681,10 @@ def check_runs(frame: pd.DataFrame, problems: Problems, renames: dict | None = N
         if record.model in unknown:
             close = difflib.get_close_matches(record.model, registered, n=1)
             hint = f" (closest now: {close[0]}; add it to results.runs.MODEL_RENAMES)" if close else ""
-            problems.add(record.path, f"model {record.model} is not registered any more (renamed?){hint}; "
-                                      "the run is kept but matched by config only")
+            problems.add(
+                record.path,
+                f"model {record.model} is not registered any more (renamed?){hint}; "
+                "the run is kept but matched by config only",
+            )
         elif record.model in renames:
             problems.add(record.path, f"model {record.model} was renamed to {renames[record.model]}; matched as such")

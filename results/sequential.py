@@ -20,6 +20,7 @@ The plan, for a claim with looks at ``n_1 < ... < n_K`` seeds per arm (informati
   true difference at every look at once with probability >= 1 - alpha, so a decision read off it at any look (and
   stopping there) keeps its error rate -- adding seeds is not optional stopping.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,7 +57,7 @@ def z_boundaries(alpha: float, looks: tuple[int, ...]) -> tuple[float, ...]:
             bounds.append(float(stats.norm.ppf(1 - spent[0] / 2)))
             continue
         # P(no crossing up to look k) must equal 1 - spent[k]
-        corr = np.sqrt(np.minimum.outer(frac[:k + 1], frac[:k + 1]) / np.maximum.outer(frac[:k + 1], frac[:k + 1]))
+        corr = np.sqrt(np.minimum.outer(frac[: k + 1], frac[: k + 1]) / np.maximum.outer(frac[: k + 1], frac[: k + 1]))
         mvn = stats.multivariate_normal(mean=np.zeros(k + 1), cov=corr)
         target = 1.0 - spent[k]
 
@@ -78,6 +79,7 @@ def t_boundaries(alpha: float, looks: Sequence[int], dfs: Sequence[float]) -> li
 @dataclass(frozen=True)
 class Estimate:
     """The effect at one look: ``diff`` (points), its standard error and degrees of freedom, seeds per arm."""
+
     diff: float
     se: float
     df: float
@@ -100,7 +102,7 @@ def welch_estimate(treatment: Sequence[float], baseline: Sequence[float]) -> Est
         return Estimate(float(t.mean() - b.mean()), math.nan, math.nan, n)
     vt, vb = t.var(ddof=1) / len(t), b.var(ddof=1) / len(b)
     se = math.sqrt(vt + vb)
-    df = (vt + vb) ** 2 / (vt ** 2 / (len(t) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else math.inf
+    df = (vt + vb) ** 2 / (vt**2 / (len(t) - 1) + vb**2 / (len(b) - 1)) if se > 0 else math.inf
     return Estimate(float(t.mean() - b.mean()), se, float(df), n)
 
 
@@ -141,13 +143,14 @@ def decide(kind: str, low: float, high: float, margin: float, eq_low: float, eq_
 class Look:
     n: int
     estimate: Estimate
-    low: float                # repeated interval: two-sided at alpha (similar), at 2 alpha (directional kinds)
+    low: float  # repeated interval: two-sided at alpha (similar), at 2 alpha (directional kinds)
     high: float
     decision: str | None
 
 
-def run_looks(kind: str, margin: float, alpha: float, looks: Sequence[int],
-              estimates: Sequence[Estimate]) -> list[Look]:
+def run_looks(
+    kind: str, margin: float, alpha: float, looks: Sequence[int], estimates: Sequence[Estimate]
+) -> list[Look]:
     """The looks reached, in order, each with its repeated interval and decision; stops at the first decision."""
     looks = tuple(int(n) for n in looks)
     dfs = [e.df if math.isfinite(e.df) else math.inf for e in estimates] + [math.inf] * (len(looks) - len(estimates))
@@ -217,8 +220,15 @@ def holm(pvalues: Sequence[float], alpha: float) -> list[float | None]:
 
 
 # ----------------------------------------------------------------------------------------- power
-def power(effect: float, sd: float, alpha: float, looks: Sequence[int], kind: str = "better",
-          margin: float = 0.0, simulations: int = 20_000) -> float:
+def power(
+    effect: float,
+    sd: float,
+    alpha: float,
+    looks: Sequence[int],
+    kind: str = "better",
+    margin: float = 0.0,
+    simulations: int = 20_000,
+) -> float:
     """Probability that the plan decides the claim, by simulation of the plan itself (t boundaries, the
     statistic recomputed at each look; a fixed random stream): better: "supported" when the true difference is
     ``effect``; no_worse / similar: "supported" / "equivalent" when it is 0. ``sd``: one seed's difference (for
@@ -242,8 +252,16 @@ def power(effect: float, sd: float, alpha: float, looks: Sequence[int], kind: st
     return float(decided.mean())
 
 
-def seeds_for_power(effect: float, sd: float, alpha: float, target: float, step: int, max_seeds: int,
-                    kind: str = "better", margin: float = 0.0) -> tuple[tuple[int, ...], float]:
+def seeds_for_power(
+    effect: float,
+    sd: float,
+    alpha: float,
+    target: float,
+    step: int,
+    max_seeds: int,
+    kind: str = "better",
+    margin: float = 0.0,
+) -> tuple[tuple[int, ...], float]:
     """The fewest seeds per arm (a multiple of ``step``, at most ``max_seeds``) whose plan -- looks every ``step``
     seeds -- has ``target`` power; ``max_seeds`` when none has. Returns ``(looks, power)``."""
     best = None

@@ -6,6 +6,7 @@
 (d) *rendered* — at least one number of ours stands next to the paper's.
 Rows that carry a reason instead are listed with it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,8 +59,10 @@ def table_status(view: TableView) -> TableStatus:
             s.run_paper += 1
         elif row.name in reduced:
             s.run_reduced += 1
-        if any(c.ours is not None and isinstance(c.paper, (int, float)) for c in line.cells.values()) \
-                or row.name in reduced:
+        if (
+            any(c.ours is not None and isinstance(c.paper, (int, float)) for c in line.cells.values())
+            or row.name in reduced
+        ):
             s.rendered += 1
     s.scales = sorted({label for labels in reduced.values() for label in labels})
     return s
@@ -69,9 +72,19 @@ def status_frame(views: list[TableView]) -> pd.DataFrame:
     records = []
     for v in views:
         s = table_status(v)
-        records.append({"paper": s.paper, "table": s.table, "rows": s.rows, "expressed": s.expressed,
-                        "verified": f"{s.verified}/{s.checkable}", "run (paper setting)": s.run_paper,
-                        "run (reduced only)": s.run_reduced, "rendered": s.rendered, "with reason": len(s.reasons)})
+        records.append(
+            {
+                "paper": s.paper,
+                "table": s.table,
+                "rows": s.rows,
+                "expressed": s.expressed,
+                "verified": f"{s.verified}/{s.checkable}",
+                "run (paper setting)": s.run_paper,
+                "run (reduced only)": s.run_reduced,
+                "rendered": s.rendered,
+                "with reason": len(s.reasons),
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -79,15 +92,22 @@ def status_text(views: list[TableView]) -> str:
     """The status as aligned text: one line per table, paper totals, then the rows with reasons."""
     statuses = [table_status(v) for v in views]
     frame = status_frame(views)
-    lines = ["Reproduction status — rows per table: expressed as a model/config (a), architecture verified (b), "
-             "run (c), rendered beside the paper's number (d)", "", frame.to_string(index=False), ""]
+    lines = [
+        "Reproduction status — rows per table: expressed as a model/config (a), architecture verified (b), "
+        "run (c), rendered beside the paper's number (d)",
+        "",
+        frame.to_string(index=False),
+        "",
+    ]
     for paper in dict.fromkeys(s.paper for s in statuses):
         group = [s for s in statuses if s.paper == paper]
         total = lambda attr: sum(getattr(s, attr) for s in group)  # noqa: E731
-        lines.append(f"{paper}: {total('rows')} rows, {total('expressed')} expressed, {total('verified')}/"
-                     f"{total('checkable')} verified, {total('run_paper')} run at the paper's setting + "
-                     f"{total('run_reduced')} at a reduced scale only, {total('rendered')} rendered, "
-                     f"{sum(len(s.reasons) for s in group)} with a reason")
+        lines.append(
+            f"{paper}: {total('rows')} rows, {total('expressed')} expressed, {total('verified')}/"
+            f"{total('checkable')} verified, {total('run_paper')} run at the paper's setting + "
+            f"{total('run_reduced')} at a reduced scale only, {total('rendered')} rendered, "
+            f"{sum(len(s.reasons) for s in group)} with a reason"
+        )
     scales = sorted({x for s in statuses for x in s.scales})
     if scales:
         lines += ["", "reduced settings seen: " + "; ".join(scales)]

@@ -4,6 +4,7 @@ states of their jobs, the status of their run directories, and cancelling one (`
 Slurm states come from ``squeue``, then ``scontrol`` (jobs that ended within ``MinJobAge``), then ``sacct`` where
 accounting runs (many clusters, and the local test cluster, have none); a run's own status from its meta.json.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,14 +21,24 @@ from slurm.restart import Failure, read_history
 from slurm.paths import paper_of, runs_root, slurm_dir
 
 MAX_DUMP_BYTES = 16 << 20  # a stack dump: every thread's frames, far under this
-FINISHED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-            "PREEMPTED"}
+FINISHED = {
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 
 
 @dataclass
 class JobsResult:
     """Every submitted run (``rows``: job, name, paper, table, config, work_dir, log, slurm_state, restarts, status,
     best_metric), the runs root they were looked for under, and which Slurm sources were not available."""
+
     rows: list[dict] = field(default_factory=list)
     root: Path | None = None
     note: str = ""
@@ -37,6 +48,7 @@ class JobsResult:
 @dataclass
 class CancelResult:
     """The job that was cancelled and, when it was named by its run directory, that directory."""
+
     job: str
     run_dir: Path | None = None
 
@@ -64,12 +76,24 @@ def read_records(problems: list[str] | None = None) -> list[dict]:
             continue
         good = []
         for i, e in enumerate(elements):
-            if not (isinstance(e, dict) and isinstance(e.get("job"), str) and JOB_ID.fullmatch(e["job"])
-                    and isinstance(e.get("work_dir"), str) and e["work_dir"]):
+            if not (
+                isinstance(e, dict)
+                and isinstance(e.get("job"), str)
+                and JOB_ID.fullmatch(e["job"])
+                and isinstance(e.get("work_dir"), str)
+                and e["work_dir"]
+            ):
                 problems.append(f"{path}: run {i} has no job id and run directory; ignored")
                 continue
-            good.append({"job": e["job"], "work_dir": e["work_dir"], "name": _text(e.get("name")),
-                         "config": _text(e.get("config")) or "", "log": _text(e.get("log"))})
+            good.append(
+                {
+                    "job": e["job"],
+                    "work_dir": e["work_dir"],
+                    "name": _text(e.get("name")),
+                    "config": _text(e.get("config")) or "",
+                    "log": _text(e.get("log")),
+                }
+            )
         records.append({"paper": _text(record.get("paper")), "table": _text(record.get("table")), "elements": good})
     return records
 
@@ -97,8 +121,9 @@ def slurm_states(job_ids: set[str]) -> tuple[dict, str]:
         return states, "no squeue on PATH: Slurm states unknown, run states from the run directories"
     ids = ",".join(sorted(job_ids))
     try:
-        queue = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T", "-j", ids], capture_output=True, text=True,
-                               timeout=30)
+        queue = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ids], capture_output=True, text=True, timeout=30
+        )
     except subprocess.TimeoutExpired:
         return states, "squeue did not answer within 30 s: Slurm states unknown"
     if queue.returncode != 0 and "Invalid job id" not in queue.stderr:  # all jobs gone from the queue: that error
@@ -112,8 +137,11 @@ def slurm_states(job_ids: set[str]) -> tuple[dict, str]:
         out = _run(["scontrol", "-o", "show", "job", base])
         for line in (out or "").splitlines():
             fields = dict(re.findall(r"(\w+)=(\S*)", line))
-            key = (f"{fields['ArrayJobId']}_{fields['ArrayTaskId']}" if fields.get("ArrayTaskId", "").isdigit()
-                   else fields.get("JobId", ""))
+            key = (
+                f"{fields['ArrayJobId']}_{fields['ArrayTaskId']}"
+                if fields.get("ArrayTaskId", "").isdigit()
+                else fields.get("JobId", "")
+            )
             if key and fields.get("JobState"):
                 previous = states.get(key, (None, None))[0]
                 states[key] = (previous or fields["JobState"], int(fields.get("Restarts", 0) or 0))
@@ -143,8 +171,17 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
     problems = problems if problems is not None else []
     for record in read_records(problems):
         for e in record["elements"]:
-            rows.append({"job": e["job"], "name": e["name"], "paper": record["paper"], "table": record["table"],
-                         "config": e["config"], "work_dir": e["work_dir"], "log": e["log"]})
+            rows.append(
+                {
+                    "job": e["job"],
+                    "name": e["name"],
+                    "paper": record["paper"],
+                    "table": record["table"],
+                    "config": e["config"],
+                    "work_dir": e["work_dir"],
+                    "log": e["log"],
+                }
+            )
     known = {r["work_dir"] for r in rows}
     root = runs_root()
     for meta_path in sorted(root.glob("*/*/meta.json")):  # runs started by hand-written sbatch scripts
@@ -152,14 +189,26 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
             continue
         meta = read_meta(meta_path.parent)
         if meta.get("slurm_job_id"):
-            job = (f"{meta['slurm_array_job_id']}_{meta['slurm_array_task_id']}" if meta.get("slurm_array_task_id")
-                   and meta.get("slurm_array_job_id") else str(meta["slurm_job_id"]))
+            job = (
+                f"{meta['slurm_array_job_id']}_{meta['slurm_array_task_id']}"
+                if meta.get("slurm_array_task_id") and meta.get("slurm_array_job_id")
+                else str(meta["slurm_job_id"])
+            )
             if not JOB_ID.fullmatch(job):
                 problems.append(f"{meta_path}: slurm_job_id {job[:40]!r} is not a Slurm job id; ignored")
                 continue
             config = _text(meta.get("config_file")) or ""
-            rows.append({"job": job, "name": _text(meta.get("experiment")), "paper": paper_of(config), "table": None,
-                         "config": config, "work_dir": str(meta_path.parent), "log": None})
+            rows.append(
+                {
+                    "job": job,
+                    "name": _text(meta.get("experiment")),
+                    "paper": paper_of(config),
+                    "table": None,
+                    "config": config,
+                    "work_dir": str(meta_path.parent),
+                    "log": None,
+                }
+            )
     if paper:
         rows = [r for r in rows if (r["paper"] or "").lower() == paper.lower()]
     states, note = slurm_states({r["job"].split("_")[0] for r in rows})
@@ -168,16 +217,28 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
         state, restarts = states.get(r["job"], (None, None))
         if state is None:  # a pending array range shows as 123_[2-4] in squeue
             base, _, index = r["job"].partition("_")
-            state = next((s for k, (s, _) in states.items() if k.startswith(f"{base}_[") and index
-                          and _in_range(int(index), k[len(base) + 2:-1])), None)
+            state = next(
+                (
+                    s
+                    for k, (s, _) in states.items()
+                    if k.startswith(f"{base}_[") and index and _in_range(int(index), k[len(base) + 2 : -1])
+                ),
+                None,
+            )
         history = read_history(r["work_dir"])  # typed and printable (slurm/restart.py history_entry)
         last = history[-1] if history else {}
-        r.update(failures=len(history), excluded=last.get("excluded", []),
-                 last_failure=last.get("action") and f"{Failure(**last).describe()}; {last['action']}")
+        r.update(
+            failures=len(history),
+            excluded=last.get("excluded", []),
+            last_failure=last.get("action") and f"{Failure(**last).describe()}; {last['action']}",
+        )
         count, best = meta.get("slurm_restart_count", restarts), meta.get("best_metric")
-        r.update(slurm_state=state or "-", restarts=count if isinstance(count, int) and count >= 0 else restarts,
-                 status=_text(meta.get("status")) or "-",
-                 best_metric=best if isinstance(best, (int, float)) and not isinstance(best, bool) else None)
+        r.update(
+            slurm_state=state or "-",
+            restarts=count if isinstance(count, int) and count >= 0 else restarts,
+            status=_text(meta.get("status")) or "-",
+            best_metric=best if isinstance(best, (int, float)) and not isinstance(best, bool) else None,
+        )
     return rows, note
 
 
@@ -196,13 +257,20 @@ def why(target: str) -> str:
     if status == "failed" and _text(meta.get("error")):  # an earlier attempt's error is history, shown below
         lines.append(f"  error: {_text(meta['error'])}")
     if history:
-        lines.append("history (earlier attempts; the run went on after each 'requeued'):" if status != "failed"
-                     else "history:")
+        lines.append(
+            "history (earlier attempts; the run went on after each 'requeued'):" if status != "failed" else "history:"
+        )
     for record in history:
         failure = Failure(**record)
         lines.append(f"- {failure.describe()} at {failure.time or '?'}: {failure.action or '-'}")
-        lines += ["    " + line for line in (rank_summary(run_dir, failure.attempt) if failure.attempt >= 0
-                                                else ["no attempt number: no per-rank records"])]
+        lines += [
+            "    " + line
+            for line in (
+                rank_summary(run_dir, failure.attempt)
+                if failure.attempt >= 0
+                else ["no attempt number: no per-rank records"]
+            )
+        ]
     if not history:
         lines.append("  no failed attempts recorded (faults/ in the run directory)")
     return "\n".join(printable(line) for line in lines)
@@ -277,8 +345,10 @@ def _run_dir_of(target: str) -> Path:
         return Path(run)
     path = Path(target).absolute()
     if not path.is_dir():
-        raise DepthbenchError(f"{printable(target)} is neither a run directory nor a job id of a submitted run; "
-                              "`depthbench jobs` lists both")
+        raise DepthbenchError(
+            f"{printable(target)} is neither a run directory nor a job id of a submitted run; "
+            "`depthbench jobs` lists both"
+        )
     return path
 
 
@@ -315,11 +385,14 @@ def cancel(target: str) -> CancelResult:
         if JOB_ID.fullmatch(str(meta.get("slurm_job_id") or "")):
             job = str(meta["slurm_job_id"])
         else:  # submitted, not started yet: the record knows which job will write it
-            job = next((e["job"] for r in read_records() for e in r["elements"]
-                        if Path(e["work_dir"]) == run_dir), None)
+            job = next(
+                (e["job"] for r in read_records() for e in r["elements"] if Path(e["work_dir"]) == run_dir), None
+            )
         if job is None:
-            raise DepthbenchError(f"{target} is neither a Slurm job id (123, or 123_4 for an array element) nor the "
-                                  "run directory of a submitted run; `depthbench jobs` lists both")
+            raise DepthbenchError(
+                f"{target} is neither a Slurm job id (123, or 123_4 for an array element) nor the "
+                "run directory of a submitted run; `depthbench jobs` lists both"
+            )
     if shutil.which("scancel") is None:
         raise DepthbenchError("scancel is not on PATH: run this on the cluster's login node")
     # scancel itself exits 0 on unknown jobs: look the job up first
@@ -327,8 +400,10 @@ def cancel(target: str) -> CancelResult:
     if lookup.returncode != 0:
         problem = (lookup.stderr.strip().splitlines() or [f"exit code {lookup.returncode}"])[-1]
         if "Invalid job id" in problem:
-            raise DepthbenchError(f"Slurm does not know job {job} (a typo, or it ended long ago); `depthbench jobs` "
-                                  "lists the submitted runs")
+            raise DepthbenchError(
+                f"Slurm does not know job {job} (a typo, or it ended long ago); `depthbench jobs` "
+                "lists the submitted runs"
+            )
         raise DepthbenchError(f"cannot ask Slurm about job {job}: {problem}")
     states = set(re.findall(r"JobState=(\S+)", lookup.stdout))
     if states and states <= FINISHED:

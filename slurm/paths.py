@@ -1,6 +1,7 @@
 """Where Slurm's scripts, records and logs go, and which paper a config belongs to: light (no torch), so
 ``depthbench jobs`` and ``cancel`` start fast; slurm/submit.py, which builds and checks what it submits, re-exports
 them."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ def runs_root_note() -> str | None:
     root = runs_root()
     if root != REPO and REPO not in root.parents:
         return None
-    return (f"runs and Slurm logs go to {root}, inside this checkout; set DEPTHBENCH_RUNS once (e.g. in ~/.bashrc) "
-            "to a folder on a shared file system every node mounts")
+    return (
+        f"runs and Slurm logs go to {root}, inside this checkout; set DEPTHBENCH_RUNS once (e.g. in ~/.bashrc) "
+        "to a folder on a shared file system every node mounts"
+    )
 
 
 def slurm_dir() -> Path:

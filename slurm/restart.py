@@ -18,6 +18,7 @@ Rules (docs/slurm.md "When things fail"):
   whose last finished step is behind the others'; with ``--min-nodes`` below ``--nodes`` the job continues on
   as many nodes as the partition still has (elastic resume), never fewer than ``--min-nodes``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,20 +43,21 @@ EXIT_BAD_INPUT, EXIT_PREEMPTED, EXIT_HUNG = 2, 75, 76  # harness/core/errors.py 
 @dataclass
 class Failure:
     """What ended one attempt: the rank that failed first and how."""
+
     attempt: int
-    exit: str                     # "exit 1", "SIGKILL", "hang", "exit 2", "node lost"
+    exit: str  # "exit 1", "SIGKILL", "hang", "exit 2", "node lost"
     rank: int | None = None
     node: str | None = None
-    step: int | None = None       # the failing rank's last finished optimizer step (heartbeat / error record)
-    error: str | None = None      # a Python exception's type and message
-    stacks: str | None = None     # the attempt's folder of stack dumps, when there is one
+    step: int | None = None  # the failing rank's last finished optimizer step (heartbeat / error record)
+    error: str | None = None  # a Python exception's type and message
+    stacks: str | None = None  # the attempt's folder of stack dumps, when there is one
     time: str = ""
     action: str = ""
     excluded: list[str] = field(default_factory=list)
 
     @property
     def signature(self) -> tuple:
-        """"The same way": the exit and the error's type; with the step it defines a deterministic failure."""
+        """ "The same way": the exit and the error's type; with the step it defines a deterministic failure."""
         return self.exit, (self.error or "").split(":")[0]
 
     def describe(self) -> str:
@@ -82,8 +84,9 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
     work_dir = Path(work_dir)
     folder = faults.attempt_dir(work_dir, attempt)
     exits = faults.read_exits(folder, work_dir)
-    heartbeats = {r: _heartbeat(faults.read_record(p, work_dir))
-                  for r, p in faults.rank_files(folder, "heartbeat").items()}
+    heartbeats = {
+        r: _heartbeat(faults.read_record(p, work_dir)) for r, p in faults.rank_files(folder, "heartbeat").items()
+    }
     errors = {r: faults.read_record(p, work_dir) for r, p in faults.rank_files(folder, "error").items()}
     dumps = faults.rank_files(folder, "stacks")
     for rank, path in faults.rank_files(folder, "step").items():  # the exact last step (harness/engine/watchdog.py)
@@ -95,8 +98,7 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
     failed = sorted(e for e in exits if e[3] not in (0, EXIT_PREEMPTED))
     if any(code == EXIT_BAD_INPUT for _, _, _, code in failed):  # bad input anywhere outranks its peers' errors
         _, rank, node, _ = next(e for e in failed if e[3] == EXIT_BAD_INPUT)
-        return Failure(attempt, "exit 2", rank, node, time=now, stacks=stacks,
-                       error=_error_text(errors.get(rank)))
+        return Failure(attempt, "exit 2", rank, node, time=now, stacks=stacks, error=_error_text(errors.get(rank)))
     if failed and failed[0][3] == EXIT_HUNG or (dumps and not failed):
         return _hang(attempt, heartbeats, dumps, exits, now, stacks)
     if failed:
@@ -104,23 +106,42 @@ def read_attempt(work_dir: Path, attempt: int, srun_status: int) -> Failure:
         silent = _silent_before(heartbeats, first)
         if silent is not None and silent != rank:  # the failed rank only waited for a frozen one (issue 58 item 11)
             quiet_s = first - _last_beat_before(heartbeats[silent], first)
-            return Failure(attempt, "hang", silent, _node_of(silent, heartbeats, exits), heartbeats[silent].get("step"),
-                           f"no heartbeat for {quiet_s:.0f} s before rank {rank} failed ({exit_word(code)}): frozen "
-                           f"or stuck; rank {rank} only waited for it", stacks, now)
+            return Failure(
+                attempt,
+                "hang",
+                silent,
+                _node_of(silent, heartbeats, exits),
+                heartbeats[silent].get("step"),
+                f"no heartbeat for {quiet_s:.0f} s before rank {rank} failed ({exit_word(code)}): frozen "
+                f"or stuck; rank {rank} only waited for it",
+                stacks,
+                now,
+            )
         step = faults.int_field(errors[rank], "step") if errors.get(rank) else heartbeats.get(rank, {}).get("step")
         return Failure(attempt, exit_word(code), rank, node, step, _error_text(errors.get(rank)), stacks, now)
     missing = sorted(set(heartbeats) - {e[1] for e in exits})
     if missing:  # ranks that never reported an exit: their node went away with them
         rank = missing[0]
-        return Failure(attempt, "node lost", rank, heartbeats[rank].get("node"), heartbeats[rank].get("step"),
-                       stacks=stacks, time=now)
+        return Failure(
+            attempt,
+            "node lost",
+            rank,
+            heartbeats[rank].get("node"),
+            heartbeats[rank].get("step"),
+            stacks=stacks,
+            time=now,
+        )
     return Failure(attempt, exit_word(srun_status), time=now, stacks=stacks)
 
 
 def _heartbeat(record: dict) -> dict:
     """A heartbeat record's fields, typed: node, step, and when it was written (the rank's liveness)."""
-    return {"node": faults.node_name(record.get("node")), "step": faults.int_field(record, "step"),
-            "written": faults.time_field(record, "written"), "stalls": faults.spans_field(record, "stalls")}
+    return {
+        "node": faults.node_name(record.get("node")),
+        "step": faults.int_field(record, "step"),
+        "written": faults.time_field(record, "written"),
+        "stalls": faults.spans_field(record, "stalls"),
+    }
 
 
 def _silent_before(heartbeats: dict, first_failure: float) -> int | None:
@@ -167,23 +188,44 @@ def _hang(attempt, heartbeats, dumps, exits, now, stacks) -> Failure:
     elif steps and len(set(steps.values())) > 1:
         rank = min(steps, key=steps.get)
     if rank is None:
-        return Failure(attempt, "hang", step=max(steps.values(), default=None), stacks=stacks, time=now,
-                       error="every rank waited in the same place; no node to blame")
-    return Failure(attempt, "hang", rank, _node_of(rank, heartbeats, exits), steps.get(rank), stacks=stacks,
-                   time=now, error="no stack dump from this rank (frozen or dead)" if rank in silent else None)
+        return Failure(
+            attempt,
+            "hang",
+            step=max(steps.values(), default=None),
+            stacks=stacks,
+            time=now,
+            error="every rank waited in the same place; no node to blame",
+        )
+    return Failure(
+        attempt,
+        "hang",
+        rank,
+        _node_of(rank, heartbeats, exits),
+        steps.get(rank),
+        stacks=stacks,
+        time=now,
+        error="no stack dump from this rank (frozen or dead)" if rank in silent else None,
+    )
 
 
 def decide(failure: Failure, history: list[dict], max_restarts: int) -> tuple[bool, str]:
     """``(requeue, reason)`` for ``failure`` given the earlier attempts' records (meta.json ``restarts``)."""
     if failure.exit == "exit 2":
-        return False, (f"{failure.describe()}: bad input (exit 2), the same on every attempt -- not requeued; fix "
-                       "it (the job log has the one-line error) and resubmit")
+        return False, (
+            f"{failure.describe()}: bad input (exit 2), the same on every attempt -- not requeued; fix "
+            "it (the job log has the one-line error) and resubmit"
+        )
     for earlier in history:
-        same = (earlier.get("step") is not None and earlier.get("step") == failure.step
-                and (earlier.get("exit"), (earlier.get("error") or "").split(":")[0]) == failure.signature)
+        same = (
+            earlier.get("step") is not None
+            and earlier.get("step") == failure.step
+            and (earlier.get("exit"), (earlier.get("error") or "").split(":")[0]) == failure.signature
+        )
         if same:
-            return False, (f"{failure.describe()}, as on attempt {earlier.get('attempt')}: the same step failed "
-                           "the same way twice, a deterministic error -- not requeued")
+            return False, (
+                f"{failure.describe()}, as on attempt {earlier.get('attempt')}: the same step failed "
+                "the same way twice, a deterministic error -- not requeued"
+            )
     used = sum(1 for h in history if str(h.get("action", "")).startswith("requeued"))
     if used >= max_restarts:
         return False, f"{failure.describe()}: all {max_restarts} restarts used (--max-restarts) -- not requeued"
@@ -206,8 +248,11 @@ def usable_nodes(partition: str | None, excluded: list[str]) -> int | None:
         return None
     if out.returncode != 0:
         return None
-    up = {n for n, state in (line.split()[:2] for line in out.stdout.splitlines() if len(line.split()) >= 2)
-          if not re.match(r"(down|drain|fail|maint|unk|boot|futr|inval)", state.rstrip("*~#!%$@^-"))}
+    up = {
+        n
+        for n, state in (line.split()[:2] for line in out.stdout.splitlines() if len(line.split()) >= 2)
+        if not re.match(r"(down|drain|fail|maint|unk|boot|futr|inval)", state.rstrip("*~#!%$@^-"))
+    }
     return len(up - set(excluded))
 
 
@@ -261,8 +306,9 @@ def read_history(work_dir: Path) -> list[dict]:
     history = faults.read_record(work_dir / "meta.json", work_dir).get("restarts")
     if history is None:
         try:
-            history = read_json(work_dir / "faults" / "restarts.json", inside=work_dir, expect=list,
-                                what="restart history")
+            history = read_json(
+                work_dir / "faults" / "restarts.json", inside=work_dir, expect=list, what="restart history"
+            )
         except (OSError, BadFile):
             history = []
     entries = [history_entry(h) for h in history] if isinstance(history, list) else []
@@ -278,12 +324,18 @@ def history_entry(record) -> dict | None:
         return None
     attempt = faults.int_field(record, "attempt", faults.MAX_ATTEMPT)
     excluded = record.get("excluded")
-    return {"attempt": -1 if attempt is None else attempt, "exit": faults.text_field(record, "exit") or "?",
-            "rank": faults.int_field(record, "rank", faults.MAX_RANK), "node": faults.node_name(record.get("node")),
-            "step": faults.int_field(record, "step"), "error": faults.text_field(record, "error"),
-            "stacks": faults.text_field(record, "stacks"), "time": faults.text_field(record, "time") or "",
-            "action": faults.text_field(record, "action") or "",
-            "excluded": [n for n in excluded if faults.node_name(n)] if isinstance(excluded, list) else []}
+    return {
+        "attempt": -1 if attempt is None else attempt,
+        "exit": faults.text_field(record, "exit") or "?",
+        "rank": faults.int_field(record, "rank", faults.MAX_RANK),
+        "node": faults.node_name(record.get("node")),
+        "step": faults.int_field(record, "step"),
+        "error": faults.text_field(record, "error"),
+        "stacks": faults.text_field(record, "stacks"),
+        "time": faults.text_field(record, "time") or "",
+        "action": faults.text_field(record, "action") or "",
+        "excluded": [n for n in excluded if faults.node_name(n)] if isinstance(excluded, list) else [],
+    }
 
 
 def main(argv=None) -> int:
@@ -310,8 +362,11 @@ def main(argv=None) -> int:
         failure = read_attempt(args.work_dir, attempt, args.status)
         again, reason = decide(failure, history, args.max_restarts)
     except Exception as e:  # noqa: BLE001 -- never lose the job over a record: requeue as a plain crash
-        print(f"[depthbench] the fault records of {one_line(str(args.work_dir))} could not be read "
-              f"({type(e).__name__}: {one_line(str(e))[:200]}); requeueing without excluding a node", flush=True)
+        print(
+            f"[depthbench] the fault records of {one_line(str(args.work_dir))} could not be read "
+            f"({type(e).__name__}: {one_line(str(e))[:200]}); requeueing without excluding a node",
+            flush=True,
+        )
         if attempt >= args.max_restarts:  # the history is unknown: the restart count bounds the requeues
             print(f"[depthbench] attempt {attempt}: {args.max_restarts} restarts reached -- not requeued", flush=True)
             return 1
@@ -328,8 +383,7 @@ def main(argv=None) -> int:
     failure.excluded = excluded
     if again:
         count = node_count(args.nodes, min_nodes, partition, excluded)
-        failure.action = (f"requeued on {count} node(s)" + (f" without {','.join(excluded)}" if excluded else "")
-                          + kept)
+        failure.action = f"requeued on {count} node(s)" + (f" without {','.join(excluded)}" if excluded else "") + kept
         history.append(asdict(failure))
         used = sum(1 for h in history if h["action"].startswith("requeued"))
         _record(args.work_dir, history, None, f"{used} of {args.max_restarts}")  # first: the requeue ends us

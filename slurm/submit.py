@@ -19,6 +19,7 @@ pickled calls rather than of configs; and its job states come from ``sacct`` onl
 local test cluster) do not run. What we need from a library here -- the sbatch header, srun per task, an array --
 is a 60-line template. See docs/slurm.md.
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,7 +49,7 @@ from results.paper_tables import TableError, load_paper
 from slurm.paths import REPO, paper_of, runs_root, runs_root_note, slurm_dir
 
 TEMPLATE = Path(__file__).resolve().parent / "depthbench.sbatch"
-SIGNAL_EARLY_S = 60    # sbatch(1): the --signal may arrive up to 60 s earlier than asked
+SIGNAL_EARLY_S = 60  # sbatch(1): the --signal may arrive up to 60 s earlier than asked
 DOWNSTREAM_DIRS = ("det", "seg")
 PREFLIGHT_TIME = "30:00"  # the preflight job's own limit (the runs' --time goes to it as an argument)
 
@@ -56,16 +57,17 @@ PREFLIGHT_TIME = "30:00"  # the preflight job's own limit (the runs' --time goes
 @dataclass
 class Element:
     """One run of a submission: what it is called, which command, config and overrides."""
+
     name: str
-    config: str            # relative to the repository when inside it, else absolute
+    config: str  # relative to the repository when inside it, else absolute
     overrides: list[str]
     experiment: str
     command: str = "train"  # train | finetune
-    suffix: str = ""        # appended to the run id (sweep points)
-    work_dir: str = ""      # filled in once the job id is known
+    suffix: str = ""  # appended to the run id (sweep points)
+    work_dir: str = ""  # filled in once the job id is known
     log: str = ""
-    run_dir: str = ""       # a fixed run directory (claims runs: where `depthbench claims` reads them); empty: the
-                            # usual <runs>/<experiment>/<submit time>-j<job>
+    run_dir: str = ""  # a fixed run directory (claims runs: where `depthbench claims` reads them); empty: the
+    # usual <runs>/<experiment>/<submit time>-j<job>
 
 
 @dataclass
@@ -83,26 +85,27 @@ class Submission:
 @dataclass
 class SubmitOptions:
     """How each run is laid out on the cluster and what sbatch is told: ``depthbench submit``'s options."""
+
     nodes: int = 1
-    gpus_per_node: int = 0                 # 0: CPU, the ranks talk over gloo
-    ntasks_per_node: int | None = None     # ranks per node on CPU partitions (default 1)
+    gpus_per_node: int = 0  # 0: CPU, the ranks talk over gloo
+    ntasks_per_node: int | None = None  # ranks per node on CPU partitions (default 1)
     cpus_per_task: int | None = None
-    mem: str | None = None                 # per node, e.g. 64G
-    time: str | None = None                # minutes, HH:MM:SS or D-HH:MM:SS
-    warning: int = 120                     # seconds before the limit when Slurm sends USR1
+    mem: str | None = None  # per node, e.g. 64G
+    time: str | None = None  # minutes, HH:MM:SS or D-HH:MM:SS
+    warning: int = 120  # seconds before the limit when Slurm sends USR1
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
     exclusive: bool = False
-    max_concurrent: int | None = None      # array elements running at once (%K)
+    max_concurrent: int | None = None  # array elements running at once (%K)
     job_name: str | None = None
     sbatch: list[str] = field(default_factory=list)  # any other sbatch option, e.g. --reservation=x
-    engine: str | None = None              # accelerate | deepspeed (default: each config's)
+    engine: str | None = None  # accelerate | deepspeed (default: each config's)
     dry_run: bool = False
-    preflight: bool = False                # submit `depthbench preflight` of the runs instead of the runs
-    max_restarts: int = 3                  # requeues after crashes and hangs (slurm/restart.py)
-    min_nodes: int | None = None           # a requeue without a failed node may continue on this many (elastic)
+    preflight: bool = False  # submit `depthbench preflight` of the runs instead of the runs
+    max_restarts: int = 3  # requeues after crashes and hangs (slurm/restart.py)
+    min_nodes: int | None = None  # a requeue without a failed node may continue on this many (elastic)
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -110,9 +113,9 @@ class SubmitOptions:
 # first line that is not a comment: a newline in a value would start a shell command (and hide the #SBATCH lines
 # after it), a space would add an sbatch option of its own. So every value there is checked against what sbatch
 # accepts for that option; values in the commands are shell-quoted; comments are built from printable text only.
-NAME_LIST = re.compile(r"[\w.+-]+(,[\w.+-]+)*")     # --partition, --qos: one name or a comma-separated list
+NAME_LIST = re.compile(r"[\w.+-]+(,[\w.+-]+)*")  # --partition, --qos: one name or a comma-separated list
 ACCOUNT = re.compile(r"[\w.+@-]+")
-FEATURE = r"!?[\w.+:-]+(\*\d+)?"                       # a node feature, optionally negated or with a node count
+FEATURE = r"!?[\w.+:-]+(\*\d+)?"  # a node feature, optionally negated or with a node count
 CONSTRAINT_OPS = r"[&|,]"
 # one --key or --key=value: no blanks, quotes, backslashes or # (sbatch reads an unquoted # as a comment's start)
 SBATCH_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=[^\s\"'\\#]+)?")
@@ -124,8 +127,9 @@ def check_text(what: str, value: str) -> str:
     if not isinstance(value, str):
         raise DepthbenchError(f"{what} {value!r}: expected text")
     if not value.isprintable():  # \n, \r, \t, escape sequences, Unicode line separators...
-        raise DepthbenchError(f"{what} {value!r} contains a newline or another control character; give it on one "
-                              "line of printable text")
+        raise DepthbenchError(
+            f"{what} {value!r} contains a newline or another control character; give it on one line of printable text"
+        )
     return value
 
 
@@ -139,8 +143,10 @@ def check_constraint(text: str) -> str:
         if depth < 0:
             break
     if not tokens or depth != 0:
-        raise DepthbenchError(f"--constraint {text!r} is not a Slurm feature expression (features joined by &, | or a "
-                              "comma, e.g. 'a100&ib' or '[rack1|rack2]')")
+        raise DepthbenchError(
+            f"--constraint {text!r} is not a Slurm feature expression (features joined by &, | or a "
+            "comma, e.g. 'a100&ib' or '[rack1|rack2]')"
+        )
     return text
 
 
@@ -182,8 +188,10 @@ def check_options(options: SubmitOptions) -> int:
         raise DepthbenchError(f"--gpus-per-node {options.gpus_per_node}: must be 0 (CPU) or more")
     tasks = options.ntasks_per_node
     if options.gpus_per_node and tasks is not None and tasks != options.gpus_per_node:
-        raise DepthbenchError(f"--ntasks-per-node {tasks} with --gpus-per-node {options.gpus_per_node}: runs use one "
-                              "rank per GPU; leave --ntasks-per-node out")
+        raise DepthbenchError(
+            f"--ntasks-per-node {tasks} with --gpus-per-node {options.gpus_per_node}: runs use one "
+            "rank per GPU; leave --ntasks-per-node out"
+        )
     tasks = options.gpus_per_node or tasks or 1
     if tasks < 1:
         raise DepthbenchError(f"--ntasks-per-node {tasks}: needs at least 1")
@@ -191,12 +199,18 @@ def check_options(options: SubmitOptions) -> int:
         raise DepthbenchError(f"--cpus-per-task {options.cpus_per_task}: needs at least 1")
     if options.mem is not None and not MEM.fullmatch(check_text("--mem", options.mem)):
         raise DepthbenchError(f"--mem {options.mem!r} is not a Slurm size (e.g. 64G, 500M)")
-    for name, pattern, example in (("partition", NAME_LIST, "gpu or gpu,gpu-long"), ("qos", NAME_LIST, "normal"),
-                                   ("account", ACCOUNT, "proj123")):
+    for name, pattern, example in (
+        ("partition", NAME_LIST, "gpu or gpu,gpu-long"),
+        ("qos", NAME_LIST, "normal"),
+        ("account", ACCOUNT, "proj123"),
+    ):
         value = getattr(options, name)
         if value is not None and not pattern.fullmatch(check_text(f"--{name}", value)):
-            raise DepthbenchError(f"--{name} {value!r} is not a Slurm {name} name (letters, digits, _ . + -"
-                                  + (", commas between several" if pattern is NAME_LIST else "") + f"; e.g. {example})")
+            raise DepthbenchError(
+                f"--{name} {value!r} is not a Slurm {name} name (letters, digits, _ . + -"
+                + (", commas between several" if pattern is NAME_LIST else "")
+                + f"; e.g. {example})"
+            )
     if options.constraint is not None:
         check_constraint(options.constraint)
     if options.engine is not None and options.engine not in ("accelerate", "deepspeed"):
@@ -206,28 +220,35 @@ def check_options(options: SubmitOptions) -> int:
     if options.min_nodes is not None and not 1 <= options.min_nodes <= options.nodes:
         raise DepthbenchError(f"--min-nodes {options.min_nodes}: give 1 to --nodes ({options.nodes})")
     if options.min_nodes is not None and options.min_nodes < options.nodes and options.engine == "deepspeed":
-        raise DepthbenchError("--min-nodes below --nodes: DeepSpeed runs resume on their own number of ranks only "
-                              "(ZeRO partitions); leave --min-nodes out or use --engine accelerate")
+        raise DepthbenchError(
+            "--min-nodes below --nodes: DeepSpeed runs resume on their own number of ranks only "
+            "(ZeRO partitions); leave --min-nodes out or use --engine accelerate"
+        )
     if options.max_concurrent is not None and options.max_concurrent < 1:
         raise DepthbenchError(f"--max-concurrent {options.max_concurrent}: needs at least 1")
     if options.warning < MIN_WARNING_S:
-        raise DepthbenchError(f"--warning {options.warning}: the run needs at least {MIN_WARNING_S} s between Slurm's "
-                              "USR1 and the time limit to checkpoint")
+        raise DepthbenchError(
+            f"--warning {options.warning}: the run needs at least {MIN_WARNING_S} s between Slurm's "
+            "USR1 and the time limit to checkpoint"
+        )
     if options.time:
         limit = parse_time(options.time)
         if limit is not None and limit < options.warning + SIGNAL_EARLY_S:
             raise DepthbenchError(
                 f"--time {options.time} ({limit} s) is too short for the {options.warning} s checkpoint warning: "
                 f"Slurm may send USR1 up to {SIGNAL_EARLY_S} s early, so use --time of at least "
-                f"{-(-(options.warning + SIGNAL_EARLY_S) // 60)} minutes (or a shorter --warning, >= {MIN_WARNING_S})")
+                f"{-(-(options.warning + SIGNAL_EARLY_S) // 60)} minutes (or a shorter --warning, >= {MIN_WARNING_S})"
+            )
     if options.job_name is not None and not re.fullmatch(r"[\w.+-]+", check_text("--job-name", options.job_name)):
         raise DepthbenchError(f"--job-name {options.job_name!r}: use letters, digits, . _ + -")
     for option in options.sbatch:
         if not check_text("--sbatch", option).startswith("--"):
             raise DepthbenchError(f"--sbatch {option!r}: give a long sbatch option, e.g. --sbatch=--reservation=x")
         if not SBATCH_OPTION.fullmatch(option):
-            raise DepthbenchError(f"--sbatch {option!r}: give one sbatch option per --sbatch, as --key or --key=value "
-                                  "without blanks, quotes or #, e.g. --sbatch=--reservation=x")
+            raise DepthbenchError(
+                f"--sbatch {option!r}: give one sbatch option per --sbatch, as --key or --key=value "
+                "without blanks, quotes or #, e.g. --sbatch=--reservation=x"
+            )
     check_text("the runs folder (DEPTHBENCH_RUNS)", str(runs_root()))
     return tasks
 
@@ -245,8 +266,12 @@ def is_downstream(path: Path, cfg) -> bool:
     parts = path.absolute().parts
     in_dir = any(a == "configs" and b in DOWNSTREAM_DIRS for a, b in zip(parts, parts[1:]))
     model = cfg.get("model")
-    return (in_dir or cfg.get("default_scope") in ("mmdet", "mmseg") or "train_dataloader" in cfg
-            or (isinstance(model, dict) and "backbone" in model))
+    return (
+        in_dir
+        or cfg.get("default_scope") in ("mmdet", "mmseg")
+        or "train_dataloader" in cfg
+        or (isinstance(model, dict) and "backbone" in model)
+    )
 
 
 class Checker:
@@ -305,8 +330,12 @@ class Checker:
         """A sweep definition: one element per point, each the base recipe with the point's keys (as the sweep file
         documents), grouped under the sweep's name as their experiment."""
         base = sweep_base(path)
-        return [self.element(base, [*keys, f"experiment={path.stem!r}", *overrides], name=point,
-                             suffix=f"-{safe_name(point)}") for point, keys in sweep_points(cfg)]
+        return [
+            self.element(
+                base, [*keys, f"experiment={path.stem!r}", *overrides], name=point, suffix=f"-{safe_name(point)}"
+            )
+            for point, keys in sweep_points(cfg)
+        ]
 
 
 def sweep_base(path: Path) -> Path:
@@ -323,8 +352,10 @@ def sweep_base(path: Path) -> Path:
             elif target != "sweep":
                 others.append(target)
     if len(bases) != 1 or others:
-        raise DepthbenchError(f"sweep definition {path}: expected exactly one _base_ recipe and only `sweep` besides "
-                              f"it (found _base_={bases}, other keys {others})")
+        raise DepthbenchError(
+            f"sweep definition {path}: expected exactly one _base_ recipe and only `sweep` besides "
+            f"it (found _base_={bases}, other keys {others})"
+        )
     return (path.parent / bases[0]).resolve()
 
 
@@ -332,9 +363,16 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^\w.+-]+", "_", text).strip("_")
 
 
-def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOptions, world_size: int, *,
-            table: str | None = None, rows: Sequence[str] | None = None,
-            claims: ClaimsRequest | None = None) -> Submission:
+def collect(
+    configs: Sequence[str],
+    overrides: Sequence[str],
+    options: SubmitOptions,
+    world_size: int,
+    *,
+    table: str | None = None,
+    rows: Sequence[str] | None = None,
+    claims: ClaimsRequest | None = None,
+) -> Submission:
     """The runs to submit -- config files (a sweep definition gives one run per point), the rows of a paper
     ``table`` ("PAPER:TABLE", only ``rows`` if given) or the runs of papers' ``claims`` -- each checked; raises on
     the first bad one."""
@@ -349,8 +387,10 @@ def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOpt
     if rows:
         raise DepthbenchError("--rows picks rows of a --table; give --table PAPER:TABLE too")
     if not configs:
-        raise DepthbenchError("nothing to submit: give a config file (e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_"
-                              "digits.py), several, a sweep definition, or --table PAPER:TABLE")
+        raise DepthbenchError(
+            "nothing to submit: give a config file (e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_"
+            "digits.py), several, a sweep definition, or --table PAPER:TABLE"
+        )
     checker, elements = Checker(world_size, options.engine, data_required=not options.dry_run), []
     for text in configs:
         path = resolve_config_path(text)  # the working directory, then the repository; missing: one line
@@ -361,12 +401,18 @@ def collect(configs: Sequence[str], overrides: Sequence[str], options: SubmitOpt
             elements.append(checker.element(path, overrides))
     first = Path(configs[0]).stem
     name = f"db-{first}" if len(configs) == 1 else f"db-{len(configs)}configs"
-    return Submission(elements, options.job_name or safe_name(name), paper=paper_of(elements[0].config),
-                      data_notes=checker.data_notes, workers=checker.workers)
+    return Submission(
+        elements,
+        options.job_name or safe_name(name),
+        paper=paper_of(elements[0].config),
+        data_notes=checker.data_notes,
+        workers=checker.workers,
+    )
 
 
-def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides: Sequence[str],
-                     options: SubmitOptions, world_size: int) -> Submission:
+def table_submission(
+    table_spec: str, row_names: Sequence[str] | None, overrides: Sequence[str], options: SubmitOptions, world_size: int
+) -> Submission:
     """Every row of the paper table ``table_spec`` ("PAPER:TABLE") that names a training config, or only the rows
     ``row_names`` (each may be a comma-separated group); rows without a config are listed in ``skipped``."""
     paper, sep, table_id = table_spec.partition(":")
@@ -386,14 +432,21 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
         unknown = [n for n in wanted if n.lower() not in by_name]
         if unknown:
             close = difflib.get_close_matches(unknown[0], [r.name for r in table.rows], n=3, cutoff=0.5)
-            raise DepthbenchError(f"table {paper}:{table.id} has no row {unknown[0]!r}"
-                                  + (f"; did you mean {', '.join(close)}?" if close else
-                                     f"; its rows: {', '.join(r.name for r in table.rows)}"))
+            raise DepthbenchError(
+                f"table {paper}:{table.id} has no row {unknown[0]!r}"
+                + (
+                    f"; did you mean {', '.join(close)}?"
+                    if close
+                    else f"; its rows: {', '.join(r.name for r in table.rows)}"
+                )
+            )
         rows = [by_name[n.lower()] for n in wanted]
         no_config = next((r for r in rows if not r.config), None)
         if no_config is not None:
-            raise DepthbenchError(f"row {no_config.name!r} of {paper}:{table.id} has no training config"
-                                  + (f" ({no_config.reason})" if no_config.reason else ""))
+            raise DepthbenchError(
+                f"row {no_config.name!r} of {paper}:{table.id} has no training config"
+                + (f" ({no_config.reason})" if no_config.reason else "")
+            )
     skipped = [f"{r.name}: no training config" + (f" ({r.reason})" if r.reason else "") for r in rows if not r.config]
     rows = [r for r in rows if r.config]
     if not rows:
@@ -403,30 +456,41 @@ def table_submission(table_spec: str, row_names: Sequence[str] | None, overrides
         kwargs = [f"+model.{k}={v!r}" for k, v in (row.model_kwargs or {}).items()]
         elements.append(checker.element(REPO / row.config, [*kwargs, *overrides], name=row.name))
     name = options.job_name or safe_name(f"db-{paper}-table{table.id}")
-    return Submission(elements, name, paper=paper.lower(), table=table.id, skipped=skipped,
-                      data_notes=checker.data_notes, workers=checker.workers)
+    return Submission(
+        elements,
+        name,
+        paper=paper.lower(),
+        table=table.id,
+        skipped=skipped,
+        data_notes=checker.data_notes,
+        workers=checker.workers,
+    )
 
 
 @dataclass
 class ClaimsRequest:
     """``depthbench submit --claims``: the papers' claims runs, as ``depthbench claims`` plans them."""
-    papers: list[str]                      # empty: every paper with claims
-    out: str                               # the folder `depthbench claims --out` reads
+
+    papers: list[str]  # empty: every paper with claims
+    out: str  # the folder `depthbench claims --out` reads
     seeds: int = 3
     quick: bool = False
-    scale: str = "reduced"                 # paper: the first look on the papers' own recipes (results/claims_scale.py)
+    scale: str = "reduced"  # paper: the first look on the papers' own recipes (results/claims_scale.py)
 
 
-def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options: SubmitOptions,
-                      world_size: int) -> Submission:
+def claims_submission(
+    request: ClaimsRequest, overrides: Sequence[str], options: SubmitOptions, world_size: int
+) -> Submission:
     """Every run of the papers' claims that is not done yet, each in the run directory ``depthbench claims --out``
     reads (so that, once the jobs are done, ``depthbench claims`` compares them and trains nothing); the claims are
     checked fair and audited first, as ``depthbench claims`` does. Runs that start from another run (ScaleNet's
     expanded arm from its shallow source) whose source is not done yet form a follow-up job that waits for this one
     (``--dependency=afterok``)."""
     if overrides:
-        raise DepthbenchError(f"--claims trains the claims' own recipes; {overrides[0]!r} would make the runs differ "
-                              "from what `depthbench claims` compares: drop the key=value overrides")
+        raise DepthbenchError(
+            f"--claims trains the claims' own recipes; {overrides[0]!r} would make the runs differ "
+            "from what `depthbench claims` compares: drop the key=value overrides"
+        )
     seeds = cl.seeds_per_arm(request.seeds, request.quick)
     out = Path(request.out).absolute()  # the jobs run in the checkout, wherever this is called from
     papers = request.papers or cl.available_claims()
@@ -453,13 +517,22 @@ def claims_submission(request: ClaimsRequest, overrides: Sequence[str], options:
     if not now:
         now, later = later, []
     if not now:
-        raise DepthbenchError(f"every claims run of {', '.join(papers)} is done in {out}; `depthbench claims "
-                              f"{' '.join(papers)} --out {out}` compares them")
+        raise DepthbenchError(
+            f"every claims run of {', '.join(papers)} is done in {out}; `depthbench claims "
+            f"{' '.join(papers)} --out {out}` compares them"
+        )
     name = options.job_name or safe_name(f"db-claims-{papers[0] if len(papers) == 1 else f'{len(papers)}papers'}")
     paper = papers[0] if len(papers) == 1 else None
     followup = Submission(later, f"{name}-after", paper=paper, workers=checker.workers) if later else None
-    return Submission(now, name, paper=paper, skipped=skipped, data_notes=checker.data_notes, followup=followup,
-                      workers=checker.workers)
+    return Submission(
+        now,
+        name,
+        paper=paper,
+        skipped=skipped,
+        data_notes=checker.data_notes,
+        followup=followup,
+        workers=checker.workers,
+    )
 
 
 # ----------------------------------------------------------------------------------------- rendering
@@ -497,10 +570,17 @@ def sbatch_lines(options: SubmitOptions, sub: Submission, tasks: int) -> list[st
             lines.append(f"--{name.replace('_', '-')}={value}")
     if options.exclusive:
         lines.append("--exclusive")
-    memory_note = [] if options.mem is not None else [
-        "# no --mem: the cluster's default applies (DefMemPerNode/CPU/GPU; none set: all of each node's memory)"]
-    lines += [f"--signal=USR1@{options.warning}", "--requeue", "--open-mode=append",
-              "--output=" + sbatch_word(f"{slurm_dir()}/%x-{'%A_%a' if n > 1 else '%j'}.out")]
+    memory_note = (
+        []
+        if options.mem is not None
+        else ["# no --mem: the cluster's default applies (DefMemPerNode/CPU/GPU; none set: all of each node's memory)"]
+    )
+    lines += [
+        f"--signal=USR1@{options.warning}",
+        "--requeue",
+        "--open-mode=append",
+        "--output=" + sbatch_word(f"{slurm_dir()}/%x-{'%A_%a' if n > 1 else '%j'}.out"),
+    ]
     if n > 1:
         lines.append(f"--array=0-{n - 1}" + (f"%{options.max_concurrent}" if options.max_concurrent else ""))
     lines += options.sbatch
@@ -524,14 +604,16 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
             cmd += e.overrides
         words = " ".join('"$WORK_DIR"' if w == "@WORK_DIR@" else shlex.quote(w) for w in cmd)
         suffix = shlex.quote(e.suffix) if e.suffix else ""
-        work_dir = (shlex.quote(e.run_dir) if e.run_dir
-                    else f"$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}")
-        cases.append(f"    {i}) NAME={shlex.quote(e.name)}\n"
-                     f"       WORK_DIR={work_dir}\n"
-                     f"       CMD=({words}) ;;")
+        work_dir = (
+            shlex.quote(e.run_dir) if e.run_dir else f"$DEPTHBENCH_RUNS/{shlex.quote(e.experiment)}/$RUN_ID{suffix}"
+        )
+        cases.append(f"    {i}) NAME={shlex.quote(e.name)}\n       WORK_DIR={work_dir}\n       CMD=({words}) ;;")
     what = f"{sub.paper} table {sub.table}" if sub.table else ", ".join(dict.fromkeys(e.config for e in sub.elements))
-    title = (f"depthbench: {len(sub.elements)} run(s) of {what}, {options.nodes} node(s) x {tasks} rank(s)"
-             if len(what) < 80 else f"depthbench: {len(sub.elements)} runs, {options.nodes} node(s) x {tasks} rank(s)")
+    title = (
+        f"depthbench: {len(sub.elements)} run(s) of {what}, {options.nodes} node(s) x {tasks} rank(s)"
+        if len(what) < 80
+        else f"depthbench: {len(sub.elements)} runs, {options.nodes} node(s) x {tasks} rank(s)"
+    )
     values = {
         "TITLE": comment_text(title),  # config paths and table names are the user's: one comment line, whatever
         "SBATCH": "\n".join(sbatch_lines(options, sub, tasks)),
@@ -539,8 +621,11 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
         "VENV_BIN": shlex.quote(str(venv_bin)),
         "RUNS": shlex.quote(str(runs_root())),
         "ACCELERATOR": "cuda" if options.gpus_per_node else "cpu",
-        "BACKEND_NOTE": ("GPU partition: the ranks talk over NCCL" if options.gpus_per_node
-                         else "CPU partition: the ranks talk over gloo"),
+        "BACKEND_NOTE": (
+            "GPU partition: the ranks talk over NCCL"
+            if options.gpus_per_node
+            else "CPU partition: the ranks talk over gloo"
+        ),
         "STAMP": stamp,
         "ELEMENTS": "\n".join(cases),
         "TASKS_PER_NODE": str(tasks),
@@ -564,21 +649,29 @@ def render(options: SubmitOptions, sub: Submission, tasks: int, stamp: str) -> s
 class SubmitResult:
     """What :func:`submit` did: the rendered script and, unless a dry run, the job id and the record kept beside
     the Slurm logs (``elements``: one dict per run with its job, name, config, overrides and run directory)."""
+
     script: str
     job_name: str
     elements: list[dict]
     skipped: list[str] = field(default_factory=list)  # table rows without a training config: "name (reason)"
-    job_id: str | None = None                          # None: a dry run, nothing submitted
-    record_path: Path | None = None                    # <runs>/slurm/<job>.json
-    script_path: Path | None = None                    # <runs>/slurm/<job>.sbatch
-    estimate: object | None = None                     # --estimate: harness.measure.estimate.Estimate of the runs
-    notes: list[str] = field(default_factory=list)     # what the user should know: data not checked, runs folder
-    followup: SubmitResult | None = None               # --claims: the runs that wait for this job (afterok)
+    job_id: str | None = None  # None: a dry run, nothing submitted
+    record_path: Path | None = None  # <runs>/slurm/<job>.json
+    script_path: Path | None = None  # <runs>/slurm/<job>.sbatch
+    estimate: object | None = None  # --estimate: harness.measure.estimate.Estimate of the runs
+    notes: list[str] = field(default_factory=list)  # what the user should know: data not checked, runs folder
+    followup: SubmitResult | None = None  # --claims: the runs that wait for this job (afterok)
 
 
-def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: SubmitOptions | None = None, *,
-           table: str | None = None, rows: Sequence[str] | None = None, claims: ClaimsRequest | None = None,
-           before_submit: Callable[[list[dict]], None] | None = None) -> SubmitResult:
+def submit(
+    configs: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+    options: SubmitOptions | None = None,
+    *,
+    table: str | None = None,
+    rows: Sequence[str] | None = None,
+    claims: ClaimsRequest | None = None,
+    before_submit: Callable[[list[dict]], None] | None = None,
+) -> SubmitResult:
     """Check the options and every run (configs, a paper ``table``'s ``rows`` or papers' ``claims`` runs) as their
     ranks will, render one sbatch script and, unless ``options.dry_run``, submit it and keep the script and a record
     of the runs; claims runs that start from another run's weights go to a second job that waits for the first
@@ -605,31 +698,54 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
         sub, options = preflight_submission(sub, options, tasks)
     options, cpu_notes = cpus_for_workers(options, sub.workers)
     if not options.dry_run and shutil.which("sbatch") is None:
-        raise DepthbenchError("sbatch is not on PATH: run this on a Slurm login node, start the local cluster "
-                              "(sudo slurm/local-cluster.sh start), or add --dry-run to see the script")
+        raise DepthbenchError(
+            "sbatch is not on PATH: run this on a Slurm login node, start the local cluster "
+            "(sudo slurm/local-cluster.sh start), or add --dry-run to see the script"
+        )
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     script = render(options, sub, tasks, stamp)
-    notes = [f"data check skipped for this dry run: {e} -- the data may live only on the cluster, where a submit "
-             "without --dry-run checks it" for e in sub.data_notes]
+    notes = [
+        f"data check skipped for this dry run: {e} -- the data may live only on the cluster, where a submit "
+        "without --dry-run checks it"
+        for e in sub.data_notes
+    ]
     notes += [n for n in [runs_root_note()] if n] + cpu_notes
     if options.dry_run:
         # the script's log folder, so that `submit --dry-run > job.sbatch; sbatch job.sbatch` works as it is
         try:
             slurm_dir().mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            notes.append(f"cannot create the script's log folder {slurm_dir()} here ({e.strerror}); create it where "
-                         "the job runs before `sbatch` (Slurm does not)")
-        result = SubmitResult(script, sub.job_name, [{"index": i, **asdict(e)} for i, e in enumerate(sub.elements)],
-                              sub.skipped, notes=notes)
+            notes.append(
+                f"cannot create the script's log folder {slurm_dir()} here ({e.strerror}); create it where "
+                "the job runs before `sbatch` (Slurm does not)"
+            )
+        result = SubmitResult(
+            script,
+            sub.job_name,
+            [{"index": i, **asdict(e)} for i, e in enumerate(sub.elements)],
+            sub.skipped,
+            notes=notes,
+        )
         if sub.followup:
             later = sub.followup
-            result.followup = SubmitResult(render(options, later, tasks, stamp), later.job_name,
-                                           [{"index": i, **asdict(e)} for i, e in enumerate(later.elements)])
+            result.followup = SubmitResult(
+                render(options, later, tasks, stamp),
+                later.job_name,
+                [{"index": i, **asdict(e)} for i, e in enumerate(later.elements)],
+            )
         return result
     job_id = sbatch(script)
     record = write_record(job_id, script, sub, stamp)
-    result = SubmitResult(script, sub.job_name, record["elements"], sub.skipped, job_id,
-                          slurm_dir() / f"{job_id}.json", Path(record["script"]), notes=notes)
+    result = SubmitResult(
+        script,
+        sub.job_name,
+        record["elements"],
+        sub.skipped,
+        job_id,
+        slurm_dir() / f"{job_id}.json",
+        Path(record["script"]),
+        notes=notes,
+    )
     if sub.followup:
         # afterok on an array job waits for every element; a failed source leaves the follow-up pending
         # (DependencyNeverSatisfied) for `depthbench cancel`, rather than training from missing weights
@@ -638,13 +754,20 @@ def submit(configs: Sequence[str] = (), overrides: Sequence[str] = (), options: 
         try:
             later_id = sbatch(later_script)
         except DepthbenchError as e:
-            raise DepthbenchError(f"job {job_id} was submitted ({len(sub.elements)} runs) but not the job of the runs "
-                                  f"that start from its weights: {e}; once {job_id} is done, the same submit "
-                                  "command submits them") from None
+            raise DepthbenchError(
+                f"job {job_id} was submitted ({len(sub.elements)} runs) but not the job of the runs "
+                f"that start from its weights: {e}; once {job_id} is done, the same submit "
+                "command submits them"
+            ) from None
         later_record = write_record(later_id, later_script, sub.followup, stamp)
-        result.followup = SubmitResult(later_script, sub.followup.job_name, later_record["elements"], job_id=later_id,
-                                       record_path=slurm_dir() / f"{later_id}.json",
-                                       script_path=Path(later_record["script"]))
+        result.followup = SubmitResult(
+            later_script,
+            sub.followup.job_name,
+            later_record["elements"],
+            job_id=later_id,
+            record_path=slurm_dir() / f"{later_id}.json",
+            script_path=Path(later_record["script"]),
+        )
     return result
 
 
@@ -657,10 +780,12 @@ def cpus_for_workers(options: SubmitOptions, workers: int | None) -> tuple[Submi
     if options.cpus_per_task is None:
         return replace(options, cpus_per_task=needed), []
     if options.cpus_per_task < needed:
-        return options, [f"--cpus-per-task {options.cpus_per_task} is less than the {needed} cores a rank uses "
-                         f"(data.workers={workers} loader workers + 1); its workers will share cores and the GPU may "
-                         f"wait for data -- give --cpus-per-task {needed} or set "
-                         f"data.workers={options.cpus_per_task - 1}"]
+        return options, [
+            f"--cpus-per-task {options.cpus_per_task} is less than the {needed} cores a rank uses "
+            f"(data.workers={workers} loader workers + 1); its workers will share cores and the GPU may "
+            f"wait for data -- give --cpus-per-task {needed} or set "
+            f"data.workers={options.cpus_per_task - 1}"
+        ]
     return options, []
 
 
@@ -673,14 +798,18 @@ def check_elastic_worlds(sub: Submission, options: SubmitOptions, tasks: int) ->
             continue
         cfg = checker.load(REPO / e.config if not Path(e.config).is_absolute() else Path(e.config), e.overrides)
         if (options.engine or cfg.engine) == "deepspeed":
-            raise ConfigError(f"{e.name}: --min-nodes below --nodes needs the accelerate engine (a DeepSpeed run "
-                              "resumes on its own number of ranks only); leave --min-nodes out")
+            raise ConfigError(
+                f"{e.name}: --min-nodes below --nodes needs the accelerate engine (a DeepSpeed run "
+                "resumes on its own number of ranks only); leave --min-nodes out"
+            )
         for nodes in range(options.min_nodes, options.nodes):
             per_step = nodes * tasks * cfg.grad_accum
             if cfg.batch_size % per_step:
-                raise ConfigError(f"{e.name}: --min-nodes {options.min_nodes}: batch_size={cfg.batch_size} (global) "
-                                  f"does not split over {nodes} node(s) x {tasks} rank(s) x grad_accum="
-                                  f"{cfg.grad_accum}; choose a batch_size every such rank count divides")
+                raise ConfigError(
+                    f"{e.name}: --min-nodes {options.min_nodes}: batch_size={cfg.batch_size} (global) "
+                    f"does not split over {nodes} node(s) x {tasks} rank(s) x grad_accum="
+                    f"{cfg.grad_accum}; choose a batch_size every such rank count divides"
+                )
 
 
 def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) -> tuple[Submission, SubmitOptions]:
@@ -696,18 +825,33 @@ def preflight_submission(sub: Submission, options: SubmitOptions, tasks: int) ->
     if not args:
         raise DepthbenchError("--preflight checks training runs; this submission has none (fine-tuning configs only)")
     args += ["--nodes", str(options.nodes)]
-    args += ["--gpus-per-node", str(options.gpus_per_node)] if options.gpus_per_node else \
-        ["--ntasks-per-node", str(tasks), "--device", "cpu"]
+    args += (
+        ["--gpus-per-node", str(options.gpus_per_node)]
+        if options.gpus_per_node
+        else ["--ntasks-per-node", str(tasks), "--device", "cpu"]
+    )
     if options.time:
         args += ["--time", options.time]
     args += ["--warning", str(options.warning)]
-    limit = options.time if options.time and (parse_time(options.time) or 10**9) < parse_time(PREFLIGHT_TIME) \
+    limit = (
+        options.time
+        if options.time and (parse_time(options.time) or 10**9) < parse_time(PREFLIGHT_TIME)
         else PREFLIGHT_TIME
+    )
     element = Element("preflight", sub.elements[0].config, args, "preflight", command="preflight")
     job_name = options.job_name or safe_name(f"{sub.job_name}-preflight")
-    return (Submission([element], job_name, paper=sub.paper, table=sub.table, skipped=sub.skipped,
-                       data_notes=sub.data_notes, workers=sub.workers),
-            replace(options, time=limit, max_concurrent=None))
+    return (
+        Submission(
+            [element],
+            job_name,
+            paper=sub.paper,
+            table=sub.table,
+            skipped=sub.skipped,
+            data_notes=sub.data_notes,
+            workers=sub.workers,
+        ),
+        replace(options, time=limit, max_concurrent=None),
+    )
 
 
 def sbatch(script: str) -> str:
@@ -725,8 +869,10 @@ def sbatch(script: str) -> str:
         if out is None:
             raise DepthbenchError("sbatch did not answer within 120 s; is slurmctld up? (`sinfo`)")
         lines = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
-        reason = next((ln for ln in reversed(lines) if "submission failed" in ln), lines[-1] if lines else
-                      f"exit code {out.returncode}")
+        reason = next(
+            (ln for ln in reversed(lines) if "submission failed" in ln),
+            lines[-1] if lines else f"exit code {out.returncode}",
+        )
         raise DepthbenchError(f"sbatch refused the job, nothing submitted: {reason.removeprefix('sbatch: error: ')}")
     job_id = out.stdout.strip().split(";")[0]
     if not job_id.isdigit():
@@ -745,8 +891,14 @@ def write_record(job_id: str, script: str, sub: Submission, stamp: str) -> dict:
         elements.append({"index": i, "job": job, **asdict(e)})
     script_path = folder / f"{job_id}.sbatch"
     atomic_write(script_path, script)
-    record = {"job_id": job_id, "job_name": sub.job_name, "submitted": _dt.datetime.now().astimezone().isoformat(
-              timespec="seconds"), "paper": sub.paper, "table": sub.table, "script": str(script_path),
-              "elements": elements}
+    record = {
+        "job_id": job_id,
+        "job_name": sub.job_name,
+        "submitted": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "paper": sub.paper,
+        "table": sub.table,
+        "script": str(script_path),
+        "elements": elements,
+    }
     atomic_write(folder / f"{job_id}.json", json.dumps(record, indent=1))
     return record

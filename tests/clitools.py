@@ -9,6 +9,7 @@ of them.
 
 A module of its own (not ``conftest``) so test modules can import it by name: tests/models/timm_contract has a
 conftest of its own, and ``from conftest import ...`` would find whichever conftest pytest loaded first."""
+
 import atexit
 import contextlib
 import io
@@ -34,8 +35,9 @@ class ForkedCli:
         self.args = [str(a) for a in args]
         streams = Path(tempfile.mkdtemp(prefix="depthbench-cli-"))
         self._stdout, self._stderr = streams / "stdout", streams / "stderr"
-        self._process = start_forked("harness.cli", self.args, env, self._stdout, cwd=cwd,
-                                     stderr_path=self._stderr, new_session=new_session)
+        self._process = start_forked(
+            "harness.cli", self.args, env, self._stdout, cwd=cwd, stderr_path=self._stderr, new_session=new_session
+        )
         self.pid = self._process.pid
         if not _running:
             atexit.register(_kill_running)  # before the server's exit hook (which kills what is left, too)
@@ -91,8 +93,14 @@ def run_cli(*args, cwd=None, env=None, timeout=600, fresh=False):
     CompletedProcess. ``fresh``: in a fresh interpreter rather than a fork of the preloaded server."""
     env = {**os.environ, **(env or {})}
     if fresh:
-        return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                              text=True, cwd=cwd or ROOT, env=env, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            cwd=cwd or ROOT,
+            env=env,
+            timeout=timeout,
+        )
     process = start_cli(*args, cwd=cwd, env=env)
     out, err = process.communicate(timeout=timeout)
     return subprocess.CompletedProcess(["depthbench", *process.args], process.returncode, out, err)
@@ -112,8 +120,14 @@ def fresh_imports(code: str, modules) -> tuple[str, list[str]]:
     """Run ``code`` in a fresh interpreter from the repository (a fork of the preloaded server has the stack imported
     already): its standard output, and which of ``modules`` it had imported -- the check that a command stays light."""
     probe = f"{code}\nimport sys\nprint('\\nIMPORTED:' + ','.join(m for m in {tuple(modules)!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     text, marker, imported = out.stdout.rpartition("\nIMPORTED:")
     assert out.returncode == 0 and marker, f"exit {out.returncode}: " + out.stdout[-2000:] + out.stderr[-2000:]
     return text, [m for m in imported.strip().split(",") if m]

@@ -1,4 +1,5 @@
 """Shared test setup: CPU-only DeepSpeed, runs written under pytest's tmp dirs, a helper to run the CLI."""
+
 import os
 import shutil
 from pathlib import Path
@@ -22,15 +23,33 @@ ROOT = Path(__file__).resolve().parent.parent
 # The longest test files first (their time in `make test` on the idle 2-core machine, 26 Nov 2026: 186, 152, 151,
 # 138, 117, 68, 62, 48 s): `make test` hands whole files to its workers (--dist loadfile) in collection order, so a
 # long file collected last keeps one worker busy while the other has nothing left to do.
-LONGEST_FIRST = ("test_train.py", "test_finetune.py", "test_engine_options.py", "test_slurm.py", "test_demo.py",
-                 "test_gpu_check.py", "timm_contract", "test_trust_downstream.py", "test_claims_run.py")
+LONGEST_FIRST = (
+    "test_train.py",
+    "test_finetune.py",
+    "test_engine_options.py",
+    "test_slurm.py",
+    "test_demo.py",
+    "test_gpu_check.py",
+    "timm_contract",
+    "test_trust_downstream.py",
+    "test_claims_run.py",
+)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--gpu-check-out", metavar="DIR", help="the GPU check's report folder: report.json and report.md "
-                     "of the tests with the device marker (tests/devices.py; tools/gpu_check.sh sets it)")
-    parser.addoption("--gpu-check-budget", metavar="SECONDS", type=float, help="the GPU check call's time for its "
-                     "tests: each test's limit is cut to what is left, none starts near the end (tests/devices.py)")
+    parser.addoption(
+        "--gpu-check-out",
+        metavar="DIR",
+        help="the GPU check's report folder: report.json and report.md "
+        "of the tests with the device marker (tests/devices.py; tools/gpu_check.sh sets it)",
+    )
+    parser.addoption(
+        "--gpu-check-budget",
+        metavar="SECONDS",
+        type=float,
+        help="the GPU check call's time for its "
+        "tests: each test's limit is cut to what is left, none starts near the end (tests/devices.py)",
+    )
 
 
 def pytest_configure(config):
@@ -57,8 +76,11 @@ def mark_tiers(items) -> None:
     for item in items:
         name = getattr(item, "originalname", None) or item.name
         declared = [m.args[0] for m in item.iter_markers("tier") if tiers.applies(m, name)]
-        item.add_marker(tiers.tier(declared, getattr(item, "fixturenames", ()), costs.get(item.nodeid),
-                                   devices.marks_of(item).get("kind")))
+        item.add_marker(
+            tiers.tier(
+                declared, getattr(item, "fixturenames", ()), costs.get(item.nodeid), devices.marks_of(item).get("kind")
+            )
+        )
     for item in tiers.slow_items(items, costs):
         item.add_marker("slow")
 
@@ -116,8 +138,10 @@ def browser():
     """Debian's chromium, headless, driven by playwright (the HTML report's tests). Carries ``integration``
     (tests/tiers.py's FIXTURE_TIERS)."""
     if not Path(CHROMIUM).is_file():
-        pytest.fail("chromium is not installed: the HTML report test drives it headless. Install it with "
-                    "`apt-get install -y --no-install-recommends chromium` (make setup does this as root)")
+        pytest.fail(
+            "chromium is not installed: the HTML report test drives it headless. Install it with "
+            "`apt-get install -y --no-install-recommends chromium` (make setup does this as root)"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

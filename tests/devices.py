@@ -22,6 +22,7 @@ made (flushed: a call that is cut off keeps its rows) and writes ``report.json``
 
 A module of its own (not ``conftest``) so test modules can import it by name.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -42,22 +43,51 @@ PARTS = ("step", "nosync", "loader", "models", "transnext", "bench", "train", "p
 CALL_OF_PART = {part: 2 if part == "compile" else 1 for part in PARTS}
 # seconds per test on CUDA at full size, by part: about twice what each test took on an H200 or is expected to take
 # there (the compiled timings: 16 graphs compiled in parallel processes); each is cut to the call's budget left
-LIMITS_S = {"step": 120, "models": 40, "transnext": 60, "bench": 60, "train": 120, "preflight": 90, "loader": 120,
-            "nosync": 90, "compile": 150}
+LIMITS_S = {
+    "step": 120,
+    "models": 40,
+    "transnext": 60,
+    "bench": 60,
+    "train": 120,
+    "preflight": 90,
+    "loader": 120,
+    "nosync": 90,
+    "compile": 150,
+}
 MIN_START_S = 20  # a test with less of its call's budget left is not started
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
 ALONE_LIMIT_S = 290  # a test run alone (the swattention kernels)
 # the bare GPU node's own distributions (../shared/notes/environment.md, "The bare GPU node"): what it lacks beyond
 # these (and what they require) is refused in tests/tools/test_gpu_node_env.py; tools/gpu_wheels.sh carries the rest
-GPU_NODE = ("torch", "torchvision", "triton", "timm", "accelerate", "transformers", "safetensors", "numpy", "pandas",
-            "matplotlib", "PyYAML", "pytest", "pytest-xdist", "tensorboard", "opencv-python-headless", "opencv-python",
-            "scikit-image", "scikit-learn")
+GPU_NODE = (
+    "torch",
+    "torchvision",
+    "triton",
+    "timm",
+    "accelerate",
+    "transformers",
+    "safetensors",
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "PyYAML",
+    "pytest",
+    "pytest-xdist",
+    "tensorboard",
+    "opencv-python-headless",
+    "opencv-python",
+    "scikit-image",
+    "scikit-learn",
+)
 # the test modules tools/gpu_check.sh runs
-GPU_CHECK_FILES = ["tests/tools/test_gpu_check.py", "tests/harness/engine/test_train.py",
-                   "tests/harness/engine/test_engine_options.py"]
-TOL_FP32 = 1e-3   # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
-TOL_BF16 = 5e-2   # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
+GPU_CHECK_FILES = [
+    "tests/tools/test_gpu_check.py",
+    "tests/harness/engine/test_train.py",
+    "tests/harness/engine/test_engine_options.py",
+]
+TOL_FP32 = 1e-3  # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
+TOL_BF16 = 5e-2  # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)
 FORMAT = "depthbench-gpu-check/2"
 
 
@@ -69,12 +99,24 @@ def cuda_available() -> bool:
 
 def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None, first: bool = False):
     assert kind in KINDS and part in PARTS, (kind, part)
-    return pytest.mark.device(kind=kind, part=part, call=call or CALL_OF_PART[part],
-                              **({"alone": True} if alone else {}), **({"first": True} if first else {}))
+    return pytest.mark.device(
+        kind=kind,
+        part=part,
+        call=call or CALL_OF_PART[part],
+        **({"alone": True} if alone else {}),
+        **({"first": True} if first else {}),
+    )
 
 
-def device_param(kind: str, *values, part: str, alone: bool = False, call: int | None = None, id: str | None = None,
-                 first: bool = False):
+def device_param(
+    kind: str,
+    *values,
+    part: str,
+    alone: bool = False,
+    call: int | None = None,
+    id: str | None = None,
+    first: bool = False,
+):
     """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``first``: run first of its
     part (a goal's number, before a call's budget runs out)."""
     return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call, first), id=id or kind)
@@ -110,8 +152,11 @@ def prepare(items, gpu_check: bool = False) -> None:
     """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped. In the GPU
     check (``gpu_check``: ``--gpu-check-out``) its tests run in :data:`PARTS` order."""
     if gpu_check:
-        items.sort(key=lambda item: (PARTS.index(marks_of(item)["part"]), not marks_of(item).get("first"))
-                   if marks_of(item) else (-1, True))
+        items.sort(
+            key=lambda item: (
+                (PARTS.index(marks_of(item)["part"]), not marks_of(item).get("first")) if marks_of(item) else (-1, True)
+            )
+        )
     no_cuda = None
     for item in items:
         marks = marks_of(item)
@@ -124,8 +169,12 @@ def prepare(items, gpu_check: bool = False) -> None:
             if no_cuda is None:
                 no_cuda = not cuda_available()
             if no_cuda:
-                item.add_marker(pytest.mark.skip(reason="no CUDA device here (torch.cuda.is_available() is False): "
-                                                        "the GPU check's CUDA variant (tools/gpu_check.sh)"))
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason="no CUDA device here (torch.cuda.is_available() is False): "
+                        "the GPU check's CUDA variant (tools/gpu_check.sh)"
+                    )
+                )
 
 
 @pytest.fixture
@@ -144,6 +193,7 @@ def record(request):
                 fh.flush()
                 os.fsync(fh.fileno())
         return item  # still the recorded one: a test may add to it (the report, not rows.jsonl, sees the additions)
+
     return add
 
 
@@ -170,8 +220,12 @@ class Report:
         if self.budget_s and item.nodeid in self.selected:
             left = self.budget_s - (time.monotonic() - self.start)
             if left < MIN_START_S:
-                item.add_marker(pytest.mark.skip(reason=f"not started: {left:.0f} s of the call's "
-                                                        f"{self.budget_s:.0f} s budget were left"), append=False)
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"not started: {left:.0f} s of the call's {self.budget_s:.0f} s budget were left"
+                    ),
+                    append=False,
+                )
             else:
                 limit = item.get_closest_marker("timeout").args[0]
                 item.add_marker(pytest.mark.timeout(min(limit, left)), append=False)
@@ -182,8 +236,9 @@ class Report:
             return
         test = self.tests.setdefault(report.nodeid, {"outcome": "passed", "seconds": 0.0, "items": []})
         test["seconds"] += report.duration
-        test["items"] += [value for key, value in report.user_properties if key == "gpu_check"
-                          and value not in test["items"]]
+        test["items"] += [
+            value for key, value in report.user_properties if key == "gpu_check" and value not in test["items"]
+        ]
         if report.skipped and report.when != "teardown":
             test["outcome"] = "skipped"
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -194,8 +249,9 @@ class Report:
             test.setdefault("error", _last_lines(text))
 
     def pytest_sessionfinish(self, session):
-        report = assemble(self.selected, self.tests, started=self.started,
-                          wall_s=round(time.monotonic() - self.start, 1))
+        report = assemble(
+            self.selected, self.tests, started=self.started, wall_s=round(time.monotonic() - self.start, 1)
+        )
         (self.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         (self.out / "report.md").write_text(markdown(report))
 
@@ -210,31 +266,57 @@ VERDICT = {"passed": "ok", "failed": "fail", "timeout": "timeout", "skipped": "s
 def assemble(selected: dict[str, dict], tests: dict[str, dict], started: str, wall_s: float) -> dict:
     """report.json: per part its status, seconds, the tests' outcomes and what they measured. A part's status: fail
     if a test failed, else timeout if one ran out of time, else ok if one passed, else skip."""
-    ran = {marks["kind"] for nodeid, marks in selected.items() if tests.get(nodeid, {}).get("outcome") in
-           ("passed", "failed", "timeout")}  # a CUDA variant skipped without CUDA ran nowhere
+    ran = {
+        marks["kind"]
+        for nodeid, marks in selected.items()
+        if tests.get(nodeid, {}).get("outcome") in ("passed", "failed", "timeout")
+    }  # a CUDA variant skipped without CUDA ran nowhere
     kinds = sorted(ran or {marks["kind"] for marks in selected.values()})
     parts: dict[str, dict] = {}
     for nodeid, marks in selected.items():
-        test = tests.get(nodeid, {"outcome": "not run", "seconds": 0.0, "items": [],
-                                  "reason": "not started: the session's time limit had passed"})
+        test = tests.get(
+            nodeid,
+            {
+                "outcome": "not run",
+                "seconds": 0.0,
+                "items": [],
+                "reason": "not started: the session's time limit had passed",
+            },
+        )
         part = parts.setdefault(marks["part"], {"status": "skip", "seconds": 0.0, "tests": [], "items": []})
         part["seconds"] = round(part["seconds"] + test["seconds"], 1)
         verdict = VERDICT[test["outcome"]]
-        part["tests"].append({"test": nodeid, "verdict": verdict, "seconds": round(test["seconds"], 1),
-                              **{k: test[k] for k in ("error", "reason") if k in test}})
-        part["items"] += [{**item, "verdict": item.get("verdict", verdict) if verdict == "ok" else verdict,
-                           "test": nodeid} for item in test["items"]]
+        part["tests"].append(
+            {
+                "test": nodeid,
+                "verdict": verdict,
+                "seconds": round(test["seconds"], 1),
+                **{k: test[k] for k in ("error", "reason") if k in test},
+            }
+        )
+        part["items"] += [
+            {**item, "verdict": item.get("verdict", verdict) if verdict == "ok" else verdict, "test": nodeid}
+            for item in test["items"]
+        ]
     for part in parts.values():
         verdicts = {t["verdict"] for t in part["tests"]}
         part["status"] = next(v for v in ("fail", "timeout", "ok", "skip") if v in verdicts or v == "skip")
         if part["status"] == "ok" and any(it["verdict"] == "warn" for it in part["items"]):
             part["status"] = "warn"
     order = {name: i for i, name in enumerate(PARTS)}
-    return {"format": FORMAT, "started": started, "device": ",".join(kinds), "tiny": kinds == ["cpu"],
-            "host": socket.gethostname(), "platform": platform.platform(), "wall_s": wall_s,
-            "environment": environment("cuda" in kinds), "tolerances": {"fp32": TOL_FP32, "bf16": TOL_BF16},
-            "limits_s": {part: {"cuda": LIMITS_S[part], "cpu": CPU_LIMIT_S} for part in parts},
-            "parts": dict(sorted(parts.items(), key=lambda kv: order.get(kv[0], len(order))))}
+    return {
+        "format": FORMAT,
+        "started": started,
+        "device": ",".join(kinds),
+        "tiny": kinds == ["cpu"],
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "wall_s": wall_s,
+        "environment": environment("cuda" in kinds),
+        "tolerances": {"fp32": TOL_FP32, "bf16": TOL_BF16},
+        "limits_s": {part: {"cuda": LIMITS_S[part], "cpu": CPU_LIMIT_S} for part in parts},
+        "parts": dict(sorted(parts.items(), key=lambda kv: order.get(kv[0], len(order)))),
+    }
 
 
 def environment(cuda: bool) -> dict:
@@ -245,8 +327,12 @@ def environment(cuda: bool) -> dict:
     from harness.measure.preflight import driver_version
     from models.transnext import swattention_available
 
-    info = {"python": sys.version.split()[0], "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cpu_count": os.cpu_count()}
+    info = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+    }
     for dist in ("timm", "accelerate", "mmengine", "deepspeed", "numpy", "pytest"):
         try:
             info[dist] = metadata.version(dist)
@@ -254,29 +340,45 @@ def environment(cuda: bool) -> dict:
             info[dist] = None
     if cuda and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, sm=f"{props.major}{props.minor}",
-                    gpu_memory_gib=round(props.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported(),
-                    nccl=".".join(map(str, torch.cuda.nccl.version())), driver=driver_version())
+        info.update(
+            gpu=props.name,
+            sm=f"{props.major}{props.minor}",
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            bf16=torch.cuda.is_bf16_supported(),
+            nccl=".".join(map(str, torch.cuda.nccl.version())),
+            driver=driver_version(),
+        )
     info["swattention"] = swattention_available()
     return info
 
 
 def markdown(report: dict) -> str:
     env = report["environment"]
-    lines = [f"# depthbench GPU check: {env.get('gpu') or report['device']}, {report['started'][:10]}", "",
-             f"Host {report['host']}, {report['platform']}; device {report['device']}"
-             + (" (tiny sizes)" if report["tiny"] else "") + f"; wall time {report['wall_s']:.0f} s.", "",
-             "Software: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",
-             f"Tolerances: max|logits - CPU float64 logits| / max|CPU float64 logits| <= {TOL_FP32:g} in fp32 "
-             f"(TF32 off) and <= {TOL_BF16:g} under bf16 autocast.", "",
-             "| part | status | seconds | ok | warn | fail | timeout | skip |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# depthbench GPU check: {env.get('gpu') or report['device']}, {report['started'][:10]}",
+        "",
+        f"Host {report['host']}, {report['platform']}; device {report['device']}"
+        + (" (tiny sizes)" if report["tiny"] else "")
+        + f"; wall time {report['wall_s']:.0f} s.",
+        "",
+        "Software: " + ", ".join(f"{k} {v}" for k, v in env.items()),
+        "",
+        f"Tolerances: max|logits - CPU float64 logits| / max|CPU float64 logits| <= {TOL_FP32:g} in fp32 "
+        f"(TF32 off) and <= {TOL_BF16:g} under bf16 autocast.",
+        "",
+        "| part | status | seconds | ok | warn | fail | timeout | skip |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, part in report["parts"].items():
         counts = [sum(t["verdict"] == v for t in part["tests"]) for v in ("ok", "warn", "fail", "timeout", "skip")]
         lines.append(f"| {name} | {part['status']} | {part['seconds']} | " + " | ".join(map(str, counts)) + " |")
     for name, part in report["parts"].items():
         lines += ["", f"## {name}", ""]
-        lines += [f"- `{t['test']}`: {t['verdict']}: " + _one_line(t.get("error") or t.get("reason"))
-                  for t in part["tests"] if t["verdict"] != "ok"]
+        lines += [
+            f"- `{t['test']}`: {t['verdict']}: " + _one_line(t.get("error") or t.get("reason"))
+            for t in part["tests"]
+            if t["verdict"] != "ok"
+        ]
         scalars = [{k: v for k, v in item.items() if not isinstance(v, list)} for item in part["items"]]
         lines += ([""] if lines[-1] else []) + _table(scalars) if scalars else []
         for item in part["items"]:  # a measurement's rows (bench's models and pairs, step timings): a table each

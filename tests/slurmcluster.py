@@ -7,6 +7,7 @@ so two modules' clusters may run at once, each in its worker's process; their ow
 apart, and :meth:`Cluster.stop` leaves a munged that the other one still uses.
 
 A module of its own (not ``conftest``) so test modules can import it by name, as tests/clitools.py is."""
+
 import os
 import subprocess
 import time
@@ -60,8 +61,11 @@ class Cluster:
     def start(self, nodes: int, cpus: int = 2) -> None:
         if self.shape != (nodes, cpus):
             if self.shape is not None:  # restarting slurmd under a job would end it: a job keeps its cluster
-                wait_for(lambda: not queue(), 600, f"the queue to drain before the cluster becomes {nodes} node(s) "
-                         "(a test left a job behind?)")
+                wait_for(
+                    lambda: not queue(),
+                    600,
+                    f"the queue to drain before the cluster becomes {nodes} node(s) (a test left a job behind?)",
+                )
             out = self.script("start", "--nodes", str(nodes), "--cpus", str(cpus))
             assert f"{nodes} node(s) idle" in out.stdout, out.stdout
             self.shape = (nodes, cpus)
@@ -81,8 +85,9 @@ class Cluster:
             munged.replace(heir / "run" / "munged.pid") if heir else munged.unlink()
         self.script("stop")
         status = self.script("status", check=False)
-        assert status.returncode == 3 and "slurmctld  stopped" in status.stdout and "pid" not in status.stdout, \
+        assert status.returncode == 3 and "slurmctld  stopped" in status.stdout and "pid" not in status.stdout, (
             status.stdout
+        )
 
 
 def state_of(slurmctld_pid: str) -> Path | None:
@@ -106,13 +111,22 @@ def cluster_fixture(port: str, first_job: int = 1):
     def cluster(tmp_path_factory, request):
         if os.geteuid() != 0:
             test_file = Path(request.module.__file__).relative_to(ROOT)
-            pytest.fail("the Slurm tests start a real local cluster, which needs root (apt-get, munged, slurmd): run "
-                        f"them as root, e.g. sudo .venv/bin/python -m pytest {test_file} (CI runs as root)")
+            pytest.fail(
+                "the Slurm tests start a real local cluster, which needs root (apt-get, munged, slurmd): run "
+                f"them as root, e.g. sudo .venv/bin/python -m pytest {test_file} (CI runs as root)"
+            )
         c = Cluster(tmp_path_factory.mktemp("slurm-state"), port)
         saved = os.environ.get("SLURM_CONF")
         c.start(nodes=2)
-        held = [subprocess.run(["sbatch", "--parsable", "--hold", "--job-name=burn-id", "--wrap", "true"],
-                               capture_output=True, text=True, check=True).stdout.strip() for _ in range(first_job - 1)]
+        held = [
+            subprocess.run(
+                ["sbatch", "--parsable", "--hold", "--job-name=burn-id", "--wrap", "true"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            for _ in range(first_job - 1)
+        ]
         if held:
             subprocess.run(["scancel", *held], check=True)
         yield c

@@ -2,6 +2,7 @@
 own comments and the commands' help texts (``finetune --help`` named a ``..._2k_embedded-coco.py`` that never
 existed). Brace lists (``{a,b}_x.py``) and ``*`` patterns are expanded against configs/; a file the README creates
 itself (``cat > NAME.py <<``) counts as existing."""
+
 import fnmatch
 import itertools
 import re
@@ -21,8 +22,9 @@ def _sources() -> dict[str, str]:
     texts = {"README.md": (ROOT / "README.md").read_text()}
     texts.update({p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))})
     for path in CONFIGS:  # comments only: the code's _base_ paths are checked by loading the configs
-        texts[path] = "\n".join(line[line.index("#"):] for line in (ROOT / path).read_text().splitlines()
-                                if "#" in line)
+        texts[path] = "\n".join(
+            line[line.index("#") :] for line in (ROOT / path).read_text().splitlines() if "#" in line
+        )
     for path in sorted((ROOT / "harness" / "commands").glob("*.py")):
         texts[path.relative_to(ROOT).as_posix()] = path.read_text()
     return texts
@@ -57,16 +59,20 @@ def test_every_config_named_exists(source):
 
 def test_the_check_sees_paths_names_braces_and_patterns():
     """The patterns find what the sources write (so an empty result above is not a blind check)."""
-    text = ("run `depthbench finetune configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py`; "
-            "its best.pth initialises upernet_steps-resnet18-w32-digits-pre_200it_embedded-ade.py; "
-            "configs/stepsnet/{transformer-lm-30m,steps-lm-30m}_8xb128-20e_wikitext103-lm.py; "
-            "configs/seg/transnext/*_tta-interpolate.py; cat > mine_1xb64-2e_digits.py <<'EOF' ... "
-            "mine_1xb64-2e_digits.py; f\"horesnet{d}-{s}-w16_1xb64-{e}e_glyphs-16px.py\"")
+    text = (
+        "run `depthbench finetune configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py`; "
+        "its best.pth initialises upernet_steps-resnet18-w32-digits-pre_200it_embedded-ade.py; "
+        "configs/stepsnet/{transformer-lm-30m,steps-lm-30m}_8xb128-20e_wikitext103-lm.py; "
+        "configs/seg/transnext/*_tta-interpolate.py; cat > mine_1xb64-2e_digits.py <<'EOF' ... "
+        "mine_1xb64-2e_digits.py; f\"horesnet{d}-{s}-w16_1xb64-{e}e_glyphs-16px.py\""
+    )
     named = _named(text)
-    assert named == ["configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py",
-                     "configs/stepsnet/transformer-lm-30m_8xb128-20e_wikitext103-lm.py",
-                     "configs/stepsnet/steps-lm-30m_8xb128-20e_wikitext103-lm.py",
-                     "configs/seg/transnext/*_tta-interpolate.py",
-                     "upernet_steps-resnet18-w32-digits-pre_200it_embedded-ade.py",
-                     "horesnet*-*-w16_1xb64-*e_glyphs-16px.py"]
+    assert named == [
+        "configs/det/mask-rcnn_steps-resnet18-w32_fpn_2k_embedded-coco.py",
+        "configs/stepsnet/transformer-lm-30m_8xb128-20e_wikitext103-lm.py",
+        "configs/stepsnet/steps-lm-30m_8xb128-20e_wikitext103-lm.py",
+        "configs/seg/transnext/*_tta-interpolate.py",
+        "upernet_steps-resnet18-w32-digits-pre_200it_embedded-ade.py",
+        "horesnet*-*-w16_1xb64-*e_glyphs-16px.py",
+    ]
     assert [_exists(t) for t in named] == [False, True, True, True, False, True]

@@ -2,6 +2,7 @@
 documentation site (mkdocs.yml, docs/) builds strictly -- every page in the navigation, every link and anchor
 resolves -- with the configuration and CLI references generated from the code holding every schema key and every
 command and option."""
+
 import argparse
 import html
 import importlib.util
@@ -24,19 +25,31 @@ spec.loader.exec_module(docs_reference)
 
 README = ROOT / "README.md"
 # the five user jobs: the command README shows for each, and the guide it links to
-JOBS = {"depthbench train": "docs/guides/pretraining.md", "depthbench finetune": "docs/guides/finetuning.md",
-        "depthbench submit": "docs/guides/slurm.md", "depthbench results": "docs/guides/results.md",
-        "depthbench claims": "docs/guides/claims.md"}
+JOBS = {
+    "depthbench train": "docs/guides/pretraining.md",
+    "depthbench finetune": "docs/guides/finetuning.md",
+    "depthbench submit": "docs/guides/slurm.md",
+    "depthbench results": "docs/guides/results.md",
+    "depthbench claims": "docs/guides/claims.md",
+}
 MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
-DATED = re.compile(rf"\b\d{{1,2}} (?:{MONTHS})[a-z]* \d{{4}}\b|\b(?:{MONTHS})[a-z]* \d{{4}}\b|\b20\d\d-\d\d-\d\d\b"
-                   r"|\b\d\d:\d\d(?:[–-]\d\d:\d\d)? UTC\b|\bissue \d+\b", re.I)
+DATED = re.compile(
+    rf"\b\d{{1,2}} (?:{MONTHS})[a-z]* \d{{4}}\b|\b(?:{MONTHS})[a-z]* \d{{4}}\b|\b20\d\d-\d\d-\d\d\b"
+    r"|\b\d\d:\d\d(?:[–-]\d\d:\d\d)? UTC\b|\bissue \d+\b",
+    re.I,
+)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _mkdocs(config: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(out.parent)})
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(out.parent)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +62,11 @@ def site(tmp_path_factory):
 
 def _page(site: Path, doc: str) -> str:
     """The built HTML of ``doc`` (a path under docs/, e.g. guides/slurm.md)."""
-    return (site / Path(doc).with_suffix("") / "index.html").read_text() if doc != "index.md" \
+    return (
+        (site / Path(doc).with_suffix("") / "index.html").read_text()
+        if doc != "index.md"
         else (site / "index.html").read_text()
+    )
 
 
 @pytest.mark.tier("integration")
@@ -62,8 +78,13 @@ def test_readme_is_a_front_page():
 
 
 def test_the_date_check_sees_what_the_old_readme_wrote():
-    for line in ("measured 27 Nov 2026, see below", "26 Nov 2026 09:24–09:37 UTC", "(2026-11-25 17:03 UTC)",
-                 "issue 44's goal", "Nov 2026"):
+    for line in (
+        "measured 27 Nov 2026, see below",
+        "26 Nov 2026 09:24–09:37 UTC",
+        "(2026-11-25 17:03 UTC)",
+        "issue 44's goal",
+        "Nov 2026",
+    ):
         assert DATED.search(line), line
     assert not DATED.search("Table 4: 25.28 vs 24.39 at 30M; ZeRO 0-3; 2-00:00:00")
 
@@ -73,8 +94,8 @@ def test_readme_sends_each_job_to_its_guide():
     for command, guide in JOBS.items():
         start = re.search(rf"```bash\n{command}\b", text)
         assert start, f"README shows no `{command}` command"
-        section = text[start.start():]
-        section = section[:section.find("\n### ")] if "\n### " in section else section[:section.find("\n## ")]
+        section = text[start.start() :]
+        section = section[: section.find("\n### ")] if "\n### " in section else section[: section.find("\n## ")]
         assert f"]({guide})" in section, f"README's `{command}` job does not link to {guide}"
         assert command in (ROOT / guide).read_text(), f"{guide} never shows `{command}`"
 
@@ -124,16 +145,18 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     with open(tmp_path / "docs" / "guides" / "claims.md", "a") as f:
         f.write("\nSee [the missing page](../no-such-page.md).\n")
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    config.update(docs_dir=str(tmp_path / "docs"), hooks=[str(ROOT / "tools" / "docs_reference.py")],
-                  watch=[str(ROOT / path) for path in config.get("watch", [])])
+    config.update(
+        docs_dir=str(tmp_path / "docs"),
+        hooks=[str(ROOT / "tools" / "docs_reference.py")],
+        watch=[str(ROOT / path) for path in config.get("watch", [])],
+    )
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     done = _mkdocs(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0 and "no-such-page.md" in done.stdout + done.stderr
 
 
 def _escaped(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|") \
-        .replace("*", "\\*")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("*", "\\*")
 
 
 def _text(page: str) -> str:
@@ -143,19 +166,28 @@ def _text(page: str) -> str:
 
 @pytest.mark.tier("integration")
 def test_the_config_reference_has_every_key(site):
-    rows = {line.split(" | ")[0].strip("| `"): line for line in docs_reference.config_reference().splitlines()
-            if line.startswith("| `")}
+    rows = {
+        line.split(" | ")[0].strip("| `"): line
+        for line in docs_reference.config_reference().splitlines()
+        if line.startswith("| `")
+    }
     assert set(rows) == {k.name for k in schema.KEYS}
     for key in schema.KEYS:
         row = rows[key.name]
         assert _escaped(key.help) in row and _escaped(key.describe_type()) in row, row
-        default = "*base*" if key.default is schema.FROM_BASE and key.scope == "train" else "*config*" \
-            if key.default is schema.FROM_BASE else f"`{repr(key.default)}`"
+        default = (
+            "*base*"
+            if key.default is schema.FROM_BASE and key.scope == "train"
+            else "*config*"
+            if key.default is schema.FROM_BASE
+            else f"`{repr(key.default)}`"
+        )
         assert f"| {default} |" in row, row
     built = _page(site, docs_reference.CONFIG_PAGE)
     words = _text(built)
-    missing = [k.name for k in schema.KEYS if f"<code>{k.name}</code>" not in built
-               or k.help.replace("`", "") not in words]
+    missing = [
+        k.name for k in schema.KEYS if f"<code>{k.name}</code>" not in built or k.help.replace("`", "") not in words
+    ]
     assert not missing, f"keys missing from the built configuration reference: {missing}"
 
 
@@ -178,8 +210,9 @@ def test_the_cli_reference_has_every_command_and_option(site):
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            names = action.option_strings or ([] if isinstance(action, argparse._SubParsersAction)
-                                              else [action.metavar or action.dest])
+            names = action.option_strings or (
+                [] if isinstance(action, argparse._SubParsersAction) else [action.metavar or action.dest]
+            )
             for name in names:
                 shown = re.escape(name.replace("|", "\\|"))  # a pipe is escaped inside a table
                 assert re.search(rf"`{shown}[ ,`]", sections[prog]), f"{prog}: {name} missing"

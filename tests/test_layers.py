@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md hold: import-linter's `lint-imports` checks .importlinter on this checkout
 (imports inside functions included), and the contract covers every package we ship, with no exceptions."""
+
 import ast
 import configparser
 import os
@@ -24,8 +25,9 @@ def _contract() -> configparser.ConfigParser:
 def test_lint_imports_keeps_every_contract():
     lint = Path(sys.executable).parent / "lint-imports"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([str(lint), "--no-cache", str(CONTRACT)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [str(lint), "--no-cache", str(CONTRACT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
 
@@ -34,12 +36,21 @@ def test_the_contract_names_every_package_and_has_no_exceptions():
     parser = _contract()
     shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     # every shipped package, and the two folders of scripts above them (benchmarks/, tools/)
-    assert set(parser["importlinter"]["root_packages"].split()) == \
-        {p.rstrip("*") for p in shipped["include"]} | {"benchmarks", "tools"}
-    layered = {name.strip() for line in parser["importlinter:contract:layers"]["layers"].split("\n")
-               for name in line.split("|") if name.strip()}
-    harness = {f"harness.{p.stem}" for p in (ROOT / "harness").iterdir()
-               if (p / "__init__.py").is_file() or (p.suffix == ".py" and p.stem != "__init__")}
+    assert set(parser["importlinter"]["root_packages"].split()) == {p.rstrip("*") for p in shipped["include"]} | {
+        "benchmarks",
+        "tools",
+    }
+    layered = {
+        name.strip()
+        for line in parser["importlinter:contract:layers"]["layers"].split("\n")
+        for name in line.split("|")
+        if name.strip()
+    }
+    harness = {
+        f"harness.{p.stem}"
+        for p in (ROOT / "harness").iterdir()
+        if (p / "__init__.py").is_file() or (p.suffix == ".py" and p.stem != "__init__")
+    }
     assert harness <= layered, f"harness modules outside the layers: {sorted(harness - layered)}"
     assert {"models", "downstream", "results", "slurm", "benchmarks", "tools"} <= layered
     for section in parser.sections():
@@ -107,8 +118,10 @@ def test_imports_inside_functions_only_where_laziness_is_needed():
         for line, modules in _function_level_imports(path):
             if LAZY_MARK not in lines[line - 1] and not all(_optional(m) for m in modules):
                 misplaced.append(f"{relative}:{line}: {lines[line - 1].strip()}")
-    assert not misplaced, ("imports inside functions (move them to the module's top, or say `# lazy: <why>` on "
-                           f"the line):\n" + "\n".join(misplaced))
+    assert not misplaced, (
+        "imports inside functions (move them to the module's top, or say `# lazy: <why>` on "
+        "the line):\n" + "\n".join(misplaced)
+    )
 
 
 def test_the_optional_packages_are_not_imported_at_the_top_of_a_module_every_task_loads():
@@ -118,8 +131,13 @@ def test_the_optional_packages_are_not_imported_at_the_top_of_a_module_every_tas
         for path in (ROOT / top).rglob("*.py"):
             tree = ast.parse(path.read_text(), str(path))
             for node in tree.body:
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
                 assert not any(_optional(n) for n in names), f"{path.relative_to(ROOT)}:{node.lineno}"
 
 
@@ -127,13 +145,13 @@ def test_the_optional_packages_are_not_imported_at_the_top_of_a_module_every_tas
 # that is not an import the contract could check. A new one fails the test below until it is declared here.
 STRING_LOADS = {
     "harness/cli.py": "harness.commands.<name> of COMMANDS: the layer below the CLI, loaded per command so that "
-                      "--help imports no torch",
+    "--help imports no torch",
     "harness/engine/tasks.py": "harness.tasks (BUILTIN_TASKS), the built-in tasks: the task registry loads the layer "
-                               "above it on first use, as a plugin registry does; the engine never names a task",
+    "above it on first use, as a plugin registry does; the engine never names a task",
     "harness/engine/launch.py": "PRELOAD and the caller's preload list: modules imported before forking ranks "
-                                "(what a rank imports anyway), named by the caller",
+    "(what a rank imports anyway), named by the caller",
     "harness/engine/forked.py": "the module or function a forked run executes (harness.cli, a test's function), "
-                                "named by the request, as `python -m` names it",
+    "named by the request, as `python -m` names it",
     "harness/engine/checkpoint.py": "the DeepSpeed classes of DEEPSPEED_CLASSES (a third-party package)",
     "harness/commands/env.py": "mmcv.ops, probed to report whether its compiled ops load (a third-party package)",
 }
@@ -149,8 +167,9 @@ def _string_loads() -> dict[str, int]:
                 continue
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Call) and (
-                        (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
-                        or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))):
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                    or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+                ):
                     found[relative] = found.get(relative, 0) + 1
     return found
 
@@ -158,6 +177,8 @@ def _string_loads() -> dict[str, int]:
 def test_every_module_loaded_by_name_is_declared():
     found = _string_loads()
     undeclared = sorted(set(found) - set(STRING_LOADS))
-    assert not undeclared, (f"modules loaded by name in {undeclared}: the import contract cannot see them; declare "
-                            f"each in tests/test_layers.py STRING_LOADS with why it is not a plain import")
+    assert not undeclared, (
+        f"modules loaded by name in {undeclared}: the import contract cannot see them; declare "
+        f"each in tests/test_layers.py STRING_LOADS with why it is not a plain import"
+    )
     assert not set(STRING_LOADS) - set(found), "STRING_LOADS names a file that no longer loads modules by name"

@@ -2,6 +2,7 @@
 and requirements/base.txt lists the same requirements (what `make setup` installs, tools/setup_env.py), so the
 two cannot drift (issue 56): every requirement is in both, with the same version bounds, and every bound admits the
 version requirements/lock.txt pins."""
+
 import importlib.util
 import re
 import tomllib
@@ -23,8 +24,10 @@ EXTRAS = {"training", "downstream", "lm", "docs", "dev"}
 
 def _pyproject() -> dict[str, list[Requirement]]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {"": [Requirement(r) for r in project["dependencies"]],
-            **{extra: [Requirement(r) for r in reqs] for extra, reqs in project["optional-dependencies"].items()}}
+    return {
+        "": [Requirement(r) for r in project["dependencies"]],
+        **{extra: [Requirement(r) for r in reqs] for extra, reqs in project["optional-dependencies"].items()},
+    }
 
 
 def _base() -> list[Requirement]:
@@ -52,7 +55,8 @@ def test_pyproject_and_base_txt_declare_the_same_requirements():
     assert len(base) == len(set(base)), "a requirement is listed twice in requirements/base.txt"
     assert set(declared) - in_setup == set(base), (
         f"only in pyproject.toml: {sorted(set(declared) - in_setup - set(base))}; "
-        f"only in requirements/base.txt: {sorted(set(base) - set(declared))}")
+        f"only in requirements/base.txt: {sorted(set(base) - set(declared))}"
+    )
 
 
 def test_every_bound_admits_the_pinned_version():

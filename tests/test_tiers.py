@@ -1,5 +1,6 @@
 """tests/tiers.py: each test's tier is declared (a ``tier`` mark, its module's ``pytestmark``, a fixture that carries
 one) and tests/conftest.py marks every collected test with it; ``make test-fast`` keeps within its measured budget."""
+
 import ast
 import csv
 import sys
@@ -17,22 +18,25 @@ def mark(*args, **kwargs):
     return pytest.mark.tier(*args, **kwargs).mark
 
 
-@pytest.mark.parametrize("declared, fixtures, cost, kind, expected", [
-    ((), (), None, None, "unit"),                                  # declares nothing, uses no tier fixture
-    ((), ("tmp_path", "monkeypatch"), 0.5, None, "unit"),
-    (("integration",), (), None, None, "integration"),             # declared
-    (("system",), (), None, None, "system"),
-    ((), ("tmp_path", "cli"), None, None, "integration"),          # the forked CLI fixture
-    ((), ("browser",), None, None, "integration"),
-    ((), ("cluster",), None, None, "system"),                      # a Slurm cluster
-    (("integration",), ("cluster",), None, None, "system"),        # the highest of what applies
-    (("unit",), ("cli",), None, None, "integration"),
-    ((), (), tiers.FAST_CPU_S, None, "integration"),               # measured costly
-    ((), (), tiers.FAST_CPU_S - 0.01, None, "unit"),
-    ((), (), None, "cuda", "system"),                              # a GPU check variant on an accelerator
-    ((), (), None, "cpu", "unit"),
-    (("integration",), (), None, "cpu", "integration"),
-])
+@pytest.mark.parametrize(
+    "declared, fixtures, cost, kind, expected",
+    [
+        ((), (), None, None, "unit"),  # declares nothing, uses no tier fixture
+        ((), ("tmp_path", "monkeypatch"), 0.5, None, "unit"),
+        (("integration",), (), None, None, "integration"),  # declared
+        (("system",), (), None, None, "system"),
+        ((), ("tmp_path", "cli"), None, None, "integration"),  # the forked CLI fixture
+        ((), ("browser",), None, None, "integration"),
+        ((), ("cluster",), None, None, "system"),  # a Slurm cluster
+        (("integration",), ("cluster",), None, None, "system"),  # the highest of what applies
+        (("unit",), ("cli",), None, None, "integration"),
+        ((), (), tiers.FAST_CPU_S, None, "integration"),  # measured costly
+        ((), (), tiers.FAST_CPU_S - 0.01, None, "unit"),
+        ((), (), None, "cuda", "system"),  # a GPU check variant on an accelerator
+        ((), (), None, "cpu", "unit"),
+        (("integration",), (), None, "cpu", "integration"),
+    ],
+)
 def test_a_tests_tier_is_the_highest_it_declares_or_its_fixtures_carry(declared, fixtures, cost, kind, expected):
     assert tiers.tier(declared, fixtures, cost, kind) == expected
 
@@ -54,8 +58,11 @@ def test_the_shared_slurm_cluster_fixture_makes_its_users_system_tests():
 
 
 def test_every_fixture_that_carries_a_tier_says_so_where_it_is_defined():
-    sources = {"cluster": ROOT / "tests/slurmcluster.py", "cli": ROOT / "tests/conftest.py",
-               "browser": ROOT / "tests/conftest.py"}
+    sources = {
+        "cluster": ROOT / "tests/slurmcluster.py",
+        "cli": ROOT / "tests/conftest.py",
+        "browser": ROOT / "tests/conftest.py",
+    }
     assert set(sources) == set(tiers.FIXTURE_TIERS)
     for name, path in sources.items():
         functions = {n.name: n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
@@ -104,7 +111,8 @@ def test_undeclared_process_tests_are_found(tmp_path):
         "def test_on_the_cluster(cluster):\n    subprocess.run(['sinfo'])\n\n"
         "@pytest.mark.tier('unit')\ndef test_declared_unit():\n    subprocess.run(['true'])\n\n"
         "def test_undeclared():\n    subprocess.Popen(['true']).wait()\n\n"
-        "def test_through_a_helper():\n    helper()\n")
+        "def test_through_a_helper():\n    helper()\n"
+    )
     # test_through_a_helper is not seen: the module-level check (it names subprocess) is what covers helpers
     assert tiers.undeclared_tests(path) == ["test_declared_unit", "test_undeclared"]
     assert not tiers.undeclared(path)
@@ -120,25 +128,42 @@ def test_every_test_that_starts_processes_declares_its_tier():
     each test naming them in its own body has such a declaration (or a fixture that carries one)."""
     modules = {str(p.relative_to(ROOT)): p for p in sorted(tiers.TESTS.rglob("test_*.py"))}
     undeclared = [name for name, path in modules.items() if tiers.undeclared(path)]
-    assert not undeclared, ("these modules start processes but declare no tier: add `pytestmark = "
-                            f"pytest.mark.tier(\"integration\")` at their top (tests/tiers.py): {undeclared}")
-    tests = {name: missing for name, path in modules.items() if name not in GUARD_EXEMPT
-             for missing in [tiers.undeclared_tests(path)] if missing}
+    assert not undeclared, (
+        "these modules start processes but declare no tier: add `pytestmark = "
+        f"pytest.mark.tier(\"integration\")` at their top (tests/tiers.py): {undeclared}"
+    )
+    tests = {
+        name: missing
+        for name, path in modules.items()
+        if name not in GUARD_EXEMPT
+        for missing in [tiers.undeclared_tests(path)]
+        if missing
+    }
     assert not tests, f"these tests start processes but no integration or system tier applies to them: {tests}"
     assert GUARD_EXEMPT <= set(modules)
 
 
 def test_the_measured_costs_are_data_that_reads(tmp_path):
     suite = tmp_path / "tests.csv"
-    suite.write_text("test,file,worker,cpu_s,wall_s\ntests/a.py::t1,tests/a.py,gw0,0.05,0.1\n"
-                     "tests/a.py::t2,tests/a.py,gw0,3.5,4\ntests/b.py::t3,tests/b.py,gw1,0.2,0.3\n"
-                     "tests/b.py::t4,tests/b.py,gw1,-0.8,2\n")
+    suite.write_text(
+        "test,file,worker,cpu_s,wall_s\ntests/a.py::t1,tests/a.py,gw0,0.05,0.1\n"
+        "tests/a.py::t2,tests/a.py,gw0,3.5,4\ntests/b.py::t3,tests/b.py,gw1,0.2,0.3\n"
+        "tests/b.py::t4,tests/b.py,gw1,-0.8,2\n"
+    )
     out = tmp_path / "costs.csv"
     tiers.write_costs(suite, out)
-    assert tiers.read_costs(out) == {"tests/a.py::t2": 3.5, "tests/b.py::t3": 0.2, "tests/a.py::t1": 0.05,
-                                     "tests/b.py::t4": 0.0}
-    assert out.read_text().splitlines()[1:] == ["tests/a.py::t2,3.50", "tests/b.py::t3,0.20", "tests/a.py::t1,0.05",
-                                                   "tests/b.py::t4,0.00"]
+    assert tiers.read_costs(out) == {
+        "tests/a.py::t2": 3.5,
+        "tests/b.py::t3": 0.2,
+        "tests/a.py::t1": 0.05,
+        "tests/b.py::t4": 0.0,
+    }
+    assert out.read_text().splitlines()[1:] == [
+        "tests/a.py::t2,3.50",
+        "tests/b.py::t3,0.20",
+        "tests/a.py::t1,0.05",
+        "tests/b.py::t4,0.00",
+    ]
     with open(tiers.COSTS, newline="") as fh:  # the committed list: suite_cpu.py's measurement of the whole suite
         rows = list(csv.DictReader(fh))
     assert len(rows) > 1000 and all(r["test"].startswith("tests/") and float(r["cpu_s"]) >= 0 for r in rows)
@@ -162,8 +187,20 @@ def suite():
             self.marks = {item.nodeid: {m.name for m in item.iter_markers()} for item in session.items}
 
     collected = Collected()
-    code = pytest.main(["--collect-only", "-qq", "-p", "no:randomly", "-p", "no:cacheprovider", "--rootdir",
-                        str(ROOT), str(tiers.TESTS)], plugins=[collected])
+    code = pytest.main(
+        [
+            "--collect-only",
+            "-qq",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(ROOT),
+            str(tiers.TESTS),
+        ],
+        plugins=[collected],
+    )
     assert code == 0 and len(collected.marks) > 1000, (code, len(collected.marks))
     return collected.marks
 
@@ -172,11 +209,11 @@ def suite():
 def test_declared_tiers_reach_real_tests(suite):
     """A module mark, a module mark that names tests, a test's own mark and a fixture, as collected; one tier each."""
     examples = {
-        "tests/results/test_claims_run.py::": "system",                        # pytestmark
+        "tests/results/test_claims_run.py::": "system",  # pytestmark
         "tests/harness/measure/test_bench.py::test_a_paper_models_default_input_size": "integration",  # tests=(...)
         "tests/harness/measure/test_bench.py::test_interleaving_is_real": "unit",
         "tests/benchmarks/test_suite_cpu.py::test_cpu_of_children": "integration",  # its own mark
-        "tests/slurm/test_slurm.py::test_two_node_job": "system",              # the cluster fixture
+        "tests/slurm/test_slurm.py::test_two_node_job": "system",  # the cluster fixture
         "tests/test_tiers.py::test_conftest_marks_every_test_with_one_tier": "unit",
     }
     for prefix, expected in examples.items():
@@ -195,13 +232,16 @@ def test_make_test_fast_stays_within_its_budget(suite):
     fast = [nodeid for nodeid, marks in suite.items() if not marks & {"system", "slow"}]
     total, priced, unmeasured = tiers.fast_budget(fast, tiers.read_costs())
     costliest = "\n".join(f"  {cost:6.2f}  {nodeid}" for nodeid, cost in priced[:15])
-    print(f"make test-fast: {len(priced)} tests, {total:.1f} CPU-s ({unmeasured} not measured, "
-          f"{tiers.UNMEASURED_CPU_S} CPU-s each); the costliest:\n{costliest}")
+    print(
+        f"make test-fast: {len(priced)} tests, {total:.1f} CPU-s ({unmeasured} not measured, "
+        f"{tiers.UNMEASURED_CPU_S} CPU-s each); the costliest:\n{costliest}"
+    )
     assert total <= tiers.FAST_BUDGET_CPU_S, (
         f"make test-fast costs {total:.1f} CPU-s by the last measurement, over its budget of "
         f"{tiers.FAST_BUDGET_CPU_S:.0f} (2 minutes on 2 cores); {unmeasured} tests not measured yet count "
         f"{tiers.UNMEASURED_CPU_S} CPU-s each (measure: benchmarks/suite_cpu.py, then python tests/tiers.py "
-        f"benchmarks/results/<dir>/tests.csv). The costliest:\n{costliest}")
+        f"benchmarks/results/<dir>/tests.csv). The costliest:\n{costliest}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +261,13 @@ def test_tests_sharing_a_module_fixture_with_a_slow_test_are_slow():
     def item(nodeid, *fixtures):
         return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, module=module)
 
-    items = [item("first", "shared_run"), item("second", "shared_run", "tmp_path"), item("third", "per_test"),
-             item("fourth", "per_test"), item("alone")]
+    items = [
+        item("first", "shared_run"),
+        item("second", "shared_run", "tmp_path"),
+        item("third", "per_test"),
+        item("fourth", "per_test"),
+        item("alone"),
+    ]
     costs = {"first": 30.0, "third": 5.0, "second": 0.1}
     assert [i.nodeid for i in tiers.slow_items(items, costs)] == ["first", "second", "third"]
 

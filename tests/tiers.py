@@ -31,6 +31,7 @@ selects within :data:`FAST_BUDGET_CPU_S`. After a new measurement:
 
 A module of its own (not ``conftest``) so tests/test_tiers.py can import it by name.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,8 +47,8 @@ FAST_CPU_S = 1.0
 TIERS = ("unit", "integration", "system")
 # the tier a fixture carries to every test that uses it (each fixture's docstring says so where it is defined)
 FIXTURE_TIERS = {
-    "cluster": "system",       # tests/slurmcluster.py: a local Slurm cluster (slurm/local-cluster.sh)
-    "cli": "integration",      # tests/conftest.py: the CLI in a process of its own
+    "cluster": "system",  # tests/slurmcluster.py: a local Slurm cluster (slurm/local-cluster.sh)
+    "cli": "integration",  # tests/conftest.py: the CLI in a process of its own
     "browser": "integration",  # tests/conftest.py: headless chromium
 }
 # `make test-fast`'s budget: 2 minutes on the 2-core machine, as CPU seconds of the measured costs of the tests it
@@ -96,8 +97,13 @@ def _tier_marks(node) -> list[tuple[str, tuple | None]]:
     """The ``pytest.mark.tier(...)`` calls written in ``node``: (tier, the tests it names or None)."""
     found = []
     for call in ast.walk(node):
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "tier" \
-                and call.args and isinstance(call.args[0], ast.Constant):
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "tier"
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+        ):
             tests = next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "tests"), None)
             found.append((call.args[0].value, tests))
     return found
@@ -110,9 +116,12 @@ def undeclared_tests(path: Path) -> list[str]:
     the tier); module-level functions only."""
     text = path.read_text()
     tree = ast.parse(text)
-    module = [m for node in tree.body if isinstance(node, ast.Assign)
-              and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
-              for m in _tier_marks(node.value)]
+    module = [
+        m
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        for m in _tier_marks(node.value)
+    ]
     missing = []
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):

@@ -8,6 +8,7 @@ argparse's own parser objects already hold every option, default and help.
 The hook (``hooks: [tools/docs_reference.py]`` in mkdocs.yml) adds reference/config.md and reference/cli.md to the
 site's files; ``python tools/docs_reference.py OUT`` writes the two pages to OUT to read them without a build.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,15 @@ CLI_PAGE = "reference/cli.md"
 def _cell(text: object) -> str:
     """Prose inside a Markdown table cell: one line, pipes and ``*`` escaped, ``<run-id>`` shown, not read as HTML;
     backticks stay code."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|") \
-        .replace("*", "\\*").replace("\n", " ")
+    return (
+        str(text)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("*", "\\*")
+        .replace("\n", " ")
+    )
 
 
 def _code(text: object) -> str:
@@ -40,20 +48,35 @@ def _code(text: object) -> str:
 
 def config_reference() -> str:
     """Every key of the schema: name, default, type and range, help; the training keys, then the MMEngine ones."""
-    out = ["# Configuration reference", "",
-           "Generated from `harness/core/schema.py` when the site is built: every key a config takes, its default, "
-           "type and range, and what it does (the same table `depthbench train --help-config` prints). Set a key "
-           "with `key=value` after the config on the command line; `+model.KEY=value` adds a model argument. How "
-           "the schema is used and what is refused: [Training configs](../config.md).", ""]
-    scopes = (("train", "Training configs (`depthbench train`, `eval`, `preflight`, `submit`)",
-               "*base*: set by the dataset or schedule base (`configs/_base_/datasets/`, `configs/_base_/schedules/`)."),
-              ("finetune", "MMEngine configs (`depthbench finetune`, `test`)",
-               "*config*: the config's own value (stock MMDetection/MMSegmentation files)."))
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from `harness/core/schema.py` when the site is built: every key a config takes, its default, "
+        "type and range, and what it does (the same table `depthbench train --help-config` prints). Set a key "
+        "with `key=value` after the config on the command line; `+model.KEY=value` adds a model argument. How "
+        "the schema is used and what is refused: [Training configs](../config.md).",
+        "",
+    ]
+    scopes = (
+        (
+            "train",
+            "Training configs (`depthbench train`, `eval`, `preflight`, `submit`)",
+            "*base*: set by the dataset or schedule base (`configs/_base_/datasets/`, `configs/_base_/schedules/`).",
+        ),
+        (
+            "finetune",
+            "MMEngine configs (`depthbench finetune`, `test`)",
+            "*config*: the config's own value (stock MMDetection/MMSegmentation files).",
+        ),
+    )
     for scope, title, note in scopes:
         out += [f"## {title}", "", note, "", "| key | default | type and range | help |", "|---|---|---|---|"]
         for key in (k for k in schema.KEYS if k.scope == scope):
-            default = ("*base*" if scope == "train" else "*config*") if key.default is schema.FROM_BASE \
+            default = (
+                ("*base*" if scope == "train" else "*config*")
+                if key.default is schema.FROM_BASE
                 else _code(repr(key.default))
+            )
             out.append(f"| {_code(key.name)} | {default} | {_cell(key.describe_type())} | {_cell(key.help)} |")
         out.append("")
     return "\n".join(out)
@@ -74,8 +97,9 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
         name = parser._get_formatter()._format_action_invocation(action)  # as --help writes it: -o OUT, --out OUT
-        default = "" if action.default in (None, argparse.SUPPRESS, False) or action.nargs == 0 \
-            else _code(action.default)
+        default = (
+            "" if action.default in (None, argparse.SUPPRESS, False) or action.nargs == 0 else _code(action.default)
+        )
         choices = f" (one of {', '.join(map(str, action.choices))})" if action.choices else ""
         rows.append(f"| {_code(name)} | {default} | {_cell((action.help or '') + choices)} |")
     return rows
@@ -97,11 +121,18 @@ def _command_section(prog: str, parser: argparse.ArgumentParser, help_text: str,
 def cli_reference() -> str:
     """Every command and option of ``depthbench``, from the parsers themselves."""
     parser = build_parser()
-    out = ["# Command-line reference", "",
-           "Generated from the argparse parsers (`harness/cli.py`, `harness/commands/`) when the site is built: "
-           "every command, argument and option with its default and help, as `depthbench COMMAND --help` prints "
-           "them. Every command is also a Python function of `harness.api` with the same arguments.", "",
-           "```text", parser.format_usage().strip(), "```", ""]
+    out = [
+        "# Command-line reference",
+        "",
+        "Generated from the argparse parsers (`harness/cli.py`, `harness/commands/`) when the site is built: "
+        "every command, argument and option with its default and help, as `depthbench COMMAND --help` prints "
+        "them. Every command is also a Python function of `harness.api` with the same arguments.",
+        "",
+        "```text",
+        parser.format_usage().strip(),
+        "```",
+        "",
+    ]
     for name, sub, help_text in _subcommands(parser):
         out += _command_section(f"depthbench {name}", sub, help_text, 2)
     return "\n".join(out)

@@ -8,6 +8,7 @@ the wheel is cached under ``~/.cache/depthbench/wheels`` (``DEPTHBENCH_CACHE`` o
 Stdlib only: this runs before the venv exists.  Every failure ends in one ``setup: error:`` line that
 says what is wrong and what to do; the full tool output is kept in ``.venv/setup-logs/``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,10 @@ MMCV = "2.1.0"
 MIN_FREE_GB_FRESH = 12  # torch's CUDA build alone is ~5.5 GB, the mmcv build needs ~2 GB of scratch
 STAMP_INPUTS = ["requirements/base.txt", "requirements/lock.txt", "pyproject.toml", "tools/setup_env.py"]
 # The modules a finished environment must import; the fast path re-checks them on every run.
-SMOKE_IMPORTS = ("import torch, torchvision, timm, accelerate, deepspeed, mmengine, mmcv, mmcv.ops, "
-                 "mmdet, mmseg, pandas, matplotlib, harness, models")
+SMOKE_IMPORTS = (
+    "import torch, torchvision, timm, accelerate, deepspeed, mmengine, mmcv, mmcv.ops, "
+    "mmdet, mmseg, pandas, matplotlib, harness, models"
+)
 
 
 class SetupError(Exception):
@@ -57,16 +60,23 @@ def say(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- helpers
-def run_logged(cmd: list[str], log_name: str, env: dict | None = None, cwd: Path | None = None,
-               on_line=None) -> None:
+def run_logged(cmd: list[str], log_name: str, env: dict | None = None, cwd: Path | None = None, on_line=None) -> None:
     """Run ``cmd``, stream its output to a log file (and to ``on_line``), raise SetupError on failure."""
     LOGS.mkdir(parents=True, exist_ok=True)
     log = LOGS / f"{log_name}.log"
     with open(log, "w") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=env, cwd=cwd, stdin=subprocess.DEVNULL, bufsize=1)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            bufsize=1,
+        )
         tail: list[str] = []
         for line in proc.stdout:
             fh.write(line)
@@ -82,15 +92,21 @@ def diagnose(lines: list[str]) -> str:
     """Turn the tail of a pip/compiler log into the one line a user needs."""
     text = "\n".join(lines)
     known = [
-        (r"No space left on device", "no space left on device; free disk space (or set DEPTHBENCH_CACHE/TMPDIR "
-                                     "to a bigger disk) and re-run make setup"),
-        (r"(Could not find a version that satisfies|No matching distribution found)[^\n]*",
-         None),
-        (r"(Failed to establish a new connection|Temporary failure in name resolution|"
-         r"ConnectionError|Read timed out)", "cannot reach the package index; check the network or "
-                                             "PIP_INDEX_URL and re-run make setup"),
-        (r"Killed|internal compiler error: Killed|out of memory", "the compiler ran out of memory; "
-                                                                 "re-run with MAX_JOBS=1 make setup"),
+        (
+            r"No space left on device",
+            "no space left on device; free disk space (or set DEPTHBENCH_CACHE/TMPDIR "
+            "to a bigger disk) and re-run make setup",
+        ),
+        (r"(Could not find a version that satisfies|No matching distribution found)[^\n]*", None),
+        (
+            r"(Failed to establish a new connection|Temporary failure in name resolution|"
+            r"ConnectionError|Read timed out)",
+            "cannot reach the package index; check the network or PIP_INDEX_URL and re-run make setup",
+        ),
+        (
+            r"Killed|internal compiler error: Killed|out of memory",
+            "the compiler ran out of memory; re-run with MAX_JOBS=1 make setup",
+        ),
         (r"fatal error: Python\.h", "Python headers missing; install python3.11-dev (Debian/Ubuntu) and re-run"),
         (r"#error C\+\+\d+ or later compatible compiler is required[^\n]*", None),
         (r"(error: command '[^']+' failed[^\n]*)", None),
@@ -108,8 +124,9 @@ def diagnose(lines: list[str]) -> str:
 def venv_python_version() -> tuple[int, int] | None:
     if not VPY.exists():
         return None
-    out = subprocess.run([str(VPY), "-c", "import sys;print(sys.version_info[0], sys.version_info[1])"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(VPY), "-c", "import sys;print(sys.version_info[0], sys.version_info[1])"], capture_output=True, text=True
+    )
     if out.returncode != 0:
         return None
     major, minor = out.stdout.split()
@@ -145,39 +162,56 @@ def stamp_digest() -> str:
 def find_python() -> str:
     """The interpreter to build the venv with: $PYTHON, this one if it is 3.11, or python3.11 on PATH."""
     want = "%d.%d" % PYTHON_VERSION
-    candidates = [os.environ.get("PYTHON"), sys.executable if sys.version_info[:2] == PYTHON_VERSION else None,
-                  shutil.which(f"python{want}")]
+    candidates = [
+        os.environ.get("PYTHON"),
+        sys.executable if sys.version_info[:2] == PYTHON_VERSION else None,
+        shutil.which(f"python{want}"),
+    ]
     for cand in filter(None, candidates):
-        out = subprocess.run([cand, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [cand, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+        )
         if out.returncode == 0 and out.stdout.strip() == want:
             return cand
-    raise SetupError(f"depthbench needs Python {want} (this is {sys.version.split()[0]}); install python{want} "
-                     f"(with its venv module) or set PYTHON=/path/to/python{want}")
+    raise SetupError(
+        f"depthbench needs Python {want} (this is {sys.version.split()[0]}); install python{want} "
+        f"(with its venv module) or set PYTHON=/path/to/python{want}"
+    )
 
 
 def check_disk(path: Path, need_gb: float, what: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(path).free / 2**30
     if free < need_gb:
-        raise SetupError(f"only {free:.1f} GiB free at {path}, {what} needs about {need_gb:.0f} GiB; "
-                         f"free some space and re-run make setup")
+        raise SetupError(
+            f"only {free:.1f} GiB free at {path}, {what} needs about {need_gb:.0f} GiB; "
+            f"free some space and re-run make setup"
+        )
 
 
 def check_compiler() -> str:
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not cxx:
-        raise SetupError("no C++ compiler found; building mmcv's ops needs g++ >= 10 "
-                         "(Debian/Ubuntu: apt-get install g++) and Python headers (python3.11-dev)")
-    probe = subprocess.run([cxx, "-std=c++20", "-x", "c++", "-fsyntax-only", "-"], input="#include <concepts>\n",
-                           capture_output=True, text=True)
+        raise SetupError(
+            "no C++ compiler found; building mmcv's ops needs g++ >= 10 "
+            "(Debian/Ubuntu: apt-get install g++) and Python headers (python3.11-dev)"
+        )
+    probe = subprocess.run(
+        [cxx, "-std=c++20", "-x", "c++", "-fsyntax-only", "-"],
+        input="#include <concepts>\n",
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
-        raise SetupError(f"{cxx} cannot compile C++20, which torch {TORCH}'s headers require; "
-                         f"install g++ >= 10 or set CXX to one")
+        raise SetupError(
+            f"{cxx} cannot compile C++20, which torch {TORCH}'s headers require; install g++ >= 10 or set CXX to one"
+        )
     include = venv_query("import sysconfig; print(sysconfig.get_paths()['include'])")
     if include and not (Path(include) / "Python.h").exists():
-        raise SetupError(f"Python.h not found in {include}; install the Python {PYTHON_VERSION[0]}."
-                         f"{PYTHON_VERSION[1]} headers (Debian/Ubuntu: python3.11-dev)")
+        raise SetupError(
+            f"Python.h not found in {include}; install the Python {PYTHON_VERSION[0]}."
+            f"{PYTHON_VERSION[1]} headers (Debian/Ubuntu: python3.11-dev)"
+        )
     return cxx
 
 
@@ -188,8 +222,10 @@ def ensure_venv() -> None:
         say(f"venv {VENV} exists (Python {version[0]}.{version[1]})")
         return
     if VENV.exists() and version is not None:
-        raise SetupError(f"{VENV} uses Python {version[0]}.{version[1]}, depthbench needs "
-                         f"{PYTHON_VERSION[0]}.{PYTHON_VERSION[1]}; remove it (rm -rf {VENV}) and re-run make setup")
+        raise SetupError(
+            f"{VENV} uses Python {version[0]}.{version[1]}, depthbench needs "
+            f"{PYTHON_VERSION[0]}.{PYTHON_VERSION[1]}; remove it (rm -rf {VENV}) and re-run make setup"
+        )
     check_disk(VENV.parent, MIN_FREE_GB_FRESH, "a fresh environment")
     python = find_python()
     say(f"creating {VENV} with {python}")
@@ -201,8 +237,12 @@ def ensure_venv() -> None:
 def ensure_torch() -> None:
     have_torch, have_tv = installed_version("torch"), installed_version("torchvision")
     # "compatible" = same minor release: a user-installed 2.14.x with its torchvision 0.29.x is kept
-    if have_torch and have_tv and have_torch.split("+")[0].rsplit(".", 1)[0] == TORCH.rsplit(".", 1)[0] \
-            and have_tv.split("+")[0].rsplit(".", 1)[0] == TORCHVISION.rsplit(".", 1)[0]:
+    if (
+        have_torch
+        and have_tv
+        and have_torch.split("+")[0].rsplit(".", 1)[0] == TORCH.rsplit(".", 1)[0]
+        and have_tv.split("+")[0].rsplit(".", 1)[0] == TORCHVISION.rsplit(".", 1)[0]
+    ):
         say(f"torch {have_torch} / torchvision {have_tv} already installed, keeping them")
         return
     say(f"installing torch {TORCH} + torchvision {TORCHVISION} (CUDA build, runs on CPU too; ~5.5 GB, a few minutes)")
@@ -213,16 +253,30 @@ def ensure_build_tools() -> None:
     # setuptools<82 keeps pkg_resources, which mmengine 0.10.7 still imports at run time.
     say("installing build tools (setuptools<82, wheel, ninja, psutil, numpy)")
     # numpy too: torch imports it in the mmcv build, which runs beside the install of the rest of the stack
-    pip("install", "-c", str(ROOT / "requirements/lock.txt"), "setuptools<82", "wheel", "ninja", "psutil",
-        "packaging", "numpy", log_name="install-build-tools")
+    pip(
+        "install",
+        "-c",
+        str(ROOT / "requirements/lock.txt"),
+        "setuptools<82",
+        "wheel",
+        "ninja",
+        "psutil",
+        "packaging",
+        "numpy",
+        log_name="install-build-tools",
+    )
 
 
 def mmcv_build_config() -> tuple[str, dict]:
     """(cache key, extra environment) for building mmcv against the venv's torch."""
-    info = json.loads(venv_query(
-        "import json, sys, torch; c = torch.cuda.is_available(); print(json.dumps(dict("
-        "torch=torch.__version__.split('+')[0], cuda=torch.version.cuda, gpu=c, "
-        "cap=(torch.cuda.get_device_capability() if c else None), py='%d%d' % sys.version_info[:2])))") or "{}")
+    info = json.loads(
+        venv_query(
+            "import json, sys, torch; c = torch.cuda.is_available(); print(json.dumps(dict("
+            "torch=torch.__version__.split('+')[0], cuda=torch.version.cuda, gpu=c, "
+            "cap=(torch.cuda.get_device_capability() if c else None), py='%d%d' % sys.version_info[:2])))"
+        )
+        or "{}"
+    )
     if not info:
         raise SetupError("torch does not import in the venv; remove .venv and re-run make setup")
     want_cuda = os.environ.get("DEPTHBENCH_MMCV_CUDA")
@@ -231,17 +285,23 @@ def mmcv_build_config() -> tuple[str, dict]:
     env: dict = {}
     if use_cuda:
         if not nvcc:
-            raise SetupError("DEPTHBENCH_MMCV_CUDA=1 but nvcc is not on PATH; install the CUDA toolkit "
-                             f"{info['cuda']} or unset DEPTHBENCH_MMCV_CUDA")
+            raise SetupError(
+                "DEPTHBENCH_MMCV_CUDA=1 but nvcc is not on PATH; install the CUDA toolkit "
+                f"{info['cuda']} or unset DEPTHBENCH_MMCV_CUDA"
+            )
         nvcc_out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
         m = re.search(r"release (\d+)\.(\d+)", nvcc_out)
         if not m or m.group(1) != str(info["cuda"]).split(".")[0]:
-            raise SetupError(f"nvcc ({m.group(0) if m else 'unknown version'}) does not match torch's CUDA "
-                             f"{info['cuda']}; put a CUDA {info['cuda']} nvcc on PATH, or set "
-                             "DEPTHBENCH_MMCV_CUDA=0 to build CPU-only ops")
+            raise SetupError(
+                f"nvcc ({m.group(0) if m else 'unknown version'}) does not match torch's CUDA "
+                f"{info['cuda']}; put a CUDA {info['cuda']} nvcc on PATH, or set "
+                "DEPTHBENCH_MMCV_CUDA=0 to build CPU-only ops"
+            )
         arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or "%d.%d" % tuple(info["cap"] or (9, 0))
         env.update(FORCE_CUDA="1", TORCH_CUDA_ARCH_LIST=arch)
-        flavour = f"cu{str(info['cuda']).replace('.', '')}-sm{arch.replace('.', '').replace(';', '_').replace(' ', '_')}"
+        flavour = (
+            f"cu{str(info['cuda']).replace('.', '')}-sm{arch.replace('.', '').replace(';', '_').replace(' ', '_')}"
+        )
     else:
         env.update(FORCE_CUDA="0")
         flavour = "cpu"
@@ -285,8 +345,10 @@ def ensure_mmcv(wheel: Path | None = None) -> None:
     pip("install", "--no-deps", "--force-reinstall", str(wheels[-1]), log_name="install-mmcv")
     pip("install", "-c", str(ROOT / "requirements/lock.txt"), str(wheels[-1]), log_name="install-mmcv-deps")
     if not mmcv_ops_ok():
-        raise SetupError(f"mmcv installed from {wheels[-1]} but mmcv.ops does not load ({mmcv_ops_error()}); "
-                         f"if the wheel is broken, delete it and re-run make setup to rebuild it")
+        raise SetupError(
+            f"mmcv installed from {wheels[-1]} but mmcv.ops does not load ({mmcv_ops_error()}); "
+            f"if the wheel is broken, delete it and re-run make setup to rebuild it"
+        )
 
 
 def patch_mmcv_setup(setup_py: Path) -> None:
@@ -297,7 +359,8 @@ def patch_mmcv_setup(setup_py: Path) -> None:
         "from pkg_resources import DistributionNotFound, get_distribution, parse_version",
         "from importlib.metadata import PackageNotFoundError as DistributionNotFound\n"
         "from importlib.metadata import distribution as get_distribution\n"
-        "from packaging.version import parse as parse_version")
+        "from packaging.version import parse as parse_version",
+    )
     # torch 2.14's ATen headers refuse anything below C++20.
     src = re.sub(r"-std=c\+\+1[47]", "-std=c++20", src)
     if "-std=c++20" not in src or "pkg_resources" in src:
@@ -325,13 +388,24 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
     sdist = sdist_dir / f"mmcv-{MMCV}.tar.gz"
     if not sdist.exists():
         say(f"downloading the mmcv {MMCV} sdist")
-        pip("download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation", f"mmcv=={MMCV}",
-            "-d", str(sdist_dir), log_name="download-mmcv")
+        pip(
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            f"mmcv=={MMCV}",
+            "-d",
+            str(sdist_dir),
+            log_name="download-mmcv",
+        )
     jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 2)
     cuda = build_env.get("FORCE_CUDA") == "1"
     estimate = mmcv_build_estimate(int(jobs) if jobs.isdigit() else 1, cuda)
-    say(f"building mmcv {MMCV} with compiled ops ({'CUDA arch ' + build_env['TORCH_CUDA_ARCH_LIST'] if cuda else 'CPU'}"
-        f", {jobs} jobs) - once per torch/CUDA/Python version; {estimate}")
+    say(
+        f"building mmcv {MMCV} with compiled ops ({'CUDA arch ' + build_env['TORCH_CUDA_ARCH_LIST'] if cuda else 'CPU'}"
+        f", {jobs} jobs) - once per torch/CUDA/Python version; {estimate}"
+    )
     with tempfile.TemporaryDirectory(prefix="depthbench-mmcv-") as tmp:
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
@@ -354,12 +428,18 @@ def build_mmcv(wheel_dir: Path, build_env: dict) -> None:
                 done, total = int(m.group(1)), int(m.group(2))
                 elapsed = time.time() - start
                 eta = elapsed / done * (total - done)
-                say(f"  mmcv build [{done}/{total}] {Path(m.group(3)).name}  "
-                    f"{elapsed / 60:.1f} min elapsed, ~{eta / 60:.0f} min left")
+                say(
+                    f"  mmcv build [{done}/{total}] {Path(m.group(3)).name}  "
+                    f"{elapsed / 60:.1f} min elapsed, ~{eta / 60:.0f} min left"
+                )
 
         out = Path(tmp) / "dist"
-        run_logged([str(VPY), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(out),
-                    str(src)], "build-mmcv", env=env, on_line=progress)
+        run_logged(
+            [str(VPY), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(out), str(src)],
+            "build-mmcv",
+            env=env,
+            on_line=progress,
+        )
         built = sorted(out.glob(f"mmcv-{MMCV}-*.whl"))
         if not built:
             raise SetupError(f"the mmcv build produced no wheel (full log: {LOGS / 'build-mmcv.log'})")
@@ -379,16 +459,31 @@ def precompiled_torch_header(folder: Path, src: Path, flags: str) -> str:
     CPU build of mmcv's 77 files drops from ~9 min to ~3 min on 2 cores. CUDA builds (nvcc) are left as they are.
     Returns "" (no precompiled header) when building it fails."""
     cxx = os.environ.get("CXX") or shutil.which("c++") or "c++"
-    paths = json.loads(venv_query(
-        "import json, sys, sysconfig; from torch.utils.cpp_extension import include_paths; "
-        "print(json.dumps(include_paths() + [sysconfig.get_paths()['include']]))") or "[]")
+    paths = json.loads(
+        venv_query(
+            "import json, sys, sysconfig; from torch.utils.cpp_extension import include_paths; "
+            "print(json.dumps(include_paths() + [sysconfig.get_paths()['include']]))"
+        )
+        or "[]"
+    )
     includes = [str(src / "mmcv" / "ops" / "csrc" / "common"), *paths[:-1], str(VENV / "include"), *paths[-1:]]
     header = folder / "depthbench_torch_pch.h"
     folder.mkdir(parents=True, exist_ok=True)
     header.write_text("#include <torch/types.h>\n#include <vector>\n")
-    cmd = [cxx, *flags.split(), "-fPIC", *(f"-I{i}" for i in includes), "-std=c++20",
-           "-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=_ext", "-x", "c++-header", str(header),
-           "-o", f"{header}.gch"]
+    cmd = [
+        cxx,
+        *flags.split(),
+        "-fPIC",
+        *(f"-I{i}" for i in includes),
+        "-std=c++20",
+        "-DTORCH_API_INCLUDE_EXTENSION_H",
+        "-DTORCH_EXTENSION_NAME=_ext",
+        "-x",
+        "c++-header",
+        str(header),
+        "-o",
+        f"{header}.gch",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if out.returncode != 0:
         say("  (torch's precompiled header did not build; compiling without it)")
@@ -405,8 +500,14 @@ def install_locked_packages() -> None:
 
 def ensure_packages() -> None:
     say("checking the stack against requirements/base.txt (versions from requirements/lock.txt)")
-    pip("install", "-r", str(ROOT / "requirements/base.txt"), "-c", str(ROOT / "requirements/lock.txt"),
-        log_name="install-packages")
+    pip(
+        "install",
+        "-r",
+        str(ROOT / "requirements/base.txt"),
+        "-c",
+        str(ROOT / "requirements/lock.txt"),
+        log_name="install-packages",
+    )
     say("installing depthbench itself (editable)")
     pip("install", "--no-deps", "--no-build-isolation", "-e", str(ROOT), log_name="install-depthbench")
 
@@ -463,8 +564,16 @@ def ensure_timm_tests() -> None:
     sdist = sdist_dir / f"timm-{version}.tar.gz"
     if not sdist.exists():
         say(f"downloading the timm {version} sdist (for timm's own model tests)")
-        pip("download", "--no-deps", "--no-binary", ":all:", f"timm=={version}", "-d", str(sdist_dir),
-            log_name="download-timm-sdist")
+        pip(
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"timm=={version}",
+            "-d",
+            str(sdist_dir),
+            log_name="download-timm-sdist",
+        )
     prefix = f"timm-{version}/tests/"
     with tarfile.open(sdist) as tar, tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
@@ -513,13 +622,41 @@ def ensure_kjv_bible() -> None:
 # the typefaces the embedded glyphs dataset renders (harness/tasks/glyphs.py FONT_PACKAGES; a test keeps the two
 # lists equal: setup runs before the venv exists, so it cannot import the package)
 GLYPH_FONT_PACKAGES = (
-    "fonts-adf-accanthis", "fonts-anonymous-pro", "fonts-cabin", "fonts-cantarell", "fonts-cmu", "fonts-comfortaa",
-    "fonts-crosextra-caladea", "fonts-crosextra-carlito", "fonts-dancingscript", "fonts-dejavu-core",
-    "fonts-dejavu-extra", "fonts-ebgaramond", "fonts-firacode", "fonts-freefont-ttf", "fonts-gfs-didot", "fonts-go",
-    "fonts-hack", "fonts-inconsolata", "fonts-jura", "fonts-lato", "fonts-league-spartan", "fonts-liberation2",
-    "fonts-linuxlibertine", "fonts-noto-mono", "fonts-oldstandard", "fonts-open-sans", "fonts-paratype",
-    "fonts-quicksand", "fonts-roboto-unhinted", "fonts-sil-andika", "fonts-sil-charis", "fonts-sil-gentium",
-    "fonts-stix", "fonts-urw-base35", "fonts-yanone-kaffeesatz",
+    "fonts-adf-accanthis",
+    "fonts-anonymous-pro",
+    "fonts-cabin",
+    "fonts-cantarell",
+    "fonts-cmu",
+    "fonts-comfortaa",
+    "fonts-crosextra-caladea",
+    "fonts-crosextra-carlito",
+    "fonts-dancingscript",
+    "fonts-dejavu-core",
+    "fonts-dejavu-extra",
+    "fonts-ebgaramond",
+    "fonts-firacode",
+    "fonts-freefont-ttf",
+    "fonts-gfs-didot",
+    "fonts-go",
+    "fonts-hack",
+    "fonts-inconsolata",
+    "fonts-jura",
+    "fonts-lato",
+    "fonts-league-spartan",
+    "fonts-liberation2",
+    "fonts-linuxlibertine",
+    "fonts-noto-mono",
+    "fonts-oldstandard",
+    "fonts-open-sans",
+    "fonts-paratype",
+    "fonts-quicksand",
+    "fonts-roboto-unhinted",
+    "fonts-sil-andika",
+    "fonts-sil-charis",
+    "fonts-sil-gentium",
+    "fonts-stix",
+    "fonts-urw-base35",
+    "fonts-yanone-kaffeesatz",
 )
 
 
@@ -529,8 +666,9 @@ def ensure_glyph_fonts() -> None:
     if not shutil.which("dpkg-query"):
         say("not a Debian system: the glyphs dataset needs these font packages: " + " ".join(GLYPH_FONT_PACKAGES))
         return
-    out = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Status}\n", *GLYPH_FONT_PACKAGES],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Status}\n", *GLYPH_FONT_PACKAGES], capture_output=True, text=True
+    ).stdout
     installed = {line.split()[0] for line in out.splitlines() if line.endswith(" installed")}
     missing = [p for p in GLYPH_FONT_PACKAGES if p not in installed]
     if missing:
@@ -538,12 +676,18 @@ def ensure_glyph_fonts() -> None:
 
 
 def smoke_test() -> None:
-    out = subprocess.run([str(VPY), "-c", SMOKE_IMPORTS], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, env=dict(os.environ, DS_ACCELERATOR="cpu"))
+    out = subprocess.run(
+        [str(VPY), "-c", SMOKE_IMPORTS],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, DS_ACCELERATOR="cpu"),
+    )
     if out.returncode != 0:
         last = [ln for ln in out.stderr.strip().splitlines() if ln.strip()][-1:] or ["unknown error"]
-        raise SetupError(f"the environment does not import: {last[0]}; re-run make setup "
-                         f"(or rm -rf {VENV} for a clean one)")
+        raise SetupError(
+            f"the environment does not import: {last[0]}; re-run make setup (or rm -rf {VENV} for a clean one)"
+        )
 
 
 def main() -> int:

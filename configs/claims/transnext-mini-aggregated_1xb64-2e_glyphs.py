@@ -4,8 +4,17 @@
 # pooled map, one softmax). 2 epochs, AdamW lr 1e-3 (tuned on this arm). The ablation arms inherit this file and
 # change only the token mixer.
 _base_ = ['./_base_/glyphs.py', './_base_/adamw_cosine.py']
-model = dict(name='transnext_micro', img_size=32, patch_size=4, embed_dims=(32, 64, 128, 256), num_heads=(1, 2, 4, 8),
-             depths=(2, 2, 2, 1), sr_ratios=(2, 1, 1, 1), mlp_ratios=(4, 4, 4, 4), window_size=(3, 3, 3, None),
-             drop_path_rate=0.0)
+model = dict(
+    name='transnext_micro',
+    img_size=32,
+    patch_size=4,
+    embed_dims=(32, 64, 128, 256),
+    num_heads=(1, 2, 4, 8),
+    depths=(2, 2, 2, 1),
+    sr_ratios=(2, 1, 1, 1),
+    mlp_ratios=(4, 4, 4, 4),
+    window_size=(3, 3, 3, None),
+    drop_path_rate=0.0,
+)
 optim = dict(lr=1e-3)
 epochs = 2

@@ -11,4 +11,4 @@ data = dict(input_size=16)
 aug = dict(mixup=0.1, cutmix=0.0, smoothing=0.1)
 ema = dict(enable=True, decay=0.99)
 log_interval = 5
-precision = 'fp32'         # CPUs without bf16 units are faster in fp32
+precision = 'fp32'  # CPUs without bf16 units are faster in fp32

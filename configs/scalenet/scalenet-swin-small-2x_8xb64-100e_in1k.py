@@ -4,7 +4,10 @@
 # parameters. Set model.pretrained to the ImageNet-1K-only base weights (official DeiT/Swin files or a run's
 # best.pth).
 _base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/scalenet_100e.py']
-model = dict(name='swin_small_patch4_window7_224',
-             pretrained='checkpoints/swin_small_patch4_window7_224.pth', drop_path_rate=0.2,
-             grow=dict(k=2, order='stack', adjust='adapter', rank=16))
+model = dict(
+    name='swin_small_patch4_window7_224',
+    pretrained='checkpoints/swin_small_patch4_window7_224.pth',
+    drop_path_rate=0.2,
+    grow=dict(k=2, order='stack', adjust='adapter', rank=16),
+)
 data = dict(repeated_aug=False)

@@ -3,5 +3,6 @@
 # distill.teacher_checkpoint to its ImageNet weights.
 _base_ = ['../_base_/datasets/imagenet.py', '../_base_/schedules/sret_300e.py']
 model = dict(name='SReT_T_distill', drop_path_rate=0.1)
-distill = dict(teacher='regnety_160', teacher_checkpoint='checkpoints/regnety_160-in1k.pth', temperature=1.0,
-               weight=1.0)
+distill = dict(
+    teacher='regnety_160', teacher_checkpoint='checkpoints/regnety_160-in1k.pth', temperature=1.0, weight=1.0
+)

@@ -8,5 +8,5 @@ epochs = 2
 batch_size = 32
 optim = dict(lr=2e-3)
 sched = dict(warmup_epochs=0)
-precision = 'fp32'         # CPUs without bf16 units are faster in fp32
+precision = 'fp32'  # CPUs without bf16 units are faster in fp32
 log_interval = 8

@@ -13,6 +13,7 @@ How it measures (interleaved rounds, the peak matmul, MFU, peak memory) is harne
 appends the rows to a CSV in timm's benchmark columns plus ours (never overwriting earlier rows; a preset's pairs go
 to ``<name>_pairs.csv`` beside it). See docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import csv
@@ -35,45 +36,91 @@ def add_parser(subparsers) -> None:
     from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS
 
     p = subparsers.add_parser(
-        "bench", help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
+        "bench",
+        help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
         description="Interleaved benchmark of registered models, timm benchmark.py style. Put --model-kwargs "
-                    "after the model names; key=value words after all options override --config keys.")
+        "after the model names; key=value words after all options override --config keys.",
+    )
     p.add_argument("models", nargs="*", metavar="MODEL", help="registered model names (`depthbench models`)")
-    p.add_argument("--config", help="a training config: bench the model it trains (name, model kwargs, classes, "
-                                    "input size)")
-    p.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
-                   help="keyword arguments for timm.create_model, e.g. drop_path_rate=0.1 (Python literals)")
-    p.add_argument("--pairs", metavar="PAPER[:GROUP]",
-                   help=f"a preset of model pairs with the paper's claims: {', '.join(PAPERS)} or one of "
-                        f"{', '.join(PRESETS)}")
+    p.add_argument(
+        "--config", help="a training config: bench the model it trains (name, model kwargs, classes, input size)"
+    )
+    p.add_argument(
+        "--model-kwargs",
+        nargs="+",
+        default=[],
+        metavar="K=V",
+        help="keyword arguments for timm.create_model, e.g. drop_path_rate=0.1 (Python literals)",
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="PAPER[:GROUP]",
+        help=f"a preset of model pairs with the paper's claims: {', '.join(PAPERS)} or one of {', '.join(PRESETS)}",
+    )
     p.add_argument("--mode", choices=list(MODES), default="infer")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--input-size", type=int, nargs="+", default=None, metavar="S",
-                   help="side, or H W (default: each model's own input size)")
+    p.add_argument(
+        "--input-size",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="side, or H W (default: each model's own input size)",
+    )
     p.add_argument("--amp", choices=list(AMP_DTYPES), help="autocast dtype (default fp32)")
     p.add_argument("--channels-last", action="store_true", help="NHWC weights and inputs")
-    p.add_argument("--compile", action="store_true", help="torch.compile each model (compiled during warm-up); "
-                                                          "with --pairs: the papers' claims, compiled")
-    p.add_argument("--grad-checkpointing", action="store_true",
-                   help="training with the models' set_grad_checkpointing(True)")
-    p.add_argument("--optimizer", choices=list(OPTIMIZERS), default="sgd",
-                   help="the training step's optimizer (default sgd with momentum, as timm's benchmark)")
-    p.add_argument("--compare", nargs="+", choices=list(COMPARE), default=[], metavar="OPTION",
-                   help="also run every model with OPTION changed, interleaved, and pair them: "
-                        f"{', '.join(COMPARE)} (fused/foreach: against plain AdamW)")
-    p.add_argument("--threads", type=int, help="CPU threads; the process is pinned to that many cores "
-                                               "(default: every core it may use)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
-                   help="default: cuda when a CUDA device is visible, else cpu")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile each model (compiled during warm-up); with --pairs: the papers' claims, compiled",
+    )
+    p.add_argument(
+        "--grad-checkpointing", action="store_true", help="training with the models' set_grad_checkpointing(True)"
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=list(OPTIMIZERS),
+        default="sgd",
+        help="the training step's optimizer (default sgd with momentum, as timm's benchmark)",
+    )
+    p.add_argument(
+        "--compare",
+        nargs="+",
+        choices=list(COMPARE),
+        default=[],
+        metavar="OPTION",
+        help="also run every model with OPTION changed, interleaved, and pair them: "
+        f"{', '.join(COMPARE)} (fused/foreach: against plain AdamW)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads; the process is pinned to that many cores (default: every core it may use)",
+    )
+    p.add_argument(
+        "--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a CUDA device is visible, else cpu"
+    )
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
-    p.add_argument("--peak-size", type=int, default=None, metavar="N",
-                   help="side of the matmul that measures the machine's peak (default 2048 CPU, 8192 CUDA)")
-    p.add_argument("--no-memory", dest="memory", action="store_false",
-                   help="skip the CPU peak-memory processes (one per model and mode)")
-    p.add_argument("--out", metavar="CSV", help="append rows to this CSV (timm's columns + ours); pairs go to "
-                                                "CSV's name + _pairs.csv")
+    p.add_argument(
+        "--peak-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="side of the matmul that measures the machine's peak (default 2048 CPU, 8192 CUDA)",
+    )
+    p.add_argument(
+        "--no-memory",
+        dest="memory",
+        action="store_false",
+        help="skip the CPU peak-memory processes (one per model and mode)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="CSV",
+        help="append rows to this CSV (timm's columns + ours); pairs go to CSV's name + _pairs.csv",
+    )
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(func=main, overrides=[])
 
@@ -97,28 +144,67 @@ def main(args) -> int:
             print()
             print(format_ratios(result.rows, result.modes))
 
-    result = run(models, config=args.config, overrides=overrides, model_kwargs=parse_model_kwargs(args.model_kwargs),
-                 pairs=args.pairs, mode=args.mode, batch_size=args.batch_size, input_size=args.input_size,
-                 amp=args.amp, channels_last=args.channels_last, compile=args.compile,
-                 grad_checkpointing=args.grad_checkpointing, optimizer=args.optimizer, compare=args.compare,
-                 threads=args.threads,
-                 device=args.device, repeats=args.repeats, iters=args.iters, warmup=args.warmup,
-                 peak_size=args.peak_size, memory=args.memory, out=args.out,
-                 progress=lambda line: print(line, file=sys.stderr, flush=True), show=show)
+    result = run(
+        models,
+        config=args.config,
+        overrides=overrides,
+        model_kwargs=parse_model_kwargs(args.model_kwargs),
+        pairs=args.pairs,
+        mode=args.mode,
+        batch_size=args.batch_size,
+        input_size=args.input_size,
+        amp=args.amp,
+        channels_last=args.channels_last,
+        compile=args.compile,
+        grad_checkpointing=args.grad_checkpointing,
+        optimizer=args.optimizer,
+        compare=args.compare,
+        threads=args.threads,
+        device=args.device,
+        repeats=args.repeats,
+        iters=args.iters,
+        warmup=args.warmup,
+        peak_size=args.peak_size,
+        memory=args.memory,
+        out=args.out,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+        show=show,
+    )
     if result.out:
-        print(f"depthbench bench: wrote {result.out}" + (f" and {result.pairs_out}" if result.pairs_out else ""),
-              file=sys.stderr)
+        print(
+            f"depthbench bench: wrote {result.out}" + (f" and {result.pairs_out}" if result.pairs_out else ""),
+            file=sys.stderr,
+        )
     return 0
 
 
-def run(models: Sequence[str] = (), *, config: str | Path | None = None, overrides: Sequence[str] = (),
-        model_kwargs: dict | None = None, pairs: str | None = None, mode: str = "infer", batch_size: int = 8,
-        input_size: int | Sequence[int] | None = None, amp: str | None = None, channels_last: bool = False,
-        compile: bool = False, grad_checkpointing: bool = False, optimizer: str = "sgd",
-        compare: Sequence[str] = (), threads: int | None = None, device: str | None = None, repeats: int = 5,
-        iters: int = 2, warmup: int = 2, peak_size: int | None = None, memory: bool = True,
-        out: str | Path | None = None, progress: Callable[[str], None] | None = None,
-        show: Callable[[BenchResult], None] | None = None) -> BenchResult:
+def run(
+    models: Sequence[str] = (),
+    *,
+    config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    model_kwargs: dict | None = None,
+    pairs: str | None = None,
+    mode: str = "infer",
+    batch_size: int = 8,
+    input_size: int | Sequence[int] | None = None,
+    amp: str | None = None,
+    channels_last: bool = False,
+    compile: bool = False,
+    grad_checkpointing: bool = False,
+    optimizer: str = "sgd",
+    compare: Sequence[str] = (),
+    threads: int | None = None,
+    device: str | None = None,
+    repeats: int = 5,
+    iters: int = 2,
+    warmup: int = 2,
+    peak_size: int | None = None,
+    memory: bool = True,
+    out: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    show: Callable[[BenchResult], None] | None = None,
+) -> BenchResult:
     """Benchmark the registered ``models``, the model a training ``config`` trains (with ``key=value``
     ``overrides``) and a ``pairs`` preset ("paper" or "paper:group") side by side, interleaved.
 
@@ -128,23 +214,42 @@ def run(models: Sequence[str] = (), *, config: str | Path | None = None, overrid
     how every model runs; ``compare``: names of :data:`~harness.measure.bench.COMPARE` -- every model also runs
     with that option changed, interleaved, and each pair's ratios are reported. ``out``: append the rows to this
     CSV (the pairs to ``<name>_pairs.csv``); it is checked before any work. ``progress`` gets a status line at the
-    start and after each mode; ``show`` gets the result before the CSV is written. Returns a :class:`~harness.measure.bench.BenchResult`: one row per model
-    (timm's benchmark columns + ours), one per pair.
+    start and after each mode; ``show`` gets the result before the CSV is written. Returns a
+    :class:`~harness.measure.bench.BenchResult`: one row per model (timm's benchmark columns + ours), one per pair.
     """
     from harness.measure.bench import BenchOptions, benchmark, check_options, pin_threads, resolve
 
-    options = BenchOptions(mode=mode, batch_size=batch_size, amp=amp, channels_last=channels_last, compile=compile,
-                           grad_checkpointing=grad_checkpointing, optimizer=optimizer, compare=tuple(compare),
-                           threads=threads, device=device, repeats=repeats, iters=iters, warmup=warmup,
-                           peak_size=peak_size, memory=memory)
+    options = BenchOptions(
+        mode=mode,
+        batch_size=batch_size,
+        amp=amp,
+        channels_last=channels_last,
+        compile=compile,
+        grad_checkpointing=grad_checkpointing,
+        optimizer=optimizer,
+        compare=tuple(compare),
+        threads=threads,
+        device=device,
+        repeats=repeats,
+        iters=iters,
+        warmup=warmup,
+        peak_size=peak_size,
+        memory=memory,
+    )
     sizes = [input_size] if isinstance(input_size, int) else (list(input_size) if input_size else None)
     check_options(options, sizes)
     old_rows = _check_out(out)
     pairs_path = Path(out).with_name(f"{Path(out).stem}_pairs.csv") if out and (pairs or compare) else None
     old_pair_rows = _check_out(pairs_path, key="candidate") if pairs_path else []
     used_threads, cores = pin_threads(options.threads, options.device)
-    participants, pair_list = resolve(models, config=str(config) if config else None, overrides=overrides,
-                                      model_kwargs=model_kwargs, pairs=pairs, input_size=sizes)
+    participants, pair_list = resolve(
+        models,
+        config=str(config) if config else None,
+        overrides=overrides,
+        model_kwargs=model_kwargs,
+        pairs=pairs,
+        input_size=sizes,
+    )
     result = benchmark(participants, pair_list, options, threads=used_threads, cores=cores, progress=progress)
     if show:
         show(result)
@@ -175,8 +280,9 @@ def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
         with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
             pass
     except OSError as e:
-        raise DepthbenchError(f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a "
-                              f"writable path") from None
+        raise DepthbenchError(
+            f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a writable path"
+        ) from None
     if not out.exists():
         return []
     from harness.core.files import MAX_LOG_BYTES, BadFile, read_text  # numpy and yaml: not at the parser's import
@@ -185,11 +291,14 @@ def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
         text = read_text(out, max_bytes=MAX_LOG_BYTES, what="--out", errors="strict")  # no FIFO, no link
         rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except (OSError, UnicodeDecodeError, csv.Error, BadFile) as e:
-        raise DepthbenchError(f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
-                              f"existing file, so choose another name") from None
+        raise DepthbenchError(
+            f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
+            f"existing file, so choose another name"
+        ) from None
     if rows and key not in rows[0]:
-        raise DepthbenchError(f"--out {out} exists and is not a depthbench/timm benchmark CSV (no '{key}' "
-                              f"column); choose another name")
+        raise DepthbenchError(
+            f"--out {out} exists and is not a depthbench/timm benchmark CSV (no '{key}' column); choose another name"
+        )
     return rows
 
 
@@ -205,32 +314,39 @@ def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(path), buffer.getvalue())
     except OSError as e:  # the disk filled up or the folder went away during the run; the table was shown
-        raise DepthbenchError(f"cannot write {path}: {e.strerror or e}; the results are printed above",
-                              exit_code=1) from None
+        raise DepthbenchError(
+            f"cannot write {path}: {e.strerror or e}; the results are printed above", exit_code=1
+        ) from None
 
 
 # ------------------------------------------------------------------------------------------------ the table
 def format_table(rows: list[dict], modes) -> str:
     width = max(len(r["label"]) for r in rows)
-    lines = [f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
-             f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'alloc MiB':>9}"]
+    lines = [
+        f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
+        f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'alloc MiB':>9}"
+    ]
     for r in rows:
         for m in modes:
             mem, alloc = r.get(f"{m}_peak_mem_mb"), r.get(f"{m}_peak_mib")
-            lines.append(f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
-                         f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
-                         f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
-                         f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}':>9} "
-                         f"{'' if alloc is None else f'{alloc:9.0f}'}")
+            lines.append(
+                f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
+                f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
+                f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
+                f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}':>9} "
+                f"{'' if alloc is None else f'{alloc:9.0f}'}"
+            )
     first = rows[0]
-    peaks = ", ".join(f"{k[len('peak_gflops_'):]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
-    lines.append(f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, "
-                 f"per round, median)")
+    peaks = ", ".join(f"{k[len('peak_gflops_') :]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
+    lines.append(
+        f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, per round, median)"
+    )
     return "\n".join(lines)
 
 
 def format_ratios(rows: list[dict], modes) -> str:
     """Every model after the first against the first (the baseline): the ratios of their medians."""
+
     def ratio(a, b) -> str:
         return f"{a / b:.3f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "n/a"
 
@@ -253,7 +369,7 @@ def format_pairs(pair_rows: list[dict], modes) -> str:
     for r in pair_rows:
         parts = []
         for m in modes:
-            part = (f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]")
+            part = f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]"
             if f"{m}_memory_ratio" in r:
                 part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
             if f"{m}_peak_mib_ratio" in r:

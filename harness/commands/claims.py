@@ -24,6 +24,7 @@ written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and 
 look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
 scale and says so: never the paper's setting.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,7 +35,9 @@ from harness.core.errors import DepthbenchError
 __all__ = ["run", "add_parser", "main"]
 DEFAULT_OUT = REPO / "results" / "claims"  # the checkout's, from any directory (as the runs folder)
 EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
-DEFAULT_SEEDS = 5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
+DEFAULT_SEEDS = (
+    5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
+)
 
 
 def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
@@ -45,28 +48,48 @@ def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("claims", help="test the papers' central claims at reduced scale (a pre-registered "
-                                             "sequential design, Holm-corrected verdicts)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "claims",
+        help="test the papers' central claims at reduced scale (a pre-registered "
+        "sequential design, Holm-corrected verdicts)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("papers", nargs="*", metavar="PAPER", help="papers (default: every paper with claims)")
-    p.add_argument("--seeds", type=int, default=None,
-                   help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; "
-                        "--quick: 1)")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; --quick: 1)",
+    )
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each; cuda: 1)")
-    p.add_argument("--device", choices=("cpu", "cuda"), help="where the runs train (default: the engine's choice, "
-                                                             "a GPU where one is visible)")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        help="where the runs train (default: the engine's choice, a GPU where one is visible)",
+    )
     p.add_argument("--status", action="store_true", help="only summarise the folder's report: a line per paper")
-    p.add_argument("--scale", choices=("reduced", "paper"), default="reduced",
-                   help="reduced (default: the glyphs recipes, trained here) or paper: the same claims on the papers' "
-                        "own recipes, with --plan (or `submit --claims PAPER --scale paper`)")
-    p.add_argument("--plan", action="store_true", help="with --scale paper: print each claim's arms, seeds per look "
-                                                       "and GPU-hours (submit --estimate's machinery); train nothing")
-    p.add_argument("--efficiency", action="store_true",
-                   help=f"only the efficiency claims (throughput, memory of the papers' own models, measured by "
-                        f"bench: minutes, nothing trained; Holm counts the file's other claims as p = 1; default "
-                        f"--out {EFFICIENCY_OUT})")
+    p.add_argument(
+        "--scale",
+        choices=("reduced", "paper"),
+        default="reduced",
+        help="reduced (default: the glyphs recipes, trained here) or paper: the same claims on the papers' "
+        "own recipes, with --plan (or `submit --claims PAPER --scale paper`)",
+    )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="with --scale paper: print each claim's arms, seeds per look "
+        "and GPU-hours (submit --estimate's machinery); train nothing",
+    )
+    p.add_argument(
+        "--efficiency",
+        action="store_true",
+        help=f"only the efficiency claims (throughput, memory of the papers' own models, measured by "
+        f"bench: minutes, nothing trained; Holm counts the file's other claims as p = 1; default "
+        f"--out {EFFICIENCY_OUT})",
+    )
     p.set_defaults(func=main)
 
 
@@ -74,8 +97,16 @@ def main(args) -> int:
     if args.scale == "paper" or args.plan:
         print("\n".join(plan_paper_scale(args.papers or None, args.scale, args.plan)))
         return 0
-    report = run(args.papers or None, seeds=args.seeds, quick=args.quick, out=args.out, jobs=args.jobs,
-                 status=args.status, device=args.device, efficiency=args.efficiency)
+    report = run(
+        args.papers or None,
+        seeds=args.seeds,
+        quick=args.quick,
+        out=args.out,
+        jobs=args.jobs,
+        status=args.status,
+        device=args.device,
+        efficiency=args.efficiency,
+    )
     if not args.status:
         for result in report.results:
             print(result.summary())
@@ -88,8 +119,10 @@ def main(args) -> int:
 def plan_paper_scale(papers: list[str] | None = None, scale: str = "paper", plan: bool = True) -> list[str]:
     """``--scale paper --plan``: per paper, its claims on the paper's own recipes (results/claims_scale.py)."""
     if scale != "paper" or not plan:
-        raise DepthbenchError("--scale paper goes with --plan (training at the paper's scale is `depthbench submit "
-                              "--claims PAPER --scale paper`); --plan goes with --scale paper")
+        raise DepthbenchError(
+            "--scale paper goes with --plan (training at the paper's scale is `depthbench submit "
+            "--claims PAPER --scale paper`); --plan goes with --scale paper"
+        )
     from results import claims_scale
     from results import claims_status as cs
 
@@ -100,9 +133,17 @@ def plan_paper_scale(papers: list[str] | None = None, scale: str = "paper", plan
     return lines
 
 
-def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: bool = False,
-        out: str | Path | None = None, jobs: int | None = None, status: bool = False,
-        device: str | None = None, efficiency: bool = False):
+def run(
+    papers: list[str] | None = None,
+    *,
+    seeds: int | None = None,
+    quick: bool = False,
+    out: str | Path | None = None,
+    jobs: int | None = None,
+    status: bool = False,
+    device: str | None = None,
+    efficiency: bool = False,
+):
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``papers`` (see
     the module docstring; the work is :func:`results.claims_run.run_claims`). ``seeds``: a cap on seeds per arm
     (default: each claim's planned looks; the plan's boundaries stay). ``status``: read the report ``out`` holds,
@@ -129,11 +170,14 @@ def run(papers: list[str] | None = None, *, seeds: int | None = None, quick: boo
         import torch
 
         if not torch.cuda.is_available():
-            raise DepthbenchError("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
-                                  "on a GPU node, or drop --device to train on the CPU")
+            raise DepthbenchError(
+                "--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
+                "on a GPU node, or drop --device to train on the CPU"
+            )
     from results.claims_run import run_claims
 
-    jobs = jobs or (1 if device == "cuda" else
-                    max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+    jobs = jobs or (
+        1 if device == "cuda" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    )
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
     return run_claims(files, out, cap, quick, jobs, env, device)

@@ -9,6 +9,7 @@
 layout with timm's ``_info.json`` and our index of member offsets (harness/tasks/shards.py); train from them with
 ``data.type=shards data.root=OUT`` (or read them with timm/WebDataset: ``data.type=wds``). See docs/data.md.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,11 @@ __all__ = ["run_pack", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("data", help="pack an ImageFolder into tar shards with an index (for clusters)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "data",
+        help="pack an ImageFolder into tar shards with an index (for clusters)",
+        description=__doc__.split("\n\n")[0],
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     pack = actions.add_parser("pack", help="IMAGEFOLDER -> OUT: tar shards + _info.json + index per split")
     pack.add_argument("folder", metavar="IMAGEFOLDER", help="<folder>/<split>/<class>/<image>")

@@ -23,6 +23,7 @@ intervals and verdicts of these comparisons are ``depthbench claims``'.
     from harness.commands.demo import run
     result = run(quick=True, out="results/demo-quick")   # DemoResult(out, runs, products, summary, seconds)
 """
+
 from __future__ import annotations
 
 import json
@@ -50,13 +51,13 @@ GLYPHS_QUICK = ["epochs=1", "data.train_subset=2120", "data.val_subset=1060"]
 
 @dataclass
 class DemoRun:
-    name: str                  # run directory name under OUT/runs/<experiment>/
+    name: str  # run directory name under OUT/runs/<experiment>/
     config: str
-    kind: str                  # "train" (depthbench train) or "finetune"
-    scale: str                 # meta.json["scale"]: how this run is reduced from the paper's setting
+    kind: str  # "train" (depthbench train) or "finetune"
+    scale: str  # meta.json["scale"]: how this run is reduced from the paper's setting
     overrides: list = field(default_factory=list)
     total_steps: int | None = None  # finetune: max_iters; train: read from its first log line
-    after: str | None = None        # the run whose best.pth initialises this one's backbone
+    after: str | None = None  # the run whose best.pth initialises this one's backbone
 
     def path(self, out: Path) -> Path:
         return out / "runs" / self.name
@@ -66,7 +67,7 @@ class DemoRun:
 class Stage:
     title: str
     runs: list
-    equal_size: bool = False   # audit the runs' parameters and FLOPs equal (two runs) before training
+    equal_size: bool = False  # audit the runs' parameters and FLOPs equal (two runs) before training
 
 
 def plan(quick: bool) -> list[Stage]:
@@ -75,42 +76,85 @@ def plan(quick: bool) -> list[Stage]:
     train_overrides = ["log.tensorboard=False"] + ([f"epochs={epochs}"] if quick else [])
 
     def digits(config: str, name: str, px: int, **kw) -> DemoRun:
-        return DemoRun(name, f"configs/demo/{config}", "train",
-                       f"{DIGITS} {px}px, {epochs} epoch{'s' * (epochs > 1)}, reduced width", train_overrides, **kw)
+        return DemoRun(
+            name,
+            f"configs/demo/{config}",
+            "train",
+            f"{DIGITS} {px}px, {epochs} epoch{'s' * (epochs > 1)}, reduced width",
+            train_overrides,
+            **kw,
+        )
 
     def glyphs(config: str, name: str, px: int, claim_epochs: int) -> DemoRun:
         n = 1 if quick else claim_epochs
         subset = ", a tenth of the images" if quick else ""
-        return DemoRun(name, f"configs/claims/{config}", "train",
-                       f"{GLYPHS} {px}px, {n} epoch{'s' * (n > 1)}{subset}, reduced width",
-                       ["log.tensorboard=False"] + (GLYPHS_QUICK if quick else []))
+        return DemoRun(
+            name,
+            f"configs/claims/{config}",
+            "train",
+            f"{GLYPHS} {px}px, {n} epoch{'s' * (n > 1)}{subset}, reduced width",
+            ["log.tensorboard=False"] + (GLYPHS_QUICK if quick else []),
+        )
 
     iters = 20 if quick else 200
-    finetune_overrides = [f"train_cfg.max_iters={iters}", f"train_cfg.val_interval={iters}",
-                          f"default_hooks.checkpoint.interval={iters}"] if quick else []
-    schemes = [glyphs(f"horesnet{d}-{s}-w16_1xb64-{e}e_glyphs-16px.py", f"horesnet{d}-{s}", 16, e)
-               for d, e in ((10, 4), (18, 5)) for s in ("euler", "rk4")]
+    finetune_overrides = (
+        [
+            f"train_cfg.max_iters={iters}",
+            f"train_cfg.val_interval={iters}",
+            f"default_hooks.checkpoint.interval={iters}",
+        ]
+        if quick
+        else []
+    )
+    schemes = [
+        glyphs(f"horesnet{d}-{s}-w16_1xb64-{e}e_glyphs-16px.py", f"horesnet{d}-{s}", 16, e)
+        for d, e in ((10, 4), (18, 5))
+        for s in ("euler", "rk4")
+    ]
     return [
         Stage("HO-ResNet Table 3: Euler vs RK-4 at depths 10 and 18 (glyphs 16px)", schemes),
-        Stage("StepsNet Table 1: ResNet-18 vs Steps-ResNet-18 at equal params/FLOPs (quarter width, glyphs 32px)",
-              [glyphs("resnet18-w16_1xb64-2e_glyphs.py", "resnet18-w16", 32, 2),
-               glyphs("steps-resnet18-w16_1xb64-2e_glyphs.py", "steps-resnet18-w16", 32, 2)], equal_size=True),
-        Stage("Pretraining: half-width Steps-ResNet-18 classifier (digits 32px)",
-              [digits("steps-resnet18-w32_1xb64-8e_digits.py", "steps-resnet18-w32", 32)]),
-        Stage("Fine-tuning: Mask R-CNN + the pretrained backbone (embedded COCO-format shapes)",
-              [DemoRun("mask-rcnn-steps-resnet18-w32", "configs/demo/mask-rcnn_steps-resnet18-w32-digits-pre_fpn_"
-                       "200it_embedded-coco.py", "finetune", f"embedded coco-shapes 128px, {iters} iterations, "
-                       f"backbone pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})", finetune_overrides,
-                       total_steps=iters, after="steps-resnet18-w32")]),
+        Stage(
+            "StepsNet Table 1: ResNet-18 vs Steps-ResNet-18 at equal params/FLOPs (quarter width, glyphs 32px)",
+            [
+                glyphs("resnet18-w16_1xb64-2e_glyphs.py", "resnet18-w16", 32, 2),
+                glyphs("steps-resnet18-w16_1xb64-2e_glyphs.py", "steps-resnet18-w16", 32, 2),
+            ],
+            equal_size=True,
+        ),
+        Stage(
+            "Pretraining: half-width Steps-ResNet-18 classifier (digits 32px)",
+            [digits("steps-resnet18-w32_1xb64-8e_digits.py", "steps-resnet18-w32", 32)],
+        ),
+        Stage(
+            "Fine-tuning: Mask R-CNN + the pretrained backbone (embedded COCO-format shapes)",
+            [
+                DemoRun(
+                    "mask-rcnn-steps-resnet18-w32",
+                    "configs/demo/mask-rcnn_steps-resnet18-w32-digits-pre_fpn_200it_embedded-coco.py",
+                    "finetune",
+                    f"embedded coco-shapes 128px, {iters} iterations, "
+                    f"backbone pretrained on digits ({epochs} epoch{'s' * (epochs > 1)})",
+                    finetune_overrides,
+                    total_steps=iters,
+                    after="steps-resnet18-w32",
+                )
+            ],
+        ),
     ]
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="the main job on bundled data: pretrain, fine-tune, paper tables, report",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "demo",
+        help="the main job on bundled data: pretrain, fine-tune, paper tables, report",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--quick", action="store_true", help="one epoch / 20 iterations per run (a few minutes, for CI)")
-    p.add_argument("--out", metavar="DIR", help="where runs, tables and the report go (default results/demo, "
-                                                "results/demo-quick with --quick)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where runs, tables and the report go (default results/demo, results/demo-quick with --quick)",
+    )
     p.set_defaults(func=main)
 
 
@@ -138,8 +182,10 @@ def audit_equal_size(out: Path, configs: list[str]) -> str:
     gap_p, gap_f = steps_p / base_p - 1, steps_f / base_f - 1
     (out / "audit.json").write_text(json.dumps({name: {"params": p, "flops": f} for name, p, f in sizes}))
     px = cfg.data.input_size
-    line = (f"{base} {base_p / 1e3:.1f}k params {base_f / 1e6:.2f} MFLOPs, {steps} {steps_p / 1e3:.1f}k params "
-            f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/measure/flops.py at {px}x{px})")
+    line = (
+        f"{base} {base_p / 1e3:.1f}k params {base_f / 1e6:.2f} MFLOPs, {steps} {steps_p / 1e3:.1f}k params "
+        f"{steps_f / 1e6:.2f} MFLOPs ({gap_p:+.1%}, {gap_f:+.1%}; harness/measure/flops.py at {px}x{px})"
+    )
     if max(abs(gap_p), abs(gap_f)) > MAX_SIZE_GAP:
         raise DepthbenchError(f"{' and '.join(configs)} are not of equal size ({line}); fix the widths")
     return line
@@ -170,8 +216,10 @@ def best_metric(path: Path, keys=tuple(NAMES)) -> str:
                 if isinstance(value, (int, float)):
                     best[key] = max(best.get(key, value), value)
     # MMDetection's COCO metric is a fraction; shown in % like the papers' tables
-    return "  ".join(f"{NAMES[k]} {v * (100 if k.startswith('coco/') else 1):.2f}" for k, v in best.items()) \
+    return (
+        "  ".join(f"{NAMES[k]} {v * (100 if k.startswith('coco/') else 1):.2f}" for k, v in best.items())
         or "no evaluation"
+    )
 
 
 def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
@@ -190,13 +238,24 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
     usage_path.unlink(missing_ok=True)
     start = time.monotonic()
     try:  # the run's CPU file is read once it ends well, and never left behind
-        with open(log_path, "a") as log, tqdm(total=run.total_steps, desc=f"  {run.name}", unit="step", leave=True,
-                                              file=sys.stdout, dynamic_ncols=True, mininterval=1.0) as bar:
+        with (
+            open(log_path, "a") as log,
+            tqdm(
+                total=run.total_steps,
+                desc=f"  {run.name}",
+                unit="step",
+                leave=True,
+                file=sys.stdout,
+                dynamic_ncols=True,
+                mininterval=1.0,
+            ) as bar,
+        ):
             log.write(f"\n$ {' '.join([sys.executable, '-m', 'harness.cli', *args])}\n")
             log.flush()
             # a session of its own: Ctrl-C reaches the demo only, which then stops the run the preemption way
-            process = start_forked("harness.cli", args, dict(os.environ), log_path, new_session=True,
-                                   usage_path=usage_path)
+            process = start_forked(
+                "harness.cli", args, dict(os.environ), log_path, new_session=True, usage_path=usage_path
+            )
             try:
                 while process.exitcode is None:
                     process.join(0.5)
@@ -206,15 +265,19 @@ def execute(run: DemoRun, out: Path, extra: list) -> tuple[float, float]:
                 process.join(120)
                 if process.exitcode is None:
                     process.kill()
-                raise DepthbenchError(f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
-                                      f"command again to continue, finished runs are reused",
-                                      exit_code=EXIT_INTERRUPTED) from None
+                raise DepthbenchError(
+                    f"interrupted during {run.name} (stopped at its last checkpoint); run the same "
+                    f"command again to continue, finished runs are reused",
+                    exit_code=EXIT_INTERRUPTED,
+                ) from None
             _advance(bar, path, log_path)
         if process.exitcode != 0 or run_status(path) != "done":
             lines = [line for line in log_path.read_text().splitlines() if line.strip()] or ["(empty log)"]
             reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1]).strip()
-            raise DepthbenchError(f"{run.name} ended with exit code {process.exitcode}: {reason[:300]} "
-                                  f"(log {log_path}); fix it and run the demo again to continue")
+            raise DepthbenchError(
+                f"{run.name} ended with exit code {process.exitcode}: {reason[:300]} "
+                f"(log {log_path}); fix it and run the demo again to continue"
+            )
         return time.monotonic() - start, float(usage_path.read_text())
     finally:
         usage_path.unlink(missing_ok=True)
@@ -267,11 +330,16 @@ def render(out: Path) -> list[tuple[str, Path]]:
 
     runs = [str(out / "runs")]
     papers = ["horesnet", "stepsnet"]
-    products = [("tables and figures", dict(format="md", out=out / "tables"), out / "tables"),
-                ("status view", dict(status=True, out=out / "tables"), out / "tables" / "status.txt"),
-                ("HTML report", dict(format="html", out=out / "report"), out / "report" / "index.html")]
-    with open(out / "logs" / "results.log", "w") as log, contextlib.redirect_stdout(log), \
-            contextlib.redirect_stderr(log):
+    products = [
+        ("tables and figures", dict(format="md", out=out / "tables"), out / "tables"),
+        ("status view", dict(status=True, out=out / "tables"), out / "tables" / "status.txt"),
+        ("HTML report", dict(format="html", out=out / "report"), out / "report" / "index.html"),
+    ]
+    with (
+        open(out / "logs" / "results.log", "w") as log,
+        contextlib.redirect_stdout(log),
+        contextlib.redirect_stderr(log),
+    ):
         for _, options, _ in products:
             report = results(runs=runs, papers=papers, **options)  # a DepthbenchError propagates: one line
             log.write(report.text)
@@ -281,8 +349,12 @@ def render(out: Path) -> list[tuple[str, Path]]:
 
 def summary(stages: list[Stage], out: Path, audit_line: str) -> str:
     """The demo's own comparison, one Markdown table per stage, each caption naming the reduced setting."""
-    lines = ["# depthbench demo (reduced scale: embedded data, not the papers' setting)", "",
-             "One seed per run; `depthbench claims` runs these comparisons with seeds, intervals and verdicts.", ""]
+    lines = [
+        "# depthbench demo (reduced scale: embedded data, not the papers' setting)",
+        "",
+        "One seed per run; `depthbench claims` runs these comparisons with seeds, intervals and verdicts.",
+        "",
+    ]
     for stage in stages:
         lines += [f"## {stage.title}", "", f"Setting: {stage.runs[0].scale}.", ""]
         if stage.equal_size:
@@ -300,6 +372,7 @@ def summary(stages: list[Stage], out: Path, audit_line: str) -> str:
 class DemoResult:
     """A finished demo: its folder, each run's directory, what it rendered (``(what, where)``), the summary
     (summary.md's text) and how long it took."""
+
     out: Path
     runs: dict
     products: list
@@ -314,8 +387,10 @@ def main(args) -> int:
     out = result.out
     for what, where in result.products + [("this summary", out / "summary.md"), ("run logs", out / "logs")]:
         print(f"  {what}: {where}")
-    print(f"open the report: xdg-open {out / 'report' / 'index.html'}   (or: python3 -m http.server -d "
-          f"{out / 'report'} 8000, then http://localhost:8000)")
+    print(
+        f"open the report: xdg-open {out / 'report' / 'index.html'}   (or: python3 -m http.server -d "
+        f"{out / 'report'} 8000, then http://localhost:8000)"
+    )
     return 0
 
 
@@ -334,8 +409,11 @@ def run(quick: bool = False, out: str | Path | None = None) -> DemoResult:
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     started = time.monotonic()
-    print(f"depthbench demo{' --quick' if quick else ''}: {sum(len(s.runs) for s in stages)} runs in {len(stages)} "
-          f"stages + tables and report, into {out}/ (rerun to reuse finished runs)", flush=True)
+    print(
+        f"depthbench demo{' --quick' if quick else ''}: {sum(len(s.runs) for s in stages)} runs in {len(stages)} "
+        f"stages + tables and report, into {out}/ (rerun to reuse finished runs)",
+        flush=True,
+    )
     audit_line = ""
     for number, stage in enumerate(stages, 1):
         stage_start = time.monotonic()
@@ -357,12 +435,16 @@ def run(quick: bool = False, out: str | Path | None = None) -> DemoResult:
 
             RunDir.open(path).update_meta(scale=job.scale, demo=True)
             print(f"  {job.name}: done in {_clock(seconds)}, {cpu:.0f} s CPU ({best_metric(path)})", flush=True)
-    print(f"[{len(stages) + 1}/{len(stages) + 1}] Tables, figures, status view and HTML report "
-          f"(elapsed {_clock(time.monotonic() - started)})", flush=True)
+    print(
+        f"[{len(stages) + 1}/{len(stages) + 1}] Tables, figures, status view and HTML report "
+        f"(elapsed {_clock(time.monotonic() - started)})",
+        flush=True,
+    )
     products = render(out)
     text = summary(stages, out, audit_line)
-    return DemoResult(out, {r.name: r.path(out) for s in stages for r in s.runs}, products, text,
-                      time.monotonic() - started)
+    return DemoResult(
+        out, {r.name: r.path(out) for s in stages for r in s.runs}, products, text, time.monotonic() - started
+    )
 
 
 def _clock(seconds: float) -> str:

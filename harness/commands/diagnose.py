@@ -16,6 +16,7 @@ Writes a run directory (``harness/core/rundir.py``): ``meta.json``, ``metrics.js
 
 The measurement itself is harness/measure/diagnose.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ __all__ = ["run", "DiagnoseResult", "add_parser", "main"]
 class DiagnoseResult:
     """The run directory written, and per model its records (one per block, block 0 = the input) and summary
     (blocks, mean_gamma, min_gamma, last_gamma)."""
+
     run_dir: Path
     curves: dict[str, list[dict]] = field(default_factory=dict)
     summary: dict[str, dict] = field(default_factory=dict)
@@ -46,18 +48,32 @@ class DiagnoseResult:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("diagnose", help="depth diagnostics (shortcut ratio) of residual models",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "diagnose", help="depth diagnostics (shortcut ratio) of residual models", description=__doc__.split("\n\n")[0]
+    )
     sub = p.add_subparsers(dest="diagnostic", metavar="DIAGNOSTIC")
-    s = sub.add_parser("shortcut-ratio", help="γ_l = σ_0/σ_l per block (StepsNet Sec. 3, Fig. 2)",
-                       description=__doc__.split("\n\n")[1])
+    s = sub.add_parser(
+        "shortcut-ratio", help="γ_l = σ_0/σ_l per block (StepsNet Sec. 3, Fig. 2)", description=__doc__.split("\n\n")[1]
+    )
     s.add_argument("models", nargs="*", metavar="MODEL", help="registered model name(s), one curve each")
-    s.add_argument("--config", help="a training config: measure the model it trains (its model.* arguments, e.g. "
-                                    "the digits preset's width=32), first; pair it with that run's --checkpoint")
-    s.add_argument("--model-kwargs", nargs="+", default=[], metavar="K=V",
-                   help="arguments for the named models, as timm's benchmark (e.g. --model-kwargs width=32)")
-    s.add_argument("--checkpoint", action="append", metavar="PATH",
-                   help="state dict to load, one per model in order ('-' = at init); default: all at init")
+    s.add_argument(
+        "--config",
+        help="a training config: measure the model it trains (its model.* arguments, e.g. "
+        "the digits preset's width=32), first; pair it with that run's --checkpoint",
+    )
+    s.add_argument(
+        "--model-kwargs",
+        nargs="+",
+        default=[],
+        metavar="K=V",
+        help="arguments for the named models, as timm's benchmark (e.g. --model-kwargs width=32)",
+    )
+    s.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="PATH",
+        help="state dict to load, one per model in order ('-' = at init); default: all at init",
+    )
     s.add_argument("--data", default="random", help="'random' (Gaussian images, default) or an ImageFolder directory")
     s.add_argument("--input-size", type=int, help="image side (sequence length for language models)")
     s.add_argument("--batch-size", type=int, default=8)
@@ -74,9 +90,19 @@ def main(args) -> int:
 
     names = [m for m in args.models if "=" not in m]
     overrides = [m for m in args.models if "=" in m]  # key=value words override --config keys
-    result = run(names, checkpoints=args.checkpoint, data=args.data, input_size=args.input_size,
-                 batch_size=args.batch_size, out_dir=args.out_dir, seed=args.seed, device=args.device,
-                 config=args.config, config_overrides=overrides, model_kwargs=parse_model_kwargs(args.model_kwargs))
+    result = run(
+        names,
+        checkpoints=args.checkpoint,
+        data=args.data,
+        input_size=args.input_size,
+        batch_size=args.batch_size,
+        out_dir=args.out_dir,
+        seed=args.seed,
+        device=args.device,
+        config=args.config,
+        config_overrides=overrides,
+        model_kwargs=parse_model_kwargs(args.model_kwargs),
+    )
     if args.json:
         print(json.dumps({"run_dir": str(result.run_dir), "models": result.summary}, indent=1))
         return 0
@@ -98,10 +124,20 @@ def check_out_dir(out_dir) -> None:
     check_writable_folder(out_dir, "--out-dir", "the run directories")
 
 
-def run(models: Sequence[str] = (), *, checkpoints: Sequence[str] | None = None, data: str = "random",
-        input_size: int | None = None, batch_size: int = 8, out_dir: str | Path | None = None, seed: int = 0,
-        device: str = "cpu", config: str | Path | None = None, config_overrides: Sequence[str] = (),
-        model_kwargs: dict | None = None) -> DiagnoseResult:
+def run(
+    models: Sequence[str] = (),
+    *,
+    checkpoints: Sequence[str] | None = None,
+    data: str = "random",
+    input_size: int | None = None,
+    batch_size: int = 8,
+    out_dir: str | Path | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    config: str | Path | None = None,
+    config_overrides: Sequence[str] = (),
+    model_kwargs: dict | None = None,
+) -> DiagnoseResult:
     """The shortcut ratio γ_l of every model, written to a new run directory under ``out_dir`` (default
     results/runs) as ``diagnose-shortcut-ratio/<run-id>/``.
 
@@ -117,12 +153,12 @@ def run(models: Sequence[str] = (), *, checkpoints: Sequence[str] | None = None,
     from harness.core.rundir import RunDir
     from harness.engine.checkpoint import read_checkpoint
     from harness.engine.models import require_registered
-    from harness.measure.diagnose import build, example_batch, load_checkpoint, plot, shortcut_ratio, summary, \
-        write_csv
+    from harness.measure.diagnose import build, example_batch, load_checkpoint, plot, shortcut_ratio, summary, write_csv
 
     if config_overrides and not config:
-        raise DepthbenchError(f"key=value overrides ({' '.join(config_overrides)}) need --config; for a model name "
-                              "use --model-kwargs")
+        raise DepthbenchError(
+            f"key=value overrides ({' '.join(config_overrides)}) need --config; for a model name use --model-kwargs"
+        )
     model_names = list(models or [])
     configs = [None] * len(model_names)
     if config is not None:
@@ -134,8 +170,9 @@ def run(models: Sequence[str] = (), *, checkpoints: Sequence[str] | None = None,
         require_registered(name)
     checkpoints = list(checkpoints or [])
     if checkpoints and len(checkpoints) != len(model_names):
-        raise DepthbenchError(f"give one --checkpoint per model ({len(model_names)}, in order; '-' for none), "
-                              f"got {len(checkpoints)}")
+        raise DepthbenchError(
+            f"give one --checkpoint per model ({len(model_names)}, in order; '-' for none), got {len(checkpoints)}"
+        )
     for path in checkpoints:
         if path != "-" and not Path(path).is_file():
             raise DepthbenchError(f"checkpoint {path} does not exist")
@@ -163,15 +200,26 @@ def run(models: Sequence[str] = (), *, checkpoints: Sequence[str] | None = None,
         if checkpoints and checkpoints[k] != "-":
             load_checkpoint(model, checkpoints[k])
         # the size it was built for: --input-size, else the config's data.input_size or an img_size kwarg
-        size = input_size or (load_config(configs[k], list(config_overrides)).data.get("input_size")
-                              if configs[k] else (model_kwargs or {}).get("img_size"))
+        size = input_size or (
+            load_config(configs[k], list(config_overrides)).data.get("input_size")
+            if configs[k]
+            else (model_kwargs or {}).get("img_size")
+        )
         curves[name] = shortcut_ratio(model, example_batch(model, data, size, batch_size, seed, device))
 
-    run_dir = RunDir.create(experiment="diagnose-shortcut-ratio", root=out_dir, models=model_names,
-                            checkpoints=checkpoints or None, data=data, input_size=input_size,
-                            batch_size=batch_size, seed=seed, device=device,
-                            definition="gamma_l = sigma_0/sigma_l, per-token std over channels; StepsNet state "
-                                       "= full width [step output, untouched slices] (StepsNet Sec. 3)")
+    run_dir = RunDir.create(
+        experiment="diagnose-shortcut-ratio",
+        root=out_dir,
+        models=model_names,
+        checkpoints=checkpoints or None,
+        data=data,
+        input_size=input_size,
+        batch_size=batch_size,
+        seed=seed,
+        device=device,
+        definition="gamma_l = sigma_0/sigma_l, per-token std over channels; StepsNet state "
+        "= full width [step output, untouched slices] (StepsNet Sec. 3)",
+    )
     try:
         for name, records in curves.items():
             for r in records:

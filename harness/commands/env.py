@@ -5,6 +5,7 @@
 
 Exit code 1 when mmcv's compiled ops do not load (``make setup`` builds them).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,8 +18,20 @@ from harness.core.errors import EXIT_FAILED, EXIT_OK
 
 __all__ = ["run", "add_parser", "main"]
 
-PACKAGES = ["torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmsegmentation", "accelerate",
-            "deepspeed", "numpy", "pandas", "matplotlib"]
+PACKAGES = [
+    "torch",
+    "torchvision",
+    "timm",
+    "mmcv",
+    "mmengine",
+    "mmdet",
+    "mmsegmentation",
+    "accelerate",
+    "deepspeed",
+    "numpy",
+    "pandas",
+    "matplotlib",
+]
 
 
 def run() -> dict:
@@ -54,6 +67,7 @@ def run() -> dict:
 def _mmcv_has_cuda(ext) -> bool:
     try:
         from mmcv.utils import get_compiling_cuda_version
+
         return get_compiling_cuda_version() not in ("not available", "")
     except Exception:
         return False
@@ -77,10 +91,18 @@ def main(args) -> int:
             print(f"{dist:<{width}}{version or 'NOT INSTALLED'}")
         cuda = report["cuda"]
         gpus = ", ".join(cuda["devices"]) or "none visible"
-        print(f"{'cuda':<{width}}torch built for {cuda['torch_cuda']}; available: {cuda['available']}; GPUs: {gpus}"
-              + (f"; bf16: {cuda['bf16']}" if cuda["available"] else ""))
+        print(
+            f"{'cuda':<{width}}torch built for {cuda['torch_cuda']}; available: {cuda['available']}; GPUs: {gpus}"
+            + (f"; bf16: {cuda['bf16']}" if cuda["available"] else "")
+        )
         print(f"{'cpu threads':<{width}}{report['cpu_threads']}")
         ops = report["mmcv_ops"]
-        print(f"{'mmcv ops':<{width}}" + (f"loaded (CUDA kernels: {'yes' if ops['cuda_ops'] else 'no, CPU only'})"
-                                          if ops["loaded"] else f"NOT LOADED: {ops['error']} — run `make setup`"))
+        print(
+            f"{'mmcv ops':<{width}}"
+            + (
+                f"loaded (CUDA kernels: {'yes' if ops['cuda_ops'] else 'no, CPU only'})"
+                if ops["loaded"]
+                else f"NOT LOADED: {ops['error']} — run `make setup`"
+            )
+        )
     return EXIT_OK if report["mmcv_ops"]["loaded"] else EXIT_FAILED

@@ -18,6 +18,7 @@ model is built. ``--dataset lm-eval``: zero-shot lm-eval tasks of a Llama recipe
     result = run("configs/demo/steps-deit-w64-d8_1xb64-8e_digits.py", "results/runs/x/20260101-000000",
                  input_size=[16, 24])     # EvalResult: [{"metric": "top1", "value": ..., ...}, ...]
 """
+
 from __future__ import annotations
 
 import json
@@ -35,35 +36,59 @@ __all__ = ["run", "EvalResult", "add_parser", "main", "table_x"]
 def add_parser(subparsers) -> None:
     from harness.core.choices import PROTOCOLS
 
-    e = subparsers.add_parser("eval", help="top-1/top-5 of a checkpoint on the validation set or an evaluation "
-                                           "protocol (ImageNet-A/R/Sketch/V2/ReaL/C, multi-size, StepsNet analyses)")
+    e = subparsers.add_parser(
+        "eval",
+        help="top-1/top-5 of a checkpoint on the validation set or an evaluation "
+        "protocol (ImageNet-A/R/Sketch/V2/ReaL/C, multi-size, StepsNet analyses)",
+    )
     e.add_argument("config")
     e.add_argument("overrides", nargs="*", metavar="key=value")
-    e.add_argument("--checkpoint", required=True, help="last.pth/best.pth of a run, a run directory, or any "
-                                                       "weights file")
+    e.add_argument(
+        "--checkpoint", required=True, help="last.pth/best.pth of a run, a run directory, or any weights file"
+    )
     e.add_argument("--ema", action="store_true", help="evaluate the EMA weights")
-    e.add_argument("--dataset", default="val", choices=(*PROTOCOLS, "lm-eval"),
-                   help="evaluation protocol (default: the config's validation split); lm-eval: zero-shot tasks of "
-                        "a Llama recipe (harness/tasks/lm_eval.py)")
-    e.add_argument("--tasks", nargs="+", help="--dataset lm-eval: lm-eval task names (default: ScaleNet Table X's "
-                                              "seven; depthbench_tiny_mc is local)")
+    e.add_argument(
+        "--dataset",
+        default="val",
+        choices=(*PROTOCOLS, "lm-eval"),
+        help="evaluation protocol (default: the config's validation split); lm-eval: zero-shot tasks of "
+        "a Llama recipe (harness/tasks/lm_eval.py)",
+    )
+    e.add_argument(
+        "--tasks",
+        nargs="+",
+        help="--dataset lm-eval: lm-eval task names (default: ScaleNet Table X's seven; depthbench_tiny_mc is local)",
+    )
     e.add_argument("--data", help="the protocol's data set folder (its standard layout)")
-    e.add_argument("--input-size", type=int, nargs="+",
-                   help="evaluation resolution(s), one row each (default: the config's data.input_size)")
-    e.add_argument("--pool-mode", nargs="+", choices=("normal", "linear"),
-                   help="TransNeXt inference mode(s) (Table 5); linear keeps the pool at the training size's")
-    e.add_argument("--analysis", nargs="+", metavar="SPEC",
-                   help="StepsNet Tables 6-7, one row each: none | mask_first=N | mask_last=N | drop_last=STEP:K, "
-                        "comma-joined, plus stage=S for multi-stage Steps models")
+    e.add_argument(
+        "--input-size",
+        type=int,
+        nargs="+",
+        help="evaluation resolution(s), one row each (default: the config's data.input_size)",
+    )
+    e.add_argument(
+        "--pool-mode",
+        nargs="+",
+        choices=("normal", "linear"),
+        help="TransNeXt inference mode(s) (Table 5); linear keeps the pool at the training size's",
+    )
+    e.add_argument(
+        "--analysis",
+        nargs="+",
+        metavar="SPEC",
+        help="StepsNet Tables 6-7, one row each: none | mask_first=N | mask_last=N | drop_last=STEP:K, "
+        "comma-joined, plus stage=S for multi-stage Steps models",
+    )
     e.add_argument("--real-labels", help="ReaL labels json (default: the copy bundled with timm)")
-    e.add_argument("--corrupt-from", help="imagenet-c: generate the corruptions of this image folder into --data "
-                                          "(default on digits configs: the digits val split)")
+    e.add_argument(
+        "--corrupt-from",
+        help="imagenet-c: generate the corruptions of this image folder into --data "
+        "(default on digits configs: the digits val split)",
+    )
     e.add_argument("--out", help="also write the rows as CSV here")
     e.add_argument("--out-run", help="run directory to append the rows to (default: the checkpoint's)")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     e.set_defaults(func=main)
-
-
 
 
 class EvalResult(list):
@@ -73,8 +98,9 @@ class EvalResult(list):
     plain, suite or lm-eval; ``is_main``: this process reports (a launcher's other ranks have no rows); ``out``:
     the CSV written, if any."""
 
-    def __init__(self, rows=(), metrics: dict | None = None, kind: str = "suite", is_main: bool = True,
-                 out: Path | None = None):
+    def __init__(
+        self, rows=(), metrics: dict | None = None, kind: str = "suite", is_main: bool = True, out: Path | None = None
+    ):
         super().__init__(rows)
         self.metrics, self.kind, self.is_main, self.out = metrics, kind, is_main, out
 
@@ -83,22 +109,39 @@ class EvalResult(list):
         return list(self)
 
     def __repr__(self) -> str:
-        return (f"EvalResult(kind={self.kind!r}, rows={list.__repr__(self)}, metrics={self.metrics!r}, "
-                f"is_main={self.is_main!r}, out={self.out!r})")
+        return (
+            f"EvalResult(kind={self.kind!r}, rows={list.__repr__(self)}, metrics={self.metrics!r}, "
+            f"is_main={self.is_main!r}, out={self.out!r})"
+        )
 
 
 def main(args) -> int:
-    result = run(args.config, args.checkpoint, overrides=args.overrides, ema=args.ema, dataset=args.dataset,
-                 tasks=args.tasks, data=args.data, input_size=args.input_size, pool_mode=args.pool_mode,
-                 analysis=args.analysis, real_labels=args.real_labels, corrupt_from=args.corrupt_from, out=args.out,
-                 out_run=args.out_run)
+    result = run(
+        args.config,
+        args.checkpoint,
+        overrides=args.overrides,
+        ema=args.ema,
+        dataset=args.dataset,
+        tasks=args.tasks,
+        data=args.data,
+        input_size=args.input_size,
+        pool_mode=args.pool_mode,
+        analysis=args.analysis,
+        real_labels=args.real_labels,
+        corrupt_from=args.corrupt_from,
+        out=args.out,
+        out_run=args.out_run,
+    )
     if result.kind == "plain":
         metrics = result.metrics
         if result.is_main:
-            print(json.dumps(metrics) if args.json else
-                  f"{metrics['model']} {'EMA ' if args.ema else ''}@{metrics['input_size']}: top-1 "
-                  f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "
-                  f"({metrics['images']} images)")
+            print(
+                json.dumps(metrics)
+                if args.json
+                else f"{metrics['model']} {'EMA ' if args.ema else ''}@{metrics['input_size']}: top-1 "
+                f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "
+                f"({metrics['images']} images)"
+            )
         return 0
     table = _lm_table if result.kind == "lm-eval" else _suite_table
     print("\n".join(json.dumps(r) for r in result.rows) if args.json else table(result.rows))
@@ -106,9 +149,23 @@ def main(args) -> int:
     return 0
 
 
-def run(config: str | Path, checkpoint: str | Path, *, overrides=(), ema: bool = False, dataset: str = "val",
-        tasks=None, data=None, input_size=None, pool_mode=None, analysis=None, real_labels=None, corrupt_from=None,
-        out=None, out_run=None) -> EvalResult:
+def run(
+    config: str | Path,
+    checkpoint: str | Path,
+    *,
+    overrides=(),
+    ema: bool = False,
+    dataset: str = "val",
+    tasks=None,
+    data=None,
+    input_size=None,
+    pool_mode=None,
+    analysis=None,
+    real_labels=None,
+    corrupt_from=None,
+    out=None,
+    out_run=None,
+) -> EvalResult:
     """Evaluate ``checkpoint`` (a run directory, its best.pth/last.pth, or any weights file) under ``config``
     (with ``key=value`` ``overrides``); the keyword arguments are the command's options.
 
@@ -126,11 +183,25 @@ def run(config: str | Path, checkpoint: str | Path, *, overrides=(), ema: bool =
     if dataset == "lm-eval":  # language-model tasks through EleutherAI's harness
         from harness.tasks.lm_eval import run_lm_eval
 
-        given = [("--input-size", sizes), ("--pool-mode", pool_modes), ("--analysis", analyses), ("--data", data),
-                 ("--real-labels", real_labels), ("--corrupt-from", corrupt_from), ("--ema", ema)]
+        given = [
+            ("--input-size", sizes),
+            ("--pool-mode", pool_modes),
+            ("--analysis", analyses),
+            ("--data", data),
+            ("--real-labels", real_labels),
+            ("--corrupt-from", corrupt_from),
+            ("--ema", ema),
+        ]
         with _recording(checkpoint, out_run) as record:
-            rows = run_lm_eval(config, checkpoint, table=table_x(), overrides=overrides, tasks=tasks,
-                               record_into=record, image_options=[flag for flag, value in given if value])
+            rows = run_lm_eval(
+                config,
+                checkpoint,
+                table=table_x(),
+                overrides=overrides,
+                tasks=tasks,
+                record_into=record,
+                image_options=[flag for flag, value in given if value],
+            )
         return EvalResult(rows, kind="lm-eval", out=_write_csv(out, rows))
     if tasks:
         raise DepthbenchError("--tasks belongs to --dataset lm-eval")
@@ -139,23 +210,50 @@ def run(config: str | Path, checkpoint: str | Path, *, overrides=(), ema: bool =
 
     if dataset not in protocols.PROTOCOLS:
         raise DepthbenchError(f"--dataset {dataset!r} is not one of {', '.join((*protocols.PROTOCOLS, 'lm-eval'))}")
-    plain = (dataset == "val" and not pool_modes and not analyses and not out and not out_run
-             and len(sizes or [None]) == 1 and not data and not real_labels and not corrupt_from)
+    plain = (
+        dataset == "val"
+        and not pool_modes
+        and not analyses
+        and not out
+        and not out_run
+        and len(sizes or [None]) == 1
+        and not data
+        and not real_labels
+        and not corrupt_from
+    )
     source = Path(checkpoint).expanduser()
     checkpoint_model = run_model_config(checkpoint_run(source) if source.exists() else None)
     with _recording(checkpoint, out_run) as record:
         trained = run_model_config(record.path) if record is not None else checkpoint_model
         if plain:  # the validation set at one size: the engine's distributed evaluation (loss included)
-            metrics = protocols.evaluate_checkpoint(config, checkpoint, overrides=overrides, ema=ema,
-                                                    input_size=(sizes or [None])[0])
+            metrics = protocols.evaluate_checkpoint(
+                config, checkpoint, overrides=overrides, ema=ema, input_size=(sizes or [None])[0]
+            )
             is_main = metrics.pop("is_main")
-            rows = protocols.record_plain(config, checkpoint, metrics, overrides=overrides, ema=ema,
-                                          record_into=record, trained_model=trained) if is_main else []
+            rows = (
+                protocols.record_plain(
+                    config, checkpoint, metrics, overrides=overrides, ema=ema, record_into=record, trained_model=trained
+                )
+                if is_main
+                else []
+            )
             return EvalResult(rows, metrics, kind="plain", is_main=is_main)
-        rows = protocols.evaluate_suite(config, checkpoint, overrides=overrides, ema=ema, protocol=dataset, data=data,
-                                        input_sizes=sizes, pool_modes=pool_modes, analyses=analyses,
-                                        real_labels=real_labels, corrupt_from=corrupt_from, record_into=record,
-                                        trained_model=trained, checkpoint_model=checkpoint_model)
+        rows = protocols.evaluate_suite(
+            config,
+            checkpoint,
+            overrides=overrides,
+            ema=ema,
+            protocol=dataset,
+            data=data,
+            input_sizes=sizes,
+            pool_modes=pool_modes,
+            analyses=analyses,
+            real_labels=real_labels,
+            corrupt_from=corrupt_from,
+            record_into=record,
+            trained_model=trained,
+            checkpoint_model=checkpoint_model,
+        )
     return EvalResult(rows, kind="suite", out=_write_csv(out, rows))
 
 
@@ -204,9 +302,12 @@ def _recording(checkpoint, out_run):
         path = checkpoint_run(source) if source.exists() else None
         problem = _unwritable(path) if path is not None else None
         if problem:
-            print(f"depthbench eval: note: {path}: {problem}; the rows are printed here and not recorded in the run "
-                  f"(--out-run DIR records them in another run, --out FILE.csv writes them)", file=sys.stderr,
-                  flush=True)
+            print(
+                f"depthbench eval: note: {path}: {problem}; the rows are printed here and not recorded in the run "
+                f"(--out-run DIR records them in another run, --out FILE.csv writes them)",
+                file=sys.stderr,
+                flush=True,
+            )
             path = None
     if path is None or distributed_env()["RANK"] != "0":
         yield None
@@ -254,8 +355,11 @@ def table_x() -> dict[str, tuple[str, str]]:
     from results.paper_tables import load_paper
 
     table = next(t for t in load_paper("scalenet") if t.id == "X")
-    return {sel["dataset"]: (sel["metric"], column) for column, sel in table.rows[0].evals.items()
-            if sel["dataset"] != "average"}
+    return {
+        sel["dataset"]: (sel["metric"], column)
+        for column, sel in table.rows[0].evals.items()
+        if sel["dataset"] != "average"
+    }
 
 
 def _as_list(value):
@@ -279,8 +383,10 @@ def _write_csv(out, rows: list[dict]) -> Path | None:
 def _suite_table(rows: list[dict]) -> str:
     lines = [f"{'dataset':<16} {'size':>5} {'pool':<7} {'analysis':<18} {'metric':<28} {'value':>8}"]
     for r in rows:
-        lines.append(f"{r['dataset']:<16} {r['input_size']:>5} {str(r['pool_mode'] or '-'):<7} {r['analysis']:<18} "
-                     f"{r['metric']:<28} {r['value']:>8.2f}")
+        lines.append(
+            f"{r['dataset']:<16} {r['input_size']:>5} {str(r['pool_mode'] or '-'):<7} {r['analysis']:<18} "
+            f"{r['metric']:<28} {r['value']:>8.2f}"
+        )
     return "\n".join(lines)
 
 

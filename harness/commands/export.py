@@ -20,6 +20,7 @@ architecture it names, and timm's own data functions evaluate it as the run did:
 
 and depthbench reads the folder wherever it takes weights (``model.pretrained=DIR``, ``eval --checkpoint DIR``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,25 +36,34 @@ class ExportResult:
     out: Path
     architecture: str
     model_args: dict
-    source: Path          # the checkpoint the weights came from
-    sha256: str           # of the exported model.safetensors
+    source: Path  # the checkpoint the weights came from
+    sha256: str  # of the exported model.safetensors
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("export", help="a run's weights as safetensors + config.json (safe to share)",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "export",
+        help="a run's weights as safetensors + config.json (safe to share)",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("run", help="a run directory of depthbench train (or its best.pth/last.pth)")
     p.add_argument("--out", required=True, help="the folder to write (must not hold an export already)")
     p.add_argument("--ema", action="store_true", help="export the EMA weights")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best",
-                   help="which checkpoint of the run (default best; last when the run has no best.pth)")
+    p.add_argument(
+        "--checkpoint",
+        choices=("best", "last"),
+        default="best",
+        help="which checkpoint of the run (default best; last when the run has no best.pth)",
+    )
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     result = run(args.run, out=args.out, ema=args.ema, checkpoint=args.checkpoint)
-    print(f"exported {result.architecture} ({result.source}{' EMA' if args.ema else ''}) to {result.out}: "
-          f"model.safetensors (sha256 {result.sha256[:12]}...), config.json")
+    print(
+        f"exported {result.architecture} ({result.source}{' EMA' if args.ema else ''}) to {result.out}: "
+        f"model.safetensors (sha256 {result.sha256[:12]}...), config.json"
+    )
     return 0
 
 
@@ -67,8 +77,9 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     source, run_path = _source(Path(run_dir).expanduser(), checkpoint)
     out = Path(out).expanduser()
     if os.path.islink(out):  # rmdir/rename would act on the link or where it points, not on a folder of ours
-        raise DepthbenchError(f"--out {out} is a symbolic link; give the path of a new folder (not a link) for the "
-                              f"export")
+        raise DepthbenchError(
+            f"--out {out} is a symbolic link; give the path of a new folder (not a link) for the export"
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DepthbenchError(f"--out {out} exists and is not an empty folder; choose a new folder for the export")
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
@@ -77,9 +88,11 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     try:  # a config.json that is there but unreadable (a link, a FIFO, too deep, not an object) is one line naming it
         cfg = read_json(run_path / "config.json", inside=run_path, what="config.json")
     except FileNotFoundError:
-        raise DepthbenchError(f"{run_path} has no config.json (runs before this version kept their config only as "
-                              f"config.py, which depthbench does not execute); retrain, or export by hand with "
-                              f"timm.models.save_for_hf") from None
+        raise DepthbenchError(
+            f"{run_path} has no config.json (runs before this version kept their config only as "
+            f"config.py, which depthbench does not execute); retrain, or export by hand with "
+            f"timm.models.save_for_hf"
+        ) from None
     except OSError as e:
         raise DepthbenchError(f"{run_path / 'config.json'} is unreadable ({e.strerror or e})") from None
     name, model_args = _architecture(cfg, run_path)
@@ -91,13 +104,24 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     from harness.engine.checkpoint import load_weights
 
     load_weights(model, source, ema=ema)  # strict: every tensor of the architecture, nothing else
-    provenance = {"run": str(run_path), "checkpoint": source.name, "ema": ema,
-                  "checkpoint_sha256": _sha256(source), "experiment": cfg.get("experiment")}
+    provenance = {
+        "run": str(run_path),
+        "checkpoint": source.name,
+        "ema": ema,
+        "checkpoint_sha256": _sha256(source),
+        "experiment": cfg.get("experiment"),
+    }
     if out.is_dir():
         out.rmdir()  # empty (checked above): atomic_dir fills a sibling and renames it here
     with atomic_dir(out) as tmp:
-        save_for_hf(model, str(tmp), model_config={"depthbench": provenance}, model_args=model_args,
-                    safe_serialization=True, data_config=data_config)
+        save_for_hf(
+            model,
+            str(tmp),
+            model_config={"depthbench": provenance},
+            model_args=model_args,
+            safe_serialization=True,
+            data_config=data_config,
+        )
         umask = os.umask(0)
         os.umask(umask)
         for file in tmp.iterdir():  # safetensors writes 0600; a shared export is readable as the umask allows
@@ -113,8 +137,10 @@ def _source(path: Path, checkpoint: str) -> tuple[Path, Path]:
 
     if path.is_file():
         if not (path.parent / "meta.json").is_file():
-            raise DepthbenchError(f"{path} is not inside a run directory of depthbench train (no meta.json beside "
-                                  f"it): the export needs the run's config")
+            raise DepthbenchError(
+                f"{path} is not inside a run directory of depthbench train (no meta.json beside "
+                f"it): the export needs the run's config"
+            )
         return path, path.parent
     if not (path / "meta.json").is_file():
         raise DepthbenchError(f"{path}: not a run directory of depthbench train (no meta.json)")
@@ -137,8 +163,10 @@ def _architecture(cfg: dict, run_path: Path) -> tuple[str, dict]:
     if not isinstance(name, str) or not name:
         raise DepthbenchError(f"{run_path}/config.json names no model.name; only timm-registered models export")
     if model.get("grow"):
-        raise DepthbenchError(f"{run_path} grew its model during training (model.grow): the grown architecture is "
-                              f"not a registered name with arguments, so it does not export to timm's layout")
+        raise DepthbenchError(
+            f"{run_path} grew its model during training (model.grow): the grown architecture is "
+            f"not a registered name with arguments, so it does not export to timm's layout"
+        )
     require_registered(name)
     args = {k: v for k, v in model.items() if k not in MODEL_BUILD_KEYS}
     data = cfg.get("data") if isinstance(cfg.get("data"), dict) else {}
@@ -158,10 +186,12 @@ def _finetune_pointer(model: dict, run_path: Path) -> str:
         where = f"export the pretraining run its backbone started from: depthbench export {pretrained} --out DIR"
     else:
         where = "its backbone started from random initialisation (no pretraining run to export)"
-    return (f"{run_path} is a fine-tune ({model.get('type', 'a detector/segmentor')} with backbone "
-            f"{backbone.get('model_name') or backbone.get('type')}): timm's export layout holds a classifier, and "
-            f"a detector/segmentor is none; {where}; or share the fine-tune's MMEngine checkpoint as it is "
-            f"(depthbench test and finetune's load_from read it weights-only)")
+    return (
+        f"{run_path} is a fine-tune ({model.get('type', 'a detector/segmentor')} with backbone "
+        f"{backbone.get('model_name') or backbone.get('type')}): timm's export layout holds a classifier, and "
+        f"a detector/segmentor is none; {where}; or share the fine-tune's MMEngine checkpoint as it is "
+        f"(depthbench test and finetune's load_from read it weights-only)"
+    )
 
 
 def _data_config(cfg: dict, run_path: Path) -> dict | None:
@@ -174,13 +204,17 @@ def _data_config(cfg: dict, run_path: Path) -> dict | None:
 
     data, aug = (ConfigDict(cfg.get(k) if isinstance(cfg.get(k), dict) else {}) for k in ("data", "aug"))
     if not isinstance(data.get("type"), str):
-        raise DepthbenchError(f"{run_path}/config.json names no data.type, so the preprocessing the run evaluated "
-                              f"with is unknown; retrain with this version of depthbench")
+        raise DepthbenchError(
+            f"{run_path}/config.json names no data.type, so the preprocessing the run evaluated "
+            f"with is unknown; retrain with this version of depthbench"
+        )
     try:
         return task_for(data.type).data_config(data, aug)
     except (AttributeError, KeyError) as e:  # a config.json written before the key existed
-        raise DepthbenchError(f"{run_path}/config.json lacks a setting of the run's preprocessing ({e}); retrain "
-                              f"with this version of depthbench") from None
+        raise DepthbenchError(
+            f"{run_path}/config.json lacks a setting of the run's preprocessing ({e}); retrain "
+            f"with this version of depthbench"
+        ) from None
 
 
 def _build(name: str, model_args: dict):
@@ -191,8 +225,10 @@ def _build(name: str, model_args: dict):
     try:
         return timm.create_model(name, **model_args)
     except Exception as e:
-        raise DepthbenchError(f"model {name} does not build with {model_args}: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        raise DepthbenchError(
+            f"model {name} does not build with {model_args}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
 
 
 def _sha256(path: Path) -> str:

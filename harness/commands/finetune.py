@@ -16,6 +16,7 @@ header and a progress bar; MMEngine's own log goes to the run's log file (``--ve
 Exit codes: 0 done, 1 failed, 2 bad input, 75 preempted (SIGUSR1, SIGTERM or Ctrl-C; continue with
 ``--resume auto``). See docs/downstream.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,14 +35,24 @@ __all__ = ["run_finetune", "run_test", "add_parser", "main", "test_main"]
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a detector/segmentor (MMDetection/MMSegmentation config)")
     p.add_argument("config", help="e.g. configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="config overrides, e.g. train_cfg.max_iters=100 data_root=data/coco/ (+key=value adds)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="config overrides, e.g. train_cfg.max_iters=100 data_root=data/coco/ (+key=value adds)",
+    )
     p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
-    p.add_argument("--resume", metavar="auto|PATH",
-                   help="auto: continue the run's newest checkpoint if there is one; PATH: an MMEngine checkpoint")
+    p.add_argument(
+        "--resume",
+        metavar="auto|PATH",
+        help="auto: continue the run's newest checkpoint if there is one; PATH: an MMEngine checkpoint",
+    )
     p.add_argument("--work-dir", help="the run directory (default results/runs/<experiment>/<run-id>)")
-    p.add_argument("--verbose", action="store_true", help="MMEngine's full log on the console too (it is always in "
-                                                          "the run's log file)")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="MMEngine's full log on the console too (it is always in the run's log file)",
+    )
     p.set_defaults(func=main)
 
     t = subparsers.add_parser("test", help="evaluate a detector/segmentor checkpoint (bbox/segm AP or mIoU)")
@@ -49,8 +60,10 @@ def add_parser(subparsers) -> None:
     t.add_argument("checkpoint", help="an MMEngine checkpoint, e.g. <run dir>/last.pth")
     t.add_argument("overrides", nargs="*", metavar="key=value")
     t.add_argument("--tta", action="store_true", help="test-time augmentation (the config's tta_model/tta_pipeline)")
-    t.add_argument("--work-dir", help="where to write the test's logs (default beside the checkpoint's run: "
-                                      "<run>-test-<checkpoint>)")
+    t.add_argument(
+        "--work-dir",
+        help="where to write the test's logs (default beside the checkpoint's run: <run>-test-<checkpoint>)",
+    )
     t.add_argument("--json", action="store_true", help="print the metrics as JSON")
     t.add_argument("--verbose", action="store_true", help="MMEngine's full log on the console too")
     t.set_defaults(func=test_main)
@@ -58,22 +71,44 @@ def add_parser(subparsers) -> None:
 
 def main(args) -> int:
     """``depthbench finetune``."""
-    return run_finetune(args.config, overrides=args.overrides, nproc=args.nproc, resume=args.resume,
-                        work_dir=args.work_dir, verbose=args.verbose).exit_code
+    return run_finetune(
+        args.config,
+        overrides=args.overrides,
+        nproc=args.nproc,
+        resume=args.resume,
+        work_dir=args.work_dir,
+        verbose=args.verbose,
+    ).exit_code
 
 
 def test_main(args) -> int:
     """``depthbench test``: the numeric metrics on one line (or as JSON), printed by the main process only."""
-    result = run_test(args.config, args.checkpoint, overrides=args.overrides, tta=args.tta, work_dir=args.work_dir,
-                      verbose=args.verbose)
+    result = run_test(
+        args.config,
+        args.checkpoint,
+        overrides=args.overrides,
+        tta=args.tta,
+        work_dir=args.work_dir,
+        verbose=args.verbose,
+    )
     if result.is_main:
-        print(json.dumps(result.metrics) if args.json else
-              "  ".join(f"{k} {v:.4f}" for k, v in result.metrics.items()) + f"  ({result.run_dir})")
+        print(
+            json.dumps(result.metrics)
+            if args.json
+            else "  ".join(f"{k} {v:.4f}" for k, v in result.metrics.items()) + f"  ({result.run_dir})"
+        )
     return 0
 
 
-def run_finetune(config: str | Path, *, overrides=(), nproc: int = 1, resume: str | Path | None = None,
-                 work_dir: str | Path | None = None, verbose: bool = False) -> "RunResult":
+def run_finetune(
+    config: str | Path,
+    *,
+    overrides=(),
+    nproc: int = 1,
+    resume: str | Path | None = None,
+    work_dir: str | Path | None = None,
+    verbose: bool = False,
+) -> "RunResult":
     """Fine-tune the detector/segmentor of ``config`` (with ``key=value`` ``overrides``) and return how it ended.
 
     ``nproc``: processes to start on this machine; ``resume``: ``"auto"`` (the run's newest checkpoint, if any --
@@ -104,8 +139,15 @@ def run_finetune(config: str | Path, *, overrides=(), nproc: int = 1, resume: st
     return RunResult.from_exit(code, plan.work_dir)
 
 
-def run_test(config: str | Path, checkpoint: str | Path, *, overrides=(), tta: bool = False,
-             work_dir: str | Path | None = None, verbose: bool = False) -> "TestResult":
+def run_test(
+    config: str | Path,
+    checkpoint: str | Path,
+    *,
+    overrides=(),
+    tta: bool = False,
+    work_dir: str | Path | None = None,
+    verbose: bool = False,
+) -> "TestResult":
     """Evaluate the MMEngine ``checkpoint`` (read weights-only) on ``config``'s test split (``tta``: the config's
     test-time augmentation); returns its numeric metrics and the run directory the logs went to (default beside
     the checkpoint's run, ``<run>-test-<checkpoint name>``; beside the file for a checkpoint outside any run).

@@ -7,6 +7,7 @@
 
 The list and the counts are harness/measure/catalog.py (meta device, each model's default input size).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -32,9 +33,14 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=main)
 
 
-def run(pattern: str = "*", *, family: str | None = None, flops: bool = True,
-        on_start: Callable[[list[tuple[str, str]]], None] | None = None,
-        on_row: Callable[[dict], None] | None = None) -> list[dict]:
+def run(
+    pattern: str = "*",
+    *,
+    family: str | None = None,
+    flops: bool = True,
+    on_start: Callable[[list[tuple[str, str]]], None] | None = None,
+    on_row: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Every registered model whose name matches the shell-style ``pattern`` (only ``family``'s if given:
     "baseline" or a paper), with its input size, parameters (M) and, if ``flops``, GFLOPs (MACs) -- or the error
     it raised when built. ``on_start`` gets the (name, family) list before any is counted, ``on_row`` each row as
@@ -42,11 +48,15 @@ def run(pattern: str = "*", *, family: str | None = None, flops: bool = True,
     from harness.engine.launch import configure_threads
     from harness.measure import catalog
 
-    selected = [(n, f) for n, f in catalog.registered()
-                if fnmatch.fnmatch(n, pattern) and (not family or f.startswith(family))]
+    selected = [
+        (n, f) for n, f in catalog.registered() if fnmatch.fnmatch(n, pattern) and (not family or f.startswith(family))
+    ]
     if not selected:
-        raise DepthbenchError(f"no model matches {pattern!r}" + (f" in family {family}" if family else "")
-                              + "; patterns are shell-style, e.g. 'steps_*' or '*rk4*'")
+        raise DepthbenchError(
+            f"no model matches {pattern!r}"
+            + (f" in family {family}" if family else "")
+            + "; patterns are shell-style, e.g. 'steps_*' or '*rk4*'"
+        )
     from harness.measure.cache import MeasurementCache
 
     configure_threads()
@@ -72,9 +82,13 @@ def announce(selected, flops: bool) -> int:
 
     pending = len(uncounted([name for name, _ in selected], flops))
     if pending:
-        print(f"depthbench models: counting {pending} of {plural(len(selected), 'model')} not in the measurement "
-              f"cache yet (the whole list takes about a minute on 2 cores; kept in {cache_dir()} for the next call and for "
-              f"verify/results)", file=sys.stderr, flush=True)
+        print(
+            f"depthbench models: counting {pending} of {plural(len(selected), 'model')} not in the measurement "
+            f"cache yet (the whole list takes about a minute on 2 cores; kept in {cache_dir()} for the next call and for "
+            f"verify/results)",
+            file=sys.stderr,
+            flush=True,
+        )
     return pending
 
 
@@ -88,10 +102,16 @@ def main(args) -> int:
             pending = announce(selected, not args.no_flops)
             if sys.stderr.isatty() and pending:
                 from tqdm import tqdm
+
                 bar = tqdm(total=len(selected), desc="counting", unit="model", leave=False)
 
-        rows = run(args.pattern, family=args.family, flops=not args.no_flops, on_start=start,
-                   on_row=lambda row: bar.update() if bar else None)
+        rows = run(
+            args.pattern,
+            family=args.family,
+            flops=not args.no_flops,
+            on_start=start,
+            on_row=lambda row: bar.update() if bar else None,
+        )
         if bar:
             bar.close()
         print(json.dumps(rows, indent=1))

@@ -17,6 +17,7 @@ One line per check with its verdict (ok / warn / fail) and number; ``<runs>/pref
 keeps it all for ``depthbench submit --estimate``. Exit 0 when nothing failed, 1 when a check failed, 2 for bad
 input. The checks are harness/measure/preflight/ (a module per check); docs/preflight.md explains each.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,27 +36,51 @@ __all__ = ["run", "add_parser", "main"]
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "preflight", help="check nodes before a long run: versions, devices, step time and memory, loader, "
-                          "all-reduce bandwidth, checkpoint write; keeps preflight.json",
+        "preflight",
+        help="check nodes before a long run: versions, devices, step time and memory, loader, "
+        "all-reduce bandwidth, checkpoint write; keeps preflight.json",
         description="Checks this allocation (every rank) for the runs CONFIG... will make; one line per check "
-                    "with its verdict and number. key=value words override every CONFIG; --config CONFIG k=v "
-                    "gives one config overrides of its own.")
-    p.add_argument("configs", nargs="*", metavar="CONFIG|key=value",
-                   help="training configs to check, then key=value overrides for all of them")
-    p.add_argument("--config", dest="groups", action="append", nargs="+", default=[], metavar=("CONFIG", "key=value"),
-                   help="one more config with overrides of its own (repeatable)")
+        "with its verdict and number. key=value words override every CONFIG; --config CONFIG k=v "
+        "gives one config overrides of its own.",
+    )
+    p.add_argument(
+        "configs",
+        nargs="*",
+        metavar="CONFIG|key=value",
+        help="training configs to check, then key=value overrides for all of them",
+    )
+    p.add_argument(
+        "--config",
+        dest="groups",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar=("CONFIG", "key=value"),
+        help="one more config with overrides of its own (repeatable)",
+    )
     p.add_argument("--nodes", type=int, metavar="N", help="nodes the runs will use (default: as this runs)")
-    p.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
-                   help="GPUs per node the runs will use, one rank each (default 0; sets --device cuda)")
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=0,
+        metavar="G",
+        help="GPUs per node the runs will use, one rank each (default 0; sets --device cuda)",
+    )
     p.add_argument("--ntasks-per-node", type=int, metavar="T", help="ranks per node on CPU partitions")
     p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
     p.add_argument("--time", metavar="LIMIT", help="the runs' time limit (Slurm --time), for the checkpoint window")
-    p.add_argument("--warning", type=int, default=120, metavar="SECONDS",
-                   help="seconds between Slurm's USR1 and the time limit (default 120, as submit)")
+    p.add_argument(
+        "--warning",
+        type=int,
+        default=120,
+        metavar="SECONDS",
+        help="seconds between Slurm's USR1 and the time limit (default 120, as submit)",
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when visible (or --gpus-per-node)")
     p.add_argument("--steps", type=int, metavar="N", help="timed training steps per config (default 10 CUDA, 3 CPU)")
-    p.add_argument("--loader-seconds", type=float, metavar="S",
-                   help="how long each loader is timed (default 20 CUDA, 10 CPU)")
+    p.add_argument(
+        "--loader-seconds", type=float, metavar="S", help="how long each loader is timed (default 20 CUDA, 10 CPU)"
+    )
     p.add_argument("--work-dir", metavar="DIR", help="where preflight.json goes (default results/runs/preflight/<id>)")
     p.add_argument("--json", action="store_true", help="print the record as JSON")
     p.set_defaults(func=main, overrides=[])
@@ -68,23 +93,47 @@ def main(args) -> int:
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
     groups = [(group[0], group[1:]) for group in args.groups]
-    report = run(configs, overrides=overrides, with_overrides=groups, nodes=args.nodes,
-                 gpus_per_node=args.gpus_per_node, ntasks_per_node=args.ntasks_per_node, nproc=args.nproc,
-                 time=args.time, warning=args.warning, device=args.device, steps=args.steps,
-                 loader_seconds=args.loader_seconds, work_dir=args.work_dir,
-                 progress=lambda line: print(line, file=sys.stderr, flush=True))
+    report = run(
+        configs,
+        overrides=overrides,
+        with_overrides=groups,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        ntasks_per_node=args.ntasks_per_node,
+        nproc=args.nproc,
+        time=args.time,
+        warning=args.warning,
+        device=args.device,
+        steps=args.steps,
+        loader_seconds=args.loader_seconds,
+        work_dir=args.work_dir,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     if report.record and not report.shown:  # rank 0 (under --nproc its own process showed it)
-        print(json.dumps(report.record, indent=1, default=str) if args.json else printable(report.text, newlines=True),
-              flush=True)
+        print(
+            json.dumps(report.record, indent=1, default=str) if args.json else printable(report.text, newlines=True),
+            flush=True,
+        )
     return report.exit_code
 
 
-def run(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (),
-        with_overrides: Sequence[tuple[str | Path, Sequence[str]]] = (), nodes: int | None = None,
-        gpus_per_node: int = 0, ntasks_per_node: int | None = None, nproc: int = 1, time: str | None = None,
-        warning: int = 120, device: str | None = None, steps: int | None = None,
-        loader_seconds: float | None = None, work_dir: str | Path | None = None,
-        progress: Callable[[str], None] | None = None) -> Report:
+def run(
+    configs: Sequence[str | Path] = (),
+    *,
+    overrides: Sequence[str] = (),
+    with_overrides: Sequence[tuple[str | Path, Sequence[str]]] = (),
+    nodes: int | None = None,
+    gpus_per_node: int = 0,
+    ntasks_per_node: int | None = None,
+    nproc: int = 1,
+    time: str | None = None,
+    warning: int = 120,
+    device: str | None = None,
+    steps: int | None = None,
+    loader_seconds: float | None = None,
+    work_dir: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
     """Check this allocation for the runs of ``configs`` (each with the ``key=value`` ``overrides``) and of
     ``with_overrides`` (``(config, its own overrides)`` pairs), planned on ``nodes`` x ``gpus_per_node`` (or
     ``ntasks_per_node``) ranks with Slurm's ``time`` limit and ``warning`` (default: the layout this runs on).
@@ -99,14 +148,22 @@ def run(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (),
     from harness.engine.launch import launched, prepare_launcher
     from harness.measure.preflight import Layout, Options, Target, preflight_process
 
-    for option, value, least in (("--nodes", nodes, 1), ("--gpus-per-node", gpus_per_node, 0),
-                                 ("--ntasks-per-node", ntasks_per_node, 1), ("--nproc", nproc, 1),
-                                 ("--warning", warning, 1), ("--steps", steps, 1), ("--loader-seconds", loader_seconds, 0.1)):
+    for option, value, least in (
+        ("--nodes", nodes, 1),
+        ("--gpus-per-node", gpus_per_node, 0),
+        ("--ntasks-per-node", ntasks_per_node, 1),
+        ("--nproc", nproc, 1),
+        ("--warning", warning, 1),
+        ("--steps", steps, 1),
+        ("--loader-seconds", loader_seconds, 0.1),
+    ):
         if value is not None and (isinstance(value, bool) or value < least):
             raise DepthbenchError(f"{option} must be at least {least}, not {value}")
     if gpus_per_node and ntasks_per_node and ntasks_per_node != gpus_per_node:
-        raise DepthbenchError(f"--ntasks-per-node {ntasks_per_node} with --gpus-per-node {gpus_per_node}: one rank "
-                              f"per GPU; leave --ntasks-per-node out on GPU partitions")
+        raise DepthbenchError(
+            f"--ntasks-per-node {ntasks_per_node} with --gpus-per-node {gpus_per_node}: one rank "
+            f"per GPU; leave --ntasks-per-node out on GPU partitions"
+        )
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: choose cpu or cuda")
     if nproc > 1 and launched():
@@ -125,14 +182,17 @@ def run(configs: Sequence[str | Path] = (), *, overrides: Sequence[str] = (),
         if stems.count(stem) == 1:
             t.label = stem
     ranks_per_node = gpus_per_node or ntasks_per_node or None
-    layout = Layout(nodes=nodes or (1 if ranks_per_node else None), ranks_per_node=ranks_per_node or
-                    (1 if nodes else None), time_s=time_s, warning_s=warning)
+    layout = Layout(
+        nodes=nodes or (1 if ranks_per_node else None),
+        ranks_per_node=ranks_per_node or (1 if nodes else None),
+        time_s=time_s,
+        warning_s=warning,
+    )
     if device is None and gpus_per_node:
         device = "cuda"
     options = Options(device=device, steps=steps, loader_seconds=loader_seconds)
     if nproc > 1:
-        return _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning,
-                        work_dir)
+        return _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning, work_dir)
     return preflight_process(targets, layout, options, work_dir, progress)
 
 
@@ -144,8 +204,7 @@ def _seconds(time: str | None) -> int | None:
     return parse_time(str(time))
 
 
-def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning,
-             work_dir) -> Report:
+def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_node, time, warning, work_dir) -> Report:
     """``--nproc P``: P local ranks of ``depthbench preflight``; rank 0's process prints the report."""
     from harness.core.files import BadFile, printable, read_json, read_text
     from harness.engine.launch import spawn
@@ -157,9 +216,15 @@ def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_n
     argv = ["preflight", "--work-dir", str(path), "--warning", str(warning)]
     for t in targets:
         argv += ["--config", t.config, *t.overrides]
-    for option, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node or None),
-                          ("--ntasks-per-node", ntasks_per_node), ("--time", time), ("--device", options.device),
-                          ("--steps", options.steps), ("--loader-seconds", options.loader_seconds)):
+    for option, value in (
+        ("--nodes", nodes),
+        ("--gpus-per-node", gpus_per_node or None),
+        ("--ntasks-per-node", ntasks_per_node),
+        ("--time", time),
+        ("--device", options.device),
+        ("--steps", options.steps),
+        ("--loader-seconds", options.loader_seconds),
+    ):
         if value is not None:
             argv += [option, str(value)]
     code = spawn(nproc, argv)
@@ -168,6 +233,9 @@ def _spawned(targets, layout, options, nproc, nodes, gpus_per_node, ntasks_per_n
         text = printable(read_text(path / "preflight.txt", inside=path), newlines=True).rstrip("\n")
         checks = [Check(**c) for c in record.get("checks", [])]
     except (OSError, BadFile, TypeError):
-        raise DepthbenchError(f"the {nproc} preflight processes ended (exit {code}) without a record in {path}; "
-                              f"their output above says why", exit_code=1) from None
+        raise DepthbenchError(
+            f"the {nproc} preflight processes ended (exit {code}) without a record in {path}; "
+            f"their output above says why",
+            exit_code=1,
+        ) from None
     return Report(checks, record, path / RECORD, text, code if code else 0, shown=True)

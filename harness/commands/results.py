@@ -13,6 +13,7 @@ come from the ``depthbench verify`` audit (cached in ``.cache/depthbench``).
     from harness.commands.results import run
     report = run(papers=["stepsnet"], format="html", out="report/")   # ResultsReport(text, files, tables, runs, ...)
 """
+
 from __future__ import annotations
 
 import io
@@ -29,25 +30,47 @@ FORMATS = ("md", "csv", "tex", "html")
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("results", help="the papers' tables and figures from runs, paper beside ours",
-                              description=__doc__.split("\n\n")[0])
+    p = subparsers.add_parser(
+        "results",
+        help="the papers' tables and figures from runs, paper beside ours",
+        description=__doc__.split("\n\n")[0],
+    )
     p.add_argument("--paper", action="append", help="paper(s) to show (default: all); repeatable")
     p.add_argument("--table", help="only the table with this id (e.g. 1, 5a, VII)")
-    p.add_argument("--file", action="append", help="a tables YAML to use (instead of results/tables/ unless --paper "
-                                                   "is given too); repeatable")
-    p.add_argument("--runs", action="append", metavar="DIR",
-                   help="run directories or roots to collect (default: $DEPTHBENCH_RUNS or results/runs); repeatable")
+    p.add_argument(
+        "--file",
+        action="append",
+        help="a tables YAML to use (instead of results/tables/ unless --paper is given too); repeatable",
+    )
+    p.add_argument(
+        "--runs",
+        action="append",
+        metavar="DIR",
+        help="run directories or roots to collect (default: $DEPTHBENCH_RUNS or results/runs); repeatable",
+    )
     p.add_argument("--format", choices=FORMATS, default="md", help="output format (default md; html needs --out)")
     p.add_argument("--out", metavar="DIR", help="write files (tables, figures, the HTML site) here instead of stdout")
-    p.add_argument("--reduce", choices=("best", "last", "mean"), default="best",
-                   help="one value per run: the best evaluation, the last, or the mean of the last 5 (default best)")
+    p.add_argument(
+        "--reduce",
+        choices=("best", "last", "mean"),
+        default="best",
+        help="one value per run: the best evaluation, the last, or the mean of the last 5 (default best)",
+    )
     p.add_argument("--status", action="store_true", help="print the reproduction status per paper and table")
-    p.add_argument("--bench", action="append", metavar="CSV",
-                   help="throughput CSVs in timm's benchmark schema (depthbench bench --out) for the throughput-accuracy "
-                        "figure (default: results/bench/*.csv, benchmarks/results/*/*.csv); repeatable")
+    p.add_argument(
+        "--bench",
+        action="append",
+        metavar="CSV",
+        help="throughput CSVs in timm's benchmark schema (depthbench bench --out) for the throughput-accuracy "
+        "figure (default: results/bench/*.csv, benchmarks/results/*/*.csv); repeatable",
+    )
     p.add_argument("--no-audit", action="store_true", help="leave the architecture columns out (no model is built)")
-    p.add_argument("--claims", metavar="DIR", help="a `depthbench claims` report folder for the HTML report's Claims "
-                                                   "page (default: results/claims when it holds claims.json)")
+    p.add_argument(
+        "--claims",
+        metavar="DIR",
+        help="a `depthbench claims` report folder for the HTML report's Claims "
+        "page (default: results/claims when it holds claims.json)",
+    )
     p.set_defaults(func=main)
 
 
@@ -57,6 +80,7 @@ class ResultsReport:
     ``out`` is given, else the files written); ``files``, every file written; ``tables``, the tables rendered;
     ``runs``, the runs collected; ``summary``, its closing line (the problems found, or how many runs were
     collected from where; printed on stderr)."""
+
     text: str = ""
     files: list = field(default_factory=list)
     tables: int = 0
@@ -67,18 +91,39 @@ class ResultsReport:
 def main(args) -> int:
     from harness.core.files import printable
 
-    report = run(papers=args.paper, table=args.table, files=args.file, runs=args.runs, format=args.format,
-                 out=args.out, reduce=args.reduce, status=args.status, bench=args.bench, audit=not args.no_audit,
-                 claims=args.claims)
+    report = run(
+        papers=args.paper,
+        table=args.table,
+        files=args.file,
+        runs=args.runs,
+        format=args.format,
+        out=args.out,
+        reduce=args.reduce,
+        status=args.status,
+        bench=args.bench,
+        audit=not args.no_audit,
+        claims=args.claims,
+    )
     sys.stdout.write(printable(report.text, newlines=True))  # run names and fields come from the runs' files
     sys.stdout.flush()
     print(printable(report.summary, newlines=True), file=sys.stderr)
     return 0
 
 
-def run(*, papers=None, table: str | None = None, files=None, runs=None, format: str = "md",
-        out: str | Path | None = None, reduce: str = "best", status: bool = False, bench=None,
-        audit: bool = True, claims: str | Path | None = None) -> ResultsReport:
+def run(
+    *,
+    papers=None,
+    table: str | None = None,
+    files=None,
+    runs=None,
+    format: str = "md",
+    out: str | Path | None = None,
+    reduce: str = "best",
+    status: bool = False,
+    bench=None,
+    audit: bool = True,
+    claims: str | Path | None = None,
+) -> ResultsReport:
     """Regenerate the papers' tables from runs, with the paper's numbers beside ours; the keyword arguments are
     the command's options (``papers``, ``files``, ``runs``, ``bench``: lists). ``out``: write the tables (+
     figures), the status view or the HTML site there, else the returned ``text`` holds the tables. Nothing is
@@ -113,8 +158,10 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     if out:
         out.mkdir(parents=True, exist_ok=True)
     if not bench:  # where `depthbench bench --out` results are kept
-        bench_frame = _bench_frames(sorted(Path("results/bench").glob("*.csv"))
-                                    + sorted(Path("benchmarks/results").glob("*/*.csv")), strict=False)
+        bench_frame = _bench_frames(
+            sorted(Path("results/bench").glob("*.csv")) + sorted(Path("benchmarks/results").glob("*/*.csv")),
+            strict=False,
+        )
     report = ResultsReport(tables=len(views), runs=len(frame))
     if status:
         text = status_text(views)
@@ -125,8 +172,9 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
     elif format == "html":
         from results import report as site
 
-        diagnose_csvs = [Path(p) / "shortcut_ratio.csv" for p in frame.get("path", [])
-                         if (Path(p) / "shortcut_ratio.csv").is_file()]
+        diagnose_csvs = [
+            Path(p) / "shortcut_ratio.csv" for p in frame.get("path", []) if (Path(p) / "shortcut_ratio.csv").is_file()
+        ]
         pages = site.build(views, frame, problems, out, bench_frame, diagnose_csvs, claims)
         report.files += list(pages)
         report.text = f"wrote {len(pages)} pages and their figures to {out}/ — open {out / 'index.html'}\n"
@@ -134,8 +182,9 @@ def run(*, papers=None, table: str | None = None, files=None, runs=None, format:
         _write_tables(views, format, out, render, report)
         if out:
             _write_figures(views, frame, out, bench_frame, report)
-    report.summary = (problems.summary() if len(problems)
-                      else f"{len(frame)} run(s) collected from {', '.join(map(str, roots))}")
+    report.summary = (
+        problems.summary() if len(problems) else f"{len(frame)} run(s) collected from {', '.join(map(str, roots))}"
+    )
     return report
 
 
@@ -188,8 +237,9 @@ def _claims_report(claims):
     folder = Path(claims) if claims else DEFAULT_OUT
     if not os.path.lexists(folder / "claims.json"):  # there but a link or a FIFO: read_report names it
         if claims:
-            raise DepthbenchError(f"--claims {claims}: no claims.json there; give the --out folder of a "
-                                  "`depthbench claims` run")
+            raise DepthbenchError(
+                f"--claims {claims}: no claims.json there; give the --out folder of a `depthbench claims` run"
+            )
         return None
     return folder, read_report(folder / "claims.json")
 
@@ -208,8 +258,9 @@ def _check_writable(out: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-results-"):
             pass
     except OSError as e:
-        raise DepthbenchError(f"--out {out}: cannot write in {ancestor} ({e.strerror}); choose a writable "
-                              "folder") from None
+        raise DepthbenchError(
+            f"--out {out}: cannot write in {ancestor} ({e.strerror}); choose a writable folder"
+        ) from None
 
 
 def _bench_frames(paths, strict: bool):
@@ -229,8 +280,10 @@ def _bench_frames(paths, strict: bool):
         if {"model", "infer_samples_per_sec"} <= set(frame.columns):
             frames.append(frame)
         elif strict:
-            raise DepthbenchError(f"--bench {path} has no 'model' and 'infer_samples_per_sec' columns "
-                                  "(timm's benchmark CSV, as depthbench bench --out writes it)")
+            raise DepthbenchError(
+                f"--bench {path} has no 'model' and 'infer_samples_per_sec' columns "
+                "(timm's benchmark CSV, as depthbench bench --out writes it)"
+            )
     return pd.concat(frames) if frames else None
 
 
@@ -279,5 +332,3 @@ def _write_figures(views, frame, out, bench, report: ResultsReport) -> None:
     report.files += list(written)
     if written:
         report.text += f"wrote {len(written)} figure files to {fig_dir}\n"
-
-

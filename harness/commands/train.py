@@ -17,6 +17,7 @@ process finds its rank in the environment. Exit codes: 0 done, 1 failed (e.g. a 
 75 preempted (checkpointed; rerun with ``--resume auto``). The run itself is :mod:`harness.engine.runner`; see
 docs/training.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,29 +56,54 @@ class HelpConfig(argparse.Action):
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="pretrain/fine-tune a model from a config (Accelerate or DeepSpeed)")
-    p.add_argument("--help-config", action=HelpConfig,
-                   help="list every config key with its default (with CONFIG: that config's value), type, range "
-                        "and help, and exit")
-    p.add_argument("config", nargs="?",
-                   help="a config file, e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py (left out with "
-                        "--resume auto --work-dir RUN: the run's own config)")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="config overrides, e.g. optim.lr=1e-3 epochs=10 (+key=value adds a key)")
+    p.add_argument(
+        "--help-config",
+        action=HelpConfig,
+        help="list every config key with its default (with CONFIG: that config's value), type, range "
+        "and help, and exit",
+    )
+    p.add_argument(
+        "config",
+        nargs="?",
+        help="a config file, e.g. configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py (left out with "
+        "--resume auto --work-dir RUN: the run's own config)",
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="config overrides, e.g. optim.lr=1e-3 epochs=10 (+key=value adds a key)",
+    )
     p.add_argument("--engine", choices=["accelerate", "deepspeed"], help="default: the config's `engine`")
     p.add_argument("--nproc", type=int, default=1, help="processes to start on this machine (default 1)")
-    p.add_argument("--resume", metavar="auto|PATH",
-                   help="auto: continue the run's last.pth if there is one; PATH: a checkpoint or run directory")
+    p.add_argument(
+        "--resume",
+        metavar="auto|PATH",
+        help="auto: continue the run's last.pth if there is one; PATH: a checkpoint or run directory",
+    )
     p.add_argument("--work-dir", help="the run directory (default results/runs/<experiment>/<run-id>)")
-    p.add_argument("--allow-changes", nargs="+", default=(), metavar="KEY",
-                   help="on a resume, accept these config keys differing from the run's (recorded in meta.json)")
-    speed = p.add_argument_group("speed options (config keys compile.*, channels_last, grad_checkpointing; "
-                                 "docs/training.md)")
+    p.add_argument(
+        "--allow-changes",
+        nargs="+",
+        default=(),
+        metavar="KEY",
+        help="on a resume, accept these config keys differing from the run's (recorded in meta.json)",
+    )
+    speed = p.add_argument_group(
+        "speed options (config keys compile.*, channels_last, grad_checkpointing; docs/training.md)"
+    )
     speed.add_argument("--compile", action="store_true", help="torch.compile the training step (compile.enable=True)")
-    speed.add_argument("--compile-mode", metavar="MODE",
-                       help="torch.compile mode, e.g. max-autotune or reduce-overhead (implies --compile)")
+    speed.add_argument(
+        "--compile-mode",
+        metavar="MODE",
+        help="torch.compile mode, e.g. max-autotune or reduce-overhead (implies --compile)",
+    )
     speed.add_argument("--channels-last", action="store_true", help="NHWC weights and image batches")
-    speed.add_argument("--grad-checkpointing", action="store_true",
-                       help="recompute activations in backward (the model's set_grad_checkpointing)")
+    speed.add_argument(
+        "--grad-checkpointing",
+        action="store_true",
+        help="recompute activations in backward (the model's set_grad_checkpointing)",
+    )
     p.set_defaults(func=main)
 
 
@@ -88,14 +114,27 @@ def main(args) -> int:
     config = args.config
     if config is not None and "=" in config and Path(config).suffix != ".py":  # `train --work-dir R epochs=3`
         config, overrides = None, [config, *overrides]
-    return run(config, work_dir=args.work_dir, resume=args.resume, overrides=overrides,
-               engine=args.engine, nproc=args.nproc, compile=args.compile, compile_mode=args.compile_mode,
-               channels_last=args.channels_last, grad_checkpointing=args.grad_checkpointing,
-               allow_changes=allow).exit_code
+    return run(
+        config,
+        work_dir=args.work_dir,
+        resume=args.resume,
+        overrides=overrides,
+        engine=args.engine,
+        nproc=args.nproc,
+        compile=args.compile,
+        compile_mode=args.compile_mode,
+        channels_last=args.channels_last,
+        grad_checkpointing=args.grad_checkpointing,
+        allow_changes=allow,
+    ).exit_code
 
 
-def speed_overrides(compile: bool = False, compile_mode: str | None = None, channels_last: bool = False,
-                    grad_checkpointing: bool = False) -> list[str]:
+def speed_overrides(
+    compile: bool = False,
+    compile_mode: str | None = None,
+    channels_last: bool = False,
+    grad_checkpointing: bool = False,
+) -> list[str]:
     """The ``key=value`` overrides the speed flags stand for (so ``--nproc`` passes them on unchanged)."""
     overrides = ["compile.enable=True"] if compile or compile_mode else []
     overrides += [f"compile.mode={compile_mode}"] if compile_mode else []
@@ -103,10 +142,20 @@ def speed_overrides(compile: bool = False, compile_mode: str | None = None, chan
     return overrides + (["grad_checkpointing=True"] if grad_checkpointing else [])
 
 
-def run(config: str | Path | None, *, work_dir: str | Path | None = None, resume: str | Path | None = None,
-        overrides=(), engine: str | None = None, nproc: int = 1, compile: bool = False,
-        compile_mode: str | None = None, channels_last: bool = False,
-        grad_checkpointing: bool = False, allow_changes=()) -> "RunResult":
+def run(
+    config: str | Path | None,
+    *,
+    work_dir: str | Path | None = None,
+    resume: str | Path | None = None,
+    overrides=(),
+    engine: str | None = None,
+    nproc: int = 1,
+    compile: bool = False,
+    compile_mode: str | None = None,
+    channels_last: bool = False,
+    grad_checkpointing: bool = False,
+    allow_changes=(),
+) -> "RunResult":
     """Train from the config file ``config`` (with ``key=value`` ``overrides``) and return how it ended.
 
     ``work_dir``: the run directory (default: a new ``results/runs/<experiment>/<run-id>``); ``resume``:
@@ -120,8 +169,14 @@ def run(config: str | Path | None, *, work_dir: str | Path | None = None, resume
     failed/preempted).
     """
     from harness.engine.builders import load_training_config, load_run_config
-    from harness.engine.launch import (configure_threads, die_with_launcher, distributed_env, launched,
-                                       prepare_launcher, spawn)
+    from harness.engine.launch import (
+        configure_threads,
+        die_with_launcher,
+        distributed_env,
+        launched,
+        prepare_launcher,
+        spawn,
+    )
     from harness.engine.runner import RunResult, prepare_run, train_process
 
     die_with_launcher()
@@ -141,16 +196,30 @@ def run(config: str | Path | None, *, work_dir: str | Path | None = None, resume
     world_size = nproc if not launched() else int(distributed_env()["WORLD_SIZE"])
     # a launcher's ranks other than 0 keep quiet about bad input: rank 0 says it once
     try:
-        plan = prepare_run(cfg, str(config), work_dir=work_dir, resume=resume, world_size=world_size,
-                           pick_new=not launched(), allow_changes=tuple(allow_changes))
+        plan = prepare_run(
+            cfg,
+            str(config),
+            work_dir=work_dir,
+            resume=resume,
+            world_size=world_size,
+            pick_new=not launched(),
+            allow_changes=tuple(allow_changes),
+        )
         plan.schedule_changes = schedule_changes
     except DepthbenchError as e:
         if distributed_env()["RANK"] != "0":
             raise SystemExit(e.exit_code) from None
         raise
     if nproc > 1:
-        argv = ["train", *([str(config)] if config_given else []), *overrides, "--engine", cfg.engine,
-                "--work-dir", str(plan.run_path)]
+        argv = [
+            "train",
+            *([str(config)] if config_given else []),
+            *overrides,
+            "--engine",
+            cfg.engine,
+            "--work-dir",
+            str(plan.run_path),
+        ]
         argv += ["--allow-changes", *allow_changes] if allow_changes else []
         argv += ["--resume", str(plan.resume_path)] if plan.resume_path is not None else []
         threads = configure_threads(nproc, cfg.data.workers, apply=False)

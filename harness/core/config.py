@@ -3,12 +3,14 @@
 Every key the engine reads has a default in ``configs/_base_/default_runtime.py`` (generated from the schema,
 harness/core/schema.py); recipes override them. A command-line override may only name a key that exists
 (``optim.lr=1e-3``, ``model.name=resnet18``); a typo fails in one line naming the key and its closest matches.
-Prefix a key with ``+`` to add one that the config does not have (``+model.img_size=32`` passes ``img_size`` to the model). Values are Python literals (numbers, strings,
-tuples, lists, ``None``, ``True``); anything that does not parse as a literal is taken as a string.
+Prefix a key with ``+`` to add one that the config does not have (``+model.img_size=32`` passes ``img_size`` to
+the model). Values are Python literals (numbers, strings, tuples, lists, ``None``, ``True``); anything that does
+not parse as a literal is taken as a string.
 
 A *sweep definition* is a config with a ``sweep`` dict (``axes``: ``{key: [values]}``); :func:`sweep_points`
 expands it into named override lists, one per run (the HO-ResNet learning-rate robustness sweep is one).
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,8 +50,10 @@ def _similar_configs(path: Path) -> str:
     if hits:  # named from the repository, where the working directory is not the checkout
         here = Path.cwd().resolve() == REPO.resolve()
         return "; did you mean " + " or ".join(h if here else str(REPO / h) for h in hits[:2]) + "?"
-    return ("; pretraining recipes live under configs/<paper>/, detection/segmentation under configs/det/ and "
-            "configs/seg/, demo presets under configs/demo/")
+    return (
+        "; pretraining recipes live under configs/<paper>/, detection/segmentation under configs/det/ and "
+        "configs/seg/, demo presets under configs/demo/"
+    )
 
 
 PACKAGE_PREFIXES = ("mmdet::", "mmseg::")
@@ -146,8 +150,10 @@ def apply_overrides(cfg, overrides) -> None:
     try:
         cfg.merge_from_dict(updates)
     except (TypeError, KeyError, ValueError) as e:  # e.g. a dict merged over a key that is None in the config
-        raise ConfigError(f"cannot apply overrides {', '.join(overrides)}: {type(e).__name__}: {e}; set the "
-                          f"inner keys one by one (e.g. a.b.c=value) or check the key's type") from None
+        raise ConfigError(
+            f"cannot apply overrides {', '.join(overrides)}: {type(e).__name__}: {e}; set the "
+            f"inner keys one by one (e.g. a.b.c=value) or check the key's type"
+        ) from None
 
 
 def _check_type(key: str, old, new) -> None:
@@ -158,8 +164,10 @@ def _check_type(key: str, old, new) -> None:
             return
         keys = list(old) or section_keys(key)
         example = f"{key}.{keys[0]}=..." if keys else f"{key}=dict(...)"
-        raise ConfigError(f"{key}={new!r}: {key} is a section, not a value; it takes the keys "
-                          f"{', '.join(keys) or '(none yet)'}: set one of them (e.g. {example})")
+        raise ConfigError(
+            f"{key}={new!r}: {key} is a section, not a value; it takes the keys "
+            f"{', '.join(keys) or '(none yet)'}: set one of them (e.g. {example})"
+        )
     if old is None or new is None:
         return
     numbers = (int, float)

@@ -8,15 +8,16 @@ before any expensive work starts or anything is written.
 It is not a ``ValueError`` on purpose: a broad ``except ValueError`` around library code must never swallow a
 message meant for the user.
 """
+
 from __future__ import annotations
 
 # the exit codes of every command (sysexits' EX_TEMPFAIL for "checkpointed, try again later")
 EXIT_OK = 0
-EXIT_FAILED = 1          # the work itself failed (a non-finite loss, a failed check in verify)
-EXIT_BAD_INPUT = 2       # bad input: nothing was done or written
-EXIT_PREEMPTED = 75      # stopped by a signal after a checkpoint; rerun with --resume auto
-EXIT_HUNG = 76           # a rank's watchdog saw no step end in time: stacks dumped, restart from the checkpoint
-EXIT_INTERRUPTED = 130   # a second Ctrl-C: stopped at once
+EXIT_FAILED = 1  # the work itself failed (a non-finite loss, a failed check in verify)
+EXIT_BAD_INPUT = 2  # bad input: nothing was done or written
+EXIT_PREEMPTED = 75  # stopped by a signal after a checkpoint; rerun with --resume auto
+EXIT_HUNG = 76  # a rank's watchdog saw no step end in time: stacks dumped, restart from the checkpoint
+EXIT_INTERRUPTED = 130  # a second Ctrl-C: stopped at once
 
 
 class DepthbenchError(Exception):

@@ -7,6 +7,7 @@ harness.core.files' opener inside the run directory (no link, no FIFO or device,
 of the form ``KIND-rank-R.EXT`` with a bounded R are looked at, and every field has a type and a range: a planted
 record is ignored (or named), never followed, waited on or crashed over.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,13 @@ from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, open_file, printable, read_json, read_text
 
 STEP_RECORD = struct.Struct("<q")  # step-rank-R.bin: one little-endian int64, the rank's last finished step
-MAX_RANK = 1 << 20                 # far above any job's ranks
-MAX_ATTEMPT = 1 << 20              # attempts of one job (Slurm's restart count)
+MAX_RANK = 1 << 20  # far above any job's ranks
+MAX_ATTEMPT = 1 << 20  # attempts of one job (Slurm's restart count)
 MAX_STEP = 1 << 62
-MAX_TEXT = 500                     # a node name, an error message: longer is cut
-MAX_EXITS_BYTES = 1 << 20          # the exits file: one short line per rank and attempt
-ALIVE_EVERY_S = 10.0               # a live rank rewrites its heartbeat at least this often (harness/engine/watchdog.py)
-SILENT_AFTER_S = 3 * ALIVE_EVERY_S # no heartbeat for this long: the rank was frozen or dead, not waiting
+MAX_TEXT = 500  # a node name, an error message: longer is cut
+MAX_EXITS_BYTES = 1 << 20  # the exits file: one short line per rank and attempt
+ALIVE_EVERY_S = 10.0  # a live rank rewrites its heartbeat at least this often (harness/engine/watchdog.py)
+SILENT_AFTER_S = 3 * ALIVE_EVERY_S  # no heartbeat for this long: the rank was frozen or dead, not waiting
 _NODE = re.compile(r"[A-Za-z0-9_.\-]{1,100}")  # a Slurm node name: it reaches `scontrol update ExcNodeList=`
 _RANK_FILE = re.compile(r"(heartbeat|error|stacks|step)-rank-(\d{1,7})\.(json|txt|bin)")
 _EXIT_LINE = re.compile(r"(\d{1,12}(?:\.\d{1,12})?) (\d{1,7}) (\S{1,200}) (-?\d{1,5})")
@@ -36,8 +37,10 @@ def restart_count(environ=None) -> int:
     count up to :data:`MAX_ATTEMPT` is one line."""
     value = (os.environ if environ is None else environ).get("SLURM_RESTART_COUNT") or "0"
     if not (value.isascii() and value.isdigit() and int(value[:8]) <= MAX_ATTEMPT and len(value) <= 8):
-        raise DepthbenchError(f"SLURM_RESTART_COUNT={printable(value)[:40]!r} is not a restart count (0 to "
-                              f"{MAX_ATTEMPT}); it is Slurm's to set: unset it outside a job")
+        raise DepthbenchError(
+            f"SLURM_RESTART_COUNT={printable(value)[:40]!r} is not a restart count (0 to "
+            f"{MAX_ATTEMPT}); it is Slurm's to set: unset it outside a job"
+        )
     return int(value)
 
 

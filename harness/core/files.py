@@ -4,6 +4,7 @@
 that is filled in several steps (a dataset export). :func:`data_cache` is where generated data lives;
 :func:`check_writable_folder` checks an output folder before any work.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,8 +24,12 @@ from numpy.lib import format as npy
 from harness.core.errors import DepthbenchError
 
 
-def atomic_write(path: str | Path, data: str | bytes | Callable[[BinaryIO], None],
-                 before_replace: Callable[[], None] | None = None, inside: str | Path | None = None) -> None:
+def atomic_write(
+    path: str | Path,
+    data: str | bytes | Callable[[BinaryIO], None],
+    before_replace: Callable[[], None] | None = None,
+    inside: str | Path | None = None,
+) -> None:
     """The one atomic file writer: write to a temporary name in the same folder, fsync, rename over ``path``,
     fsync the folder (so the rename itself is durable). A reader, or a process killed mid-write, sees the old
     file or the new one, never half a file. ``data``: text, bytes, or a function that writes to a binary file
@@ -67,12 +72,12 @@ def append_line(path: str | Path, line: str, sync: bool = True) -> None:
     someone replaced by a link to another file is refused (OSError ELOOP), not appended to; nor to a FIFO or
     device (opened without blocking, then refused as not a regular file)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise BadFile(f"{path} is a symbolic link; depthbench appends to no link: replace it by the file "
-                          f"itself") from None
+            raise BadFile(
+                f"{path} is a symbolic link; depthbench appends to no link: replace it by the file itself"
+            ) from None
         raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
@@ -139,8 +144,9 @@ def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
         raise DepthbenchError(f"{option} {path} is a file, not a directory; give a directory for {contents}")
     existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
     if not existing.is_dir():
-        raise DepthbenchError(f"{option} {path}: {existing} is a file, not a directory; give a directory for "
-                              f"{contents}")
+        raise DepthbenchError(
+            f"{option} {path}: {existing} is a file, not a directory; give a directory for {contents}"
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
         raise DepthbenchError(f"{option} {path}: {existing} is not writable; choose a directory you can write")
     return path
@@ -154,10 +160,10 @@ def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
 # ``max_bytes``, and JSON/YAML never deeper than ``max_depth`` (checked before the parser recurses) and of the type
 # the caller expects. Every refusal is a :class:`BadFile` (one line naming the file); a missing file stays
 # FileNotFoundError, so callers can tell "absent" from "wrong".
-MAX_BYTES = 64 << 20        # records and caches: far above any real one
-MAX_LOG_BYTES = 1 << 30     # metrics.jsonl of a long run (one line per log step)
-MAX_DEPTH = 64              # JSON/YAML nesting: real records nest < 10 deep; Python's parsers recurse ~1000 deep
-MAX_YAML_ALIASES = 100      # aliases multiply what a walk over the loaded document visits ("billion laughs")
+MAX_BYTES = 64 << 20  # records and caches: far above any real one
+MAX_LOG_BYTES = 1 << 30  # metrics.jsonl of a long run (one line per log step)
+MAX_DEPTH = 64  # JSON/YAML nesting: real records nest < 10 deep; Python's parsers recurse ~1000 deep
+MAX_YAML_ALIASES = 100  # aliases multiply what a walk over the loaded document visits ("billion laughs")
 
 
 class BadFile(DepthbenchError):
@@ -178,11 +184,23 @@ def _components(path: Path, inside: Path | None) -> tuple[Path, tuple[str, ...]]
 
 
 def _refuse(path, st, what: str):
-    kind = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-            else "a directory" if stat.S_ISDIR(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-            else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-    return BadFile(f"{what} {path} is {kind}, not a regular file; depthbench follows no links and opens no special "
-                   f"files in runs, records, caches and datasets: replace it by the file itself")
+    kind = (
+        "a symbolic link"
+        if stat.S_ISLNK(st.st_mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(st.st_mode)
+        else "a directory"
+        if stat.S_ISDIR(st.st_mode)
+        else "a socket"
+        if stat.S_ISSOCK(st.st_mode)
+        else "a device"
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+        else "not a regular file"
+    )
+    return BadFile(
+        f"{what} {path} is {kind}, not a regular file; depthbench follows no links and opens no special "
+        f"files in runs, records, caches and datasets: replace it by the file itself"
+    )
 
 
 def _open_dir_chain(path: Path, inside: Path | None, what: str) -> tuple[int, str]:
@@ -197,7 +215,7 @@ def _open_dir_chain(path: Path, inside: Path | None, what: str) -> tuple[int, st
             except FileNotFoundError:
                 raise
             if not stat.S_ISDIR(st.st_mode):
-                raise _refuse(Path(base, *parts[:i + 1]), st, f"the folder of the {what}")
+                raise _refuse(Path(base, *parts[: i + 1]), st, f"the folder of the {what}")
             sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = sub
@@ -207,8 +225,9 @@ def _open_dir_chain(path: Path, inside: Path | None, what: str) -> tuple[int, st
     return fd, parts[-1]
 
 
-def open_file(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-              what: str = "file") -> BinaryIO:
+def open_file(
+    path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES, what: str = "file"
+) -> BinaryIO:
     """``path`` opened for reading (binary), if it is a regular file reached without a link (see above) and not
     larger than ``max_bytes`` (None: any size, e.g. a checkpoint). ``inside``: the run directory (or other root)
     it must lie in; every component below it is opened with O_NOFOLLOW. FileNotFoundError when missing."""
@@ -222,8 +241,9 @@ def open_file(path: str | Path, *, inside: str | Path | None = None, max_bytes: 
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError as e:
             if e.errno == errno.ELOOP:  # became a link between the lstat and the open
-                raise BadFile(f"{what} {path} is a symbolic link; depthbench follows no links in runs, records and "
-                              f"caches") from None
+                raise BadFile(
+                    f"{what} {path} is a symbolic link; depthbench follows no links in runs, records and caches"
+                ) from None
             raise
     finally:
         os.close(dir_fd)
@@ -233,14 +253,17 @@ def open_file(path: str | Path, *, inside: str | Path | None = None, max_bytes: 
         raise _refuse(path, st, what)
     if max_bytes is not None and st.st_size > max_bytes:
         os.close(fd)
-        raise BadFile(f"{what} {path} is {st.st_size:,} bytes, more than the {max_bytes:,} depthbench reads; "
-                      f"it is not a file depthbench wrote")
+        raise BadFile(
+            f"{what} {path} is {st.st_size:,} bytes, more than the {max_bytes:,} depthbench reads; "
+            f"it is not a file depthbench wrote"
+        )
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
 
 
-def read_bytes(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-               what: str = "file") -> bytes:
+def read_bytes(
+    path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES, what: str = "file"
+) -> bytes:
     with open_file(path, inside=inside, max_bytes=max_bytes, what=what) as fh:
         data = fh.read(max_bytes + 1) if max_bytes is not None else fh.read()
     if max_bytes is not None and len(data) > max_bytes:  # grew after the fstat
@@ -248,8 +271,14 @@ def read_bytes(path: str | Path, *, inside: str | Path | None = None, max_bytes:
     return data
 
 
-def read_text(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-              what: str = "file", errors: str = "replace") -> str:
+def read_text(
+    path: str | Path,
+    *,
+    inside: str | Path | None = None,
+    max_bytes: int | None = MAX_BYTES,
+    what: str = "file",
+    errors: str = "replace",
+) -> str:
     return read_bytes(path, inside=inside, max_bytes=max_bytes, what=what).decode("utf-8", errors=errors)
 
 
@@ -277,7 +306,7 @@ def json_depth(text: str | bytes) -> int:
         return raw.count(b"[") + raw.count(b"{")
     raw = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)  # strings may hold any bracket
     codes = np.frombuffer(raw, dtype=np.uint8)
-    steps = (np.isin(codes, (0x5B, 0x7B)).astype(np.int32) - np.isin(codes, (0x5D, 0x7D)).astype(np.int32))
+    steps = np.isin(codes, (0x5B, 0x7B)).astype(np.int32) - np.isin(codes, (0x5D, 0x7D)).astype(np.int32)
     return int(np.cumsum(steps).max(initial=0))
 
 
@@ -287,8 +316,9 @@ def _type_name(types) -> str:
     return " or ".join(names.get(t, t.__name__) for t in types)
 
 
-def loads_json(text: str | bytes, *, source: str = "JSON", max_depth: int = MAX_DEPTH, expect=dict,
-               finite: bool = False):
+def loads_json(
+    text: str | bytes, *, source: str = "JSON", max_depth: int = MAX_DEPTH, expect=dict, finite: bool = False
+):
     """``json.loads`` that fails only with :class:`BadFile` (one line naming ``source``): not JSON, nested deeper
     than ``max_depth``, a number too long for an int, NaN/Infinity when ``finite``, a top level not of type(s)
     ``expect`` (None: any)."""
@@ -307,11 +337,24 @@ def loads_json(text: str | bytes, *, source: str = "JSON", max_depth: int = MAX_
     return value
 
 
-def read_json(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-              max_depth: int = MAX_DEPTH, expect=dict, finite: bool = False, what: str = "file"):
+def read_json(
+    path: str | Path,
+    *,
+    inside: str | Path | None = None,
+    max_bytes: int | None = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    expect=dict,
+    finite: bool = False,
+    what: str = "file",
+):
     """A JSON file through :func:`open_file` and :func:`loads_json`."""
-    return loads_json(read_bytes(path, inside=inside, max_bytes=max_bytes, what=what), source=f"{what} {path}",
-                      max_depth=max_depth, expect=expect, finite=finite)
+    return loads_json(
+        read_bytes(path, inside=inside, max_bytes=max_bytes, what=what),
+        source=f"{what} {path}",
+        max_depth=max_depth,
+        expect=expect,
+        finite=finite,
+    )
 
 
 def loads_yaml(text: str, *, source: str = "YAML", max_depth: int = MAX_DEPTH, expect=dict, loader=None):
@@ -340,10 +383,19 @@ def loads_yaml(text: str, *, source: str = "YAML", max_depth: int = MAX_DEPTH, e
     return value
 
 
-def read_yaml(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-              max_depth: int = MAX_DEPTH, expect=dict, loader=None, what: str = "file"):
-    return loads_yaml(_utf8(path, inside, max_bytes, what), source=f"{what} {path}",
-                      max_depth=max_depth, expect=expect, loader=loader)
+def read_yaml(
+    path: str | Path,
+    *,
+    inside: str | Path | None = None,
+    max_bytes: int | None = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    expect=dict,
+    loader=None,
+    what: str = "file",
+):
+    return loads_yaml(
+        _utf8(path, inside, max_bytes, what), source=f"{what} {path}", max_depth=max_depth, expect=expect, loader=loader
+    )
 
 
 def _utf8(path, inside, max_bytes, what) -> str:
@@ -374,8 +426,10 @@ def read_npy_from(fh, available: int, *, source: str, kinds: str = "iu", ndim: i
         raise BadFile(f"{source} is not a .npy array ({one_line(str(e))[:120]})") from None
     wanted = " or ".join(sorted({_NPY_KINDS.get(k, k) for k in kinds}))
     if dtype.hasobject or dtype.kind not in kinds or (ndim is not None and len(shape) != ndim):
-        raise BadFile(f"{source} holds {printable(dtype)} of shape {shape}, not "
-                      f"{'a list' if ndim == 1 else 'an array'} of {wanted}")
+        raise BadFile(
+            f"{source} holds {printable(dtype)} of shape {shape}, not "
+            f"{'a list' if ndim == 1 else 'an array'} of {wanted}"
+        )
     claimed, holds = int(np.prod(shape, dtype=object)) * dtype.itemsize, available - fh.tell()
     if claimed != holds:
         raise BadFile(f"{source} claims {claimed:,} bytes of data but holds {holds:,}; it is truncated or crafted")
@@ -385,8 +439,15 @@ def read_npy_from(fh, available: int, *, source: str, kinds: str = "iu", ndim: i
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
-def read_npy(path: str | Path, *, inside: str | Path | None = None, max_bytes: int | None = MAX_BYTES,
-             kinds: str = "iu", ndim: int | None = 1, what: str = "array file") -> np.ndarray:
+def read_npy(
+    path: str | Path,
+    *,
+    inside: str | Path | None = None,
+    max_bytes: int | None = MAX_BYTES,
+    kinds: str = "iu",
+    ndim: int | None = 1,
+    what: str = "array file",
+) -> np.ndarray:
     """A ``.npy`` file through :func:`open_file` and :func:`read_npy_from` (no pickle, typed, bounded)."""
     with open_file(path, inside=inside, max_bytes=max_bytes, what=what) as fh:
         return read_npy_from(fh, os.fstat(fh.fileno()).st_size, source=f"{what} {path}", kinds=kinds, ndim=ndim)
@@ -405,8 +466,9 @@ def no_link_below(path: str | Path, inside: str | Path, what: str = "file") -> P
             st = os.lstat(current)
         except FileNotFoundError:
             break
-        if stat.S_ISLNK(st.st_mode) or not (stat.S_ISDIR(st.st_mode) if i < len(parts) - 1
-                                            else stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        if stat.S_ISLNK(st.st_mode) or not (
+            stat.S_ISDIR(st.st_mode) if i < len(parts) - 1 else stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
+        ):
             raise _refuse(current, st, what)
     return path
 
@@ -433,8 +495,10 @@ def walk_files(root: str | Path, suffixes: tuple[str, ...] | None = None) -> Ite
             if entry.is_symlink():
                 target = os.path.realpath(entry.path)
                 if os.path.commonpath([real_root, target]) != real_root:
-                    raise BadFile(f"{entry.path} is a symbolic link out of the data root {root} (to {target}); "
-                                  f"depthbench follows no link out of a data root: copy the file into it")
+                    raise BadFile(
+                        f"{entry.path} is a symbolic link out of the data root {root} (to {target}); "
+                        f"depthbench follows no link out of a data root: copy the file into it"
+                    )
             if entry.is_dir():  # follows a link that stays inside the root
                 subfolders.append(Path(entry.path))
             elif entry.is_file() and (suffixes is None or entry.name.endswith(suffixes)):

@@ -17,6 +17,7 @@ writer is refused in one line. Runs also keep their resolved config as data (``c
 never execute ``config.py``. Experiment and run names cannot leave the runs root, and appends never follow a
 symbolic link.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -33,8 +34,17 @@ from pathlib import Path
 from harness.core.config_paths import REPO
 from harness.core.errors import DepthbenchError
 from harness.core.faults import restart_count
-from harness.core.files import (MAX_LOG_BYTES, BadFile, append_line, atomic_write, is_regular, loads_json,
-                                 no_link_below, read_json, read_text)
+from harness.core.files import (
+    MAX_LOG_BYTES,
+    BadFile,
+    append_line,
+    atomic_write,
+    is_regular,
+    loads_json,
+    no_link_below,
+    read_json,
+    read_text,
+)
 
 # the checkout's results/runs, not the working directory's: `results`, `jobs` and `--resume auto` find the runs
 # from any directory, as config paths resolve from any directory (README's Training section)
@@ -59,8 +69,10 @@ NAME = re.compile(r"[\w][\w.+=,@-]*")  # an experiment or run name: one path com
 def check_name(name, what: str = "experiment") -> str:
     """``name`` as one safe path component under the runs root (``experiment=../../x`` would write elsewhere)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or ".." in name:
-        raise DepthbenchError(f"{what} {name!r} is not a plain name (letters, digits, _ . + = , @ -, not starting "
-                              f"with . and without ..); runs live in <runs root>/<experiment>/<run id>")
+        raise DepthbenchError(
+            f"{what} {name!r} is not a plain name (letters, digits, _ . + = , @ -, not starting "
+            f"with . and without ..); runs live in <runs root>/<experiment>/<run id>"
+        )
     return name
 
 
@@ -79,8 +91,12 @@ def git_commit() -> str | None:
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -102,10 +118,13 @@ def slurm_meta(environ=None) -> dict:
     env = os.environ if environ is None else environ
     if not env.get("SLURM_JOB_ID"):
         return {}
-    return {"slurm_job_id": env["SLURM_JOB_ID"], "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
-            "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
-            "slurm_restart_count": restart_count(env),
-            "slurm_nodelist": env.get("SLURM_JOB_NODELIST")}
+    return {
+        "slurm_job_id": env["SLURM_JOB_ID"],
+        "slurm_array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+        "slurm_array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
+        "slurm_restart_count": restart_count(env),
+        "slurm_nodelist": env.get("SLURM_JOB_NODELIST"),
+    }
 
 
 _LOCKS: dict[str, int] = {}  # run directory -> the lock file this process holds (kept open: closing releases)
@@ -133,8 +152,10 @@ def lock_run_dir(path: str | Path) -> None:
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise DepthbenchError(f"cannot lock the run directory {path} ({e.strerror}); check that it is a directory "
-                              f"you can write, and that its .lock is a plain file") from None
+        raise DepthbenchError(
+            f"cannot lock the run directory {path} ({e.strerror}); check that it is a directory "
+            f"you can write, and that its .lock is a plain file"
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as .lock: refused, never waited on
         os.close(fd)
         raise DepthbenchError(f"cannot lock the run directory {path}: {lock} is not a regular file; remove it")
@@ -143,8 +164,9 @@ def lock_run_dir(path: str | Path) -> None:
     except BlockingIOError:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         os.close(fd)
-        raise DepthbenchError(f"the run directory {path} is in use by {holder}; wait for it to finish, or give "
-                              f"another --work-dir") from None
+        raise DepthbenchError(
+            f"the run directory {path} is in use by {holder}; wait for it to finish, or give another --work-dir"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
     _LOCKS[key] = fd
@@ -196,22 +218,39 @@ class RunDir:
         self.writer = writer
 
     @classmethod
-    def create(cls, experiment: str, run_id: str | None = None, root: str | Path | None = None,
-               writer: bool = True, path: str | Path | None = None, **meta) -> "RunDir":
+    def create(
+        cls,
+        experiment: str,
+        run_id: str | None = None,
+        root: str | Path | None = None,
+        writer: bool = True,
+        path: str | Path | None = None,
+        **meta,
+    ) -> "RunDir":
         """A new run at ``<root>/<experiment>/<run_id>``, or at ``path`` when given (e.g. ``--work-dir``)."""
         check_name(experiment)
         if path is None:
-            path = (Path(root or runs_root()) / experiment / check_name(run_id, "run id") if run_id
-                    else new_run_path(experiment, root))
+            path = (
+                Path(root or runs_root()) / experiment / check_name(run_id, "run id")
+                if run_id
+                else new_run_path(experiment, root)
+            )
         path = Path(path)
         run = cls(path, writer)
         if writer:
             path.mkdir(parents=True, exist_ok=True)
             _check_appended_files(path)
             lock_run_dir(path)
-            run.update_meta(experiment=experiment, run_id=path.name, status="running", start=now(),
-                            git_commit=git_commit(), packages=package_versions(), host=socket.gethostname(),
-                            **{**slurm_meta(), **meta})
+            run.update_meta(
+                experiment=experiment,
+                run_id=path.name,
+                status="running",
+                start=now(),
+                git_commit=git_commit(),
+                packages=package_versions(),
+                host=socket.gethostname(),
+                **{**slurm_meta(), **meta},
+            )
         return run
 
     @classmethod
@@ -238,8 +277,9 @@ class RunDir:
             return
         if "status" in fields and fields["status"] not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {fields['status']!r}")
-        atomic_write(self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str),
-                     inside=self.path)
+        atomic_write(
+            self.path / "meta.json", json.dumps({**self.meta(), **fields}, indent=1, default=str), inside=self.path
+        )
 
     def finish(self, status: str = "done", **fields) -> None:
         self.update_meta(status=status, end=now(), **fields)

@@ -9,6 +9,7 @@ in a report. Python's logging has no hook for handlers other code creates, so th
 stream=None)`` and on those libraries using the plain ``StreamHandler``: tests/harness/core/test_stdout_logs.py
 fails when either changes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,13 +22,16 @@ def library_logs_to_stderr() -> None:
     handlers (a run's log) are untouched. Idempotent."""
     init = logging.StreamHandler.__init__
     if not getattr(init, "to_stderr", False):
+
         def __init__(self, stream=None):
             init(self, sys.stderr if _is_stdout(stream) else stream)
 
         __init__.to_stderr = True
         logging.StreamHandler.__init__ = __init__
-    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(v, logging.Logger))]
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
     for handler in {h for logger in loggers for h in logger.handlers}:
         if type(handler) is logging.StreamHandler and _is_stdout(handler.stream):
             handler.setStream(sys.stderr)

@@ -1,5 +1,6 @@
 """Counts in the words the user reads: "1 epoch", "2 epochs". By hand: English plurals of the few nouns depthbench
 counts are a trailing s, and a dependency (inflect) for that would be heavier than the rule."""
+
 from __future__ import annotations
 
 

@@ -11,6 +11,7 @@
 Neither backend waits on the host during a step: the gradient norm stays a tensor, and :class:`NonFiniteGuard`
 skips an update with non-finite gradients on the device (the loop reads what happened at its next sync point).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +27,7 @@ from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwar
 from harness.core.errors import ConfigError, DepthbenchError
 from harness.engine.checkpoint import from_plain, to_cpu, to_plain
 from harness.engine.watchdog import hang_options
+
 
 # ----------------------------------------------------------------------------------------- backends
 def rank_device() -> torch.device:
@@ -43,8 +45,10 @@ def rank_device() -> torch.device:
         return torch.device("cpu")
     local, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
     if local >= count:
-        raise DepthbenchError(f"LOCAL_RANK={local} but this rank sees {count} GPU(s): give each rank all of its "
-                              "node's GPUs (srun --gpu-bind=none, no per-task CUDA_VISIBLE_DEVICES)")
+        raise DepthbenchError(
+            f"LOCAL_RANK={local} but this rank sees {count} GPU(s): give each rank all of its "
+            "node's GPUs (srun --gpu-bind=none, no per-task CUDA_VISIBLE_DEVICES)"
+        )
     device = torch.device("cuda", local)
     torch.cuda.set_device(device)
     bind_to_gpu_cores(local)
@@ -78,6 +82,7 @@ def bind_to_gpu_cores(index: int, sysfs: str = "/sys/bus/pci/devices") -> set[in
 
 class Backend:
     """What the loop needs from an engine; subclasses fill in the engine-specific parts."""
+
     name = ""
     input_dtype: torch.dtype | None = None  # DeepSpeed bf16/fp16 casts the model, so inputs are cast too
     channels_last_weights = True  # channels_last: NHWC weights too (not only inputs)
@@ -186,8 +191,11 @@ class Backend:
         self.cuda_graphs = mode == "reduce-overhead" and self.device.type == "cuda"
         if mode == "reduce-overhead" and not self.cuda_graphs:
             if self.is_main:
-                print(f"depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); compiling "
-                      f"in the default mode on the {self.device.type}", file=sys.stderr)
+                print(
+                    f"depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); compiling "
+                    f"in the default mode on the {self.device.type}",
+                    file=sys.stderr,
+                )
             return None
         return mode
 
@@ -261,8 +269,9 @@ class NonFiniteGuard:
             for kind, same in by_kind.items():
                 after = torch.cat([p.detach().reshape(-1) for p in same])
                 kept = torch.where(keep_old.to(kind[0]), before[kind], after)
-                torch._foreach_copy_(same, [part.view_as(p) for part, p in
-                                            zip(kept.split([p.numel() for p in same]), same)])
+                torch._foreach_copy_(
+                    same, [part.view_as(p) for part, p in zip(kept.split([p.numel() for p in same]), same)]
+                )
         return result
 
     def take_skipped(self) -> torch.Tensor:
@@ -286,24 +295,33 @@ def resolve_precision(precision: str) -> str:
 class AccelerateBackend(Backend):
     name = "accelerate"
 
-    def __init__(self, precision: str, grad_accum: int, find_unused_parameters: bool = False,
-                 timeout: datetime.timedelta | None = None):
+    def __init__(
+        self,
+        precision: str,
+        grad_accum: int,
+        find_unused_parameters: bool = False,
+        timeout: datetime.timedelta | None = None,
+    ):
         self.device = rank_device()  # Accelerate's state picks the same device (its local process index)
         precision = resolve_precision(precision)
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
             handlers.append(InitProcessGroupKwargs(timeout=timeout))
         self.accelerator = Accelerator(
-            cpu=not torch.cuda.is_available(), mixed_precision={"fp32": "no"}.get(precision, precision),
-            kwargs_handlers=handlers)
+            cpu=not torch.cuda.is_available(),
+            mixed_precision={"fp32": "no"}.get(precision, precision),
+            kwargs_handlers=handlers,
+        )
         super().__init__(precision, grad_accum)
 
     def prepare(self, model, optimizer):
         # fp16's GradScaler reads found_inf on the host (.item()) before every step of a non-fused optimizer; a
         # fused one takes it on the device. fp16 here means CUDA (also bf16 on a GPU without bf16).
         if self.accelerator.scaler is not None and not optimizer.defaults.get("fused"):
-            raise ConfigError(f"precision=fp16 on CUDA needs optim.fused=True (a {type(optimizer).__name__} without "
-                              "it waits on the host every step: GradScaler reads found_inf); or use bf16 or DeepSpeed")
+            raise ConfigError(
+                f"precision=fp16 on CUDA needs optim.fused=True (a {type(optimizer).__name__} without "
+                "it waits on the host every step: GradScaler reads found_inf); or use bf16 or DeepSpeed"
+            )
         self.non_finite_guard = NonFiniteGuard(optimizer, self.device, self.accelerator.scaler)
         return self.accelerator.prepare(model, optimizer)
 
@@ -359,42 +377,57 @@ class DeepSpeedBackend(Backend):
     # layout from the input or the weight).
     channels_last_weights = False
 
-    def __init__(self, precision: str, grad_accum: int, micro_batch: int, clip_grad: float | None,
-                 zero_stage: int = 2, extra_config: dict | None = None,
-                 timeout: datetime.timedelta | None = None):
+    def __init__(
+        self,
+        precision: str,
+        grad_accum: int,
+        micro_batch: int,
+        clip_grad: float | None,
+        zero_stage: int = 2,
+        extra_config: dict | None = None,
+        timeout: datetime.timedelta | None = None,
+    ):
         import deepspeed
         from deepspeed.utils import logger as ds_logger
 
         ds_logger.setLevel("WARNING")
         self.device = rank_device()
-        deepspeed.init_distributed(dist_backend="nccl" if self.device.type == "cuda" else "gloo",
-                                   auto_mpi_discovery=False, verbose=False,
-                                   **({"timeout": timeout} if timeout is not None else {}))
+        deepspeed.init_distributed(
+            dist_backend="nccl" if self.device.type == "cuda" else "gloo",
+            auto_mpi_discovery=False,
+            verbose=False,
+            **({"timeout": timeout} if timeout is not None else {}),
+        )
         super().__init__(precision, grad_accum)
         self.zero_stage = zero_stage
         # bf16: DeepSpeed's torch.autocast mode (fp32 weights, bf16 compute) -- the same numerics as Accelerate's,
         # and BatchNorm models work; DeepSpeed's bf16-weights mode is deepspeed.config=dict(bf16=dict(enabled=True)).
-        self.config = _deep_update({
-            "train_micro_batch_size_per_gpu": micro_batch,
-            "gradient_accumulation_steps": grad_accum,
-            "train_batch_size": micro_batch * grad_accum * self.world_size,
-            "gradient_clipping": float(clip_grad or 0.0),
-            "zero_optimization": {"stage": zero_stage},
-            "torch_autocast": {"enabled": self.precision == "bf16", "dtype": "bfloat16"},
-            "fp16": {"enabled": self.precision == "fp16"},
-            "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
-            "steps_per_print": 2**31 - 1,
-            # DeepSpeed's throughput timer defaults to on and synchronized: torch.cuda.synchronize at every forward
-            # and step (which set_sync_debug_mode does not flag); the loop times steps itself
-            "timers": {"throughput": {"enabled": False}},
-        }, extra_config or {})
+        self.config = _deep_update(
+            {
+                "train_micro_batch_size_per_gpu": micro_batch,
+                "gradient_accumulation_steps": grad_accum,
+                "train_batch_size": micro_batch * grad_accum * self.world_size,
+                "gradient_clipping": float(clip_grad or 0.0),
+                "zero_optimization": {"stage": zero_stage},
+                "torch_autocast": {"enabled": self.precision == "bf16", "dtype": "bfloat16"},
+                "fp16": {"enabled": self.precision == "fp16"},
+                "zero_allow_untested_optimizer": True,  # our optimizer is timm's (a torch optimizer)
+                "steps_per_print": 2**31 - 1,
+                # DeepSpeed's throughput timer defaults to on and synchronized: torch.cuda.synchronize at every forward
+                # and step (which set_sync_debug_mode does not flag); the loop times steps itself
+                "timers": {"throughput": {"enabled": False}},
+            },
+            extra_config or {},
+        )
         # ZeRO-1/2 read the global gradient norm on the host (a sync per step): only when clipping needs it (and
         # where DeepSpeed allows leaving it out: not ZeRO-1 with its bf16 weights, not with an offloaded optimizer).
         # Stages 0 and 3 have no such switch (DeepSpeed refuses compute_grad_norm=false there).
         zero = self.config["zero_optimization"]
         if zero["stage"] in (1, 2) and not zero.get("offload_optimizer"):
-            zero.setdefault("compute_grad_norm", bool(clip_grad) or (zero["stage"] == 1 and bool(
-                (self.config.get("bf16") or {}).get("enabled"))))
+            zero.setdefault(
+                "compute_grad_norm",
+                bool(clip_grad) or (zero["stage"] == 1 and bool((self.config.get("bf16") or {}).get("enabled"))),
+            )
 
     def prepare(self, model, optimizer):
         import deepspeed
@@ -441,14 +474,18 @@ class DeepSpeedBackend(Backend):
     def optimizer_state(self, optimizer):
         """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
         enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
-        return {"zero_stage": self.zero_stage,
-                "partitions": self.gather_object(to_cpu(to_plain(optimizer.state_dict())))}
+        return {
+            "zero_stage": self.zero_stage,
+            "partitions": self.gather_object(to_cpu(to_plain(optimizer.state_dict()))),
+        }
 
     def load_optimizer_state(self, optimizer, state) -> None:
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
-            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
-                                  f"{len(state['partitions'])} ranks; resume with the same stage and number of "
-                                  "processes")
+            raise DepthbenchError(
+                f"the checkpoint's DeepSpeed optimizer state is from ZeRO-{state['zero_stage']} on "
+                f"{len(state['partitions'])} ranks; resume with the same stage and number of "
+                "processes"
+            )
         if self.zero_stage == 0:
             optimizer.load_state_dict(from_plain(state["partitions"][self.rank]))
             return
@@ -475,8 +512,7 @@ def build_backend(cfg, micro_batch: int) -> Backend:
         return AccelerateBackend(cfg.precision, cfg.grad_accum, cfg.find_unused_parameters, timeout)
     if cfg.engine == "deepspeed":
         ds = cfg.deepspeed
-        return DeepSpeedBackend(cfg.precision, cfg.grad_accum, micro_batch, cfg.clip_grad, ds.zero_stage,
-                                ds.get("config"), timeout)
+        return DeepSpeedBackend(
+            cfg.precision, cfg.grad_accum, micro_batch, cfg.clip_grad, ds.zero_stage, ds.get("config"), timeout
+        )
     raise ConfigError(f"engine={cfg.engine!r} is not one of accelerate, deepspeed")
-
-

@@ -6,6 +6,7 @@ kind of data -- the dataset, the model, the criterion, the evaluator -- comes fr
 (harness/engine/tasks.py); nothing here branches on it. The inputs are the config (harness/core/config.py) and the
 backend (harness/engine/backends.py), never command-line arguments.
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,27 +42,35 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     """Every cheap check of a training config; raises ConfigError with one line. ``model=False`` skips the
     model checks (they import timm; a launcher leaves them to its processes, which run them before writing)."""
     if cfg.get("sweep"):
-        raise ConfigError("this is a sweep definition; run one point as `depthbench train <its base config> "
-                          "key=value ...` (harness.core.config.sweep_points lists them)")
+        raise ConfigError(
+            "this is a sweep definition; run one point as `depthbench train <its base config> "
+            "key=value ...` (harness.core.config.sweep_points lists them)"
+        )
     missing = [key for key in REQUIRED_KEYS if lookup(cfg, key) is None]
     if missing:
-        raise ConfigError(f"the config sets no {', '.join(missing)}: a training config starts from a dataset and a "
-                          f"schedule (_base_ = ['../_base_/datasets/<data>.py', '../_base_/schedules/<sched>.py']); "
-                          f"copy a preset from configs/ (docs/config.md)")
+        raise ConfigError(
+            f"the config sets no {', '.join(missing)}: a training config starts from a dataset and a "
+            f"schedule (_base_ = ['../_base_/datasets/<data>.py', '../_base_/schedules/<sched>.py']); "
+            f"copy a preset from configs/ (docs/config.md)"
+        )
     task = task_for(cfg.data.type)
     check_values(cfg)  # every key's type and range (harness/core/schema.py), engine and precision included
     switches.check(cfg)
     check_schedule_length(cfg)
     metrics = best_metrics(cfg)
     if cfg.ckpt.best_metric not in metrics:
-        raise ConfigError(f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
-                          + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)"))
+        raise ConfigError(
+            f"ckpt.best_metric={cfg.ckpt.best_metric!r} is not one of {', '.join(metrics)}"
+            + ("" if cfg.ema.enable else " (ema_* metrics need ema.enable=True)")
+        )
     micro_batch = per_device_batch(cfg.batch_size, world_size, cfg.grad_accum)
     if (cfg.aug.mixup or cfg.aug.cutmix) and micro_batch % 2:
         raise ConfigError(f"mixup/cutmix need an even batch per process, got {micro_batch}; change batch_size")
     if cfg.model.get("expand"):
-        raise ConfigError("model.expand is now written model.grow (same keys: model.grow=dict(k=2, ...) expands "
-                          "once after loading model.pretrained); see docs/training.md")
+        raise ConfigError(
+            "model.expand is now written model.grow (same keys: model.grow=dict(k=2, ...) expands "
+            "once after loading model.pretrained); see docs/training.md"
+        )
     if cfg.engine == "deepspeed" and any(stage.get("epoch", 0) > 0 for stage in growth_stages(cfg)):
         raise ConfigError("model.grow stages after epoch 0 (growth during training) need the accelerate engine")
     if cfg.engine == "deepspeed" and cfg.deepspeed.zero_stage == 3 and cfg.ema.enable:
@@ -73,8 +82,10 @@ def check_config(cfg, world_size: int, model: bool = True) -> None:
     teacher = cfg.distill.teacher
     if teacher and not cfg.distill.teacher_checkpoint:
         raise ConfigError("distill.teacher_checkpoint is not set; distillation needs trained teacher weights")
-    for key, path in (("model.pretrained", cfg.model.get("pretrained")),
-                      ("distill.teacher_checkpoint", cfg.distill.teacher_checkpoint if teacher else None)):
+    for key, path in (
+        ("model.pretrained", cfg.model.get("pretrained")),
+        ("distill.teacher_checkpoint", cfg.distill.teacher_checkpoint if teacher else None),
+    ):
         if path and not Path(path).expanduser().is_file():
             raise ConfigError(f"{key}={path}: no such file")
     task.check_data(cfg.data)
@@ -85,9 +96,14 @@ def speed_options(cfg) -> dict:
     compile_ = with_defaults(cfg, "compile")
     loader = with_defaults(cfg, "loader")
     optim = cfg.get("optim") or {}
-    return {"compile": compile_, "channels_last": bool(cfg.get("channels_last")),
-            "grad_checkpointing": bool(cfg.get("grad_checkpointing")), "fused": optim.get("fused"),
-            "foreach": optim.get("foreach"), "loader": loader}
+    return {
+        "compile": compile_,
+        "channels_last": bool(cfg.get("channels_last")),
+        "grad_checkpointing": bool(cfg.get("grad_checkpointing")),
+        "fused": optim.get("fused"),
+        "foreach": optim.get("foreach"),
+        "loader": loader,
+    }
 
 
 def describe_speed_options(cfg) -> str:
@@ -97,10 +113,14 @@ def describe_speed_options(cfg) -> str:
     if o["compile"]["enable"]:
         c = o["compile"]
         parts.append(f"compiled ({c['backend']}{', mode ' + c['mode'] if c['mode'] else ''})")
-    named = (("channels-last", o["channels_last"]), ("grad checkpointing", o["grad_checkpointing"]),
-             ("fused optimizer", o["fused"]), ("foreach optimizer", o["foreach"]),
-             ("uint8 batches normalised on the device", o["loader"]["device_normalize"]),
-             ("images decoded and augmented on the device", o["loader"]["pipeline"] == "device"))
+    named = (
+        ("channels-last", o["channels_last"]),
+        ("grad checkpointing", o["grad_checkpointing"]),
+        ("fused optimizer", o["fused"]),
+        ("foreach optimizer", o["foreach"]),
+        ("uint8 batches normalised on the device", o["loader"]["device_normalize"]),
+        ("images decoded and augmented on the device", o["loader"]["pipeline"] == "device"),
+    )
     parts += [name for name, on in named if on]
     return ", ".join(parts)
 
@@ -112,22 +132,28 @@ def check_speed_options(cfg, model: bool = True) -> None:
     c = o["compile"]
     if c["enable"]:
         if c["backend"] not in torch._dynamo.list_backends(exclude_tags=()):
-            raise ConfigError(f"compile.backend={c['backend']!r} is not a torch.compile backend here "
-                              f"({', '.join(torch._dynamo.list_backends())})")
+            raise ConfigError(
+                f"compile.backend={c['backend']!r} is not a torch.compile backend here "
+                f"({', '.join(torch._dynamo.list_backends())})"
+            )
         # a CUDA-graph replay writes its gradients into the graph's static memory, over those of the micro-batches
         # before it (a known torch.compile limitation): accumulation would silently train on the last micro-batch
         if c["mode"] == "reduce-overhead" and cfg.grad_accum > 1:
-            raise ConfigError(f"compile.mode='reduce-overhead' with grad_accum={cfg.grad_accum}: CUDA graphs overwrite "
-                              f"the accumulated gradients; use compile.mode=None (or max-autotune-no-cudagraphs) "
-                              f"with accumulation, or grad_accum=1")
+            raise ConfigError(
+                f"compile.mode='reduce-overhead' with grad_accum={cfg.grad_accum}: CUDA graphs overwrite "
+                f"the accumulated gradients; use compile.mode=None (or max-autotune-no-cudagraphs) "
+                f"with accumulation, or grad_accum=1"
+            )
     if o["fused"] and o["foreach"]:
         raise ConfigError("optim.fused=True and optim.foreach=True exclude each other; set one of them")
     if o["fused"]:
         check_fused_optimizer(cfg.optim.get("opt", "sgd"))
     if o["grad_checkpointing"] and model:
         if not callable(getattr(config_model_on_meta(cfg), "set_grad_checkpointing", None)):
-            raise ConfigError(f"grad_checkpointing=True: model {cfg.model.name} has no set_grad_checkpointing(); "
-                              f"train it with grad_checkpointing=False")
+            raise ConfigError(
+                f"grad_checkpointing=True: model {cfg.model.name} has no set_grad_checkpointing(); "
+                f"train it with grad_checkpointing=False"
+            )
 
 
 def check_fused_optimizer(opt: str) -> None:
@@ -141,13 +167,17 @@ def check_fused_optimizer(opt: str) -> None:
     except (ValueError, KeyError, AssertionError):
         return  # an unknown optimizer is timm's error, at build time
     if "fused" not in inspect.signature(opt_class).parameters:
-        raise ConfigError(f"optim.fused=True: optimizer {opt!r} ({opt_class.__module__}.{opt_class.__name__}) has no "
-                          f"fused implementation; use adamw, adam, sgd/momentum or adagrad, or optim.fused=None")
+        raise ConfigError(
+            f"optim.fused=True: optimizer {opt!r} ({opt_class.__module__}.{opt_class.__name__}) has no "
+            f"fused implementation; use adamw, adam, sgd/momentum or adagrad, or optim.fused=None"
+        )
     try:
         opt_class([torch.zeros(2, requires_grad=True)], lr=0.1, fused=True)
     except (RuntimeError, ValueError) as e:
-        raise ConfigError(f"optim.fused=True: torch {torch.__version__} has no fused {opt_class.__name__} "
-                          f"({str(e).splitlines()[0]}); set optim.fused=None") from None
+        raise ConfigError(
+            f"optim.fused=True: torch {torch.__version__} has no fused {opt_class.__name__} "
+            f"({str(e).splitlines()[0]}); set optim.fused=None"
+        ) from None
 
 
 def load_training_config(config, overrides=(), recipe=None, engine: str | None = None):
@@ -174,13 +204,17 @@ def load_run_config(work_dir, resume) -> tuple[str, Config]:
     run = work_dir or (resume if resume not in (None, "auto") else None)
     run_path = checkpoint_run(run) if run else None
     if run_path is None:
-        raise DepthbenchError("give a config file (depthbench train CONFIG [key=value ...]), or continue a run with "
-                              "its own config: depthbench train --work-dir RUN --resume auto"
-                              + (f" ({run} is not a run directory: no meta.json)" if run else ""))
+        raise DepthbenchError(
+            "give a config file (depthbench train CONFIG [key=value ...]), or continue a run with "
+            "its own config: depthbench train --work-dir RUN --resume auto"
+            + (f" ({run} is not a run directory: no meta.json)" if run else "")
+        )
     saved = read_config_json(run_path)
     if saved is None:
-        raise DepthbenchError(f"{run_path} holds no config.json (the run's resolved config); give its config file: "
-                              f"depthbench train CONFIG --work-dir {run_path} --resume auto")
+        raise DepthbenchError(
+            f"{run_path} holds no config.json (the run's resolved config); give its config file: "
+            f"depthbench train CONFIG --work-dir {run_path} --resume auto"
+        )
     config_file = RunDir(run_path, writer=False).meta().get("config_file") or str(run_path / "config.json")
     return str(config_file), Config(saved)
 
@@ -198,23 +232,33 @@ def unread_setting(cfg, key: str) -> str | None:
     task = task_for(data_type)
     if section == "data" and leaf and not task.reads_data_key(data_type, leaf):
         readers = [t for t in data_types() if task_for(t).reads_data_key(t, leaf)]
-        why = (" (its data is generated into the data cache, $DEPTHBENCH_DATA; docs/training.md)"
-               if leaf == "root" and data_type in task.generated else "")
-        return (f"data.type={data_type!r} does not read data.{leaf}{why}; "
-                + (f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
-                   if readers else f"no data type reads data.{leaf}: leave it out"))
+        why = (
+            " (its data is generated into the data cache, $DEPTHBENCH_DATA; docs/training.md)"
+            if leaf == "root" and data_type in task.generated
+            else ""
+        )
+        return f"data.type={data_type!r} does not read data.{leaf}{why}; " + (
+            f"data.{leaf} is read by data.type {', '.join(readers)}: set data.type too, or leave the key out"
+            if readers
+            else f"no data type reads data.{leaf}: leave it out"
+        )
     sched = (cfg.get("sched") or {}).get("sched")
     if section == "sched" and leaf in SCHEDULES_READING and sched not in SCHEDULES_READING[leaf]:
-        return (f"sched.sched={sched!r} does not read sched.{leaf}; it is read by sched.sched "
-                f"{', '.join(SCHEDULES_READING[leaf])} (timm's create_scheduler_v2)")
+        return (
+            f"sched.sched={sched!r} does not read sched.{leaf}; it is read by sched.sched "
+            f"{', '.join(SCHEDULES_READING[leaf])} (timm's create_scheduler_v2)"
+        )
     if section == "aug" and leaf and not task.reads_aug:
         return f"data.type={data_type!r} ({task.name}) has no augmentation; aug.* is read by the image data types"
-    off = {"deepspeed": (cfg.get("engine") != "deepspeed", "the deepspeed engine (engine=deepspeed, --engine "
-                                                             "deepspeed)"),
-           "ema": (leaf != "enable" and not (cfg.get("ema") or {}).get("enable"), "ema.enable=True"),
-           "distill": (leaf != "teacher" and not (cfg.get("distill") or {}).get("teacher"), "distill.teacher set"),
-           "compile": (leaf != "enable" and not with_defaults(cfg, "compile")["enable"], "compile.enable=True "
-                                                                                         "(--compile)")}
+    off = {
+        "deepspeed": (cfg.get("engine") != "deepspeed", "the deepspeed engine (engine=deepspeed, --engine deepspeed)"),
+        "ema": (leaf != "enable" and not (cfg.get("ema") or {}).get("enable"), "ema.enable=True"),
+        "distill": (leaf != "teacher" and not (cfg.get("distill") or {}).get("teacher"), "distill.teacher set"),
+        "compile": (
+            leaf != "enable" and not with_defaults(cfg, "compile")["enable"],
+            "compile.enable=True (--compile)",
+        ),
+    }
     if section in off and leaf and off[section][0]:
         return f"{key} is read only with {off[section][1]}; this run would ignore it"
     return None
@@ -238,15 +282,20 @@ def check_schedule_length(cfg) -> None:
     epochs = cfg.epochs
     milestones = list(sched.get("decay_milestones") or [])
     if milestones and min(milestones) < epochs <= max(milestones):
-        raise ConfigError(f"sched.decay_milestones={milestones}: each must lie inside the run, 1 <= m < "
-                          f"epochs={epochs}")
+        raise ConfigError(
+            f"sched.decay_milestones={milestones}: each must lie inside the run, 1 <= m < epochs={epochs}"
+        )
     if sched.get("sched") == "multistep" and milestones and min(milestones) >= epochs:
-        raise ConfigError(f"sched.decay_milestones={milestones} all lie at or beyond epochs={epochs}: the learning "
-                          f"rate would never decay; set sched.decay_milestones for {epochs} epochs")
+        raise ConfigError(
+            f"sched.decay_milestones={milestones} all lie at or beyond epochs={epochs}: the learning "
+            f"rate would never decay; set sched.decay_milestones for {epochs} epochs"
+        )
     warmup = sched.get("warmup_epochs") or 0
     if isinstance(warmup, (int, float)) and warmup >= epochs > 1:
-        raise ConfigError(f"sched.warmup_epochs={warmup} is not shorter than epochs={epochs}: the run would end "
-                          f"inside its warm-up; set sched.warmup_epochs")
+        raise ConfigError(
+            f"sched.warmup_epochs={warmup} is not shorter than epochs={epochs}: the run would end "
+            f"inside its warm-up; set sched.warmup_epochs"
+        )
 
 
 def check_model(cfg) -> None:
@@ -305,6 +354,7 @@ def seed_everything(seed: int) -> None:
 @dataclass
 class TrainingObjects:
     """Everything the loop updates; rebuilt (except the criterion) when a hook changes the architecture."""
+
     model: object
     optimizer: object
     scheduler: object

@@ -17,6 +17,7 @@ Every file is written with :func:`harness.rundir.atomic_write`, so a kill at any
 previous or the new checkpoint, never a torn one. Files contain only tensors and plain Python values and are
 read with ``torch.load(weights_only=True)`` -- weights, resume and DeepSpeed's optimizer partitions alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,10 @@ def save_atomic(obj, path: str | Path) -> None:
         atomic_write(path, write, before_replace=record_both)
         atomic_write(sums, f"{digest.hexdigest()}  {path.name}\n")
     except OSError as e:  # disk full, read-only, quota: one line, and the previous checkpoint is still whole
-        raise DepthbenchError(f"cannot write the checkpoint {path}: {e.strerror or e}; free space or choose "
-                              f"another --work-dir (the previous checkpoint, if any, is intact)") from None
+        raise DepthbenchError(
+            f"cannot write the checkpoint {path}: {e.strerror or e}; free space or choose "
+            f"another --work-dir (the previous checkpoint, if any, is intact)"
+        ) from None
 
 
 def _listed_sums(sums: Path) -> list[str]:
@@ -122,9 +125,11 @@ def verify_checksum(path: str | Path) -> None:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() not in expected:
-        raise DepthbenchError(f"{path} does not match its checksum ({sums.name}): the file is corrupt or was "
-                              f"changed after it was written; use another checkpoint (e.g. best.pth / an earlier "
-                              f"run)")
+        raise DepthbenchError(
+            f"{path} does not match its checksum ({sums.name}): the file is corrupt or was "
+            f"changed after it was written; use another checkpoint (e.g. best.pth / an earlier "
+            f"run)"
+        )
     _VERIFIED.add(version)
 
 
@@ -145,8 +150,11 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
     name = str(path) if isinstance(path, (str, Path)) else "<in-memory file>"
     if isinstance(path, (str, Path)):
         if not Path(path).is_file():  # follows a link the user named; a FIFO or device is never opened
-            raise DepthbenchError(f"{name}: not a regular file (a FIFO, device or folder)" if os.path.exists(path)
-                                  else f"{name}: no such file")
+            raise DepthbenchError(
+                f"{name}: not a regular file (a FIFO, device or folder)"
+                if os.path.exists(path)
+                else f"{name}: no such file"
+            )
         verify_checksum(path)
         if Path(path).suffix == ".safetensors":  # tensors only by construction: nothing to unpickle
             return _read_safetensors(Path(path))
@@ -162,8 +170,9 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
     except Exception as e:  # corrupt, truncated, not a torch file, or an unsafe pickle
         raise DepthbenchError(f"{name} is not a readable PyTorch state dict ({_reason(e, path)})") from None
     if not isinstance(checkpoint, Mapping):
-        raise DepthbenchError(f"{name} holds a {type(checkpoint).__name__}, not a checkpoint or state dict "
-                              "(name -> tensor)")
+        raise DepthbenchError(
+            f"{name} holds a {type(checkpoint).__name__}, not a checkpoint or state dict (name -> tensor)"
+        )
     return dict(checkpoint)
 
 
@@ -178,8 +187,11 @@ def _reason(error: Exception, path) -> str:
                 names |= set(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))
         except Exception:
             pass
-        return ("it pickles Python objects that a weights-only load refuses"
-                + (f": {', '.join(sorted(names))}" if names else "") + "; only tensors and plain values are accepted")
+        return (
+            "it pickles Python objects that a weights-only load refuses"
+            + (f": {', '.join(sorted(names))}" if names else "")
+            + "; only tensors and plain values are accepted"
+        )
     if "Weights only load failed" in text:  # not a pickle torch wrote: garbage, text, another format
         detail = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|Check the documentation|$)", text, re.S)
         return "not a PyTorch file" + (f": {' '.join(detail.group(1).split())}" if detail else "")
@@ -190,6 +202,7 @@ def _reason(error: Exception, path) -> str:
 @dataclass
 class LoadReport:
     """What :func:`load_weights` did. ``mismatched``: ``(key, checkpoint_shape, model_shape)``."""
+
     source: str
     model: str = ""
     loaded: int = 0
@@ -216,8 +229,10 @@ class LoadReport:
             by_shapes: dict[tuple, list[str]] = {}
             for key, theirs, ours in self.mismatched:
                 by_shapes.setdefault((tuple(theirs), tuple(ours)), []).append(key)
-            shapes = [f"{compress_keys(keys)} (checkpoint {_shape(a)}, model {_shape(b)})"
-                      for (a, b), keys in by_shapes.items()]
+            shapes = [
+                f"{compress_keys(keys)} (checkpoint {_shape(a)}, model {_shape(b)})"
+                for (a, b), keys in by_shapes.items()
+            ]
             parts.append(f"{len(self.mismatched)} of another shape: {', '.join(shapes)}")
         if self.excused:
             parts.append(f"classifier not loaded: {compress_keys(self.excused)}")
@@ -226,11 +241,19 @@ class LoadReport:
     def counts(self, first: int = 3) -> str:
         """How many keys did not load, with the first few of each kind: the short form, for a checkpoint of another
         architecture, where the whole list is noise."""
+
         def some(keys):
             return ", ".join(keys[:first]) + (", ..." if len(keys) > first else "")
-        parts = [f"{len(keys)} {what} (e.g. {some(keys)})" for what, keys in (
-            ("missing from the checkpoint", self.missing), ("unexpected", self.unexpected),
-            ("of another shape", [k for k, _, _ in self.mismatched])) if keys]
+
+        parts = [
+            f"{len(keys)} {what} (e.g. {some(keys)})"
+            for what, keys in (
+                ("missing from the checkpoint", self.missing),
+                ("unexpected", self.unexpected),
+                ("of another shape", [k for k, _, _ in self.mismatched]),
+            )
+            if keys
+        ]
         return ", ".join(parts)
 
 
@@ -257,8 +280,10 @@ def another_architecture(source, model_name: str, report: LoadReport) -> str | N
     origin = checkpoint_model(source)
     if origin is None or origin == model_name:
         return None
-    return (f"this checkpoint is from a run of {origin} (its run's config.json/meta.json); the config builds "
-            f"{model_name} ({report.counts()}); give a checkpoint of {model_name}, or build {origin}")
+    return (
+        f"this checkpoint is from a run of {origin} (its run's config.json/meta.json); the config builds "
+        f"{model_name} ({report.counts()}); give a checkpoint of {model_name}, or build {origin}"
+    )
 
 
 def _shape(shape) -> str:
@@ -274,7 +299,7 @@ def compress_keys(keys: list[str]) -> str:
         merged: dict[tuple, list[str]] = {}
         for parts in groups:
             if position < len(parts) and parts[position].isdigit():
-                merged.setdefault(parts[:position] + ("#",) + parts[position + 1:], []).append(parts[position])
+                merged.setdefault(parts[:position] + ("#",) + parts[position + 1 :], []).append(parts[position])
             else:
                 merged.setdefault(parts, [])
         groups = set()
@@ -282,9 +307,9 @@ def compress_keys(keys: list[str]) -> str:
             if not indices:
                 groups.add(pattern)
             elif len(indices) == 1:
-                groups.add(pattern[:position] + (indices[0],) + pattern[position + 1:])
+                groups.add(pattern[:position] + (indices[0],) + pattern[position + 1 :])
             else:
-                groups.add(pattern[:position] + (_ranges(sorted(map(int, indices))),) + pattern[position + 1:])
+                groups.add(pattern[:position] + (_ranges(sorted(map(int, indices))),) + pattern[position + 1 :])
     return ", ".join(sorted(".".join(g) for g in groups))
 
 
@@ -317,9 +342,11 @@ def resolve_source(source) -> Path:
         for name in WEIGHT_FILES:
             if (path / name).is_file():
                 return path / name
-        raise DepthbenchError(f"{path} is a directory without best.pth or last.pth (or an export's "
-                              f"model.safetensors); give a checkpoint file, a run directory of depthbench train or a "
-                              f"folder of depthbench export")
+        raise DepthbenchError(
+            f"{path} is a directory without best.pth or last.pth (or an export's "
+            f"model.safetensors); give a checkpoint file, a run directory of depthbench train or a "
+            f"folder of depthbench export"
+        )
     if not path.is_file():
         raise DepthbenchError(f"{path}: no such checkpoint file")
     return path
@@ -332,15 +359,22 @@ def extract_weights(checkpoint: Mapping, *, ema: bool = False, source: str = "th
     state = next((checkpoint[k] for k in keys if isinstance(checkpoint.get(k), Mapping)), None)
     if state is None and ema:
         trained_without = any(k in checkpoint and checkpoint[k] is None for k in EMA_KEYS)
-        raise DepthbenchError(f"{source} holds no EMA weights" + (
-            " (its run trained with ema.enable=False)" if trained_without else
-            f" (top-level keys: {', '.join(map(str, checkpoint))})") + "; leave out --ema / ema=True")
+        raise DepthbenchError(
+            f"{source} holds no EMA weights"
+            + (
+                " (its run trained with ema.enable=False)"
+                if trained_without
+                else f" (top-level keys: {', '.join(map(str, checkpoint))})"
+            )
+            + "; leave out --ema / ema=True"
+        )
     if state is None:
         state = checkpoint
     weights = {k: v for k, v in state.items() if torch.is_tensor(v)}
     if not weights:
-        raise DepthbenchError(f"{source} holds no weights (name -> tensor); top-level keys: "
-                              f"{', '.join(map(str, checkpoint)) or 'none'}")
+        raise DepthbenchError(
+            f"{source} holds no weights (name -> tensor); top-level keys: {', '.join(map(str, checkpoint)) or 'none'}"
+        )
     return clean_state_dict(weights)
 
 
@@ -350,8 +384,9 @@ def _classifier_prefixes(model) -> tuple[str, ...]:
     return tuple(f"{c}." for c in names)
 
 
-def load_weights(model: torch.nn.Module, source, *, ema: bool = False, strict: bool = True,
-                 ignore_classifier: bool = False) -> LoadReport:
+def load_weights(
+    model: torch.nn.Module, source, *, ema: bool = False, strict: bool = True, ignore_classifier: bool = False
+) -> LoadReport:
     """Load weights into ``model``: the one loader of depthbench (train, eval, diagnose, bench, downstream).
 
     ``source``: a checkpoint file, a run directory (its ``best.pth``, else ``last.pth``) or an in-memory
@@ -370,12 +405,18 @@ def load_weights(model: torch.nn.Module, source, *, ema: bool = False, strict: b
     else:
         path = resolve_source(source)
         name, checkpoint = str(path), read_checkpoint(path)
-    return load_checkpoint_weights(model, checkpoint, name, ema=ema, strict=strict,
-                                   ignore_classifier=ignore_classifier)
+    return load_checkpoint_weights(model, checkpoint, name, ema=ema, strict=strict, ignore_classifier=ignore_classifier)
 
 
-def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Mapping, name: str, *, ema: bool = False,
-                            strict: bool = True, ignore_classifier: bool = False) -> LoadReport:
+def load_checkpoint_weights(
+    model: torch.nn.Module,
+    checkpoint: Mapping,
+    name: str,
+    *,
+    ema: bool = False,
+    strict: bool = True,
+    ignore_classifier: bool = False,
+) -> LoadReport:
     """:func:`load_weights` for a checkpoint already read (``name`` says where it came from in messages)."""
     model_name = (getattr(model, "pretrained_cfg", None) or {}).get("architecture") or type(model).__name__
     weights = extract_weights(checkpoint, ema=ema, source=name)
@@ -388,8 +429,11 @@ def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Mapping, name: s
 
     own = model.state_dict()
     report = LoadReport(source=name, model=model_name)
-    report.mismatched = [(k, tuple(v.shape), tuple(own[k].shape)) for k, v in weights.items()
-                         if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    report.mismatched = [
+        (k, tuple(v.shape), tuple(own[k].shape))
+        for k, v in weights.items()
+        if k in own and tuple(v.shape) != tuple(own[k].shape)
+    ]
     heads = _classifier_prefixes(model) if ignore_classifier else ()
     skipped = {k for k, _, _ in report.mismatched}
     loadable = {k: v for k, v in weights.items() if k not in skipped}
@@ -407,10 +451,13 @@ def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Mapping, name: s
         report.mismatched = [m for m in report.mismatched if not m[0].startswith(heads)]
     report.loaded = len(loadable) - len(result.unexpected_keys)
     if strict and not report.complete:
-        raise DepthbenchError(f"{name} does not fit {model_name}: "
-                              + (another_architecture(name, model_name, report)
-                                 or f"{report.details()}; check the model name and its arguments (model.* in a "
-                                    f"config)"))
+        raise DepthbenchError(
+            f"{name} does not fit {model_name}: "
+            + (
+                another_architecture(name, model_name, report)
+                or f"{report.details()}; check the model name and its arguments (model.* in a config)"
+            )
+        )
     return report
 
 
@@ -467,8 +514,10 @@ def from_plain(obj):
             return {k: from_plain(v) for k, v in obj.items()}
         name = obj["__object__"]
         if name not in DEEPSPEED_CLASSES:
-            raise DepthbenchError(f"the checkpoint's DeepSpeed optimizer state names {name!r}, which is not one of "
-                                  f"the DeepSpeed classes a resume may construct; it was not written by depthbench")
+            raise DepthbenchError(
+                f"the checkpoint's DeepSpeed optimizer state names {name!r}, which is not one of "
+                f"the DeepSpeed classes a resume may construct; it was not written by depthbench"
+            )
         module, _, qualname = name.rpartition(".")
         cls = getattr(importlib.import_module(module), qualname)
         if issubclass(cls, enum.Enum):
@@ -489,10 +538,16 @@ def from_plain(obj):
 def rng_state() -> dict:
     """This process's RNG states as tensors and plain values (loadable with ``weights_only=True``)."""
     _, keys, position, has_gauss, gauss = np.random.get_state()
-    state = {"python": random.getstate(),
-             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(position),
-                       "has_gauss": int(has_gauss), "gauss": float(gauss)},
-             "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(position),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state

@@ -12,6 +12,7 @@ randomly erased, with the patches its workers drew) on the device: the same numb
 ``loader.pipeline='device'`` an image dataset is replaced by its encoded form (``dataset.encoded_batches()``:
 workers read bytes and draw the augmentation parameters; the device decodes and augments, docs/data.md).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -139,8 +140,9 @@ class TrainSampler(Sampler):
     checkpointed on N ranks resumes on M with exactly the samples not yet seen, in the same order.
     """
 
-    def __init__(self, dataset, rank: int, world_size: int, seed: int, repeated_aug: bool = False,
-                 num_repeats: int = 3):
+    def __init__(
+        self, dataset, rank: int, world_size: int, seed: int, repeated_aug: bool = False, num_repeats: int = 3
+    ):
         self.length, self.rank, self.world_size, self.seed = len(dataset), rank, world_size, seed
         self.repeated_aug, self.num_repeats = repeated_aug, num_repeats
         self.epoch, self.start = 0, 0
@@ -195,12 +197,25 @@ def build_loaders(cfg, rank: int, world_size: int, micro_batch: int):
     generator = torch.Generator().manual_seed(cfg.seed)  # loader seeds must not consume the global torch RNG
     if isinstance(train_set, torch.utils.data.IterableDataset):
         train_set.set_loader_cfg(num_workers=data.workers)
-        train = DataLoader(train_set, batch_size=micro_batch, drop_last=True, generator=generator,
-                           collate_fn=collate_fn, **_loader_args(cfg))
+        train = DataLoader(
+            train_set,
+            batch_size=micro_batch,
+            drop_last=True,
+            generator=generator,
+            collate_fn=collate_fn,
+            **_loader_args(cfg),
+        )
     else:
         sampler = TrainSampler(train_set, rank, world_size, cfg.seed, data.repeated_aug, data.num_repeats)
-        train = DataLoader(SeededSamples(train_set), batch_size=micro_batch, sampler=sampler, drop_last=True,
-                           generator=generator, collate_fn=collate_fn, **_loader_args(cfg))
+        train = DataLoader(
+            SeededSamples(train_set),
+            batch_size=micro_batch,
+            sampler=sampler,
+            drop_last=True,
+            generator=generator,
+            collate_fn=collate_fn,
+            **_loader_args(cfg),
+        )
     train.finish = finish
     return train, build_eval_loader(cfg, rank, world_size, data.eval_batch_size or micro_batch, device_finish=True)
 
@@ -214,8 +229,13 @@ def build_eval_loader(cfg, rank: int, world_size: int, batch_size: int, device_f
     if isinstance(val_set, torch.utils.data.IterableDataset):
         loader = DataLoader(val_set, batch_size=batch_size, collate_fn=collate_fn, **_loader_args(cfg))
     else:
-        loader = DataLoader(SeededSamples(val_set), batch_size=batch_size,
-                            sampler=EvalSampler(val_set, rank, world_size), collate_fn=collate_fn, **_loader_args(cfg))
+        loader = DataLoader(
+            SeededSamples(val_set),
+            batch_size=batch_size,
+            sampler=EvalSampler(val_set, rank, world_size),
+            collate_fn=collate_fn,
+            **_loader_args(cfg),
+        )
     loader.finish = finish
     return loader
 
@@ -234,25 +254,32 @@ def _device_batches(cfg, dataset) -> tuple:
         outer, inner = inner, inner.dataset
     if options["pipeline"] == "device":
         if not hasattr(inner, "encoded_batches"):
-            raise ConfigError(f"loader.pipeline='device': data.type={cfg.data.type} datasets are not images; set "
-                              f"loader.pipeline='cpu'")
+            raise ConfigError(
+                f"loader.pipeline='device': data.type={cfg.data.type} datasets are not images; set "
+                f"loader.pipeline='cpu'"
+            )
         encoded, collate_fn, finish = inner.encoded_batches()
         if outer is None:
             return encoded, collate_fn, finish
         outer.dataset = encoded
         return dataset, collate_fn, finish
     if not hasattr(inner, "device_batches"):
-        raise ConfigError(f"loader.device_normalize=True: data.type={cfg.data.type} datasets have no uint8 mode "
-                          f"(image datasets do); set loader.device_normalize=False")
+        raise ConfigError(
+            f"loader.device_normalize=True: data.type={cfg.data.type} datasets have no uint8 mode "
+            f"(image datasets do); set loader.device_normalize=False"
+        )
     return (dataset, *inner.device_batches())
 
 
 def _loader_args(cfg) -> dict:
     data, options = cfg.data, loader_options(cfg)
     workers = data.workers
-    args = dict(num_workers=workers, pin_memory=bool(data.pin_memory and torch.cuda.is_available()),
-                persistent_workers=bool(workers > 0 and options["persistent_workers"]),
-                worker_init_fn=_ignore_stop_signals if workers else None)
+    args = dict(
+        num_workers=workers,
+        pin_memory=bool(data.pin_memory and torch.cuda.is_available()),
+        persistent_workers=bool(workers > 0 and options["persistent_workers"]),
+        worker_init_fn=_ignore_stop_signals if workers else None,
+    )
     if workers and options["prefetch_factor"]:
         args["prefetch_factor"] = options["prefetch_factor"]
     return args

@@ -2,6 +2,7 @@
 evaluation set on a backend, summed over ranks), :func:`evaluation_backend` (the backend an evaluation-only process
 runs it on), and how a prediction is read from a model's outputs (:func:`primary_logits`, :func:`is_branch_output`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,8 +47,12 @@ def evaluate(model, loader, backend: Backend) -> dict:
         count += len(targets)
     loss_sum, correct1, correct5, count = backend.all_reduce_sum([loss_sum, correct1, correct5, count])
     count = max(count, 1.0)
-    return {"top1": 100.0 * correct1 / count, "top5": 100.0 * correct5 / count, "loss": loss_sum / count,
-            "images": int(count)}
+    return {
+        "top1": 100.0 * correct1 / count,
+        "top5": 100.0 * correct5 / count,
+        "loss": loss_sum / count,
+        "images": int(count),
+    }
 
 
 def evaluation_backend(precision: str) -> Backend:

@@ -23,6 +23,7 @@ requests are pickles from that process alone.
 :func:`fork_run` is the same fork without a server: this process itself, which has imported the stack, forks into
 the run (``depthbench train --nproc N``'s ranks: harness/engine/launch.py says when that is safe).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -47,27 +48,37 @@ from pathlib import Path
 
 # What a training run imports anyway: ~4 s of CPU in every fresh interpreter (torch ~2 s; torch._dynamo over a
 # second, which torchvision imports and Accelerate's prepare needs). The server imports them once.
-PRELOAD = ["torch", "torch._dynamo", "torchvision", "timm", "accelerate", "mmengine", "torch.utils.tensorboard",
-           "models", "harness.engine.runner"]
+PRELOAD = [
+    "torch",
+    "torch._dynamo",
+    "torchvision",
+    "timm",
+    "accelerate",
+    "mmengine",
+    "torch.utils.tensorboard",
+    "models",
+    "harness.engine.runner",
+]
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass
 class Request:
     """One run: ``python -m module argv`` (or ``function(*args, **kwargs)``, ``function`` = ``"module:name"``)."""
+
     module: str = ""
     argv: list = field(default_factory=list)
     function: str = ""
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
-    env: dict | None = None         # the whole environment; None: the server's (the caller's when it started)
+    env: dict | None = None  # the whole environment; None: the server's (the caller's when it started)
     cwd: str = ""
-    stdout_path: str = ""           # "": the server's streams (the caller's terminal)
+    stdout_path: str = ""  # "": the server's streams (the caller's terminal)
     stderr_path: str = ""
-    interruptible: bool = True      # Ctrl-C is KeyboardInterrupt (else ignored), as it was in the caller
+    interruptible: bool = True  # Ctrl-C is KeyboardInterrupt (else ignored), as it was in the caller
     new_session: bool = False
-    process_group: bool = False     # a process group of its own, as Popen(process_group=0) (not a new session)
-    usage_path: str = ""            # where the server writes the run's CPU seconds (its own and its children's)
+    process_group: bool = False  # a process group of its own, as Popen(process_group=0) (not a new session)
+    usage_path: str = ""  # where the server writes the run's CPU seconds (its own and its children's)
 
 
 # ----------------------------------------------------------------------------------------- the caller's side
@@ -102,8 +113,12 @@ class _Server:
         listener.listen(64)  # runs asked for while the server still imports queue here
         # its torch takes the machine's default thread count (OMP_NUM_THREADS is each run's: see _become_run)
         env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-        self.process = subprocess.Popen([sys.executable, "-m", "harness.engine.forked", str(listener.fileno())],
-                                        stdin=subprocess.PIPE, pass_fds=[listener.fileno()], env=env)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "harness.engine.forked", str(listener.fileno())],
+            stdin=subprocess.PIPE,
+            pass_fds=[listener.fileno()],
+            env=env,
+        )
         listener.close()
         self.pid = os.getpid()
         atexit.register(self.stop)
@@ -191,25 +206,51 @@ class ForkedRun:
         self.send_signal(signal.SIGKILL)
 
 
-def start_forked(module: str, argv: list[str], env: dict, log_path, cwd=None, *, stderr_path=None,
-                 new_session: bool = False, usage_path=None) -> ForkedRun:
+def start_forked(
+    module: str,
+    argv: list[str],
+    env: dict,
+    log_path,
+    cwd=None,
+    *,
+    stderr_path=None,
+    new_session: bool = False,
+    usage_path=None,
+) -> ForkedRun:
     """Start ``python -m module *argv`` with environment ``env`` and its output appended to ``log_path``
     (stderr to ``stderr_path`` if given), as a fork of the server that has imported :data:`PRELOAD` (started by the
     first call). It is in this process's process group, so a terminal's Ctrl-C reaches it as it reaches a
     subprocess; ``new_session``: in a session and process group of its own, whose id is its pid, as
     ``Popen(start_new_session=True)`` (``os.killpg(pid, sig)`` reaches it and its children). ``usage_path``: where
     its CPU seconds (its own and its children's) are written when it ends, before ``exitcode`` says so."""
-    return ForkedRun(Request(
-        module=module, argv=[str(a) for a in argv], env=dict(env), cwd=str(cwd or os.getcwd()),
-        stdout_path=str(log_path), stderr_path=str(stderr_path or log_path), interruptible=_interruptible(),
-        new_session=new_session, usage_path=str(usage_path or "")))
+    return ForkedRun(
+        Request(
+            module=module,
+            argv=[str(a) for a in argv],
+            env=dict(env),
+            cwd=str(cwd or os.getcwd()),
+            stdout_path=str(log_path),
+            stderr_path=str(stderr_path or log_path),
+            interruptible=_interruptible(),
+            new_session=new_session,
+            usage_path=str(usage_path or ""),
+        )
+    )
 
 
 def start_forked_call(function, *args, **kwargs) -> ForkedRun:
     """``function(*args, **kwargs)`` (a module-level function) as a fork of the server, with this process's
     streams, environment and working directory; exit code 0 when it returns, 1 and its traceback when it raises."""
-    return ForkedRun(Request(function=f"{function.__module__}:{function.__qualname__}", args=args, kwargs=kwargs,
-                             env=dict(os.environ), cwd=os.getcwd(), interruptible=_interruptible()))
+    return ForkedRun(
+        Request(
+            function=f"{function.__module__}:{function.__qualname__}",
+            args=args,
+            kwargs=kwargs,
+            env=dict(os.environ),
+            cwd=os.getcwd(),
+            interruptible=_interruptible(),
+        )
+    )
 
 
 def _interruptible() -> bool:
@@ -399,11 +440,16 @@ def _become_run(request: Request, parent_pid: int) -> None:
             os.dup2(1, 2)
         unbuffered = bool(env.get("PYTHONUNBUFFERED"))
         encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding,
-                                                       line_buffering=True, write_through=unbuffered)
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding,
-                                                       "backslashreplace", line_buffering=True,
-                                                       write_through=unbuffered)
+        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding, line_buffering=True, write_through=unbuffered
+        )
+        sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False),
+            encoding,
+            "backslashreplace",
+            line_buffering=True,
+            write_through=unbuffered,
+        )
     # torch sized its thread pool when the parent imported it: the server without OMP_NUM_THREADS (the machine's
     # default, which is also the most torch takes from OMP_NUM_THREADS: MKL caps it at the cores), a launcher with
     # its own, which its ranks keep when it is set

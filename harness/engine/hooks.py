@@ -2,6 +2,7 @@
 papers -- ScaleNet's depth growth (:class:`GrowthHook`, applying the :class:`GrowthSchedule` beside it; the model
 surgery itself is models/scalenet_surgery.py) and SReT's coefficient log (:class:`CoefficientLogHook`).
 """
+
 from __future__ import annotations
 
 from harness.core.errors import ConfigError
@@ -19,6 +20,7 @@ class EpochHook:
     last.pth is written) with the run's log: ``log.metrics(kind, **values)`` appends a metrics.jsonl record.
     ``change`` is how the log describes a change.
     """
+
     change = "changed"
 
     def before_epoch(self, model, epoch: int):
@@ -82,8 +84,10 @@ class GrowthSchedule:
             raise ConfigError(f"growth stage method {stage['method']!r}: use 'scalenet' (tied) or 'grow' (baseline)")
         unknown = set(stage) - allowed - {"epoch", "method"}
         if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} in a '{stage['method']}' growth stage; allowed: "
-                             f"{sorted(allowed | {'epoch', 'method'})}")
+            raise ConfigError(
+                f"unknown key(s) {sorted(unknown)} in a '{stage['method']}' growth stage; allowed: "
+                f"{sorted(allowed | {'epoch', 'method'})}"
+            )
         if not isinstance(stage["epoch"], int) or stage["epoch"] < 0:
             raise ConfigError(f"growth stage epoch {stage['epoch']!r} must be a non-negative integer")
         return stage
@@ -98,7 +102,9 @@ class GrowthSchedule:
             if stage["epoch"] > epoch:
                 break
             if inner is not model:
-                raise RuntimeError("maybe_grow needs the bare model (grow before wrapping in DDP/DeepSpeed, then re-wrap)")
+                raise RuntimeError(
+                    "maybe_grow needs the bare model (grow before wrapping in DDP/DeepSpeed, then re-wrap)"
+                )
             kwargs = {k: v for k, v in stage.items() if k not in ("epoch", "method")}
             (expand if stage["method"] == "scalenet" else grow)(inner, **kwargs)
             inner.scalenet.schedule_steps += 1
@@ -110,6 +116,7 @@ class GrowthHook(EpochHook):
     """ScaleNet depth expansion (WSPT) and its growth baselines: ``model.grow`` in a config, applied by
     :class:`GrowthSchedule` (each stage at the start of its epoch; epoch 0 = expand once, after
     ``model.pretrained`` is loaded, which is the paper's setting)."""
+
     change = "grown"
 
     def __init__(self, config: dict):

@@ -22,6 +22,7 @@ used in a fork of a process that initialised it). Otherwise -- the Python API in
 that touched the GPU -- the ranks are fresh interpreters, as before. (Many short runs as forks of a server that
 imported the stack once: harness/engine/forked.py.)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,9 +61,13 @@ def distributed_env(environ=None) -> dict:
         return {k: env[k] for k in DIST_VARS if k in env} | {"LOCAL_RANK": env.get("LOCAL_RANK", "0")}
     tasks = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", "1")) or 1)
     if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and tasks > 1:
-        return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(tasks), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
-                "MASTER_ADDR": env.get("MASTER_ADDR") or _slurm_head_node(env),
-                "MASTER_PORT": env.get("MASTER_PORT") or str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)}
+        return {
+            "RANK": env["SLURM_PROCID"],
+            "WORLD_SIZE": str(tasks),
+            "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+            "MASTER_ADDR": env.get("MASTER_ADDR") or _slurm_head_node(env),
+            "MASTER_PORT": env.get("MASTER_PORT") or str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000),
+        }
     return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
 
 
@@ -86,8 +91,10 @@ def export_distributed_env(single_process_group: bool = False) -> dict:
     if env["WORLD_SIZE"] == "1" and "RANK" not in os.environ:
         if not single_process_group:
             return env
-        env.update(MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                   MASTER_PORT=os.environ.get("MASTER_PORT", str(free_port())))
+        env.update(
+            MASTER_ADDR=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+            MASTER_PORT=os.environ.get("MASTER_PORT", str(free_port())),
+        )
     env.setdefault("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
     os.environ.update(env)
     return env
@@ -114,8 +121,14 @@ def launched() -> bool:
     return "RANK" in os.environ or distributed_env()["WORLD_SIZE"] != "1"
 
 
-def configure_threads(local_processes: int = 1, loader_workers: int = 0, apply: bool = True, *,
-                      threads: int | None = None, pin: bool = False) -> int:
+def configure_threads(
+    local_processes: int = 1,
+    loader_workers: int = 0,
+    apply: bool = True,
+    *,
+    threads: int | None = None,
+    pin: bool = False,
+) -> int:
     """The intra-op threads of each of ``local_processes`` processes on this machine (and set them unless
     ``apply=False``).
 
@@ -176,8 +189,10 @@ def _is_command() -> bool:
     """Whether this process is the ``depthbench`` command (its console script, ``python -m harness.cli``, or a forked
     run of it: harness/engine/forked.py)."""
     main = sys.modules.get("__main__")
-    return (getattr(getattr(main, "__spec__", None), "name", None) == "harness.cli"
-            or getattr(getattr(main, "main", None), "__module__", None) == "harness.cli")
+    return (
+        getattr(getattr(main, "__spec__", None), "name", None) == "harness.cli"
+        or getattr(getattr(main, "main", None), "__module__", None) == "harness.cli"
+    )
 
 
 def _end_launcher_preparation() -> bool:
@@ -216,16 +231,32 @@ def spawn(nproc: int, argv: list[str], grace_s: float = 10.0, threads: int | Non
     forks = _end_launcher_preparation() and _forks_are_safe(preload)
     procs = []
     for rank in range(nproc):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
-                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   DEPTHBENCH_LAUNCHER_PID=str(os.getpid()))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(nproc),
+            LOCAL_WORLD_SIZE=str(nproc),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            DEPTHBENCH_LAUNCHER_PID=str(os.getpid()),
+        )
         env.setdefault("OMP_NUM_THREADS", threads)
         # a process group of their own: a terminal's Ctrl-C reaches this process alone, which forwards each one
         # exactly once (the first asks the ranks to checkpoint and stop, a second to stop at once)
         if forks:
-            procs.append(fork_run(Request(
-                module="harness.cli", argv=list(argv), env=env, cwd=os.getcwd(), process_group=True,
-                interruptible=signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)))
+            procs.append(
+                fork_run(
+                    Request(
+                        module="harness.cli",
+                        argv=list(argv),
+                        env=env,
+                        cwd=os.getcwd(),
+                        process_group=True,
+                        interruptible=signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
+                    )
+                )
+            )
         else:
             procs.append(subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], env=env, process_group=0))
 

@@ -8,6 +8,7 @@ hits are summed on the device and read there with one small all-reduce, which al
 and on checkpointing by time; a non-finite loss or gradient skips its update on the device and stops the run at
 the next sync point (docs/training.md, "A step that never waits").
 """
+
 from __future__ import annotations
 
 import math
@@ -33,14 +34,18 @@ def install_stop_handlers(announce: bool = True) -> None:
     """SIGUSR1 (Slurm's warning before the time limit), SIGTERM (preemption) and a first Ctrl-C (SIGINT): finish
     the step, checkpoint, exit with ``EXIT_PREEMPTED`` (the run resumes with ``--resume auto``). A second Ctrl-C
     stops at once (KeyboardInterrupt: no checkpoint beyond the last one)."""
+
     def request_stop(signum, frame):
         global _stop_signal
         if signum == signal.SIGINT and _stop_signal is not None:
             raise KeyboardInterrupt
         _stop_signal = signum
         if signum == signal.SIGINT and announce:
-            print("\ndepthbench: stopping after this step to write a checkpoint (Ctrl-C again to stop at once)",
-                  file=sys.stderr, flush=True)
+            print(
+                "\ndepthbench: stopping after this step to write a checkpoint (Ctrl-C again to stop at once)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
         signal.signal(s, request_stop)
@@ -57,17 +62,18 @@ class NonFiniteLoss(RuntimeError):
 @dataclass
 class TrainState:
     """Where training is; saved in every checkpoint."""
+
     epoch: int = 0
-    batch_in_epoch: int = 0      # micro-batches of ``epoch`` already trained on (the sampler position)
-    global_step: int = 0         # optimizer updates so far
-    records: int = 0             # lines in metrics.jsonl (a resumed run drops the lines written after the checkpoint)
+    batch_in_epoch: int = 0  # micro-batches of ``epoch`` already trained on (the sampler position)
+    global_step: int = 0  # optimizer updates so far
+    records: int = 0  # lines in metrics.jsonl (a resumed run drops the lines written after the checkpoint)
     best_metric: float | None = None
     best_epoch: int | None = None
     epoch_loss_sum: float = 0.0  # running sums of the current epoch, over all ranks
-    epoch_correct: float = 0.0   # (top-1 hits on the augmented training images; hard labels only)
+    epoch_correct: float = 0.0  # (top-1 hits on the augmented training images; hard labels only)
     epoch_images: int = 0
     epoch_time_s: float = 0.0
-    train_time_s: float = 0.0    # training wall time of the whole run, resumes included (HO-ResNet Table 4)
+    train_time_s: float = 0.0  # training wall time of the whole run, resumes included (HO-ResNet Table 4)
 
 
 # ----------------------------------------------------------------------------------------- training
@@ -78,6 +84,7 @@ class StepTotals:
     non-finite loss was (its step and value). :meth:`read` adds the host flags (stop request, checkpoint due by
     time), all-reduces the vector once and reads it once (``Backend.reduce_and_read``); the sums restart at zero.
     """
+
     SLOTS = ("loss_sum", "correct", "skipped", "bad_ranks", "bad_step_sum", "bad_loss_sum", "stop", "save_by_time")
 
     def __init__(self, device):
@@ -88,15 +95,23 @@ class StepTotals:
         loss = loss.detach().double().reshape(())
         first_bad = ~torch.isfinite(loss) & ~self.bad_seen
         self.bad_seen |= first_bad
-        self.sums[:6] += torch.stack([loss, correct.double().reshape(()), loss.new_zeros(()), first_bad.double(),
-                                      first_bad.double() * step, torch.where(first_bad, loss, 0.0)])
+        self.sums[:6] += torch.stack(
+            [
+                loss,
+                correct.double().reshape(()),
+                loss.new_zeros(()),
+                first_bad.double(),
+                first_bad.double() * step,
+                torch.where(first_bad, loss, 0.0),
+            ]
+        )
 
     def add_skipped(self, skipped: torch.Tensor) -> None:
         self.sums[2] += skipped
 
     def read(self, backend: Backend, *flags: bool) -> dict:
         for slot, flag in enumerate(flags, start=6):  # a kernel with a scalar argument each: a tensor made from the
-            self.sums[slot].fill_(float(flag))        # flags would be a blocking host-to-device copy on CUDA
+            self.sums[slot].fill_(float(flag))  # flags would be a blocking host-to-device copy on CUDA
         values = dict(zip(self.SLOTS, backend.reduce_and_read(self.sums)))
         self.sums.zero_()
         return values
@@ -160,8 +175,11 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
                 loss = criterion(images, outputs, targets)
             logits = primary_logits(outputs)
             # per sample: the fraction of its targets hit (1 label for an image, one per position for a sequence)
-            correct = ((logits.argmax(dim=-1) == hard_targets).float().reshape(len(hard_targets), -1).mean(1).sum()
-                       if mixup_fn is None else loss.new_zeros(()))
+            correct = (
+                (logits.argmax(dim=-1) == hard_targets).float().reshape(len(hard_targets), -1).mean(1).sum()
+                if mixup_fn is None
+                else loss.new_zeros(())
+            )
             totals.add(loss, correct, state.global_step + 1)
             backend.backward(poisoned_if_non_finite(loss))
         norm = backend.step(model, optimizer, boundary, cfg.clip_grad)
@@ -199,12 +217,16 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         if log_due or stop:
             elapsed = time.perf_counter() - window_start
             per_batch = elapsed / window_batches
-            log.train_step(state, loss=window_loss / window_batches,
-                           lr=max(g["lr"] for g in optimizer.param_groups),
-                           grad_norm=None if grad_norm is None else float(grad_norm),
-                           images_per_s=window_batches * images_per_batch / elapsed,
-                           step_time=per_batch * cfg.grad_accum, peak_mem_mb=peak_memory_mb(),
-                           eta_s=per_batch * (total - state.batch_in_epoch))
+            log.train_step(
+                state,
+                loss=window_loss / window_batches,
+                lr=max(g["lr"] for g in optimizer.param_groups),
+                grad_norm=None if grad_norm is None else float(grad_norm),
+                images_per_s=window_batches * images_per_batch / elapsed,
+                step_time=per_batch * cfg.grad_accum,
+                peak_mem_mb=peak_memory_mb(),
+                eta_s=per_batch * (total - state.batch_in_epoch),
+            )
             window_loss, window_batches, window_start = 0.0, 0, time.perf_counter()
         if stop:
             progress.close()
@@ -212,10 +234,14 @@ def train_one_epoch(objects, loader, backend: Backend, state: TrainState, cfg, l
         if checkpoint_due or (checkpoint is not None and read["save_by_time"] > 0):
             checkpoint()
     progress.close()
-    log.metrics("epoch", train_loss=state.epoch_loss_sum / max(state.batch_in_epoch, 1),
-                train_top1=100.0 * state.epoch_correct / max(state.epoch_images, 1) if mixup_fn is None else None,
-                images_per_s=state.epoch_images / max(state.epoch_time_s, 1e-9), epoch_time_s=state.epoch_time_s,
-                train_time_s=state.train_time_s)
+    log.metrics(
+        "epoch",
+        train_loss=state.epoch_loss_sum / max(state.batch_in_epoch, 1),
+        train_top1=100.0 * state.epoch_correct / max(state.epoch_images, 1) if mixup_fn is None else None,
+        images_per_s=state.epoch_images / max(state.epoch_time_s, 1e-9),
+        epoch_time_s=state.epoch_time_s,
+        train_time_s=state.train_time_s,
+    )
     return "done"
 
 
@@ -232,13 +258,17 @@ def check_finite(read: dict, state: TrainState) -> None:
     if not (read["skipped"] or read["bad_ranks"]):
         return
     if read["bad_ranks"]:
-        where = (f"loss is {read['bad_loss_sum']} at epoch {state.epoch}, "
-                 f"step {round(read['bad_step_sum'] / read['bad_ranks'])}")
+        where = (
+            f"loss is {read['bad_loss_sum']} at epoch {state.epoch}, "
+            f"step {round(read['bad_step_sum'] / read['bad_ranks'])}"
+        )
     else:
         where = f"a gradient is non-finite at epoch {state.epoch}, by step {state.global_step}"
-    raise NonFiniteLoss(f"{where}; {read['skipped']:.0f} update(s) skipped by step "
-                        f"{state.global_step} and the run stopped: the last checkpoint is the last good state "
-                        f"(lower optim.lr, set clip_grad, or use precision=fp32)")
+    raise NonFiniteLoss(
+        f"{where}; {read['skipped']:.0f} update(s) skipped by step "
+        f"{state.global_step} and the run stopped: the last checkpoint is the last good state "
+        f"(lower optim.lr, set clip_grad, or use precision=fp32)"
+    )
 
 
 def peak_memory_mb() -> float:
@@ -280,9 +310,17 @@ class RunLog:
     ``ckpt.interval_minutes``; the loop shares its answer with the other ranks.
     """
 
-    def __init__(self, run, state: TrainState, is_main: bool, tensorboard: bool = True,
-                 checkpoint_minutes: float | None = None, unit: str = "img", epochs: int | None = None,
-                 steps_per_epoch: int = 0):
+    def __init__(
+        self,
+        run,
+        state: TrainState,
+        is_main: bool,
+        tensorboard: bool = True,
+        checkpoint_minutes: float | None = None,
+        unit: str = "img",
+        epochs: int | None = None,
+        steps_per_epoch: int = 0,
+    ):
         self.run, self.state, self.is_main = run, state, is_main
         self.unit = unit  # what a sample is (harness.engine.tasks.Task.unit): "img", "seq"
         self.epochs, self.steps_per_epoch = epochs, steps_per_epoch  # for the ETA of the whole run
@@ -309,11 +347,14 @@ class RunLog:
         self.metrics("train", **values)
         if self.is_main and not self._bar_visible():
             later = self.steps_per_epoch * max(self.epochs - state.epoch - 1, 0) if self.epochs else None
-            run_eta = (f", run eta {duration(values['eta_s'] + later * values['step_time'])}" if later is not None
-                       else "")
-            self.info(f"epoch {state.epoch} step {state.global_step}: loss {values['loss']:.4f} "
-                      f"lr {values['lr']:.3g} {values['images_per_s']:.1f} {self.unit}/s "
-                      f"{values['peak_mem_mb']:.0f} MiB, epoch eta {duration(values['eta_s'])}{run_eta}")
+            run_eta = (
+                f", run eta {duration(values['eta_s'] + later * values['step_time'])}" if later is not None else ""
+            )
+            self.info(
+                f"epoch {state.epoch} step {state.global_step}: loss {values['loss']:.4f} "
+                f"lr {values['lr']:.3g} {values['images_per_s']:.1f} {self.unit}/s "
+                f"{values['peak_mem_mb']:.0f} MiB, epoch eta {duration(values['eta_s'])}{run_eta}"
+            )
 
     def info(self, text: str) -> None:
         if self.is_main:
@@ -323,15 +364,26 @@ class RunLog:
     def progress(self, total: int, initial: int, desc: str):
         """The epoch's bar (tqdm: its own ETA is the epoch's), with the whole run's ETA after it."""
         later = total * max(self.epochs - self.state.epoch - 1, 0) if self.epochs else None
-        return _RunBar(total=total, initial=initial, desc=desc, unit="batch", leave=False, dynamic_ncols=True,
-                       disable=not self._bar_visible(), later=later)
+        return _RunBar(
+            total=total,
+            initial=initial,
+            desc=desc,
+            unit="batch",
+            leave=False,
+            dynamic_ncols=True,
+            disable=not self._bar_visible(),
+            later=later,
+        )
 
     def _bar_visible(self) -> bool:
         return self.is_main and sys.stderr.isatty()
 
     def checkpoint_due_by_time(self) -> bool:
-        return bool(self.is_main and self.checkpoint_minutes
-                    and time.monotonic() - self.last_checkpoint > 60 * self.checkpoint_minutes)
+        return bool(
+            self.is_main
+            and self.checkpoint_minutes
+            and time.monotonic() - self.last_checkpoint > 60 * self.checkpoint_minutes
+        )
 
     def checkpoint_written(self) -> None:
         self.last_checkpoint = time.monotonic()

@@ -1,6 +1,7 @@
 """Models by name: the registry lookup (timm's, with depthbench's models registered), building on the meta device,
 and a config's model arguments. Every command that builds a model by name or from a config goes through here.
 """
+
 from __future__ import annotations
 
 import ast
@@ -38,11 +39,47 @@ def require_registered(name: str, what: str = "model") -> None:
 
 # in-place value ops of weight initialisation (none changes a shape), and torch.nn.init's functions: those reach
 # the mode as one call (what they do inside is not seen by it)
-_INIT_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "erfinv_", "mul_", "add_", "sub_", "div_", "clamp_",
-                       "clamp_min_", "clamp_max_", "copy_", "exp_", "log_", "sqrt_", "neg_", "abs_", "random_",
-                       "bernoulli_", "exponential_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_",
-                       "trunc_normal_", "constant_", "ones_", "zeros_", "xavier_uniform_", "xavier_normal_",
-                       "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_", "eye_", "dirac_"})
+_INIT_OPS = frozenset(
+    {
+        "uniform_",
+        "normal_",
+        "zero_",
+        "fill_",
+        "erfinv_",
+        "mul_",
+        "add_",
+        "sub_",
+        "div_",
+        "clamp_",
+        "clamp_min_",
+        "clamp_max_",
+        "copy_",
+        "exp_",
+        "log_",
+        "sqrt_",
+        "neg_",
+        "abs_",
+        "random_",
+        "bernoulli_",
+        "exponential_",
+        "log_normal_",
+        "cauchy_",
+        "geometric_",
+        "fill_diagonal_",
+        "trunc_normal_",
+        "constant_",
+        "ones_",
+        "zeros_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "orthogonal_",
+        "sparse_",
+        "eye_",
+        "dirac_",
+    }
+)
 
 
 class SkipInitOnMeta(TorchFunctionMode):
@@ -92,8 +129,10 @@ def parse_model_kwargs(items, option: str = "--model-kwargs") -> dict:
     for text in items or ():
         key, sep, raw = str(text).partition("=")
         if not sep or not key.strip().isidentifier():
-            raise DepthbenchError(f"{option} {text!r} is not key=value with a Python name as key "
-                                  f"(e.g. {option} width=32 drop_path_rate=0.1)")
+            raise DepthbenchError(
+                f"{option} {text!r} is not key=value with a Python name as key "
+                f"(e.g. {option} width=32 drop_path_rate=0.1)"
+            )
         try:
             kwargs[key.strip()] = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):
@@ -101,8 +140,14 @@ def parse_model_kwargs(items, option: str = "--model-kwargs") -> dict:
     return kwargs
 
 
-def build_trained_model(config: str | Path | None = None, overrides=(), *, name: str | None = None,
-                        model_kwargs: dict | None = None, device=None):
+def build_trained_model(
+    config: str | Path | None = None,
+    overrides=(),
+    *,
+    name: str | None = None,
+    model_kwargs: dict | None = None,
+    device=None,
+):
     """The architecture a run trained, without weights, for commands that rebuild it (diagnose, bench, eval).
 
     From a training ``config`` (with its ``key=value`` overrides -- e.g. the digits preset's ``model.width=32``):

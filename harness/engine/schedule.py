@@ -6,6 +6,7 @@ Both configs count the same things -- points of the run (a milestone, where a sc
 kind of config: depthbench's recipes (``epochs``, timm's ``sched``; ``depthbench train``) and MMEngine's
 (``train_cfg.max_iters``/``max_epochs``, ``param_scheduler``; ``depthbench finetune``).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def _rescale_epochs(cfg, planned_epochs: int, explicit: tuple[str, ...]) -> list
     changes = []
     if sched.get("decay_milestones") and "sched.decay_milestones" not in explicit:
         # a milestone that lands at or after the end would never fire: dropped (a 1-epoch run does not decay)
-        scaled = sorted({m for m in (scale_count(m, factor, least=1) for m in sched.decay_milestones)
-                         if m < cfg.epochs})
+        scaled = sorted(
+            {m for m in (scale_count(m, factor, least=1) for m in sched.decay_milestones) if m < cfg.epochs}
+        )
         changes.append(f"sched.decay_milestones {list(sched.decay_milestones)} -> {scaled}")
         sched.decay_milestones = scaled
     for key in ("warmup_epochs", "cooldown_epochs"):
@@ -57,9 +59,19 @@ def _rescale_epochs(cfg, planned_epochs: int, explicit: tuple[str, ...]) -> list
 # MMEngine's parameter schedulers (``<stem>LR``/``<stem>Momentum``/``<stem>ParamScheduler``) whose positions and
 # lengths are the keys below; any other scheduler cannot be rescaled safely, so an override of the run's length
 # then says which key to set instead
-SCHEDULER_STEMS = ("Constant", "CosineAnnealing", "CosineRestart", "Exponential", "Linear", "MultiStep", "OneCycle",
-                   "Poly", "QuadraticWarmup", "Step")
-POSITION_KEYS = ("begin", "end")                              # points of the run: 0 and the end stay put
+SCHEDULER_STEMS = (
+    "Constant",
+    "CosineAnnealing",
+    "CosineRestart",
+    "Exponential",
+    "Linear",
+    "MultiStep",
+    "OneCycle",
+    "Poly",
+    "QuadraticWarmup",
+    "Step",
+)
+POSITION_KEYS = ("begin", "end")  # points of the run: 0 and the end stay put
 LENGTH_KEYS = ("T_max", "step_size", "total_steps", "total_iters")  # spans: scaled, at least 1
 LIST_KEYS = {"milestones": "position", "periods": "length"}
 
@@ -97,7 +109,7 @@ def _rescale_mmengine(cfg, planned: dict, explicit: tuple[str, ...]) -> list[str
         # changed in place, none dropped: MMEngine's resume pairs schedulers with the checkpoint's by position
         for i, scheduler in enumerate([schedulers] if isinstance(schedulers, dict) else list(schedulers or [])):
             if bool(scheduler.get("by_epoch", True)) != by_epoch:  # counted in the other unit (a warm-up in
-                continue                                            # iterations of an epoch-based run)
+                continue  # iterations of an epoch-based run)
             name = str(scheduler.get("type", ""))
             stem = name.split(".")[-1]
             for suffix in ("ParamScheduler", "Momentum", "LR"):
@@ -106,8 +118,10 @@ def _rescale_mmengine(cfg, planned: dict, explicit: tuple[str, ...]) -> list[str
                     break
             where = f"param_scheduler[{i}] ({name})"
             if stem not in SCHEDULER_STEMS:
-                raise ConfigError(f"train_cfg.{key}={new}: {where} cannot be rescaled from {old} to {new} {unit}; "
-                                  f"set param_scheduler=[...] for {new} {unit} as well")
+                raise ConfigError(
+                    f"train_cfg.{key}={new}: {where} cannot be rescaled from {old} to {new} {unit}; "
+                    f"set param_scheduler=[...] for {new} {unit} as well"
+                )
             before = dict(scheduler)
             for k in POSITION_KEYS:
                 if k in scheduler:
@@ -117,8 +131,13 @@ def _rescale_mmengine(cfg, planned: dict, explicit: tuple[str, ...]) -> list[str
                     scheduler[k] = length(scheduler[k])
             for k, kind in LIST_KEYS.items():
                 if scheduler.get(k) and kind == "position":  # a decay before the end stays before it (1x: 8, 11
-                    scheduler[k] = sorted({min(position(v), new - 1) if v < old else v  # of 12 -> 4, 5 of 6)
-                                           for v in scheduler[k]} - {0})
+                    scheduler[k] = sorted(
+                        {
+                            min(position(v), new - 1) if v < old else v  # of 12 -> 4, 5 of 6)
+                            for v in scheduler[k]
+                        }
+                        - {0}
+                    )
                 elif scheduler.get(k):
                     scheduler[k] = [length(v) for v in scheduler[k]]
             if scheduler.get("begin", 0) >= scheduler.get("end", float("inf")):

@@ -10,6 +10,7 @@ a shell (or exported by sbatch to every attempt) cannot make a run kill itself (
 They act on their own, whatever else is on or off (``hang.watchdog=False`` keeps them); the loop calls
 :func:`after_step` once per optimizer step.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,10 @@ def check(cfg) -> None:
     counts as step time, and the first steps are held to ``hang.floor_s`` alone."""
     delay, hang = with_defaults(cfg, "testing")["step_delay_s"], with_defaults(cfg, "hang")
     if hang["watchdog"] and delay >= hang["floor_s"] / 2:
-        raise ConfigError(f"testing.step_delay_s={delay:g} is not under half of hang.floor_s={hang['floor_s']:g}: "
-                          "the watchdog would take the paced steps for a hang; lower it or raise hang.floor_s")
+        raise ConfigError(
+            f"testing.step_delay_s={delay:g} is not under half of hang.floor_s={hang['floor_s']:g}: "
+            "the watchdog would take the paced steps for a hang; lower it or raise hang.floor_s"
+        )
 
 
 def start(cfg, rank: int, world_size: int) -> None:

@@ -9,6 +9,7 @@ use (a plugin entry point: the engine depends on the interface below, not on any
 module there (or anywhere) that subclasses :class:`Task` and calls :func:`register_task` -- see README,
 "Architecture".
 """
+
 from __future__ import annotations
 
 import importlib
@@ -21,17 +22,30 @@ BUILTIN_TASKS = "harness.tasks"
 
 
 # the data.* keys the engine itself reads for every data type (harness/engine/data.py, models.py, estimate.py)
-ENGINE_DATA_KEYS = ("type", "train_split", "val_split", "workers", "pin_memory", "eval_batch_size", "repeated_aug",
-                    "num_repeats", "train_subset", "val_subset", "num_classes", "input_size")
+ENGINE_DATA_KEYS = (
+    "type",
+    "train_split",
+    "val_split",
+    "workers",
+    "pin_memory",
+    "eval_batch_size",
+    "repeated_aug",
+    "num_repeats",
+    "train_subset",
+    "val_subset",
+    "num_classes",
+    "input_size",
+)
 
 
 class Task:
     """The interface of a task; subclasses override what their data needs."""
+
     name = ""
     data_types: tuple[str, ...] = ()
-    data_keys: tuple[str, ...] = ()   # the data.* keys the task reads besides ENGINE_DATA_KEYS
-    generated: tuple[str, ...] = ()   # data types it generates into the cache: they read no data.root
-    reads_aug = False                 # whether the aug.* section means anything to it
+    data_keys: tuple[str, ...] = ()  # the data.* keys the task reads besides ENGINE_DATA_KEYS
+    generated: tuple[str, ...] = ()  # data types it generates into the cache: they read no data.root
+    reads_aug = False  # whether the aug.* section means anything to it
     metrics: tuple[str, ...] = ("top1", "top5", "loss")  # what evaluate() returns (ckpt.best_metric choices)
     lower_is_better: tuple[str, ...] = ("loss",)
     unit = "img"  # what a training sample is, for throughput lines ("img/s", "seq/s")

@@ -27,6 +27,7 @@ only), ``stacks-rank-R.txt`` (the dump, after a JSON header line), ``nccl-rank-R
 (a Python exception that ended the rank: type, message, step), and ``exits`` (one line per rank, written by the
 sbatch script's task wrapper: ``time rank node exit-code``).
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -81,9 +82,19 @@ class Watchdog:
     the progress record. Every file goes through harness.core.files inside the run: a link planted in the run
     directory is refused, never written through."""
 
-    def __init__(self, run_path, rank: int, factor: float, floor_s: float, sync_every: int = 1,
-                 grace_s: float | None = None, poll_s: float = 0.5, on_hang=None, detect_hangs: bool = True,
-                 heartbeats: bool | None = None):
+    def __init__(
+        self,
+        run_path,
+        rank: int,
+        factor: float,
+        floor_s: float,
+        sync_every: int = 1,
+        grace_s: float | None = None,
+        poll_s: float = 0.5,
+        on_hang=None,
+        detect_hangs: bool = True,
+        heartbeats: bool | None = None,
+    ):
         self.run = Path(run_path)
         self.dir = attempt_dir(run_path)  # created on the first write
         self.detect_hangs = detect_hangs
@@ -119,7 +130,6 @@ class Watchdog:
         except (OSError, BadFile):
             return None
 
-
     def beat(self, step: int) -> None:
         if self._step_map is not None:
             STEP_RECORD.pack_into(self._step_map, 0, step)
@@ -151,7 +161,7 @@ class Watchdog:
         while not self._stop.wait(self.poll_s):
             now, wall = time.monotonic(), time.time()
             if wall - polled > ALIVE_EVERY_S:  # this thread did not run: the process was stopped (SIGSTOP) or starved
-                self.stalls = [*self.stalls[-(MAX_STALLS - 1):], [polled, wall]]
+                self.stalls = [*self.stalls[-(MAX_STALLS - 1) :], [polled, wall]]
                 self._written = (self._written[0], -ALIVE_EVERY_S)  # say so now, before a SIGKILL that may follow
             polled = wall
             self._heartbeat(now)
@@ -170,16 +180,30 @@ class Watchdog:
             return
         if now - self._written[1] < HEARTBEAT_EVERY_S:
             return
-        record = {"rank": self.rank, "node": node_name(), "pid": os.getpid(), "step": self.step,
-                  "time": time.time() - (now - self.last), "written": time.time(), "stalls": self.stalls}
+        record = {
+            "rank": self.rank,
+            "node": node_name(),
+            "pid": os.getpid(),
+            "step": self.step,
+            "time": time.time() - (now - self.last),
+            "written": time.time(),
+            "stalls": self.stalls,
+        }
         write_record(self.run, f"heartbeat-rank-{self.rank}.json", record)
         self._written = (self.step, now)
 
     def dump(self, reason: str) -> Path:
         """This rank's stacks (every thread) and, on CUDA, NCCL's flight recorder, into the attempt's folder."""
         path = self.dir / f"stacks-rank-{self.rank}.txt"
-        header = {"rank": self.rank, "node": node_name(), "pid": os.getpid(), "step": self.step, "reason": reason,
-                  "time": time.time(), "main_thread": f"0x{threading.main_thread().ident:016x}"}
+        header = {
+            "rank": self.rank,
+            "node": node_name(),
+            "pid": os.getpid(),
+            "step": self.step,
+            "reason": reason,
+            "time": time.time(),
+            "main_thread": f"0x{threading.main_thread().ident:016x}",
+        }
 
         def write(fh):
             fh.write((json.dumps(header) + "\n").encode())
@@ -193,7 +217,6 @@ class Watchdog:
             pass  # a planted link or a full disk: the exit code still says "hang"
         dump_nccl_trace(self.dir / f"nccl-rank-{self.rank}.pkl", self.run)
         return path
-
 
 
 def made_folder(run_path) -> Path:
@@ -237,8 +260,14 @@ def start(cfg, run_path, rank: int) -> Watchdog | None:
     options = hang_options(cfg)
     if not options["watchdog"] and not os.environ.get("SLURM_JOB_ID"):
         return None
-    _current = Watchdog(run_path, rank, options["factor"], options["floor_s"], sync_every=cfg.log_interval,
-                        detect_hangs=options["watchdog"])
+    _current = Watchdog(
+        run_path,
+        rank,
+        options["factor"],
+        options["floor_s"],
+        sync_every=cfg.log_interval,
+        detect_hangs=options["watchdog"],
+    )
     return _current.start()
 
 
@@ -272,8 +301,14 @@ def last_step() -> int | None:
 def record_error(run_path, rank: int, error: BaseException, step: int | None) -> None:
     """What ended this rank, for the restart decision (slurm/restart.py): the same step failing the same way twice
     is deterministic and not retried."""
-    record = {"rank": rank, "node": node_name(), "type": type(error).__name__, "message": str(error)[:500],
-              "step": step, "time": time.time()}
+    record = {
+        "rank": rank,
+        "node": node_name(),
+        "type": type(error).__name__,
+        "message": str(error)[:500],
+        "step": step,
+        "time": time.time(),
+    }
     write_record(run_path, f"error-rank-{rank}.json", record)
 
 

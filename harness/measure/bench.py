@@ -27,6 +27,7 @@ Rows follow timm's benchmark CSV (``model``, ``infer_samples_per_sec``, ``infer_
 memory, machine); the command appends them to ``--out`` (never overwriting earlier rows). Tests never assert
 timings.
 """
+
 from __future__ import annotations
 
 import ast
@@ -77,8 +78,11 @@ def with_variants(participants: list[Participant], compare: Sequence[str]) -> tu
             variant.label = f"{p.label} +{name}"
             variant.options = {**p.options, **COMPARE[name][1]}
             out.append(variant)
-            pairs.append(Pair(p.label, variant.label,
-                              f"no paper claim (--compare {name}: the same model and inputs, interleaved)"))
+            pairs.append(
+                Pair(
+                    p.label, variant.label, f"no paper claim (--compare {name}: the same model and inputs, interleaved)"
+                )
+            )
     return out, pairs
 
 
@@ -108,8 +112,14 @@ def participant_from_config(path: str, overrides=(), extra_kwargs: dict | None =
     data = cfg.get("data") or {}
     if size is None and data.get("input_size"):
         size = data["input_size"]
-    return Participant(name, _plain(kwargs), input_size_of(name, size, kwargs), label=Path(path).stem,
-                       config=str(path), overrides=tuple(overrides))
+    return Participant(
+        name,
+        _plain(kwargs),
+        input_size_of(name, size, kwargs),
+        label=Path(path).stem,
+        config=str(path),
+        overrides=tuple(overrides),
+    )
 
 
 def _plain(value):
@@ -125,9 +135,13 @@ def build(participant: Participant, device="meta") -> nn.Module:
     """The participant's model (ours or timm's) on ``device``, as :func:`harness.engine.models.build_trained_model`
     builds it: from its config (the trained architecture: ScaleNet's ``model.grow`` expansion applied) or its
     name, with its keyword arguments. Anything wrong is one line naming the model (close names if unknown)."""
-    return build_trained_model(participant.config, participant.overrides,
-                               name=None if participant.config else participant.name,
-                               model_kwargs=participant.kwargs, device=device)
+    return build_trained_model(
+        participant.config,
+        participant.overrides,
+        name=None if participant.config else participant.name,
+        model_kwargs=participant.kwargs,
+        device=device,
+    )
 
 
 # -------------------------------------------------------------------------------------------------- stepping
@@ -140,9 +154,20 @@ class ModelStep:
     """One model in one mode on one device: ``step()`` is one inference forward or one training step
     (forward, backward, SGD with momentum as timm's benchmark, zero grads)."""
 
-    def __init__(self, model: nn.Module, input_size, batch_size: int, mode: str, device="cpu",
-                 amp_dtype: torch.dtype | None = None, channels_last: bool = False, compile: bool = False,
-                 inputs: tuple | None = None, grad_checkpointing: bool = False, optimizer: str = "sgd"):
+    def __init__(
+        self,
+        model: nn.Module,
+        input_size,
+        batch_size: int,
+        mode: str,
+        device="cpu",
+        amp_dtype: torch.dtype | None = None,
+        channels_last: bool = False,
+        compile: bool = False,
+        inputs: tuple | None = None,
+        grad_checkpointing: bool = False,
+        optimizer: str = "sgd",
+    ):
         if mode not in ("infer", "train"):
             raise ValueError(f"mode must be 'infer' or 'train', not {mode!r}")
         if optimizer not in OPTIMIZERS:
@@ -159,8 +184,7 @@ class ModelStep:
         self.model, self.inputs = model, inputs
         # fixed shapes: one graph per model, no dynamic-shape kernels (as depthbench train compiles)
         self.forward = torch.compile(model, dynamic=False) if compile else model
-        self.autocast = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype
-                         else nullcontext())
+        self.autocast = torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
         self.optimizer = None
         if mode == "train" and optimizer == "sgd":
             self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
@@ -190,7 +214,7 @@ class MatmulPeak:
         self.a = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
         self.b = torch.randn(n, n, generator=generator).to(device=device, dtype=dtype)
         self.out = torch.empty(n, n, device=device, dtype=dtype)
-        self.flops = 2 * n ** 3
+        self.flops = 2 * n**3
 
     def __call__(self) -> None:
         self.mm(self.a, self.b, out=self.out)
@@ -229,8 +253,15 @@ def _synchronize(device) -> None:
         torch.cuda.synchronize()
 
 
-def run_interleaved(steps: dict[str, Callable[[], None]], *, warmup: int = 1, iters: int = 1, repeats: int = 3,
-                    synchronize: Callable[[], None] = lambda: None, chunk=None) -> dict[str, list[float]]:
+def run_interleaved(
+    steps: dict[str, Callable[[], None]],
+    *,
+    warmup: int = 1,
+    iters: int = 1,
+    repeats: int = 3,
+    synchronize: Callable[[], None] = lambda: None,
+    chunk=None,
+) -> dict[str, list[float]]:
     """Seconds per step of every callable in every round, the callables interleaved.
 
     Warm-up: ``warmup`` steps of each (in order). Then ``repeats`` rounds; in each round each callable runs
@@ -309,8 +340,11 @@ def step_peak_mib(step: Callable[[], None], device="cpu") -> float:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     # the raw event list: the public key_averages() gives each op's net memory, not the running total's peak
-    changes = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                     if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    changes = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
     running = peak = 0
     for _, nbytes in changes:
         running += nbytes
@@ -318,14 +352,33 @@ def step_peak_mib(step: Callable[[], None], device="cpu") -> float:
     return peak / 2**20
 
 
-def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = "infer", warmup: int = 3,
-            iters: int = 10, device: str = "cpu", amp_dtype: torch.dtype | None = None,
-            inputs: tuple | None = None, channels_last: bool = False, grad_checkpointing: bool = False) -> dict:
+def measure(
+    model: nn.Module,
+    input_size=224,
+    batch_size: int = 32,
+    mode: str = "infer",
+    warmup: int = 3,
+    iters: int = 10,
+    device: str = "cpu",
+    amp_dtype: torch.dtype | None = None,
+    inputs: tuple | None = None,
+    channels_last: bool = False,
+    grad_checkpointing: bool = False,
+) -> dict:
     """One model alone: samples/s, ms per step and peak memory (CUDA allocated / CPU RSS growth from before the
     first step), with the engine's channels-last and grad-checkpointing options when asked. For comparisons between
     models use :func:`run_interleaved` (``depthbench bench``)."""
-    step = ModelStep(model, input_size, batch_size, mode, device, amp_dtype, channels_last=channels_last,
-                     inputs=inputs, grad_checkpointing=grad_checkpointing)
+    step = ModelStep(
+        model,
+        input_size,
+        batch_size,
+        mode,
+        device,
+        amp_dtype,
+        channels_last=channels_last,
+        inputs=inputs,
+        grad_checkpointing=grad_checkpointing,
+    )
     cuda = step.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -333,24 +386,38 @@ def measure(model: nn.Module, input_size=224, batch_size: int = 32, mode: str = 
     # process stops growing, so a peak taken over the timed loop alone reads ~0.
     memory = nullcontext() if cuda else _PeakRSS()
     with memory:
-        seconds = run_interleaved({"model": step}, warmup=warmup, iters=iters, repeats=1,
-                                  synchronize=lambda: _synchronize(device))["model"][0]
+        seconds = run_interleaved(
+            {"model": step}, warmup=warmup, iters=iters, repeats=1, synchronize=lambda: _synchronize(device)
+        )["model"][0]
     peak = torch.cuda.max_memory_allocated() if cuda else memory.peak
-    return {"mode": mode, "batch_size": batch_size, "samples_per_s": batch_size / seconds,
-            "step_ms": 1000 * seconds, "peak_mem_mb": peak / 2**20, "peak_mib": step_peak_mib(step, device),
-            "device": str(device), "threads": torch.get_num_threads()}
+    return {
+        "mode": mode,
+        "batch_size": batch_size,
+        "samples_per_s": batch_size / seconds,
+        "step_ms": 1000 * seconds,
+        "peak_mem_mb": peak / 2**20,
+        "peak_mib": step_peak_mib(step, device),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+    }
 
 
 # ------------------------------------------------------------------------------------------------ statistics
 def _quantiles(values) -> dict:
     v = np.asarray(values, dtype=float)
     q25, median, q75 = np.percentile(v, [25, 50, 75])
-    return {"median": float(median), "q25": float(q25), "q75": float(q75), "min": float(v.min()),
-            "max": float(v.max())}
+    return {"median": float(median), "q25": float(q25), "q75": float(q75), "min": float(v.min()), "max": float(v.max())}
 
 
-def summarise(times: dict[str, list[float]], participants: dict[str, Participant], macs: dict[str, int],
-              batch_size: int, mode: str, peak_times: list[float] | None, peak_flops: int | None) -> dict:
+def summarise(
+    times: dict[str, list[float]],
+    participants: dict[str, Participant],
+    macs: dict[str, int],
+    batch_size: int,
+    mode: str,
+    peak_times: list[float] | None,
+    peak_flops: int | None,
+) -> dict:
     """Per label: the timm columns of ``mode`` plus spread, achieved GFLOP/s and MFU (per round, then median)."""
     rows = {}
     for label, seconds in times.items():
@@ -360,14 +427,20 @@ def summarise(times: dict[str, list[float]], participants: dict[str, Participant
         rate = _quantiles([batch_size / s for s in seconds])
         step = _quantiles([1000 * s for s in seconds])
         achieved = [flops_per_step / s / 1e9 for s in seconds]
-        row = {f"{mode}_samples_per_sec": round(rate["median"], 3), f"{mode}_step_time": round(step["median"], 3),
-               f"{mode}_batch_size": batch_size, f"{mode}_img_size": participants[label].input_size[-1],
-               f"{mode}_samples_per_sec_q25": round(rate["q25"], 3),
-               f"{mode}_samples_per_sec_q75": round(rate["q75"], 3),
-               f"{mode}_samples_per_sec_min": round(rate["min"], 3),
-               f"{mode}_samples_per_sec_max": round(rate["max"], 3),
-               f"{mode}_step_time_q25": round(step["q25"], 3), f"{mode}_step_time_q75": round(step["q75"], 3),
-               f"{mode}_gflops": round(_quantiles(achieved)["median"], 3), f"{mode}_rounds": len(seconds)}
+        row = {
+            f"{mode}_samples_per_sec": round(rate["median"], 3),
+            f"{mode}_step_time": round(step["median"], 3),
+            f"{mode}_batch_size": batch_size,
+            f"{mode}_img_size": participants[label].input_size[-1],
+            f"{mode}_samples_per_sec_q25": round(rate["q25"], 3),
+            f"{mode}_samples_per_sec_q75": round(rate["q75"], 3),
+            f"{mode}_samples_per_sec_min": round(rate["min"], 3),
+            f"{mode}_samples_per_sec_max": round(rate["max"], 3),
+            f"{mode}_step_time_q25": round(step["q25"], 3),
+            f"{mode}_step_time_q75": round(step["q75"], 3),
+            f"{mode}_gflops": round(_quantiles(achieved)["median"], 3),
+            f"{mode}_rounds": len(seconds),
+        }
         if peak_times:
             peak = [peak_flops / s / 1e9 for s in peak_times]
             row[f"{mode}_mfu"] = round(_quantiles([a / p for a, p in zip(achieved, peak)])["median"], 4)
@@ -381,19 +454,44 @@ def ratios(times: dict[str, list[float]], baseline: str, candidate: str) -> dict
 
 
 # ---------------------------------------------------------------------------------------------- CPU memory
-def memory_in_subprocess(participant: Participant, mode: str, batch_size: int, amp: str | None,
-                         channels_last: bool, threads: int, timeout: float = 1800, compile: bool = False,
-                         grad_checkpointing: bool = False, optimizer: str = "sgd") -> float:
+def memory_in_subprocess(
+    participant: Participant,
+    mode: str,
+    batch_size: int,
+    amp: str | None,
+    channels_last: bool,
+    threads: int,
+    timeout: float = 1800,
+    compile: bool = False,
+    grad_checkpointing: bool = False,
+    optimizer: str = "sgd",
+) -> float:
     """Peak RSS growth (MiB) of warm-up + one step of ``participant`` in a fresh process (see module docstring).
     A compiled model is compiled by an untimed first step outside the measurement (the compiler's own memory
     would otherwise be most of the growth), its optimizer state then cleared so it is allocated inside it."""
-    job = repr({"spec": participant.spec(), "mode": mode, "batch_size": batch_size, "amp": amp,
-                "channels_last": channels_last, "threads": threads, "compile": compile,
-                "grad_checkpointing": grad_checkpointing, "optimizer": optimizer})
+    job = repr(
+        {
+            "spec": participant.spec(),
+            "mode": mode,
+            "batch_size": batch_size,
+            "amp": amp,
+            "channels_last": channels_last,
+            "threads": threads,
+            "compile": compile,
+            "grad_checkpointing": grad_checkpointing,
+            "optimizer": optimizer,
+        }
+    )
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": str(threads)}
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-m", "harness.measure.bench", job], capture_output=True, text=True, env=env,
-                         cwd=root, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.measure.bench", job],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=timeout,
+    )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise DepthbenchError(f"memory measurement of {participant.label} ({mode}) failed: {last}", exit_code=1)
@@ -405,12 +503,22 @@ def _memory_job(job: str) -> None:
     job = ast.literal_eval(job)
     configure_threads(threads=job["threads"])
     spec = job["spec"]
-    participant = Participant(spec["name"], spec["kwargs"], spec["input_size"], config=spec["config"],
-                              overrides=spec["overrides"])
+    participant = Participant(
+        spec["name"], spec["kwargs"], spec["input_size"], config=spec["config"], overrides=spec["overrides"]
+    )
     model = build(participant, device="cpu")
-    step = ModelStep(model, participant.input_size, job["batch_size"], job["mode"], "cpu",
-                     amp_dtype(job["amp"]), job["channels_last"], job.get("compile", False),
-                     grad_checkpointing=job.get("grad_checkpointing", False), optimizer=job.get("optimizer", "sgd"))
+    step = ModelStep(
+        model,
+        participant.input_size,
+        job["batch_size"],
+        job["mode"],
+        "cpu",
+        amp_dtype(job["amp"]),
+        job["channels_last"],
+        job.get("compile", False),
+        grad_checkpointing=job.get("grad_checkpointing", False),
+        optimizer=job.get("optimizer", "sgd"),
+    )
     if job.get("compile"):
         step()
         if step.optimizer is not None:
@@ -421,8 +529,6 @@ def _memory_job(job: str) -> None:
     print(memory.peak / 2**20)
 
 
-
-
 def preset(name: str) -> tuple[list[Participant], list[Pair]]:
     """``paper`` (every group of that paper) or ``paper:group``: participants (deduplicated) and pairs."""
     keys = [k for k in PRESETS if k == name or k.split(":")[0] == name]
@@ -430,8 +536,10 @@ def preset(name: str) -> tuple[list[Participant], list[Pair]]:
         choices = PAPERS + list(PRESETS)
         close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise DepthbenchError(f"unknown --pairs preset {name!r}; {hint}choose a paper ({', '.join(PAPERS)}) or "
-                              f"paper:group ({', '.join(PRESETS)})")
+        raise DepthbenchError(
+            f"unknown --pairs preset {name!r}; {hint}choose a paper ({', '.join(PAPERS)}) or "
+            f"paper:group ({', '.join(PRESETS)})"
+        )
     participants, pairs = {}, []
     for key in keys:
         for p in PRESETS[key][0]:
@@ -444,21 +552,22 @@ def preset(name: str) -> tuple[list[Participant], list[Pair]]:
 @dataclass
 class BenchOptions:
     """How the models are run: ``depthbench bench``'s options (the models themselves are :class:`Participant`)."""
-    mode: str = "infer"                # infer | train | both
+
+    mode: str = "infer"  # infer | train | both
     batch_size: int = 8
-    amp: str | None = None             # bf16 | fp16 (None: fp32)
+    amp: str | None = None  # bf16 | fp16 (None: fp32)
     channels_last: bool = False
     compile: bool = False
-    threads: int | None = None         # CPU threads, the process pinned to as many cores (None: every core)
-    device: str | None = None          # cpu | cuda (None: cuda when visible)
-    repeats: int = 5                   # interleaved rounds
-    iters: int = 2                     # timed steps per model per round
-    warmup: int = 2                    # untimed steps per model first
-    peak_size: int | None = None       # side of the peak matmul (None: 2048 on CPU, 8192 on CUDA)
-    memory: bool = True                # CPU peak memory, one fresh process per model and mode
-    grad_checkpointing: bool = False   # the models' set_grad_checkpointing(True) (training memory vs time)
-    optimizer: str = "sgd"             # the training step's optimizer (OPTIMIZERS)
-    compare: tuple = ()                # COMPARE names: each model also as a variant with that option, paired
+    threads: int | None = None  # CPU threads, the process pinned to as many cores (None: every core)
+    device: str | None = None  # cpu | cuda (None: cuda when visible)
+    repeats: int = 5  # interleaved rounds
+    iters: int = 2  # timed steps per model per round
+    warmup: int = 2  # untimed steps per model first
+    peak_size: int | None = None  # side of the peak matmul (None: 2048 on CPU, 8192 on CUDA)
+    memory: bool = True  # CPU peak memory, one fresh process per model and mode
+    grad_checkpointing: bool = False  # the models' set_grad_checkpointing(True) (training memory vs time)
+    optimizer: str = "sgd"  # the training step's optimizer (OPTIMIZERS)
+    compare: tuple = ()  # COMPARE names: each model also as a variant with that option, paired
 
 
 @dataclass
@@ -467,6 +576,7 @@ class BenchResult:
     (ratios, the claim); the machine (device, threads, peak GFLOP/s, versions, date); ``out``/``pairs_out``: the
     CSV files the rows were appended to, if any; ``times``: every round's seconds per step (the paired rounds
     ``depthbench claims`` tests efficiency claims on)."""
+
     rows: list[dict]
     pairs: list[dict]
     modes: tuple[str, ...] = ("infer",)
@@ -489,14 +599,20 @@ def check_options(options: BenchOptions, input_size=None) -> None:
         raise DepthbenchError(f"--compare {' '.join(unknown)}: choose from {', '.join(COMPARE)}")
     if options.device is None:
         options.device = "cuda" if torch.cuda.is_available() else "cpu"
-    for option, value, least in (("--batch-size", options.batch_size, 1), ("--repeats", options.repeats, 1),
-                                 ("--iters", options.iters, 1), ("--warmup", options.warmup, 0),
-                                 ("--threads", options.threads, 1), ("--peak-size", options.peak_size, 1)):
+    for option, value, least in (
+        ("--batch-size", options.batch_size, 1),
+        ("--repeats", options.repeats, 1),
+        ("--iters", options.iters, 1),
+        ("--warmup", options.warmup, 0),
+        ("--threads", options.threads, 1),
+        ("--peak-size", options.peak_size, 1),
+    ):
         if value is not None and value < least:
             raise DepthbenchError(f"{option} must be at least {least}, not {value}")
     if input_size and (len(input_size) > 2 or min(input_size) < 1):
-        raise DepthbenchError(f"--input-size takes a side or H W of positive numbers, not "
-                              f"{' '.join(map(str, input_size))}")
+        raise DepthbenchError(
+            f"--input-size takes a side or H W of positive numbers, not {' '.join(map(str, input_size))}"
+        )
     if options.device == "cuda" and not torch.cuda.is_available():
         raise DepthbenchError("--device cuda: no CUDA device is visible here; use --device cpu")
 
@@ -508,8 +624,9 @@ def pin_threads(threads: int | None, device: str) -> tuple[int, list[int]]:
         return torch.get_num_threads(), cores
     threads = threads or len(cores)
     if threads > len(cores):
-        raise DepthbenchError(f"--threads {threads}: this process may use {len(cores)} cores ({cores}); "
-                              f"use at most {len(cores)}")
+        raise DepthbenchError(
+            f"--threads {threads}: this process may use {len(cores)} cores ({cores}); use at most {len(cores)}"
+        )
     configure_threads(threads=threads, pin=True)
     return threads, cores[:threads]
 
@@ -524,15 +641,27 @@ def machine(device: str, threads: int, cores: list[int]) -> dict:
                 name = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), name)
         except OSError:
             pass
-    return {"device": device, "device_name": name, "threads": threads,
-            "cores": " ".join(map(str, cores)) if device == "cpu" else "",
-            "load_avg_1m": round(os.getloadavg()[0], 2), "torch": torch.__version__, "timm": timm.__version__,
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {
+        "device": device,
+        "device_name": name,
+        "threads": threads,
+        "cores": " ".join(map(str, cores)) if device == "cpu" else "",
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "torch": torch.__version__,
+        "timm": timm.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
-def resolve(models: Sequence[str] = (), *, config: str | None = None, overrides: Sequence[str] = (),
-            model_kwargs: dict | None = None, pairs: str | None = None,
-            input_size=None) -> tuple[list[Participant], list[Pair]]:
+def resolve(
+    models: Sequence[str] = (),
+    *,
+    config: str | None = None,
+    overrides: Sequence[str] = (),
+    model_kwargs: dict | None = None,
+    pairs: str | None = None,
+    input_size=None,
+) -> tuple[list[Participant], list[Pair]]:
     """The participants and pairs: a ``pairs`` preset's, then the model ``config`` trains (with its ``key=value``
     ``overrides``), then the named ``models``; ``model_kwargs`` and ``input_size`` (a side or H W) apply to all."""
     kwargs = dict(model_kwargs or {})
@@ -547,28 +676,38 @@ def resolve(models: Sequence[str] = (), *, config: str | None = None, overrides:
     if config:
         participants.append(participant_from_config(config, overrides, kwargs, input_size))
     elif overrides:
-        raise DepthbenchError(f"key=value overrides ({' '.join(overrides)}) need --config; model keywords go "
-                              f"after --model-kwargs")
+        raise DepthbenchError(
+            f"key=value overrides ({' '.join(overrides)}) need --config; model keywords go after --model-kwargs"
+        )
     for name in models:
         participants.append(Participant(name, dict(kwargs), input_size_of(name, input_size, kwargs)))
     for p in participants:
         if p.input_size is None or None in p.input_size:
             p.input_size = input_size_of(p.name, p.input_size[-1] if p.input_size else input_size, p.kwargs)
     if not participants:
-        raise DepthbenchError("name at least one model, a --config, or a --pairs preset "
-                              "(e.g. depthbench bench resnet18 resnet34)")
+        raise DepthbenchError(
+            "name at least one model, a --config, or a --pairs preset (e.g. depthbench bench resnet18 resnet34)"
+        )
     labels = [p.label for p in participants]
     for p in participants:  # the same model twice (a model name and a preset's) gets a distinct label
         if labels.count(p.label) > 1 and p.config:
             p.label = f"{p.label} (config)"
     if len({p.label for p in participants}) < len(participants):
-        raise DepthbenchError(f"a model is named twice ({', '.join(sorted({x for x in labels if labels.count(x) > 1}))});"
-                              f" name each once")
+        raise DepthbenchError(
+            f"a model is named twice ({', '.join(sorted({x for x in labels if labels.count(x) > 1}))}); name each once"
+        )
     return participants, pair_list
 
 
-def benchmark(participants: list[Participant], pairs: list[Pair], options: BenchOptions, *, threads: int,
-              cores: list[int], progress: Callable[[str], None] | None = None) -> BenchResult:
+def benchmark(
+    participants: list[Participant],
+    pairs: list[Pair],
+    options: BenchOptions,
+    *,
+    threads: int,
+    cores: list[int],
+    progress: Callable[[str], None] | None = None,
+) -> BenchResult:
     """Measure ``participants`` interleaved with the peak matmul (every mode of ``options.mode``), after building
     and counting each on the meta device (a bad name or keyword fails before any work). ``threads``/``cores``: as
     :func:`pin_threads` set them. ``progress`` gets a line at the start and after each mode."""
@@ -578,9 +717,17 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
     if options.compare:
         participants, variant_pairs = with_variants(participants, options.compare)
         pairs = list(pairs) + variant_pairs
-    step_options = {p.label: {"amp": options.amp, "channels_last": options.channels_last, "compile": options.compile,
-                              "grad_checkpointing": options.grad_checkpointing, "optimizer": options.optimizer,
-                              **p.options} for p in participants}
+    step_options = {
+        p.label: {
+            "amp": options.amp,
+            "channels_last": options.channels_last,
+            "compile": options.compile,
+            "grad_checkpointing": options.grad_checkpointing,
+            "optimizer": options.optimizer,
+            **p.options,
+        }
+        for p in participants
+    }
     if any(o["compile"] for o in step_options.values()):
         # every model is compiled in this one process: models of one class (DeiT-S and Steps-DeiT-S, a preset's
         # depth series) share their forward's code, whose cache holds 8 graphs by default
@@ -589,46 +736,65 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
     for p in participants:
         model = build(p)
         if step_options[p.label]["grad_checkpointing"] and not callable(getattr(model, "set_grad_checkpointing", None)):
-            raise DepthbenchError(f"model {p.label} has no set_grad_checkpointing(); leave it out of the "
-                                  f"grad-checkpointing comparison")
+            raise DepthbenchError(
+                f"model {p.label} has no set_grad_checkpointing(); leave it out of the grad-checkpointing comparison"
+            )
         params[p.label] = count_params(model)
         try:
             macs[p.label] = count_flops(model, inputs=example_inputs(model, p.input_size)).total
         except Exception as e:
-            raise DepthbenchError(f"model {p.label} does not run on {'x'.join(map(str, p.input_size))} inputs: "
-                                  f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-                                  f"; choose another --input-size, or pass the size to the model (--model-kwargs "
-                                  f"img_size={p.input_size[-1]})") from None
+            raise DepthbenchError(
+                f"model {p.label} does not run on {'x'.join(map(str, p.input_size))} inputs: "
+                f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                f"; choose another --input-size, or pass the size to the model (--model-kwargs "
+                f"img_size={p.input_size[-1]})"
+            ) from None
     by_label = {p.label: p for p in participants}
     info = machine(device, threads, cores)
     amp = amp_dtype(options.amp)
     peak_dtype = amp or torch.float32
     peak_size = options.peak_size or (8192 if device == "cuda" else 2048)
-    say(f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({device}, "
+    say(
+        f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({device}, "
         f"{threads} thread(s){', cores ' + info['cores'] if device == 'cpu' else ''}), load average "
         f"{info['load_avg_1m']}; batch {batch_size}, {precision}, {options.repeats} rounds x "
-        f"{options.iters} steps, interleaved")
+        f"{options.iters} steps, interleaved"
+    )
     results = {p.label: {} for p in participants}
     all_times = {}
     for mode in modes:
         steps = {}
         for p in participants:
             o = step_options[p.label]
-            steps[p.label] = ModelStep(build(p, device="cpu"), p.input_size, batch_size, mode, device,
-                                       amp_dtype(o["amp"]), o["channels_last"], o["compile"],
-                                       grad_checkpointing=o["grad_checkpointing"], optimizer=o["optimizer"])
+            steps[p.label] = ModelStep(
+                build(p, device="cpu"),
+                p.input_size,
+                batch_size,
+                mode,
+                device,
+                amp_dtype(o["amp"]),
+                o["channels_last"],
+                o["compile"],
+                grad_checkpointing=o["grad_checkpointing"],
+                optimizer=o["optimizer"],
+            )
         probe = MatmulPeak(peak_size, peak_dtype, device)
         steps[PEAK_LABEL] = probe
         cuda_peak = _CudaPeak() if device == "cuda" else None
-        times = run_interleaved(steps, warmup=options.warmup, iters=options.iters, repeats=options.repeats,
-                                synchronize=lambda: _synchronize(device), chunk=cuda_peak)
+        times = run_interleaved(
+            steps,
+            warmup=options.warmup,
+            iters=options.iters,
+            repeats=options.repeats,
+            synchronize=lambda: _synchronize(device),
+            chunk=cuda_peak,
+        )
         # memory beside speed: one more (warm) step of each model, after the timed rounds, never inside them
         for p in participants:
             results[p.label][f"{mode}_peak_mib"] = round(step_peak_mib(steps[p.label], device), 1)
         del steps
         all_times[mode] = times
-        for label, row in summarise(times, by_label, macs, batch_size, mode, times[PEAK_LABEL],
-                                    probe.flops).items():
+        for label, row in summarise(times, by_label, macs, batch_size, mode, times[PEAK_LABEL], probe.flops).items():
             results[label].update(row)
             if cuda_peak:
                 results[label][f"{mode}_peak_mem_mb"] = round(cuda_peak.peak.get(label, 0) / 2**20, 1)
@@ -639,36 +805,64 @@ def benchmark(participants: list[Participant], pairs: list[Pair], options: Bench
         if device == "cpu" and options.memory:
             for p in participants:
                 o = step_options[p.label]
-                results[p.label][f"{mode}_peak_mem_mb"] = round(memory_in_subprocess(
-                    p, mode, batch_size, o["amp"], o["channels_last"], threads, compile=o["compile"],
-                    grad_checkpointing=o["grad_checkpointing"], optimizer=o["optimizer"]), 1)
+                results[p.label][f"{mode}_peak_mem_mb"] = round(
+                    memory_in_subprocess(
+                        p,
+                        mode,
+                        batch_size,
+                        o["amp"],
+                        o["channels_last"],
+                        threads,
+                        compile=o["compile"],
+                        grad_checkpointing=o["grad_checkpointing"],
+                        optimizer=o["optimizer"],
+                    ),
+                    1,
+                )
     if peak_dtype == torch.float32 and bf16_supported(device):  # the bf16 limit too, once, for reference
         info["peak_gflops_bf16"] = round(peak_matmul_gflops(peak_size, torch.bfloat16, device), 1)
 
     rows = []
     for p in participants:
-        row = {"model": p.name, **results[p.label], "infer_gmacs": round(macs[p.label] / 1e9, 3),
-               "param_count": round(params[p.label] / 1e6, 3), "label": p.label,
-               "model_kwargs": json.dumps(p.kwargs, sort_keys=True, default=str) if p.kwargs else "",
-               "input_size": "x".join(map(str, p.input_size)),
-               "precision": step_options[p.label]["amp"] or "fp32",
-               "channels_last": step_options[p.label]["channels_last"], "compile": step_options[p.label]["compile"],
-               "grad_checkpointing": step_options[p.label]["grad_checkpointing"],
-               "optimizer": step_options[p.label]["optimizer"], "batch_size": batch_size,
-               **info}
+        row = {
+            "model": p.name,
+            **results[p.label],
+            "infer_gmacs": round(macs[p.label] / 1e9, 3),
+            "param_count": round(params[p.label] / 1e6, 3),
+            "label": p.label,
+            "model_kwargs": json.dumps(p.kwargs, sort_keys=True, default=str) if p.kwargs else "",
+            "input_size": "x".join(map(str, p.input_size)),
+            "precision": step_options[p.label]["amp"] or "fp32",
+            "channels_last": step_options[p.label]["channels_last"],
+            "compile": step_options[p.label]["compile"],
+            "grad_checkpointing": step_options[p.label]["grad_checkpointing"],
+            "optimizer": step_options[p.label]["optimizer"],
+            "batch_size": batch_size,
+            **info,
+        }
         rows.append(row)
     pair_rows = [_pair_row(pair, all_times, results, macs) for pair in pairs]
     return BenchResult(rows, pair_rows, modes, info, times=all_times)
 
 
 def _pair_row(pair: Pair, all_times, results, macs) -> dict:
-    row = {"baseline": pair.baseline, "candidate": pair.candidate,
-           "gmacs_ratio": round(macs[pair.candidate] / macs[pair.baseline], 3), "claim": pair.claim}
+    row = {
+        "baseline": pair.baseline,
+        "candidate": pair.candidate,
+        "gmacs_ratio": round(macs[pair.candidate] / macs[pair.baseline], 3),
+        "claim": pair.claim,
+    }
     for mode, times in all_times.items():
         r = ratios(times, pair.baseline, pair.candidate)
-        row.update({f"{mode}_throughput_ratio": round(r["median"], 3), f"{mode}_ratio_q25": round(r["q25"], 3),
-                    f"{mode}_ratio_q75": round(r["q75"], 3), f"{mode}_ratio_min": round(r["min"], 3),
-                    f"{mode}_ratio_max": round(r["max"], 3)})
+        row.update(
+            {
+                f"{mode}_throughput_ratio": round(r["median"], 3),
+                f"{mode}_ratio_q25": round(r["q25"], 3),
+                f"{mode}_ratio_q75": round(r["q75"], 3),
+                f"{mode}_ratio_min": round(r["min"], 3),
+                f"{mode}_ratio_max": round(r["max"], 3),
+            }
+        )
         base_mem = results[pair.baseline].get(f"{mode}_peak_mem_mb")
         cand_mem = results[pair.candidate].get(f"{mode}_peak_mem_mb")
         if base_mem and cand_mem:

@@ -7,6 +7,7 @@ measurement's own inputs and hashes of the source files behind it -- the file th
 timm's), the measuring code, and timm's version -- so editing models/stepsnet.py re-measures StepsNet alone and a
 cached number is never stale. A corrupt or unwritable cache costs time, never results.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -74,8 +75,9 @@ def count_key(cache: "MeasurementCache", kind: str, model: str, kwargs: dict | N
     ``depthbench models`` (harness/measure/catalog.py) and the audit of ``verify``/``results`` (results/audit.py)
     share the numbers, so whichever runs first measures and the other reads."""
     size = list(image_input_size(input_size)) if kind == "flops" else None
-    return cache.key("count", kind, model, json.dumps(kwargs or {}, sort_keys=True, default=str), size,
-                     model_code(model))
+    return cache.key(
+        "count", kind, model, json.dumps(kwargs or {}, sort_keys=True, default=str), size, model_code(model)
+    )
 
 
 class MeasurementCache:
@@ -96,8 +98,15 @@ class MeasurementCache:
         except (OSError, BadFile):
             return {}  # missing, corrupt, a link or a FIFO: rebuilt, never trusted (nor waited on)
         # only well-formed entries: {"value": finite number} or {"error": text}
-        return {k: v for k, v in values.items() if isinstance(v, dict) and (
-            isinstance(v.get("error"), str) or (type(v.get("value")) in (int, float) and -1e308 < v["value"] < 1e308))}
+        return {
+            k: v
+            for k, v in values.items()
+            if isinstance(v, dict)
+            and (
+                isinstance(v.get("error"), str)
+                or (type(v.get("value")) in (int, float) and -1e308 < v["value"] < 1e308)
+            )
+        }
 
     @staticmethod
     def key(*parts) -> str:
@@ -125,5 +134,6 @@ class MeasurementCache:
             atomic_write(self.path, json.dumps(merged, indent=0, sort_keys=True))
             self.dirty = False
         except OSError as e:  # an unwritable cache costs time, not results
-            print(f"depthbench: warning: cannot write the measurement cache {self.path} ({e.strerror})",
-                  file=sys.stderr)
+            print(
+                f"depthbench: warning: cannot write the measurement cache {self.path} ({e.strerror})", file=sys.stderr
+            )

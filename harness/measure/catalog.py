@@ -3,6 +3,7 @@
 Families are the five papers' model files under ``models/`` plus the timm baselines the papers compare
 against. Counts come from ``harness.measure.flops`` on the meta device, at each model's default input size.
 """
+
 from __future__ import annotations
 
 import timm
@@ -13,9 +14,17 @@ from harness.core.choices import FAMILIES
 from harness.engine.models import build_model
 from harness.measure.cache import MeasurementCache, count_key
 
-BASELINES = ["resnet18", "resnet34", "resnet50",
-             "deit_tiny_patch16_224", "deit_small_patch16_224", "deit_base_patch16_224",
-             "swin_tiny_patch4_window7_224", "swin_small_patch4_window7_224", "swin_base_patch4_window7_224"]
+BASELINES = [
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "deit_tiny_patch16_224",
+    "deit_small_patch16_224",
+    "deit_base_patch16_224",
+    "swin_tiny_patch4_window7_224",
+    "swin_small_patch4_window7_224",
+    "swin_base_patch4_window7_224",
+]
 
 
 def registered() -> list[tuple[str, str]]:

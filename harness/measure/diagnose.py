@@ -8,6 +8,7 @@ slices]`` (docs/stepsnet.md, "Depth diagnostic"), so StepsNet and its baseline a
 γ near 0 means the block input is dominated by accumulated residuals. The rest builds the models and their inputs
 and writes the CSV and the plot the command keeps in its run directory.
 """
+
 from __future__ import annotations
 
 import csv
@@ -43,16 +44,19 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
     """
     blocks = residual_blocks(model)
     if not blocks:
-        raise DepthbenchError(f"{type(model).__name__} has no residual blocks of the known types "
-                              f"{RESIDUAL_BLOCK_TYPES}")
+        raise DepthbenchError(
+            f"{type(model).__name__} has no residual blocks of the known types {RESIDUAL_BLOCK_TYPES}"
+        )
     owner = {}  # id(block) -> the StepsNet that runs it
     for net in model.modules():
         if isinstance(net, (StepsNet, ReverseStepsNet)):
             for block in net:
                 owner[id(block)] = net
     if any(isinstance(net, ReverseStepsNet) for net in owner.values()):
-        raise DepthbenchError("the reverse (wide-to-narrow) design has no single full-width state per block; "
-                            "diagnose its StepsNet twin instead")
+        raise DepthbenchError(
+            "the reverse (wide-to-narrow) design has no single full-width state per block; "
+            "diagnose its StepsNet twin instead"
+        )
 
     records: list[dict] = []
     handles = []
@@ -62,18 +66,23 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
     first = blocks[0]
     entry = owner.get(id(first), first)
-    entry_dim = entry.channel_dim if isinstance(entry, StepsNet) else \
-        (1 if type(first).__name__ in CHANNELS_FIRST else -1)
-    handles.append(entry.register_forward_pre_hook(
-        lambda mod, args: record(args[0], entry_dim) if not records else None))
+    entry_dim = (
+        entry.channel_dim if isinstance(entry, StepsNet) else (1 if type(first).__name__ in CHANNELS_FIRST else -1)
+    )
+    handles.append(
+        entry.register_forward_pre_hook(lambda mod, args: record(args[0], entry_dim) if not records else None)
+    )
     for block in blocks:
         if id(block) in owner:
             continue
         dim = 1 if type(block).__name__ in CHANNELS_FIRST else -1
         handles.append(block.register_forward_hook(lambda mod, args, out, dim=dim: record(out, dim)))
     for net in {id(n): n for n in owner.values()}.values():
-        handles.append(net.register_state_hook(
-            lambda net, i, j, state: record(state, net.channel_dim, step=i + 1, step_width=net.widths[i])))
+        handles.append(
+            net.register_state_hook(
+                lambda net, i, j, state: record(state, net.channel_dim, step=i + 1, step_width=net.widths[i])
+            )
+        )
     try:
         with torch.no_grad():
             model(*inputs)
@@ -81,8 +90,10 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
         for h in handles:
             h.remove()
     if len(records) != len(blocks) + 1:
-        raise DepthbenchError(f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
-                            "run each residual block once per forward")
+        raise DepthbenchError(
+            f"saw {len(records) - 1} block outputs for {len(blocks)} blocks; the model does not "
+            "run each residual block once per forward"
+        )
     sigma0, depth = records[0]["sigma"], len(blocks)
     for index, r in enumerate(records):
         r.update(block=index, depth=index / depth, gamma=sigma0 / r["sigma"] if r["sigma"] > 0 else float("inf"))
@@ -90,16 +101,23 @@ def shortcut_ratio(model: nn.Module, inputs: tuple) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------ models, inputs, files
-def build(name: str | None, input_size: int | None, device: str, model_kwargs: dict | None = None,
-           config: str | None = None, config_overrides=()) -> nn.Module:
+def build(
+    name: str | None,
+    input_size: int | None,
+    device: str,
+    model_kwargs: dict | None = None,
+    config: str | None = None,
+    config_overrides=(),
+) -> nn.Module:
     """The model as it was trained (:func:`harness.engine.models.build_trained_model`: a config's model with its
     arguments, or a name with ``--model-kwargs``), initialised in place on the target device."""
     kwargs = dict(model_kwargs or {})
     cfg = timm.models.get_pretrained_cfg(name) if name else None
     if input_size and cfg is not None and cfg.fixed_input_size and len(cfg.input_size or ()) == 3:
         kwargs.setdefault("img_size", input_size)  # ViT/Swin fix their resolution at build time
-    return build_trained_model(config, config_overrides, name=None if config else name, model_kwargs=kwargs,
-                               device=device).eval()
+    return build_trained_model(
+        config, config_overrides, name=None if config else name, model_kwargs=kwargs, device=device
+    ).eval()
 
 
 def load_checkpoint(model: nn.Module, path: str) -> None:
@@ -108,8 +126,9 @@ def load_checkpoint(model: nn.Module, path: str) -> None:
     load_weights(model, path)
 
 
-def example_batch(model: nn.Module, data: str, input_size: int | None, batch_size: int, seed: int,
-                  device: str) -> tuple:
+def example_batch(
+    model: nn.Module, data: str, input_size: int | None, batch_size: int, seed: int, device: str
+) -> tuple:
     """A seeded batch for ``model``: Gaussian images (``data="random"``), a random subset of an ImageFolder at
     ``data``, or random token ids for a language model."""
     generator = torch.Generator().manual_seed(seed)
@@ -138,8 +157,12 @@ def example_batch(model: nn.Module, data: str, input_size: int | None, batch_siz
 def summary(records: list[dict]) -> dict:
     """Blocks, mean, min and last γ of one model's records (block 0, the input, left out)."""
     gammas = [r["gamma"] for r in records[1:]]
-    return {"blocks": len(gammas), "mean_gamma": sum(gammas) / len(gammas), "min_gamma": min(gammas),
-            "last_gamma": gammas[-1]}
+    return {
+        "blocks": len(gammas),
+        "mean_gamma": sum(gammas) / len(gammas),
+        "min_gamma": min(gammas),
+        "last_gamma": gammas[-1],
+    }
 
 
 def write_csv(path: Path, curves: dict) -> None:
@@ -163,8 +186,12 @@ def plot(path: Path, curves: dict, checkpoints: list[str], names: list[str]) -> 
     for k, (name, records) in enumerate(curves.items()):
         state = "init" if not checkpoints or checkpoints[k] == "-" else Path(checkpoints[k]).name
         s = summary(records)
-        ax.plot([r["depth"] for r in records], [r["gamma"] for r in records], marker="." if s["blocks"] <= 40 else None,
-                label=f"{name} ({s['blocks']} blocks, {state}; mean γ {s['mean_gamma']:.2f})")
+        ax.plot(
+            [r["depth"] for r in records],
+            [r["gamma"] for r in records],
+            marker="." if s["blocks"] <= 40 else None,
+            label=f"{name} ({s['blocks']} blocks, {state}; mean γ {s['mean_gamma']:.2f})",
+        )
     ax.axhline(1.0, color="0.7", lw=0.8, ls="--")
     ax.set_xlabel("normalized depth l / L")
     ax.set_ylabel("shortcut ratio γ_l = σ_0 / σ_l")

@@ -25,6 +25,7 @@ The total adds steps and GPU-hours; its wall time is the array's makespan with `
 (Slurm starts elements in index order as slots free up), queue waits not included. Evaluation passes are not
 counted (on ImageNet ~1-2 % of training).
 """
+
 from __future__ import annotations
 
 import csv
@@ -52,26 +53,36 @@ from harness.tasks.image import IMAGE_EXTENSIONS
 
 IMAGENET_1K_TRAIN = 1_281_167
 KNOWN_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1_437}
-REPEAT_ROUND = 256      # timm RepeatAugSampler's selected_round
-STARTUP_S = 120.0       # per allocation: imports, building, the data scan, loading the checkpoint
+REPEAT_ROUND = 256  # timm RepeatAugSampler's selected_round
+STARTUP_S = 120.0  # per allocation: imports, building, the data scan, loading the checkpoint
 # model arguments that do not change a step's cost (a bench CSV of the bare model still times the config's)
-COST_FREE_KWARGS = ("num_classes", "drop_path_rate", "drop_rate", "attn_drop_rate", "proj_drop_rate",
-                    "pretrained", "pretrained_cfg", "checkpoint_path")
+COST_FREE_KWARGS = (
+    "num_classes",
+    "drop_path_rate",
+    "drop_rate",
+    "attn_drop_rate",
+    "proj_drop_rate",
+    "pretrained",
+    "pretrained_cfg",
+    "checkpoint_path",
+)
 
 
 @dataclass
 class Job:
     """One run of a submission: its name, config and ``key=value`` overrides."""
+
     name: str
     config: str
     overrides: Sequence[str] = ()
-    command: str = "train"   # train | finetune (fine-tuning runs are listed, not estimated)
+    command: str = "train"  # train | finetune (fine-tuning runs are listed, not estimated)
 
 
 @dataclass
 class Layout:
     """How each run is laid out (``depthbench submit``'s options): nodes x ranks, the time limit and warning, how
     many array elements run at once, and the partition (to match records made there)."""
+
     nodes: int = 1
     gpus_per_node: int = 0
     ntasks_per_node: int | None = None
@@ -100,6 +111,7 @@ class Layout:
 @dataclass
 class Timing:
     """A step time found for a run: seconds per optimizer step at its per-device batch, and where it came from."""
+
     step_s: float
     source: str
     path: str = ""
@@ -109,12 +121,13 @@ class Timing:
 @dataclass
 class Scaling:
     """How a run's throughput on ``nodes`` nodes compares with one node at the same global batch."""
+
     nodes: int
-    micro_batch: int                 # per device on ``nodes`` nodes
+    micro_batch: int  # per device on ``nodes`` nodes
     images_per_s: float
-    one_node_batch: int              # per device on one node
+    one_node_batch: int  # per device on one node
     one_node_images_per_s: float
-    efficiency: float                # images_per_s / (nodes x one_node_images_per_s)
+    efficiency: float  # images_per_s / (nodes x one_node_images_per_s)
     compute_s: float
     allreduce_s: float | None
     allreduce_from: str = ""
@@ -157,8 +170,7 @@ class Estimate:
 
 
 # ----------------------------------------------------------------------------------------------- the arithmetic
-def steps_per_epoch(images: int, world: int, micro_batch: int, grad_accum: int = 1,
-                    repeated_aug: bool = False) -> int:
+def steps_per_epoch(images: int, world: int, micro_batch: int, grad_accum: int = 1, repeated_aug: bool = False) -> int:
     """Optimizer steps per epoch on each rank, as the engine's samplers and ``drop_last`` loader give them."""
     if repeated_aug and images >= REPEAT_ROUND:
         per_rank = images // REPEAT_ROUND * REPEAT_ROUND // world
@@ -174,8 +186,10 @@ def allocations(train_s: float, time_s: int | None, warning_s: int, startup_s: f
         return None
     usable = time_s - warning_s - startup_s
     if usable <= 0:
-        raise ValueError(f"--time {time_s} s leaves no training time after the {warning_s} s warning and "
-                         f"{startup_s:.0f} s of start-up")
+        raise ValueError(
+            f"--time {time_s} s leaves no training time after the {warning_s} s warning and "
+            f"{startup_s:.0f} s of start-up"
+        )
     return max(1, math.ceil(train_s / usable))
 
 
@@ -201,8 +215,14 @@ def makespan(walls: Sequence[float], max_concurrent: int | None) -> float:
 
 
 # ----------------------------------------------------------------------------------------------- one run
-def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None = None,
-             bench_rows: list[dict] | None = None, startup_s: float = STARTUP_S) -> Estimate:
+def estimate(
+    jobs: Sequence[Job],
+    layout: Layout,
+    *,
+    records: list[dict] | None = None,
+    bench_rows: list[dict] | None = None,
+    startup_s: float = STARTUP_S,
+) -> Estimate:
     """The cost of each of ``jobs`` on ``layout`` and the total. ``records``: preflight records, newest first
     (default: :func:`harness.measure.preflight.read_records`); ``bench_rows``: ``depthbench bench`` CSV rows
     (default: :func:`bench_csv_rows`)."""
@@ -214,8 +234,14 @@ def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None 
     rows = []
     for index, job in enumerate(jobs):
         if job.command != "train":
-            rows.append(Row(index, job.name, job.config, problem=f"a {job.command} run: not estimated (its cost is "
-                                                                   f"set by train_cfg.max_iters)"))
+            rows.append(
+                Row(
+                    index,
+                    job.name,
+                    job.config,
+                    problem=f"a {job.command} run: not estimated (its cost is set by train_cfg.max_iters)",
+                )
+            )
             continue
         path = job.config if Path(job.config).is_file() else str(repo / job.config)  # elements name repo paths
         cfg = load_training_config(path, list(job.overrides))[0]  # as the run's ranks read it
@@ -224,13 +250,21 @@ def estimate(jobs: Sequence[Job], layout: Layout, *, records: list[dict] | None 
     notes = []
     if layout.time_s is None:
         notes.append("no --time: the partition's default limit applies; requeues not estimated")
-    return Estimate(rows, layout, sum(r.steps or 0 for r in rows), sum(r.device_hours or 0 for r in timed),
-                    makespan([r.wall_s for r in timed], layout.max_concurrent) if timed else None, len(timed),
-                    startup_s, notes)
+    return Estimate(
+        rows,
+        layout,
+        sum(r.steps or 0 for r in rows),
+        sum(r.device_hours or 0 for r in timed),
+        makespan([r.wall_s for r in timed], layout.max_concurrent) if timed else None,
+        len(timed),
+        startup_s,
+        notes,
+    )
 
 
-def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_rows: list[dict],
-         startup_s: float) -> Row:
+def _row(
+    index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_rows: list[dict], startup_s: float
+) -> Row:
     row = Row(index, job.name, job.config, epochs=int(cfg.get("epochs") or 0))
     accum = cfg.grad_accum
     try:
@@ -240,8 +274,9 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
         return row
     row.images, row.images_from = train_images(cfg, records)
     if row.images is not None:
-        row.steps = row.epochs * steps_per_epoch(row.images, layout.world, row.micro_batch, accum,
-                                                 bool(cfg.data.get("repeated_aug")))
+        row.steps = row.epochs * steps_per_epoch(
+            row.images, layout.world, row.micro_batch, accum, bool(cfg.data.get("repeated_aug"))
+        )
     timing = find_timing(identity(cfg, row.micro_batch), layout, records, bench_rows)
     if layout.nodes > 1:
         row.scaling = scaling(cfg, layout, records)
@@ -249,9 +284,11 @@ def _row(index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_r
         timing = timing_by_flops(identity(cfg, row.micro_batch), layout, records)
     if timing is None:
         ident = identity(cfg, row.micro_batch)
-        row.source = (f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
-                      f"{ident['precision']} on {layout.device}; run `depthbench preflight` (or submit --preflight) "
-                      f"there")
+        row.source = (
+            f"none: no preflight record or bench CSV for {ident['model']} at {_side(ident['input_size'])} "
+            f"{ident['precision']} on {layout.device}; run `depthbench preflight` (or submit --preflight) "
+            f"there"
+        )
         return row
     row.step_s, row.source = timing.step_s, timing.source + (f" ({timing.note})" if timing.note else "")
     if row.steps is None:
@@ -294,8 +331,17 @@ def scaling(cfg, layout: Layout, records: Sequence[dict]) -> Scaling | None:
 
     rate, compute, allreduce, how = images_per_s(layout, micro)
     one_rate = images_per_s(one, micro * layout.nodes)[0]
-    result = Scaling(layout.nodes, micro, rate, micro * layout.nodes, one_rate, rate / (layout.nodes * one_rate),
-                     compute, allreduce, how)
+    result = Scaling(
+        layout.nodes,
+        micro,
+        rate,
+        micro * layout.nodes,
+        one_rate,
+        rate / (layout.nodes * one_rate),
+        compute,
+        allreduce,
+        how,
+    )
     if result.efficiency < EFFICIENCY_WARNING:
         batch = micro
         while batch < 4 * max(curve) and batch < 8192:
@@ -311,8 +357,14 @@ def identity(cfg, micro_batch: int | None) -> dict:
     name = cfg.model.name
     kwargs = _plain(model_kwargs(cfg))
     size = list(input_size_of(name, cfg.data.get("input_size"), kwargs))
-    return {"model": name, "model_kwargs": kwargs, "input_size": size, "precision": cfg.precision,
-            "micro_batch": micro_batch, **{key: bool(cfg.get(key)) for key in SPEED_KEYS}}
+    return {
+        "model": name,
+        "model_kwargs": kwargs,
+        "input_size": size,
+        "precision": cfg.precision,
+        "micro_batch": micro_batch,
+        **{key: bool(cfg.get(key)) for key in SPEED_KEYS},
+    }
 
 
 # the engine options a preflight step is timed with (preflight.Plan.speed_options); a record without them: off
@@ -337,9 +389,14 @@ def train_images(cfg, records: Sequence[dict] = ()) -> tuple[int | None, str]:
 def _full_size(data, records) -> tuple[int | None, str]:
     for record in records:
         for c in record.get("configs") or []:
-            if (c.get("train_images") and c.get("data_type") == data.type and c.get("data_root")
-                    and data.get("root") and Path(str(data.root)).expanduser().resolve() == Path(c["data_root"])
-                    .resolve() and not _subset_of(c)):
+            if (
+                c.get("train_images")
+                and c.get("data_type") == data.type
+                and c.get("data_root")
+                and data.get("root")
+                and Path(str(data.root)).expanduser().resolve() == Path(c["data_root"]).resolve()
+                and not _subset_of(c)
+            ):
                 return int(c["train_images"]), f"preflight {record.get('time', '')[:10]}"
     if data.type in KNOWN_TRAIN_IMAGES:
         return KNOWN_TRAIN_IMAGES[data.type], f"{data.type}'s train split"
@@ -410,8 +467,10 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
             step = max(step, allreduce)
         elif layout.world > 1:
             note = "; ".join(filter(None, [note, "gradient sync not measured at this world size"]))
-        where = printable(f"{record.get('device_name') or record.get('device')}" + (
-            f", partition {record['partition']}" if record.get("partition") else ""))
+        where = printable(
+            f"{record.get('device_name') or record.get('device')}"
+            + (f", partition {record['partition']}" if record.get("partition") else "")
+        )
         return Timing(step, f"preflight {str(record.get('time', ''))[:10]} {where}", record.get("path", ""), note)
     for row in bench_rows:
         if row.get("device") != layout.device or not _float(row.get("train_step_time")):
@@ -420,8 +479,7 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
             continue
         if row.get("input_size") != "x".join(map(str, ident["input_size"])):
             continue
-        if not _same_model({"model": row["model"], "model_kwargs": _json(row.get("model_kwargs"))}, ident,
-                           exact=False):
+        if not _same_model({"model": row["model"], "model_kwargs": _json(row.get("model_kwargs"))}, ident, exact=False):
             continue
         batch = int(_float(row.get("train_batch_size") or row.get("batch_size")) or 0)
         if not batch:
@@ -431,8 +489,7 @@ def find_timing(ident: dict, layout: Layout, records: Sequence[dict], bench_rows
         if layout.world > 1:
             note = "; ".join(filter(None, [note, "no gradient sync in a bench row"]))
         where = printable(row.get("device_name") or row["device"])
-        return Timing(step, f"bench {printable(str(row.get('date', ''))[:10])} {where}",
-                      row.get("_path", ""), note)
+        return Timing(step, f"bench {printable(str(row.get('date', ''))[:10])} {where}", row.get("_path", ""), note)
     return None
 
 
@@ -444,14 +501,20 @@ def timing_by_flops(ident: dict, layout: Layout, records: Sequence[dict], gmacs=
     gmacs = gmacs or model_gmacs
     measured = {}
     for record in records:
-        if record.get("device") != layout.device or (layout.partition and record.get("partition")
-                                                     and record["partition"] != layout.partition):
+        if record.get("device") != layout.device or (
+            layout.partition and record.get("partition") and record["partition"] != layout.partition
+        ):
             continue
         for c in record.get("configs") or []:
-            if c.get("step_ms") and c.get("gmacs") and c.get("micro_batch") and c.get("precision") == ident[
-                    "precision"]:
-                measured.setdefault(json.dumps([c["model"], c.get("model_kwargs"), c.get("input_size")],
-                                               sort_keys=True), c)
+            if (
+                c.get("step_ms")
+                and c.get("gmacs")
+                and c.get("micro_batch")
+                and c.get("precision") == ident["precision"]
+            ):
+                measured.setdefault(
+                    json.dumps([c["model"], c.get("model_kwargs"), c.get("input_size")], sort_keys=True), c
+                )
     if not measured:
         return None
     target = gmacs(ident)
@@ -468,9 +531,11 @@ def timing_by_flops(ident: dict, layout: Layout, records: Sequence[dict], gmacs=
     record = curve[min(curve, key=lambda b: abs(b - ident["micro_batch"]))][0]
     factor = target / base["gmacs"]
     kin = "same family" if nearness(base)[0] else "nearest by FLOPs"
-    source = (f"by FLOPs: x{factor:.2f} {base['model']}'s step ({kin}, {target:.2f} / {base['gmacs']:.2f} GMACs at "
-              f"its measured utilisation; preflight {str(record.get('time', ''))[:10]} "
-              f"{record.get('device_name') or record.get('device')})")
+    source = (
+        f"by FLOPs: x{factor:.2f} {base['model']}'s step ({kin}, {target:.2f} / {base['gmacs']:.2f} GMACs at "
+        f"its measured utilisation; preflight {str(record.get('time', ''))[:10]} "
+        f"{record.get('device_name') or record.get('device')})"
+    )
     if layout.world > 1:
         note = "; ".join(filter(None, [note, "gradient sync not measured for this model"]))
     return Timing(step * factor, source, record.get("path", ""), note)
@@ -483,13 +548,18 @@ def _name_parts(model: str) -> set[str]:
 
 def model_gmacs(ident: dict) -> float | None:
     """GMACs per sample of the model ``ident`` at its input size (meta device; cached with the model's code)."""
+
     def count():
         model = build_model(ident["model"], **ident["model_kwargs"])
         return count_flops(model, inputs=example_inputs(model, tuple(ident["input_size"]))).total
 
     cache = MeasurementCache()
-    value = cache.get(cache.key("estimate", "macs", ident["model"], ident["model_kwargs"], ident["input_size"],
-                                model_code(ident["model"])), count)
+    value = cache.get(
+        cache.key(
+            "estimate", "macs", ident["model"], ident["model_kwargs"], ident["input_size"], model_code(ident["model"])
+        ),
+        count,
+    )
     cache.save()
     return value["value"] / 1e9 if "value" in value else None
 
@@ -551,17 +621,22 @@ def allreduce_seconds(record: dict, config: dict, world: int) -> tuple[float | N
     hosts = len(record.get("hosts") or []) or 1
     seconds = grad_bytes * 2 * (world - 1) / world / (row["busbw_gbs"] * 1e9)
     size = f"{grad_bytes / 1e6:,.1f} MB" if grad_bytes >= 1e5 else f"{grad_bytes / 1e3:,.1f} kB"
-    return seconds, (f"{size} of gradients at {row['busbw_gbs']:.3g} GB/s bus bandwidth, measured on {ranks} ranks "
-                     f"on {hosts} node(s)")
+    return seconds, (
+        f"{size} of gradients at {row['busbw_gbs']:.3g} GB/s bus bandwidth, measured on {ranks} ranks "
+        f"on {hosts} node(s)"
+    )
 
 
 def _same_model(record: dict, ident: dict, exact: bool) -> bool:
     if record.get("model") != ident["model"]:
         return False
     if exact:
-        return (record.get("model_kwargs") == ident["model_kwargs"] and list(record.get("input_size") or [])
-                == list(ident["input_size"]) and record.get("precision") == ident["precision"]
-                and all(bool(record.get(key)) == ident.get(key, False) for key in SPEED_KEYS))
+        return (
+            record.get("model_kwargs") == ident["model_kwargs"]
+            and list(record.get("input_size") or []) == list(ident["input_size"])
+            and record.get("precision") == ident["precision"]
+            and all(bool(record.get(key)) == ident.get(key, False) for key in SPEED_KEYS)
+        )
     a = {k: v for k, v in (record.get("model_kwargs") or {}).items() if k not in COST_FREE_KWARGS}
     b = {k: v for k, v in ident["model_kwargs"].items() if k not in COST_FREE_KWARGS}
     return a == b
@@ -593,8 +668,11 @@ def bench_csv_rows(folders: Sequence[str | Path] | None = None) -> list[dict]:
         for path in sorted(folder.rglob("*.csv")) if folder.is_dir() else []:
             try:
                 text = read_text(path, inside=folder, what="bench CSV", errors="strict")
-                found = [r for r in csv.DictReader(io.StringIO(text, newline=""))
-                         if r.get("model") and r.get("train_step_time")]
+                found = [
+                    r
+                    for r in csv.DictReader(io.StringIO(text, newline=""))
+                    if r.get("model") and r.get("train_step_time")
+                ]
             except (OSError, UnicodeDecodeError, csv.Error, BadFile):
                 continue
             rows += [{**r, "_path": str(path)} for r in found]
@@ -616,26 +694,58 @@ def hms(seconds: float | None) -> str:
 def format_estimate(est: Estimate) -> str:
     """The estimate as a table: one line per run, then the total."""
     lay = est.layout
-    head = (f"estimate: {len(est.rows)} run(s), each on {lay.nodes} node(s) x {lay.ranks_per_node} "
-            f"{'GPU' if lay.gpus_per_node else 'rank'}(s)")
+    head = (
+        f"estimate: {len(est.rows)} run(s), each on {lay.nodes} node(s) x {lay.ranks_per_node} "
+        f"{'GPU' if lay.gpus_per_node else 'rank'}(s)"
+    )
     if lay.time_s is not None:
-        head += f"; --time {hms(lay.time_s)} ({hms(lay.time_s - lay.warning_s - est.startup_s)} of steps per " \
-                f"allocation after the {lay.warning_s} s warning and {est.startup_s:.0f} s start-up)"
+        head += (
+            f"; --time {hms(lay.time_s)} ({hms(lay.time_s - lay.warning_s - est.startup_s)} of steps per "
+            f"allocation after the {lay.warning_s} s warning and {est.startup_s:.0f} s start-up)"
+        )
     if lay.max_concurrent:
         head += f"; at most {lay.max_concurrent} at once"
-    table = [("#", "run", "epochs", "images", "batch/dev", "steps", "step", lay.unit, "wall", "requeues", "step time from")]
+    table = [
+        ("#", "run", "epochs", "images", "batch/dev", "steps", "step", lay.unit, "wall", "requeues", "step time from")
+    ]
     for r in est.rows:
-        table.append((str(r.index), r.name, str(r.epochs or "-"), f"{r.images:,}" if r.images is not None else "?",
-                      str(r.micro_batch or "-"), f"{r.steps:,}" if r.steps is not None else "?",
-                      f"{r.step_s:.3f} s" if r.step_s is not None else "-",
-                      f"{r.device_hours:,.1f}" if r.device_hours is not None else "-", hms(r.wall_s),
-                      "-" if r.requeues is None else str(r.requeues), r.problem or r.source))
+        table.append(
+            (
+                str(r.index),
+                r.name,
+                str(r.epochs or "-"),
+                f"{r.images:,}" if r.images is not None else "?",
+                str(r.micro_batch or "-"),
+                f"{r.steps:,}" if r.steps is not None else "?",
+                f"{r.step_s:.3f} s" if r.step_s is not None else "-",
+                f"{r.device_hours:,.1f}" if r.device_hours is not None else "-",
+                hms(r.wall_s),
+                "-" if r.requeues is None else str(r.requeues),
+                r.problem or r.source,
+            )
+        )
     missing = "+" if len(est.rows) > est.timed else ""  # a lower bound: some runs have no step time
     total_cost = f"{est.device_hours:,.1f}{missing}" if est.timed else "-"
-    table.append(("", "total", "", "", "", f"{est.total_steps:,}", "", total_cost,
-                  hms(est.wall_s) + missing if est.timed else "-", "", f"{est.timed} of {len(est.rows)} run(s) timed"
-                  + (f"; wall = the array's span with at most {lay.max_concurrent} at once"
-                     if lay.max_concurrent and len(est.rows) > 1 else "")))
+    table.append(
+        (
+            "",
+            "total",
+            "",
+            "",
+            "",
+            f"{est.total_steps:,}",
+            "",
+            total_cost,
+            hms(est.wall_s) + missing if est.timed else "-",
+            "",
+            f"{est.timed} of {len(est.rows)} run(s) timed"
+            + (
+                f"; wall = the array's span with at most {lay.max_concurrent} at once"
+                if lay.max_concurrent and len(est.rows) > 1
+                else ""
+            ),
+        )
+    )
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     right = {2, 3, 4, 5, 6, 7, 8, 9}
     lines = [head]
@@ -658,29 +768,47 @@ def format_scaling(est: Estimate) -> list[str]:
         sc = r.scaling
         if sc is None:
             if est.layout.nodes > 1 and r.step_s is not None:
-                lines.append(f"  scaling #{r.index}: not estimated (no preflight record of its model on this "
-                             f"device: batch times and bus bandwidth come from one)")
+                lines.append(
+                    f"  scaling #{r.index}: not estimated (no preflight record of its model on this "
+                    f"device: batch times and bus bandwidth come from one)"
+                )
             continue
-        sync = ("all-reduce not measured (no bus bandwidth in the record)" if sc.allreduce_s is None else
-                f"all-reduce {sc.allreduce_s * 1000:,.1f} ms ({sc.allreduce_from})")
-        lines.append(f"  scaling #{r.index}: {sc.nodes} nodes {sc.images_per_s:,.0f} img/s at batch {sc.micro_batch}"
-                     f"/device (step {sc.compute_s * 1000:,.1f} ms, {sync}); one node {sc.one_node_images_per_s:,.0f}"
-                     f" img/s at batch {sc.one_node_batch}/device: efficiency {sc.efficiency:.2f}")
+        sync = (
+            "all-reduce not measured (no bus bandwidth in the record)"
+            if sc.allreduce_s is None
+            else f"all-reduce {sc.allreduce_s * 1000:,.1f} ms ({sc.allreduce_from})"
+        )
+        lines.append(
+            f"  scaling #{r.index}: {sc.nodes} nodes {sc.images_per_s:,.0f} img/s at batch {sc.micro_batch}"
+            f"/device (step {sc.compute_s * 1000:,.1f} ms, {sync}); one node {sc.one_node_images_per_s:,.0f}"
+            f" img/s at batch {sc.one_node_batch}/device: efficiency {sc.efficiency:.2f}"
+        )
         if sc.efficiency < EFFICIENCY_WARNING:
-            fix = (f"a per-device batch of {sc.restore_batch} (global {sc.restore_batch * est.layout.world:,}; "
-                   f"rescale the lr) would give {sc.restore_efficiency:.2f}" if sc.restore_batch else
-                   "no per-device batch up to 4x the largest measured restores it")
-            lines.append(f"  warning: #{r.index} scales at {sc.efficiency:.2f} on {sc.nodes} nodes (under "
-                         f"{EFFICIENCY_WARNING}): fewer nodes cost less for nearly the same time, or {fix}")
+            fix = (
+                f"a per-device batch of {sc.restore_batch} (global {sc.restore_batch * est.layout.world:,}; "
+                f"rescale the lr) would give {sc.restore_efficiency:.2f}"
+                if sc.restore_batch
+                else "no per-device batch up to 4x the largest measured restores it"
+            )
+            lines.append(
+                f"  warning: #{r.index} scales at {sc.efficiency:.2f} on {sc.nodes} nodes (under "
+                f"{EFFICIENCY_WARNING}): fewer nodes cost less for nearly the same time, or {fix}"
+            )
     return lines
 
 
 def jobs_from_elements(elements: Sequence) -> list[Job]:
     """:class:`Job` s from a submission's elements (objects or dicts with ``name``, ``config``, ``overrides``)."""
+
     def get(e, key):
         return e[key] if isinstance(e, dict) else getattr(e, key)
 
-    return [Job(get(e, "name"), str(get(e, "config")), list(get(e, "overrides")),
-                (e.get("command") if isinstance(e, dict) else getattr(e, "command", None)) or "train")
-            for e in elements]
-
+    return [
+        Job(
+            get(e, "name"),
+            str(get(e, "config")),
+            list(get(e, "overrides")),
+            (e.get("command") if isinstance(e, dict) else getattr(e, "command", None)) or "train",
+        )
+        for e in elements
+    ]

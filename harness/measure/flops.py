@@ -9,6 +9,7 @@ Built on ``torch.utils.flop_counter.FlopCounterMode`` (maintained with torch, wo
 a model of any size is counted without allocating its weights). That counter reports 2 FLOPs per MAC; we
 register the normalisation formulas and the CPU flash-attention kernel it lacks and halve the total.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,7 +19,6 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop
 
-from harness.core.errors import DepthbenchError
 
 aten = torch.ops.aten
 
@@ -31,8 +31,16 @@ def _group_norm_flop(input_shape, weight_shape=None, *args, **kwargs) -> int:
     return 2 * prod(input_shape) * (5 if weight_shape is not None else 4)
 
 
-def _batch_norm_flop(input_shape, weight_shape=None, bias_shape=None, running_mean=None, running_var=None,
-                     training=False, *args, **kwargs) -> int:
+def _batch_norm_flop(
+    input_shape,
+    weight_shape=None,
+    bias_shape=None,
+    running_mean=None,
+    running_var=None,
+    training=False,
+    *args,
+    **kwargs,
+) -> int:
     if training:
         return 2 * prod(input_shape) * (5 if weight_shape is not None else 4)
     return 2 * prod(input_shape) * (2 if weight_shape is not None else 1)
@@ -63,6 +71,7 @@ EXTRA_FORMULAS = {**_FORMULAS, **{packet.default: f for packet, f in _FORMULAS.i
 @dataclass
 class FlopCount:
     """MACs (the papers' "FLOPs") of one forward pass, total and per aten op."""
+
     total: int
     by_op: dict[str, int] = field(default_factory=dict)
 
@@ -95,8 +104,11 @@ def example_inputs(model: nn.Module, input_size, batch_size: int = 1) -> tuple:
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     input_size = image_input_size(input_size)
-    return (torch.empty(batch_size, *input_size, device=device) if device.type == "meta"
-            else torch.randn(batch_size, *input_size, device=device),)
+    return (
+        torch.empty(batch_size, *input_size, device=device)
+        if device.type == "meta"
+        else torch.randn(batch_size, *input_size, device=device),
+    )
 
 
 def count_flops(model: nn.Module, input_size=224, inputs: tuple | None = None) -> FlopCount:

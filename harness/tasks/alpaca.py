@@ -18,8 +18,10 @@ Model: ``model.config`` (the architecture: a named one in :data:`models.scalenet
 config.json, or a dict of ``LlamaConfig`` fields), ``model.weights`` (a Hugging Face checkpoint directory; None:
 random weights), ``model.scalenet`` (``dict(k=2, rank=16)``: ScaleNet's expansion, :func:`expand_llama`) and
 ``model.trainable`` (``all`` or ``adapters_norms``). :class:`InstructionTask` hands the engine
-:func:`check_llama_model`, :func:`check_llama_run` and :func:`build_llama_model` for these configs; nothing here is in the training loop.
+:func:`check_llama_model`, :func:`check_llama_run` and :func:`build_llama_model` for these configs; nothing here
+is in the training loop.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,17 +38,30 @@ from harness.core.files import BadFile, atomic_write, data_cache, read_json
 from harness.engine.checkpoint import read_checkpoint
 from harness.engine.models import meta_build
 from harness.tasks.lm import LanguageModelTask
-from models.scalenet_llama import (ARCHITECTURE_FIELDS, TRAINABLE, CausalLMLogits, base_config, build_llama,
-                                   expand_llama, llama_config, load_saved_llama, set_trainable)
+from models.scalenet_llama import (
+    ARCHITECTURE_FIELDS,
+    TRAINABLE,
+    CausalLMLogits,
+    base_config,
+    build_llama,
+    expand_llama,
+    llama_config,
+    load_saved_llama,
+    set_trainable,
+)
 
 # Stanford Alpaca's prompt templates (tatsu-lab/stanford_alpaca, train.py PROMPT_DICT) -- "the standard Alpaca
 # prompt template" of spec §2.9; the response follows "### Response:" directly, as in that train.py.
-PROMPT_INPUT = ("Below is an instruction that describes a task, paired with an input that provides further context. "
-                "Write a response that appropriately completes the request.\n\n"
-                "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:")
-PROMPT_NO_INPUT = ("Below is an instruction that describes a task. "
-                   "Write a response that appropriately completes the request.\n\n"
-                   "### Instruction:\n{instruction}\n\n### Response:")
+PROMPT_INPUT = (
+    "Below is an instruction that describes a task, paired with an input that provides further context. "
+    "Write a response that appropriately completes the request.\n\n"
+    "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:"
+)
+PROMPT_NO_INPUT = (
+    "Below is an instruction that describes a task. "
+    "Write a response that appropriately completes the request.\n\n"
+    "### Instruction:\n{instruction}\n\n### Response:"
+)
 IGNORE_INDEX = -100  # Hugging Face's label for "no loss here" (NextTokenLoss ignores every negative target)
 BPE_SPECIAL = ("<s>", "</s>", "<pad>")  # the local BPE's bos, eos, pad (ids 0, 1, 2)
 SPLITS = ("train", "val")
@@ -66,17 +81,27 @@ def _read(path: str, key: str) -> tuple:
         records = read_json(path, max_bytes=None, expect=None, what="data.root")
     except (OSError, BadFile) as e:
         why = str(e) if isinstance(e, BadFile) else f"{type(e).__name__}: {str(e)[:80]}"
-        raise DataError(f"{why}; give an Alpaca-format file: a JSON list of {{instruction, input, output}} "
-                        f"records") from None
+        raise DataError(
+            f"{why}; give an Alpaca-format file: a JSON list of {{instruction, input, output}} records"
+        ) from None
     if not isinstance(records, list) or not records:
-        raise DataError(f"data.root={path} holds no list of records; an Alpaca-format file is a JSON list of "
-                        f"{{instruction, input, output}} records")
+        raise DataError(
+            f"data.root={path} holds no list of records; an Alpaca-format file is a JSON list of "
+            f"{{instruction, input, output}} records"
+        )
     for i, r in enumerate(records):
-        ok = (isinstance(r, dict) and isinstance(r.get("instruction"), str) and r["instruction"].strip()
-              and isinstance(r.get("output"), str) and isinstance(r.get("input", ""), str))
+        ok = (
+            isinstance(r, dict)
+            and isinstance(r.get("instruction"), str)
+            and r["instruction"].strip()
+            and isinstance(r.get("output"), str)
+            and isinstance(r.get("input", ""), str)
+        )
         if not ok:
-            raise DataError(f"data.root={path}: record {i} is not {{instruction: text, input: text (may be empty), "
-                            f"output: text}}: {json.dumps(r)[:100]}")
+            raise DataError(
+                f"data.root={path}: record {i} is not {{instruction: text, input: text (may be empty), "
+                f"output: text}}: {json.dumps(r)[:100]}"
+            )
     return tuple(records)
 
 
@@ -84,8 +109,10 @@ def read_alpaca(path) -> list[dict]:
     """The records of an Alpaca-format JSON file, checked (one line naming the first bad record)."""
     path = Path(str(path)).expanduser()
     if not path.is_file():
-        raise DataError(f"data.root={path}: no such file; give an Alpaca-format JSON file (a list of {{instruction, "
-                        f"input, output}} records, e.g. Stanford Alpaca's alpaca_data.json)")
+        raise DataError(
+            f"data.root={path}: no such file; give an Alpaca-format JSON file (a list of {{instruction, "
+            f"input, output}} records, e.g. Stanford Alpaca's alpaca_data.json)"
+        )
     stat = path.stat()
     return list(_read(str(path.resolve()), f"{stat.st_size}:{stat.st_mtime_ns}"))
 
@@ -113,8 +140,10 @@ def load_tokenizer(path):
             tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(path))
             return _name_special_tokens(tokenizer)
     except Exception as e:
-        raise DataError(f"data.tokenizer={path} does not load as a Hugging Face tokenizer ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:100] if str(e) else ''})") from None
+        raise DataError(
+            f"data.tokenizer={path} does not load as a Hugging Face tokenizer ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:100] if str(e) else ''})"
+        ) from None
     raise DataError(f"data.tokenizer={path}: no such tokenizer directory or tokenizer.json")
 
 
@@ -133,11 +162,16 @@ def train_bpe(texts, vocab_size: int):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIAL), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(BPE_SPECIAL),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator(texts, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                                             special_tokens=[("<s>", 0)])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)]
+    )
     return tokenizer
 
 
@@ -182,13 +216,12 @@ def encode_examples(tokenizer, examples: list, max_length: int) -> list[tuple[li
     """:func:`encode_example` of every record, the texts tokenized in batches (52K records in seconds)."""
     out = []
     for start in range(0, len(examples), 4096):
-        chunk = examples[start:start + 4096]
+        chunk = examples[start : start + 4096]
         prompts = tokenizer([format_prompt(e) for e in chunk], add_special_tokens=True)["input_ids"]
         outputs = tokenizer([e["output"] for e in chunk], add_special_tokens=False)["input_ids"]
         for prompt, output in zip(prompts, outputs):
             response = list(output) + [tokenizer.eos_token_id]
-            out.append(((list(prompt) + response)[:max_length],
-                        ([IGNORE_INDEX] * len(prompt) + response)[:max_length]))
+            out.append(((list(prompt) + response)[:max_length], ([IGNORE_INDEX] * len(prompt) + response)[:max_length]))
     return out
 
 
@@ -205,9 +238,9 @@ class InstructionDataset(torch.utils.data.Dataset):
     def __getitem__(self, index):
         ids, labels = self.encoded[index]
         inputs = torch.full((self.length,), self.pad_id, dtype=torch.long)
-        inputs[:len(ids)] = torch.tensor(ids, dtype=torch.long)
+        inputs[: len(ids)] = torch.tensor(ids, dtype=torch.long)
         targets = torch.full((self.length,), IGNORE_INDEX, dtype=torch.long)
-        targets[:len(labels) - 1] = torch.tensor(labels[1:], dtype=torch.long)
+        targets[: len(labels) - 1] = torch.tensor(labels[1:], dtype=torch.long)
         return inputs, targets
 
 
@@ -219,8 +252,11 @@ def _encoded(path: str, stamp: str, tokenizer_path: str, max_length: int, val_si
     encoded = encode_examples(tokenizer, records, max_length)
     kept = [i for i, (_, labels) in enumerate(encoded) if any(t != IGNORE_INDEX for t in labels[1:])]
     if len(kept) < len(encoded):
-        print(f"depthbench: {len(encoded) - len(kept)} of {len(encoded)} records of {path} have no response token "
-              f"within data.max_length={max_length}; left out", file=sys.stderr)
+        print(
+            f"depthbench: {len(encoded) - len(kept)} of {len(encoded)} records of {path} have no response token "
+            f"within data.max_length={max_length}; left out",
+            file=sys.stderr,
+        )
     length = max(len(encoded[i][0]) for i in kept)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     splits = split_indices(len(records), val_size)
@@ -233,17 +269,24 @@ def build_instruction_dataset(data, split: str, is_training: bool):
     check_alpaca_data(data, read_tokenizer=False)
     path = Path(str(data.root)).expanduser().resolve()
     stat = path.stat()
-    splits, length, pad_id = _encoded(str(path), f"{stat.st_size}:{stat.st_mtime_ns}",
-                                      str(_tokenizer_path(data) or ""), data.max_length, data.val_size,
-                                      data.get("vocab_size"))
+    splits, length, pad_id = _encoded(
+        str(path),
+        f"{stat.st_size}:{stat.st_mtime_ns}",
+        str(_tokenizer_path(data) or ""),
+        data.max_length,
+        data.val_size,
+        data.get("vocab_size"),
+    )
     return InstructionDataset(splits[split], length, pad_id)
 
 
 def check_alpaca_data(data, read_tokenizer: bool = True) -> Path:
     """Cheap checks of an alpaca data config: the file and its records, the sizes, the tokenizer's files."""
     if data.train_split not in SPLITS or data.val_split not in SPLITS:
-        raise DataError(f"data.train_split={data.train_split!r}, data.val_split={data.val_split!r}: an Alpaca file "
-                        f"has the splits train and val (data.val_size records held out)")
+        raise DataError(
+            f"data.train_split={data.train_split!r}, data.val_split={data.val_split!r}: an Alpaca file "
+            f"has the splits train and val (data.val_size records held out)"
+        )
     for key, low in (("max_length", 8), ("val_size", 1)):
         value = data.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -252,17 +295,23 @@ def check_alpaca_data(data, read_tokenizer: bool = True) -> Path:
         raise DataError("data.root is not set; point it at an Alpaca-format JSON file (e.g. alpaca_data.json)")
     records = read_alpaca(data.root)
     if data.val_size >= len(records):
-        raise DataError(f"data.val_size={data.val_size} leaves no training record of the {len(records)} in "
-                        f"{data.root}; hold out fewer")
+        raise DataError(
+            f"data.val_size={data.val_size} leaves no training record of the {len(records)} in "
+            f"{data.root}; hold out fewer"
+        )
     path = _tokenizer_path(data)
     if path is None:
         size = data.get("vocab_size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 259:
-            raise DataError(f"data.vocab_size={size!r}: the local BPE needs an integer >= 259 (256 bytes + <s>, "
-                            f"</s>, <pad>); or set data.tokenizer to the checkpoint's tokenizer")
+            raise DataError(
+                f"data.vocab_size={size!r}: the local BPE needs an integer >= 259 (256 bytes + <s>, "
+                f"</s>, <pad>); or set data.tokenizer to the checkpoint's tokenizer"
+            )
     elif not path.exists():
-        raise DataError(f"data.tokenizer={path}: no such tokenizer directory or tokenizer.json (the Llama "
-                        f"checkpoint's directory holds one)")
+        raise DataError(
+            f"data.tokenizer={path}: no such tokenizer directory or tokenizer.json (the Llama "
+            f"checkpoint's directory holds one)"
+        )
     elif read_tokenizer:
         load_tokenizer(path)
     return Path(str(data.root)).expanduser()
@@ -274,10 +323,13 @@ def _expansion(model_cfg) -> dict | None:
     if scalenet is None:
         return None
     scalenet = dict(scalenet)
-    if set(scalenet) - {"k", "rank"} or not all(isinstance(scalenet.get(k), int) and scalenet[k] >= 1
-                                                for k in ("k", "rank")):
-        raise ConfigError(f"model.scalenet={scalenet}: give dict(k=<depth multiple>, rank=<adapter rank>), e.g. "
-                          f"dict(k=2, rank=16), or None for the plain model")
+    if set(scalenet) - {"k", "rank"} or not all(
+        isinstance(scalenet.get(k), int) and scalenet[k] >= 1 for k in ("k", "rank")
+    ):
+        raise ConfigError(
+            f"model.scalenet={scalenet}: give dict(k=<depth multiple>, rank=<adapter rank>), e.g. "
+            f"dict(k=2, rank=16), or None for the plain model"
+        )
     return scalenet
 
 
@@ -285,15 +337,19 @@ def architecture(cfg):
     """The recipe's ``LlamaConfig`` (``model.config``), as one ConfigError line when it is not one."""
     source = cfg.model.get("config")
     if source is None:
-        raise ConfigError("model.config is not set; name the Llama architecture (e.g. 'llama_3_2_1b'), or give a "
-                          "config.json or checkpoint directory")
+        raise ConfigError(
+            "model.config is not set; name the Llama architecture (e.g. 'llama_3_2_1b'), or give a "
+            "config.json or checkpoint directory"
+        )
     try:
         return llama_config(source.to_dict() if hasattr(source, "to_dict") else source)
     except ValueError as e:
         raise ConfigError(f"model.config: {e}") from None
     except Exception as e:  # transformers' own validation of the fields
-        raise ConfigError(f"model.config={source} is not a Llama configuration ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:100] if str(e) else ''})") from None
+        raise ConfigError(
+            f"model.config={source} is not a Llama configuration ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:100] if str(e) else ''})"
+        ) from None
 
 
 def check_llama_model(cfg) -> None:
@@ -301,11 +357,14 @@ def check_llama_model(cfg) -> None:
     ids fit the embedding, ``data.max_length`` fits the positions. No file is needed but the tokenizer's."""
     m = cfg.model
     if m.get("pretrained"):
-        raise ConfigError("model.pretrained loads depthbench .pth weights; a Hugging Face Llama checkpoint "
-                          "directory goes in model.weights")
+        raise ConfigError(
+            "model.pretrained loads depthbench .pth weights; a Hugging Face Llama checkpoint "
+            "directory goes in model.weights"
+        )
     if m.get("grow"):
-        raise ConfigError("model.grow is the vision models' ScaleNet; a Llama is expanded by model.scalenet=dict(k=2, "
-                          "rank=16)")
+        raise ConfigError(
+            "model.grow is the vision models' ScaleNet; a Llama is expanded by model.scalenet=dict(k=2, rank=16)"
+        )
     config = architecture(cfg)
     scalenet = _expansion(m)
     trainable = m.get("trainable", "all")
@@ -317,16 +376,22 @@ def check_llama_model(cfg) -> None:
         with meta_build("meta"):
             build_llama(config, scalenet)
     except Exception as e:
-        raise ConfigError(f"model.config does not build a Llama ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:100] if str(e) else ''})") from None
+        raise ConfigError(
+            f"model.config does not build a Llama ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:100] if str(e) else ''})"
+        ) from None
     size = tokenizer_size(cfg.data)
     if size is not None and size > config.vocab_size:
-        raise ConfigError(f"the tokenizer ({cfg.data.get('tokenizer') or 'local BPE, data.vocab_size'}) has {size} "
-                          f"ids but the model's embedding has vocab_size={config.vocab_size}; use the checkpoint's "
-                          f"own tokenizer (data.tokenizer) or a model with a larger vocabulary")
+        raise ConfigError(
+            f"the tokenizer ({cfg.data.get('tokenizer') or 'local BPE, data.vocab_size'}) has {size} "
+            f"ids but the model's embedding has vocab_size={config.vocab_size}; use the checkpoint's "
+            f"own tokenizer (data.tokenizer) or a model with a larger vocabulary"
+        )
     if cfg.data.max_length > config.max_position_embeddings:
-        raise ConfigError(f"data.max_length={cfg.data.max_length} is longer than the model's "
-                          f"max_position_embeddings={config.max_position_embeddings}")
+        raise ConfigError(
+            f"data.max_length={cfg.data.max_length} is longer than the model's "
+            f"max_position_embeddings={config.max_position_embeddings}"
+        )
 
 
 def check_llama_run(cfg) -> None:
@@ -337,27 +402,36 @@ def check_llama_run(cfg) -> None:
         return
     path = Path(str(weights)).expanduser()
     if not path.is_dir():
-        raise ConfigError(f"model.weights={weights}: no such directory; give a Hugging Face Llama checkpoint "
-                          f"directory (config.json + *.safetensors), e.g. meta-llama/Llama-3.2-1B downloaded there")
+        raise ConfigError(
+            f"model.weights={weights}: no such directory; give a Hugging Face Llama checkpoint "
+            f"directory (config.json + *.safetensors), e.g. meta-llama/Llama-3.2-1B downloaded there"
+        )
     if not (path / "config.json").is_file():
         raise ConfigError(f"model.weights={weights} has no config.json; it is not a Hugging Face checkpoint directory")
     if not (sorted(path.glob("*.safetensors")) + sorted(path.glob("pytorch_model*.bin"))):
-        raise ConfigError(f"model.weights={weights} holds a config.json but no weights (*.safetensors or "
-                          f"pytorch_model*.bin); download the model's weights there, or set model.weights=None "
-                          f"for random weights")
+        raise ConfigError(
+            f"model.weights={weights} holds a config.json but no weights (*.safetensors or "
+            f"pytorch_model*.bin); download the model's weights there, or set model.weights=None "
+            f"for random weights"
+        )
     try:
         saved = llama_config(path)
     except Exception as e:
         raise ConfigError(f"model.weights={weights}: {str(e).splitlines()[0][:120]}") from None
     recipe, saved = architecture(cfg), base_config(saved)
-    differ = [f"{k} {getattr(saved, k, None)} (recipe {getattr(recipe, k, None)})" for k in ARCHITECTURE_FIELDS
-              if getattr(saved, k, None) != getattr(recipe, k, None)]
+    differ = [
+        f"{k} {getattr(saved, k, None)} (recipe {getattr(recipe, k, None)})"
+        for k in ARCHITECTURE_FIELDS
+        if getattr(saved, k, None) != getattr(recipe, k, None)
+    ]
     if differ:
-        raise ConfigError(f"model.weights={weights} is not the recipe's architecture (model.config): "
-                          f"{'; '.join(differ)}")
+        raise ConfigError(
+            f"model.weights={weights} is not the recipe's architecture (model.config): {'; '.join(differ)}"
+        )
     if not cfg.data.get("tokenizer"):
-        raise ConfigError(f"data.tokenizer is not set; a pretrained Llama needs its own tokenizer: "
-                          f"data.tokenizer={weights}")
+        raise ConfigError(
+            f"data.tokenizer is not set; a pretrained Llama needs its own tokenizer: data.tokenizer={weights}"
+        )
 
 
 def build_llama_model(cfg, pretrained: bool = True):
@@ -370,8 +444,10 @@ def build_llama_model(cfg, pretrained: bool = True):
     have = getattr(lm.config, "scalenet", None)
     if have:  # a saved expanded model (save_llama): expanded already
         if scalenet and (have["k"], have["rank"]) != (scalenet["k"], scalenet["rank"]):
-            raise ConfigError(f"model.weights={m.weights} is expanded with k={have['k']}, rank={have['rank']} but "
-                              f"model.scalenet={scalenet}")
+            raise ConfigError(
+                f"model.weights={m.weights} is expanded with k={have['k']}, rank={have['rank']} but "
+                f"model.scalenet={scalenet}"
+            )
     elif scalenet:
         expand_llama(lm, **scalenet)
     lm.config.use_cache = False
@@ -393,8 +469,10 @@ def load_llama(source, *, expand: dict | None = None):
             raise DataError(f"{path} has no config.json; give a Hugging Face checkpoint directory (save_pretrained)")
         weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("pytorch_model*.bin"))
         if not weights:
-            raise DataError(f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
-                            f"download the model's weights there, or pass the config.json for random weights")
+            raise DataError(
+                f"{path} holds a config.json but no weights (*.safetensors or pytorch_model*.bin); "
+                f"download the model's weights there, or pass the config.json for random weights"
+            )
         config = _llama_config(path)
         if getattr(config, "scalenet", None):  # an expanded model: rebuilt and re-tied, then its tensors loaded
             try:
@@ -419,12 +497,15 @@ def _llama_config(path):
     except ValueError as e:
         raise DataError(str(e)) from None
     except Exception as e:  # transformers' own validation of the fields
-        raise DataError(f"{path} is not a Llama config.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+        raise DataError(
+            f"{path} is not a Llama config.json ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        ) from None
 
 
 class InstructionTask(LanguageModelTask):
     """Instruction tuning of a Hugging Face Llama on an Alpaca-format file: the language-model task's criterion,
     metrics and evaluation (response-token loss, accuracy, perplexity) on instruction data and a Llama."""
+
     name = "alpaca"
     data_types = ("alpaca",)
     data_keys = ("root", "val_size", "max_length", "tokenizer", "vocab_size")

@@ -18,6 +18,7 @@ the same Pillow/numpy (requirements/lock.txt) and the same Debian font packages 
 machine. ``manifest.json`` in the exported folder records the fonts (with their SHA-256), the versions and a
 SHA-256 of every split's images. docs/claims.md says how the difficulty was set.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,15 +38,20 @@ from harness.core.files import atomic_dir, data_cache
 
 SEED = 20260129
 GENERATOR_VERSION = 1
-TRAIN_PER_CLASS = 400      # 53 x 400 = 21,200 training images
-VAL_PER_CLASS = 100        # 53 x 100 = 5,300 validation images, held-out typefaces
+TRAIN_PER_CLASS = 400  # 53 x 400 = 21,200 training images
+VAL_PER_CLASS = 100  # 53 x 100 = 5,300 validation images, held-out typefaces
 
 # (folder name, character): the folder names sort in class order and differ on case-insensitive file systems
 _SYMBOLS = (("ampersand", "&"), ("question", "?"), ("at", "@"), ("hash", "#"), ("percent", "%"), ("dollar", "$"))
 GLYPH_CLASSES: tuple[tuple[str, str], ...] = tuple(
-    (f"{i:02d}-{name}", char) for i, (name, char) in enumerate(
-        [(c, c) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"] + [(c, c) for c in "23456789"]
-        + [(f"{c}-lower", c) for c in "abdefghimnqrt"] + list(_SYMBOLS)))
+    (f"{i:02d}-{name}", char)
+    for i, (name, char) in enumerate(
+        [(c, c) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+        + [(c, c) for c in "23456789"]
+        + [(f"{c}-lower", c) for c in "abdefghimnqrt"]
+        + list(_SYMBOLS)
+    )
+)
 
 FONT_ROOT = Path("/usr/share/fonts")
 # (Debian package, folder under /usr/share/fonts, split). Where two packages are the same design under two names
@@ -93,8 +99,9 @@ FONT_DEBIAN_PACKAGES = tuple(sorted({p for p, _, _ in FONT_PACKAGES}))
 VAL_FONT_DIRS = tuple(sorted({d for _, d, s in FONT_PACKAGES if s == "val"}))
 # fonts whose code points for our characters hold other shapes: dingbats, symbols (Greek at Latin code points),
 # keyboard key caps, small capitals for lower case
-EXCLUDED_FONTS = frozenset({"D050000L.otf", "StandardSymbolsPS.otf", "LinBiolinum_K.otf",
-                            "Go-Smallcaps.ttf", "Go-Smallcaps-Italic.ttf"})
+EXCLUDED_FONTS = frozenset(
+    {"D050000L.otf", "StandardSymbolsPS.otf", "LinBiolinum_K.otf", "Go-Smallcaps.ttf", "Go-Smallcaps-Italic.ttf"}
+)
 
 
 # ----------------------------------------------------------------------------------------- fonts
@@ -108,9 +115,11 @@ def glyph_fonts(font_root: str | Path = FONT_ROOT) -> dict[str, list[Path]]:
     font_root = Path(font_root)
     missing = sorted({pkg for pkg, folder, _ in FONT_PACKAGES if not (font_root / folder).is_dir()})
     if missing:
-        raise DataError(f"the glyphs dataset renders the fonts of {len(FONT_DEBIAN_PACKAGES)} Debian packages and "
-                        f"{len(missing)} are missing under {font_root}; install them with: apt-get install "
-                        f"--no-install-recommends {' '.join(FONT_DEBIAN_PACKAGES)} (or rerun make setup)")
+        raise DataError(
+            f"the glyphs dataset renders the fonts of {len(FONT_DEBIAN_PACKAGES)} Debian packages and "
+            f"{len(missing)} are missing under {font_root}; install them with: apt-get install "
+            f"--no-install-recommends {' '.join(FONT_DEBIAN_PACKAGES)} (or rerun make setup)"
+        )
     fonts: dict[str, list[Path]] = {"train": [], "val": []}
     for folder in sorted({(folder, split) for _, folder, split in FONT_PACKAGES}):
         folder, split = folder
@@ -134,18 +143,19 @@ def _font_group(path: Path, font_root: Path) -> str:
 @dataclass(frozen=True)
 class Distortions:
     """The random ranges of one image (fractions of the image side unless said otherwise)."""
-    size: tuple[float, float] = (0.6, 0.85)      # the character's larger ink side
-    log_aspect: float = 0.22                     # width stretch exp(U(-a, a))
-    rotation: float = 8.0                        # degrees, U(-r, r)
+
+    size: tuple[float, float] = (0.6, 0.85)  # the character's larger ink side
+    log_aspect: float = 0.22  # width stretch exp(U(-a, a))
+    rotation: float = 8.0  # degrees, U(-r, r)
     shear: float = 0.15
-    shift: float = 0.08                          # centre offset, U(-s, s) per axis
-    neighbours: float = 0.3                      # probability of a neighbour on each side
-    gap: tuple[float, float] = (0.06, 0.14)      # space between the character and a neighbour
-    blur: float = 0.3                            # probability of out-of-focus ink
+    shift: float = 0.08  # centre offset, U(-s, s) per axis
+    neighbours: float = 0.3  # probability of a neighbour on each side
+    gap: tuple[float, float] = (0.06, 0.14)  # space between the character and a neighbour
+    blur: float = 0.3  # probability of out-of-focus ink
     backgrounds: tuple[str, ...] = ("flat", "gradient", "noise")
-    contrast: float = 0.4                        # minimum luminance difference of ink and background mean
-    light_ink: float = 0.25                      # probability of light ink on a dark background (else print)
-    noise: float = 0.05                          # pixel noise sigma, U(0, n)
+    contrast: float = 0.4  # minimum luminance difference of ink and background mean
+    light_ink: float = 0.25  # probability of light ink on a dark background (else print)
+    noise: float = 0.05  # pixel noise sigma, U(0, n)
 
 
 DISTORTIONS = Distortions()
@@ -165,7 +175,7 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601 lumina
 
 @dataclass
 class _Glyph:
-    mask: "np.ndarray"    # uint8 ink coverage of the tight ink box, rendered at the em size of the renderer
+    mask: "np.ndarray"  # uint8 ink coverage of the tight ink box, rendered at the em size of the renderer
     width: int
     height: int
 
@@ -173,9 +183,15 @@ class _Glyph:
 class GlyphRenderer:
     """Renders images of one split: ``render(index)`` -> uint8 HxWx3 array, a pure function of ``index``."""
 
-    def __init__(self, split: str, resolution: int = 32, font_root: str | Path = FONT_ROOT,
-                 fonts: dict[str, list[Path]] | None = None, seed: int = SEED,
-                 distortions: Distortions = DISTORTIONS):
+    def __init__(
+        self,
+        split: str,
+        resolution: int = 32,
+        font_root: str | Path = FONT_ROOT,
+        fonts: dict[str, list[Path]] | None = None,
+        seed: int = SEED,
+        distortions: Distortions = DISTORTIONS,
+    ):
         if resolution < 8:
             raise DataError(f"glyphs resolution {resolution} is too small; use 8 or more (32 and 64 are the presets)")
         self.split, self.resolution, self.seed, self.d = split, resolution, seed, distortions
@@ -185,11 +201,11 @@ class GlyphRenderer:
         for path in fonts[split]:
             groups.setdefault(_font_group(path, self.font_root), []).append(path)
         self.groups = [groups[k] for k in sorted(groups)]
-        self.canvas = 2 * resolution        # drawn at twice the size, then box-filtered down (anti-aliasing)
+        self.canvas = 2 * resolution  # drawn at twice the size, then box-filtered down (anti-aliasing)
         self.em = int(round(1.5 * self.canvas))
         self._glyphs: dict[tuple[Path, str], _Glyph] = {}
         self._fonts: dict[Path, object] = {}
-        y, x = np.mgrid[0:self.canvas, 0:self.canvas].astype(np.float32) / (self.canvas - 1) - 0.5
+        y, x = np.mgrid[0 : self.canvas, 0 : self.canvas].astype(np.float32) / (self.canvas - 1) - 0.5
         self._grid = (x, y)
 
     def _glyph(self, path: Path, char: str) -> _Glyph:
@@ -205,8 +221,9 @@ class GlyphRenderer:
             self._glyphs[key] = _Glyph(np.asarray(image), w, h)
         return self._glyphs[key]
 
-    def _place(self, glyph: _Glyph, size: float, aspect: float, angle: float, shear: float,
-               cx: float, cy: float) -> "np.ndarray":
+    def _place(
+        self, glyph: _Glyph, size: float, aspect: float, angle: float, shear: float, cx: float, cy: float
+    ) -> "np.ndarray":
         """The glyph's ink box scaled so its larger side is ``size`` canvas pixels, stretched by ``aspect``,
         sheared, rotated by ``angle`` and centred at (cx, cy): float32 coverage on the canvas."""
         s = size / max(glyph.width, glyph.height)
@@ -219,8 +236,9 @@ class GlyphRenderer:
         gx, gy = glyph.width / 2.0, glyph.height / 2.0
         off = np.array([gx, gy]) - inv @ np.array([cx, cy])
         coeffs = (inv[0, 0], inv[0, 1], off[0], inv[1, 0], inv[1, 1], off[1])
-        image = Image.fromarray(glyph.mask).transform((self.canvas, self.canvas), Image.AFFINE,
-                                                      [float(v) for v in coeffs], resample=Image.BILINEAR)
+        image = Image.fromarray(glyph.mask).transform(
+            (self.canvas, self.canvas), Image.AFFINE, [float(v) for v in coeffs], resample=Image.BILINEAR
+        )
         return np.asarray(image, dtype=np.float32) / 255.0
 
     def render(self, index: int) -> "np.ndarray":
@@ -251,7 +269,8 @@ class GlyphRenderer:
                 alpha = np.maximum(alpha, self._place(other, o_size, aspect, angle, shear, ox, oy))
         if rng.uniform() < d.blur:  # out-of-focus ink
             blurred = Image.fromarray(np.round(alpha * 255).astype(np.uint8)).filter(
-                ImageFilter.GaussianBlur(rng.uniform(0.5, 1.6) * C / 64))
+                ImageFilter.GaussianBlur(rng.uniform(0.5, 1.6) * C / 64)
+            )
             alpha = np.asarray(blurred, dtype=np.float32) / 255.0
         background = self._background(rng)
         light_ink = rng.uniform() < d.light_ink
@@ -259,7 +278,7 @@ class GlyphRenderer:
             background = 1.0 - background
         ink = self._ink(rng, background.mean(axis=(0, 1)), d.contrast, light_ink)
         image = background * (1.0 - alpha[..., None]) + ink * alpha[..., None]
-        image = image.reshape(C // 2, 2, C // 2, 2, 3).mean(axis=(1, 3))          # 2x2 box filter
+        image = image.reshape(C // 2, 2, C // 2, 2, 3).mean(axis=(1, 3))  # 2x2 box filter
         image = image + rng.normal(0.0, rng.uniform(0.0, d.noise), size=image.shape).astype(np.float32)
         return np.clip(np.round(image * 255.0), 0, 255).astype(np.uint8)
 
@@ -276,7 +295,7 @@ class GlyphRenderer:
         if kind == "gradient":
             w = np.clip(t + 0.5, 0, 1)
             return (c0 * (1 - w) + c1 * w).astype(np.float32)
-        if kind == "split":     # two tones split by a line (the edge of a sign or a page)
+        if kind == "split":  # two tones split by a line (the edge of a sign or a page)
             mix = 0.5 * c0 + 0.5 * c1
             return np.where(t > rng.uniform(-0.3, 0.3), c0, mix).astype(np.float32)
         if kind != "noise":
@@ -299,8 +318,14 @@ class GlyphRenderer:
 
 
 # ----------------------------------------------------------------------------------------- export
-def glyphs_folder(resolution: int = 32, root: str | Path | None = None, *, train_per_class: int = TRAIN_PER_CLASS,
-                  val_per_class: int = VAL_PER_CLASS, variant: str = DEFAULT_VARIANT) -> Path:
+def glyphs_folder(
+    resolution: int = 32,
+    root: str | Path | None = None,
+    *,
+    train_per_class: int = TRAIN_PER_CLASS,
+    val_per_class: int = VAL_PER_CLASS,
+    variant: str = DEFAULT_VARIANT,
+) -> Path:
     """Where :func:`export_glyphs` renders the set (it exists once rendered: written whole or not at all)."""
     root = Path(root) if root is not None else data_cache()
     name = f"glyphs-{resolution}" if variant == DEFAULT_VARIANT else f"glyphs-{variant}-{resolution}"
@@ -309,9 +334,16 @@ def glyphs_folder(resolution: int = 32, root: str | Path | None = None, *, train
     return root / name
 
 
-def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_root: str | Path = FONT_ROOT,
-                  train_per_class: int = TRAIN_PER_CLASS, val_per_class: int = VAL_PER_CLASS,
-                  progress: bool = True, variant: str = DEFAULT_VARIANT) -> Path:
+def export_glyphs(
+    resolution: int = 32,
+    root: str | Path | None = None,
+    *,
+    font_root: str | Path = FONT_ROOT,
+    train_per_class: int = TRAIN_PER_CLASS,
+    val_per_class: int = VAL_PER_CLASS,
+    progress: bool = True,
+    variant: str = DEFAULT_VARIANT,
+) -> Path:
     """Render the glyphs dataset once to ``<root>/glyphs-<resolution>/{train,val}/<class>/<n>.png`` (RGB); the
     ``clean`` variant (:data:`VARIANTS`) to ``<root>/glyphs-clean-<resolution>/``.
 
@@ -320,8 +352,9 @@ def export_glyphs(resolution: int = 32, root: str | Path | None = None, *, font_
     killed exports never leave a half cache. Smaller ``*_per_class`` (tests) write ``glyphs-<res>-<train>x<val>``.
     """
     distortions = _variant(variant)
-    target = glyphs_folder(resolution, root, train_per_class=train_per_class, val_per_class=val_per_class,
-                           variant=variant)
+    target = glyphs_folder(
+        resolution, root, train_per_class=train_per_class, val_per_class=val_per_class, variant=variant
+    )
     if target.exists():
         return target
     fonts = glyph_fonts(font_root)  # before anything is written: a missing package fails in one line
@@ -353,28 +386,44 @@ def _variant(variant: str) -> Distortions:
 
 def _manifest(resolution, fonts, font_root, digests, train_per_class, val_per_class, variant) -> dict:
     return {
-        "name": "glyphs", "generator_version": GENERATOR_VERSION, "seed": SEED, "resolution": resolution,
-        "variant": variant, "distortions": dataclasses.asdict(VARIANTS[variant]),
+        "name": "glyphs",
+        "generator_version": GENERATOR_VERSION,
+        "seed": SEED,
+        "resolution": resolution,
+        "variant": variant,
+        "distortions": dataclasses.asdict(VARIANTS[variant]),
         "classes": {name: char for name, char in GLYPH_CLASSES},
         "images": {"train": train_per_class * len(GLYPH_CLASSES), "val": val_per_class * len(GLYPH_CLASSES)},
         "sha256": digests,  # over the PNG bytes of each split, in index order
         "debian_packages": list(FONT_DEBIAN_PACKAGES),
-        "fonts": {split: [{"path": str(p.relative_to(font_root)), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-                          for p in paths] for split, paths in fonts.items()},
+        "fonts": {
+            split: [
+                {"path": str(p.relative_to(font_root)), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                for p in paths
+            ]
+            for split, paths in fonts.items()
+        },
         "versions": {"pillow": PIL.__version__, "freetype": features.version("freetype2"), "numpy": np.__version__},
     }
 
 
-def sample_sheet(resolution: int = 32, split: str = "val", rows: int = 4, scale: int = 2,
-                 font_root: str | Path = FONT_ROOT, variant: str = DEFAULT_VARIANT,
-                 fonts: dict[str, list[Path]] | None = None):
+def sample_sheet(
+    resolution: int = 32,
+    split: str = "val",
+    rows: int = 4,
+    scale: int = 2,
+    font_root: str | Path = FONT_ROOT,
+    variant: str = DEFAULT_VARIANT,
+    fonts: dict[str, list[Path]] | None = None,
+):
     """A contact sheet of the first ``rows`` x 53 images of ``split`` (one class per column, in class order),
     enlarged ``scale`` times without smoothing: a PIL image for docs and the report. Renders directly (no export).
     ``fonts``: :func:`glyph_fonts`'s answer, for a caller drawing several sheets (the scan is ~2.5 s of CPU)."""
     renderer = GlyphRenderer(split, resolution, font_root, fonts=fonts, distortions=_variant(variant))
     n = len(GLYPH_CLASSES)
-    grid = np.concatenate([np.concatenate([renderer.render(r * n + c) for c in range(n)], axis=1)
-                           for r in range(rows)], axis=0)
+    grid = np.concatenate(
+        [np.concatenate([renderer.render(r * n + c) for c in range(n)], axis=1) for r in range(rows)], axis=0
+    )
     sheet = Image.fromarray(grid)
     return sheet.resize((sheet.width * scale, sheet.height * scale), Image.NEAREST) if scale != 1 else sheet
 

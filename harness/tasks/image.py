@@ -25,6 +25,7 @@ RandAugment, colour jitter, random erasing), ``cifar`` (random crop with padding
 AutoAugment CIFAR-10 policy) or ``none`` (resize + normalise only, the "raw data" recipe).
 
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,6 +58,7 @@ from harness.engine.models import config_model_on_meta, create_config_model
 from harness.engine.tasks import Task
 from harness.tasks import image_device
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
+
 # decode_image is imported from here too (protocols.py): it lives with the pixel budget in image_files
 from harness.tasks.image_files import decode_image, find_images, read_image_bytes
 from harness.tasks.shards import ShardDataset, check_shards
@@ -66,6 +68,7 @@ CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 CIFAR100_FILES = ["train", "test"]
 MAX_CIFAR_BYTES = 1 << 30  # CIFAR-100's train batch is 150 MB
 CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
 
 # ----------------------------------------------------------------------------------------- embedded digits
 def export_digits(resolution: int = 32, root: str | Path | None = None) -> Path:
@@ -85,8 +88,9 @@ def export_digits(resolution: int = 32, root: str | Path | None = None) -> Path:
 
         digits = load_digits()
         pixels = np.clip(digits.images * (255.0 / 16.0), 0, 255).round().astype(np.uint8)
-        train_idx, val_idx = train_test_split(np.arange(len(pixels)), test_size=0.2, random_state=0,
-                                              stratify=digits.target)
+        train_idx, val_idx = train_test_split(
+            np.arange(len(pixels)), test_size=0.2, random_state=0, stratify=digits.target
+        )
         for split, indices in (("train", train_idx), ("val", val_idx)):
             for i in indices:
                 folder = tmp / split / str(digits.target[i])
@@ -127,8 +131,9 @@ def check_data(data) -> Path:
         has_info = any((root / n).is_file() for n in ("_info.json", "info.json", "_info.yaml", "info.yaml"))
         for split in (data.train_split, data.val_split):
             if not has_info and ".tar" not in split:
-                raise DataError(f"dataset path {root} has no _info.json and split {split!r} names no shards; "
-                                f"{_layout(data, root)}")
+                raise DataError(
+                    f"dataset path {root} has no _info.json and split {split!r} names no shards; {_layout(data, root)}"
+                )
     return root
 
 
@@ -141,11 +146,11 @@ _LAYOUTS = {
     "digits": "expected the ImageFolder layout {root}/{{train,val}}/<class>/<image>",
     "glyphs": "expected the ImageFolder layout {root}/{{train,val}}/<class>/<image>",
     "cifar10": f"expected CIFAR-10's python-pickle files ({', '.join(CIFAR10_FILES)}) in {{root}} or "
-               "{root}/cifar-10-batches-py",
+    "{root}/cifar-10-batches-py",
     "cifar100": "expected CIFAR-100's python-pickle files (train, test) in {root} or {root}/cifar-100-python",
     "shards": "expected the shards of `depthbench data pack IMAGEFOLDER {root}`",
     "wds": "expected WebDataset shards with timm's {root}/_info.json (splits, shard names, sample counts) or "
-           "splits like 'train-{{0000..0099}}.tar|<num_samples>'",
+    "splits like 'train-{{0000..0099}}.tar|<num_samples>'",
 }
 
 
@@ -158,8 +163,10 @@ def _check_image_folder(root: Path, split: str, data) -> None:
         raise DataError(f"dataset path {folder} has no class folders; {_layout(data, root)}")
     with os.scandir(classes[0]) as entries:
         if not any(e.name.endswith(IMAGE_EXTENSIONS) for e in entries):
-            raise DataError(f"class folder {classes[0]} holds no images ({', '.join(IMAGE_EXTENSIONS[:4])}, ...); "
-                            f"{_layout(data, root)}")
+            raise DataError(
+                f"class folder {classes[0]} holds no images ({', '.join(IMAGE_EXTENSIONS[:4])}, ...); "
+                f"{_layout(data, root)}"
+            )
 
 
 def _cifar_folder(root: Path, kind: str = "cifar10") -> Path:
@@ -167,17 +174,23 @@ def _cifar_folder(root: Path, kind: str = "cifar10") -> Path:
     for folder in (root, root / sub):
         if all((folder / name).is_file() for name in files):
             return folder
-    raise DataError(f"dataset path {root} is not {kind.upper().replace('R', 'R-')}; "
-                    f"{_LAYOUTS[kind].format(root=root)}")
+    raise DataError(f"dataset path {root} is not {kind.upper().replace('R', 'R-')}; {_LAYOUTS[kind].format(root=root)}")
 
 
 class _CifarUnpickler(pickle.Unpickler):
     """An unpickler for CIFAR's batch files that constructs nothing but dicts, lists, strings, bytes, numbers and
     numpy arrays: a dataset someone else made is data, and a crafted "batch" that pickles a callable is refused
     instead of executed (plain ``pickle.load`` would run it)."""
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"),
+    }
 
     def find_class(self, module, name):
         if (module, name) in self.ALLOWED:
@@ -191,11 +204,12 @@ def load_cifar_batch(path: Path) -> dict:
         with open_file(path, max_bytes=MAX_CIFAR_BYTES, what="CIFAR batch file") as fh:
             batch = _CifarUnpickler(fh, encoding="latin1").load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
-        raise DataError(f"{path} is not a CIFAR batch file ({type(e).__name__}: {str(e)[:120]}); re-download the "
-                        f"dataset's python version") from None
+        raise DataError(
+            f"{path} is not a CIFAR batch file ({type(e).__name__}: {str(e)[:120]}); re-download the "
+            f"dataset's python version"
+        ) from None
     if not isinstance(batch, dict) or "data" not in batch:
-        raise DataError(f"{path} is not a CIFAR batch file (no 'data' array); re-download the dataset's python "
-                        f"version")
+        raise DataError(f"{path} is not a CIFAR batch file (no 'data' array); re-download the dataset's python version")
     return batch
 
 
@@ -272,10 +286,23 @@ def build_transform(data, aug, is_training: bool):
         return create_transform(**evaluation, is_training=False)
     size, pipeline = data.input_size, aug.pipeline
     if pipeline == "imagenet":
-        return black_zero_bit_posterize(create_transform(
-            size, is_training=True, auto_augment=aug.auto_augment, color_jitter=aug.color_jitter,
-            re_prob=aug.reprob, re_mode=aug.remode, re_count=aug.recount, interpolation=data.interpolation,
-            mean=data.mean, std=data.std, scale=aug.scale, ratio=aug.ratio, hflip=aug.hflip))
+        return black_zero_bit_posterize(
+            create_transform(
+                size,
+                is_training=True,
+                auto_augment=aug.auto_augment,
+                color_jitter=aug.color_jitter,
+                re_prob=aug.reprob,
+                re_mode=aug.remode,
+                re_count=aug.recount,
+                interpolation=data.interpolation,
+                mean=data.mean,
+                std=data.std,
+                scale=aug.scale,
+                ratio=aug.ratio,
+                hflip=aug.hflip,
+            )
+        )
     steps = [T.Resize((size, size))]
     if pipeline == "cifar":
         steps += [T.RandomCrop(size, padding=aug.crop_padding), T.RandomHorizontalFlip(aug.hflip)]
@@ -317,8 +344,14 @@ def build_dataset(data, aug, split: str, is_training: bool):
     elif data.type == "shards":
         dataset = ShardDataset(root, split, transform)
     elif data.type == "wds":
-        dataset = create_dataset(f"wds/{Path(root).name}", root=str(root), split=split, is_training=is_training,
-                                 batch_size=1, input_img_mode="RGB")
+        dataset = create_dataset(
+            f"wds/{Path(root).name}",
+            root=str(root),
+            split=split,
+            is_training=is_training,
+            batch_size=1,
+            input_img_mode="RGB",
+        )
         dataset.transform = transform
     else:
         dataset = ImageFolder(Path(root) / split, transform, skip_bad=bool(data.get("skip_bad_images")))
@@ -326,11 +359,11 @@ def build_dataset(data, aug, split: str, is_training: bool):
     dataset.encoded_batches = functools.partial(encoded_batches, dataset, data, aug, is_training)  # loader.pipeline
     classes = getattr(dataset, "class_to_idx", None) or getattr(getattr(dataset, "reader", None), "class_to_idx", None)
     if classes and len(classes) > data.num_classes:
-        raise DataError(f"{root}/{split} has {len(classes)} classes but data.num_classes={data.num_classes}; "
-                        f"set data.num_classes={len(classes)}")
+        raise DataError(
+            f"{root}/{split} has {len(classes)} classes but data.num_classes={data.num_classes}; "
+            f"set data.num_classes={len(classes)}"
+        )
     return dataset
-
-
 
 
 class ImageFolder(Dataset):
@@ -371,9 +404,12 @@ class ImageFolder(Dataset):
                 if not self.skip_bad:
                     raise
                 self.skipped += 1
-                print(f"depthbench: warning: skipped {str(e).split('; replace')[0]} ({self.skipped} skipped by this "
-                      f"loader process)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"depthbench: warning: skipped {str(e).split('; replace')[0]} ({self.skipped} skipped by this "
+                    f"loader process)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 index = (index + 1) % len(self.samples)
         else:
             raise DataError(f"{self.root}: no image decodes; check the dataset")
@@ -397,8 +433,11 @@ class UInt8Images:
         return UInt8Images(self.images.pin_memory(), self.patches, self.values.pin_memory())
 
     def to(self, device, non_blocking: bool = False) -> "UInt8Images":
-        return UInt8Images(self.images.to(device, non_blocking=non_blocking), self.patches,
-                           self.values.to(device, non_blocking=non_blocking))
+        return UInt8Images(
+            self.images.to(device, non_blocking=non_blocking),
+            self.patches,
+            self.values.to(device, non_blocking=non_blocking),
+        )
 
     def __len__(self):
         return len(self.images)
@@ -419,7 +458,7 @@ class DeviceNormalize:
         offset = 0
         for index, top, left, height, width, shape in batch.patches:
             size = math.prod(shape)
-            images[index, :, top:top + height, left:left + width] = batch.values[offset:offset + size].view(shape)
+            images[index, :, top : top + height, left : left + width] = batch.values[offset : offset + size].view(shape)
             offset += size
         return images
 
@@ -460,11 +499,18 @@ def split_transform(transform):
     ConfigError for any other shape (its batches cannot be finished on the device)."""
     steps = list(getattr(transform, "transforms", []))
     at = next((i for i, t in enumerate(steps) if type(t).__name__ in ("ToTensor", "MaybeToTensor")), None)
-    tail = steps[at + 1:] if at is not None else []
-    if (at is None or not tail or not isinstance(tail[0], T.Normalize)
-            or any(not isinstance(t, RandomErasing) for t in tail[1:]) or len(tail) > 2):
-        raise ConfigError(f"loader.device_normalize=True needs a transform that ends in ToTensor, Normalize and at "
-                          f"most RandomErasing, not {transform}; set loader.device_normalize=False")
+    tail = steps[at + 1 :] if at is not None else []
+    if (
+        at is None
+        or not tail
+        or not isinstance(tail[0], T.Normalize)
+        or any(not isinstance(t, RandomErasing) for t in tail[1:])
+        or len(tail) > 2
+    ):
+        raise ConfigError(
+            f"loader.device_normalize=True needs a transform that ends in ToTensor, Normalize and at "
+            f"most RandomErasing, not {transform}; set loader.device_normalize=False"
+        )
     return T.Compose(steps[:at]), tail[0], (tail[1] if len(tail) == 2 else None)
 
 
@@ -507,9 +553,16 @@ def build_criterion(cfg, device=None, input_dtype=None):
     a = cfg.aug
     mixup_fn = None
     if a.mixup > 0 or a.cutmix > 0 or a.cutmix_minmax is not None:
-        mixup_fn = Mixup(mixup_alpha=a.mixup, cutmix_alpha=a.cutmix, cutmix_minmax=a.cutmix_minmax, prob=a.mixup_prob,
-                         switch_prob=a.mixup_switch_prob, mode=a.mixup_mode, label_smoothing=a.smoothing,
-                         num_classes=cfg.data.num_classes)
+        mixup_fn = Mixup(
+            mixup_alpha=a.mixup,
+            cutmix_alpha=a.cutmix,
+            cutmix_minmax=a.cutmix_minmax,
+            prob=a.mixup_prob,
+            switch_prob=a.mixup_switch_prob,
+            mode=a.mixup_mode,
+            label_smoothing=a.smoothing,
+            num_classes=cfg.data.num_classes,
+        )
         base = SoftTargetCrossEntropy()
     else:
         base = LabelSmoothingCrossEntropy(a.smoothing) if a.smoothing else nn.CrossEntropyLoss()
@@ -537,6 +590,7 @@ def build_teacher(cfg, device=None, input_dtype=None):
 
 class ImageTask(Task):
     """Image classification: timm models on the image layouts above; top-1/top-5/loss."""
+
     name = "image"
     data_types = ("folder", "shards", "wds", "cifar10", "cifar100", "digits", "glyphs")
     data_keys = ("root", "interpolation", "crop_pct", "crop_mode", "mean", "std", "variant", "skip_bad_images")
@@ -559,8 +613,10 @@ class ImageTask(Task):
                 model.eval()(torch.empty(1, 3, size, size, device="meta"))
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(f"model {cfg.model.name} does not take data.input_size={size} images ({first}); set "
-                              f"the model's input size, e.g. +model.img_size={size}") from None
+            raise ConfigError(
+                f"model {cfg.model.name} does not take data.input_size={size} images ({first}); set "
+                f"the model's input size, e.g. +model.img_size={size}"
+            ) from None
 
     def build_dataset(self, data, aug, split: str, is_training: bool):
         return build_dataset(data, aug, split, is_training)

@@ -27,6 +27,7 @@ No library does this: Kornia (not installed on the GPU nodes) has a RandAugment 
 not timm's, and DALI is a heavy wheel. Mixup/CutMix stay in the training loop as before. On CUDA the device part
 runs in two background threads, decode and augmentation, on streams of their own (:class:`BackgroundFeeder`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,6 +57,7 @@ GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel", "Tr
 class EncodedSample:
     """One sample as the worker hands it over: the compressed bytes (or PIL-decoded pixels), its size and the
     random parameters drawn for it."""
+
     __slots__ = ("data", "pixels", "height", "width", "name", "box", "flip", "ops", "erase", "noise_seed")
 
     def __init__(self, **fields):
@@ -83,19 +85,32 @@ class ParameterDraw:
 
     def __init__(self, transform, size: int):
         self.steps, self.size, self.log = list(copy.deepcopy(transform).transforms), size, []
-        known = ("RandomResizedCropAndInterpolation", "RandomResizedCrop", "RandomHorizontalFlip", "RandAugment",
-                 "ColorJitter", "MaybeToTensor", "ToTensor", "Normalize", "RandomErasing")
+        known = (
+            "RandomResizedCropAndInterpolation",
+            "RandomResizedCrop",
+            "RandomHorizontalFlip",
+            "RandAugment",
+            "ColorJitter",
+            "MaybeToTensor",
+            "ToTensor",
+            "Normalize",
+            "RandomErasing",
+        )
         for step in self.steps:
             if type(step).__name__ not in known:
-                raise ConfigError(f"loader.pipeline='device' has no device version of {type(step).__name__} "
-                                  f"(it maps {', '.join(known[:6])}, normalise, random erasing); set "
-                                  f"loader.pipeline='cpu'")
+                raise ConfigError(
+                    f"loader.pipeline='device' has no device version of {type(step).__name__} "
+                    f"(it maps {', '.join(known[:6])}, normalise, random erasing); set "
+                    f"loader.pipeline='cpu'"
+                )
             if isinstance(step, RandAugment):
                 for op in step.ops:
                     if isinstance(op, AugmentOp):
                         if op.name not in OPS:
-                            raise ConfigError(f"loader.pipeline='device' has no device version of RandAugment's "
-                                              f"{op.name}; set loader.pipeline='cpu'")
+                            raise ConfigError(
+                                f"loader.pipeline='device' has no device version of RandAugment's "
+                                f"{op.name}; set loader.pipeline='cpu'"
+                            )
                         op.aug_fn = _OpRecorder(op.name, self.log)
 
     def __call__(self, header_image) -> dict:
@@ -117,8 +132,11 @@ class ParameterDraw:
             elif kind == "ColorJitter":
                 order, b, c, s, hue = step.get_params(step.brightness, step.contrast, step.saturation, step.hue)
                 factors = {0: ("Brightness", b), 1: ("Contrast", c), 2: ("Color", s)}
-                params["ops"] = [(factors[i][0], (float(factors[i][1]),)) for i in order.tolist()
-                                 if i in factors and factors[i][1] is not None]
+                params["ops"] = [
+                    (factors[i][0], (float(factors[i][1]),))
+                    for i in order.tolist()
+                    if i in factors and factors[i][1] is not None
+                ]
             elif kind == "RandomErasing":
                 recorder = _ErasingBoxes()
                 step._erase(recorder, 3, self.size, self.size, torch.float32)
@@ -146,14 +164,20 @@ class EvalBox:
 
     def __init__(self, size: int, crop_pct: float, crop_mode: str):
         if crop_mode not in ("center", "squash"):
-            raise ConfigError(f"loader.pipeline='device' knows data.crop_mode 'center' and 'squash', not "
-                              f"{crop_mode!r}; set loader.pipeline='cpu'")
+            raise ConfigError(
+                f"loader.pipeline='device' knows data.crop_mode 'center' and 'squash', not "
+                f"{crop_mode!r}; set loader.pipeline='cpu'"
+            )
         self.size, self.crop_pct, self.crop_mode = size, crop_pct, crop_mode
 
     def __call__(self, header_image) -> dict:
         width, height = header_image.size
-        return {"box": eval_box(height, width, self.size, self.crop_pct, self.crop_mode), "flip": False, "ops": [],
-                "erase": []}
+        return {
+            "box": eval_box(height, width, self.size, self.crop_pct, self.crop_mode),
+            "flip": False,
+            "ops": [],
+            "erase": [],
+        }
 
 
 class EncodedImages(torch.utils.data.Dataset):
@@ -187,19 +211,29 @@ class EncodedImages(torch.utils.data.Dataset):
             raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it") from None
         width, height = header.size
         if width * height > pixel_budget():  # refused from the header, before anything is decoded
-            raise DataError(f"{name} is {width}x{height} ({width * height / 1e6:.1f} Mpx), over the pixel budget of "
-                            f"{pixel_budget() / 1e6:.1f} Mpx (PIL.Image.MAX_IMAGE_PIXELS, as every image reader); "
-                            f"downscale or remove it")
+            raise DataError(
+                f"{name} is {width}x{height} ({width * height / 1e6:.1f} Mpx), over the pixel budget of "
+                f"{pixel_budget() / 1e6:.1f} Mpx (PIL.Image.MAX_IMAGE_PIXELS, as every image reader); "
+                f"downscale or remove it"
+            )
         pixels = None
         if not data.startswith(JPEG_MAGIC) or header.mode not in ("RGB", "L"):  # PNG, CMYK JPEG, ...: PIL
             try:
                 pixels = np.ascontiguousarray(np.asarray(header.convert("RGB")).transpose(2, 0, 1))
             except Exception as e:
-                raise DataError(f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace "
-                                f"it") from None
+                raise DataError(
+                    f"{name} is not a readable image ({type(e).__name__}: {e}); remove or replace it"
+                ) from None
         params = self.draw(header) if self.draw is not None else {"box": None, "flip": False, "ops": [], "erase": []}
-        sample = EncodedSample(data=None if pixels is not None else bytes(data), pixels=pixels, height=height,
-                               width=width, name=name, noise_seed=random.getrandbits(62), **params)
+        sample = EncodedSample(
+            data=None if pixels is not None else bytes(data),
+            pixels=pixels,
+            height=height,
+            width=width,
+            name=name,
+            noise_seed=random.getrandbits(62),
+            **params,
+        )
         return sample, target
 
 
@@ -218,24 +252,40 @@ class EncodedBatch:
     and ``groups`` are runs of chunks decoded together. Each group and each chunk holds at most
     :func:`pixel_budget` pixels unless it is a single image, which bounds a batch's device memory (docs/data.md)."""
 
-    TENSORS = ("data", "offsets", "boxes", "flip", "op_index", "op_args", "erase", "erased", "noise_seeds", "order",
-               "restore")
+    TENSORS = (
+        "data",
+        "offsets",
+        "boxes",
+        "flip",
+        "op_index",
+        "op_args",
+        "erase",
+        "erased",
+        "noise_seeds",
+        "order",
+        "restore",
+    )
     ON_DEVICE = ("boxes", "flip", "op_index", "op_args", "erase", "erased", "noise_seeds", "order", "restore")
 
     def __init__(self, samples):
         self.sizes = [(s.height, s.width) for s in samples]
         self.names = [s.name for s in samples]
         self.raw = [s.pixels is not None for s in samples]
-        chunks = [s.pixels.reshape(-1) if s.pixels is not None else np.frombuffer(s.data, dtype=np.uint8)
-                  for s in samples]
+        chunks = [
+            s.pixels.reshape(-1) if s.pixels is not None else np.frombuffer(s.data, dtype=np.uint8) for s in samples
+        ]
         lengths = np.array([len(c) for c in chunks], dtype=np.int64)
         if lengths.sum() > MAX_PACKED_BYTES:
-            raise DataError(f"a batch of {len(samples)} images holds {lengths.sum() / 2**30:.1f} GiB of encoded bytes, "
-                            f"over the 2 GiB of one packed batch; lower the batch size or store the images as JPEG")
+            raise DataError(
+                f"a batch of {len(samples)} images holds {lengths.sum() / 2**30:.1f} GiB of encoded bytes, "
+                f"over the 2 GiB of one packed batch; lower the batch size or store the images as JPEG"
+            )
         self.data = torch.from_numpy(np.concatenate(chunks) if chunks else np.zeros(0, np.uint8))
         self.offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-        self.boxes = torch.tensor([s.box if s.box is not None else (0, 0, w, h)
-                                   for s, (h, w) in zip(samples, self.sizes)], dtype=torch.float32).reshape(-1, 4)
+        self.boxes = torch.tensor(
+            [s.box if s.box is not None else (0, 0, w, h) for s, (h, w) in zip(samples, self.sizes)],
+            dtype=torch.float32,
+        ).reshape(-1, 4)
         self.flip = torch.tensor([bool(s.flip) for s in samples], dtype=torch.bool)
         # RandAugment's ops, grouped by (layer, op) on this CPU: one int32 index run and its arguments per group
         indices, args, self.op_layers = [], [], []
@@ -257,8 +307,9 @@ class EncodedBatch:
         # (slot in ``erased``, top, left, height, width), ``noise_seeds`` those images' seeds: the noise is made for
         # them alone, not for the whole batch
         erased = [i for i, s in enumerate(samples) if s.erase]
-        self.erase = torch.tensor([(slot, *box) for slot, i in enumerate(erased) for box in samples[i].erase],
-                                  dtype=torch.int32).reshape(-1, 5)
+        self.erase = torch.tensor(
+            [(slot, *box) for slot, i in enumerate(erased) for box in samples[i].erase], dtype=torch.int32
+        ).reshape(-1, 5)
         self.erased = torch.tensor(erased, dtype=torch.int32)
         self.noise_seeds = torch.tensor([samples[i].noise_seed for i in erased], dtype=torch.int64)
         order, self.chunks, self.groups = self._plan(self.sizes, pixel_budget())
@@ -335,7 +386,7 @@ def decode_group(batch: EncodedBatch, positions: list, device) -> list:
     images = {}
     jpegs = []
     for i in positions:
-        view = batch.data[offsets[i]:offsets[i + 1]]
+        view = batch.data[offsets[i] : offsets[i + 1]]
         if batch.raw[i]:
             height, width = batch.sizes[i]
             images[i] = view.view(3, height, width).to(device, non_blocking=True)
@@ -404,8 +455,11 @@ def _warn_once(name, what):
         return
     _warned.add(name)
     if len(_warned) > NAMED_FILES:
-        print("depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
-              "for the device pipeline", file=sys.stderr)
+        print(
+            "depthbench: more files are decoded on the CPU (not named); convert them to baseline RGB JPEG "
+            "for the device pipeline",
+            file=sys.stderr,
+        )
     else:
         print(f"depthbench: {name} {what}", file=sys.stderr)
 
@@ -444,7 +498,7 @@ def crop_resize(batch: EncodedBatch, size: int, decoded=None) -> torch.Tensor:
     for (first, stop), images in zip(batch.groups, decoded):  # zip takes no group beyond the plan's
         start = batch.chunks[first][0]
         for chunk_start, chunk_stop in batch.chunks[first:stop]:
-            bucket = images[chunk_start - start:chunk_stop - start]
+            bucket = images[chunk_start - start : chunk_stop - start]
             stacked = bucket[0][None] if len(bucket) == 1 else torch.stack(bucket)
             outputs.append(roi_resize(stacked, boxes[chunk_start:chunk_stop], size))
         del images
@@ -564,15 +618,21 @@ def affine(image, matrices, fill):
     (bicubic), outside the image: ``fill`` (a (3,) tensor); ``matrices`` (n, 2, 3) in pixel units, on the image's
     device."""
     n, _, h, w = image.shape
-    ys, xs = torch.meshgrid(torch.arange(h, device=image.device, dtype=torch.float64) + 0.5,
-                            torch.arange(w, device=image.device, dtype=torch.float64) + 0.5, indexing="ij")
+    ys, xs = torch.meshgrid(
+        torch.arange(h, device=image.device, dtype=torch.float64) + 0.5,
+        torch.arange(w, device=image.device, dtype=torch.float64) + 0.5,
+        indexing="ij",
+    )
     m = matrices
     src_x = m[:, 0, 0, None, None] * xs + m[:, 0, 1, None, None] * ys + m[:, 0, 2, None, None]
     src_y = m[:, 1, 0, None, None] * xs + m[:, 1, 1, None, None] * ys + m[:, 1, 2, None, None]
     inside = (src_x >= 0) & (src_x < w) & (src_y >= 0) & (src_y < h)
     grid = torch.stack([src_x / w * 2 - 1, src_y / h * 2 - 1], dim=-1).to(image.dtype)
-    sampled = torch.nn.functional.grid_sample(image, grid, mode="bicubic", padding_mode="border",
-                                              align_corners=False).round().clamp(0, 255)
+    sampled = (
+        torch.nn.functional.grid_sample(image, grid, mode="bicubic", padding_mode="border", align_corners=False)
+        .round()
+        .clamp(0, 255)
+    )
     return torch.where(inside[:, None], sampled, fill.to(image.dtype).view(1, 3, 1, 1))
 
 
@@ -603,13 +663,26 @@ def affine_matrices(name, args, size):
     return m
 
 
-OPS = {"AutoContrast": auto_contrast, "Equalize": equalize, "Invert": invert,
-       "PosterizeIncreasing": posterize, "Posterize": posterize, "PosterizeOriginal": posterize,
-       "SolarizeIncreasing": solarize, "Solarize": solarize, "SolarizeAdd": solarize_add,
-       "ColorIncreasing": color, "Color": color, "ContrastIncreasing": contrast, "Contrast": contrast,
-       "BrightnessIncreasing": brightness, "Brightness": brightness,
-       "SharpnessIncreasing": sharpness, "Sharpness": sharpness,
-       **{name: None for name in GEOMETRIC}}
+OPS = {
+    "AutoContrast": auto_contrast,
+    "Equalize": equalize,
+    "Invert": invert,
+    "PosterizeIncreasing": posterize,
+    "Posterize": posterize,
+    "PosterizeOriginal": posterize,
+    "SolarizeIncreasing": solarize,
+    "Solarize": solarize,
+    "SolarizeAdd": solarize_add,
+    "ColorIncreasing": color,
+    "Color": color,
+    "ContrastIncreasing": contrast,
+    "Contrast": contrast,
+    "BrightnessIncreasing": brightness,
+    "Brightness": brightness,
+    "SharpnessIncreasing": sharpness,
+    "Sharpness": sharpness,
+    **{name: None for name in GEOMETRIC},
+}
 
 
 def apply_ops(images, batch, fill):
@@ -680,7 +753,8 @@ class DeviceAugment:
         slot, top, left, height, width = (boxes[:, k].view(-1, 1, 1) for k in range(5))
         inside = (rows >= top) & (rows < top + height) & (cols >= left) & (cols < left + width)  # (k, h, w)
         mask = torch.zeros(len(chosen), h, w, dtype=torch.bool, device=x.device).index_put_(
-            (slot.view(-1),), inside, accumulate=True)
+            (slot.view(-1),), inside, accumulate=True
+        )
         if self.erase_mode == "pixel":
             noise = normal_noise(seeds, (c, h, w))
         elif self.erase_mode == "rand":
@@ -932,10 +1006,20 @@ class BackgroundFeeder:
     def __iter__(self):
         handoff, out = Queue(maxsize=1), Queue(maxsize=self.depth)
         stop, decoding = threading.Event(), threading.Event()
-        threads = [threading.Thread(target=self._decode, args=(iter(self.loader), handoff, decoding),
-                                    name="depthbench-device-decode", daemon=True),
-                   threading.Thread(target=self._augment, args=(handoff, out, stop, decoding),
-                                    name="depthbench-device-pipeline", daemon=True)]
+        threads = [
+            threading.Thread(
+                target=self._decode,
+                args=(iter(self.loader), handoff, decoding),
+                name="depthbench-device-decode",
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._augment,
+                args=(handoff, out, stop, decoding),
+                name="depthbench-device-pipeline",
+                daemon=True,
+            ),
+        ]
         for thread in threads:
             thread.start()
         try:
@@ -960,13 +1044,20 @@ class BackgroundFeeder:
 def encoded_batches(dataset, data, aug, is_training: bool, train_transform=None):
     """``(EncodedImages, collate_fn, finish)`` of an image dataset for ``loader.pipeline='device'``;
     ``train_transform``: the recipe's CPU training transform (harness/tasks/image.py), whose draws the workers make."""
-    if not (hasattr(dataset, "read") or hasattr(getattr(dataset, "reader", None), "__getitem__")) \
-            or data.type in ("cifar10", "cifar100", "wds"):
-        raise ConfigError(f"loader.pipeline='device' reads image files or packed shards (data.type folder, shards, "
-                          f"digits, glyphs), not data.type={data.type}; set loader.pipeline='cpu'")
+    if not (hasattr(dataset, "read") or hasattr(getattr(dataset, "reader", None), "__getitem__")) or data.type in (
+        "cifar10",
+        "cifar100",
+        "wds",
+    ):
+        raise ConfigError(
+            f"loader.pipeline='device' reads image files or packed shards (data.type folder, shards, "
+            f"digits, glyphs), not data.type={data.type}; set loader.pipeline='cpu'"
+        )
     if is_training and aug.pipeline != "imagenet":
-        raise ConfigError(f"loader.pipeline='device' runs the imagenet training transform, not aug.pipeline="
-                          f"{aug.pipeline!r}; set loader.pipeline='cpu'")
+        raise ConfigError(
+            f"loader.pipeline='device' runs the imagenet training transform, not aug.pipeline="
+            f"{aug.pipeline!r}; set loader.pipeline='cpu'"
+        )
     if is_training:
         draw = ParameterDraw(train_transform, data.input_size)
     else:

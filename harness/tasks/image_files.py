@@ -10,6 +10,7 @@ shard reader all use these functions, so a file that one of them refuses every o
 
 Every refusal is one :class:`DataError` line naming the file (control characters stripped: a file name is data).
 """
+
 from __future__ import annotations
 
 import io
@@ -67,9 +68,11 @@ def pixel_budget() -> int:
 def check_pixels(width: int, height: int, name: str) -> None:
     """One DataError line when a ``width`` x ``height`` image is over the pixel budget."""
     if width * height > pixel_budget():
-        raise DataError(f"{printable(name)}: the image does not decode ({width} x {height} pixels, more than the "
-                        f"{pixel_budget():,} depthbench decodes: a decompression bomb?); replace or remove it, or "
-                        f"set data.skip_bad_images=True to skip such images")
+        raise DataError(
+            f"{printable(name)}: the image does not decode ({width} x {height} pixels, more than the "
+            f"{pixel_budget():,} depthbench decodes: a decompression bomb?); replace or remove it, or "
+            f"set data.skip_bad_images=True to skip such images"
+        )
 
 
 def decode_image_bytes(data: bytes, name: str) -> Image.Image:
@@ -86,8 +89,10 @@ def decode_image_bytes(data: bytes, name: str) -> Image.Image:
         raise
     except Exception as e:  # Pillow raises OSError, SyntaxError, ValueError, DecompressionBomb*, struct.error, ...
         reason = printable(f"{type(e).__name__}: {' '.join(str(e).split())[:160]}")
-        raise DataError(f"{printable(name)}: the image does not decode ({reason}); replace or remove it, or set "
-                        f"data.skip_bad_images=True to skip such images") from None
+        raise DataError(
+            f"{printable(name)}: the image does not decode ({reason}); replace or remove it, or set "
+            f"data.skip_bad_images=True to skip such images"
+        ) from None
 
 
 def decode_image(path: str | Path) -> Image.Image:

@@ -16,6 +16,7 @@ windows that overlap by one token: sample i is ``(ids[iL:(i+1)L], ids[iL+1:(i+1)
 predicted exactly once per epoch; the tail shorter than a block is dropped.
 Each sample is a pair of tensors, so the generic samplers (exact mid-epoch resume) and loop apply unchanged.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,15 +51,20 @@ def export_kjv(root: str | Path | None = None) -> Path:
         return root
     program = shutil.which("bible")
     if program is None:
-        raise DataError("the embedded text corpus needs Debian's bible-kjv package (the King James Bible): "
-                        "run make setup, or apt-get install bible-kjv; or train on WikiText-103 with "
-                        "configs/stepsnet/*wikitext103* (data.root=/path/to/wikitext-103-raw)")
-    out = subprocess.run([program, "-f", "gen1:1-rev22:21"], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, timeout=120)
+        raise DataError(
+            "the embedded text corpus needs Debian's bible-kjv package (the King James Bible): "
+            "run make setup, or apt-get install bible-kjv; or train on WikiText-103 with "
+            "configs/stepsnet/*wikitext103* (data.root=/path/to/wikitext-103-raw)"
+        )
+    out = subprocess.run(
+        [program, "-f", "gen1:1-rev22:21"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+    )
     lines = out.stdout.splitlines()
     if out.returncode != 0 or len(lines) < 30000:
-        raise DataError(f"{program} -f gen1:1-rev22:21 gave {len(lines)} verses (exit {out.returncode}); "
-                        f"reinstall bible-kjv-text (apt-get install --reinstall bible-kjv-text)")
+        raise DataError(
+            f"{program} -f gen1:1-rev22:21 gave {len(lines)} verses (exit {out.returncode}); "
+            f"reinstall bible-kjv-text (apt-get install --reinstall bible-kjv-text)"
+        )
     splits = {"train": [], "valid": []}
     chapters = []
     for line in lines:
@@ -83,12 +89,16 @@ def split_file(data, split: str) -> Path:
             raise DataError(f"data.type=kjv has splits train and valid, not {split!r}")
         return path
     if not data.root:
-        raise DataError("data.root is not set; point it at the folder holding wiki.train.tokens, "
-                        "wiki.valid.tokens and wiki.test.tokens (WikiText-103 raw)")
+        raise DataError(
+            "data.root is not set; point it at the folder holding wiki.train.tokens, "
+            "wiki.valid.tokens and wiki.test.tokens (WikiText-103 raw)"
+        )
     path = Path(data.root).expanduser() / split
     if not path.is_file():
-        raise DataError(f"{path} does not exist; data.root must hold the raw text of each split "
-                        f"(WikiText-103: wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens)")
+        raise DataError(
+            f"{path} does not exist; data.root must hold the raw text of each split "
+            f"(WikiText-103: wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens)"
+        )
     return path
 
 
@@ -99,15 +109,19 @@ def check_text_data(data) -> Path:
     for key in ("seq_len", "vocab_size"):
         value = data.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < (2 if key == "seq_len" else 260):
-            raise DataError(f"data.{key}={value!r}: it must be an integer"
-                            + (" >= 2" if key == "seq_len" else " >= 260 (256 bytes + <eos> + merges)"))
+            raise DataError(
+                f"data.{key}={value!r}: it must be an integer"
+                + (" >= 2" if key == "seq_len" else " >= 260 (256 bytes + <eos> + merges)")
+            )
     paths = [split_file(data, data.train_split), split_file(data, data.val_split)]
     if data.get("tokenizer"):
         tokenizer = load_tokenizer(data.tokenizer)
         if tokenizer.get_vocab_size() > data.vocab_size:
-            raise DataError(f"data.tokenizer={data.tokenizer} has {tokenizer.get_vocab_size()} tokens but "
-                            f"data.vocab_size={data.vocab_size}; set data.vocab_size (and the model's vocab_size) "
-                            f"to at least {tokenizer.get_vocab_size()}")
+            raise DataError(
+                f"data.tokenizer={data.tokenizer} has {tokenizer.get_vocab_size()} tokens but "
+                f"data.vocab_size={data.vocab_size}; set data.vocab_size (and the model's vocab_size) "
+                f"to at least {tokenizer.get_vocab_size()}"
+            )
     return paths[0].parent
 
 
@@ -121,8 +135,10 @@ def load_tokenizer(path):
     try:
         return Tokenizer.from_file(str(path))
     except Exception as e:
-        raise DataError(f"data.tokenizer={path} is not a Hugging Face tokenizer.json ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        raise DataError(
+            f"data.tokenizer={path} is not a Hugging Face tokenizer.json ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''})"
+        ) from None
 
 
 def train_tokenizer(files, vocab_size: int):
@@ -132,8 +148,12 @@ def train_tokenizer(files, vocab_size: int):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train([str(f) for f in files], trainer)
     return tokenizer
 
@@ -169,7 +189,7 @@ def encode_lines(tokenizer, lines, batch: int = 4096) -> np.ndarray:
         raise DataError(f"the tokenizer has no {EOS} token; train one with depthbench (leave data.tokenizer unset)")
     out = []
     for start in range(0, len(lines), batch):
-        for encoding in tokenizer.encode_batch(lines[start:start + batch]):
+        for encoding in tokenizer.encode_batch(lines[start : start + batch]):
             out.extend(encoding.ids)
             out.append(eos)
     return np.asarray(out, dtype=np.int32)
@@ -185,8 +205,10 @@ def token_ids(data, split: str) -> np.ndarray:
             raise DataError(f"{e}; delete it and depthbench rebuilds it from the text") from None
     tokenizer = get_tokenizer(data)
     if tokenizer.get_vocab_size() > data.vocab_size:
-        raise DataError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but data.vocab_size="
-                        f"{data.vocab_size}; the model's embedding would not cover it")
+        raise DataError(
+            f"the tokenizer has {tokenizer.get_vocab_size()} tokens but data.vocab_size="
+            f"{data.vocab_size}; the model's embedding would not cover it"
+        )
     text = read_text(split_file(data, split), max_bytes=None, what="text split", errors="strict")  # no FIFO
     # WikiText's raw files: one paragraph or heading a line, blank lines between; the blank ones carry no text
     ids = encode_lines(tokenizer, [line.strip() for line in text.splitlines() if line.strip()])
@@ -210,7 +232,7 @@ class PackedTokens(torch.utils.data.Dataset):
     def __getitem__(self, index):
         if not 0 <= index < self.blocks:
             raise IndexError(index)
-        window = self.ids[index * self.seq_len: (index + 1) * self.seq_len + 1]
+        window = self.ids[index * self.seq_len : (index + 1) * self.seq_len + 1]
         return window[:-1], window[1:]
 
 
@@ -250,6 +272,7 @@ def evaluate_lm(model, loader, backend) -> dict:
 class LanguageModelTask(Task):
     """Next-token prediction on packed token blocks (``text``: WikiText-103, ``kjv``: the embedded corpus);
     the loss and accuracy are per token, plus perplexity."""
+
     name = "lm"
     data_types = LM_DATA_TYPES
     data_keys = ("root", "seq_len", "tokenizer", "vocab_size")
@@ -268,11 +291,15 @@ class LanguageModelTask(Task):
         name = cfg.model.name
         vocab, seq_len = getattr(model, "vocab_size", None), getattr(model, "seq_len", None)
         if vocab is None:
-            raise ConfigError(f"model {name} is not a language model (no vocab_size); data.type={cfg.data.type} "
-                              f"needs one, e.g. transformer_lm_30m or steps_lm_30m")
+            raise ConfigError(
+                f"model {name} is not a language model (no vocab_size); data.type={cfg.data.type} "
+                f"needs one, e.g. transformer_lm_30m or steps_lm_30m"
+            )
         if cfg.data.vocab_size > vocab:
-            raise ConfigError(f"data.vocab_size={cfg.data.vocab_size} is larger than model {name}'s vocab_size="
-                              f"{vocab}; set model.vocab_size={cfg.data.vocab_size}")
+            raise ConfigError(
+                f"data.vocab_size={cfg.data.vocab_size} is larger than model {name}'s vocab_size="
+                f"{vocab}; set model.vocab_size={cfg.data.vocab_size}"
+            )
         if seq_len is not None and cfg.data.seq_len > seq_len:
             raise ConfigError(f"data.seq_len={cfg.data.seq_len} is longer than model {name}'s seq_len={seq_len}")
 

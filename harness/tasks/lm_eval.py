@@ -16,6 +16,7 @@ Rows: printed as a table and appended to the run's metrics.jsonl (the checkpoint
 "stderr": %, "samples": n, "column": <Table X column>, ...}``, plus ``dataset="average"`` (the mean of the seven,
 Table X's Average) when all seven ran.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -38,8 +39,10 @@ TASKS_DIR = Path(__file__).resolve().parent.parent / "assets" / "lm_eval_tasks"
 def check_recipe(cfg, config, image_options=()) -> None:
     """A Llama recipe, and no image-protocol option (``image_options``: the ones given, e.g. ``["--ema"]``)."""
     if cfg.data.type != "alpaca":
-        raise DepthbenchError(f"--dataset lm-eval evaluates a Hugging Face Llama recipe (data.type='alpaca', "
-                              f"configs/scalenet/*llama*); {config} trains {cfg.model.name} on {cfg.data.type}")
+        raise DepthbenchError(
+            f"--dataset lm-eval evaluates a Hugging Face Llama recipe (data.type='alpaca', "
+            f"configs/scalenet/*llama*); {config} trains {cfg.model.name} on {cfg.data.type}"
+        )
     if image_options:
         raise DepthbenchError(f"{' '.join(image_options)}: image-protocol options; --dataset lm-eval takes --tasks")
 
@@ -74,16 +77,20 @@ def load_tasks(names: list[str], table: dict):
     for name in names:
         if name not in manager.all_tasks:
             close = difflib.get_close_matches(name, manager.all_tasks, n=3)
-            raise DepthbenchError(f"--tasks {name}: not an lm-eval task" + (f" (did you mean {', '.join(close)}?)"
-                                                                           if close else "")
-                                  + f"; Table X's are {' '.join(table)}; local: depthbench_tiny_mc")
+            raise DepthbenchError(
+                f"--tasks {name}: not an lm-eval task"
+                + (f" (did you mean {', '.join(close)}?)" if close else "")
+                + f"; Table X's are {' '.join(table)}; local: depthbench_tiny_mc"
+            )
     try:
         loaded = manager.load(names)
     except Exception as e:
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
-        raise DepthbenchError(f"lm-eval could not load the data of {' '.join(names)} ({type(e).__name__}: {first}); "
-                              f"the standard tasks download from the Hugging Face Hub: run where it is reachable, "
-                              f"or with HF_DATASETS_CACHE holding them") from None
+        raise DepthbenchError(
+            f"lm-eval could not load the data of {' '.join(names)} ({type(e).__name__}: {first}); "
+            f"the standard tasks download from the Hugging Face Hub: run where it is reachable, "
+            f"or with HF_DATASETS_CACHE holding them"
+        ) from None
     for task in loaded["tasks"].values():  # zero-shot (Table X), as simple_evaluate(num_fewshot=0) sets it
         task.set_config(key="num_fewshot", value=0)
         task.set_fewshot_seed(seed=1234)
@@ -103,18 +110,36 @@ def rows_of(results: dict, tasks: list[str], base: dict, table: dict) -> list[di
             stderr = scores.get(f"{metric}_stderr,none")
             if not isinstance(value, (int, float)):
                 raise DepthbenchError(f"lm-eval gave no {metric} for {task} (it reported {sorted(scores)})")
-            rows.append(dict(base, dataset=task, metric=metric, value=100.0 * value,
-                             stderr=100.0 * stderr if isinstance(stderr, (int, float)) else None,
-                             samples=samples, column=table.get(task, (None, None))[1]))
+            rows.append(
+                dict(
+                    base,
+                    dataset=task,
+                    metric=metric,
+                    value=100.0 * value,
+                    stderr=100.0 * stderr if isinstance(stderr, (int, float)) else None,
+                    samples=samples,
+                    column=table.get(task, (None, None))[1],
+                )
+            )
     values = [r["value"] for r in rows if r["dataset"] in table]
     if table and len(values) == len(table):
-        rows.append(dict(base, dataset="average", metric="mean", value=sum(values) / len(values), stderr=None,
-                         samples=None, column="average"))
+        rows.append(
+            dict(
+                base,
+                dataset="average",
+                metric="mean",
+                value=sum(values) / len(values),
+                stderr=None,
+                samples=None,
+                column="average",
+            )
+        )
     return rows
 
 
-def run_lm_eval(config, checkpoint, *, table: dict, overrides=(), tasks=None, record_into=None,
-                image_options=()) -> list[dict]:
+def run_lm_eval(
+    config, checkpoint, *, table: dict, overrides=(), tasks=None, record_into=None, image_options=()
+) -> list[dict]:
     """The rows of one ``depthbench eval --dataset lm-eval`` call (see the module docstring), appended to
     ``record_into`` (a RunDir the caller opened as its writer: the checkpoint's run or ``--out-run``) when given.
     ``table``: ScaleNet Table X's ``{task: (metric, column)}``, whose tasks are the default ``tasks``;
@@ -124,8 +149,9 @@ def run_lm_eval(config, checkpoint, *, table: dict, overrides=(), tasks=None, re
     check_model(cfg)
     path = Path(checkpoint).expanduser()
     if not path.exists():
-        raise DepthbenchError(f"--checkpoint {checkpoint}: no such file, run directory or Hugging Face "
-                              f"checkpoint directory")
+        raise DepthbenchError(
+            f"--checkpoint {checkpoint}: no such file, run directory or Hugging Face checkpoint directory"
+        )
     names = list(dict.fromkeys(tasks or table))
     loaded = load_tasks(names, table)
 
@@ -142,11 +168,19 @@ def run_lm_eval(config, checkpoint, *, table: dict, overrides=(), tasks=None, re
     # lm-eval's evaluate() rather than simple_evaluate(): the latter also gathers environment information
     # (torch's collect_env runs pip and more: seconds) that is not stored here; the tasks are set up in load_tasks
     results = evaluate(lm=lm, task_dict=loaded, bootstrap_iters=100, log_samples=False, verbosity="ERROR")
-    base = dict(kind="eval_suite", protocol="lm-eval", model=cfg.model.name, input_size=None, pool_mode=None,
-                analysis="none", shots=0, checkpoint=str(checkpoint), ema=False)
+    base = dict(
+        kind="eval_suite",
+        protocol="lm-eval",
+        model=cfg.model.name,
+        input_size=None,
+        pool_mode=None,
+        analysis="none",
+        shots=0,
+        checkpoint=str(checkpoint),
+        ema=False,
+    )
     rows = rows_of(results, names, base, table)
     if record_into is not None:
         for row in rows:
             record_into.log_metrics(**row)
     return rows
-

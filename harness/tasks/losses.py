@@ -18,6 +18,7 @@ Student outputs the losses accept (whatever the model returns in training mode):
 
 A teacher that returns a tuple (a distilled teacher in training mode) is reduced to the mean of its outputs.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,8 +40,10 @@ def _distillation_output(student) -> torch.Tensor:
     """The student output the teacher supervises: the tensor itself, or the dist head of a (cls, dist) pair."""
     if isinstance(student, (tuple, list)):
         if len(student) != 2:
-            raise ValueError(f"expected student logits or a (cls_logits, dist_logits) pair, got a tuple of "
-                             f"{len(student)}; use a NamedTuple for per-branch outputs")
+            raise ValueError(
+                f"expected student logits or a (cls_logits, dist_logits) pair, got a tuple of "
+                f"{len(student)}; use a NamedTuple for per-branch outputs"
+            )
         return student[1]
     return student
 
@@ -69,8 +72,10 @@ class SoftLabelKDLoss(nn.Module):
 
     def _loss(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         if student.shape != teacher.shape:
-            raise ValueError(f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} "
-                             "differ in shape; both must be batch × classes over the same classes")
+            raise ValueError(
+                f"student logits {tuple(student.shape)} and teacher logits {tuple(teacher.shape)} "
+                "differ in shape; both must be batch × classes over the same classes"
+            )
         t = self.temperature
         log_p_student = F.log_softmax(student.float() / t, dim=-1)
         log_p_teacher = F.log_softmax(teacher.detach().float() / t, dim=-1)
@@ -91,7 +96,7 @@ class SoftLabelKDLoss(nn.Module):
 
 
 class HardDistillationLoss(nn.Module):
-    """"GT one-hot + hard distillation" (DeiT), SReT's comparison baseline (Table 3, Fig. 10(1)).
+    """ "GT one-hot + hard distillation" (DeiT), SReT's comparison baseline (Table 3, Fig. 10(1)).
 
     ``0.5·CE(cls, y) + 0.5·CE(dist, argmax teacher)``. With a single-head student (SReT has no distillation
     token) both terms use the same logits [ASSUMED, docs/sret.md]; with a ``(cls, dist)`` pair each head gets
@@ -153,8 +158,13 @@ class TrainingLoss(nn.Module):
     parameters for an optimizer to see).
     """
 
-    def __init__(self, base_criterion: nn.Module, teacher: nn.Module | None = None,
-                 distill_loss: nn.Module | None = None, weight: float = 1.0):
+    def __init__(
+        self,
+        base_criterion: nn.Module,
+        teacher: nn.Module | None = None,
+        distill_loss: nn.Module | None = None,
+        weight: float = 1.0,
+    ):
         super().__init__()
         if (teacher is None) != (distill_loss is None):
             raise ValueError("give both a teacher and a distillation loss, or neither")
@@ -173,5 +183,6 @@ class TrainingLoss(nn.Module):
             teacher_outputs = self.teacher(images)
         if isinstance(self.distill_loss, HardDistillationLoss):
             return self.distill_loss(outputs, teacher_outputs, targets)
-        return (1 - self.weight) * self.task_loss(outputs, targets) + \
-            self.weight * self.distill_loss(outputs, teacher_outputs)
+        return (1 - self.weight) * self.task_loss(outputs, targets) + self.weight * self.distill_loss(
+            outputs, teacher_outputs
+        )

@@ -20,6 +20,7 @@ The checks (:func:`check_dataset`) run before any model is built. :func:`evaluat
 over these protocols (sizes, TransNeXt pool modes, StepsNet analyses; rows recorded into the run directory),
 :func:`evaluate_checkpoint` + :func:`record_plain` the plain validation-set evaluation with the engine's loop.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,9 +53,23 @@ from models.stepsnet import stepsnet_analysis
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 
 # The 15 ImageNet-C test corruptions (Hendrycks & Dietterich 2019, Fig. 1), in the paper's order.
-CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
-               "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
-               "jpeg_compression")
+CORRUPTIONS = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+)
 SEVERITIES = (1, 2, 3, 4, 5)
 
 # AlexNet's top-1 error on ImageNet-C, averaged over the 5 severities, per corruption: the normaliser of the
@@ -63,10 +78,21 @@ SEVERITIES = (1, 2, 3, 4, 5)
 # release (github.com/hendrycks/robustness) and that the field reuses unchanged; checked digit for digit against
 # the copies in AugMix-style ImageNet-C scripts (ALEXNET_ERR) and MMClassification's get_ce_alexnet().
 ALEXNET_ERROR = {
-    "gaussian_noise": 0.886428, "shot_noise": 0.894468, "impulse_noise": 0.922640, "defocus_blur": 0.819880,
-    "glass_blur": 0.826268, "motion_blur": 0.785948, "zoom_blur": 0.798360, "snow": 0.866816, "frost": 0.826572,
-    "fog": 0.819324, "brightness": 0.564592, "contrast": 0.853204, "elastic_transform": 0.646056,
-    "pixelate": 0.717840, "jpeg_compression": 0.606500,
+    "gaussian_noise": 0.886428,
+    "shot_noise": 0.894468,
+    "impulse_noise": 0.922640,
+    "defocus_blur": 0.819880,
+    "glass_blur": 0.826268,
+    "motion_blur": 0.785948,
+    "zoom_blur": 0.798360,
+    "snow": 0.866816,
+    "frost": 0.826572,
+    "fog": 0.819324,
+    "brightness": 0.564592,
+    "contrast": 0.853204,
+    "elastic_transform": 0.646056,
+    "pixelate": 0.717840,
+    "jpeg_compression": 0.606500,
 }
 # AlexNet's clean ImageNet top-1 error, the relative mCE's E^AlexNet_clean (same paper, §3; its results table
 # prints AlexNet's clean error as 43.5 %). The AlexNet the paper evaluates is torchvision's pretrained one
@@ -115,8 +141,10 @@ def check_dataset(protocol: str, root, num_classes: int) -> None:
     if protocol == "val":
         return
     if protocol != "imagenet-c" and num_classes != 1000:
-        raise DepthbenchError(f"--dataset {protocol} scores ImageNet-1k logits, but the model has {num_classes} "
-                              "classes; evaluate an ImageNet-1k config/checkpoint")
+        raise DepthbenchError(
+            f"--dataset {protocol} scores ImageNet-1k logits, but the model has {num_classes} "
+            "classes; evaluate an ImageNet-1k config/checkpoint"
+        )
     root = Path(root).expanduser()
     if not root.is_dir():
         raise DepthbenchError(f"--data {root} does not exist; expected {LAYOUTS[protocol]}")
@@ -128,22 +156,27 @@ def check_dataset(protocol: str, root, num_classes: int) -> None:
         expected = subset_synsets(protocol)
         missing = sorted(set(expected) - set(folders))
         if missing:
-            raise DepthbenchError(f"--data {root} lacks {len(missing)} of {protocol}'s 200 class folders (e.g. "
-                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+            raise DepthbenchError(
+                f"--data {root} lacks {len(missing)} of {protocol}'s 200 class folders (e.g. "
+                f"{missing[0]}); expected {LAYOUTS[protocol]}"
+            )
     elif protocol == "imagenet-sketch":
         missing = sorted(set(imagenet_synsets()) - set(folders))
         if missing:
-            raise DepthbenchError(f"--data {root} lacks {len(missing)} of ImageNet's 1000 synset folders (e.g. "
-                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+            raise DepthbenchError(
+                f"--data {root} lacks {len(missing)} of ImageNet's 1000 synset folders (e.g. "
+                f"{missing[0]}); expected {LAYOUTS[protocol]}"
+            )
     elif protocol == "imagenet-v2":
         missing = sorted(set(map(str, range(1000))) - set(folders), key=int)
         if missing:
-            raise DepthbenchError(f"--data {root} lacks {len(missing)} of the class folders 0..999 (e.g. "
-                                  f"{missing[0]}); expected {LAYOUTS[protocol]}")
+            raise DepthbenchError(
+                f"--data {root} lacks {len(missing)} of the class folders 0..999 (e.g. "
+                f"{missing[0]}); expected {LAYOUTS[protocol]}"
+            )
     elif protocol == "imagenet-real":
         if not any(name.startswith("ILSVRC2012_val_") for _, _, files in os.walk(root) for name in files):
-            raise DepthbenchError(f"--data {root} holds no ILSVRC2012_val_*.JPEG images; expected "
-                                  f"{LAYOUTS[protocol]}")
+            raise DepthbenchError(f"--data {root} holds no ILSVRC2012_val_*.JPEG images; expected {LAYOUTS[protocol]}")
         return
     if not _has_images(root):
         raise DepthbenchError(f"--data {root} holds no images; expected {LAYOUTS[protocol]}")
@@ -154,8 +187,10 @@ def _check_imagenet_c(root: Path, num_classes: int) -> None:
         for severity in SEVERITIES:
             folder = root / corruption / str(severity)
             if not folder.is_dir() or not _has_images(folder):
-                raise DepthbenchError(f"--data {root}: {folder} is missing or holds no images; expected "
-                                      f"{LAYOUTS['imagenet-c']} (or generate it with --corrupt-from FOLDER)")
+                raise DepthbenchError(
+                    f"--data {root}: {folder} is missing or holds no images; expected "
+                    f"{LAYOUTS['imagenet-c']} (or generate it with --corrupt-from FOLDER)"
+                )
     classes = _class_folders(root / CORRUPTIONS[0] / "1")
     if len(classes) > num_classes:
         raise DepthbenchError(f"--data {root} has {len(classes)} classes but the model has {num_classes}")
@@ -177,14 +212,16 @@ def class_map(folder: Path, protocol: str) -> dict | None:
     if protocol == "imagenet-v2":
         return {str(i): i for i in range(1000)}
     if protocol in ("imagenet-a", "imagenet-r", "imagenet-sketch") or (
-            protocol == "imagenet-c" and set(_class_folders(folder)) <= set(imagenet_synsets())):
+        protocol == "imagenet-c" and set(_class_folders(folder)) <= set(imagenet_synsets())
+    ):
         return {s: i for i, s in enumerate(imagenet_synsets())}
     return None
 
 
 def image_folder(folder: Path, transform, protocol: str):
-    dataset = create_dataset("", root=str(folder), split="", class_map=class_map(folder, protocol) or "",
-                             input_img_mode="RGB")
+    dataset = create_dataset(
+        "", root=str(folder), split="", class_map=class_map(folder, protocol) or "", input_img_mode="RGB"
+    )
     dataset.transform = transform
     return dataset
 
@@ -284,15 +321,21 @@ def generate_corruptions(source, target, corruptions=CORRUPTIONS, severities=SEV
     try:
         from imagecorruptions import corrupt
     except ImportError:
-        raise DepthbenchError("generating corruptions needs the imagecorruptions package: "
-                              "pip install imagecorruptions-imaug (the maintained fork; `make setup` installs it)")
+        raise DepthbenchError(
+            "generating corruptions needs the imagecorruptions package: "
+            "pip install imagecorruptions-imaug (the maintained fork; `make setup` installs it)"
+        )
 
-    files = [(cls, p) for cls in _class_folders(source) for p in sorted((source / cls).iterdir())
-             if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()]
+    files = [
+        (cls, p)
+        for cls in _class_folders(source)
+        for p in sorted((source / cls).iterdir())
+        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
+    ]
     images = [(cls, p.stem, np.asarray(_at_least_32(decode_image(p)))) for cls, p in files]  # one line per bad one
     shutil.rmtree(target, ignore_errors=True)  # an incomplete set (written by hand, or before this was atomic)
     with atomic_dir(target) as tmp:
-        for c in (corruptions if tmp is not None else ()):  # None: another process wrote it meanwhile
+        for c in corruptions if tmp is not None else ():  # None: another process wrote it meanwhile
             for s in severities:
                 rng_state = np.random.get_state()
                 np.random.seed(1000 * s + corruptions.index(c))  # the package draws noise from numpy's global RNG
@@ -325,23 +368,48 @@ def evaluate_checkpoint(config, checkpoint, *, overrides=(), ema: bool = False, 
     backend = evaluation_backend(cfg.precision)
     val_loader = build_eval_loader(cfg, backend.rank, backend.world_size, cfg.data.eval_batch_size or 64)
     metrics = evaluate(model.to(backend.device), val_loader, backend)
-    metrics.update(checkpoint=str(checkpoint), model=cfg.model.name, ema=ema, input_size=cfg.data.input_size,
-                   is_main=backend.is_main)
+    metrics.update(
+        checkpoint=str(checkpoint),
+        model=cfg.model.name,
+        ema=ema,
+        input_size=cfg.data.input_size,
+        is_main=backend.is_main,
+    )
     return metrics
 
 
-def record_plain(config, checkpoint, metrics: dict, *, overrides=(), ema: bool = False, record_into=None,
-                 trained_model: dict | None = None) -> list[dict]:
+def record_plain(
+    config,
+    checkpoint,
+    metrics: dict,
+    *,
+    overrides=(),
+    ema: bool = False,
+    record_into=None,
+    trained_model: dict | None = None,
+) -> list[dict]:
     """The plain evaluation's top-1/top-5/loss as eval_suite rows like the suite's, appended to ``record_into``
     (the checkpoint's run, opened by the caller) when given (an evaluation at another size or with changed model
     arguments is a table cell: TransNeXt Table 5). ``trained_model``: that run's model config, as data."""
     cfg = load_config(config, list(overrides))
     name = cfg.model.name
-    base = dict(kind="eval_suite", dataset="val", protocol="val", model=name, input_size=metrics["input_size"],
-                pool_mode=cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None), analysis="none",
-                model_overrides=model_overrides(cfg, trained_model, config), checkpoint=str(checkpoint), ema=ema)
-    rows = [dict(base, metric=metric, value=metrics[metric], images=metrics.get("images"))
-            for metric in ("top1", "top5", "loss") if metric in metrics]
+    base = dict(
+        kind="eval_suite",
+        dataset="val",
+        protocol="val",
+        model=name,
+        input_size=metrics["input_size"],
+        pool_mode=cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None),
+        analysis="none",
+        model_overrides=model_overrides(cfg, trained_model, config),
+        checkpoint=str(checkpoint),
+        ema=ema,
+    )
+    rows = [
+        dict(base, metric=metric, value=metrics[metric], images=metrics.get("images"))
+        for metric in ("top1", "top5", "loss")
+        if metric in metrics
+    ]
     if record_into is not None:
         for row in rows:
             record_into.log_metrics(**row)
@@ -365,8 +433,10 @@ def parse_analysis(spec: str) -> dict:
                 continue
         except ValueError:
             pass
-        raise DepthbenchError(f"--analysis {spec!r}: expected none or comma-joined mask_first=N, mask_last=N, "
-                              f"drop_last=STEP:K, stage=S (StepsNet Tables 6-7)")
+        raise DepthbenchError(
+            f"--analysis {spec!r}: expected none or comma-joined mask_first=N, mask_last=N, "
+            f"drop_last=STEP:K, stage=S (StepsNet Tables 6-7)"
+        )
     return kwargs
 
 
@@ -375,14 +445,29 @@ def check_checkpoint_model(trained_model: dict | None, run: Path | None, name: s
     the model is built."""
     trained = (trained_model or {}).get("name")
     if trained and isinstance(trained, str) and trained != name:
-        raise DepthbenchError(f"--checkpoint {run} is a {trained} run but the config builds {name}; "
-                              f"evaluate it with that run's config ({run / 'config.py'})")
+        raise DepthbenchError(
+            f"--checkpoint {run} is a {trained} run but the config builds {name}; "
+            f"evaluate it with that run's config ({run / 'config.py'})"
+        )
 
 
-def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, protocol: str = "val", data=None,
-                   input_sizes=None, pool_modes=None, analyses=None, real_labels=None, corrupt_from=None,
-                   record_into=None, trained_model: dict | None = None,
-                   checkpoint_model: dict | None = None) -> list[dict]:
+def evaluate_suite(
+    config,
+    checkpoint,
+    *,
+    overrides=(),
+    ema: bool = False,
+    protocol: str = "val",
+    data=None,
+    input_sizes=None,
+    pool_modes=None,
+    analyses=None,
+    real_labels=None,
+    corrupt_from=None,
+    record_into=None,
+    trained_model: dict | None = None,
+    checkpoint_model: dict | None = None,
+) -> list[dict]:
     """The rows of one ``depthbench eval`` protocol evaluation: one per (pool mode, input size, analysis,
     metric), appended to ``record_into`` (a RunDir the caller opened: the checkpoint's run or ``--out-run``) as
     ``{"kind": "eval_suite", ...}`` records. ``trained_model``: the model config of that run, ``checkpoint_model``:
@@ -409,8 +494,10 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
     data_dir = data
     if protocol == "val":
         if data:
-            raise DepthbenchError("--data is for --dataset protocols; the validation split is the config's "
-                                  "data.root (override it with data.root=DIR)")
+            raise DepthbenchError(
+                "--data is for --dataset protocols; the validation split is the config's "
+                "data.root (override it with data.root=DIR)"
+            )
         check_data(cfg.data)
     elif protocol == "imagenet-c" and corrupt_from is None and cfg.data.type == "digits":
         corrupt_from = data_root(cfg.data) / cfg.data.val_split
@@ -435,7 +522,7 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     batch = cfg.data.eval_batch_size or 64
     rows = []
-    for pool_mode in (pool_modes or [None]):
+    for pool_mode in pool_modes or [None]:
         if pool_mode:
             cfg.model.pool_mode = pool_mode
             cfg.model.setdefault("pretrain_size", train_size)  # linear mode: pool = training size / 32
@@ -446,11 +533,18 @@ def evaluate_suite(config, checkpoint, *, overrides=(), ema: bool = False, proto
             cfg.data.input_size = size or train_size
             transform = build_transform(cfg.data, cfg.aug, is_training=False)
             for spec, kwargs in specs:
-                base = dict(kind="eval_suite", dataset=protocol, protocol=protocol, model=name,
-                            input_size=cfg.data.input_size,
-                            pool_mode=pool_mode or cfg.model.get("pool_mode") or ("normal" if "transnext" in name
-                                                                                 else None),
-                            analysis=spec, model_overrides=changed, checkpoint=str(checkpoint), ema=ema)
+                base = dict(
+                    kind="eval_suite",
+                    dataset=protocol,
+                    protocol=protocol,
+                    model=name,
+                    input_size=cfg.data.input_size,
+                    pool_mode=pool_mode or cfg.model.get("pool_mode") or ("normal" if "transnext" in name else None),
+                    analysis=spec,
+                    model_overrides=changed,
+                    checkpoint=str(checkpoint),
+                    ema=ema,
+                )
                 with _analysis(model, kwargs):
                     metrics = _score(protocol, model, cfg, data_dir, corrupt_from, transform, batch, device, labels)
                 images = metrics.pop("images", None)

@@ -13,6 +13,7 @@ batches whatever the shard sizes (streaming readers hang when ranks get unequal 
 function of (seed, epoch) only -- not of the number of ranks or loader workers -- and resumes mid-epoch through the
 ordinary resume path. File handles are opened lazily, once per shard and process (loader workers fork).
 """
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,16 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from harness.core.errors import DataError
-from harness.core.files import (BadFile, atomic_dir, atomic_write, is_regular, open_file, printable, read_json,
-                                read_npy_from)
+from harness.core.files import (
+    BadFile,
+    atomic_dir,
+    atomic_write,
+    is_regular,
+    open_file,
+    printable,
+    read_json,
+    read_npy_from,
+)
 from harness.tasks.image_files import MAX_IMAGE_BYTES, decode_image_bytes, find_images, read_image_bytes
 
 INFO_NAME = "_info.json"
@@ -42,8 +51,7 @@ def index_name(split: str) -> str:
     return f"{split}-index.npz"
 
 
-def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_size: int = 1000,
-         progress=None) -> dict:
+def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_size: int = 1000, progress=None) -> dict:
     """Write ``folder/<split>/<class>/<image>`` as tar shards plus index into ``out`` (which must not exist yet, or
     be empty); returns the ``_info.json`` written. Classes and samples are in timm's ImageFolder order, so the labels
     equal the folder reader's; the folder is walked and read as the folder reader does (harness/tasks/image_files.py:
@@ -51,8 +59,10 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
     folder, out = Path(folder).expanduser(), Path(out).expanduser()
     present = [s for s in splits if (folder / s).is_dir()]
     if not present:
-        raise DataError(f"{printable(folder)} has no split folder ({', '.join(map(printable, splits))}); expected the "
-                        f"ImageFolder layout {printable(folder)}/<split>/<class>/<image>")
+        raise DataError(
+            f"{printable(folder)} has no split folder ({', '.join(map(printable, splits))}); expected the "
+            f"ImageFolder layout {printable(folder)}/<split>/<class>/<image>"
+        )
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise DataError(f"{printable(out)} exists and is not an empty folder; choose a new folder for the shards")
     if shard_size < 1:
@@ -67,8 +77,10 @@ def pack(folder: str | Path, out: str | Path, splits=("train", "val"), shard_siz
         for split in present:
             samples, class_to_idx = find_images(folder / split, class_to_idx=class_to_idx)
             if not samples:
-                raise DataError(f"{printable(folder / split)} holds no images; expected "
-                                f"{printable(folder)}/{printable(split)}/<class>/<image>")
+                raise DataError(
+                    f"{printable(folder / split)} holds no images; expected "
+                    f"{printable(folder)}/{printable(split)}/<class>/<image>"
+                )
             info["splits"][split] = _pack_split(tmp, split, folder / split, samples, shard_size, progress)
         info["class_to_idx"] = class_to_idx
         atomic_write(tmp / INFO_NAME, json.dumps(info, indent=1))
@@ -80,7 +92,7 @@ def _pack_split(out: Path, split: str, root: Path, samples: list, shard_size: in
     shard_of, offsets, sizes, labels, paths = [], [], [], [], []
     for shard, start in enumerate(range(0, len(samples), shard_size)):
         name = f"{split}-{shard:06d}.tar"
-        chunk = samples[start:start + shard_size]
+        chunk = samples[start : start + shard_size]
 
         def write(fh, chunk=chunk, start=start):
             with tarfile.open(fileobj=fh, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -93,8 +105,10 @@ def _pack_split(out: Path, split: str, root: Path, samples: list, shard_size: in
         atomic_write(out / name, write)
         paths += [os.path.relpath(path, root) for path, _ in chunk]
         labels += [int(target) for _, target in chunk]
-        with open_file(out / name, inside=out, max_bytes=None, what="shard") as fh, \
-                tarfile.open(fileobj=fh) as tar:  # the offsets tarfile wrote (headers may be longer than one block)
+        with (
+            open_file(out / name, inside=out, max_bytes=None, what="shard") as fh,
+            tarfile.open(fileobj=fh) as tar,
+        ):  # the offsets tarfile wrote (headers may be longer than one block)
             members = [m for m in tar.getmembers() if not m.name.endswith(".cls")]
         shard_of += [shard] * len(members)
         offsets += [m.offset_data for m in members]
@@ -103,12 +117,22 @@ def _pack_split(out: Path, split: str, root: Path, samples: list, shard_size: in
         lengths.append(len(chunk))
         if progress:
             progress(split, start + len(chunk), len(samples))
-    arrays = dict(shard=np.asarray(shard_of, np.int32), offset=np.asarray(offsets, np.int64),
-                  size=np.asarray(sizes, np.int64), label=np.asarray(labels, np.int64), path=np.asarray(paths),
-                  shards=np.asarray(names))
+    arrays = dict(
+        shard=np.asarray(shard_of, np.int32),
+        offset=np.asarray(offsets, np.int64),
+        size=np.asarray(sizes, np.int64),
+        label=np.asarray(labels, np.int64),
+        path=np.asarray(paths),
+        shards=np.asarray(names),
+    )
     atomic_write(out / index_name(split), lambda fh: np.savez(fh, **arrays))
-    return {"name": split, "num_samples": len(samples), "filenames": names, "shard_lengths": lengths,
-            "index": index_name(split)}
+    return {
+        "name": split,
+        "num_samples": len(samples),
+        "filenames": names,
+        "shard_lengths": lengths,
+        "index": index_name(split),
+    }
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -133,14 +157,17 @@ def check_shards(root: Path, split: str) -> None:
     """One line when ``root`` holds no packed ``split`` (``_info.json`` and its index, regular files reached
     without a link)."""
     if not is_regular(root / INFO_NAME, inside=root) or not is_regular(root / index_name(split), inside=root):
-        raise DataError(f"{printable(root)} holds no packed split {printable(repr(split))} ({INFO_NAME} and "
-                        f"{printable(index_name(split))}, regular files); make it with "
-                        f"`depthbench data pack IMAGEFOLDER {printable(root)}`")
+        raise DataError(
+            f"{printable(root)} holds no packed split {printable(repr(split))} ({INFO_NAME} and "
+            f"{printable(index_name(split))}, regular files); make it with "
+            f"`depthbench data pack IMAGEFOLDER {printable(root)}`"
+        )
 
 
 def _bad_index(path: Path, why: str) -> DataError:
-    return DataError(f"shard index {printable(path)} {why}; it is not an index `depthbench data pack` wrote: repack "
-                     f"the split")
+    return DataError(
+        f"shard index {printable(path)} {why}; it is not an index `depthbench data pack` wrote: repack the split"
+    )
 
 
 def load_index(root: Path, split: str) -> dict[str, np.ndarray]:
@@ -160,8 +187,7 @@ def load_index(root: Path, split: str) -> dict[str, np.ndarray]:
                     if member is None:
                         raise _bad_index(path, f"has no {key!r} array")
                     with archive.open(member) as data:
-                        arrays[key] = read_npy_from(data, member.file_size, source=f"its {key!r} array",
-                                                    kinds=kinds)
+                        arrays[key] = read_npy_from(data, member.file_size, source=f"its {key!r} array", kinds=kinds)
         except BadFile as e:
             raise _bad_index(path, f"does not load ({e})") from None
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:  # not a zip, corrupt
@@ -204,8 +230,9 @@ class ShardDataset(Dataset):
         info = read_json(self.root / INFO_NAME, inside=self.root, what=INFO_NAME)
         self.class_to_idx = info.get("class_to_idx") or {}
         if not isinstance(self.class_to_idx, dict) or not all(isinstance(v, int) for v in self.class_to_idx.values()):
-            raise DataError(f"{printable(self.root / INFO_NAME)}: class_to_idx is not an object of class indices; "
-                            f"repack the split")
+            raise DataError(
+                f"{printable(self.root / INFO_NAME)}: class_to_idx is not an object of class indices; repack the split"
+            )
         index = load_index(self.root, split)
         path = self.root / index_name(split)
         self.shards = [str(name) for name in index["shards"]]
@@ -248,8 +275,10 @@ class ShardDataset(Dataset):
         size = int(self.size[index])
         data = handle.read(size)
         if len(data) != size:
-            raise DataError(f"{self.filename(index)}: the shard ends before the image does (it shrank after it was "
-                            f"packed); repack the split")
+            raise DataError(
+                f"{self.filename(index)}: the shard ends before the image does (it shrank after it was "
+                f"packed); repack the split"
+            )
         return data, int(self.targets[index])
 
     def __getitem__(self, index):

@@ -1,6 +1,7 @@
 """DepthbenchBackbone in stock MMDetection/MMSegmentation: feature maps, weights, and one training step of each
 paper's detector/segmentor at reduced width on synthetic inputs (the embedded data sets are tested end to end
 with `depthbench finetune` elsewhere)."""
+
 from __future__ import annotations
 
 import math
@@ -21,14 +22,34 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # Reduced-width paper backbones (same classes and dense arguments as the configs, fewer channels and blocks)
 SMALL = {
     # Steps-Swin: stage 4's widest step is empty, so the stage runs narrower than nominal (as 544 < 768)
-    "steps_swin": dict(model_name="steps_swin_tiny", model_kwargs=dict(
-        embed_dim=16, depths=(1, 1, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True,
-        stage_steps=(None, None, ((32, 1, 1), (64, 2, 1)), ((32, 1, 1), (48, 1, 1), (96, 2, 1), (128, 4, 0))))),
-    "transnext": dict(model_name="transnext_micro", model_kwargs=dict(
-        embed_dims=(16, 32, 64, 128), num_heads=(1, 1, 2, 4), depths=(1, 1, 1, 1), img_size=96, pretrain_size=224,
-        position_bias="interpolate")),
-    "scalenet_swin": dict(model_name="scalenet_swin_tiny_2x", model_kwargs=dict(
-        embed_dim=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True)),
+    "steps_swin": dict(
+        model_name="steps_swin_tiny",
+        model_kwargs=dict(
+            embed_dim=16,
+            depths=(1, 1, 2, 2),
+            num_heads=(1, 1, 2, 4),
+            strict_img_size=False,
+            always_partition=True,
+            stage_steps=(None, None, ((32, 1, 1), (64, 2, 1)), ((32, 1, 1), (48, 1, 1), (96, 2, 1), (128, 4, 0))),
+        ),
+    ),
+    "transnext": dict(
+        model_name="transnext_micro",
+        model_kwargs=dict(
+            embed_dims=(16, 32, 64, 128),
+            num_heads=(1, 1, 2, 4),
+            depths=(1, 1, 1, 1),
+            img_size=96,
+            pretrain_size=224,
+            position_bias="interpolate",
+        ),
+    ),
+    "scalenet_swin": dict(
+        model_name="scalenet_swin_tiny_2x",
+        model_kwargs=dict(
+            embed_dim=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True
+        ),
+    ),
 }
 SMALL_CHANNELS = {"steps_swin": [16, 32, 64, 96], "transnext": [16, 32, 64, 128], "scalenet_swin": [16, 32, 64, 128]}
 
@@ -79,8 +100,11 @@ def test_frozen_stages_and_norm_eval():
 def _classifier(family: str):
     import timm
 
-    kwargs = {k: v for k, v in SMALL[family]["model_kwargs"].items()
-              if k not in ("strict_img_size", "always_partition", "img_size", "position_bias")}
+    kwargs = {
+        k: v
+        for k, v in SMALL[family]["model_kwargs"].items()
+        if k not in ("strict_img_size", "always_partition", "img_size", "position_bias")
+    }
     return timm.create_model(SMALL[family]["model_name"], **kwargs)
 
 
@@ -106,14 +130,17 @@ def test_official_transnext_checkpoint_loads(tmp_path):
     official["block1.0.attn.relative_pos_index"] = torch.zeros(3, dtype=torch.long)
     official["block1.0.attn.relative_coords_table"] = torch.zeros(3, 2)
     torch.save(official, tmp_path / "transnext_official.pth")
-    backbone = small_backbone("transnext", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "transnext_official.pth")))
+    backbone = small_backbone(
+        "transnext", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "transnext_official.pth"))
+    )
     backbone.init_weights()
     assert torch.equal(backbone.model.state_dict()["block1.0.attn.q.weight"], official["block1.0.attn.q.weight"])
 
 
 def test_wrong_checkpoint_fails_with_the_summary(tmp_path):
-    save_atomic({"format": FORMAT, "model": _classifier("scalenet_swin").state_dict(), "ema": None},
-                tmp_path / "best.pth")
+    save_atomic(
+        {"format": FORMAT, "model": _classifier("scalenet_swin").state_dict(), "ema": None}, tmp_path / "best.pth"
+    )
     backbone = small_backbone("steps_swin", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "best.pth")))
     with pytest.raises(DepthbenchError) as error:
         backbone.init_weights()
@@ -121,10 +148,13 @@ def test_wrong_checkpoint_fails_with_the_summary(tmp_path):
     assert "does not fit the steps_swin_tiny backbone" in message and "\n" not in message
     assert "missing from the checkpoint: " in message and "layers.3.blocks.steps" in message
     with pytest.raises(DepthbenchError, match="holds no EMA weights"):
-        small_backbone("steps_swin", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "best.pth"),
-                                                   ema=True)).init_weights()
+        small_backbone(
+            "steps_swin", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "best.pth"), ema=True)
+        ).init_weights()
     with pytest.raises(DepthbenchError, match="no such checkpoint"):
-        small_backbone("steps_swin", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "nope.pth"))).init_weights()
+        small_backbone(
+            "steps_swin", init_cfg=dict(type="Pretrained", checkpoint=str(tmp_path / "nope.pth"))
+        ).init_weights()
 
 
 def test_mmdet_swin_weights_give_the_same_features():
@@ -134,17 +164,30 @@ def test_mmdet_swin_weights_give_the_same_features():
     from mmdet.registry import MODELS
 
     torch.manual_seed(0)
-    mmdet_swin = MODELS.build(dict(type="SwinTransformer", embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4),
-                                   window_size=7, out_indices=(0, 1, 2, 3)))
+    mmdet_swin = MODELS.build(
+        dict(
+            type="SwinTransformer",
+            embed_dims=16,
+            depths=(2, 2, 2, 2),
+            num_heads=(1, 1, 2, 4),
+            window_size=7,
+            out_indices=(0, 1, 2, 3),
+        )
+    )
     mmdet_swin.eval()  # (mmdet's Swin.train() returns None)
     for p in mmdet_swin.parameters():
         torch.nn.init.normal_(p, std=0.1)
     detector = {f"backbone.{k}": v for k, v in mmdet_swin.state_dict().items()}
-    ours = DepthbenchBackbone("swin_tiny_patch4_window7_224", model_kwargs=dict(
-        embed_dim=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True)).eval()
+    ours = DepthbenchBackbone(
+        "swin_tiny_patch4_window7_224",
+        model_kwargs=dict(
+            embed_dim=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True
+        ),
+    ).eval()
     ours.model.load_state_dict(mmdet_swin_to_timm(detector), strict=True)
-    ours.load_state_dict({k[len("backbone."):]: v for k, v in detector.items() if k.startswith("backbone.norm")},
-                         strict=False)
+    ours.load_state_dict(
+        {k[len("backbone.") :]: v for k, v in detector.items() if k.startswith("backbone.norm")}, strict=False
+    )
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         for theirs, mine in zip(mmdet_swin(x), ours(x)):
@@ -162,7 +205,7 @@ def _build(config: str, family: str, model_overrides: dict | None = None, **back
     model.update(model_overrides or {})
     if "rpn_proposal" in model.get("train_cfg", {}):
         model.train_cfg.rpn_proposal.update(nms_pre=200, max_per_img=100)
-        for rcnn in (model.train_cfg.rcnn if isinstance(model.train_cfg.rcnn, list) else [model.train_cfg.rcnn]):
+        for rcnn in model.train_cfg.rcnn if isinstance(model.train_cfg.rcnn, list) else [model.train_cfg.rcnn]:
             rcnn.sampler.num = 64
     model.backbone = dict(type="DepthbenchBackbone", **SMALL[family], **backbone)
     channels = [SMALL_CHANNELS[family][i] for i in backbone.get("out_indices", (0, 1, 2, 3))]
@@ -189,8 +232,10 @@ def _det_batch(masks: bool = True, n: int = 2, size=(64, 80)):
     h, w = size
     samples = []
     for _ in range(n):
-        sample = DetDataSample(metainfo=dict(img_shape=size, ori_shape=size, scale_factor=(1., 1.)))
-        gt = InstanceData(bboxes=torch.tensor([[4., 6., 40., 50.], [20., 10., 60., 44.]]), labels=torch.tensor([1, 3]))
+        sample = DetDataSample(metainfo=dict(img_shape=size, ori_shape=size, scale_factor=(1.0, 1.0)))
+        gt = InstanceData(
+            bboxes=torch.tensor([[4.0, 6.0, 40.0, 50.0], [20.0, 10.0, 60.0, 44.0]]), labels=torch.tensor([1, 3])
+        )
         if masks:
             m = np.zeros((2, h, w), np.uint8)
             m[0, 6:50, 4:40] = 1
@@ -232,11 +277,14 @@ def _train_step(cfg, model, batch) -> dict:
     return log_vars
 
 
-@pytest.mark.parametrize("config,family", [
-    ("configs/det/stepsnet/mask-rcnn_steps-swin-t-p4-w7_fpn_ms-crop-1x_coco.py", "steps_swin"),
-    ("configs/det/transnext/mask-rcnn_transnext-tiny_fpn_1x_coco.py", "transnext"),
-    ("configs/det/scalenet/mask-rcnn_scalenet-swin-t-2x-p4-w7_fpn_1x_coco.py", "scalenet_swin"),
-])
+@pytest.mark.parametrize(
+    "config,family",
+    [
+        ("configs/det/stepsnet/mask-rcnn_steps-swin-t-p4-w7_fpn_ms-crop-1x_coco.py", "steps_swin"),
+        ("configs/det/transnext/mask-rcnn_transnext-tiny_fpn_1x_coco.py", "transnext"),
+        ("configs/det/scalenet/mask-rcnn_scalenet-swin-t-2x-p4-w7_fpn_1x_coco.py", "scalenet_swin"),
+    ],
+)
 def test_mask_rcnn_training_iteration(config, family):
     cfg, model = _build(config, family)
     log_vars = _train_step(cfg, model, _det_batch())
@@ -246,19 +294,26 @@ def test_mask_rcnn_training_iteration(config, family):
 
         groups = build_optim_wrapper(model, dict(cfg.optim_wrapper)).optimizer.param_groups
         lr = {id(p): g["lr"] for g in groups for p in g["params"]}
-        assert lr[id(model.roi_head.bbox_head.fc_cls.weight)] > 0 and lr[id(model.neck.lateral_convs[0].conv.weight)] == 0
+        assert (
+            lr[id(model.roi_head.bbox_head.fc_cls.weight)] > 0 and lr[id(model.neck.lateral_convs[0].conv.weight)] == 0
+        )
         assert lr[id(model.roi_head.mask_head.conv_logits.weight)] == 0
 
 
 def test_upernet_training_iteration():
-    cfg, model = _build("configs/seg/stepsnet/steps-swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py",
-                        "steps_swin")
+    cfg, model = _build(
+        "configs/seg/stepsnet/steps-swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py", "steps_swin"
+    )
     assert {"decode.loss_ce", "aux.loss_ce"} <= set(_train_step(cfg, model, _seg_batch()))
 
 
 def test_dino_loss_and_optimizer_groups():
-    cfg, model = _build("configs/det/transnext/dino-4scale_transnext-tiny_8xb2-12e_coco.py", "transnext",
-                        model_overrides={"num_queries": 100}, out_indices=(1, 2, 3))  # <= tokens of a small image
+    cfg, model = _build(
+        "configs/det/transnext/dino-4scale_transnext-tiny_8xb2-12e_coco.py",
+        "transnext",
+        model_overrides={"num_queries": 100},
+        out_indices=(1, 2, 3),
+    )  # <= tokens of a small image
     data = model.data_preprocessor(_det_batch(masks=False), training=True)
     losses = model(**data, mode="loss")
     total, _ = model.parse_losses(losses)
@@ -274,10 +329,13 @@ def test_dino_loss_and_optimizer_groups():
     base_lr, base_wd = cfg.optim_wrapper.optimizer.lr, cfg.optim_wrapper.optimizer.weight_decay
     block = model.backbone.model.block2[0]
     expected = {  # (parameter, lr multiplier, weight-decay multiplier): the official TransNeXt DINO recipe
-        "backbone linear": (block.attn.q.weight, 0.1, 1.0), "backbone norm": (block.norm1.weight, 0.1, 0.0),
+        "backbone linear": (block.attn.q.weight, 0.1, 1.0),
+        "backbone norm": (block.norm1.weight, 0.1, 0.0),
         "stage norm": (model.backbone.model.norm2.weight, 0.1, 0.0),
-        "query embedding": (block.attn.query_embedding, 0.1, 0.0), "temperature": (block.attn.temperature, 0.1, 0.0),
-        "log-CPB": (block.attn.cpb_fc1.weight, 0.1, 0.0), "DINO query": (model.query_embedding.weight, 1.0, 1.0),
+        "query embedding": (block.attn.query_embedding, 0.1, 0.0),
+        "temperature": (block.attn.temperature, 0.1, 0.0),
+        "log-CPB": (block.attn.cpb_fc1.weight, 0.1, 0.0),
+        "DINO query": (model.query_embedding.weight, 1.0, 1.0),
     }
     for what, (param, lr_mult, decay_mult) in expected.items():
         group = by_param[id(param)]
@@ -285,8 +343,9 @@ def test_dino_loss_and_optimizer_groups():
 
 
 def test_mask2former_loss():
-    cfg, model = _build("configs/seg/transnext/transnext-tiny-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py",
-                        "transnext")
+    cfg, model = _build(
+        "configs/seg/transnext/transnext-tiny-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py", "transnext"
+    )
     data = model.data_preprocessor(_seg_batch(), training=True)
     losses = model(**data, mode="loss")
     total, _ = model.parse_losses(losses)

@@ -1,4 +1,5 @@
 """configs/det and configs/seg: every config loads and builds its model; the papers' dense rows are audited."""
+
 from __future__ import annotations
 
 import logging
@@ -13,7 +14,9 @@ from harness.commands import verify
 from results import paper_tables
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(str(p.relative_to(ROOT)) for folder in ("configs/det", "configs/seg") for p in (ROOT / folder).rglob("*.py"))
+CONFIGS = sorted(
+    str(p.relative_to(ROOT)) for folder in ("configs/det", "configs/seg") for p in (ROOT / folder).rglob("*.py")
+)
 
 
 def _dense_rows(checked_only: bool = True):
@@ -40,6 +43,7 @@ def test_every_dense_row_has_a_config_and_every_config_a_row():
 def test_paper_settings_in_the_transnext_configs():
     """Values the TransNeXt paper prints (drop path T/S/B for Mask R-CNN and DINO 0.3/0.5/0.6, UperNet
     0.4/0.6/0.7; AdamW 1e-4 / 6e-5, weight decay 0.05) and its multi-scale test (ratios 0.5-1.75 of 2048x512)."""
+
     def backbone(name):
         return load_config(f"configs/{name}").model.backbone
 
@@ -47,8 +51,14 @@ def test_paper_settings_in_the_transnext_configs():
         amp = "amp-" if size == "base" else ""
         assert backbone(f"det/transnext/mask-rcnn_transnext-{size}_fpn_{amp}1x_coco.py").drop_path_rate == det
         assert backbone(f"det/transnext/dino-5scale_transnext-{size}_8xb2-12e_coco.py").drop_path_rate == det
-        assert backbone(f"seg/transnext/transnext-{size}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py").drop_path_rate == seg
-        assert backbone(f"seg/transnext/transnext-{size}-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py").drop_path_rate == det
+        assert (
+            backbone(f"seg/transnext/transnext-{size}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py").drop_path_rate
+            == seg
+        )
+        assert (
+            backbone(f"seg/transnext/transnext-{size}-in1k-pre_mask2former_8xb2-160k_ade20k-512x512.py").drop_path_rate
+            == det
+        )
     cfg = load_config("configs/det/transnext/mask-rcnn_transnext-tiny_fpn_1x_coco.py")
     assert (cfg.optim_wrapper.optimizer.lr, cfg.optim_wrapper.optimizer.weight_decay) == (1e-4, 0.05)
     assert cfg.model.backbone.model_kwargs == dict(img_size=800, pretrain_size=224, position_bias="interpolate")
@@ -56,7 +66,9 @@ def test_paper_settings_in_the_transnext_configs():
     assert (cfg.optim_wrapper.optimizer.lr, cfg.optim_wrapper.optimizer.weight_decay) == (6e-5, 0.05)
     assert cfg.model.test_cfg.mode == "slide" and cfg.model.test_cfg.stride == (341, 341)
     for mode, img_size in (("interpolate", 800), ("extrapolate", 512)):
-        cfg = load_config(f"configs/seg/transnext/transnext-base-in1k-pre_upernet_8xb2-160k_ade20k-512x512_tta-{mode}.py")
+        cfg = load_config(
+            f"configs/seg/transnext/transnext-base-in1k-pre_upernet_8xb2-160k_ade20k-512x512_tta-{mode}.py"
+        )
         assert cfg.model.backbone.model_name == "transnext_base" and cfg.model.test_cfg.mode == "whole"
         assert cfg.model.backbone.model_kwargs.position_bias == mode
         assert cfg.model.backbone.model_kwargs.img_size == img_size
@@ -66,8 +78,9 @@ def test_paper_settings_in_the_transnext_configs():
 
 def test_dense_verify_rows_pass_stepsnet_segmentation():
     checks = verify.run(papers=["stepsnet"], table="3", progress=False)
-    assert {(c.row, c.column) for c in checks} == {(r, c) for r in ("Swin-T", "Steps-Swin-T")
-                                                   for c in ("seg_params_m", "seg_flops_g")}
+    assert {(c.row, c.column) for c in checks} == {
+        (r, c) for r in ("Swin-T", "Steps-Swin-T") for c in ("seg_params_m", "seg_flops_g")
+    }
     assert all(c.status == "pass" for c in checks), [c for c in checks if c.status != "pass"]
     steps = {c.column: c.ours for c in checks if c.row == "Steps-Swin-T"}
     assert steps["seg_params_m"] == pytest.approx(58.19, abs=0.01)  # the 544-wide stage 4 (StepsNet Table 3: 58M)
@@ -97,11 +110,25 @@ def test_every_config_loads_and_builds_its_model():
 @pytest.mark.slow
 def test_dense_verify_rows_pass():
     """Every detection/segmentation parameter and FLOP count the papers print, from the configs."""
-    checks = [c for paper, table in (("stepsnet", "2a"), ("stepsnet", "2b"), ("transnext", "12"), ("transnext", "13"),
-                                     ("transnext", "14"), ("transnext", "15"), ("scalenet", "VIII"), ("scalenet", "IX"))
-              for c in verify.run(papers=[paper], table=table, progress=False) if c.column in DENSE_COLUMNS]
+    checks = [
+        c
+        for paper, table in (
+            ("stepsnet", "2a"),
+            ("stepsnet", "2b"),
+            ("transnext", "12"),
+            ("transnext", "13"),
+            ("transnext", "14"),
+            ("transnext", "15"),
+            ("scalenet", "VIII"),
+            ("scalenet", "IX"),
+        )
+        for c in verify.run(papers=[paper], table=table, progress=False)
+        if c.column in DENSE_COLUMNS
+    ]
     assert len([c for c in checks if c.status == "pass"]) >= 35
-    assert not [c for c in checks if c.status in ("fail", "error")], [c for c in checks if c.status in ("fail", "error")]
+    assert not [c for c in checks if c.status in ("fail", "error")], [
+        c for c in checks if c.status in ("fail", "error")
+    ]
 
 
 def test_moving_between_detection_and_segmentation_configs_sets_the_scope_without_a_warning():
@@ -111,8 +138,10 @@ def test_moving_between_detection_and_segmentation_configs_sets_the_scope_withou
     logger = MMLogger.get_current_instance()
     logger.addHandler(handler)
     try:
-        for config in ("configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py",
-                       "configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py") * 2:
+        for config in (
+            "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py",
+            "configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py",
+        ) * 2:
             cfg = load_config(config)
             assert DefaultScope.get_current_instance().scope_name == cfg.default_scope
     finally:

@@ -4,6 +4,7 @@ The end-to-end tests run the embedded presets for a few iterations in this proce
 OpenMMLab stack for all of them) with a small validation set; the AP/mIoU floors are checked on shortened
 runs of both presets (the full presets' numbers are in docs/guides/finetuning.md).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
 SEG = str(ROOT / "configs/seg/upernet_steps-resnet18-w32_500it_embedded-ade.py")
 # a few iterations, a checkpoint and an evaluation at the end, 8 validation images
-SHORT = ["train_cfg.max_iters=2", "train_cfg.val_interval=2", "default_hooks.checkpoint.interval=2",
-         "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=8"]
+SHORT = [
+    "train_cfg.max_iters=2",
+    "train_cfg.val_interval=2",
+    "default_hooks.checkpoint.interval=2",
+    "default_hooks.logger.interval=1",
+    "+val_dataloader.dataset.indices=8",
+]
 
 
 def _digest(folder: Path) -> str:
@@ -125,13 +131,16 @@ def test_a_bad_nproc_is_refused_before_the_heavy_imports():
     import subprocess
     import sys
 
-    probe = ("import sys; from harness.cli import main; "
-             f"code = main(['finetune', {DET!r}, '--nproc', '0']); "
-             "print(code, sorted(m for m in ('torch', 'mmengine', 'mmdet') if m in sys.modules))")
+    probe = (
+        "import sys; from harness.cli import main; "
+        f"code = main(['finetune', {DET!r}, '--nproc', '0']); "
+        "print(code, sorted(m for m in ('torch', 'mmengine', 'mmdet') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.split("\n")[0] == "2 []", (done.stdout, done.stderr[-2000:])
-    assert done.stderr.strip() == ("depthbench finetune: error: --nproc 0: give the number of processes to start, "
-                                   "1 or more")
+    assert done.stderr.strip() == (
+        "depthbench finetune: error: --nproc 0: give the number of processes to start, 1 or more"
+    )
 
 
 @pytest.mark.tier("integration")
@@ -152,8 +161,11 @@ def test_bad_input_is_one_line_and_writes_nothing(embedded_cache, tmp_path, caps
     _one_line_error(capsys, code, "none of its 1 tensors fits")
     corrupt = tmp_path / "corrupt.pth"
     corrupt.write_bytes(bytes(range(256)) * 8)  # e.g. a truncated download
-    for argv in (["test", DET, str(corrupt)], ["finetune", SEG, f"load_from={str(corrupt)!r}"],
-                 ["finetune", DET, f"model.backbone.init_cfg.checkpoint={corrupt}"]):
+    for argv in (
+        ["test", DET, str(corrupt)],
+        ["finetune", SEG, f"load_from={str(corrupt)!r}"],
+        ["finetune", DET, f"model.backbone.init_cfg.checkpoint={corrupt}"],
+    ):
         code = cli.main([*argv, "--work-dir", str(work)])
         _one_line_error(capsys, code, "corrupt.pth is not a readable")
     code = cli.main(["finetune", DET, "--work-dir", str(work), "train_cfg.max_iter=3"])
@@ -206,8 +218,10 @@ def test_preset_fine_tunes_a_depthbench_train_checkpoint(embedded_cache, tmp_pat
 
     random_init = _built_backbone(SEG, [])  # the preset as shipped: checkpoint=None, random initialisation
     assert random_init.checkpoint is None
-    for source, extra, expected in [(str(pretrain), [], weights),
-                                    (str(pretrain / "best.pth"), ["+model.backbone.init_cfg.ema=True"], ema)]:
+    for source, extra, expected in [
+        (str(pretrain), [], weights),
+        (str(pretrain / "best.pth"), ["+model.backbone.init_cfg.ema=True"], ema),
+    ]:
         backbone = _built_backbone(SEG, [f"model.backbone.init_cfg.checkpoint={source}", *extra])
         own = backbone.model.state_dict()
         assert set(own) <= set(weights)  # zero missing backbone keys (the loader would raise otherwise)
@@ -221,7 +235,9 @@ def test_preset_fine_tunes_a_depthbench_train_checkpoint(embedded_cache, tmp_pat
     save_atomic({"format": FORMAT, "model": full_width.state_dict(), "ema": None}, tmp_path / "wide.pth")
     work = tmp_path / "run"
     capsys.readouterr()
-    code = cli.main(["finetune", SEG, "--work-dir", str(work), f"model.backbone.init_cfg.checkpoint={tmp_path}/wide.pth"])
+    code = cli.main(
+        ["finetune", SEG, "--work-dir", str(work), f"model.backbone.init_cfg.checkpoint={tmp_path}/wide.pth"]
+    )
     line = _one_line_error(capsys, code, "does not fit the steps_resnet18_w32 backbone")
     assert "mis-shaped" in line and "conv1.weight" in line
     code = cli.main(["finetune", DET, "--work-dir", str(work), "model.backbone.init_cfg.checkpoint=3"])
@@ -275,8 +291,12 @@ def test_mask_rcnn_finetune_resume_and_test(embedded_cache, tmp_path, capsys):
     # depthbench test on the produced checkpoint
     capsys.readouterr()
     out = tmp_path / "test"
-    assert cli.main(["test", DET, str(run / "last.pth"), "--work-dir", str(out), "--json",
-                     "+test_dataloader.dataset.indices=8"]) == 0
+    assert (
+        cli.main(
+            ["test", DET, str(run / "last.pth"), "--work-dir", str(out), "--json", "+test_dataloader.dataset.indices=8"]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["coco/bbox_mAP"] == pytest.approx(_eval_records(run)[-1]["coco/bbox_mAP"], abs=1e-6)
     (test_record,) = _eval_records(out, "test")
@@ -303,14 +323,31 @@ def test_upernet_finetune_and_test(embedded_cache, tmp_path, capsys):
     (record,) = _eval_records(run)
     assert {"mIoU", "mAcc", "aAcc"} <= set(record) and 0 <= record["mIoU"] <= 100
     capsys.readouterr()
-    assert cli.main(["test", SEG, str(run / "last.pth"), "--work-dir", str(tmp_path / "t"), "--json",
-                     "+test_dataloader.dataset.indices=8"]) == 0
+    assert (
+        cli.main(
+            [
+                "test",
+                SEG,
+                str(run / "last.pth"),
+                "--work-dir",
+                str(tmp_path / "t"),
+                "--json",
+                "+test_dataloader.dataset.indices=8",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["mIoU"] == pytest.approx(record["mIoU"], abs=1e-4)
 
 
-ONE = ["train_cfg.max_iters=1", "train_cfg.val_interval=1", "default_hooks.checkpoint.interval=1",
-       "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
+ONE = [
+    "train_cfg.max_iters=1",
+    "train_cfg.val_interval=1",
+    "default_hooks.checkpoint.interval=1",
+    "default_hooks.logger.interval=1",
+    "+val_dataloader.dataset.indices=4",
+]
 
 
 @pytest.mark.tier("integration")
@@ -322,13 +359,19 @@ def test_mask_rcnn_iteration_and_evaluation_per_family(family, embedded_cache, t
     through `depthbench finetune` (the papers' full-size configs train one step on synthetic batches there)."""
     from test_downstream_backbone import SMALL, SMALL_CHANNELS
 
-    backbone = dict(SMALL[family], _delete_=True, type="DepthbenchBackbone", out_indices=(0, 1, 2, 3),
-                    init_cfg=dict(type="Pretrained", checkpoint=None))
+    backbone = dict(
+        SMALL[family],
+        _delete_=True,
+        type="DepthbenchBackbone",
+        out_indices=(0, 1, 2, 3),
+        init_cfg=dict(type="Pretrained", checkpoint=None),
+    )
     if family == "transnext":  # the embedded images are 128x128 (the position bias is generated there)
         backbone["model_kwargs"] = dict(backbone["model_kwargs"], img_size=128)
     config = tmp_path / f"mask-rcnn_{family}_embedded-coco.py"
-    config.write_text(f"_base_ = [{DET!r}]\n"
-                      f"model = dict(backbone={backbone!r}, neck=dict(in_channels={SMALL_CHANNELS[family]!r}))\n")
+    config.write_text(
+        f"_base_ = [{DET!r}]\nmodel = dict(backbone={backbone!r}, neck=dict(in_channels={SMALL_CHANNELS[family]!r}))\n"
+    )
     run = tmp_path / "run"
     assert cli.main(["finetune", str(config), "--work-dir", str(run), *ONE]) == 0
     assert json.loads((run / "meta.json").read_text())["status"] == "done"
@@ -356,12 +399,26 @@ def test_preset_reaches_the_floor(config, embedded_cache, tmp_path):
     """Each embedded preset, shortened to FLOOR_ITERS iterations (its schedule compressed to fit), is well above
     chance on the full validation set: Mask R-CNN detects and segments the shapes, UperNet tells shape classes
     apart (not only shapes from background). Loose floors, a single run each, no timing."""
-    schedule = [dict(type="LinearLR", start_factor=0.01, by_epoch=False, begin=0, end=30),
-                dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=False, begin=30, end=FLOOR_ITERS)]
+    schedule = [
+        dict(type="LinearLR", start_factor=0.01, by_epoch=False, begin=0, end=30),
+        dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=False, begin=30, end=FLOOR_ITERS),
+    ]
     run = tmp_path / "floor"
-    assert cli.main(["finetune", config, "--work-dir", str(run), f"train_cfg.max_iters={FLOOR_ITERS}",
-                     f"train_cfg.val_interval={FLOOR_ITERS}", f"default_hooks.checkpoint.interval={FLOOR_ITERS}",
-                     f"param_scheduler={schedule!r}"]) == 0
+    assert (
+        cli.main(
+            [
+                "finetune",
+                config,
+                "--work-dir",
+                str(run),
+                f"train_cfg.max_iters={FLOOR_ITERS}",
+                f"train_cfg.val_interval={FLOOR_ITERS}",
+                f"default_hooks.checkpoint.interval={FLOOR_ITERS}",
+                f"param_scheduler={schedule!r}",
+            ]
+        )
+        == 0
+    )
     (record,) = _eval_records(run)
     for key, floor in FLOORS[config].items():
         assert record[key] > floor, record
@@ -374,8 +431,9 @@ def test_a_test_run_with_load_from_does_not_say_random_init():
 
     from downstream.finetune import describe_model
 
-    backbone = dict(type="DepthbenchBackbone", model_name="steps_resnet18_w32",
-                    init_cfg=dict(type="Pretrained", checkpoint=None))
+    backbone = dict(
+        type="DepthbenchBackbone", model_name="steps_resnet18_w32", init_cfg=dict(type="Pretrained", checkpoint=None)
+    )
     tested = Config(dict(model=dict(type="MaskRCNN", backbone=backbone), load_from="runs/det/iter_40.pth"))
     assert describe_model(tested) == "MaskRCNN with steps_resnet18_w32 (all weights from runs/det/iter_40.pth)"
     fresh = Config(dict(model=dict(type="MaskRCNN", backbone=backbone), load_from=None))

@@ -1,6 +1,6 @@
 """downstream.finetune.console: library warnings of a fine-tune go to its Runner's log, never to another run's
 logger and never to the console."""
-import logging
+
 import warnings
 
 from mmengine.logging import MMLogger

@@ -1,4 +1,5 @@
 """MMEngine 0.10.7 on torch 2.14: resuming a run works, every checkpoint loads weights-only (with MMEngine's allow-list)."""
+
 import pickle
 
 import pytest
@@ -31,20 +32,24 @@ class _Tiny(BaseModel):
 
 
 def _runner(cls, work_dir, epochs, resume):
-    return cls(model=_Tiny(), work_dir=str(work_dir), resume=resume,
-               train_dataloader=dict(dataset=_Pairs(), sampler=dict(type="DefaultSampler", shuffle=True),
-                                     batch_size=4),
-               optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1)),
-               train_cfg=dict(by_epoch=True, max_epochs=epochs),
-               default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1), logger=None),
-               default_scope="mmengine")
+    return cls(
+        model=_Tiny(),
+        work_dir=str(work_dir),
+        resume=resume,
+        train_dataloader=dict(dataset=_Pairs(), sampler=dict(type="DefaultSampler", shuffle=True), batch_size=4),
+        optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1)),
+        train_cfg=dict(by_epoch=True, max_epochs=epochs),
+        default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1), logger=None),
+        default_scope="mmengine",
+    )
 
 
 @pytest.mark.tier("integration")
 def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_list_admits_it(tmp_path):
     """The breakage we work around: torch >= 2.6 loads weights-only and refuses MMEngine's HistoryBuffer (MMEngine
     0.10.7 fails to resume). With downstream imported, MMEngine's local loader adds exactly the allow-list its
-    checkpoints need, so even the stock Runner resumes -- and nothing executes code (tests/downstream/test_trust_downstream.py)."""
+    checkpoints need, so even the stock Runner resumes -- and nothing executes code
+    (tests/downstream/test_trust_downstream.py)."""
     from downstream.mmengine_compat import load_mmengine_checkpoint
 
     _runner(Runner, tmp_path, 1, False).train()

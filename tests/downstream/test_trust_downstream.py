@@ -6,6 +6,7 @@ the console is a header and a progress bar, `test` writes beside its checkpoint'
 Each crafted pickle or config here would create a file when unpickled or executed; every test checks that the
 file never appears.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,15 @@ class _Evil:
 def _evil_mmengine_checkpoint(path: Path, marker: Path) -> Path:
     """What an MMEngine checkpoint looks like (meta, state_dict, optimizer, message_hub) plus a payload."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"meta": {"iter": 1, "epoch": 0}, "state_dict": {"backbone.model.conv1.weight": torch.zeros(1)},
-                "optimizer": {"state": {}, "param_groups": []}, "message_hub": {"payload": _Evil(marker)}}, path)
+    torch.save(
+        {
+            "meta": {"iter": 1, "epoch": 0},
+            "state_dict": {"backbone.model.conv1.weight": torch.zeros(1)},
+            "optimizer": {"state": {}, "param_groups": []},
+            "message_hub": {"payload": _Evil(marker)},
+        },
+        path,
+    )
     return path
 
 
@@ -57,10 +65,19 @@ def _one_line(capsys, code, needle) -> str:
 
 def _hold_lock(path: Path):
     """Another process that writes the run directory ``path`` (holds its lock) until killed."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from harness.core.rundir import RunDir; "
-        f"RunDir.create('exp', path={str(path)!r}); print('locked', flush=True); time.sleep(120)")],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import time; from harness.core.rundir import RunDir; "
+                f"RunDir.create('exp', path={str(path)!r}); print('locked', flush=True); time.sleep(120)"
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
     return holder
 
@@ -74,9 +91,15 @@ def test_the_mmengine_allow_list_admits_its_own_state_and_nothing_else(tmp_path)
     buffer = HistoryBuffer()
     for value in (1.0, 3.0):
         buffer.update(value)
-    torch.save({"message_hub": {"log_scalars": {"loss": buffer}, "eta": np.float64(2.5)},
-                "meta": {"dataset_meta": {"classes": ("a", "b")}}, "state_dict": {"w": torch.ones(2)},
-                "array": np.arange(3, dtype=np.int64)}, tmp_path / "good.pth")
+    torch.save(
+        {
+            "message_hub": {"log_scalars": {"loss": buffer}, "eta": np.float64(2.5)},
+            "meta": {"dataset_meta": {"classes": ("a", "b")}},
+            "state_dict": {"w": torch.ones(2)},
+            "array": np.arange(3, dtype=np.int64),
+        },
+        tmp_path / "good.pth",
+    )
     loaded = load_mmengine_checkpoint(tmp_path / "good.pth")
     assert type(loaded["message_hub"]["log_scalars"]["loss"]) is HistoryBuffer
     assert loaded["message_hub"]["log_scalars"]["loss"].mean() == 2.0 and loaded["array"].tolist() == [0, 1, 2]
@@ -139,8 +162,10 @@ def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(ho
         "test": (["test", DET, str(evil), "--work-dir", str(work)], "posix.system"),
         "load_from": (["finetune", DET, "--work-dir", str(work), f"load_from={str(evil)!r}"], "posix.system"),
         "resume": (["finetune", DET, "--work-dir", str(work), "--resume", str(evil), *TINY_FINETUNE], "posix.system"),
-        "resume-auto": (["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE],
-                        "names no checkpoint inside"),
+        "resume-auto": (
+            ["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE],
+            "names no checkpoint inside",
+        ),
     }[how]
     if how == "resume-auto":
         work.mkdir()
@@ -168,8 +193,11 @@ def test_a_second_finetune_of_a_run_directory_is_one_line(embedded_cache, tmp_pa
     try:
         before = sorted(p.name for p in work.iterdir())
         meta = (work / "meta.json").read_text()
-        _one_line(capsys, cli.main(["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE]),
-                  "is in use by pid")
+        _one_line(
+            capsys,
+            cli.main(["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE]),
+            "is in use by pid",
+        )
         assert sorted(p.name for p in work.iterdir()) == before and (work / "meta.json").read_text() == meta
     finally:
         holder.kill()
@@ -206,12 +234,14 @@ def test_a_shortened_finetune_brings_its_schedule_along():
         assert rates[k] == pytest.approx(eta_min + (base - eta_min) * (1 + math.cos(math.pi * (k - 4) / 36)) / 2)
 
     constant = [dict(type="ConstantLR", factor=1.0, by_epoch=False)]
-    kept = load_downstream_config(DET, ["train_cfg.max_iters=40", "train_cfg.val_interval=5",
-                                        f"param_scheduler={constant!r}"])
+    kept = load_downstream_config(
+        DET, ["train_cfg.max_iters=40", "train_cfg.val_interval=5", f"param_scheduler={constant!r}"]
+    )
     assert kept.param_scheduler == constant
     assert kept.train_cfg.val_interval == 5  # set on the command line: kept as given
-    epochs = load_downstream_config("configs/det/stepsnet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-1x_coco.py",
-                                    ["train_cfg.max_epochs=6"])
+    epochs = load_downstream_config(
+        "configs/det/stepsnet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-1x_coco.py", ["train_cfg.max_epochs=6"]
+    )
     warmup, steps = epochs.param_scheduler
     assert warmup.end == 500 and (steps.end, steps.milestones) == (6, [4, 5])  # the warm-up counts iterations
     assert epochs.scale == "6 epochs (the config's 12)"
@@ -221,10 +251,15 @@ def test_a_schedule_that_cannot_be_rescaled_says_which_key_to_set(tmp_path):
     from downstream.finetune import load_downstream_config
 
     config = tmp_path / "custom.py"
-    config.write_text(f"_base_ = [{DET!r}]\nparam_scheduler = [dict(type='ReduceOnPlateauLR', by_epoch=False, "
-                      f"monitor='loss', patience=50)]\n")
-    with pytest.raises(DepthbenchError, match=r"param_scheduler\[0\] \(ReduceOnPlateauLR\) cannot be rescaled from "
-                                              r"500 to 40 iterations; set param_scheduler=\[\.\.\.\]"):
+    config.write_text(
+        f"_base_ = [{DET!r}]\nparam_scheduler = [dict(type='ReduceOnPlateauLR', by_epoch=False, "
+        f"monitor='loss', patience=50)]\n"
+    )
+    with pytest.raises(
+        DepthbenchError,
+        match=r"param_scheduler\[0\] \(ReduceOnPlateauLR\) cannot be rescaled from "
+        r"500 to 40 iterations; set param_scheduler=\[\.\.\.\]",
+    ):
         load_downstream_config(str(config), ["train_cfg.max_iters=40"])
     assert load_downstream_config(str(config), []).param_scheduler[0].patience == 50  # no override: untouched
 
@@ -248,8 +283,12 @@ def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_
     assert out[0].startswith(f"depthbench finetune: {DET} -> {run}") and "model: MaskRCNN with steps_resnet18" in out[1]
     assert any(line.startswith("  2 iterations") for line in out) and any("schedule follows" in line for line in out)
     # training progress and the evaluations (every 250 of 500 iterations: here every 1 of 2)
-    assert [line.split(":")[0] for line in out if line.startswith("iter ")] == ["iter 1/2", "iter 1", "iter 2/2",
-                                                                                 "iter 2"]
+    assert [line.split(":")[0] for line in out if line.startswith("iter ")] == [
+        "iter 1/2",
+        "iter 1",
+        "iter 2/2",
+        "iter 2",
+    ]
     assert len(out) <= 12 and "mmengine - INFO" not in done.stdout and "loading annotations" not in done.stdout
     assert done.stderr.strip() == ""  # no library warnings, no MMEngine log
     log = next(run.glob("2*/2*.log")).read_text()
@@ -266,7 +305,9 @@ def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_
 def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_log(finetuned, embedded_cache, capsys):
     run, _ = finetuned
     capsys.readouterr()
-    assert cli.main(["test", DET, str(run / "last.pth"), "--json", "--verbose", "+test_dataloader.dataset.indices=4"]) == 0
+    assert (
+        cli.main(["test", DET, str(run / "last.pth"), "--json", "--verbose", "+test_dataloader.dataset.indices=4"]) == 0
+    )
     captured = capsys.readouterr()
     assert "coco/bbox_mAP" in json.loads(captured.out.strip().splitlines()[-1])
     # --verbose: MMEngine's console log is back, on stderr: stdout holds only the metrics (issue 45)
@@ -286,9 +327,17 @@ def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_p
 
     work = tmp_path / "run"
     env = {**os.environ, "DEPTHBENCH_CACHE": str(embedded_cache), "OMP_NUM_THREADS": "1"}
-    args = ["finetune", DET, "--work-dir", str(work),
-            "train_cfg.max_iters=60", "train_cfg.val_interval=1000", "default_hooks.checkpoint.interval=1000",
-            "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
+    args = [
+        "finetune",
+        DET,
+        "--work-dir",
+        str(work),
+        "train_cfg.max_iters=60",
+        "train_cfg.val_interval=1000",
+        "default_hooks.checkpoint.interval=1000",
+        "default_hooks.logger.interval=1",
+        "+val_dataloader.dataset.indices=4",
+    ]
     process = start_cli(*args, env=env)  # a fork of the preloaded server: `depthbench finetune` as a user starts it
     try:
         deadline = time.monotonic() + 300
@@ -303,8 +352,11 @@ def test_ctrl_c_preempts_a_finetune_and_a_resume_continues(embedded_cache, tmp_p
         if process.poll() is None:
             process.kill()
     assert process.returncode == 75, err[-2000:]
-    assert "Ctrl-C again to stop at once" in err and f"continue with: depthbench finetune " in err \
+    assert (
+        "Ctrl-C again to stop at once" in err
+        and "continue with: depthbench finetune " in err
         and f"--work-dir {work} --resume auto" in err
+    )
     meta = json.loads((work / "meta.json").read_text())
     step = meta["global_step"]
     assert meta["status"] == "preempted" and 1 <= step < 60
@@ -337,8 +389,11 @@ def _evil_run(path: Path, marker: Path, model: dict | None = None) -> Path:
 
 
 def _suite_rows(run: Path):
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-            if json.loads(line)["kind"] == "eval_suite"]
+    return [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "eval_suite"
+    ]
 
 
 @pytest.fixture
@@ -354,16 +409,33 @@ def test_eval_never_executes_a_run_directorys_config(tmp_path, capsys, _data_env
     torch.save(_steps_model("data.val_subset=8").state_dict(), run / "w.pth")
     assert cli.main(["eval", STEPS, "data.val_subset=8", "--checkpoint", str(run / "w.pth")]) == 0  # plain path
     other = _evil_run(tmp_path / "other", marker)
-    assert cli.main(["eval", STEPS, "data.val_subset=8", "--checkpoint", str(run / "w.pth"), "--analysis", "none",
-                     "--out-run", str(other)]) == 0  # suite path
+    assert (
+        cli.main(
+            [
+                "eval",
+                STEPS,
+                "data.val_subset=8",
+                "--checkpoint",
+                str(run / "w.pth"),
+                "--analysis",
+                "none",
+                "--out-run",
+                str(other),
+            ]
+        )
+        == 0
+    )  # suite path
     assert not marker.exists()
     assert {r["metric"] for r in _suite_rows(run)} == {"top1", "top5", "loss"}
     assert {r["metric"] for r in _suite_rows(other)} == {"top1", "top5"}
     # config.json is what a run's config is read from: a run of another model is refused before any work
     (run / "config.json").write_text(json.dumps({"model": {"name": "horesnet10_euler"}}))
     capsys.readouterr()
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(run / "w.pth"), "--analysis", "none"]),
-              "is a horesnet10_euler run but the config builds steps_deit_tiny")
+    _one_line(
+        capsys,
+        cli.main(["eval", STEPS, "--checkpoint", str(run / "w.pth"), "--analysis", "none"]),
+        "is a horesnet10_euler run but the config builds steps_deit_tiny",
+    )
     assert not marker.exists()
 
 
@@ -393,20 +465,28 @@ def test_eval_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeyp
     monkeypatch.setattr(harness.engine.builders, "build_model", lambda *a, **k: pytest.fail("model built"))
     folder = tmp_path / "out"
     folder.mkdir()
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder)]),
-              "is a directory; give a file name")
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(tmp_path / "no/x.csv")]),
-              "is not a directory")
+    _one_line(
+        capsys,
+        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder)]),
+        "is a directory; give a file name",
+    )
+    _one_line(
+        capsys,
+        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(tmp_path / "no/x.csv")]),
+        "is not a directory",
+    )
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == folder else real_access(p, mode, **k))
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder / "rows.csv")]),
-              "is not writable")
+    _one_line(
+        capsys,
+        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder / "rows.csv")]),
+        "is not writable",
+    )
     run = tmp_path / "run"
     run.mkdir()
     (run / "meta.json").write_text("{}")
     monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == run else real_access(p, mode, **k))
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out-run", str(run)]),
-              "is not writable")
+    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out-run", str(run)]), "is not writable")
 
 
 @pytest.mark.tier("integration")
@@ -433,15 +513,52 @@ def test_diagnose_checks_its_inputs_before_it_creates_a_run(tmp_path, capsys):
     evil = tmp_path / "evil.pth"
     torch.save({"model": {"w": torch.zeros(1)}, "x": _Evil(marker)}, evil)
     runs = tmp_path / "runs"
-    _one_line(capsys, cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--checkpoint", str(evil),
-                                "--input-size", "32", "--batch-size", "2", "--out-dir", str(runs)]), "posix.system")
+    _one_line(
+        capsys,
+        cli.main(
+            [
+                "diagnose",
+                "shortcut-ratio",
+                "steps_deit_tiny",
+                "--checkpoint",
+                str(evil),
+                "--input-size",
+                "32",
+                "--batch-size",
+                "2",
+                "--out-dir",
+                str(runs),
+            ]
+        ),
+        "posix.system",
+    )
     assert not runs.exists() and not marker.exists()
     afile = tmp_path / "afile"
     afile.write_text("")
-    _one_line(capsys, cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--input-size", "32",
-                                "--out-dir", str(afile)]), "is a file, not a directory")
+    _one_line(
+        capsys,
+        cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--input-size", "32", "--out-dir", str(afile)]),
+        "is a file, not a directory",
+    )
     wrong = tmp_path / "wrong.pth"  # readable, but the weights of another model: measured first, nothing written
     torch.save({"model": {"w": torch.zeros(1)}}, wrong)
-    _one_line(capsys, cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--checkpoint", str(wrong),
-                                "--input-size", "32", "--batch-size", "2", "--out-dir", str(runs)]), "does not fit")
+    _one_line(
+        capsys,
+        cli.main(
+            [
+                "diagnose",
+                "shortcut-ratio",
+                "steps_deit_tiny",
+                "--checkpoint",
+                str(wrong),
+                "--input-size",
+                "32",
+                "--batch-size",
+                "2",
+                "--out-dir",
+                str(runs),
+            ]
+        ),
+        "does not fit",
+    )
     assert not runs.exists()

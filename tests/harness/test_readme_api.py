@@ -2,6 +2,7 @@
 API") runs as written from any working directory, writes only into the runs root (or the ``/tmp`` outputs it
 names), and what it trained appears in ``api.results``; config paths resolve against the working directory, then
 the repository, and a missing one says where it looked."""
+
 import json
 import os
 import re
@@ -47,12 +48,13 @@ def test_readme_python_api_example_runs_from_another_directory(tmp_path):
     # the example's own outputs (/tmp/...) go to this test's folder: tests run side by side
     code = readme_api_example().replace('"/tmp/', f'"{out}/')
     assert "api.train(" in code and "api.results(" in code
-    code += ("\nimport json\nprint(json.dumps({'run_dir': str(run.run_dir.resolve()), 'status': run.status, "
-             "'runs': report.runs, 'files': [str(f) for f in report.files]}))\n")
+    code += (
+        "\nimport json\nprint(json.dumps({'run_dir': str(run.run_dir.resolve()), 'status': run.status, "
+        "'runs': report.runs, 'files': [str(f) for f in report.files]}))\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("DEPTHBENCH_RUNS", None)
-    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=900)
+    result = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["status"] == "done" and summary["runs"] >= 1

@@ -4,6 +4,7 @@ timm's own model tests (tests/models/timm_contract) check shapes and that the AP
 features are: Steps-DeiT's per-block full-width states, HO-ResNet's RK stage values, pruning that ends the
 network exactly there, and scripted / fx-traced models that compute what the eager model does.
 """
+
 import pytest
 import timm
 import torch
@@ -31,10 +32,10 @@ def _states_by_hand(model, x):
     y = tokens[..., :16]
     for i, step in enumerate(model.blocks.steps):
         if i:
-            y = torch.cat([y, tokens[..., bounds[i]:bounds[i + 1]]], -1)
+            y = torch.cat([y, tokens[..., bounds[i] : bounds[i + 1]]], -1)
         for block in step:
             y = block(y)
-            states.append(torch.cat([y, tokens[..., y.shape[-1]:]], -1))
+            states.append(torch.cat([y, tokens[..., y.shape[-1] :]], -1))
     return states
 
 

@@ -1,6 +1,7 @@
 """HO-ResNet (models/horesnet.py): the tableaux as ODE solvers, the block's wiring, the registered networks and
 the paper-table rows. Reference numbers come from the paper (docs/horesnet.md for what it leaves open) and the
 literature orders of the methods, never from running the code under test."""
+
 from __future__ import annotations
 
 import math
@@ -13,29 +14,56 @@ import torch
 from torch import nn
 
 import models  # noqa: F401  (registers the models)
-from models.horesnet import (SCHEMES, TABLEAUX, HOResNet, PreActSubBlock, RKBlock, _rooted_trees, checkpoint_filter_fn,
-                             get_tableau)
+from models.horesnet import (
+    SCHEMES,
+    TABLEAUX,
+    HOResNet,
+    PreActSubBlock,
+    RKBlock,
+    _rooted_trees,
+    checkpoint_filter_fn,
+    get_tableau,
+)
 
 VARIANTS = timm.list_models("horesnet*")  # every registered HO-ResNet name
 
 # Classical orders from the literature (Butcher, "Numerical Methods for ODEs"; Verner 1978).
-LITERATURE_ORDER = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 8, "heun3": 3, "rk3": 3, "gill4": 4,
-                    "kutta_nystrom5": 5}
+LITERATURE_ORDER = {
+    "euler": 1,
+    "midpoint": 2,
+    "rk4": 4,
+    "verner": 8,
+    "heun3": 3,
+    "rk3": 3,
+    "gill4": 4,
+    "kutta_nystrom5": 5,
+}
 STAGES = {"euler": 1, "midpoint": 2, "rk4": 4, "verner": 14, "heun3": 3, "rk3": 3, "gill4": 4, "kutta_nystrom5": 6}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # Every depth/scheme of Tables 3-4 and the ResNet-6 pair of Fig. 10.
-PAPER_MODELS = [f"horesnet{d}_{s}" for d, ss in {
-    6: ["euler", "midpoint"], 10: ["euler", "midpoint", "rk4"], 18: ["euler", "midpoint", "rk4"], 26: ["rk4"],
-    30: ["euler", "midpoint", "verner", "verner_ada"], 58: ["euler", "midpoint", "rk4", "verner", "verner_ada"],
-    82: ["rk4"], 86: ["euler", "midpoint", "verner", "verner_ada"]}.items() for s in ss]
+PAPER_MODELS = [
+    f"horesnet{d}_{s}"
+    for d, ss in {
+        6: ["euler", "midpoint"],
+        10: ["euler", "midpoint", "rk4"],
+        18: ["euler", "midpoint", "rk4"],
+        26: ["rk4"],
+        30: ["euler", "midpoint", "verner", "verner_ada"],
+        58: ["euler", "midpoint", "rk4", "verner", "verner_ada"],
+        82: ["rk4"],
+        86: ["euler", "midpoint", "verner", "verner_ada"],
+    }.items()
+    for s in ss
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Solver order: the block with its sub-block replaced by a known vector field
 # ---------------------------------------------------------------------------------------------------------------
+
 
 class Kepler(nn.Module):
     """Two-body problem y = (q, p): q' = p, p' = -q/|q|³ — nonlinear and vector-valued, so every order
@@ -70,8 +98,14 @@ def integrate(tableau, field: nn.Module, y0: torch.Tensor, t_end: float, steps: 
 T_END = 2.0
 # Steps per scheme: inside the asymptotic range, errors well above float64 round-off (Verner: 3e-5 .. 1e-12).
 # Euler's own error (~1e-2) is as large as the constant error of a 1 % wrong b; finer steps keep them apart.
-STEPS = {1: (256, 512, 1024, 2048), 2: (32, 64, 128, 256), 3: (32, 64, 128, 256), 4: (32, 64, 128, 256),
-         5: (16, 32, 64, 128), 8: (4, 8, 16, 32)}
+STEPS = {
+    1: (256, 512, 1024, 2048),
+    2: (32, 64, 128, 256),
+    3: (32, 64, 128, 256),
+    4: (32, 64, 128, 256),
+    5: (16, 32, 64, 128),
+    8: (4, 8, 16, 32),
+}
 ORDER_TOL = 0.25
 
 
@@ -121,14 +155,19 @@ def test_the_papers_printed_verner_typos_fail_the_order_check():
 
 def test_logistic_equation_reproduces_spec_reference_orders():
     """Spec §7 C3: y' = y(1-y), y(0) = 0.1, T = 2, exact 1/(1+9e^-t); pass at orders ≥ 0.9/1.8/3.8/6.8."""
+
     class Logistic(nn.Module):
         def forward(self, y):
             return y * (1 - y)
 
     y0 = torch.tensor([0.1], dtype=torch.float64)
     exact = 1 / (1 + 9 * math.exp(-2.0))
-    for scheme, steps, minimum in [("euler", (8, 16, 32), 0.9), ("midpoint", (8, 16, 32), 1.8),
-                                   ("rk4", (8, 16, 32), 3.8), ("verner", (2, 4, 8), 6.8)]:
+    for scheme, steps, minimum in [
+        ("euler", (8, 16, 32), 0.9),
+        ("midpoint", (8, 16, 32), 1.8),
+        ("rk4", (8, 16, 32), 3.8),
+        ("verner", (2, 4, 8), 6.8),
+    ]:
         errors = [abs(integrate(get_tableau(scheme), Logistic(), y0, 2.0, n).item() - exact) for n in steps]
         orders = [math.log2(errors[k] / errors[k + 1]) for k in range(len(errors) - 1)]
         assert min(orders) >= minimum, f"{scheme}: observed orders {orders}"
@@ -140,6 +179,7 @@ def test_logistic_equation_reproduces_spec_reference_orders():
 # ---------------------------------------------------------------------------------------------------------------
 # Tableaux
 # ---------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("scheme", [*SCHEMES, "rk4_k4_only"])
 def test_tableau_is_consistent(scheme):
@@ -153,10 +193,32 @@ def test_tableau_is_consistent(scheme):
 def test_verner_nodes_and_weights_are_the_standard_ones():
     """Spec §2.6: c and the 8th-order weights (exact fractions), k15/k16 dropped."""
     s6 = math.sqrt(6)
-    c = [0, 1 / 12, 1 / 9, 1 / 6, (2 + 2 * s6) / 15, (6 + s6) / 15, (6 - s6) / 15, 2 / 3, 1 / 2, 1 / 3, 1 / 4, 4 / 3,
-         5 / 6, 1]
-    b = {0: 103 / 1680, 7: -27 / 140, 8: 76 / 105, 9: -201 / 280, 10: 1024 / 1365, 11: 3 / 7280, 12: 12 / 35,
-         13: 9 / 280}
+    c = [
+        0,
+        1 / 12,
+        1 / 9,
+        1 / 6,
+        (2 + 2 * s6) / 15,
+        (6 + s6) / 15,
+        (6 - s6) / 15,
+        2 / 3,
+        1 / 2,
+        1 / 3,
+        1 / 4,
+        4 / 3,
+        5 / 6,
+        1,
+    ]
+    b = {
+        0: 103 / 1680,
+        7: -27 / 140,
+        8: 76 / 105,
+        9: -201 / 280,
+        10: 1024 / 1365,
+        11: 3 / 7280,
+        12: 12 / 35,
+        13: 9 / 280,
+    }
     v = get_tableau("verner")
     assert np.allclose(v.c, c, rtol=0, atol=1e-15)
     assert np.allclose(v.b, [b.get(i, 0.0) for i in range(14)], rtol=0, atol=1e-15)
@@ -205,10 +267,14 @@ def test_register_tableau_accepts_a_correct_scheme_and_refuses_wrong_ones():
 # Block wiring
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def _block(scheme, channels=4, **kw):
     torch.manual_seed(0)
-    block = RKBlock(get_tableau(scheme, **{k: kw.pop(k) for k in ("rk4_output", "verner_coeffs") if k in kw}),
-                    lambda _: PreActSubBlock(channels), **kw).eval()
+    block = RKBlock(
+        get_tableau(scheme, **{k: kw.pop(k) for k in ("rk4_output", "verner_coeffs") if k in kw}),
+        lambda _: PreActSubBlock(channels),
+        **kw,
+    ).eval()
     for p in block.parameters():
         if p.ndim == 1:  # non-trivial BN affine parameters
             nn.init.normal_(p, std=0.3)
@@ -272,6 +338,7 @@ def test_zeroed_subblocks_make_every_block_the_identity_up_to_relu():
 # Networks
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_every_table_row_is_a_registered_model():
     registered = set(timm.list_models(module="horesnet"))
     assert set(PAPER_MODELS) <= registered, sorted(set(PAPER_MODELS) - registered)
@@ -287,8 +354,11 @@ def test_forward_backward(name):
     out = model(x)
     assert out.shape == (2, 10) and torch.isfinite(out).all()
     out.square().mean().backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()
-               or not p.grad.abs().sum() > 0]
+    missing = [
+        n
+        for n, p in model.named_parameters()
+        if p.grad is None or not torch.isfinite(p.grad).all() or not p.grad.abs().sum() > 0
+    ]
     assert not missing, f"no usable gradient for {missing[:5]}"
 
 
@@ -296,7 +366,7 @@ def test_parameter_counts_match_the_spec_and_are_equal_across_schemes():
     """73,984 per sub-block + 2,506 (stem conv 1,728 + stem BN 128 + FC 650), +1 per block with learnable h."""
     by_depth = {}
     for name in VARIANTS:
-        depth, suffix = int(name[len("horesnet"):].split("_")[0]), name.split("_", 1)[1]
+        depth, suffix = int(name[len("horesnet") :].split("_")[0]), name.split("_", 1)[1]
         model = _meta(name)
         n_sub = (depth - 2) // 2
         blocks = n_sub // STAGES["verner" if suffix == "verner_ada" else suffix]
@@ -340,13 +410,16 @@ def test_official_checkpoint_keys_load():
         assert torch.equal(src(x), dst(x))
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: HOResNet(86, "rk4"), "use depth 82 or 90"),
-    (lambda: HOResNet(31, "euler"), "must be even"),
-    (lambda: HOResNet(10, "rk5"), "unknown HO-ResNet scheme 'rk5'"),
-    (lambda: HOResNet(10, "euler", rk4_output="k4_only"), "only applies to scheme 'rk4'"),
-    (lambda: HOResNet(30, "verner", verner_coeffs="paper"), "verner_coeffs must be one of"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: HOResNet(86, "rk4"), "use depth 82 or 90"),
+        (lambda: HOResNet(31, "euler"), "must be even"),
+        (lambda: HOResNet(10, "rk5"), "unknown HO-ResNet scheme 'rk5'"),
+        (lambda: HOResNet(10, "euler", rk4_output="k4_only"), "only applies to scheme 'rk4'"),
+        (lambda: HOResNet(30, "verner", verner_coeffs="paper"), "verner_coeffs must be one of"),
+    ],
+)
 def test_bad_arguments_say_what_to_do(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")) as info:
         call()
@@ -356,6 +429,7 @@ def test_bad_arguments_say_what_to_do(call, message):
 # ---------------------------------------------------------------------------------------------------------------
 # Paper tables
 # ---------------------------------------------------------------------------------------------------------------
+
 
 def test_verify_passes_and_checks_params_and_macs_of_every_model_row():
     from harness.commands import verify

@@ -3,6 +3,7 @@ distributed wrappers, the WSPT growth schedule, the baselines, the registered va
 
 Expected numbers come from the paper (section cited; docs/scalenet.md) or from independent arithmetic, never
 from running the code under test. Functional checks compare against models the tests build themselves."""
+
 from __future__ import annotations
 
 import copy
@@ -22,8 +23,20 @@ from harness.commands.verify import run as verify_run
 from harness.engine.checkpoint import load_weights
 from harness.core.errors import ConfigError
 from harness.engine.hooks import GrowthSchedule
-from models.scalenet_surgery import (AdjustedLinear, LoRA, ParallelAdapter, TyingError, assert_tied, expand, grow,
-                                     growth_mapping, layer_mapping, retie, tied_groups, tied_state_dict)
+from models.scalenet_surgery import (
+    AdjustedLinear,
+    LoRA,
+    ParallelAdapter,
+    TyingError,
+    assert_tied,
+    expand,
+    grow,
+    growth_mapping,
+    layer_mapping,
+    retie,
+    tied_groups,
+    tied_state_dict,
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -31,15 +44,24 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def small_deit(depth=4, dim=32, heads=2, **kw):
     torch.manual_seed(0)
-    return VisionTransformer(img_size=32, patch_size=8, embed_dim=dim, depth=depth, num_heads=heads,
-                             num_classes=10, **kw)
+    return VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=dim, depth=depth, num_heads=heads, num_classes=10, **kw
+    )
 
 
 def small_swin(depths=(2, 2, 2, 2), **kw):
     """Patch 2 on 32² → stage resolutions 16/8/4/2 with window 4: stages 1–2 really shift their windows."""
     torch.manual_seed(0)
-    return SwinTransformer(img_size=32, patch_size=2, window_size=4, embed_dim=12, depths=depths,
-                           num_heads=(3, 6, 12, 24), num_classes=10, **kw)
+    return SwinTransformer(
+        img_size=32,
+        patch_size=2,
+        window_size=4,
+        embed_dim=12,
+        depths=depths,
+        num_heads=(3, 6, 12, 24),
+        num_classes=10,
+        **kw,
+    )
 
 
 def randomize_adapters(model):
@@ -54,11 +76,12 @@ def randomize_adapters(model):
 # Layer mappings (spec §2.2, §2.7, §7.8)
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_layer_mappings_follow_the_spec():
     assert layer_mapping(12, 2, "interpolate") == [i // 2 for i in range(24)]
     assert layer_mapping(12, 2, "stack") == list(range(12)) * 2
     assert layer_mapping(12, 3, "interpolate") == [i // 3 for i in range(36)]
-    assert layer_mapping(2, 3, "stack") == [0, 1, 0, 1, 0, 1]                   # Swin-B stage 4 ×3
+    assert layer_mapping(2, 3, "stack") == [0, 1, 0, 1, 0, 1]  # Swin-B stage 4 ×3
     # Eq. 6 read 1-based: g(l') = ((l' − 1) mod L) + 1 for l' = 1..2L
     assert layer_mapping(12, 2, "stack") == [((lp - 1) % 12 + 1) - 1 for lp in range(1, 25)]
     # Table III: copies of layers {1,2,3} (1-based) right after their sources, 15 layers
@@ -75,13 +98,22 @@ def test_layer_mappings_follow_the_spec():
 # Sharing is real (§7.3)
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_shared_tensors_are_the_same_objects_and_the_rest_is_per_instance():
     model = expand(small_deit())
     b = model.blocks
     assert len(b) == 8
     for src, copy_ in ((b[0], b[1]), (b[6], b[7])):
-        for path in ("attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-                     "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias"):
+        for path in (
+            "attn.qkv.weight",
+            "attn.qkv.bias",
+            "attn.proj.weight",
+            "attn.proj.bias",
+            "mlp.fc1.weight",
+            "mlp.fc1.bias",
+            "mlp.fc2.weight",
+            "mlp.fc2.bias",
+        ):
             assert copy_.get_parameter(path) is src.get_parameter(path), path
         assert copy_.norm1.weight is not src.norm1.weight and torch.equal(copy_.norm1.weight, src.norm1.weight)
         assert copy_.norm2.bias is not src.norm2.bias and torch.equal(copy_.norm2.bias, src.norm2.bias)
@@ -95,7 +127,7 @@ def test_shared_tensors_are_the_same_objects_and_the_rest_is_per_instance():
 
 
 def test_swin_shares_bias_tables_and_takes_the_shift_of_its_position():
-    model = expand(small_swin())                      # default: stage 4, Stack order
+    model = expand(small_swin())  # default: stage 4, Stack order
     s4 = model.layers[3].blocks
     assert len(s4) == 4 and [len(st.blocks) for st in model.layers] == [2, 2, 2, 4]
     assert s4[2].attn.relative_position_bias_table is s4[0].attn.relative_position_bias_table
@@ -103,9 +135,9 @@ def test_swin_shares_bias_tables_and_takes_the_shift_of_its_position():
     # adapters on every block of every stage (§2.4)
     assert all(isinstance(b.mlp.fc1, AdjustedLinear) for st in model.layers for b in st.blocks)
 
-    model = expand(small_swin(), layers=[0], order="interpolate")   # stage 1 is 16×16 with window 4
+    model = expand(small_swin(), layers=[0], order="interpolate")  # stage 1 is 16×16 with window 4
     s1 = model.layers[0].blocks
-    assert [b.shift_size for b in s1] == [(0, 0), (2, 2), (0, 0), (2, 2)]   # by position, not by source
+    assert [b.shift_size for b in s1] == [(0, 0), (2, 2), (0, 0), (2, 2)]  # by position, not by source
     assert s1[1].attn.qkv.weight is s1[0].attn.qkv.weight and s1[2].attn.qkv.weight is not s1[0].attn.qkv.weight
     assert s1[1].attn_mask is not None and s1[2].attn_mask is None
 
@@ -114,6 +146,7 @@ def test_swin_shares_bias_tables_and_takes_the_shift_of_its_position():
 # Function at initialisation (§7.4), gradients of shared tensors (§7.4c)
 # ---------------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("adjust", ["adapter", "lora"])
 def test_k1_with_zero_initialised_branches_is_the_original_model(adjust):
     base = small_deit().double().eval()
@@ -121,7 +154,7 @@ def test_k1_with_zero_initialised_branches_is_the_original_model(adjust):
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     assert torch.equal(scaled(x), base(x))
     randomize_adapters(scaled)
-    assert not torch.allclose(scaled(x), base(x))   # the branches are really in the forward pass
+    assert not torch.allclose(scaled(x), base(x))  # the branches are really in the forward pass
 
 
 def _untied_reference(blocks, mapping):
@@ -147,14 +180,14 @@ def test_k2_equals_the_untied_deep_copy_and_shared_grads_are_sums(order):
             shared = scaled.blocks[positions[0]].get_parameter(path)
             copies = [reference.blocks[p].get_parameter(path).grad for p in positions]
             assert torch.allclose(shared.grad, copies[0] + copies[1], rtol=1e-10, atol=1e-12), (source, path)
-            assert not torch.allclose(shared.grad, copies[0])   # both instances contribute
+            assert not torch.allclose(shared.grad, copies[0])  # both instances contribute
 
 
 def test_swin_stack_equals_the_untied_deep_copy():
     base = small_swin().double().eval()
     reference = copy.deepcopy(base)
     reference.layers[1].blocks = _untied_reference(list(base.layers[1].blocks), [0, 1, 0, 1])
-    scaled = expand(copy.deepcopy(base), layers=[1]).eval()     # stage 2 is 8×8, window 4: shifts active
+    scaled = expand(copy.deepcopy(base), layers=[1]).eval()  # stage 2 is 8×8, window 4: shifts active
     x = torch.randn(1, 3, 32, 32, dtype=torch.float64)
     assert torch.allclose(scaled(x), reference(x), rtol=0, atol=1e-12)
 
@@ -163,10 +196,11 @@ def test_swin_stack_equals_the_untied_deep_copy():
 # Parameter counts: the formula (10·r·d per instance) and the spec's exact recounts (§7.2, §7.5, §7.7)
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_increments_follow_the_formulas():
     d, L, r = 32, 4, 4
     base = count_params(small_deit())
-    new_ln = L * 4 * d                      # norm1 + norm2 (weight + bias) per new instance
+    new_ln = L * 4 * d  # norm1 + norm2 (weight + bias) per new instance
     assert count_params(expand(small_deit(), rank=r)) - base == 2 * L * 10 * r * d + new_ln
     assert count_params(expand(small_deit(), adjust="lora", rank=r)) - base == 2 * L * 16 * r * d + new_ln
     assert count_params(expand(small_deit(), adjust=None)) - base == new_ln
@@ -180,16 +214,24 @@ def test_increments_follow_the_formulas():
 
 
 SPEC_COUNTS = {  # spec §7.2 (unique parameters)
-    "scalenet_deit_tiny_2x": 6_463_912, "scalenet_deit_small_2x": 23_543_656, "scalenet_deit_base_2x": 89_553_640,
-    "scalenet_swin_tiny_2x": 29_246_818, "scalenet_swin_small_2x": 51_302_002, "scalenet_swin_base_2x": 90_029_216,
-    "scalenet_swin_base_2x_stage3": 91_204_768, "scalenet_swin_base_2x_allstages": 91_666_592,
-    "scalenet_deit_base_2x_layers1to3": 87_314_152, "scalenet_swin_tiny_2x_stage3": 29_372_770,
-    "scalenet_deit_base_2x_lora16": 86_567_656 + 36_864 + 4_718_592,     # base + new LNs + LoRA
+    "scalenet_deit_tiny_2x": 6_463_912,
+    "scalenet_deit_small_2x": 23_543_656,
+    "scalenet_deit_base_2x": 89_553_640,
+    "scalenet_swin_tiny_2x": 29_246_818,
+    "scalenet_swin_small_2x": 51_302_002,
+    "scalenet_swin_base_2x": 90_029_216,
+    "scalenet_swin_base_2x_stage3": 91_204_768,
+    "scalenet_swin_base_2x_allstages": 91_666_592,
+    "scalenet_deit_base_2x_layers1to3": 87_314_152,
+    "scalenet_swin_tiny_2x_stage3": 29_372_770,
+    "scalenet_deit_base_2x_lora16": 86_567_656 + 36_864 + 4_718_592,  # base + new LNs + LoRA
     # Table I baselines (§5 derived checks)
-    "scalenet_deit_tiny_grow_stack": 6_607_144, "scalenet_deit_small_grow_swa": 23_825_128,
+    "scalenet_deit_tiny_grow_stack": 6_607_144,
+    "scalenet_deit_small_grow_swa": 23_825_128,
     "scalenet_swin_base_grow_random": 90_923_312,
     # Table II ✗ WSPT rows (§5 derived)
-    "scalenet_deit_tiny_1x_lora16": 6_307_240, "scalenet_swin_tiny_1x_adapter16": 28_994_914,
+    "scalenet_deit_tiny_1x_lora16": 6_307_240,
+    "scalenet_swin_tiny_1x_adapter16": 28_994_914,
 }
 
 
@@ -201,14 +243,19 @@ def test_unique_parameter_counts_match_the_spec():
 def test_trainable_sets_follow_the_spec():
     def trainable(model):
         return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
     # §7.5: DeiT-B and Swin train adapters + every norm (head frozen); DeiT-T/S train everything
-    for name, expected in [("scalenet_deit_base_2x", 3_024_384), ("scalenet_swin_tiny_2x", 983_232),
-                           ("scalenet_swin_small_2x", 1_738_944), ("scalenet_swin_base_2x", 2_318_592),
-                           ("scalenet_deit_tiny_2x", 6_463_912)]:
+    for name, expected in [
+        ("scalenet_deit_base_2x", 3_024_384),
+        ("scalenet_swin_tiny_2x", 983_232),
+        ("scalenet_swin_small_2x", 1_738_944),
+        ("scalenet_swin_base_2x", 2_318_592),
+        ("scalenet_deit_tiny_2x", 6_463_912),
+    ]:
         assert trainable(build_model(name)) == expected, name
     model = build_model("scalenet_deit_base_2x", trainable=["adjust", "norms", "head"])
     assert trainable(model) == 3_024_384 + 768 * 1000 + 1000
-    model = build_model("scalenet_deit_base_2x_noadjust")     # literal rule without adapters: norms only
+    model = build_model("scalenet_deit_base_2x_noadjust")  # literal rule without adapters: norms only
     assert trainable(model) == 75_264
 
 
@@ -216,7 +263,7 @@ def test_drop_path_is_spread_over_the_scaled_depth():
     model = expand(small_deit(drop_path_rate=0.3), drop_path=0.5)
     rates = [b.drop_path1.drop_prob if hasattr(b.drop_path1, "drop_prob") else 0.0 for b in model.blocks]
     assert rates == pytest.approx([0.5 * i / 7 for i in range(8)])
-    kept = expand(small_deit(drop_path_rate=0.3))               # None: the model's own rate, re-spread
+    kept = expand(small_deit(drop_path_rate=0.3))  # None: the model's own rate, re-spread
     assert kept.blocks[-1].drop_path2.drop_prob == pytest.approx(0.3)
     assert kept.blocks[4].drop_path1.drop_prob == pytest.approx(0.3 * 4 / 7)
 
@@ -225,15 +272,16 @@ def test_drop_path_is_spread_over_the_scaled_depth():
 # Tying through save / load
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_save_load_keeps_tying(tmp_path):
     model = expand(small_deit())
     randomize_adapters(model)
     sd = model.state_dict()
-    assert "blocks.0.attn.qkv.weight" in sd and "blocks.1.attn.qkv.weight" not in sd   # saved once
+    assert "blocks.0.attn.qkv.weight" in sd and "blocks.1.attn.qkv.weight" not in sd  # saved once
     assert "blocks.1.norm1.weight" in sd and "blocks.1.mlp.fc1.adjust.up.weight" in sd
     torch.save(sd, tmp_path / "ckpt.pth")
     fresh = expand(small_deit(depth=4))
-    fresh.load_state_dict(torch.load(tmp_path / "ckpt.pth", weights_only=True))       # strict
+    fresh.load_state_dict(torch.load(tmp_path / "ckpt.pth", weights_only=True))  # strict
     assert_tied(fresh)
     assert fresh.blocks[1].attn.qkv.weight is fresh.blocks[0].attn.qkv.weight
     x = torch.randn(1, 3, 32, 32)
@@ -247,7 +295,7 @@ def test_save_load_keeps_tying(tmp_path):
 def test_loading_a_checkpoint_whose_tied_tensors_differ_fails():
     model = expand(small_deit())
     sd = dict(model.state_dict())
-    sd["blocks.1.mlp.fc1.weight"] = sd["blocks.0.mlp.fc1.weight"] + 1.0    # as an untied deep model would save
+    sd["blocks.1.mlp.fc1.weight"] = sd["blocks.0.mlp.fc1.weight"] + 1.0  # as an untied deep model would save
     with pytest.raises(RuntimeError, match="shares"):
         expand(small_deit()).load_state_dict(sd)
 
@@ -270,7 +318,7 @@ def test_untying_is_detected_and_repaired():
     meta.to_empty(device="cpu")
     with pytest.raises(TyingError):
         assert_tied(meta)
-    with pytest.raises(TyingError, match="values differ"):   # the copies hold different garbage
+    with pytest.raises(TyingError, match="values differ"):  # the copies hold different garbage
         retie(meta)
     retie(meta, check_values=False)
     assert_tied(meta)
@@ -296,7 +344,7 @@ def test_ddp_wrapper_trains_and_saves_tied(tmp_path):
         sd = ddp.state_dict()
         assert "module.blocks.0.attn.qkv.weight" in sd and "module.blocks.1.attn.qkv.weight" not in sd
         fresh = expand(small_deit())
-        assert load_weights(fresh, sd).complete          # the one loader strips 'module.'; the hooks re-tie
+        assert load_weights(fresh, sd).complete  # the one loader strips 'module.'; the hooks re-tie
         assert_tied(fresh)
         assert torch.equal(fresh.blocks[1].attn.qkv.weight, model.blocks[0].attn.qkv.weight)
         assert tied_state_dict(ddp).keys() == model.state_dict().keys()
@@ -308,9 +356,11 @@ def test_ddp_wrapper_trains_and_saves_tied(tmp_path):
 # WSPT schedule and baselines
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_growth_schedule_grows_once_per_stage_and_on_resume():
-    schedule = GrowthSchedule.from_config({"stages": [{"epoch": 0, "k": 2, "rank": 4},
-                                                      {"epoch": 2, "k": 2, "adjust": None}]})
+    schedule = GrowthSchedule.from_config(
+        {"stages": [{"epoch": 0, "k": 2, "rank": 4}, {"epoch": 2, "k": 2, "adjust": None}]}
+    )
     model = small_deit()
     model, changed = schedule.maybe_grow(model, 0)
     assert changed and len(model.blocks) == 8
@@ -332,7 +382,7 @@ def test_grow_baselines_add_independent_blocks():
     base = small_deit()
     stacked = grow(copy.deepcopy(base), new_blocks=2, init="stack")
     assert len(stacked.blocks) == 6 and tied_groups(stacked) == []
-    assert torch.equal(stacked.blocks[4].attn.qkv.weight, base.blocks[0].attn.qkv.weight)   # θ_{4 mod 4}
+    assert torch.equal(stacked.blocks[4].attn.qkv.weight, base.blocks[0].attn.qkv.weight)  # θ_{4 mod 4}
     assert torch.equal(stacked.blocks[5].mlp.fc2.weight, base.blocks[1].mlp.fc2.weight)
     swa = grow(copy.deepcopy(base), new_blocks=1, init="swa", swa_layers=4)
     mean = sum(b.mlp.fc1.weight for b in base.blocks) / 4
@@ -366,6 +416,7 @@ def test_bad_arguments_say_what_is_wrong():
 # Registered variants and the tables
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def _reduced(name):
     """Kwargs that shrink a registered variant but keep its structure (depths, heads, expansion)."""
     if "_swin_" in name:
@@ -387,9 +438,15 @@ def test_registered_variants_are_listed_and_cover_the_tables():
     names = set(timm.list_models(module="scalenet"))
     for size in ("tiny", "small", "base"):
         assert {f"scalenet_deit_{size}_2x", f"scalenet_swin_{size}_2x"} <= names
-    assert {"scalenet_deit_base_3x", "scalenet_swin_base_3x", "scalenet_deit_base_2x_stack",
-            "scalenet_swin_base_2x_interp", "scalenet_deit_base_2x_lora8", "scalenet_deit_base_2x_layers10to12",
-            "scalenet_deit_base_depth24"} <= names
+    assert {
+        "scalenet_deit_base_3x",
+        "scalenet_swin_base_3x",
+        "scalenet_deit_base_2x_stack",
+        "scalenet_swin_base_2x_interp",
+        "scalenet_deit_base_2x_lora8",
+        "scalenet_deit_base_2x_layers10to12",
+        "scalenet_deit_base_depth24",
+    } <= names
     assert timm.models.get_pretrained_cfg("scalenet_deit_base_2x").input_size == (3, 224, 224)
 
 
@@ -407,6 +464,7 @@ def test_verify_rows_pass():
 # The issue's done-when flow, in plain PyTorch
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def test_deit_small_checkpoint_expanded_trained_saved_reloaded(tmp_path):
     torch.manual_seed(1)
     pretrained = timm.create_model("deit_small_patch16_224")
@@ -420,7 +478,7 @@ def test_deit_small_checkpoint_expanded_trained_saved_reloaded(tmp_path):
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     nn.functional.cross_entropy(model(x), torch.tensor([3])).backward()
     optimizer.step()
-    assert model.blocks[5].mlp.fc1.adjust.up.weight.abs().sum() > 0          # adapters trained
+    assert model.blocks[5].mlp.fc1.adjust.up.weight.abs().sum() > 0  # adapters trained
     assert not torch.equal(model.blocks[0].attn.qkv.weight, pretrained.blocks[0].attn.qkv.weight)
     torch.save(model.state_dict(), tmp_path / "scaled.pth")
 

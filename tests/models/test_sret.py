@@ -3,6 +3,7 @@
 Expected numbers come from the spec (§3, §7) or from reasoning written out here, never from running the code.
 Real forward passes use tiny inputs (32² images: 16/4/1 tokens per stage) to stay fast on CPU.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,12 +21,31 @@ from harness.engine.models import build_model
 from harness.measure.flops import count_flops, count_params
 from harness.core.errors import DepthbenchError
 from harness.engine.checkpoint import load_weights
-from models.sret import (LRC_LABELS, InferenceLinear, LRCBlock, LearnableCoefficient, MixedDepthLogits,
-                         NonLinearProjection, RecursiveMlpMixer, SlicedGroupAttention, lrc_coefficients)
+from models.sret import (
+    LRC_LABELS,
+    InferenceLinear,
+    LRCBlock,
+    LearnableCoefficient,
+    MixedDepthLogits,
+    NonLinearProjection,
+    RecursiveMlpMixer,
+    SlicedGroupAttention,
+    lrc_coefficients,
+)
 
-OFFICIAL_NAMES = ["SReT_T", "SReT_LT", "SReT_S", "SReT_T_distill", "SReT_LT_distill", "SReT_S_distill",
-                  "SReT_T_wo_slice", "SReT_LT_wo_slice", "SReT_S_wo_slice", "SReT_LT_wo_slice_distill",
-                  "SReT_S_wo_slice_finetune_384"]
+OFFICIAL_NAMES = [
+    "SReT_T",
+    "SReT_LT",
+    "SReT_S",
+    "SReT_T_distill",
+    "SReT_LT_distill",
+    "SReT_S_distill",
+    "SReT_T_wo_slice",
+    "SReT_LT_wo_slice",
+    "SReT_S_wo_slice",
+    "SReT_LT_wo_slice_distill",
+    "SReT_S_wo_slice_finetune_384",
+]
 SMALL = 32  # image side for real forward passes
 
 
@@ -43,18 +63,29 @@ def image(batch: int = 2, seed: int = 1) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------- registry, counts
 
+
 def test_official_names_are_registered_in_family_sret():
     names = set(timm.list_models(module="sret"))
     missing = [n for n in OFFICIAL_NAMES if n not in names]
     assert not missing, f"not registered: {missing}"
 
 
-@pytest.mark.parametrize("name,size,expected", [
-    ("SReT_T", 224, 4_755_979), ("SReT_LT", 224, 4_988_024), ("SReT_S", 224, 20_899_692),
-    ("SReT_T_wo_slice", 224, 4_755_979), ("SReT_S_wo_slice_distill", 224, 20_899_692),
-    ("SReT_T", 384, 4_853_259), ("SReT_LT", 384, 5_085_304), ("SReT_S", 384, 21_091_212),
-    ("SReT_T", 512, 4_967_947), ("SReT_LT", 512, 5_199_992), ("SReT_S", 512, 21_317_004),
-])
+@pytest.mark.parametrize(
+    "name,size,expected",
+    [
+        ("SReT_T", 224, 4_755_979),
+        ("SReT_LT", 224, 4_988_024),
+        ("SReT_S", 224, 20_899_692),
+        ("SReT_T_wo_slice", 224, 4_755_979),
+        ("SReT_S_wo_slice_distill", 224, 20_899_692),
+        ("SReT_T", 384, 4_853_259),
+        ("SReT_LT", 384, 5_085_304),
+        ("SReT_S", 384, 21_091_212),
+        ("SReT_T", 512, 4_967_947),
+        ("SReT_LT", 512, 5_199_992),
+        ("SReT_S", 512, 21_317_004),
+    ],
+)
 def test_parameter_counts_match_spec_exactly(name, size, expected):
     assert count_params(build_model(name, img_size=size)) == expected  # spec §7.1
 
@@ -69,6 +100,7 @@ def test_sret_t_parameter_breakdown():
 
     def n(module):
         return sum(p.numel() for p in module.parameters())
+
     assert n(m.patch_embed) == 56_640 and m.pos_embed.numel() == 50_176  # spec §3
     assert [n(p) for p in m.pools] == [1_280, 2_560]
     assert n(m.norm) + n(m.head) == 257_512
@@ -120,6 +152,7 @@ def test_shared_block_gradient_sums_both_loops():
 
 # ------------------------------------------------------------------------------------------ forward / backward
 
+
 @pytest.mark.parametrize("name", sorted(timm.list_models(module="sret")))
 def test_forward_backward_every_variant(name):
     # SReT_B_as_printed (145M params) runs on the meta device: same graph, no 1.2 GB of weights and gradients
@@ -137,10 +170,14 @@ def test_forward_backward_every_variant(name):
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-@pytest.mark.parametrize("name,size,channels,grids", [
-    ("SReT_T", 224, (64, 128, 256), (28, 14, 7)), ("SReT_S", 224, (126, 252, 504), (28, 14, 7)),
-    ("SReT_T_finetune_384", 384, (64, 128, 256), (48, 24, 12)),
-])
+@pytest.mark.parametrize(
+    "name,size,channels,grids",
+    [
+        ("SReT_T", 224, (64, 128, 256), (28, 14, 7)),
+        ("SReT_S", 224, (126, 252, 504), (28, 14, 7)),
+        ("SReT_T_finetune_384", 384, (64, 128, 256), (48, 24, 12)),
+    ],
+)
 def test_stage_shapes(name, size, channels, grids):
     m = build_model(name)
     maps = m.forward_stages(torch.empty(2, 3, size, size, device="meta"))
@@ -149,6 +186,7 @@ def test_stage_shapes(name, size, channels, grids):
 
 
 # ------------------------------------------------------------------------------------- sliced group attention
+
 
 def _attention(dim=16, heads=2):
     torch.manual_seed(3)
@@ -184,11 +222,13 @@ def _reference_sliced_attention(attn, x, groups, perm):
 def test_sliced_attention_matches_written_out_algorithm():
     attn, x = _attention(), torch.randn(2, 12, 16)
     perm = torch.randperm(12, generator=torch.Generator().manual_seed(5))
-    torch.testing.assert_close(attn(x, groups=3, perm=perm), _reference_sliced_attention(attn, x, 3, perm),
-                               atol=1e-5, rtol=1e-5)  # spec §7.12
+    torch.testing.assert_close(
+        attn(x, groups=3, perm=perm), _reference_sliced_attention(attn, x, 3, perm), atol=1e-5, rtol=1e-5
+    )  # spec §7.12
     identity = torch.arange(12)
-    torch.testing.assert_close(attn(x, groups=4), _reference_sliced_attention(attn, x, 4, identity),
-                               atol=1e-5, rtol=1e-5)  # loop 1: contiguous chunks
+    torch.testing.assert_close(
+        attn(x, groups=4), _reference_sliced_attention(attn, x, 4, identity), atol=1e-5, rtol=1e-5
+    )  # loop 1: contiguous chunks
 
 
 def test_inverse_permutation_restores_token_order():
@@ -236,11 +276,12 @@ def test_theorem_1_attention_cost():
 
     matmul_2x2, linear_2 = macs(2, 2)
     matmul_1x1, linear_1 = macs(1, 1)
-    assert matmul_2x2 == matmul_1x1 == 2 * 784 ** 2 * 64 == 78_675_968  # spec §7.9: (N/G)·2L²D
+    assert matmul_2x2 == matmul_1x1 == 2 * 784**2 * 64 == 78_675_968  # spec §7.9: (N/G)·2L²D
     assert linear_1 == 784 * 4 * 64 * 64 and linear_2 == 2 * linear_1  # qkv + proj scale with the loops
 
 
 # ----------------------------------------------------------------------------------------- permutation modes
+
 
 def test_eval_is_deterministic_by_default_and_official_mode_is_stochastic():
     model, x = tiny().eval(), image()
@@ -274,6 +315,7 @@ def test_unsliced_model_has_no_permutation_randomness():
 
 
 # ---------------------------------------------------------------------------------------------------- LRC
+
 
 def test_lrc_at_one_is_a_plain_block_and_zero_branch_is_identity():
     torch.manual_seed(0)
@@ -311,12 +353,16 @@ def test_lrc_coefficients_hook_reports_values_by_role():
 
 def test_no_weight_decay_group_holds_lrc_biases_norms_and_pos_embed():
     from timm.optim import param_groups_weight_decay
+
     model = build_model("SReT_T")
     groups = param_groups_weight_decay(model, 0.05, no_weight_decay_list=model.no_weight_decay())
     no_decay = {id(p) for g in groups if g["weight_decay"] == 0 for p in g["params"]}
     named = dict(model.named_parameters())
-    expected = [n for n in named if n.endswith(".bias") or ".norm" in n or n.startswith("norm.") or n == "pos_embed"
-                or ".bn" in n]
+    expected = [
+        n
+        for n in named
+        if n.endswith(".bias") or ".norm" in n or n.startswith("norm.") or n == "pos_embed" or ".bn" in n
+    ]
     assert named["pos_embed"] is not None and id(named["pos_embed"]) in no_decay  # spec §7.17
     assert all(id(named[n]) in no_decay for n in expected)
     assert id(named["transformers.0.blocks.0.attn.qkv.weight"]) not in no_decay
@@ -324,18 +370,43 @@ def test_no_weight_decay_group_holds_lrc_biases_norms_and_pos_embed():
 
 # ------------------------------------------------------------------------------------------------ checkpoints
 
+
 def official_key_list(num_blocks=(2, 5, 3), loops=2) -> list[str]:
     """The official SReT.py state-dict keys, from its layout (anchors §2.3), written out independently."""
     keys = ["pos_embed"]
     for i in (1, 2, 3):
         keys += [f"patch_embed.conv{i}.weight", f"patch_embed.conv{i}.bias"]
-        keys += [f"patch_embed.bn{i}.{k}"
-                 for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")]
-    block = ["norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-             "norm2.weight", "norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias",
-             "coefficient1.bias", "coefficient2.bias", "coefficient3.bias", "coefficient4.bias"]
-    nll = ["norm1.weight", "norm1.bias", "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias",
-           "coefficient1.bias", "coefficient2.bias"]
+        keys += [
+            f"patch_embed.bn{i}.{k}" for k in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
+        ]
+    block = [
+        "norm1.weight",
+        "norm1.bias",
+        "attn.qkv.weight",
+        "attn.qkv.bias",
+        "attn.proj.weight",
+        "attn.proj.bias",
+        "norm2.weight",
+        "norm2.bias",
+        "mlp.fc1.weight",
+        "mlp.fc1.bias",
+        "mlp.fc2.weight",
+        "mlp.fc2.bias",
+        "coefficient1.bias",
+        "coefficient2.bias",
+        "coefficient3.bias",
+        "coefficient4.bias",
+    ]
+    nll = [
+        "norm1.weight",
+        "norm1.bias",
+        "mlp.fc1.weight",
+        "mlp.fc1.bias",
+        "mlp.fc2.weight",
+        "mlp.fc2.bias",
+        "coefficient1.bias",
+        "coefficient2.bias",
+    ]
     for s, a in enumerate(num_blocks):
         for k in range(2 * a * loops):  # even k: a (shared) block, odd k: an NLL
             keys += [f"transformers.{s}.blocks.{k}.{key}" for key in (block if k % 2 == 0 else nll)]
@@ -394,6 +465,7 @@ def test_checkpoint_pos_embed_is_resized_for_finetuning_and_timm_file_loading_wo
 
 # ------------------------------------------------------------------------------------------ mixed depth, heads
 
+
 def test_mixed_depth_branches():
     model, x = tiny("SReT_T_wo_slice", mixed_depth=True, drop_path_rate=0.0).train(), image()
     calls = []
@@ -422,11 +494,16 @@ def test_distill_head_option():
         torch.testing.assert_close(model(x), (model.head(feat) + model.head_dist(feat)) / 2)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(lrc="sometimes"), "lrc="), (dict(groups=((3, 1), (1, 1), (1, 1))), "not divisible"),
-    (dict(eval_permutation="never"), "eval_permutation="), (dict(class_token=True), "class_token"),
-    (dict(loops=0), "loops="),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(lrc="sometimes"), "lrc="),
+        (dict(groups=((3, 1), (1, 1), (1, 1))), "not divisible"),
+        (dict(eval_permutation="never"), "eval_permutation="),
+        (dict(class_token=True), "class_token"),
+        (dict(loops=0), "loops="),
+    ],
+)
 def test_bad_arguments_raise_one_clear_line(kwargs, message):
     with pytest.raises(ValueError, match=message):
         build_model("SReT_T", **kwargs)
@@ -438,6 +515,7 @@ def test_wrong_input_size_is_reported():
 
 
 # ------------------------------------------------------------------------------------------ inference fusion
+
 
 def _trained_looking(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` in float64, eval mode, with coefficients far from their initial 1 (negative ones too), every
@@ -456,13 +534,23 @@ def _trained_looking(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("SReT_T", {}), ("SReT_S", {}), ("SReT_LT_wo_slice", {}), ("SReT_T", {"mixed_depth": True}),
-    ("SReT_T", {"mixed_depth": True, "mixed_depth_fusion": "mean_features"}), ("SReT_S", {"distill_head": True}),
-    ("SReT_T", {"lrc": "identity"}), ("SReT_T", {"lrc": "branch"}), ("SReT_T", {"lrc": "none"}),
-    ("SReT_T_wo_slice", {"stem": "patch"}), ("SReT_108_mixed_depth", {"depth": 4}),
-    ("SReT_108", {"depth": 3, "nll_ratio": 1.0}),
-])
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("SReT_T", {}),
+        ("SReT_S", {}),
+        ("SReT_LT_wo_slice", {}),
+        ("SReT_T", {"mixed_depth": True}),
+        ("SReT_T", {"mixed_depth": True, "mixed_depth_fusion": "mean_features"}),
+        ("SReT_S", {"distill_head": True}),
+        ("SReT_T", {"lrc": "identity"}),
+        ("SReT_T", {"lrc": "branch"}),
+        ("SReT_T", {"lrc": "none"}),
+        ("SReT_T_wo_slice", {"stem": "patch"}),
+        ("SReT_108_mixed_depth", {"depth": 4}),
+        ("SReT_108", {"depth": 3, "nll_ratio": 1.0}),
+    ],
+)
 def test_fused_model_outputs_equal_the_unfused_model(name, kwargs):
     """fuse_for_inference folds c2/c4 (and NLLs' c2) into proj/fc2 and the stem's BNs into its convs: in float64
     the outputs agree to 1e-12 (the folds are exact up to rounding), features included."""
@@ -490,8 +578,9 @@ def test_fused_sret_s_float32_outputs_within_1e5_and_recursive_mixer_fuses():
         err_plain = (model.float()(x).double() - reference).abs().max()
         assert err_fused <= 1e-5 * reference.abs().max() and err_fused <= 4 * err_plain + 1e-7
     torch.manual_seed(0)
-    mixer = _trained_looking(RecursiveMlpMixer(loops=2, lrc="both", img_size=SMALL, patch_size=8, num_blocks=2,
-                                               embed_dim=32, num_classes=10))
+    mixer = _trained_looking(
+        RecursiveMlpMixer(loops=2, lrc="both", img_size=SMALL, patch_size=8, num_blocks=2, embed_dim=32, num_classes=10)
+    )
     fused_mixer = copy.deepcopy(mixer).fuse_for_inference()
     x = image().double()
     with torch.no_grad():
@@ -516,13 +605,15 @@ def test_fuse_for_inference_is_idempotent_returns_the_model_and_refuses_training
 
 # --------------------------------------------------------------------------------- recursive ViT / Mixer
 
+
 def test_naive_recursive_deit_is_deit_with_repeated_blocks():
     torch.manual_seed(0)
     deit = timm.create_model("deit_tiny_patch16_224", img_size=SMALL, depth=2).eval()
     once = timm.create_model("deit_tiny_naive_recursive", img_size=SMALL, depth=2, loops=1).eval()
     twice = timm.create_model("deit_tiny_naive_recursive", img_size=SMALL, depth=2, loops=2).eval()
-    external = timm.create_model("deit_tiny_naive_recursive", img_size=SMALL, depth=2, loops=2,
-                                 loop_order="external").eval()
+    external = timm.create_model(
+        "deit_tiny_naive_recursive", img_size=SMALL, depth=2, loops=2, loop_order="external"
+    ).eval()
     for m in (once, twice, external):
         m.load_state_dict(deit.state_dict())  # same layout as timm's DeiT
     x = image()
@@ -538,6 +629,7 @@ def test_naive_recursive_deit_is_deit_with_repeated_blocks():
 
 def test_recursive_mixer_is_timm_mixer_with_repeated_layers():
     from timm.models.mlp_mixer import MlpMixer
+
     config = dict(img_size=SMALL, patch_size=16, num_blocks=2, embed_dim=64)
     torch.manual_seed(0)
     mixer = MlpMixer(**config).eval()
@@ -552,10 +644,12 @@ def test_recursive_mixer_is_timm_mixer_with_repeated_layers():
 
 # ----------------------------------------------------------------------------------------------- verify rows
 
+
 def test_verify_rows_pass_and_slicing_saves_10_to_35_percent():
     """The 'exact' rows of results/tables/sret.yaml pass verify: exact params and the FLOPs cut of slicing."""
     from results.audit import Audit
     from results.paper_tables import load_paper
+
     tables = {t.id: t for t in load_paper("sret")}
     names = ("SReT-T", "SReT-TL", "SReT-S", "SReT-T @384", "SReT-TL @384", "SReT-S @384")
     rows = [r for r in tables["exact"].rows if r.name in names]
@@ -575,6 +669,7 @@ def test_verify_rows_pass_and_slicing_saves_10_to_35_percent():
 
 
 # ------------------------------------------------------------------------------------------------- TorchScript
+
 
 def test_torchscript_model_matches_eager_in_eval_and_training():
     """docs/sret.md: the scripted SReT computes what the eager one does, fixed and freshly drawn permutations alike."""
@@ -597,6 +692,7 @@ def test_torchscript_model_matches_eager_in_eval_and_training():
 
 def test_torchscript_feature_extraction_matches_eager():
     from timm.models._features import FeatureGetterNet
+
     getter, x = FeatureGetterNet(tiny("SReT_T_wo_slice", class_token=True), out_indices=(0, 2)).eval(), image()
     with torch.no_grad():
         maps = getter(x)
@@ -606,17 +702,21 @@ def test_torchscript_feature_extraction_matches_eager():
 
 @pytest.mark.parametrize("loop_order", ["internal", "external"])
 def test_torchscript_recursive_deit_with_nlls_matches_eager(loop_order):
-    model = timm.create_model("SReT_108_mixed_depth", img_size=SMALL, depth=2, nll_ratio=0.5,
-                              loop_order=loop_order).eval()
+    model = timm.create_model(
+        "SReT_108_mixed_depth", img_size=SMALL, depth=2, nll_ratio=0.5, loop_order=loop_order
+    ).eval()
     x = image()
     with torch.no_grad():
         torch.testing.assert_close(torch.jit.script(model)(x), model(x), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("SReT_108", dict(depth=2, embed_dim=32, num_heads=2, img_size=32, patch_size=16)),
-    ("mixer_b16_224_recursive", dict(num_blocks=2, embed_dim=32, img_size=32, patch_size=16)),
-])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("SReT_108", dict(depth=2, embed_dim=32, num_heads=2, img_size=32, patch_size=16)),
+        ("mixer_b16_224_recursive", dict(num_blocks=2, embed_dim=32, img_size=32, patch_size=16)),
+    ],
+)
 def test_grad_checkpointing_recomputes_each_block_application_with_equal_gradients(name, kwargs, monkeypatch):
     """The recursive ViT and Mixer inherit timm's set_grad_checkpointing; their own forward honours it (one
     checkpoint per block application) and the gradients equal the plain backward's."""

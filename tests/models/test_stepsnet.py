@@ -3,6 +3,7 @@
 Expected numbers come from the paper and from analytic counts of its architectures (docs/stepsnet.md),
 never from running this code.
 """
+
 import pytest
 import timm
 import torch
@@ -46,17 +47,37 @@ def sample(model: nn.Module, name: str) -> torch.Tensor:
 
 # --------------------------------------------------------------------------------------- every variant
 def test_all_paper_variants_are_registered():
-    expected = {"steps_resnet18", "steps_resnet34", "steps_resnet50", "steps_deit_tiny", "steps_deit_small",
-                "steps_deit_base", "steps_deit_base_302l", "steps_swin_tiny", "steps_swin_small", "steps_swin_base",
-                "steps_lm_30m", "steps_lm_45m", "steps_lm_64m", "steps_swin_tiny_reverse"}
+    expected = {
+        "steps_resnet18",
+        "steps_resnet34",
+        "steps_resnet50",
+        "steps_deit_tiny",
+        "steps_deit_small",
+        "steps_deit_base",
+        "steps_deit_base_302l",
+        "steps_swin_tiny",
+        "steps_swin_small",
+        "steps_swin_base",
+        "steps_lm_30m",
+        "steps_lm_45m",
+        "steps_lm_64m",
+        "steps_swin_tiny_reverse",
+    }
     expected |= {f"steps_deit_small_n{n}" for n in range(1, 6)}
     expected |= {f"{p}deit_w136_d{d}" for p in ("", "steps_") for d in (24, 36, 48, 72, 96)}
     expected |= {f"swin_fixflops_d{d}" for d in (24, 48, 72, 96)} | {"steps_swin_fixflops_d14"}
     expected |= {f"steps_swin_tiny_stage{s}" for s in range(1, 5)}
-    expected |= {"steps_deit_small_d0_0_12", "steps_deit_small_d2_1_11", "steps_deit_small_d6_3_9",
-                 "steps_deit_small_d12_6_6", "steps_deit_small_d18_9_3", "steps_deit_small_d22_11_1"}
+    expected |= {
+        "steps_deit_small_d0_0_12",
+        "steps_deit_small_d2_1_11",
+        "steps_deit_small_d6_3_9",
+        "steps_deit_small_d12_6_6",
+        "steps_deit_small_d18_9_3",
+        "steps_deit_small_d22_11_1",
+    }
     assert expected <= set(VARIANTS)
     from harness.measure.catalog import registered
+
     assert expected <= {name for name, family in registered() if family == "stepsnet"}
 
 
@@ -98,13 +119,13 @@ def recording_net(widths, depths, log, **kwargs):
 def test_slices_are_contiguous_in_order_with_the_previous_output_first():
     log = []
     net = recording_net([2, 3, 5], [1, 1, 1], log)
-    x = torch.arange(5.).view(1, 5) + 1  # channel c holds c + 1
+    x = torch.arange(5.0).view(1, 5) + 1  # channel c holds c + 1
     y = net(x)
     (tag1, in1), (tag2, in2), (tag3, in3) = log
-    assert tag1 == (0, 0, 2) and in1.tolist() == [[1., 2.]]                    # x_1 = the first 2 channels
-    assert tag2 == (1, 0, 3) and in2.tolist() == [[2., 4., 3.]]                # [y_1, x_2]: y_1 first, then raw x_2
-    assert tag3 == (2, 0, 5) and in3.tolist() == [[4., 8., 6., 4., 5.]]        # [y_2, x_3]
-    assert y.tolist() == [[8., 16., 12., 8., 10.]]
+    assert tag1 == (0, 0, 2) and in1.tolist() == [[1.0, 2.0]]  # x_1 = the first 2 channels
+    assert tag2 == (1, 0, 3) and in2.tolist() == [[2.0, 4.0, 3.0]]  # [y_1, x_2]: y_1 first, then raw x_2
+    assert tag3 == (2, 0, 5) and in3.tolist() == [[4.0, 8.0, 6.0, 4.0, 5.0]]  # [y_2, x_3]
+    assert y.tolist() == [[8.0, 16.0, 12.0, 8.0, 10.0]]
     assert net.slices() == [(0, 2), (2, 3), (3, 5)]
 
 
@@ -117,7 +138,7 @@ def test_channel_zero_reaches_every_step_and_the_last_channel_only_the_last():
     net(x)
     # y_i depends on exactly the channels [0, C_i): x_1 from step 1 on, x_3 (channels 4, 5) only in step 3
     for i, width in enumerate(net.widths):
-        grad, = torch.autograd.grad(step_out[i].sum(), x, retain_graph=True)
+        (grad,) = torch.autograd.grad(step_out[i].sum(), x, retain_graph=True)
         assert (grad[:, :width].abs().sum(0) > 0).all() and grad[:, width:].abs().sum() == 0, i
 
 
@@ -132,14 +153,17 @@ def test_one_step_is_the_plain_residual_stack():
 
 
 def _remap(state, old, new):
-    return {(new + k[len(old):] if k.startswith(old) else k): v for k, v in state.items()}
+    return {(new + k[len(old) :] if k.startswith(old) else k): v for k, v in state.items()}
 
 
-@pytest.mark.parametrize("steps_name, baseline_name, remap", [
-    # Table 8's 1 step and Table 9's (0, 0, 12) are DeiT-S (spec §7.4); empty steps just pass their slices
-    ("steps_deit_small_n1", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.0.")),
-    ("steps_deit_small_d0_0_12", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.2.")),
-])
+@pytest.mark.parametrize(
+    "steps_name, baseline_name, remap",
+    [
+        # Table 8's 1 step and Table 9's (0, 0, 12) are DeiT-S (spec §7.4); empty steps just pass their slices
+        ("steps_deit_small_n1", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.0.")),
+        ("steps_deit_small_d0_0_12", "deit_small_patch16_224", lambda s: _remap(s, "blocks.", "blocks.steps.2.")),
+    ],
+)
 def test_one_step_models_equal_their_timm_baseline(steps_name, baseline_name, remap):
     torch.manual_seed(0)
     baseline = timm.create_model(baseline_name, img_size=32, num_classes=10).eval()
@@ -188,8 +212,9 @@ def _frozen_stepsnet_forward(self, x):
     return y
 
 
-@pytest.mark.parametrize("name", ["steps_deit_small", "steps_swin_tiny", "steps_resnet18_w32", "steps_resnet50",
-                                  "steps_lm_30m"])
+@pytest.mark.parametrize(
+    "name", ["steps_deit_small", "steps_swin_tiny", "steps_resnet18_w32", "steps_resnet50", "steps_lm_30m"]
+)
 def test_forward_and_gradients_are_bit_identical_to_the_frozen_reference(name, monkeypatch):
     model = small(name, drop_path_rate=0.0)
     x = sample(model, name)
@@ -222,9 +247,16 @@ def test_half_width_steps_resnet18_is_registered_with_the_presets_steps():
     nets = [m for m in model.modules() if isinstance(m, StepsNet)]
     assert [net.widths for net in nets] == [[32, 45, 64, 90, 128], [32, 45, 64, 90, 128, 181, 256]]
     assert [net.depths for net in nets] == [[2, 1, 1, 1, 0], [2, 1, 1, 1, 1, 1, 0]]
-    explicit = build_model("steps_resnet18", channels=(32, 64, 128, 256), stage_steps=(
-        None, None, ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
-        ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0))))
+    explicit = build_model(
+        "steps_resnet18",
+        channels=(32, 64, 128, 256),
+        stage_steps=(
+            None,
+            None,
+            ((32, 2), (45, 1), (64, 1), (90, 1), (128, 0)),
+            ((32, 2), (45, 1), (64, 1), (90, 1), (128, 1), (181, 1), (256, 0)),
+        ),
+    )
     assert count_params(model) == count_params(explicit)
     assert model.pretrained_cfg["input_size"] == (3, 224, 224)
 
@@ -233,7 +265,7 @@ def test_empty_widest_step_keeps_the_nominal_width():
     log = []
     net = recording_net([2, 3, 5], [1, 1, 0], log)  # like Steps-ResNet-18's 256×0: the last slice bypasses
     y = net(torch.ones(1, 5))
-    assert y.shape == (1, 5) and y.tolist() == [[4., 4., 2., 1., 1.]]
+    assert y.shape == (1, 5) and y.tolist() == [[4.0, 4.0, 2.0, 1.0, 1.0]]
 
 
 def test_narrowed_in_width_drops_the_empty_step():
@@ -244,25 +276,35 @@ def test_narrowed_in_width_drops_the_empty_step():
         net(torch.ones(1, 5))
 
 
-@pytest.mark.parametrize("widths, depths, kwargs, message", [
-    ([4, 2], [1, 1], {}, "strictly increasing"),
-    ([2, 4], [1], {}, "one depth per width"),
-    ([2, 4], [1, -1], {}, ">= 0"),
-    ([2, 4], [1, 1], {"in_width": 3}, "must be one of"),
-    ([2, 4], [1, 1], {"in_width": 2}, "must be empty"),
-])
+@pytest.mark.parametrize(
+    "widths, depths, kwargs, message",
+    [
+        ([4, 2], [1, 1], {}, "strictly increasing"),
+        ([2, 4], [1], {}, "one depth per width"),
+        ([2, 4], [1, -1], {}, ">= 0"),
+        ([2, 4], [1, 1], {"in_width": 3}, "must be one of"),
+        ([2, 4], [1, 1], {"in_width": 2}, "must be empty"),
+    ],
+)
 def test_bad_configurations_fail_with_one_line(widths, depths, kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         StepsNet(widths, depths, lambda i, j, w: nn.Identity(), **kwargs)
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("name, kwargs, message", [
-    ("steps_resnet50", dict(stage_steps=(None, None, ((64, 2), (300, 1)), None)), "widest step must be the stage width"),
-    ("steps_swin_tiny", dict(stage_steps=(None, None, ((192, 6, 0), (384, 12, 0)), None)), "no blocks in any step"),
-    ("steps_deit_tiny", dict(steps=((100, 3, 2), (192, 3, 2))), "width divisible by heads"),
-    ("steps_deit_tiny", dict(embed_dim=100), "takes its widths from 'steps'"),
-])
+@pytest.mark.parametrize(
+    "name, kwargs, message",
+    [
+        (
+            "steps_resnet50",
+            dict(stage_steps=(None, None, ((64, 2), (300, 1)), None)),
+            "widest step must be the stage width",
+        ),
+        ("steps_swin_tiny", dict(stage_steps=(None, None, ((192, 6, 0), (384, 12, 0)), None)), "no blocks in any step"),
+        ("steps_deit_tiny", dict(steps=((100, 3, 2), (192, 3, 2))), "width divisible by heads"),
+        ("steps_deit_tiny", dict(embed_dim=100), "takes its widths from 'steps'"),
+    ],
+)
 def test_bad_model_arguments_fail_with_one_line(name, kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         build_model(name, **kwargs)
@@ -273,8 +315,9 @@ def test_baseline_block_arguments_and_device_reach_the_step_blocks():
     # a Steps twin differs from its baseline only in the macro: block options must reach every step's blocks
     deit = timm.create_model("steps_deit_tiny", device="meta", mlp_layer=timm.layers.GluMlp, qk_norm=True)
     assert {p.device.type for p in deit.parameters()} == {"meta"}
-    assert all(isinstance(b.mlp, timm.layers.GluMlp) and not isinstance(b.attn.q_norm, nn.Identity)
-               for b in deit.blocks)
+    assert all(
+        isinstance(b.mlp, timm.layers.GluMlp) and not isinstance(b.attn.q_norm, nn.Identity) for b in deit.blocks
+    )
     resnet = timm.create_model("steps_resnet18", device="meta", block_args=dict(attn_layer="se"))
     assert {p.device.type for p in resnet.parameters()} == {"meta"}
     assert all(b.se is not None for b in residual_blocks(resnet))  # timm's BasicBlock: se is None without attn_layer
@@ -285,11 +328,11 @@ def test_baseline_block_arguments_and_device_reach_the_step_blocks():
 def test_reverse_design_splits_first_channels_onward_and_outputs_y1_first():
     log = []
     net = ReverseStepsNet([5, 3, 2], [1, 1, 1], lambda i, j, w: Record(log, (i, w)))
-    x = torch.arange(5.).view(1, 5) + 1
+    x = torch.arange(5.0).view(1, 5) + 1
     y = net(x)
     assert [t for t, _ in log] == [(0, 5), (1, 3), (2, 2)]
-    assert log[1][1].tolist() == [[2., 4., 6.]] and log[2][1].tolist() == [[4., 8.]]
-    assert y.tolist() == [[8., 10., 12., 8., 16.]]  # [y_1 (F_1's last 2), y_2 (F_2's last 1), y_3]
+    assert log[1][1].tolist() == [[2.0, 4.0, 6.0]] and log[2][1].tolist() == [[4.0, 8.0]]
+    assert y.tolist() == [[8.0, 10.0, 12.0, 8.0, 16.0]]  # [y_1 (F_1's last 2), y_2 (F_2's last 1), y_3]
 
 
 # ------------------------------------------------------------------------------- Table 6 / 7 hooks
@@ -299,15 +342,15 @@ def test_mask_hooks_zero_the_slow_or_the_fast_path():
     x = torch.ones(1, 5)
     with stepsnet_analysis(net, mask_first=1):
         net(x)
-    assert log[0][1].tolist() == [[0., 1.]]                  # x_1 lost its first channel
+    assert log[0][1].tolist() == [[0.0, 1.0]]  # x_1 lost its first channel
     log.clear()
-    with stepsnet_analysis(net, mask_last=3):              # the last 3 = x_3 (2 channels) then x_2
+    with stepsnet_analysis(net, mask_last=3):  # the last 3 = x_3 (2 channels) then x_2
         net(x)
-    assert log[0][1].tolist() == [[1., 1.]] and log[1][1].tolist() == [[2., 2., 0.]]
-    assert log[2][1][0, 3:].tolist() == [0., 0.]
+    assert log[0][1].tolist() == [[1.0, 1.0]] and log[1][1].tolist() == [[2.0, 2.0, 0.0]]
+    assert log[2][1][0, 3:].tolist() == [0.0, 0.0]
     log.clear()
-    net(x)                                                 # the context restored the model
-    assert log[1][1].tolist() == [[2., 2., 1.]]
+    net(x)  # the context restored the model
+    assert log[1][1].tolist() == [[2.0, 2.0, 1.0]]
 
 
 def test_drop_last_blocks_skips_exactly_those_blocks():
@@ -316,7 +359,7 @@ def test_drop_last_blocks_skips_exactly_those_blocks():
     with stepsnet_analysis(net, drop_last={0: 3, 2: 1}):
         y = net(torch.ones(1, 5))
     assert [t for t, _ in log] == [(0, 0, 2), (1, 0, 3), (1, 1, 3)]
-    assert y.tolist() == [[8., 8., 4., 1., 1.]]
+    assert y.tolist() == [[8.0, 8.0, 4.0, 1.0, 1.0]]
     with pytest.raises(ValueError, match="cannot drop 5 blocks of step 1"):
         with stepsnet_analysis(net, drop_last={1: 5}):
             pass
@@ -357,9 +400,15 @@ def test_table6_and_7_hooks_on_steps_deit_small():
 # -------------------------------------------------------------------------- counts against the spec
 # spec §7.3: exact analytic parameter counts (timm-equivalent modules)
 EXACT_PARAMS = {
-    "steps_deit_tiny": 5_732_632, "steps_deit_small": 22_090_312, "steps_deit_base": 86_683_816,
-    "steps_deit_base_302l": 42_111_880, "steps_swin_tiny": 27_803_770, "steps_swin_small": 49_121_674,
-    "steps_swin_base": 86_671_764, "steps_resnet18": 11_689_060, "steps_resnet34": 21_795_824,
+    "steps_deit_tiny": 5_732_632,
+    "steps_deit_small": 22_090_312,
+    "steps_deit_base": 86_683_816,
+    "steps_deit_base_302l": 42_111_880,
+    "steps_swin_tiny": 27_803_770,
+    "steps_swin_small": 49_121_674,
+    "steps_swin_base": 86_671_764,
+    "steps_resnet18": 11_689_060,
+    "steps_resnet34": 21_795_824,
     "steps_resnet50": 25_567_176,
 }
 
@@ -375,10 +424,13 @@ def test_reverse_design_has_steps_swin_t_parameters():
     assert count_params(build_model("steps_swin_tiny_reverse", weight_init="skip")) == EXACT_PARAMS["steps_swin_tiny"]
 
 
-@pytest.mark.parametrize("name, widths", [
-    ("steps_swin_tiny", (96, 192, 384, 544)),   # spec §7.4.7
-    ("steps_swin_base", (128, 256, 512, 720)),
-])
+@pytest.mark.parametrize(
+    "name, widths",
+    [
+        ("steps_swin_tiny", (96, 192, 384, 544)),  # spec §7.4.7
+        ("steps_swin_base", (128, 256, 512, 720)),
+    ],
+)
 def test_steps_swin_stage_widths(name, widths):
     model = build_model(name, weight_init="skip")
     assert tuple(info["num_chs"] for info in model.feature_info) == widths

@@ -1,5 +1,6 @@
 """TransNeXt (models/transnext.py) against the paper, docs/transnext.md and a slow
 per-query reference (tests/transnext_reference.py)."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,13 @@ CPU = torch.device("cpu")
 
 def small_model(**kwargs) -> TransNeXt:
     """A 1-block-per-stage TransNeXt with head dim 24, for fast numerical tests."""
-    cfg = dict(embed_dims=(48, 48, 48, 48), num_heads=(2, 2, 2, 2), depths=(1, 1, 1, 1), mlp_ratios=(2, 2, 2, 2),
-               num_classes=10)
+    cfg = dict(
+        embed_dims=(48, 48, 48, 48),
+        num_heads=(2, 2, 2, 2),
+        depths=(1, 1, 1, 1),
+        mlp_ratios=(2, 2, 2, 2),
+        num_classes=10,
+    )
     return TransNeXt(**{**cfg, **kwargs})
 
 
@@ -49,12 +55,16 @@ def randomize_special_parameters(model, std=0.5):
 # numerics: the vectorised mixers equal the per-query reference
 # ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size, pool, kwargs", [
-    ((7, 9), (3, 4), {}),                                   # stage sr 2 -> pool size // 2, non-square, odd
-    ((6, 5), (3, 2), {"window_size": (5, 5, 5, None)}),      # larger window
-    ((5, 7), (2, 3), {"pool_mode": "linear", "fixed_pool_size": (2, 3)}),  # linear mode, non-square pool
-    ((4, 4), (2, 2), {"query_embedding": False, "positional_attention": False}),
-])
+
+@pytest.mark.parametrize(
+    "size, pool, kwargs",
+    [
+        ((7, 9), (3, 4), {}),  # stage sr 2 -> pool size // 2, non-square, odd
+        ((6, 5), (3, 2), {"window_size": (5, 5, 5, None)}),  # larger window
+        ((5, 7), (2, 3), {"pool_mode": "linear", "fixed_pool_size": (2, 3)}),  # linear mode, non-square pool
+        ((4, 4), (2, 2), {"query_embedding": False, "positional_attention": False}),
+    ],
+)
 def test_aggregated_attention_matches_per_query_reference(size, pool, kwargs):
     torch.manual_seed(0)
     model = small_model(sr_ratios=(8, 4, 2, 1), **kwargs).double()
@@ -76,8 +86,9 @@ def test_interpolated_position_bias_matches_reference():
     randomize_special_parameters(model)
     geometry = model.geometry(0, (20, 28), CPU)  # stage 1 (sr 8): pool (2, 3); reference grid (24, 16), pool (3, 2)
     ours = model.block1[0].attn.position_bias(geometry, geometry.pool_size)
-    ref = reference.interpolated_pool_bias(model.block1[0].attn, (24, 16), (3, 2), pretrain_grid=(56, 56),
-                                           query_size=(20, 28), key_size=(2, 3))
+    ref = reference.interpolated_pool_bias(
+        model.block1[0].attn, (24, 16), (3, 2), pretrain_grid=(56, 56), query_size=(20, 28), key_size=(2, 3)
+    )
     assert ours.shape == (2, 20 * 28, 6)
     assert (ours - ref).abs().max().item() <= 1e-10
 
@@ -102,14 +113,20 @@ def test_window_ops_match_unfold_and_have_correct_gradients():
     v = torch.randn(b, heads, d, h * w, dtype=torch.float64, requires_grad=True)
     a = torch.randn(b, heads, h * w, k * k, dtype=torch.float64).transpose(-2, -1).requires_grad_()
     windows = F.unfold(v.detach().reshape(b * heads, d, h, w), k, padding=k // 2).view(b, heads, d, k * k, h * w)
-    assert torch.allclose(transnext.window_qk(q, v, h, w, k),
-                          torch.einsum("bhdn,bhdon->bhon", q.detach(), windows), rtol=0, atol=1e-12)
-    assert torch.allclose(transnext.window_av(a, v, h, w, k),
-                          torch.einsum("bhon,bhdon->bhdn", a.detach(), windows), rtol=0, atol=1e-12)
+    assert torch.allclose(
+        transnext.window_qk(q, v, h, w, k), torch.einsum("bhdn,bhdon->bhon", q.detach(), windows), rtol=0, atol=1e-12
+    )
+    assert torch.allclose(
+        transnext.window_av(a, v, h, w, k), torch.einsum("bhon,bhdon->bhdn", a.detach(), windows), rtol=0, atol=1e-12
+    )
     # scatter is av's adjoint in the values: <av(a, v), x> = <v, scatter(a, x)>
     x = torch.randn_like(v)
-    assert torch.allclose((transnext.window_av(a, v, h, w, k) * x).sum(),
-                          (v * transnext.window_scatter(a, x, h, w, k)).sum(), rtol=0, atol=1e-12)
+    assert torch.allclose(
+        (transnext.window_av(a, v, h, w, k) * x).sum(),
+        (v * transnext.window_scatter(a, x, h, w, k)).sum(),
+        rtol=0,
+        atol=1e-12,
+    )
     for op, first in zip((transnext.window_qk, transnext.window_av, transnext.window_scatter), (q, a, a)):
         assert torch.autograd.gradcheck(lambda x, y: op(x, y, h, w, k), (first, v))
 
@@ -120,8 +137,10 @@ def test_decomposed_window_ops_for_compile_match_the_custom_ops():
     b, h, w, heads, d, k = 2, 5, 4, 2, 3, 3
     q, key, v = (torch.randn(b, heads, d, h * w, dtype=torch.float64, requires_grad=True) for _ in range(3))
     a = torch.randn(b, heads, k * k, h * w, dtype=torch.float64, requires_grad=True)
-    for custom, plain, inputs in ((transnext.window_qk, transnext.window_qk_decomposed, (q, key)),
-                                  (transnext.window_av, transnext.window_av_decomposed, (a, v))):
+    for custom, plain, inputs in (
+        (transnext.window_qk, transnext.window_qk_decomposed, (q, key)),
+        (transnext.window_av, transnext.window_av_decomposed, (a, v)),
+    ):
         ours, theirs = plain(*inputs, h, w, k), custom(*inputs, h, w, k)
         assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
         g = torch.randn_like(ours)
@@ -137,8 +156,9 @@ def test_memory_saving_functions_match_autograd():
     small = torch.full((1, 4), 0.1, dtype=torch.float64, requires_grad=True)  # norm below eps: the clamped branch
     for t, dim, eps in ((x, 2, 1e-12), (small, -1, 1.0)):
         assert torch.autograd.gradcheck(lambda t: transnext._L2Normalize.apply(t, dim, eps), (t,))
-        assert torch.allclose(transnext._L2Normalize.apply(t, dim, eps), F.normalize(t, dim=dim, eps=eps),
-                              rtol=1e-14, atol=0)
+        assert torch.allclose(
+            transnext._L2Normalize.apply(t, dim, eps), F.normalize(t, dim=dim, eps=eps), rtol=1e-14, atol=0
+        )
     glu = transnext.ConvolutionalGLU(6, 12).double()
     x = torch.randn(2, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
     fused = glu(x, 4, 5)  # grad enabled: the _GatedConvFC path
@@ -153,8 +173,11 @@ def test_memory_saving_functions_match_autograd():
         assert torch.allclose(glu(x, 4, 5), plain, rtol=0, atol=1e-12)  # the in-place inference path
     gate, value = (t.detach().requires_grad_() for t in (gate, value))
     assert torch.autograd.gradcheck(
-        lambda g, v: transnext._GatedConvFC.apply(g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias,
-                                                   glu.fc2.weight, glu.fc2.bias, 4, 5, "none"), (gate, value))
+        lambda g, v: transnext._GatedConvFC.apply(
+            g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias, glu.fc2.weight, glu.fc2.bias, 4, 5, "none"
+        ),
+        (gate, value),
+    )
 
 
 def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
@@ -172,13 +195,21 @@ def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
     ours = transnext.cpb_mlp(grid[:, 0, 0], grid[0, :, 1], *params)
     weights = torch.randn_like(plain)
     assert torch.allclose(ours, plain, rtol=0, atol=1e-13)
-    for a, b in zip(torch.autograd.grad((ours * weights).sum(), params),
-                    torch.autograd.grad((plain * weights).sum(), params)):
+    for a, b in zip(
+        torch.autograd.grad((ours * weights).sum(), params), torch.autograd.grad((plain * weights).sum(), params)
+    ):
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
-    small = [p.detach()[:16].clone().requires_grad_() if i < 2 else p.detach()[:, :16].clone().requires_grad_()
-             if i == 2 else p.detach().clone().requires_grad_() for i, p in enumerate(params)]
+    small = [
+        p.detach()[:16].clone().requires_grad_()
+        if i < 2
+        else p.detach()[:, :16].clone().requires_grad_()
+        if i == 2
+        else p.detach().clone().requires_grad_()
+        for i, p in enumerate(params)
+    ]
     assert torch.autograd.gradcheck(lambda *p: transnext.cpb_mlp(grid[:5, 0, 0], grid[0, :4, 1], *p), small)
     from torch.utils.flop_counter import FlopCounterMode
+
     with FlopCounterMode(display=False) as counter:
         transnext.cpb_mlp(grid[:, 0, 0], grid[0, :, 1], *params)
     assert counter.get_total_flops() == 2 * uh * uw * 512 * (2 + attn.num_heads)  # fc1 + fc2, as linear layers
@@ -204,7 +235,7 @@ def _peak_bytes_of_op_outputs(fn):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            for t in out if isinstance(out, (tuple, list)) else (out,):
                 if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr():
                     ptr = t.untyped_storage().data_ptr()
                     if ptr not in self.sizes:
@@ -291,10 +322,18 @@ def test_softmax_is_shared_and_padding_contributes_nothing():
 # architecture audit (spec §3, §7.1, §7.2, §7.4)
 # ---------------------------------------------------------------------------------------------------------
 
-EXACT_PARAMS = {"transnext_micro": 12_809_304, "transnext_tiny": 28_258_960, "transnext_small": 49_741_564,
-                "transnext_base": 89_721_496, "transnext_micro_AAAA": 13_114_008, "transnext_micro_aamm": 12_219_624,
-                "transnext_micro_ammm": 12_198_744, "transnext_micro_mmmm": 12_192_912,
-                "transnext_small_384": 49_741_564, "transnext_base_384": 89_721_496}
+EXACT_PARAMS = {
+    "transnext_micro": 12_809_304,
+    "transnext_tiny": 28_258_960,
+    "transnext_small": 49_741_564,
+    "transnext_base": 89_721_496,
+    "transnext_micro_AAAA": 13_114_008,
+    "transnext_micro_aamm": 12_219_624,
+    "transnext_micro_ammm": 12_198_744,
+    "transnext_micro_mmmm": 12_192_912,
+    "transnext_small_384": 49_741_564,
+    "transnext_base_384": 89_721_496,
+}
 
 
 @pytest.mark.parametrize("name", list(EXACT_PARAMS))
@@ -305,21 +344,32 @@ def test_exact_parameter_counts(name):
 def test_special_parameter_totals_and_roadmap_step6():
     def total(model, word):
         return sum(p.numel() for n, p in model.named_parameters() if word in n)
+
     tiny, micro = build_model("transnext_tiny"), build_model("transnext_micro")
     assert total(tiny, "query_embedding") == 5_904
     assert total(tiny, "learnable_") == 44_550
     assert total(tiny, "cpb_fc") == 158_454
     assert total(tiny, "relative_pos_bias_local") == 1_782
-    assert (total(micro, "query_embedding"), total(micro, "learnable_"), total(micro, "cpb_fc"),
-            total(micro, "relative_pos_bias_local")) == (3_936, 29_700, 116_388, 1_188)
+    assert (
+        total(micro, "query_embedding"),
+        total(micro, "learnable_"),
+        total(micro, "cpb_fc"),
+        total(micro, "relative_pos_bias_local"),
+    ) == (3_936, 29_700, 116_388, 1_188)
     step6 = build_model("transnext_micro", query_embedding=False, positional_attention=False)
     assert count_params(step6) == 12_775_668
 
 
-@pytest.mark.parametrize("name, size, gflops", [  # the others are checked to the paper's rounding by verify below
-    ("transnext_micro", 224, 2.664), ("transnext_tiny", 224, 5.734), ("transnext_tiny", 384, 17.761),
-    ("transnext_base_384", 384, 56.344), ("transnext_micro_AAAA", 256, 3.345),
-])
+@pytest.mark.parametrize(
+    "name, size, gflops",
+    [  # the others are checked to the paper's rounding by verify below
+        ("transnext_micro", 224, 2.664),
+        ("transnext_tiny", 224, 5.734),
+        ("transnext_tiny", 384, 17.761),
+        ("transnext_base_384", 384, 56.344),
+        ("transnext_micro_AAAA", 256, 3.345),
+    ],
+)
 def test_flops_match_spec_within_0p05g(name, size, gflops):
     assert abs(count_flops(build_model(name), size).giga - gflops) <= 0.05
 
@@ -391,8 +441,9 @@ def test_pyramid_shapes_tiny_512_on_meta():
     model = build_model("transnext_tiny")
     feats = model.forward_intermediates(torch.empty(2, 3, 512, 512, device="meta"), intermediates_only=True)
     assert [tuple(f.shape) for f in feats] == [(2, 72, 128, 128), (2, 144, 64, 64), (2, 288, 32, 32), (2, 576, 16, 16)]
-    dino_4scale = model.forward_intermediates(torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3),
-                                              intermediates_only=True)
+    dino_4scale = model.forward_intermediates(
+        torch.empty(1, 3, 512, 512, device="meta"), (1, 2, 3), intermediates_only=True
+    )
     assert [tuple(f.shape) for f in dino_4scale] == [(1, 144, 64, 64), (1, 288, 32, 32), (1, 576, 16, 16)]
 
 
@@ -410,8 +461,17 @@ def test_features_only_is_the_stage_maps_and_pruning_keeps_them():
         assert [tuple(m.shape[1:]) for m in maps] == [(48, 24, 32), (96, 12, 16), (192, 6, 8), (384, 3, 4)]
         assert features.feature_info.channels() == [96, 192] and features.feature_info.reduction() == [8, 16]
         kept = {k.split(".")[1] for k in features.state_dict()}
-        assert kept == {"patch_embed1", "block1", "norm1", "patch_embed2", "block2", "norm2", "patch_embed3", "block3",
-                        "norm3"}  # stage 4 and the head are pruned
+        assert kept == {
+            "patch_embed1",
+            "block1",
+            "norm1",
+            "patch_embed2",
+            "block2",
+            "norm2",
+            "patch_embed3",
+            "block3",
+            "norm3",
+        }  # stage 4 and the head are pruned
         for ours, full in zip(features(x), maps[1:3]):
             assert torch.equal(ours, full)
 
@@ -419,6 +479,7 @@ def test_features_only_is_the_stage_maps_and_pruning_keeps_them():
 # ---------------------------------------------------------------------------------------------------------
 # running: every variant, any size, modes, batch independence, cache
 # ---------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", VARIANTS + ["transnext_micro_mmmm"])
 def test_forward_backward_every_variant(name):
@@ -452,7 +513,7 @@ def test_batch_elements_are_independent():
     x = torch.randn(3, 3, 72, 88)
     with torch.no_grad():
         together = model(x)
-        alone = torch.cat([model(x[i:i + 1]) for i in range(3)])
+        alone = torch.cat([model(x[i : i + 1]) for i in range(3)])
     assert torch.allclose(together, alone, atol=1e-5, rtol=1e-5)
 
 
@@ -493,7 +554,10 @@ def test_no_length_scaling_keeps_the_224_key_counts():
     for model, pooled_keys in ((frozen, 49), (scaled, 64)):
         counts = model.geometry(0, (64, 64), CPU).seq_length_scale.exp().round().view(64, 64)
         assert (counts[0, 0].item(), counts[0, 5].item(), counts[5, 5].item()) == (
-            4 + pooled_keys, 6 + pooled_keys, 9 + pooled_keys)
+            4 + pooled_keys,
+            6 + pooled_keys,
+            9 + pooled_keys,
+        )
     assert frozen.geometry(3, (8, 8), CPU).seq_length_scale.exp().round().unique().tolist() == [49.0]
     assert scaled.geometry(3, (8, 8), CPU).seq_length_scale.exp().round().unique().tolist() == [64.0]
 
@@ -529,6 +593,7 @@ def test_geometry_cache_follows_the_input_size():
 # official checkpoints
 # ---------------------------------------------------------------------------------------------------------
 
+
 def official_keys(dims, heads, depths, mlp_ratios, sr_ratios, num_classes=1000, window=3):
     """State-dict names and shapes of an official TransNeXt checkpoint, from the naming scheme of the official
     code (shared/notes/anchors.md §1.3), written out independently of the model code."""
@@ -537,40 +602,66 @@ def official_keys(dims, heads, depths, mlp_ratios, sr_ratios, num_classes=1000, 
     for i, (c, h, depth, r, sr) in enumerate(zip(dims, heads, depths, mlp_ratios, sr_ratios), start=1):
         kernel = 7 if i == 1 else 3
         keys[f"patch_embed{i}.proj.weight"] = (c, prev, kernel, kernel)
-        keys.update({f"patch_embed{i}.proj.bias": (c,), f"patch_embed{i}.norm.weight": (c,),
-                     f"patch_embed{i}.norm.bias": (c,)})
+        keys.update(
+            {f"patch_embed{i}.proj.bias": (c,), f"patch_embed{i}.norm.weight": (c,), f"patch_embed{i}.norm.bias": (c,)}
+        )
         hidden = int(2 * int(c * r) / 3)
         for j in range(depth):
             p = f"block{i}.{j}."
-            keys.update({p + "norm1.weight": (c,), p + "norm1.bias": (c,),
-                         p + "norm2.weight": (c,), p + "norm2.bias": (c,),
-                         p + "attn.temperature": (h, 1, 1), p + "attn.query_embedding": (h, 1, c // h),
-                         p + "attn.cpb_fc1.weight": (512, 2), p + "attn.cpb_fc1.bias": (512,),
-                         p + "attn.cpb_fc2.weight": (h, 512), p + "attn.cpb_fc2.bias": (h,),
-                         p + "attn.proj.weight": (c, c), p + "attn.proj.bias": (c,),
-                         p + "mlp.fc1.weight": (2 * hidden, c), p + "mlp.fc1.bias": (2 * hidden,),
-                         p + "mlp.dwconv.dwconv.weight": (hidden, 1, 3, 3), p + "mlp.dwconv.dwconv.bias": (hidden,),
-                         p + "mlp.fc2.weight": (c, hidden), p + "mlp.fc2.bias": (c,)})
+            keys.update(
+                {
+                    p + "norm1.weight": (c,),
+                    p + "norm1.bias": (c,),
+                    p + "norm2.weight": (c,),
+                    p + "norm2.bias": (c,),
+                    p + "attn.temperature": (h, 1, 1),
+                    p + "attn.query_embedding": (h, 1, c // h),
+                    p + "attn.cpb_fc1.weight": (512, 2),
+                    p + "attn.cpb_fc1.bias": (512,),
+                    p + "attn.cpb_fc2.weight": (h, 512),
+                    p + "attn.cpb_fc2.bias": (h,),
+                    p + "attn.proj.weight": (c, c),
+                    p + "attn.proj.bias": (c,),
+                    p + "mlp.fc1.weight": (2 * hidden, c),
+                    p + "mlp.fc1.bias": (2 * hidden,),
+                    p + "mlp.dwconv.dwconv.weight": (hidden, 1, 3, 3),
+                    p + "mlp.dwconv.dwconv.bias": (hidden,),
+                    p + "mlp.fc2.weight": (c, hidden),
+                    p + "mlp.fc2.bias": (c,),
+                }
+            )
             if sr == 1:
                 keys.update({p + "attn.qkv.weight": (3 * c, c), p + "attn.qkv.bias": (3 * c,)})
             else:
-                keys.update({p + "attn.q.weight": (c, c), p + "attn.q.bias": (c,), p + "attn.kv.weight": (2 * c, c),
-                             p + "attn.kv.bias": (2 * c,), p + "attn.sr.weight": (c, c, 1, 1), p + "attn.sr.bias": (c,),
-                             p + "attn.norm.weight": (c,), p + "attn.norm.bias": (c,),
-                             p + "attn.relative_pos_bias_local": (h, window ** 2),
-                             p + "attn.learnable_tokens": (h, c // h, window ** 2),
-                             p + "attn.learnable_bias": (h, 1, window ** 2)})
+                keys.update(
+                    {
+                        p + "attn.q.weight": (c, c),
+                        p + "attn.q.bias": (c,),
+                        p + "attn.kv.weight": (2 * c, c),
+                        p + "attn.kv.bias": (2 * c,),
+                        p + "attn.sr.weight": (c, c, 1, 1),
+                        p + "attn.sr.bias": (c,),
+                        p + "attn.norm.weight": (c,),
+                        p + "attn.norm.bias": (c,),
+                        p + "attn.relative_pos_bias_local": (h, window**2),
+                        p + "attn.learnable_tokens": (h, c // h, window**2),
+                        p + "attn.learnable_bias": (h, 1, window**2),
+                    }
+                )
         keys.update({f"norm{i}.weight": (c,), f"norm{i}.bias": (c,)})
         prev = c
     keys.update({"head.weight": (num_classes, dims[-1]), "head.bias": (num_classes,)})
     return keys
 
 
-@pytest.mark.parametrize("name, cfg", [
-    ("transnext_micro", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (8, 4, 2, 1))),
-    ("transnext_base", ((96, 192, 384, 768), (4, 8, 16, 32), (5, 5, 23, 5), (8, 8, 4, 4), (8, 4, 2, 1))),
-    ("transnext_micro_AAAA", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (16, 8, 4, 2))),
-])
+@pytest.mark.parametrize(
+    "name, cfg",
+    [
+        ("transnext_micro", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (8, 4, 2, 1))),
+        ("transnext_base", ((96, 192, 384, 768), (4, 8, 16, 32), (5, 5, 23, 5), (8, 8, 4, 4), (8, 4, 2, 1))),
+        ("transnext_micro_AAAA", ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (16, 8, 4, 2))),
+    ],
+)
 def test_state_dict_names_and_shapes_are_official(name, cfg):
     ours = {k: tuple(v.shape) for k, v in build_model(name).state_dict().items()}
     assert ours == official_keys(*cfg)
@@ -580,8 +671,13 @@ def test_official_state_dict_loads_strict_at_any_size_and_mode_and_round_trips(t
     torch.manual_seed(0)
     cfg = ((48, 96, 192, 384), (2, 4, 8, 16), (2, 2, 15, 2), (8, 8, 4, 4), (8, 4, 2, 1))
     state = {k: torch.randn(shape) * 0.02 for k, shape in official_keys(*cfg).items()}
-    for kwargs in ({}, {"img_size": 384, "pretrain_size": 224}, {"img_size": 640}, {"fixed_pool_size": 7},
-                   {"position_bias": "interpolate", "img_size": 800, "pretrain_size": 224}):
+    for kwargs in (
+        {},
+        {"img_size": 384, "pretrain_size": 224},
+        {"img_size": 640},
+        {"fixed_pool_size": 7},
+        {"position_bias": "interpolate", "img_size": 800, "pretrain_size": 224},
+    ):
         build_model("transnext_micro", **kwargs).load_state_dict(state, strict=True, assign=True)  # meta: names+shapes
     model = build_model("transnext_micro", device="cpu").eval()
     model.load_state_dict(state, strict=True)
@@ -596,6 +692,7 @@ def test_official_state_dict_loads_strict_at_any_size_and_mode_and_round_trips(t
 # ---------------------------------------------------------------------------------------------------------
 # optimiser groups, API, errors, registration, verify
 # ---------------------------------------------------------------------------------------------------------
+
 
 def test_no_weight_decay_names_and_timm_param_groups():
     model = build_model("transnext_micro", device="cpu")
@@ -670,8 +767,9 @@ class UnfoldSwattention:
 
     def qk_rpb_backward(self, grad, query, key, height, width, k, threads):
         rpb = torch.zeros(query.shape[1], k * k, dtype=query.dtype)
-        return self._grads(lambda q, kk, r: self.qk_rpb_forward(q, kk, r, height, width, k, threads), grad,
-                           query, key, rpb)
+        return self._grads(
+            lambda q, kk, r: self.qk_rpb_forward(q, kk, r, height, width, k, threads), grad, query, key, rpb
+        )
 
     def av_backward(self, grad, attn, value, height, width, k, threads):
         return self._grads(lambda a, v: self.av_forward(a, v, height, width, k, threads), grad, attn, value)
@@ -692,8 +790,9 @@ def test_swattention_path_matches_native(monkeypatch):
     randomize_special_parameters(model)
     x = torch.randn(2, 3, 40, 56, dtype=torch.float64)
     native, native_grads = _output_and_grads(model, x)
-    monkeypatch.setattr(transnext.AggregatedAttention, "_use_swattention",
-                        lambda self, x: transnext._SWATTENTION is not None)
+    monkeypatch.setattr(
+        transnext.AggregatedAttention, "_use_swattention", lambda self, x: transnext._SWATTENTION is not None
+    )
     monkeypatch.setattr(transnext, "_SWATTENTION_FAILED", False)
     monkeypatch.setattr(transnext, "_SWATTENTION", UnfoldSwattention())
     fast, fast_grads = _output_and_grads(model, x)
@@ -720,13 +819,21 @@ def test_registered_names_and_default_cfgs():
 
 def test_verify_rows_of_transnext_models_pass():
     """`depthbench verify` on every row of the tables that builds a TransNeXt model (all tables)."""
-    rows = [row for table in paper_tables.load_paper("transnext") for row in table.rows
-            if row.model and row.model.startswith("transnext") and set(row.paper) & set(MEASURES)]
+    rows = [
+        row
+        for table in paper_tables.load_paper("transnext")
+        for row in table.rows
+        if row.model and row.model.startswith("transnext") and set(row.paper) & set(MEASURES)
+    ]
     assert len(rows) >= 20
     distinct = {}  # many rows repeat a model with the same printed numbers; audit each combination once
     for row in rows:
-        key = (row.model, repr(sorted(row.model_kwargs.items())), repr(row.input_size),
-               repr(sorted((k, v) for k, v in row.paper.items() if k in MEASURES)))
+        key = (
+            row.model,
+            repr(sorted(row.model_kwargs.items())),
+            repr(row.input_size),
+            repr(sorted((k, v) for k, v in row.paper.items() if k in MEASURES)),
+        )
         distinct.setdefault(key, row)
     from harness.commands.verify import dense_counter
 
@@ -762,12 +869,21 @@ def _mini_claims_model(ffn: str, device="meta") -> TransNeXt:
     return build_model(cfg.model.name, device=device, **{**model_kwargs(cfg), "ffn": ffn})
 
 
-@pytest.mark.parametrize("ffn, layer", [("convglu", transnext.ConvolutionalGLU), ("glu", transnext.GatedLinearUnit),
-                                        ("mlp", transnext.Mlp)])
+@pytest.mark.parametrize(
+    "ffn, layer", [("convglu", transnext.ConvolutionalGLU), ("glu", transnext.GatedLinearUnit), ("mlp", transnext.Mlp)]
+)
 def test_every_ffn_builds_and_runs_forward_backward(ffn, layer):
     torch.manual_seed(0)
-    model = timm.create_model("transnext_micro", ffn=ffn, embed_dims=(24, 48, 48, 48), num_heads=(1, 2, 2, 2),
-                              depths=(1, 1, 1, 1), mlp_ratios=(4, 4, 4, 4), img_size=64, num_classes=5).train()
+    model = timm.create_model(
+        "transnext_micro",
+        ffn=ffn,
+        embed_dims=(24, 48, 48, 48),
+        num_heads=(1, 2, 2, 2),
+        depths=(1, 1, 1, 1),
+        mlp_ratios=(4, 4, 4, 4),
+        img_size=64,
+        num_classes=5,
+    ).train()
     assert model.ffn == ffn
     assert all(type(getattr(model, f"block{i}")[0].mlp) is layer for i in range(1, 5))
     mixer_keys = {k.split("mlp.", 1)[1] for k in model.state_dict() if ".mlp." in k}
@@ -786,8 +902,9 @@ def test_every_ffn_builds_and_runs_forward_backward(ffn, layer):
 def test_default_ffn_is_the_convglu_with_the_official_keys():
     default, explicit = small_model(), small_model(ffn="convglu")
     assert default.ffn == "convglu" and type(default.block1[0].mlp) is transnext.ConvolutionalGLU
-    assert {k: v.shape for k, v in default.state_dict().items()} == \
-        {k: v.shape for k, v in explicit.state_dict().items()}
+    assert {k: v.shape for k, v in default.state_dict().items()} == {
+        k: v.shape for k, v in explicit.state_dict().items()
+    }
 
 
 def test_glu_equals_convglu_whose_dwconv_is_a_centred_delta():

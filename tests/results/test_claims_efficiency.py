@@ -1,6 +1,7 @@
 """Efficiency claims (results/claims.py, results/claims_status.py): the papers' throughput and memory claims as
 confirmatory claims -- loaded from the claims files with their bounds, tested on per-round log ratios by the code
 that issues every verdict (evaluate -> Holm over the file's family), measured by bench's machinery."""
+
 import math
 import textwrap
 
@@ -77,14 +78,17 @@ def test_a_throughput_claim_plans_one_look_at_the_files_rounds(tmp_path):
     assert plan_looks(f.claims[0], f.design, f.bench) == ((1,), 1.0)
 
 
-@pytest.mark.parametrize("change, words", [
-    (("measure: MEASURE", "measure: speed"), "measure 'speed'"),
-    (("baseline: a", "baseline: c"), "baseline 'c' is not a model of the file's bench section"),
-    (("margin: 0.1", "margin: 1.5"), "'margin'"),
-    (("margin: 0.1", "margin: .nan"), "'margin'"),
-    (("mode: infer", "mode: both"), "mode 'both'"),
-    (("    power:", "    test: welch\n    power:"), "paired by round"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (("measure: MEASURE", "measure: speed"), "measure 'speed'"),
+        (("baseline: a", "baseline: c"), "baseline 'c' is not a model of the file's bench section"),
+        (("margin: 0.1", "margin: 1.5"), "'margin'"),
+        (("margin: 0.1", "margin: .nan"), "'margin'"),
+        (("mode: infer", "mode: both"), "mode 'both'"),
+        (("    power:", "    test: welch\n    power:"), "paired by round"),
+    ],
+)
 def test_bad_efficiency_claims_are_one_line(tmp_path, change, words):
     global CLAIM
     saved = CLAIM
@@ -97,12 +101,15 @@ def test_bad_efficiency_claims_are_one_line(tmp_path, change, words):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("bench, words", [
-    (BENCH.replace("rounds: 6", "rounds: 1000"), "rounds"),
-    (BENCH.replace("batch_size: 2", "batch_size: 0"), "batch_size"),
-    (BENCH.replace("size: 32}", "size: 100000}", 1), "size"),
-    ("bench: {models: {}}\n", "'models'"),
-])
+@pytest.mark.parametrize(
+    "bench, words",
+    [
+        (BENCH.replace("rounds: 6", "rounds: 1000"), "rounds"),
+        (BENCH.replace("batch_size: 2", "batch_size: 0"), "batch_size"),
+        (BENCH.replace("size: 32}", "size: 100000}", 1), "size"),
+        ("bench: {models: {}}\n", "'models'"),
+    ],
+)
 def test_a_bad_bench_section_is_one_line(tmp_path, bench, words):
     with pytest.raises(ClaimError, match=words):
         efficiency_file(tmp_path, bench=bench)
@@ -141,8 +148,11 @@ def test_an_exact_memory_ratio_decides_against_its_margin(tmp_path):
     f = efficiency_file(tmp_path, claims=(("m", "memory", "better"), ("s", "memory", "similar")))
 
     def values(base_mib, treat_mib):
-        return {("horesnet", "a:memory:infer"): {0: -math.log(base_mib)},
-                ("horesnet", "b:memory:infer"): {0: -math.log(treat_mib)}}
+        return {
+            ("horesnet", "a:memory:infer"): {0: -math.log(base_mib)},
+            ("horesnet", "b:memory:infer"): {0: -math.log(treat_mib)},
+        }
+
     r = verdicts(f, values(150.0, 100.0))
     assert r["m"].verdict == "supported" and math.exp(r["m"].interval.diff) == pytest.approx(1.5)
     assert r["m"].interval.low == r["m"].interval.high
@@ -187,11 +197,18 @@ def test_the_verdict_code_keeps_alpha_for_throughput_claims_under_the_null(tmp_p
 def test_bench_measures_the_claims_models_in_paired_rounds(tmp_path):
     """harness.measure.bench times both models in the same rounds: one log throughput per round and model, one
     memory value per model and mode, the machine named."""
-    f = efficiency_file(tmp_path, claims=(("t", "throughput", "better"), ("m", "memory", "better")),
-                        bench=BENCH.replace("rounds: 6", "rounds: 3"))
+    f = efficiency_file(
+        tmp_path,
+        claims=(("t", "throughput", "better"), ("m", "memory", "better")),
+        bench=BENCH.replace("rounds: 6", "rounds: 3"),
+    )
     values, hardware = cl.measure_efficiency(f, "cpu")
-    assert set(values) == {("horesnet", "a:throughput:infer"), ("horesnet", "b:throughput:infer"),
-                           ("horesnet", "a:memory:infer"), ("horesnet", "b:memory:infer")}
+    assert set(values) == {
+        ("horesnet", "a:throughput:infer"),
+        ("horesnet", "b:throughput:infer"),
+        ("horesnet", "a:memory:infer"),
+        ("horesnet", "b:memory:infer"),
+    }
     assert len(values[("horesnet", "a:throughput:infer")]) == 3
     assert list(values[("horesnet", "a:memory:infer")]) == [0]
     assert all(math.isfinite(v) for series in values.values() for v in series.values())

@@ -1,6 +1,7 @@
 """Every claim quotes its paper verbatim: each `quote` of results/tables/claims/*.yaml is found, whitespace aside,
 in the paper's text. The texts are not in the repository (copyright): $DEPTHBENCH_PAPER_TEXTS names a folder of
 them (default: ../shared/seeds beside the checkout); without it the test skips and says so."""
+
 import os
 from pathlib import Path
 
@@ -9,8 +10,13 @@ import pytest
 from results.claims import REPO, available_claims, load_claims
 
 TEXTS = Path(os.environ.get("DEPTHBENCH_PAPER_TEXTS", REPO.parent / "shared" / "seeds"))
-TITLES = {"stepsnet": "Step by Step Network", "sret": "SLICED RECURSIVE TRANSFORMER", "transnext": "TransNeXt:",
-          "horesnet": "Rethinking ResNets", "scalenet": "ScaleNet: Scaling up"}
+TITLES = {
+    "stepsnet": "Step by Step Network",
+    "sret": "SLICED RECURSIVE TRANSFORMER",
+    "transnext": "TransNeXt:",
+    "horesnet": "Rethinking ResNets",
+    "scalenet": "ScaleNet: Scaling up",
+}
 
 
 def paper_text(paper: str) -> str:

@@ -2,6 +2,7 @@
 the claims files' shortened schedules), the source run initialising ScaleNet's expanded arm, the report written
 without verdicts, and a second call training nothing. The data is the real glyphs dataset at 16x16 (generated
 into the user's cache on first use: ~30 s of CPU)."""
+
 import json
 import os
 
@@ -32,12 +33,14 @@ def test_every_arm_trains_once_with_the_quick_schedule(quick):
     for spec in report.runs:
         meta = json.loads((spec.work_dir / "meta.json").read_text())
         assert meta["status"] == "done", spec.work_dir
-        evals = [json.loads(line) for line in (spec.work_dir / "metrics.jsonl").read_text().splitlines()
-                 if '"top1"' in line]
+        evals = [
+            json.loads(line) for line in (spec.work_dir / "metrics.jsonl").read_text().splitlines() if '"top1"' in line
+        ]
         assert len(evals) == 1, spec.work_dir  # quick: epochs=1
         console = (spec.work_dir.parent / f"{spec.work_dir.name}.console.txt").read_text().splitlines()
         assert console[0].startswith(f"$ depthbench train {spec.config} ") and console[0].endswith(
-            f"--work-dir {spec.work_dir} --resume auto")  # the command line to rerun or submit the run
+            f"--work-dir {spec.work_dir} --resume auto"
+        )  # the command line to rerun or submit the run
         resolved = config(spec.work_dir)
         assert resolved["epochs"] == 1 and resolved["data"]["train_subset"] == 2120 and resolved["seed"] == 200
 
@@ -108,5 +111,6 @@ def test_a_second_call_reuses_the_finished_runs(quick, capsys):
     assert "runs to train" not in capsys.readouterr().err
     assert {s.work_dir: os.stat(s.work_dir / "metrics.jsonl").st_mtime_ns for s in again.runs} == before
     # the trained claims' numbers are the runs'; efficiency claims are measured again (seconds, nothing trained)
-    assert [r.summary() for r in again.results if not r.claim.measure] == \
-        [r.summary() for r in report.results if not r.claim.measure]
+    assert [r.summary() for r in again.results if not r.claim.measure] == [
+        r.summary() for r in report.results if not r.claim.measure
+    ]

@@ -1,6 +1,7 @@
 """The claims at the papers' own scale (results/claims_scale.py): `claims PAPER --scale paper --plan` prints each
 claim's arms, seeds per look and GPU-hours from submit --estimate's machinery; `submit --claims PAPER --scale paper`
 submits the first look as a job array."""
+
 import textwrap
 
 import pytest
@@ -37,9 +38,15 @@ def test_every_paper_plans_its_claims_at_its_scale_without_records():
 
 def preflight(cfg, micro, step_ms):
     ident = est.identity(cfg, micro)
-    return {"format": "depthbench-preflight/1", "time": "2026-11-20T10:00:00+00:00", "device": "cuda",
-            "device_name": "NVIDIA H100", "partition": None, "path": "/runs/preflight/x/preflight.json",
-            "configs": [{**ident, "step_ms": step_ms, "world": 8, "allreduce_ms": None, "gmacs": 1.26}]}
+    return {
+        "format": "depthbench-preflight/1",
+        "time": "2026-11-20T10:00:00+00:00",
+        "device": "cuda",
+        "device_name": "NVIDIA H100",
+        "partition": None,
+        "path": "/runs/preflight/x/preflight.json",
+        "configs": [{**ident, "step_ms": step_ms, "world": 8, "allreduce_ms": None, "gmacs": 1.26}],
+    }
 
 
 def test_gpu_hours_come_from_the_estimate_and_say_what_is_extrapolated():
@@ -52,8 +59,10 @@ def test_gpu_hours_come_from_the_estimate_and_say_what_is_extrapolated():
     r = rows["recursion-vs-none"]
     measured, extrapolated = r.sources
     assert measured.startswith("measured: preflight") and extrapolated.startswith("extrapolated: ")
-    jobs = [est.Job("a", DEIT_TINY, ["seed=0"]),
-            est.Job("b", DEIT_TINY, ["model.name='deit_tiny_naive_recursive'", "seed=0"])]
+    jobs = [
+        est.Job("a", DEIT_TINY, ["seed=0"]),
+        est.Job("b", DEIT_TINY, ["model.name='deit_tiny_naive_recursive'", "seed=0"]),
+    ]
     by_hand = est.estimate(jobs, est.Layout(nodes=1, gpus_per_node=8), records=[record], bench_rows=[])
     assert by_hand.rows[0].device_hours == pytest.approx(375_300 * 0.3 * 8 / 3600 + 120 * 8 / 3600)
     assert r.first_look_hours == pytest.approx(r.looks[0] * by_hand.device_hours)
@@ -64,8 +73,11 @@ def test_gpu_hours_come_from_the_estimate_and_say_what_is_extrapolated():
 
 
 def test_a_paper_scale_section_naming_other_arms_is_one_line(tmp_path):
-    text = (load_claims("sret").path.read_text()
-            .replace("        loop1: {config: configs/deit/", "        loop0: {config: configs/deit/"))
+    text = (
+        load_claims("sret")
+        .path.read_text()
+        .replace("        loop1: {config: configs/deit/", "        loop0: {config: configs/deit/")
+    )
     path = tmp_path / "sret.yaml"
     path.write_text(text)
     with pytest.raises(ClaimError, match="the claim compares") as e:
@@ -83,8 +95,9 @@ def test_the_cli_prints_the_plan_and_refuses_paper_scale_without_plan():
 
 def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path):
     out = tmp_path / "claims-paper"
-    code, script, err = cli("submit", "--claims", "sret", "--scale", "paper", "--claims-out", out,
-                            "--gpus-per-node", "8", "--dry-run")
+    code, script, err = cli(
+        "submit", "--claims", "sret", "--scale", "paper", "--claims-out", out, "--gpus-per-node", "8", "--dry-run"
+    )
     assert code == 0, err
     looks = {r.claim: r.looks for r in sc.plan(load_claims("sret"), records=[], bench_rows=[])}
     first = looks["recursion-vs-none"][0]

@@ -1,5 +1,6 @@
 """The claims' group-sequential design (results/sequential.py, results/claims.py): the plan's false-positive rate
 under the null, and verdicts on data with a known effect, a reversed one and none."""
+
 from dataclasses import replace
 
 import numpy as np
@@ -35,13 +36,20 @@ def shipped_design():
     designs = [load_claims(p).design for p in available_claims()]
     assert len({d.alpha for d in designs}) == 1
     d = designs[0]
-    return Design(alpha=d.alpha, family=1, look_every=d.look_every, max_seeds=d.max_seeds), \
-        tuple(range(d.look_every, d.max_seeds + 1, d.look_every))
+    return Design(alpha=d.alpha, family=1, look_every=d.look_every, max_seeds=d.max_seeds), tuple(
+        range(d.look_every, d.max_seeds + 1, d.look_every)
+    )
 
 
-@pytest.mark.parametrize("kind, test, sd, shift", [("better", "paired", 2.0, 0.0), ("better", "welch", 3.0, 0.0),
-                                                   ("no_worse", "paired", 1.0, -3.0),
-                                                   ("similar", "paired", 0.5, 3.0)])
+@pytest.mark.parametrize(
+    "kind, test, sd, shift",
+    [
+        ("better", "paired", 2.0, 0.0),
+        ("better", "welch", 3.0, 0.0),
+        ("no_worse", "paired", 1.0, -3.0),
+        ("similar", "paired", 0.5, 3.0),
+    ],
+)
 def test_the_verdict_code_keeps_the_plans_false_positive_rate(kind, test, sd, shift):
     """300 null experiments per test through evaluate (repeated p, Holm, the repeated interval), at the shipped
     plans' alpha and looks: a directional claim is one-sided at alpha, so its false "supported" rate is about
@@ -65,8 +73,10 @@ def test_holm_keeps_the_familywise_rate_over_the_files_family():
         values = {}
         for i in range(3):
             base = 80 + rng.standard_normal(looks[-1])
-            values[("p", f"b{i}")], values[("p", f"t{i}")] = dict(enumerate(base)), dict(
-                enumerate(base + rng.standard_normal(looks[-1]) * 2))
+            values[("p", f"b{i}")], values[("p", f"t{i}")] = (
+                dict(enumerate(base)),
+                dict(enumerate(base + rng.standard_normal(looks[-1]) * 2)),
+            )
         pairs = [(replace(c, baseline=f"b{i}", treatment=f"t{i}"), design) for i, c in enumerate(claims)]
         results = evaluate(pairs, values, {("p", c.id): looks for c in claims})
         any_wrong += any(r.verdict == "supported" for r in results)
@@ -78,8 +88,10 @@ def test_the_family_is_the_files_whatever_the_call_names():
     whole run: naming fewer papers or claims does not make a verdict easier."""
     diffs = [1.0, -0.2, 2.0, 0.5, 1.7]  # one-sided p 0.033: two-sided (0.066) it would not be supported alone
     base = [75.0, 76.0, 74.0, 75.5, 74.5]
-    values = {("p", "base"): dict(enumerate(base)), ("p", "treat"): {i: b + d for i, (b, d) in
-                                                                     enumerate(zip(base, diffs))}}
+    values = {
+        ("p", "base"): dict(enumerate(base)),
+        ("p", "treat"): {i: b + d for i, (b, d) in enumerate(zip(base, diffs))},
+    }
     c = claim(margin=0.5)
     alone = evaluate([(c, Design(family=1))], values, {("p", "c"): (5,)})[0]
     in_family = evaluate([(c, Design(family=3))], values, {("p", "c"): (5,)})[0]
@@ -100,9 +112,18 @@ def test_a_seeds_cap_keeps_the_plans_boundaries():
 
 
 def claim(kind="better", margin=3.0, cid="c", test="paired"):
-    return Claim("p", cid, "quote", PaperSource("1", "top1", {"a": 1}), "base", "treat", kind=kind, margin=margin,
-                 test=test,
-                 power={"sd": 1.0, "sd_from": "", "effect": 3.0, "effect_from": ""})
+    return Claim(
+        "p",
+        cid,
+        "quote",
+        PaperSource("1", "top1", {"a": 1}),
+        "base",
+        "treat",
+        kind=kind,
+        margin=margin,
+        test=test,
+        power={"sd": 1.0, "sd_from": "", "effect": 3.0, "effect_from": ""},
+    )
 
 
 def verdict_of(diffs, kind="better", margin=3.0):
@@ -140,8 +161,8 @@ def test_a_look_uses_the_whole_plans_boundaries():
     c = claim()
     base = [80.0, 81.0, 79.0]
     values = {"base": dict(enumerate(base)), "treat": {i: b + d for i, (b, d) in enumerate(zip(base, [4, 5, 6]))}}
-    assert stop_decision(c, Design(), values, (3,)) == "supported"        # a one-look plan decides
-    assert stop_decision(c, Design(), values, (3, 6, 9)) is None          # the sequential plan waits for more seeds
+    assert stop_decision(c, Design(), values, (3,)) == "supported"  # a one-look plan decides
+    assert stop_decision(c, Design(), values, (3, 6, 9)) is None  # the sequential plan waits for more seeds
 
 
 def test_the_planners_power_is_the_verdict_codes():
@@ -155,8 +176,10 @@ def test_the_planners_power_is_the_verdict_codes():
     supported = 0
     for _ in range(300):
         base = 80 + rng.standard_normal(looks[-1])
-        values = {("p", "base"): dict(enumerate(base)),
-                  ("p", "treat"): dict(enumerate(base + 2.0 + rng.standard_normal(looks[-1]) * 2.5))}
+        values = {
+            ("p", "base"): dict(enumerate(base)),
+            ("p", "treat"): dict(enumerate(base + 2.0 + rng.standard_normal(looks[-1]) * 2.5)),
+        }
         supported += evaluate([(c, design)], values, {("p", "c"): looks})[0].verdict == "supported"
     assert 0.2 < planned < 0.9 and abs(supported / 300 - planned) < 0.09, (supported / 300, planned)
 

@@ -1,4 +1,5 @@
 """results/claims.py: the statistics and verdicts of `depthbench claims`, the equal-budget rule, the claim files."""
+
 import math
 import textwrap
 from pathlib import Path
@@ -8,17 +9,45 @@ import pytest
 
 from clitools import fresh_imports
 from results import sequential as seq
-from results.claims import (BUDGET_KEYS, Claim, ClaimError, Design, PaperSource, available_claims, check_audit,
-                            check_equal_budget, curve_band, evaluate, load, load_claims, metric_value, plan_looks,
-                            resolve_configs, status_line)
+from results.claims import (
+    BUDGET_KEYS,
+    Claim,
+    ClaimError,
+    Design,
+    PaperSource,
+    available_claims,
+    check_audit,
+    check_equal_budget,
+    curve_band,
+    evaluate,
+    load,
+    load_claims,
+    metric_value,
+    plan_looks,
+    resolve_configs,
+    status_line,
+)
 from results.paper_tables import Row, Table
 
 POWER = {"sd": 2.0, "sd_from": "pilot", "effect": 3.0, "effect_from": "smallest worth detecting"}
 
 
 def claim(kind="better", margin=3.0, metric="top1", equal=None, expected=None, test="paired", cid="c1"):
-    return Claim("paper", cid, "B beats A", PaperSource("1", "top1", {"A": 70.0, "B": 71.0}), "a", "b", metric,
-                 kind, margin, equal or {}, expected or {}, test=test, power=POWER)
+    return Claim(
+        "paper",
+        cid,
+        "B beats A",
+        PaperSource("1", "top1", {"A": 70.0, "B": 71.0}),
+        "a",
+        "b",
+        metric,
+        kind,
+        margin,
+        equal or {},
+        expected or {},
+        test=test,
+        power=POWER,
+    )
 
 
 BASE = [75.0, 75.4, 74.8, 75.9, 74.2, 75.1]
@@ -76,8 +105,11 @@ def test_holm_corrects_across_the_primaries():
     values = {("paper", "a"): dict(enumerate(base)), ("paper", "b"): dict(enumerate(treat))}
     alone = evaluate([(claim(cid="c1"), Design())], values, {("paper", "c1"): (3,)})
     assert [r.verdict for r in alone] == ["supported"]
-    both = evaluate([(claim(cid="c1", margin=0.5), Design(family=2)), (claim(cid="c2", margin=0.5), Design(family=2))], values,
-                    {("paper", "c1"): (3,), ("paper", "c2"): (3,)})
+    both = evaluate(
+        [(claim(cid="c1", margin=0.5), Design(family=2)), (claim(cid="c2", margin=0.5), Design(family=2))],
+        values,
+        {("paper", "c1"): (3,), ("paper", "c2"): (3,)},
+    )
     assert [r.verdict for r in both] == ["inconclusive", "inconclusive"] and both[0].level is None
 
 
@@ -130,10 +162,11 @@ def test_metric_values_and_curve_bands():
 
 
 def test_status_line_counts_verdicts():
-    results = [run(claim(), [b + 5 for b in BASE]),
-               run(claim(margin=0.5), list(np.asarray(BASE) + [3, -4, 2, -3, 1, 4]))]
-    assert status_line("paper", results) == \
-        "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
+    results = [
+        run(claim(), [b + 5 for b in BASE]),
+        run(claim(margin=0.5), list(np.asarray(BASE) + [3, -4, 2, -3, 1, 4])),
+    ]
+    assert status_line("paper", results) == "paper: 2 claims — 1 supported, 1 inconclusive (3–6 seeds, reduced setting)"
     assert status_line("paper", []) == "paper: no claims evaluated yet"
     assert math.isfinite(results[0].interval.diff)
 
@@ -143,8 +176,10 @@ def test_claims_status_starts_without_torch():
     """``depthbench claims --status`` reads the committed report (results/claims): what it imports
     (results/claims_status.py, results/paper_tables.py, harness/core/config_paths.py) imports no torch, timm,
     MMEngine or SciPy -- the engine cost it ~7 CPU-s a call, 5 of them importing the stack."""
-    out, imported = fresh_imports("from harness.cli import main; print(main(['claims', '--status']))",
-                                  ("torch", "timm", "mmengine", "scipy", "results.claims"))
+    out, imported = fresh_imports(
+        "from harness.cli import main; print(main(['claims', '--status']))",
+        ("torch", "timm", "mmengine", "scipy", "results.claims"),
+    )
     lines = out.splitlines()
     assert imported == [] and lines[-1] == "0", out
     assert [ln.split(":")[0] for ln in lines[:-1]] == available_claims(), out
@@ -152,10 +187,21 @@ def test_claims_status_starts_without_torch():
 
 # ----------------------------------------------------------------------------------------- fairness
 def budget(**changes):
-    cfg = {"epochs": 6, "batch_size": 64, "grad_accum": 1, "clip_grad": None, "precision": "fp32",
-           "eval_interval": 1, "optim": {"opt": "momentum", "lr": 0.1}, "sched": {"sched": "cosine"},
-           "data": {"type": "glyphs", "input_size": 32}, "aug": {"crop_padding": 2, "hflip": 0.0},
-           "ema": {"enable": False}, "distill": {"teacher": None}, "model": {"name": "resnet18"}}
+    cfg = {
+        "epochs": 6,
+        "batch_size": 64,
+        "grad_accum": 1,
+        "clip_grad": None,
+        "precision": "fp32",
+        "eval_interval": 1,
+        "optim": {"opt": "momentum", "lr": 0.1},
+        "sched": {"sched": "cosine"},
+        "data": {"type": "glyphs", "input_size": 32},
+        "aug": {"crop_padding": 2, "hflip": 0.0},
+        "ema": {"enable": False},
+        "distill": {"teacher": None},
+        "model": {"name": "resnet18"},
+    }
     for key, value in changes.items():
         section, _, leaf = key.partition("__")
         if leaf:
@@ -170,9 +216,16 @@ def test_arms_may_differ_only_in_the_model():
     assert "model" not in BUDGET_KEYS
 
 
-@pytest.mark.parametrize("change, where", [({"epochs": 8}, "epochs"), ({"batch_size": 128}, "batch_size"),
-                                           ({"optim__lr": 0.05}, "optim.lr"), ({"aug__hflip": 0.5}, "aug.hflip"),
-                                           ({"data__input_size": 16}, "data.input_size")])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        ({"epochs": 8}, "epochs"),
+        ({"batch_size": 128}, "batch_size"),
+        ({"optim__lr": 0.05}, "optim.lr"),
+        ({"aug__hflip": 0.5}, "aug.hflip"),
+        ({"data__input_size": 16}, "data.input_size"),
+    ],
+)
 def test_a_claim_whose_arms_differ_in_budget_is_refused(change, where):
     with pytest.raises(ClaimError) as err:
         check_equal_budget(claim(), {"a": budget(), "b": budget(**change)})
@@ -203,9 +256,17 @@ def test_the_size_audit_refuses_unequal_arms():
 
 
 # ----------------------------------------------------------------------------------------- claim files
-TABLES = {"paper": [Table("paper", "3", "a table", {"top1": "Top-1"},
-                          [Row(table="3", name="A", paper={"top1": 70.0}),
-                           Row(table="3", name="B", paper={"top1": 71.0})])]}
+TABLES = {
+    "paper": [
+        Table(
+            "paper",
+            "3",
+            "a table",
+            {"top1": "Top-1"},
+            [Row(table="3", name="A", paper={"top1": 70.0}), Row(table="3", name="B", paper={"top1": 71.0})],
+        )
+    ]
+}
 
 
 def write_claims(tmp_path, body: str):
@@ -243,52 +304,68 @@ GOOD = """
 def test_a_valid_claims_file_loads(tmp_path):
     claims = load(write_claims(tmp_path, GOOD), tables=TABLES)
     (c,) = claims.claims
-    assert (c.baseline, c.treatment, c.metric, c.kind, c.test, c.text) == ("a", "b", "top1", "better", "paired",
-                                                                          "B beats A.")
+    assert (c.baseline, c.treatment, c.metric, c.kind, c.test, c.text) == (
+        "a",
+        "b",
+        "top1",
+        "better",
+        "paired",
+        "B beats A.",
+    )
     assert claims.design.seeds_from == 100 and claims.exploratory[0].why == "not claimed by the paper"
     assert claims.quick == ("epochs=1",) and [a.name for a in claims.arms_of(c)] == ["a", "b"]
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("treatment: b", "treatment: c", "treatment 'c' is not an arm"),
-    ("treatment: b", "treatment: a", "baseline and treatment are the same arm"),
-    ("kind: better", "kind: sideways", "kind 'sideways'"),
-    ("test: paired", "test: ranks", "test 'ranks'"),
-    ("baseline: a", "baseline: a\n        metric: top5", "metric 'top5'"),
-    ("margin: 3.0", "margin: 0", "'margin' (points of top1"),
-    # issue 54: every value of a design or claim has a type and a range (no NaN, no infinity, seeds bounded)
-    ("margin: 3.0", "margin: .inf", "'margin' (points of top1"),
-    ("sd: 2.0", "sd: .nan", "power.sd (points) is nan"),
-    ("effect: 3.0", "effect: -.inf", "power.effect (points) is -inf"),
-    ("seeds_from: 100", "seeds_from: 1e30", "seeds_from is '1e30': give an integer"),
-    ("seeds_from: 100", "seeds_from: 1.0e30", "give an integer in [0, "),
-    ("seeds_from: 100", "seeds_from: 100.5", "seeds_from is 100.5: give an integer"),
-    ("seeds_from: 100", "seeds_from: -3", "seeds_from is -3"),
-    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1.5, 2]", "tuning_seeds is 1.5: give an integer"),
-    ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, .inf]", "tuning_seeds is inf: give an integer"),
-    ("max_seeds: 6", "max_seeds: 1000000000", "max_seeds is 1000000000: give an integer in [3, 60]"),
-    ("max_seeds: 6", "max_seeds: 60", "makes 20 looks; at most 5"),
-    ("max_seeds: 6", "max_seeds: true", "max_seeds is True"),
-    ("alpha: 0.05", "alpha: .nan", "alpha is nan"),
-    ("alpha: 0.05", "alpha: five", "alpha is 'five'"),
-    ("quote: B beats A.", "text: B beats A.", "unknown field(s) ['text']"),
-    ("        where: Table 3\n", "", "'where' is missing"),
-    ("sd: 2.0, ", "", "'power' needs sd"),
-    ("seeds_from: 100", "seeds_from: 1", "overlap the tuning seeds"),
-    ("    design: {", "    nodesign: {", "unknown field(s) ['nodesign']"),
-    ("        test: paired\n", "        test: paired\n        budget_differs: [epochs]\n", "do not pair: test: welch"),
-    ("      - {id: x, text: C beats A, why: not claimed by the paper}", "      - {id: x, text: C}",
-     "needs exactly 'id', 'text' and 'why'"),
-    ("baseline: a", "baseline: a\n        equal: {params: 2}", "'equal' maps"),
-    ("baseline: a", "baseline: a\n        expected: {flops: fewer}", "'expected' maps"),
-    ("baseline: a", "baseline: a\n        colour: red", "unknown field(s) ['colour']"),
-    ("rows: {A: 70.0, B: 71.0}", "rows: {A: 70.5, B: 71.0}", "prints top1=70.0, the claim copied 70.5"),
-    ("rows: {A: 70.0, B: 71.0}", "rows: {Z: 70.0}", "has no row 'Z'"),
-    ('table: "3"', 'table: "9"', "has no table '9'"),
-    ("config: CFG, label: B", "config: configs/claims/nope.py", "config configs/claims/nope.py does not exist"),
-    ("setting: glyphs 32x32, 1 epoch", "setting: ''", "'setting' is missing"),
-    ("quick: [epochs=1]", "quick: epochs", "'quick' is a list"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("treatment: b", "treatment: c", "treatment 'c' is not an arm"),
+        ("treatment: b", "treatment: a", "baseline and treatment are the same arm"),
+        ("kind: better", "kind: sideways", "kind 'sideways'"),
+        ("test: paired", "test: ranks", "test 'ranks'"),
+        ("baseline: a", "baseline: a\n        metric: top5", "metric 'top5'"),
+        ("margin: 3.0", "margin: 0", "'margin' (points of top1"),
+        # issue 54: every value of a design or claim has a type and a range (no NaN, no infinity, seeds bounded)
+        ("margin: 3.0", "margin: .inf", "'margin' (points of top1"),
+        ("sd: 2.0", "sd: .nan", "power.sd (points) is nan"),
+        ("effect: 3.0", "effect: -.inf", "power.effect (points) is -inf"),
+        ("seeds_from: 100", "seeds_from: 1e30", "seeds_from is '1e30': give an integer"),
+        ("seeds_from: 100", "seeds_from: 1.0e30", "give an integer in [0, "),
+        ("seeds_from: 100", "seeds_from: 100.5", "seeds_from is 100.5: give an integer"),
+        ("seeds_from: 100", "seeds_from: -3", "seeds_from is -3"),
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1.5, 2]", "tuning_seeds is 1.5: give an integer"),
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, .inf]", "tuning_seeds is inf: give an integer"),
+        ("max_seeds: 6", "max_seeds: 1000000000", "max_seeds is 1000000000: give an integer in [3, 60]"),
+        ("max_seeds: 6", "max_seeds: 60", "makes 20 looks; at most 5"),
+        ("max_seeds: 6", "max_seeds: true", "max_seeds is True"),
+        ("alpha: 0.05", "alpha: .nan", "alpha is nan"),
+        ("alpha: 0.05", "alpha: five", "alpha is 'five'"),
+        ("quote: B beats A.", "text: B beats A.", "unknown field(s) ['text']"),
+        ("        where: Table 3\n", "", "'where' is missing"),
+        ("sd: 2.0, ", "", "'power' needs sd"),
+        ("seeds_from: 100", "seeds_from: 1", "overlap the tuning seeds"),
+        ("    design: {", "    nodesign: {", "unknown field(s) ['nodesign']"),
+        (
+            "        test: paired\n",
+            "        test: paired\n        budget_differs: [epochs]\n",
+            "do not pair: test: welch",
+        ),
+        (
+            "      - {id: x, text: C beats A, why: not claimed by the paper}",
+            "      - {id: x, text: C}",
+            "needs exactly 'id', 'text' and 'why'",
+        ),
+        ("baseline: a", "baseline: a\n        equal: {params: 2}", "'equal' maps"),
+        ("baseline: a", "baseline: a\n        expected: {flops: fewer}", "'expected' maps"),
+        ("baseline: a", "baseline: a\n        colour: red", "unknown field(s) ['colour']"),
+        ("rows: {A: 70.0, B: 71.0}", "rows: {A: 70.5, B: 71.0}", "prints top1=70.0, the claim copied 70.5"),
+        ("rows: {A: 70.0, B: 71.0}", "rows: {Z: 70.0}", "has no row 'Z'"),
+        ('table: "3"', 'table: "9"', "has no table '9'"),
+        ("config: CFG, label: B", "config: configs/claims/nope.py", "config configs/claims/nope.py does not exist"),
+        ("setting: glyphs 32x32, 1 epoch", "setting: ''", "'setting' is missing"),
+        ("quick: [epochs=1]", "quick: epochs", "'quick' is a list"),
+    ],
+)
 def test_malformed_claims_files_are_refused_in_one_line(tmp_path, old, new, message):
     assert old in GOOD
     with pytest.raises(ClaimError) as err:
@@ -314,10 +391,15 @@ def report_with(tmp_path, change):
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("change", [lambda r: r["claim"].update(text=["B", "beats", "A"]),
-                                    lambda r: r["claim"].update(id={"x": 1}),
-                                    lambda r: r["claim"].update(margin=float("inf")),
-                                    lambda r: r.update(verdict=["supported"])])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r["claim"].update(text=["B", "beats", "A"]),
+        lambda r: r["claim"].update(id={"x": 1}),
+        lambda r: r["claim"].update(margin=float("inf")),
+        lambda r: r.update(verdict=["supported"]),
+    ],
+)
 def test_a_report_with_a_wrongly_typed_claim_is_one_line(tmp_path, capsys, change):
     """issue 54: a claims.json whose claim text is a list crashed both `claims --status` and `results --claims`."""
     from harness.cli import main
@@ -325,8 +407,22 @@ def test_a_report_with_a_wrongly_typed_claim_is_one_line(tmp_path, capsys, chang
     out = report_with(tmp_path, change)
     (tmp_path / "runs").mkdir()
     assert main(["claims", "--status", "--out", str(out)]) == 2
-    assert main(["results", "--claims", str(out), "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "r"),
-                 "--format", "md"]) == 2
+    assert (
+        main(
+            [
+                "results",
+                "--claims",
+                str(out),
+                "--runs",
+                str(tmp_path / "runs"),
+                "--out",
+                str(tmp_path / "r"),
+                "--format",
+                "md",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("claims.json is unreadable" in line for line in err), err
 
@@ -335,7 +431,7 @@ def test_an_intact_report_still_reads(tmp_path):
     from results.claims import read_report
 
     out = report_with(tmp_path, lambda r: None)
-    (result, setting), = read_report(out / "claims.json")
+    ((result, setting),) = read_report(out / "claims.json")
     assert result.claim.text == "B beats A." and setting == "glyphs 32x32, 1 epoch"
     # the pilot's spread beside the runs': differences 1.0, 1.5, 1.0 have sd 0.29
     assert result.observed_sd == pytest.approx(np.std([1.0, 1.5, 1.0], ddof=1))
@@ -343,8 +439,9 @@ def test_an_intact_report_still_reads(tmp_path):
 
 
 def test_a_source_arm_initialises_but_is_never_compared(tmp_path):
-    body = GOOD.replace("b: {config: CFG, label: B}",
-                        "b: {config: CFG, label: B, init_from: s}\n      s: {config: CFG, role: source}")
+    body = GOOD.replace(
+        "b: {config: CFG, label: B}", "b: {config: CFG, label: B, init_from: s}\n      s: {config: CFG, role: source}"
+    )
     with pytest.raises(ClaimError, match="shares no initial weights"):
         load(write_claims(tmp_path, body), tables=TABLES)
     body = body.replace("test: paired", "test: welch")
@@ -395,14 +492,16 @@ def test_a_finished_run_trained_with_another_recipe_is_stale(tmp_path):
         path.write_text(json.dumps(edited))
         return [why for _, why in stale_runs([spec])]
 
-    assert stale_with(lambda r: r["data"].update(variant="cluttered")) == \
-        ["data.variant was 'cluttered', the recipe now says 'clean'"]
+    assert stale_with(lambda r: r["data"].update(variant="cluttered")) == [
+        "data.variant was 'cluttered', the recipe now says 'clean'"
+    ]
     from results.claims import check_not_stale
 
     with pytest.raises(ClaimError, match=r"^1 finished claims run\(s\) .* \(data.variant was 'cluttered', .*\); do X$"):
         check_not_stale([spec], "do X")
-    assert stale_with(lambda r: r["data"].pop("variant")) == \
-        ["data.variant was 'cluttered', the recipe now says 'clean'"]  # recorded before variants: the cluttered set
+    assert stale_with(lambda r: r["data"].pop("variant")) == [
+        "data.variant was 'cluttered', the recipe now says 'clean'"
+    ]  # recorded before variants: the cluttered set
     assert stale_with(lambda r: r["optim"].update(lr=0.5)) == ["optim.lr was 0.5, the recipe now says 0.001"]
     assert stale_with(lambda r: r["model"].update(depth=8)) == ["model.depth was 8, the recipe now says 4"]
     assert stale_with(lambda r: r.pop("ema")) == []  # a key the run did not record is not compared
@@ -418,13 +517,13 @@ def test_the_same_source_weights_named_relative_or_absolute_are_not_stale(tmp_pa
     from results.claims import REPO, load_claims, plan_runs, stale_runs
 
     monkeypatch.chdir(tmp_path)
-    relative, = [s for s in plan_runs(load_claims("scalenet"), 1, True, Path("out")) if s.arm == "scalenet"]
-    absolute, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "out") if s.arm == "scalenet"]
+    (relative,) = [s for s in plan_runs(load_claims("scalenet"), 1, True, Path("out")) if s.arm == "scalenet"]
+    (absolute,) = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "out") if s.arm == "scalenet"]
     run = RunDir.create("claims-scalenet-scalenet", path=relative.work_dir)
     run.write_config("", load_training_config(REPO / relative.config, relative.overrides)[0].to_dict())
     run.finish("done")
     assert stale_runs([absolute]) == []
-    other, = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "elsewhere") if s.arm == "scalenet"]
+    (other,) = [s for s in plan_runs(load_claims("scalenet"), 1, True, tmp_path / "elsewhere") if s.arm == "scalenet"]
     other.work_dir = absolute.work_dir  # the recorded run, planned from another source run's weights
     assert "model.pretrained was" in stale_runs([other])[0][1]
 

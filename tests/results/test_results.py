@@ -3,6 +3,7 @@
 The expected cells below are computed by hand from the hand-written run fixtures in tests/fixtures/results/runs
 (see the comments there and here), never copied from the code's output.
 """
+
 import json
 import re
 import shutil
@@ -37,8 +38,9 @@ def views_of(root=RUNS, reduce="best", audit=None, tables_file=DEMO):
 
 def cells(view, label=None):
     """{line label: {column: cell text}}"""
-    return {render.line_label(line): {c: render.cell_text(cell) for c, cell in line.cells.items()}
-            for line in view.lines}
+    return {
+        render.line_label(line): {c: render.cell_text(cell) for c, cell in line.cells.items()} for line in view.lines
+    }
 
 
 # ------------------------------------------------------------------------------------------------- collection
@@ -57,21 +59,31 @@ def test_collect_reads_every_run_and_flags_status():
 
 
 def test_config_fields_are_read_without_executing_the_file():
-    text = ("_base_ = ['x.py']\nmodel = dict(\n    depth=4,\n    name='deit_tiny_patch16_224',\n    img_size=(16, 16))\n"
-            "epochs = 30\nimport os\nos.system('false')\noptim = dict(lr=1e-3, betas=[0.9, 0.999])\n")
+    text = (
+        "_base_ = ['x.py']\nmodel = dict(\n    depth=4,\n    name='deit_tiny_patch16_224',\n    img_size=(16, 16))\n"
+        "epochs = 30\nimport os\nos.system('false')\noptim = dict(lr=1e-3, betas=[0.9, 0.999])\n"
+    )
     fields = runs.read_config_fields(text)
-    assert fields == {"_base_": ["x.py"], "model": {"depth": 4, "name": "deit_tiny_patch16_224", "img_size": (16, 16)}, "epochs": 30,
-                      "optim": {"lr": 1e-3, "betas": [0.9, 0.999]}}
+    assert fields == {
+        "_base_": ["x.py"],
+        "model": {"depth": 4, "name": "deit_tiny_patch16_224", "img_size": (16, 16)},
+        "epochs": 30,
+        "optim": {"lr": 1e-3, "betas": [0.9, 0.999]},
+    }
 
 
 def test_a_downstream_config_names_its_backbone():
-    text = ("model = dict(\n    type='MaskRCNN',\n    backbone=dict(\n        type='DepthbenchBackbone',\n"
-            "        model_name='steps_swin_tiny',\n        model_kwargs=dict(strict_img_size=False),\n"
-            "        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),\n    neck=dict(type='FPN'))\n")
+    text = (
+        "model = dict(\n    type='MaskRCNN',\n    backbone=dict(\n        type='DepthbenchBackbone',\n"
+        "        model_name='steps_swin_tiny',\n        model_kwargs=dict(strict_img_size=False),\n"
+        "        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),\n    neck=dict(type='FPN'))\n"
+    )
     model = runs.read_config_fields(text)["model"]
     assert runs.model_identity(model) == ("steps_swin_tiny", {"strict_img_size": False})
-    assert runs.model_identity({"name": "resnet18", "drop_path_rate": 0.05, "pretrained": None}) == \
-        ("resnet18", {"drop_path_rate": 0.05})
+    assert runs.model_identity({"name": "resnet18", "drop_path_rate": 0.05, "pretrained": None}) == (
+        "resnet18",
+        {"drop_path_rate": 0.05},
+    )
 
 
 # ------------------------------------------------------------------------------------------------- tables
@@ -96,12 +108,15 @@ def test_table_cells_paper_ours_delta_mean_std(audit):
     assert order.index("↳ reduced: embedded digits 16px, 20 epochs") == order.index("Steps-ResNet-18") + 1
 
 
-@pytest.mark.parametrize("reduce, expected", [
-    # last evals 69.0, 70.2, 71.0: mean 70.067, sample std 1.007
-    ("last", "70.2 / 70.1 ± 1.0 (n=3) [3 done, 1 running] / -0.1"),
-    # mean of each run's evals: 66.333, 68.567, 71.0 -> 68.633 ± 2.334
-    ("mean", "70.2 / 68.6 ± 2.3 (n=3) [3 done, 1 running] / -1.6"),
-])
+@pytest.mark.parametrize(
+    "reduce, expected",
+    [
+        # last evals 69.0, 70.2, 71.0: mean 70.067, sample std 1.007
+        ("last", "70.2 / 70.1 ± 1.0 (n=3) [3 done, 1 running] / -0.1"),
+        # mean of each run's evals: 66.333, 68.567, 71.0 -> 68.633 ± 2.334
+        ("mean", "70.2 / 68.6 ± 2.3 (n=3) [3 done, 1 running] / -1.6"),
+    ],
+)
 def test_reduce_modes(reduce, expected):
     views, _, _ = views_of(reduce=reduce)
     assert cells(views[0])["ResNet-18"]["top1"] == expected
@@ -127,7 +142,10 @@ def test_status_counts(audit):
     assert (s1.rows, s1.expressed, s1.checkable, s1.verified) == (4, 3, 2, 2)
     assert (s1.run_paper, s1.run_reduced, s1.rendered) == (2, 1, 3)
     assert s1.reasons == [("Lost row", "the OCR lost this row")]
-    assert s1.scales == ["digits 16px, 30 epochs; model depth=4, img_size=16, patch_size=4", "embedded digits 16px, 20 epochs"]
+    assert s1.scales == [
+        "digits 16px, 30 epochs; model depth=4, img_size=16, patch_size=4",
+        "embedded digits 16px, 20 epochs",
+    ]
     assert (s2.rows, s2.expressed, s2.checkable, s2.run_paper, s2.run_reduced, s2.rendered) == (2, 2, 0, 1, 0, 1)
 
 
@@ -173,11 +191,25 @@ def test_an_ablation_run_fills_its_own_step_only():
     config = "configs/transnext/transnext-micro_8xb128-300e_in1k.py"
 
     def run(name, kwargs, top1):
-        return {"path": f"/runs/{name}", "status": "done", "model": "transnext_micro", "config_file": config,
-                "model_kwargs": json.dumps(kwargs), "overrides": "", "metric.top1": top1}
+        return {
+            "path": f"/runs/{name}",
+            "status": "done",
+            "model": "transnext_micro",
+            "config_file": config,
+            "model_kwargs": json.dumps(kwargs),
+            "overrides": "",
+            "metric.top1": top1,
+        }
 
-    index = compare.RunIndex(pd.DataFrame([run("plain", {}, 82.0), run("no-qe", {"query_embedding": False}, 81.5),
-                                           run("tiny", {"embed_dims": [8, 16, 32, 64]}, 40.0)]))
+    index = compare.RunIndex(
+        pd.DataFrame(
+            [
+                run("plain", {}, 82.0),
+                run("no-qe", {"query_embedding": False}, 81.5),
+                run("tiny", {"embed_dims": [8, 16, 32, 64]}, 40.0),
+            ]
+        )
+    )
     view = compare.view_table(table, index)
     by_name = {}
     for line in view.lines:
@@ -240,7 +272,9 @@ def test_verify_json_on_every_real_table(cli, monkeypatch):
     for paper in paper_tables.available_papers():
         buf = io.StringIO()
         with redirect_stdout(buf):
-            verify.main(argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False, no_cache=True))
+            verify.main(
+                argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False, no_cache=True)
+            )
         checks = json.loads(buf.getvalue())
         assert checks and {c["paper"] for c in checks} == {paper}
         reasons = [c for c in checks if c["status"] == "reason" and c["paper_value"] is not None]
@@ -273,9 +307,17 @@ def _lrc_run(tmp_path):
     run = tmp_path / "runs" / "sret-t" / "r1"
     run.mkdir(parents=True)
     (run / "meta.json").write_text('{"status": "done", "experiment": "sret-t", "run_id": "r1"}')
-    lines = [json.dumps({"kind": "lrc", "epoch": e, "global_step": 10 * e,
-                         "coefficients": {"transformers.0.blocks.0": {"attn_id": 1 + 0.1 * e, "attn_res": 1 - 0.05 * e}}})
-             for e in range(5)]
+    lines = [
+        json.dumps(
+            {
+                "kind": "lrc",
+                "epoch": e,
+                "global_step": 10 * e,
+                "coefficients": {"transformers.0.blocks.0": {"attn_id": 1 + 0.1 * e, "attn_res": 1 - 0.05 * e}},
+            }
+        )
+        for e in range(5)
+    ]
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     return run
 
@@ -300,11 +342,18 @@ def test_every_figure_draws_from_fixtures(tmp_path):
     index = compare.RunIndex(frame)
     views = [compare.view_table(t, index) for t in real]
     diagnose_csv = tmp_path / "shortcut_ratio.csv"
-    diagnose_csv.write_text("model,block,depth,gamma,sigma,width,step,step_width\n"
-                            + "".join(f"m{m},{b},{b / 4},{0.5 + 0.1 * b * m},1,64,,\n" for m in (1, 2) for b in range(5)))
-    bench = pd.DataFrame({"model": ["resnet18", "steps_resnet18", "deit_tiny_patch16_224"],
-                          "infer_samples_per_sec": [900.0, 700.0, 1200.0], "param_count": [11.7, 11.7, 5.7],
-                          "infer_gmacs": [1.8, 1.8, 1.3]})
+    diagnose_csv.write_text(
+        "model,block,depth,gamma,sigma,width,step,step_width\n"
+        + "".join(f"m{m},{b},{b / 4},{0.5 + 0.1 * b * m},1,64,,\n" for m in (1, 2) for b in range(5))
+    )
+    bench = pd.DataFrame(
+        {
+            "model": ["resnet18", "steps_resnet18", "deit_tiny_patch16_224"],
+            "infer_samples_per_sec": [900.0, 700.0, 1200.0],
+            "param_count": [11.7, 11.7, 5.7],
+            "infer_gmacs": [1.8, 1.8, 1.3],
+        }
+    )
     out = tmp_path / "fig"
     made = {
         "stepsnet_depth": figures.stepsnet_depth(views, out / "a"),
@@ -345,16 +394,26 @@ def test_broken_runs_are_reported_once_and_never_lose_the_others(tmp_path, monke
     (no_meta / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 12.0}\n')
     gone = root / "old" / "gone-config"
     gone.mkdir(parents=True)
-    (gone / "meta.json").write_text(json.dumps({"status": "done", "experiment": "old", "run_id": "gone-config",
-                                                "start": "x", "config_file": "configs/stepsnet/removed_recipe.py"}))
+    (gone / "meta.json").write_text(
+        json.dumps(
+            {
+                "status": "done",
+                "experiment": "old",
+                "run_id": "gone-config",
+                "start": "x",
+                "config_file": "configs/stepsnet/removed_recipe.py",
+            }
+        )
+    )
     (gone / "config.py").write_text("model = dict(name='resnet18')\n")
     (gone / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 33.0}\n')
     shutil.copytree(root / "resnet18_8xb128-300e_in1k" / "seed1", root / "copies" / "seed1")  # the same run twice
     for name, model in (("renamed", "resnet18_old_name"), ("unknown", "steps_resnet18_v0")):
         run = root / "legacy" / name
         run.mkdir(parents=True)
-        (run / "meta.json").write_text(json.dumps({"status": "failed", "experiment": "legacy", "run_id": name,
-                                                   "start": name, "model": model}))
+        (run / "meta.json").write_text(
+            json.dumps({"status": "failed", "experiment": "legacy", "run_id": name, "start": name, "model": model})
+        )
         (run / "metrics.jsonl").write_text('{"kind": "eval", "epoch": 0, "top1": 1.0}\n')
     monkeypatch.setattr(runs, "MODEL_RENAMES", {"resnet18_old_name": "resnet18"})
 
@@ -409,8 +468,9 @@ def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
     code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--status", "--no-audit")
     assert code == 0 and "Lost row — the OCR lost this row" in out
     assert "demo: 6 rows, 5 expressed" in out
-    code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--format", "csv", "--out", tmp_path / "o",
-                              "--no-audit")
+    code, out, _ = depthbench(
+        capsys, "--file", DEMO, "--runs", RUNS, "--format", "csv", "--out", tmp_path / "o", "--no-audit"
+    )
     assert code == 0 and (tmp_path / "o" / "results.csv").read_text().count("\n") > 10
     assert (tmp_path / "o" / "figures" / "training_curves.png").is_file()
     for args, message in [
@@ -436,24 +496,43 @@ STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
 
 def _suite(dataset, metric, value, size=224, pool=None, analysis="none", overrides=None):
     """One record as ``depthbench eval`` writes it (harness/tasks/protocols.py evaluate_suite)."""
-    return {"kind": "eval_suite", "dataset": dataset, "protocol": dataset, "model": "m", "input_size": size,
-            "pool_mode": pool, "analysis": analysis, "model_overrides": overrides or {}, "checkpoint": "best.pth",
-            "ema": False, "metric": metric, "value": value, "images": 10}
+    return {
+        "kind": "eval_suite",
+        "dataset": dataset,
+        "protocol": dataset,
+        "model": "m",
+        "input_size": size,
+        "pool_mode": pool,
+        "analysis": analysis,
+        "model_overrides": overrides or {},
+        "checkpoint": "best.pth",
+        "ema": False,
+        "metric": metric,
+        "value": value,
+        "images": 10,
+    }
 
 
 def _eval_run(root, name, config, model, size, records, scale=None):
     """A hand-written run of ``config`` (its own model arguments, so at the paper's setting unless ``scale``)."""
     run = root / Path(config).stem / name
     run.mkdir(parents=True)
-    meta = {"status": "done", "experiment": Path(config).stem, "run_id": name, "start": name, "config_file": config,
-            "command": f"depthbench train {config}"}
+    meta = {
+        "status": "done",
+        "experiment": Path(config).stem,
+        "run_id": name,
+        "start": name,
+        "config_file": config,
+        "command": f"depthbench train {config}",
+    }
     if scale:
         meta["scale"] = scale
     (run / "meta.json").write_text(json.dumps(meta))
     kwargs = json.loads(compare.config_model_kwargs(config))
     arguments = "".join(f", {k}={v!r}" for k, v in kwargs.items())
-    (run / "config.py").write_text(f"model = dict(name={model!r}{arguments})\n"
-                                   f"data = dict(type='imagefolder', input_size={size})\nepochs = 300\n")
+    (run / "config.py").write_text(
+        f"model = dict(name={model!r}{arguments})\ndata = dict(type='imagefolder', input_size={size})\nepochs = 300\n"
+    )
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return run
 
@@ -469,21 +548,37 @@ def _paper_view(paper, table, root):
 def test_eval_suite_records_fill_the_evaluation_only_cells(tmp_path):
     root = tmp_path / "runs"
     sizes = (224, 256, 320, 384, 480, 512, 640)
-    _eval_run(root, "tiny", TRANSNEXT_TINY, "transnext_tiny", 224, [
-        {"kind": "eval", "epoch": 299, "top1": 84.1, "top5": 96.0},
-        _suite("imagenet-c", "mCE", 47.0), _suite("imagenet-c", "relative_mCE", 60.0),
-        _suite("imagenet-a", "top1", 38.0), _suite("imagenet-a", "top1", 99.0, size=384),  # another size: not Table 1
-        _suite("imagenet-r", "top1", 50.0), _suite("imagenet-sketch", "top1", 37.5),
-        _suite("imagenet-v2", "top1", 70.0), _suite("imagenet-v2", "top1", 73.0),  # evaluated again: newest wins
-        *[_suite("val", "top1", 80.0 + i / 10, size=s, pool="normal") for i, s in enumerate(sizes)],
-        *[_suite("val", "top1", 70.0 + i / 10, size=s, pool="linear") for i, s in enumerate(sizes)],
-        _suite("val", "top1", 60.0, size=640, overrides={"length_scaling": False}),
-        _suite("val", "top1", 50.0, size=640, overrides={"position_bias": "interpolate"}),
-    ])
+    _eval_run(
+        root,
+        "tiny",
+        TRANSNEXT_TINY,
+        "transnext_tiny",
+        224,
+        [
+            {"kind": "eval", "epoch": 299, "top1": 84.1, "top5": 96.0},
+            _suite("imagenet-c", "mCE", 47.0),
+            _suite("imagenet-c", "relative_mCE", 60.0),
+            _suite("imagenet-a", "top1", 38.0),
+            _suite("imagenet-a", "top1", 99.0, size=384),  # another size: not Table 1
+            _suite("imagenet-r", "top1", 50.0),
+            _suite("imagenet-sketch", "top1", 37.5),
+            _suite("imagenet-v2", "top1", 70.0),
+            _suite("imagenet-v2", "top1", 73.0),  # evaluated again: newest wins
+            *[_suite("val", "top1", 80.0 + i / 10, size=s, pool="normal") for i, s in enumerate(sizes)],
+            *[_suite("val", "top1", 70.0 + i / 10, size=s, pool="linear") for i, s in enumerate(sizes)],
+            _suite("val", "top1", 60.0, size=640, overrides={"length_scaling": False}),
+            _suite("val", "top1", 50.0, size=640, overrides={"position_bias": "interpolate"}),
+        ],
+    )
     t1 = _paper_view("transnext", "1", root)["TransNeXt-Tiny"]
     assert t1["in1k"] == "84.0 / 84.1 / +0.1"  # the training evaluation
     assert (t1["in_c"], t1["in_a"], t1["in_r"], t1["sketch"], t1["in_v2"]) == (
-        "46.5 / 47.0 / +0.5", "39.9 / 38.0 / -1.9", "49.6 / 50.0 / +0.4", "37.6 / 37.5 / -0.1", "73.8 / 73.0 / -0.8")
+        "46.5 / 47.0 / +0.5",
+        "39.9 / 38.0 / -1.9",
+        "49.6 / 50.0 / +0.4",
+        "37.6 / 37.5 / -0.1",
+        "73.8 / 73.0 / -0.8",
+    )
     t5 = _paper_view("transnext", "5", root)
     # Normal Mode: 80.0 + i/10 at the i-th size; the paper's 224 column is 84.0 -> Δ -4.0
     assert t5["TransNeXt-Tiny (Normal Mode)"]["r224"] == "84.0 / 80.0 / -4.0"
@@ -495,32 +590,66 @@ def test_eval_suite_records_fill_the_evaluation_only_cells(tmp_path):
     assert t5["TransNeXt-Tiny (Interpolate RPE)"]["r640"] == "79.5 / 50.0 / -29.5"
     assert t5["TransNeXt-Micro (Normal Mode)"]["r224"] == "82.5 / —"  # another model: no run
 
-    _eval_run(root, "steps", STEPS_DEIT_S, "steps_deit_small", 224, [
-        {"kind": "eval", "epoch": 299, "top1": 81.2},  # the training evaluation fills none of Tables 6-7
-        _suite("val", "top1", 80.0), _suite("val", "top1", 76.0, analysis="mask_first=32"),
-        _suite("val", "top1", 80.5, analysis="mask_last=32"), _suite("val", "top1", 5.0, analysis="mask_first=160"),
-        _suite("val", "top1", 77.5, analysis="drop_last=0:4"), _suite("val", "top1", 80.1, analysis="drop_last=2:1"),
-    ])
+    _eval_run(
+        root,
+        "steps",
+        STEPS_DEIT_S,
+        "steps_deit_small",
+        224,
+        [
+            {"kind": "eval", "epoch": 299, "top1": 81.2},  # the training evaluation fills none of Tables 6-7
+            _suite("val", "top1", 80.0),
+            _suite("val", "top1", 76.0, analysis="mask_first=32"),
+            _suite("val", "top1", 80.5, analysis="mask_last=32"),
+            _suite("val", "top1", 5.0, analysis="mask_first=160"),
+            _suite("val", "top1", 77.5, analysis="drop_last=0:4"),
+            _suite("val", "top1", 80.1, analysis="drop_last=2:1"),
+        ],
+    )
     t6 = _paper_view("stepsnet", "6", root)
-    assert t6["Slow path"] == {"none": "81.0 / 80.0 / -1.0", "m32": "77.3 / 76.0 / -1.3", "m64": "68.3 / —",
-                               "m96": "49.0 / —", "m128": "20.4 / —", "m160": "4.4 / 5.0 / +0.6"}
+    assert t6["Slow path"] == {
+        "none": "81.0 / 80.0 / -1.0",
+        "m32": "77.3 / 76.0 / -1.3",
+        "m64": "68.3 / —",
+        "m96": "49.0 / —",
+        "m128": "20.4 / —",
+        "m160": "4.4 / 5.0 / +0.6",
+    }
     assert t6["Fast path"]["m32"] == "80.9 / 80.5 / -0.4" and t6["Fast path"]["m160"] == "80.3 / —"
     t7 = _paper_view("stepsnet", "7", root)
     assert (t7["F_1 (last 4 blocks)"]["acc"], t7["F_2 (last 2 blocks)"]["acc"], t7["F_3 (last 1 block)"]["acc"]) == (
-        "77.0 / 77.5 / +0.5", "78.1 / —", "80.5 / 80.1 / -0.4")
+        "77.0 / 77.5 / +0.5",
+        "78.1 / —",
+        "80.5 / 80.1 / -0.4",
+    )
 
 
 @pytest.mark.tier("integration")
 def test_eval_suite_of_a_reduced_run_defaults_to_its_training_size(tmp_path):
     root = tmp_path / "runs"
-    _eval_run(root, "digits", TRANSNEXT_TINY, "transnext_tiny", 32, [
-        _suite("imagenet-c", "mCE", 90.0, size=32), _suite("imagenet-c", "mCE", 10.0, size=224),
-        _suite("val", "top1", 40.0, size=256, pool="linear"),
-    ], scale="embedded digits 32px, 2 epochs")
+    _eval_run(
+        root,
+        "digits",
+        TRANSNEXT_TINY,
+        "transnext_tiny",
+        32,
+        [
+            _suite("imagenet-c", "mCE", 90.0, size=32),
+            _suite("imagenet-c", "mCE", 10.0, size=224),
+            _suite("val", "top1", 40.0, size=256, pool="linear"),
+        ],
+        scale="embedded digits 32px, 2 epochs",
+    )
     t1 = _paper_view("transnext", "1", root)
     assert t1["TransNeXt-Tiny"]["in_c"] == "46.5 / —"  # never presented at the paper's setting
-    assert t1["↳ reduced: embedded digits 32px, 2 epochs"] == {"in1k": "—", "in_c": "90.0", "in_a": "—", "in_r": "—",
-                                                              "sketch": "—", "in_v2": "—"}
+    assert t1["↳ reduced: embedded digits 32px, 2 epochs"] == {
+        "in1k": "—",
+        "in_c": "90.0",
+        "in_a": "—",
+        "in_r": "—",
+        "sketch": "—",
+        "in_v2": "—",
+    }
     t5 = _paper_view("transnext", "5", root)
     assert t5["↳ reduced: embedded digits 32px, 2 epochs"]["r256"] == "40.0"
 
@@ -554,8 +683,11 @@ def test_broken_eval_suite_lines_are_reported_once_and_the_rest_is_used(tmp_path
     assert len(frame) == 2 and len(problems) == 2, problems.summary()
     summary = problems.summary()
     assert "metrics.jsonl 2 lines (first: 2) not JSON" in summary and "meta.json unreadable" in summary
-    t1 = cells(compare.view_table(next(t for t in paper_tables.load_paper("transnext") if t.id == "1"),
-                                  compare.RunIndex(frame)))["TransNeXt-Tiny"]
+    t1 = cells(
+        compare.view_table(
+            next(t for t in paper_tables.load_paper("transnext") if t.id == "1"), compare.RunIndex(frame)
+        )
+    )["TransNeXt-Tiny"]
     assert (t1["in_a"], t1["in_r"], t1["sketch"]) == ("39.9 / 38.0 / -1.9", "49.6 / —", "37.6 / 37.5 / -0.1")
 
 
@@ -613,21 +745,46 @@ def test_lm_eval_records_fill_scalenet_table_x(tmp_path):
     config = "configs/scalenet/scalenet-llama-3.2-1b-2x_8xb16-3e_alpaca.py"
     run = tmp_path / "runs" / Path(config).stem / "r0"
     run.mkdir(parents=True)
-    (run / "meta.json").write_text(json.dumps({"status": "done", "experiment": Path(config).stem, "run_id": "r0",
-                                               "config_file": config, "command": f"depthbench train {config}"}))
-    (run / "config.py").write_text("model = dict(name='scalenet_llama_3_2_1b_2x', config='llama_3_2_1b', "
-                                   "scalenet=dict(k=2, rank=16), trainable='adapters_norms', weights='<llama>')\n"
-                                   "data = dict(type='alpaca')\nepochs = 3\n")
-    tasks = {"boolq": "acc", "piqa": "acc", "hellaswag": "acc_norm", "winogrande": "acc", "arc_easy": "acc_norm",
-             "arc_challenge": "acc_norm", "openbookqa": "acc_norm", "average": "mean"}
-    records = [dict(_suite(task, metric, 50.0 + i), protocol="lm-eval", input_size=None, analysis=None)
-               for i, (task, metric) in enumerate(tasks.items())]
+    (run / "meta.json").write_text(
+        json.dumps(
+            {
+                "status": "done",
+                "experiment": Path(config).stem,
+                "run_id": "r0",
+                "config_file": config,
+                "command": f"depthbench train {config}",
+            }
+        )
+    )
+    (run / "config.py").write_text(
+        "model = dict(name='scalenet_llama_3_2_1b_2x', config='llama_3_2_1b', "
+        "scalenet=dict(k=2, rank=16), trainable='adapters_norms', weights='<llama>')\n"
+        "data = dict(type='alpaca')\nepochs = 3\n"
+    )
+    tasks = {
+        "boolq": "acc",
+        "piqa": "acc",
+        "hellaswag": "acc_norm",
+        "winogrande": "acc",
+        "arc_easy": "acc_norm",
+        "arc_challenge": "acc_norm",
+        "openbookqa": "acc_norm",
+        "average": "mean",
+    }
+    records = [
+        dict(_suite(task, metric, 50.0 + i), protocol="lm-eval", input_size=None, analysis=None)
+        for i, (task, metric) in enumerate(tasks.items())
+    ]
     records.append(dict(_suite("boolq", "acc_norm", 99.0), protocol="lm-eval", input_size=None))  # not Table X's metric
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     row = _paper_view("scalenet", "X", tmp_path / "runs")["Llama-3.2-1B ScaleNet"]
     assert (row["boolq"], row["piqa"], row["hellaswag"], row["obqa"], row["average"]) == (
-        "66.12 / 50.00 / -16.12", "75.73 / 51.00 / -24.73", "64.98 / 52.00 / -12.98", "36.80 / 56.00 / +19.20",
-        "57.61 / 57.00 / -0.61")
+        "66.12 / 50.00 / -16.12",
+        "75.73 / 51.00 / -24.73",
+        "64.98 / 52.00 / -12.98",
+        "36.80 / 56.00 / +19.20",
+        "57.61 / 57.00 / -0.61",
+    )
 
 
 @pytest.mark.tier("integration")
@@ -643,8 +800,12 @@ def test_results_cells_and_status_give_verifys_answer_for_the_dense_rows(tmp_pat
     assert any(c.status == "pass" for c in dense) and all(c.status in ("pass", "reason") for c in dense)
     index = compare.RunIndex(runs.collect([tmp_path / "no-runs"])[0], compare.MODEL_RENAMES)
     view = compare.view_table(table, index, Audit(progress=False, dense=verify.dense_counter()))
-    by_cell = {(line.row.name, column): cell for line in view.lines for column, cell in line.cells.items()
-               if cell.kind == "arch"}
+    by_cell = {
+        (line.row.name, column): cell
+        for line in view.lines
+        for column, cell in line.cells.items()
+        if cell.kind == "arch"
+    }
     for check in checks:
         cell = by_cell[(check.row, check.column)]
         assert cell.status == check.status, (check, cell)

@@ -1,6 +1,7 @@
 """The HTML report (``depthbench results --format html``) in a real headless browser: Debian's chromium, driven
 by playwright's Python API. Every page renders, every image loads, no console errors, the tables hold the
 expected cells — opened from the file system and from a static web server."""
+
 import contextlib
 import functools
 import http.server
@@ -29,8 +30,24 @@ def report(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("DEPTHBENCH_CACHE", str(tmp_path_factory.mktemp("cache")))
     try:
-        assert depthbench(["results", "--file", str(FIXTURES / "demo.yaml"), "--runs", str(FIXTURES / "runs"),
-                           "--format", "html", "--out", str(out), "--claims", str(claims)]) == 0
+        assert (
+            depthbench(
+                [
+                    "results",
+                    "--file",
+                    str(FIXTURES / "demo.yaml"),
+                    "--runs",
+                    str(FIXTURES / "runs"),
+                    "--format",
+                    "html",
+                    "--out",
+                    str(out),
+                    "--claims",
+                    str(claims),
+                ]
+            )
+            == 0
+        )
     finally:
         mp.undo()
     return out
@@ -56,8 +73,9 @@ def write_claims_report(folder: Path) -> Path:
 def check_page(page, errors, failed, name: str) -> None:
     assert not errors and not failed, (name, errors, failed)
     assert page.title().endswith("— depthbench")
-    images = page.eval_on_selector_all("img", "els => els.map(e => [e.getAttribute('src'), e.complete && "
-                                              "e.naturalWidth > 0])")
+    images = page.eval_on_selector_all(
+        "img", "els => els.map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0])"
+    )
     assert all(ok for _, ok in images), (name, images)
     links = page.eval_on_selector_all("header a", "els => els.map(e => e.getAttribute('href'))")
     assert set(PAGES) <= set(links)
@@ -68,7 +86,9 @@ def row_cells(page, table_id: str, row: str) -> list[str]:
         f"#{table_id} tbody tr",
         "(trs, row) => { const tr = trs.find(t => t.querySelector('th').firstChild.textContent.trim() === row);"
         " return tr ? [...tr.querySelectorAll('td')].map(td => [...td.querySelectorAll('span')]"
-        ".map(s => s.textContent).join(' | ')) : null; }", row)
+        ".map(s => s.textContent).join(' | ')) : null; }",
+        row,
+    )
 
 
 def test_every_page_renders_from_the_file_system(browser, report):
@@ -80,7 +100,9 @@ def test_every_page_renders_from_the_file_system(browser, report):
     page, errors, failed = visit(browser, (report / "demo.html").as_uri())
     # ResNet-18: params from the audit (11,689,512 -> 11.69, ✓), top-1 three seeds 70.0/70.5/71.0
     assert row_cells(page, "table-1", "ResNet-18") == [
-        "11.7 | 11.69 ✓ | Δ -0.01", "70.2 | 70.5 ± 0.5 (n=3) [3 done, 1 running] | Δ +0.3"]
+        "11.7 | 11.69 ✓ | Δ -0.01",
+        "70.2 | 70.5 ± 0.5 (n=3) [3 done, 1 running] | Δ +0.3",
+    ]
     assert row_cells(page, "table-1", "↳ reduced: embedded digits 16px, 20 epochs") == ["", "95.0"]
     assert row_cells(page, "table-2", "Swin-T") == ["1x", "43.7 | 44.1 | Δ +0.4", "39.8 | 40.2 | Δ +0.4"]
     assert "not reproduced: the OCR lost this row" in page.inner_text("#table-1")
@@ -110,8 +132,10 @@ def test_all_five_papers_render(browser, tmp_path, monkeypatch):
     would measure every model) with the fixture runs: every page and figure loads."""
     monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "report"
-    assert depthbench(["results", "--runs", str(FIXTURES / "runs"), "--format", "html", "--out", str(out),
-                       "--no-audit"]) == 0
+    assert (
+        depthbench(["results", "--runs", str(FIXTURES / "runs"), "--format", "html", "--out", str(out), "--no-audit"])
+        == 0
+    )
     papers = ["stepsnet", "sret", "transnext", "horesnet", "scalenet"]
     for name in ["index.html", "status.html", "runs.html"] + [f"{p}.html" for p in papers]:
         page, errors, failed = visit(browser, (out / name).as_uri())
@@ -138,9 +162,14 @@ def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(brow
     page, errors, failed = visit(browser, (report / "claims.html").as_uri())
     check_page(page, errors, failed, "claims.html")
     cells = page.eval_on_selector_all("main table tbody tr td", "tds => tds.map(td => td.textContent)")
-    assert cells == ["Table 1: DeiT-T 72.2, Steps-DeiT-T 73.2", "deit 71.00 ± 1.00 (n=3)",
-                     "steps-deit 74.17 ± 1.04 (n=3)", f"{diff:+.2f}", f"[{low:+.2f}, {high:+.2f}] (paired)",
-                     "supported"]
+    assert cells == [
+        "Table 1: DeiT-T 72.2, Steps-DeiT-T 73.2",
+        "deit 71.00 ± 1.00 (n=3)",
+        "steps-deit 74.17 ± 1.04 (n=3)",
+        f"{diff:+.2f}",
+        f"[{low:+.2f}, {high:+.2f}] (paired)",
+        "supported",
+    ]
     assert "reduced setting" in page.inner_text("main")
     images = page.eval_on_selector_all("img", "els => els.map(e => e.getAttribute('src'))")
     assert images == ["figures/claims/glyphs-samples.png", "figures/claims/stepsnet-steps-deit-vs-deit.png"]
@@ -148,14 +177,31 @@ def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(brow
 
 
 def test_results_claims_folder_without_a_report_is_one_line(tmp_path, capsys):
-    assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
-                       "--claims", str(tmp_path)]) == 2
+    assert (
+        depthbench(
+            ["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit", "--claims", str(tmp_path)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no claims.json" in err[0] and not (tmp_path / "site").exists()
     for broken in ("{not json", '[{"claim": {"paper": "stepsnet"}}]'):  # not JSON; a record missing fields
         (tmp_path / "claims.json").write_text(broken)
-        assert depthbench(["results", "--format", "html", "--out", str(tmp_path / "site"), "--no-audit",
-                           "--claims", str(tmp_path)]) == 2
+        assert (
+            depthbench(
+                [
+                    "results",
+                    "--format",
+                    "html",
+                    "--out",
+                    str(tmp_path / "site"),
+                    "--no-audit",
+                    "--claims",
+                    str(tmp_path),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "claims.json is unreadable" in err[0] and not (tmp_path / "site").exists()
 
@@ -174,7 +220,8 @@ def test_runs_page_fits_and_prints_counts_as_integers(browser, report):
         if name == "runs.html":
             columns = page.eval_on_selector_all("table.runs thead th", "ths => ths.map(th => th.textContent)")
             cells = page.eval_on_selector_all(
-                "table.runs tbody tr", "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))")
+                "table.runs tbody tr", "trs => trs.map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
+            )
             for column in ("seed", "epochs", "eval_epoch"):
                 values = [row[columns.index(column)] for row in cells]
                 assert all(re.fullmatch(r"\d*", v) for v in values) and any(values), (column, values)
@@ -191,7 +238,8 @@ def test_unchecked_cells_say_why(tmp_path, monkeypatch):
         "paper: demo\ntitle: A demo paper\ntables:\n  - id: '1'\n    caption: Params\n"
         "    columns: {params_m: '#Params (M)', top1: 'Top-1 (%)'}\n    rows:\n"
         "      - {name: ResNet-18, model: resnet18, paper: {params_m: 11.6, top1: 70.2},\n"
-        "         unchecked: {params_m: 'the paper prints 11.6M, a typo for 11.7M'}}\n")
+        "         unchecked: {params_m: 'the paper prints 11.6M, a typo for 11.7M'}}\n"
+    )
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         assert depthbench(["results", "--file", str(tables), "--runs", str(tmp_path)]) == 0
@@ -199,8 +247,12 @@ def test_unchecked_cells_say_why(tmp_path, monkeypatch):
     assert "11.6 / unchecked [1]" in text and "[1] unchecked: the paper prints 11.6M, a typo for 11.7M" in text, text
     site = tmp_path / "site"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert depthbench(["results", "--file", str(tables), "--runs", str(tmp_path), "--format", "html",
-                           "--out", str(site)]) == 0
+        assert (
+            depthbench(
+                ["results", "--file", str(tables), "--runs", str(tmp_path), "--format", "html", "--out", str(site)]
+            )
+            == 0
+        )
     page = (site / "demo.html").read_text()
     assert "unchecked [1]</span>" in page and "[1] unchecked: the paper prints 11.6M, a typo for 11.7M" in page
 
@@ -217,8 +269,9 @@ def test_results_out_read_only_is_one_line_before_any_work(tmp_path, monkeypatch
         for out in (folder, folder / "new" / "report"):
             err = io.StringIO()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-                code = depthbench(["results", "--runs", str(FIXTURES / "runs"), "--format", "csv", "--out", str(out),
-                                   "--no-audit"])
+                code = depthbench(
+                    ["results", "--runs", str(FIXTURES / "runs"), "--format", "csv", "--out", str(out), "--no-audit"]
+                )
             assert code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
             assert f"--out {out}: cannot write in {folder}" in err.getvalue(), err.getvalue()
     assert list(folder.iterdir()) == []

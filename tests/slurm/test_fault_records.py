@@ -2,6 +2,7 @@
 the requeue step (``python -m slurm.restart``) and ``depthbench jobs`` / ``jobs --why`` against planted links,
 FIFOs, odd names, huge numbers, paths out of the run and terminal escapes; and the test switches, which only a
 config turns on (issue 54 item 4, issue 58 item 12)."""
+
 import ast
 import json
 import os
@@ -66,8 +67,13 @@ def stub_slurm(tmp_path) -> dict:
     (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'n1 idle'\necho 'n2 idle'\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42",
-            "SLURM_RESTART_COUNT": "0", "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "42",
+        "SLURM_RESTART_COUNT": "0",
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def crashed_run(tmp_path) -> Path:
@@ -107,23 +113,52 @@ def plant_faults_link(run, secret):  # restarts.json (written when there is no m
 
 
 def plant_bad_history(run, secret):  # a history whose attempt names a path and whose node is an option
-    (run / "meta.json").write_text(json.dumps({"status": "running", "restarts": [
-        {"attempt": "0/../..", "exit": "x", "action": "requeued"},
-        {"attempt": 0, "exit": "SIGKILL", "step": 1, "node": "n1 Partition=x", "excluded": ["n1 Nodes=y", 5],
-         "action": "requeued on 1 node(s)"}]}))
+    (run / "meta.json").write_text(
+        json.dumps(
+            {
+                "status": "running",
+                "restarts": [
+                    {"attempt": "0/../..", "exit": "x", "action": "requeued"},
+                    {
+                        "attempt": 0,
+                        "exit": "SIGKILL",
+                        "step": 1,
+                        "node": "n1 Partition=x",
+                        "excluded": ["n1 Nodes=y", 5],
+                        "action": "requeued on 1 node(s)",
+                    },
+                ],
+            }
+        )
+    )
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("plant", [plant_odd_step_name, plant_huge_exit_code, plant_linked_meta, plant_fifo_step_file,
-                                   plant_faults_link, plant_bad_history])
+@pytest.mark.parametrize(
+    "plant",
+    [
+        plant_odd_step_name,
+        plant_huge_exit_code,
+        plant_linked_meta,
+        plant_fifo_step_file,
+        plant_faults_link,
+        plant_bad_history,
+    ],
+)
 def test_the_requeue_step_requeues_whatever_the_records_hold(tmp_path, secret, plant):
     """Any bad record is ignored or named in one line; the job is still requeued (a crash here loses the job), no
     file outside the run is written, nothing waits on a FIFO, no planted node name reaches scontrol."""
     env = stub_slurm(tmp_path)
     run = crashed_run(tmp_path)
     plant(run, secret)
-    out = subprocess.run([sys.executable, "-m", "slurm.restart", str(run), "--status", "137", "--nodes", "2",
-                          "--min-nodes", "1"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "slurm.restart", str(run), "--status", "137", "--nodes", "2", "--min-nodes", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
     calls = (tmp_path / "scontrol.log").read_text().splitlines()
     assert calls[0] == "requeuehold 42" and calls[-1] == "release 42", calls
@@ -138,8 +173,14 @@ def test_a_requeued_run_says_it_is_waiting_to_restart_not_failed(tmp_path):
     of N) and the failed attempt's error is history, not the run's error."""
     env = stub_slurm(tmp_path)
     run = crashed_run(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "slurm.restart", str(run), "--status", "137", "--max-restarts", "3"],
-                         env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "slurm.restart", str(run), "--status", "137", "--max-restarts", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     meta = json.loads((run / "meta.json").read_text())
     assert (meta["status"], meta["restart"], meta.get("error")) == ("restarting", "1 of 3", None)
@@ -152,18 +193,33 @@ def test_jobs_why_reads_only_the_runs_own_regular_files_and_prints_no_escapes(tm
     run = tmp_path / "runs" / "exp" / "r1"
     folder = run / "faults" / "attempt-0"
     folder.mkdir(parents=True)
-    (folder / "stacks-rank-0.txt").symlink_to(secret)       # a dump that is a link: its bytes are not printed
-    os.mkfifo(folder / "step-rank-0.bin")                   # a FIFO: never waited on
+    (folder / "stacks-rank-0.txt").symlink_to(secret)  # a dump that is a link: its bytes are not printed
+    os.mkfifo(folder / "step-rank-0.bin")  # a FIFO: never waited on
     (folder / "heartbeat-rank-0.json").write_text(json.dumps({"node": "n1\x1b[31m", "step": 2}))
     (folder / "error-rank-1.json").write_text(json.dumps({"type": "E\x1b]0;owned\x07", "message": "m\x1b[2J"}))
     outside = tmp_path / "outside" / "faults" / "attempt-0"  # where "0/../../.." would lead
     outside.mkdir(parents=True)
     (outside / "stacks-rank-5.txt").symlink_to(secret)
-    (run / "meta.json").write_text(json.dumps({"status": "done", "slurm_job_id": "9", "error": "RuntimeError: gloo",
-                                               "restarts": [
-        {"attempt": "0/../../..", "exit": "x", "action": "requeued"},
-        {"attempt": 0, "exit": "SIGKILL\x1b[31m", "rank": 1, "node": "n2", "error": "E\x1b[2J",
-         "action": "requeued on 1 node(s)\x1b]0;x\x07"}]}))
+    (run / "meta.json").write_text(
+        json.dumps(
+            {
+                "status": "done",
+                "slurm_job_id": "9",
+                "error": "RuntimeError: gloo",
+                "restarts": [
+                    {"attempt": "0/../../..", "exit": "x", "action": "requeued"},
+                    {
+                        "attempt": 0,
+                        "exit": "SIGKILL\x1b[31m",
+                        "rank": 1,
+                        "node": "n2",
+                        "error": "E\x1b[2J",
+                        "action": "requeued on 1 node(s)\x1b]0;x\x07",
+                    },
+                ],
+            }
+        )
+    )
     env = {"DEPTHBENCH_RUNS": str(tmp_path / "runs")}
     why = run_cli("jobs", "--why", run, env=env, timeout=120)
     assert why.returncode == 0, why.stderr
@@ -185,12 +241,33 @@ def test_test_switches_come_from_the_config_only(tmp_path):
     """The old fault-injection variables do nothing in the product (``DEPTHBENCH_INJECT_FAULT=1`` made ``train``
     SIGKILL itself); the config's ``testing.step_delay_s`` paces the steps with the hang watchdog off (it lived
     inside the watchdog, and ``hang.watchdog=False`` dropped it); a bad value is one line, exit 2."""
-    tiny = ["model.width=8", "data.input_size=8", "data.train_subset=32", "data.val_subset=8", "batch_size=8",
-            "epochs=1", "log_interval=1", "log.tensorboard=False", "ckpt.interval_minutes=None"]
-    env = {"DEPTHBENCH_INJECT_FAULT": "1", "DEPTHBENCH_INJECT_STEP_DELAY": "soon",
-           "DEPTHBENCH_RUNS": str(tmp_path / "runs"), "DEPTHBENCH_DATA": str(tmp_path / "data")}
-    out = run_cli("train", PRESET, *tiny, "hang.watchdog=False", "testing.step_delay_s=0.3",
-                  "--work-dir", tmp_path / "run", env=env)
+    tiny = [
+        "model.width=8",
+        "data.input_size=8",
+        "data.train_subset=32",
+        "data.val_subset=8",
+        "batch_size=8",
+        "epochs=1",
+        "log_interval=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+    ]
+    env = {
+        "DEPTHBENCH_INJECT_FAULT": "1",
+        "DEPTHBENCH_INJECT_STEP_DELAY": "soon",
+        "DEPTHBENCH_RUNS": str(tmp_path / "runs"),
+        "DEPTHBENCH_DATA": str(tmp_path / "data"),
+    }
+    out = run_cli(
+        "train",
+        PRESET,
+        *tiny,
+        "hang.watchdog=False",
+        "testing.step_delay_s=0.3",
+        "--work-dir",
+        tmp_path / "run",
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     times = [r["step_time"] for r in steps if r.get("kind") == "train"]
@@ -211,18 +288,25 @@ def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monke
     stubs.mkdir()
     log = tmp_path / "scontrol.log"
     for name, body in {  # srun: the attempt crashes, leaving a FIFO where meta.json belongs
-            "srun": 'run=$(dirname "$(dirname "$(dirname "$DEPTHBENCH_EXITS")")")\nmkfifo "$run/meta.json"\n'
-                    'echo "1.0 0 n1 1" >> "$DEPTHBENCH_EXITS"\nexit 1\n',
-            "scontrol": f'case "$1 $2" in\n  "show hostnames") echo n1 ;;\n  "show node") echo NodeAddr=127.0.0.1 ;;'
-                        f'\n  *) echo "$@" >> {log} ;;\nesac\n',
-            "sinfo": "echo 'n1 idle'\n"}.items():
+        "srun": 'run=$(dirname "$(dirname "$(dirname "$DEPTHBENCH_EXITS")")")\nmkfifo "$run/meta.json"\n'
+        'echo "1.0 0 n1 1" >> "$DEPTHBENCH_EXITS"\nexit 1\n',
+        "scontrol": f'case "$1 $2" in\n  "show hostnames") echo n1 ;;\n  "show node") echo NodeAddr=127.0.0.1 ;;'
+        f'\n  *) echo "$@" >> {log} ;;\nesac\n',
+        "sinfo": "echo 'n1 idle'\n",
+    }.items():
         (stubs / name).write_text("#!/bin/bash\n" + body)
         (stubs / name).chmod(0o755)
     (tmp_path / "job.sbatch").write_text(script)
-    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp_path), "SLURM_JOB_ID": "4242",
-           "SLURM_JOB_NODELIST": "n1", "SLURM_NTASKS": "1"}
-    out = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
+    env = {
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_NTASKS": "1",
+    }
+    out = subprocess.run(
+        ["bash", str(tmp_path / "job.sbatch")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and "requeued (1 of 3 restarts)" in out.stdout, out.stdout + out.stderr
     assert log.read_text().splitlines()[0] == "requeuehold 4242"
 
@@ -239,13 +323,24 @@ def test_a_malformed_restart_count_is_one_line(value, tmp_path, monkeypatch):
         wd.attempt_dir(tmp_path)
     env = {**stub_slurm(tmp_path), "SLURM_RESTART_COUNT": value}
     run = crashed_run(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "slurm.restart", str(run), "--status", "137"], env=env,
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "slurm.restart", str(run), "--status", "137"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr
 
 
-CLUSTER_READERS = ["slurm/jobs.py", "slurm/restart.py", "harness/engine/watchdog.py", "harness/engine/switches.py",
-                   "harness/core/faults.py"]
+CLUSTER_READERS = [
+    "slurm/jobs.py",
+    "slurm/restart.py",
+    "harness/engine/watchdog.py",
+    "harness/engine/switches.py",
+    "harness/core/faults.py",
+]
 RAW_FILE_CALLS = {"read_text", "read_bytes", "write_text", "write_bytes", "is_file", "exists", "open"}
 
 

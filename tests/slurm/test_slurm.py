@@ -12,6 +12,7 @@ own, and the cluster changes shape (two nodes, then one) only once every job sub
 the queue -- the fixtures that reshape it pull in the two-node work the selected tests need first, and
 ``Cluster.start`` (tests/slurmcluster.py) refuses to restart slurmd under a job.
 """
+
 import json
 import os
 import re
@@ -31,8 +32,18 @@ pytestmark = pytest.mark.tier("integration")
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 # test_train's tiny setting: 8x8 digits, 8 channels, 160 images, global batch 8 -> 20 steps an epoch, 2 epochs
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-        "epochs=2", "ckpt.interval_steps=3", "ckpt.interval_minutes=None", "log_interval=1", "log.tensorboard=False"]
+TINY = [
+    "model.width=8",
+    "data.input_size=8",
+    "data.train_subset=160",
+    "data.val_subset=40",
+    "batch_size=8",
+    "epochs=2",
+    "ckpt.interval_steps=3",
+    "ckpt.interval_minutes=None",
+    "log_interval=1",
+    "log.tensorboard=False",
+]
 PORT = "6917"  # not the default 6817: a cluster a user started keeps running beside the tests'
 
 
@@ -48,7 +59,7 @@ def sbatch_options(script: str) -> dict:
     options = {}
     for line in script.splitlines():
         if line.startswith("#SBATCH "):
-            key, _, value = line[len("#SBATCH "):].partition("=")
+            key, _, value = line[len("#SBATCH ") :].partition("=")
             options[key] = value
     return options
 
@@ -56,7 +67,7 @@ def sbatch_options(script: str) -> dict:
 def srun_words(script: str) -> list[str]:
     """The script's srun command as shell words (it spans lines: continuations and a quoted newline)."""
     start = script.index("\nsrun ")
-    return shlex.split(script[start:script.index("\n", script.index('rank "${CMD[@]}"', start))].replace("\\\n", " "))
+    return shlex.split(script[start : script.index("\n", script.index('rank "${CMD[@]}"', start))].replace("\\\n", " "))
 
 
 def element_commands(script: str) -> dict:
@@ -70,8 +81,13 @@ def rank_env(script: str, **slurm) -> dict:
     ``env`` as the program: the environment that rank's process gets."""
     words = srun_words(script)
     body = words[words.index("-c") + 1]
-    out = subprocess.run(["bash", "-c", body, "rank", "env"], env={"PATH": os.environ["PATH"], **slurm},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", body, "rank", "env"],
+        env={"PATH": os.environ["PATH"], **slurm},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -85,10 +101,15 @@ def check_rank_logic(script: str, nodes: int, tasks_per_node: int) -> None:
     assert words[-2:] == ["rank", "${CMD[@]}"], words  # the element's command, run by every task
     world = nodes * tasks_per_node
     for proc in (0, world - 1):
-        env = rank_env(script, SLURM_PROCID=str(proc), SLURM_LOCALID=str(proc % tasks_per_node),
-                       SLURM_NTASKS=str(world))
-        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == \
-               (str(proc), str(proc % tasks_per_node), str(world), str(tasks_per_node))
+        env = rank_env(
+            script, SLURM_PROCID=str(proc), SLURM_LOCALID=str(proc % tasks_per_node), SLURM_NTASKS=str(world)
+        )
+        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == (
+            str(proc),
+            str(proc % tasks_per_node),
+            str(world),
+            str(tasks_per_node),
+        )
     outside = script.replace(next(w for w in words if "RANK=" in w), "")
     assert not re.search(r"\b(RANK|LOCAL_RANK|NODE_RANK)=|--node_rank|--machine_rank", outside)
     assert re.search(r'^HEAD_NODE=\$\(scontrol show hostnames "\$SLURM_JOB_NODELIST" \| head -n1\)$', script, re.M)
@@ -102,8 +123,9 @@ def scontrol_job(job: str) -> dict:
 
 
 def queued(job: str) -> bool:
-    return bool(subprocess.run(["squeue", "-h", "-r", "-j", job.split("_")[0]], capture_output=True,
-                               text=True).stdout.strip())
+    return bool(
+        subprocess.run(["squeue", "-h", "-r", "-j", job.split("_")[0]], capture_output=True, text=True).stdout.strip()
+    )
 
 
 def local_time(text: str):
@@ -140,12 +162,19 @@ def wait_training(job: str, work_dir, steps: int, reference: tuple[dict, str]) -
             return f"job {job} left the queue ({scontrol_job(job).get('JobState')})"
         return None
 
-    wait_for(lambda: scontrol_job(job)["JobState"] != "PENDING", 120, f"job {job} to start (queue: {queue()})",
-             ended)
-    wait_for(lambda: meta(work_dir, missing_ok=True).get("status") == "running", 60 + 10 * startup_s,
-             f"job {job}'s ranks to start its run (reference start-up {startup_s:.0f} s)", ended)
-    wait_for(lambda: len([r for r in metric_records(work_dir) if r.get("kind") == "train"]) >= steps,
-             60 + 10 * steps * step_s, f"job {job} to train {steps} steps (reference {step_s:.2f} s a step)", ended)
+    wait_for(lambda: scontrol_job(job)["JobState"] != "PENDING", 120, f"job {job} to start (queue: {queue()})", ended)
+    wait_for(
+        lambda: meta(work_dir, missing_ok=True).get("status") == "running",
+        60 + 10 * startup_s,
+        f"job {job}'s ranks to start its run (reference start-up {startup_s:.0f} s)",
+        ended,
+    )
+    wait_for(
+        lambda: len([r for r in metric_records(work_dir) if r.get("kind") == "train"]) >= steps,
+        60 + 10 * steps * step_s,
+        f"job {job} to train {steps} steps (reference {step_s:.2f} s a step)",
+        ended,
+    )
 
 
 def wait_gone(job: str, timeout: float = 300) -> dict:
@@ -196,8 +225,9 @@ def runs(tmp_path_factory):
     """Runs, Slurm records/logs and the digits cache in tmp dirs; jobs inherit this environment through sbatch."""
     root = tmp_path_factory.mktemp("runs")
     saved = {k: os.environ.get(k) for k in ("DEPTHBENCH_RUNS", "DEPTHBENCH_DATA", "OMP_NUM_THREADS")}
-    os.environ.update(DEPTHBENCH_RUNS=str(root), DEPTHBENCH_DATA=str(tmp_path_factory.mktemp("data")),
-                      OMP_NUM_THREADS="1")
+    os.environ.update(
+        DEPTHBENCH_RUNS=str(root), DEPTHBENCH_DATA=str(tmp_path_factory.mktemp("data")), OMP_NUM_THREADS="1"
+    )
     yield root
     for k, v in saved.items():
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -219,8 +249,11 @@ def fake_datasets(tmp_path_factory):
 def wanted(request, fixture: str) -> bool:
     """Whether a test of this module that is going to run (selected, not yet run or running now) uses ``fixture``,
     directly or through other fixtures."""
-    return any(fixture in getattr(item, "fixturenames", ()) for item in request.session.items
-               if getattr(item, "module", None) is request.module)
+    return any(
+        fixture in getattr(item, "fixturenames", ())
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+    )
 
 
 @pytest.fixture
@@ -242,7 +275,7 @@ def test_dry_run_one_node_two_ranks(fresh_runs):
     options = sbatch_options(script)
     assert "--array" not in options and "--gpus-per-node" not in options
     assert re.search(r"^export DS_ACCELERATOR=cpu\b", script, re.M)
-    (work_dir, cmd), = element_commands(script).values()
+    ((work_dir, cmd),) = element_commands(script).values()
     assert cmd[:6] == ["python", "-m", "harness.cli", "train", PRESET, "--work-dir"]
     assert cmd[6:9] == ["$WORK_DIR", "--resume", "auto"] and cmd[9:] == TINY
     assert work_dir.startswith("$DEPTHBENCH_RUNS/horesnet10-rk4_1xb64-20e_digits/$RUN_ID")
@@ -251,14 +284,33 @@ def test_dry_run_one_node_two_ranks(fresh_runs):
 
 
 def test_dry_run_four_nodes_of_eight_gpus(fresh_runs):
-    script = dry_run(PRESET, *TINY, "batch_size=64", "--nodes", 4, "--gpus-per-node", 8, "--cpus-per-task", 10,
-                     "--time", "2-00:00:00", "--partition", "gpu", "--engine", "deepspeed")
+    script = dry_run(
+        PRESET,
+        *TINY,
+        "batch_size=64",
+        "--nodes",
+        4,
+        "--gpus-per-node",
+        8,
+        "--cpus-per-task",
+        10,
+        "--time",
+        "2-00:00:00",
+        "--partition",
+        "gpu",
+        "--engine",
+        "deepspeed",
+    )
     check_rank_logic(script, nodes=4, tasks_per_node=8)
     options = sbatch_options(script)
-    assert (options["--gpus-per-node"], options["--cpus-per-task"], options["--time"], options["--partition"]) == \
-           ("8", "10", "2-00:00:00", "gpu")
+    assert (options["--gpus-per-node"], options["--cpus-per-task"], options["--time"], options["--partition"]) == (
+        "8",
+        "10",
+        "2-00:00:00",
+        "gpu",
+    )
     assert re.search(r"^export DS_ACCELERATOR=cuda\b", script, re.M)
-    (_, cmd), = element_commands(script).values()
+    ((_, cmd),) = element_commands(script).values()
     assert cmd[cmd.index("--engine") + 1] == "deepspeed" and cmd[-1] == "batch_size=64"
 
 
@@ -277,18 +329,29 @@ def test_dry_run_sweep_is_one_array(fresh_runs, fake_datasets):
 
 
 def test_dry_run_paper_table_rows(fresh_runs, fake_datasets):
-    script = dry_run("--table", "stepsnet:1", "--rows", "ResNet-18,Steps-ResNet-18", "--gpus-per-node", 8,
-                     f"data.root={fake_datasets / 'imagenet'}")
+    script = dry_run(
+        "--table",
+        "stepsnet:1",
+        "--rows",
+        "ResNet-18,Steps-ResNet-18",
+        "--gpus-per-node",
+        8,
+        f"data.root={fake_datasets / 'imagenet'}",
+    )
     assert sbatch_options(script)["--array"] == "0-1" and sbatch_options(script)["--job-name"] == "db-stepsnet-table1"
     commands = element_commands(script)
-    assert [c[4] for _, c in commands.values()] == ["configs/stepsnet/resnet18_8xb128-300e_in1k.py",
-                                                    "configs/stepsnet/steps-resnet18_8xb128-300e_in1k.py"]
+    assert [c[4] for _, c in commands.values()] == [
+        "configs/stepsnet/resnet18_8xb128-300e_in1k.py",
+        "configs/stepsnet/steps-resnet18_8xb128-300e_in1k.py",
+    ]
     assert re.search(r"^ +1\) NAME=Steps-ResNet-18$", script, re.M)
     # GPU partitions: PyTorch's NCCL watchdog and flight-recorder settings (issue 41); CPU scripts have none
-    for line in ("TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
-                 "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
-                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-"
-                 "timeout-rank-"):
+    for line in (
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=$WORK_DIR/faults/attempt-${SLURM_RESTART_COUNT:-0}/nccl-timeout-rank-",
+    ):
         assert re.search(rf"^export {re.escape(line)}$", script, re.M), line
     assert "--max-restarts 3 --nodes 1" in script and "--min-nodes 1" in script
     assert "TORCH_NCCL" not in dry_run(PRESET, *TINY)
@@ -299,24 +362,37 @@ def test_dry_run_fine_tuning_config(fresh_runs):
     det = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
     script = dry_run(det, "train_cfg.max_iters=10", "--ntasks-per-node", 2)
     check_rank_logic(script, nodes=1, tasks_per_node=2)
-    (work_dir, cmd), = element_commands(script).values()
-    assert cmd == ["python", "-m", "harness.cli", "finetune", det, "--work-dir", "$WORK_DIR", "--resume", "auto",
-                   "train_cfg.max_iters=10"]
+    ((work_dir, cmd),) = element_commands(script).values()
+    assert cmd == [
+        "python",
+        "-m",
+        "harness.cli",
+        "finetune",
+        det,
+        "--work-dir",
+        "$WORK_DIR",
+        "--resume",
+        "auto",
+        "train_cfg.max_iters=10",
+    ]
     assert work_dir.startswith("$DEPTHBENCH_RUNS/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco/$RUN_ID")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--time", "2", "--warning", "90"], "--time 2 (120 s) is too short for the 90 s checkpoint warning"),
-    (["--time", "10", "--warning", "30"], "--warning 30: the run needs at least 60 s"),
-    (["--time", "1:xx"], "is not a Slurm time"),
-    (["--nodes", "3", "--ntasks-per-node", "2"], "batch_size=8 (global) is not divisible by 6 processes"),
-    (["--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
-    (["--mem", "lots"], "--mem 'lots' is not a Slurm size"),
-    (["--max-restarts", "-1"], "--max-restarts -1: give 0 (never requeue after a failure) or more"),
-    (["--nodes", "2", "--min-nodes", "3"], "--min-nodes 3: give 1 to --nodes (2)"),
-    (["--nodes", "4", "--min-nodes", "3"], "--min-nodes 3: batch_size=8 (global) does not split over 3 node(s)"),
-    (["--nodes", "2", "--min-nodes", "1", "--engine", "deepspeed"], "DeepSpeed runs resume on their own number"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--time", "2", "--warning", "90"], "--time 2 (120 s) is too short for the 90 s checkpoint warning"),
+        (["--time", "10", "--warning", "30"], "--warning 30: the run needs at least 60 s"),
+        (["--time", "1:xx"], "is not a Slurm time"),
+        (["--nodes", "3", "--ntasks-per-node", "2"], "batch_size=8 (global) is not divisible by 6 processes"),
+        (["--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
+        (["--mem", "lots"], "--mem 'lots' is not a Slurm size"),
+        (["--max-restarts", "-1"], "--max-restarts -1: give 0 (never requeue after a failure) or more"),
+        (["--nodes", "2", "--min-nodes", "3"], "--min-nodes 3: give 1 to --nodes (2)"),
+        (["--nodes", "4", "--min-nodes", "3"], "--min-nodes 3: batch_size=8 (global) does not split over 3 node(s)"),
+        (["--nodes", "2", "--min-nodes", "1", "--engine", "deepspeed"], "DeepSpeed runs resume on their own number"),
+    ],
+)
 def test_bad_options_one_line(fresh_runs, args, message):
     code, out, err = cli("submit", PRESET, *TINY, *args)
     assert code == 2 and out == ""
@@ -327,13 +403,15 @@ def test_bad_options_one_line(fresh_runs, args, message):
 def test_bad_config_and_table_one_line(fresh_runs, tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text("model = dict(name='horesnet10_rk4'\n")
-    cases = [([str(broken)], f"cannot load config {broken}"),
-             (["configs/horesnet/no-such.py"], "does not exist"),
-             ([PRESET, "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
-             ([PRESET, "model.name=horesnet10_rk5"], "horesnet10_rk5"),
-             (["--table", "stepsnet:99"], "stepsnet has no table '99'"),
-             (["--table", "stepsnet:1", "--rows", "ResNet-19"], "did you mean ResNet-18"),
-             (["--table", "nopaper:1"], "no tables for paper 'nopaper'")]
+    cases = [
+        ([str(broken)], f"cannot load config {broken}"),
+        (["configs/horesnet/no-such.py"], "does not exist"),
+        ([PRESET, "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
+        ([PRESET, "model.name=horesnet10_rk5"], "horesnet10_rk5"),
+        (["--table", "stepsnet:99"], "stepsnet has no table '99'"),
+        (["--table", "stepsnet:1", "--rows", "ResNet-19"], "did you mean ResNet-18"),
+        (["--table", "nopaper:1"], "no tables for paper 'nopaper'"),
+    ]
     for args, message in cases:
         code, out, err = cli("submit", *args, "--dry-run")
         assert code == 2 and out == "" and err.count("\n") == 1 and message in err, (args, err)
@@ -357,8 +435,7 @@ def time_limit_job(cluster, runs):
     1 s after each step (testing.step_delay_s): the job only has to be training when the signal comes, so it idles
     rather than burning a core for the minute or two Slurm's clock takes."""
     cluster.start(nodes=2)
-    code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "testing.step_delay_s=1", "--time", 2,
-                         "--warning", 60)
+    code, out, err = cli("submit", PRESET, *TINY, "epochs=1000", "testing.step_delay_s=1", "--time", 2, "--warning", 60)
     assert code == 0, err
     job = submitted(out)
     return job, record(runs, job)["elements"][0]["work_dir"], time.monotonic()
@@ -376,8 +453,12 @@ def time_limit_result(cluster, runs, time_limit_job):
 
     result = {}
     try:
-        wait_for(resumed, 240, "the job to be signalled by Slurm, requeued and resumed",
-                 lambda: None if queued(job) else f"job {job} left the queue ({scontrol_job(job).get('JobState')})")
+        wait_for(
+            resumed,
+            240,
+            "the job to be signalled by Slurm, requeued and resumed",
+            lambda: None if queued(job) else f"job {job} left the queue ({scontrol_job(job).get('JobState')})",
+        )
         result["log"] = slurm_log(runs, job)
         result["cancel"] = cli("cancel", work_dir)
         result["final"] = wait_gone(job)
@@ -451,9 +532,11 @@ def test_jobs_and_cancel(cluster, runs):
     code, out, err = cli("cancel", work_dir)  # a run that has not started: found through the submission record
     assert code == 0 and f"cancelled job {job}" in out, err
     assert wait_gone(job)["JobState"] == "CANCELLED" and jobs()[job]["slurm_state"] == "CANCELLED"
-    for target, message in [("999999", "Slurm does not know job 999999"),
-                            (job, f"job {job} has already ended (CANCELLED)"),
-                            ("results/runs/nothing-here", "neither a Slurm job id")]:
+    for target, message in [
+        ("999999", "Slurm does not know job 999999"),
+        (job, f"job {job} has already ended (CANCELLED)"),
+        ("results/runs/nothing-here", "neither a Slurm job id"),
+    ]:
         code, out, err = cli("cancel", target)
         assert code == 2 and err.count("\n") == 1 and message in err, err
     code, _, err = cli("jobs", "--paper", "nopaper")
@@ -631,7 +714,7 @@ def test_config_error_on_the_requeued_attempt_fails_once(cluster, runs, two_node
     assert m["status"] == "failed" and "bad input (exit 2)" in m["error"] and "not requeued" in m["error"]
     assert "ema.decay=5.0" in slurm_log(runs, job)
     code, out, _ = cli("jobs")
-    assert re.search(rf"^    last failure: attempt 1: .*exit 2.*stopped: .*bad input", out, re.M), out
+    assert re.search(r"^    last failure: attempt 1: .*exit 2.*stopped: .*bad input", out, re.M), out
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ and ``submit --dry-run`` works on a login node without the data (issue 26). No c
 the way sbatch reads them and run under stub ``srun``/``scontrol``/``sbatch`` on ``PATH``; an injected command
 would create a marker file.
 """
+
 import json
 import os
 import shutil
@@ -18,21 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 IN1K = "configs/stepsnet/resnet18_8xb128-300e_in1k.py"
 DET = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-        "epochs=2"]
+TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8", "epochs=2"]
 STUBS = {
     # sbatch --parsable: keep the script it was given on stdin, answer a job id
     "sbatch": 'cat > "$STUB_DIR/submitted.sbatch"; echo 4242\n',
     # srun: record its words, then run the per-task command (`bash -c BODY rank CMD...`) with `true` as CMD:
     # the task's own shell runs, the training does not
-    "srun": ('printf \'%s\\0\' "$@" > "$STUB_DIR/srun.args"\n'
-             'while [ "$#" -gt 0 ] && [ "$1" != "-c" ]; do shift; done\n'
-             'exec bash -c "$2" rank true\n'),
-    "scontrol": ('case "$1 $2" in\n'
-                 '  "show hostnames") echo n1 ;;\n'
-                 '  "show node") echo "NodeName=n1 NodeAddr=127.0.0.1 State=IDLE" ;;\n'
-                 '  *) echo "scontrol $*" >> "$STUB_DIR/scontrol.log" ;;\n'
-                 'esac\n'),
+    "srun": (
+        'printf \'%s\\0\' "$@" > "$STUB_DIR/srun.args"\n'
+        'while [ "$#" -gt 0 ] && [ "$1" != "-c" ]; do shift; done\n'
+        'exec bash -c "$2" rank true\n'
+    ),
+    "scontrol": (
+        'case "$1 $2" in\n'
+        '  "show hostnames") echo n1 ;;\n'
+        '  "show node") echo "NodeName=n1 NodeAddr=127.0.0.1 State=IDLE" ;;\n'
+        '  *) echo "scontrol $*" >> "$STUB_DIR/scontrol.log" ;;\n'
+        'esac\n'
+    ),
 }
 
 
@@ -105,7 +109,7 @@ def sbatch_view(script: str) -> list[list[str]]:
     options = []
     for line in script.split("\n")[1:]:
         if line.startswith("#SBATCH"):
-            options.append(sbatch_words(line[len("#SBATCH"):]))
+            options.append(sbatch_words(line[len("#SBATCH") :]))
         elif line.strip() and not line.lstrip().startswith("#"):
             break
     return options
@@ -121,9 +125,16 @@ def check_script(script: str, stubs: Path, tmp_path: Path) -> list[str]:
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     path = tmp_path / "job.sbatch"
     path.write_text(script)
-    env = {"PATH": f"{stubs}:{os.environ['PATH']}", "STUB_DIR": str(stubs), "HOME": str(tmp_path),
-           "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "n1", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",
-           "SLURM_LOCALID": "0"}
+    env = {
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "STUB_DIR": str(stubs),
+        "HOME": str(tmp_path),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_NTASKS": "1",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+    }
     out = subprocess.run(["bash", str(path)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     return (stubs / "srun.args").read_text().split("\0")[:-1]
@@ -131,14 +142,26 @@ def check_script(script: str, stubs: Path, tmp_path: Path) -> list[str]:
 
 def payloads(marker: Path) -> list[str]:
     command = f"touch {marker}"
-    return [f"x\n{command}", f"x\r\n{command}", f"x\u2028{command}", f"x\t{command}", f"x;{command}",
-            f"$({command})", f"`{command}`", f"x --wrap={command}", f"x#{command}", f'x"{command}"', f"x'{command}'",
-            f"x\\\n{command}"]
+    return [
+        f"x\n{command}",
+        f"x\r\n{command}",
+        f"x\u2028{command}",
+        f"x\t{command}",
+        f"x;{command}",
+        f"$({command})",
+        f"`{command}`",
+        f"x --wrap={command}",
+        f"x#{command}",
+        f'x"{command}"',
+        f"x'{command}'",
+        f"x\\\n{command}",
+    ]
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("option", ["--partition", "--account", "--qos", "--constraint", "--job-name", "--mem",
-                                    "--time", "--sbatch"])
+@pytest.mark.parametrize(
+    "option", ["--partition", "--account", "--qos", "--constraint", "--job-name", "--mem", "--time", "--sbatch"]
+)
 def test_no_option_value_reaches_the_shell(option, runs, stubs, marker, tmp_path):
     """Every hostile value of every option is refused in one line before anything is loaded (newlines and
     control characters always), or rendered so that sbatch reads one option per line and nothing runs."""
@@ -217,30 +240,48 @@ def test_submitted_script_under_stub_sbatch(runs, stubs, marker, tmp_path, monke
     its overrides as they were given, and nothing else."""
     monkeypatch.setenv("PATH", f"{stubs}:{os.environ['PATH']}")
     monkeypatch.setenv("STUB_DIR", str(stubs))
-    code, out, err = cli("submit", PRESET, *TINY, "--sbatch=--comment=x,y", "--partition", "debug,gpu",
-                         "--constraint", "[a100|h100]&ib", "--account", "proj-1", "--qos", "normal")
+    code, out, err = cli(
+        "submit",
+        PRESET,
+        *TINY,
+        "--sbatch=--comment=x,y",
+        "--partition",
+        "debug,gpu",
+        "--constraint",
+        "[a100|h100]&ib",
+        "--account",
+        "proj-1",
+        "--qos",
+        "normal",
+    )
     assert code == 0, err
     assert "submitted job 4242" in out
     script = (stubs / "submitted.sbatch").read_text()
     assert (runs / "slurm" / "4242.sbatch").read_text() == script
     words = check_script(script, stubs, tmp_path)
-    assert words[words.index("rank") + 1:][:5] == ["python", "-m", "harness.cli", "train", PRESET]
-    assert words[-len(TINY):] == TINY
+    assert words[words.index("rank") + 1 :][:5] == ["python", "-m", "harness.cli", "train", PRESET]
+    assert words[-len(TINY) :] == TINY
     options = {w[0].split("=", 1)[0]: w[0].partition("=")[2] for w in sbatch_view(script)}
-    assert (options["--partition"], options["--constraint"], options["--comment"]) == \
-           ("debug,gpu", "[a100|h100]&ib", "x,y")
+    assert (options["--partition"], options["--constraint"], options["--comment"]) == (
+        "debug,gpu",
+        "[a100|h100]&ib",
+        "x,y",
+    )
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("option, value, message", [
-    ("--partition", "gpu partition", "is not a Slurm partition name"),
-    ("--account", "a,b", "is not a Slurm account name"),
-    ("--constraint", "a100&(ib", "is not a Slurm feature expression"),
-    ("--constraint", "a100 ib", "is not a Slurm feature expression"),
-    ("--sbatch", "--comment=two words", "one sbatch option per --sbatch"),
-    ("--sbatch", "-p gpu", "give a long sbatch option"),
-    ("--time", " 10", "is not a Slurm time"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--partition", "gpu partition", "is not a Slurm partition name"),
+        ("--account", "a,b", "is not a Slurm account name"),
+        ("--constraint", "a100&(ib", "is not a Slurm feature expression"),
+        ("--constraint", "a100 ib", "is not a Slurm feature expression"),
+        ("--sbatch", "--comment=two words", "one sbatch option per --sbatch"),
+        ("--sbatch", "-p gpu", "give a long sbatch option"),
+        ("--time", " 10", "is not a Slurm time"),
+    ],
+)
 def test_bad_values_one_line(option, value, message, runs):
     code, out, err = cli("submit", PRESET, *TINY, f"{option}={value}", "--dry-run")
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
@@ -305,23 +346,38 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
     folder.mkdir(parents=True)
     good = {"job": "7", "name": "good-run", "config": PRESET, "work_dir": str(runs / "exp" / "run7"), "log": None}
     records = {
-        "1": {"job_id": "1", "job_name": "x"},                                  # no elements
-        "2": [1, 2, 3],                                                          # not an object
+        "1": {"job_id": "1", "job_name": "x"},  # no elements
+        "2": [1, 2, 3],  # not an object
         "3": {"elements": "none"},
         "4": {"elements": [1, {"job": ["x"]}, {"job": "9", "work_dir": 5}, {"job": "10;rm", "work_dir": "/x"}]},
-        "5": "[" * 100_000 + "]" * 100_000,                                      # RecursionError in json
-        "6": "{\"elements\": [" + "9" * 5000 + "]}",                             # a 5,000-digit number
-        "7": {"paper": ["horesnet"], "table": {"a": 1}, "elements": [good, {**good, "job": "8", "name": {"n": 1},
-                                                                           "config": 5, "log": []}]},
+        "5": "[" * 100_000 + "]" * 100_000,  # RecursionError in json
+        "6": "{\"elements\": [" + "9" * 5000 + "]}",  # a 5,000-digit number
+        "7": {
+            "paper": ["horesnet"],
+            "table": {"a": 1},
+            "elements": [good, {**good, "job": "8", "name": {"n": 1}, "config": 5, "log": []}],
+        },
     }
     for name, record in records.items():
         (folder / f"{name}.json").write_text(record if isinstance(record, str) else json.dumps(record))
-    metas = {"hand": {"slurm_job_id": [1], "status": "done"},
-             "typed": {"slurm_job_id": "12", "config_file": 3, "experiment": ["x"], "status": {"a": 1},
-                       "best_metric": "high", "slurm_restart_count": "many",
-                       "restarts": [3, {"attempt": "x", "excluded": 5, "action": ["a"]},
-                                    {"exit": {"a": 1}, "excluded": ["n1", 2], "action": "stopped: y", "bogus": 1}]},
-             "nested": "[" * 100_000 + "]" * 100_000, "list": [1, 2]}
+    metas = {
+        "hand": {"slurm_job_id": [1], "status": "done"},
+        "typed": {
+            "slurm_job_id": "12",
+            "config_file": 3,
+            "experiment": ["x"],
+            "status": {"a": 1},
+            "best_metric": "high",
+            "slurm_restart_count": "many",
+            "restarts": [
+                3,
+                {"attempt": "x", "excluded": 5, "action": ["a"]},
+                {"exit": {"a": 1}, "excluded": ["n1", 2], "action": "stopped: y", "bogus": 1},
+            ],
+        },
+        "nested": "[" * 100_000 + "]" * 100_000,
+        "list": [1, 2],
+    }
     for name, meta in metas.items():
         (runs / "other" / name).mkdir(parents=True)
         (runs / "other" / name / "meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
@@ -363,8 +419,10 @@ def glyphs_cache(runs, monkeypatch):
 def counting_sbatch(folder: Path) -> Path:
     """A stub sbatch that keeps every script it is given (1.sbatch, 2.sbatch, ...) and answers 101, 102, ..."""
     folder.mkdir()
-    (folder / "sbatch").write_text('#!/bin/bash\nn=$(( $(ls "$STUB_DIR"/*.sbatch 2>/dev/null | wc -l) + 1 ))\n'
-                                   'cat > "$STUB_DIR/$n.sbatch"; echo $((100 + n))\n')
+    (folder / "sbatch").write_text(
+        '#!/bin/bash\nn=$(( $(ls "$STUB_DIR"/*.sbatch 2>/dev/null | wc -l) + 1 ))\n'
+        'cat > "$STUB_DIR/$n.sbatch"; echo $((100 + n))\n'
+    )
     (folder / "sbatch").chmod(0o755)
     return folder
 
@@ -402,8 +460,9 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     assert "#SBATCH --dependency=afterok:101" in second and "scalenet/scalenet/seed200" in second
     assert "submitted job 102" in stdout and "depthbench claims scalenet --quick" in stdout
     records = [json.loads((glyphs_cache / "slurm" / f"{job}.json").read_text()) for job in (101, 102)]
-    assert [e["work_dir"] for r in records for e in r["elements"]] == \
-        [str(out / "runs" / "scalenet" / arm / "seed200") for arm in CLAIM_RUNS]
+    assert [e["work_dir"] for r in records for e in r["elements"]] == [
+        str(out / "runs" / "scalenet" / arm / "seed200") for arm in CLAIM_RUNS
+    ]
 
     # the shallow run is done (its recipe recorded as train records it, and its weights): submitted again, it is
     # skipped and nothing waits
@@ -425,17 +484,23 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("args, message", [
-    (["--claims", "scalenet", "epochs=1"], "--claims trains the claims' own recipes"),
-    (["--claims", "scalenet", PRESET], "give either --claims PAPER, --table PAPER:TABLE or config files"),
-    (["--claims", "nosuchpaper"], "nosuchpaper"),
-    (["--claims", "scalenet", "--seeds", "0"], "--seeds 0"),
-    ([PRESET, "--quick"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
-    ([PRESET, "--scale", "paper"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--claims", "scalenet", "epochs=1"], "--claims trains the claims' own recipes"),
+        (["--claims", "scalenet", PRESET], "give either --claims PAPER, --table PAPER:TABLE or config files"),
+        (["--claims", "nosuchpaper"], "nosuchpaper"),
+        (["--claims", "scalenet", "--seeds", "0"], "--seeds 0"),
+        ([PRESET, "--quick"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
+        ([PRESET, "--scale", "paper"], "--seeds, --quick, --scale and --claims-out go with --claims PAPER"),
+    ],
+)
 def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tmp_path):
-    code, out, err = cli("submit", *args, "--claims-out", tmp_path / "c", "--dry-run") if "--claims" in args else \
-        cli("submit", *args, "--dry-run")
+    code, out, err = (
+        cli("submit", *args, "--claims-out", tmp_path / "c", "--dry-run")
+        if "--claims" in args
+        else cli("submit", *args, "--dry-run")
+    )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "c").exists()
 

@@ -1,14 +1,14 @@
 """``depthbench submit`` gives every rank the cores its loader workers need (issue 42): ``--cpus-per-task`` is the
 config's data.workers + 1 unless given, and a smaller given value is one warning line naming both numbers. Dry
 runs only: no cluster."""
+
 import pytest
 from clitools import run_cli_here as cli
 
 pytestmark = pytest.mark.tier("integration")
 
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-        "epochs=2"]
+TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8", "epochs=2"]
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ def test_a_given_value_is_kept_and_a_smaller_one_warned_about_in_one_line():
 def srun_line(script: str) -> str:
     lines = script.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("srun "))
-    return " ".join(lines[start:start + 2])
+    return " ".join(lines[start : start + 2])
 
 
 @pytest.mark.parametrize("gpus", [0, 4])

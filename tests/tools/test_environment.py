@@ -1,4 +1,5 @@
 """The environment `make setup` builds: OpenMMLab with compiled ops, DeepSpeed on CPU, the CLI."""
+
 import json
 import os
 import re
@@ -25,6 +26,7 @@ def test_openmmlab_stack_imports_with_compiled_ops():
     assert mmcv.__version__ == "2.1.0", f"mmcv {mmcv.__version__} installed, mmdet 3.3.0 needs 2.1.0; {INSTALL_HINT}"
     _import("mmcv.ops")
     from mmcv.utils import ext_loader
+
     ext = ext_loader.load_ext("_ext", ["nms", "roi_align_forward"])  # raises if the C++ ops were not built
     assert hasattr(ext, "nms")
     assert _import("mmdet").__version__ == "3.3.0"
@@ -42,6 +44,7 @@ def _random_boxes(n, size=100.0, seed=0):
 @pytest.mark.parametrize("iou", [0.3, 0.5, 0.7])
 def test_mmcv_nms_matches_torchvision(iou):
     from mmcv.ops import nms
+
     boxes, scores = _random_boxes(300)
     _, keep = nms(boxes, scores, iou_threshold=iou)
     expected = torchvision.ops.nms(boxes, scores, iou)
@@ -51,6 +54,7 @@ def test_mmcv_nms_matches_torchvision(iou):
 
 def test_mmcv_roi_align_matches_torchvision():
     from mmcv.ops import RoIAlign
+
     g = torch.Generator().manual_seed(1)
     features = torch.randn(2, 8, 32, 32, generator=g)
     boxes, _ = _random_boxes(40, size=100.0, seed=2)
@@ -78,15 +82,24 @@ def test_deepspeed_initialises_and_steps_on_cpu(tmp_path):
         assert not torch.equal(before, engine.module.weight.detach()), "the step did not change the weights"
         print("DEEPSPEED_OK", deepspeed.get_accelerator().device_name(), torch.distributed.get_backend())
     """)
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                         cwd=tmp_path)
+    env = {
+        **os.environ,
+        "DS_ACCELERATOR": "cpu",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert "DEEPSPEED_OK cpu gloo" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _free_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -23,6 +23,7 @@ The check found a defect before it ever ran on a GPU: TransNeXt's fused ConvGLU 
 ``_GatedConvFC``) recomputed its depthwise convolution in backward outside autocast, so a training step under bf16
 autocast failed (bf16 input, fp32 bias) -- and TransNeXt's recipes train in bf16. Fixed; a test below keeps it so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,36 +50,84 @@ PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 STEPS_DEIT_S = "configs/stepsnet/steps-deit-small_8xb128-300e_in1k.py"
 # (model, keyword arguments, batch, input side or None for the model's own): one per family at the papers' main
 # sizes on CUDA; on the CPU small variants of the same code
-MODELS = {"cuda": [("steps_deit_small", {}, 2, None), ("steps_swin_tiny", {}, 2, None),
-                   ("steps_resnet50", {}, 2, None), ("SReT_S", {}, 2, None), ("transnext_tiny", {}, 2, None),
-                   ("horesnet58_rk4", {}, 2, None), ("scalenet_deit_small_2x", {}, 2, None)],
-          "cpu": [("steps_deit_small", {"img_size": 32}, 2, None), ("steps_resnet18_w32", {"num_classes": 10}, 2, 32),
-                  ("SReT_T", {"img_size": 64}, 2, None), ("transnext_micro", {"img_size": 64}, 2, None),
-                  ("horesnet10_rk4", {"width": 8, "num_classes": 10}, 2, 16),
-                  ("scalenet_deit_tiny_2x", {"img_size": 32}, 2, None)]}
-COMPILE = {"cuda": ["steps_deit_small", "steps_resnet50", "SReT_S", "transnext_tiny", "horesnet58_rk4",
-                    "scalenet_deit_small_2x"], "cpu": ["horesnet10_rk4"]}
+MODELS = {
+    "cuda": [
+        ("steps_deit_small", {}, 2, None),
+        ("steps_swin_tiny", {}, 2, None),
+        ("steps_resnet50", {}, 2, None),
+        ("SReT_S", {}, 2, None),
+        ("transnext_tiny", {}, 2, None),
+        ("horesnet58_rk4", {}, 2, None),
+        ("scalenet_deit_small_2x", {}, 2, None),
+    ],
+    "cpu": [
+        ("steps_deit_small", {"img_size": 32}, 2, None),
+        ("steps_resnet18_w32", {"num_classes": 10}, 2, 32),
+        ("SReT_T", {"img_size": 64}, 2, None),
+        ("transnext_micro", {"img_size": 64}, 2, None),
+        ("horesnet10_rk4", {"width": 8, "num_classes": 10}, 2, 16),
+        ("scalenet_deit_tiny_2x", {"img_size": 32}, 2, None),
+    ],
+}
+COMPILE = {
+    "cuda": [
+        "steps_deit_small",
+        "steps_resnet50",
+        "SReT_S",
+        "transnext_tiny",
+        "horesnet58_rk4",
+        "scalenet_deit_small_2x",
+    ],
+    "cpu": ["horesnet10_rk4"],
+}
 # the digits preset for the no-sync epoch: CUDA 179 steps of 8 images; CPU test_train's tiny setting (20 steps)
-TRAIN = {"cuda": ["epochs=1", "batch_size=8", "log.tensorboard=False", "deterministic=True"],
-         "cpu": ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-                 "epochs=1", "log.tensorboard=False"]}
+TRAIN = {
+    "cuda": ["epochs=1", "batch_size=8", "log.tensorboard=False", "deterministic=True"],
+    "cpu": [
+        "model.width=8",
+        "data.input_size=8",
+        "data.train_subset=160",
+        "data.val_subset=40",
+        "batch_size=8",
+        "epochs=1",
+        "log.tensorboard=False",
+    ],
+}
 # issue 40's step timings: the StepsNet equal-FLOPs pairs and TransNeXt-T against Swin-T at the recipes' per-GPU
 # batch, bf16; CPU HO-ResNet-10 RK4 vs Euler
-STEP_PAIRS = {"cuda": [("deit_small_patch16_224", "steps_deit_small"), ("swin_tiny_patch4_window7_224",
-                                                                        "steps_swin_tiny"),
-                       ("resnet50", "steps_resnet50"), ("swin_tiny_patch4_window7_224", "transnext_tiny")],
-              "cpu": [("horesnet10_euler", "horesnet10_rk4")]}
+STEP_PAIRS = {
+    "cuda": [
+        ("deit_small_patch16_224", "steps_deit_small"),
+        ("swin_tiny_patch4_window7_224", "steps_swin_tiny"),
+        ("resnet50", "steps_resnet50"),
+        ("swin_tiny_patch4_window7_224", "transnext_tiny"),
+    ],
+    "cpu": [("horesnet10_euler", "horesnet10_rk4")],
+}
 STEP_BATCHES = {"cuda": (128,), "cpu": (2, 4)}
 STEP_MODES = ("eager", "default", "reduce-overhead")
 COMPILE_WORKERS = 4  # processes compiling the pairs' steps at once on CUDA (inductor's lowering is single-threaded
 #                      Python; four training steps at batch 128 fit the GPU's memory together); timed one at a time
 # the goal's step: DeiT-S's recipe at per-GPU batch 128 in bf16 through the engine (the run's own loop, backend,
 # criterion, mixup, fused AdamW), its first batch repeated so that only the step is timed; CPU: DeiT-Tiny/4 digits
-ENGINE_STEP = {"cuda": ("configs/deit/deit-small_8xb128-300e_in1k.py",
-                        ["data.type='digits'", "data.root=None", "batch_size=128", "data.repeated_aug=False",
-                         "precision='bf16'", "optim.fused=True", "epochs=4"]),
-               "cpu": ("configs/deit/deit-tiny-p4_1xb64-30e_digits.py",
-                       ["batch_size=8", "data.train_subset=80", "data.val_subset=16", "epochs=2"])}
+ENGINE_STEP = {
+    "cuda": (
+        "configs/deit/deit-small_8xb128-300e_in1k.py",
+        [
+            "data.type='digits'",
+            "data.root=None",
+            "batch_size=128",
+            "data.repeated_aug=False",
+            "precision='bf16'",
+            "optim.fused=True",
+            "epochs=4",
+        ],
+    ),
+    "cpu": (
+        "configs/deit/deit-tiny-p4_1xb64-30e_digits.py",
+        ["batch_size=8", "data.train_subset=80", "data.val_subset=16", "epochs=2"],
+    ),
+}
 ENGINE_STEP_GOAL_MS = 15.0
 
 
@@ -167,8 +216,7 @@ def timed_ms(fn, device: str, repeats: int = 1) -> float:
 
 
 def autocast_or_not(device: str, precision: str):
-    return torch.autocast(device_type=device, dtype=torch.bfloat16) if precision == "bf16" else \
-        contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 def float64_reference(name: str, kwargs: dict, batch: int, side, folder: Path) -> Path:
@@ -190,8 +238,10 @@ def references(tmp_path_factory) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------ part: models
-@pytest.mark.parametrize("device, spec", [device_param(kind, spec, part="models", id=f"{kind}-{spec[0]}")
-                                          for kind in MODELS for spec in MODELS[kind]])
+@pytest.mark.parametrize(
+    "device, spec",
+    [device_param(kind, spec, part="models", id=f"{kind}-{spec[0]}") for kind in MODELS for spec in MODELS[kind]],
+)
 def test_model_matches_float64_and_trains(device, spec, references, record):
     """Forward in fp32 and bf16 against the CPU float64 forward, then a training step in each precision."""
     name, kwargs, batch, side = spec
@@ -207,6 +257,7 @@ def test_model_matches_float64_and_trains(device, spec, references, record):
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     step_ms = {}
     for precision in ("fp32", "bf16"):
+
         def step():
             with autocast_or_not(device, precision):
                 loss = loss_of(model(x))
@@ -217,16 +268,27 @@ def test_model_matches_float64_and_trains(device, spec, references, record):
         step()  # warm-up (cuDNN picks its kernels)
         step_ms[precision] = round(timed_ms(step, device, 3), 2)
     finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
-    record(name=name, input="x".join(map(str, saved["size"])), batch=batch, kwargs=kwargs,
-           fp32_rel_err=float(f"{fp32:.3g}"), bf16_rel_err=float(f"{bf16:.3g}"), train_fp32_ms=step_ms["fp32"],
-           train_bf16_ms=step_ms["bf16"], finite=finite, reference_s=round(saved["seconds"], 1))
+    record(
+        name=name,
+        input="x".join(map(str, saved["size"])),
+        batch=batch,
+        kwargs=kwargs,
+        fp32_rel_err=float(f"{fp32:.3g}"),
+        bf16_rel_err=float(f"{bf16:.3g}"),
+        train_fp32_ms=step_ms["fp32"],
+        train_bf16_ms=step_ms["bf16"],
+        finite=finite,
+        reference_s=round(saved["seconds"], 1),
+    )
     assert fp32 <= (TOL_FP32 if device == "cuda" else 1e-5) and bf16 <= TOL_BF16, (fp32, bf16)
     assert finite and step_ms["fp32"] > 0 and step_ms["bf16"] > 0
 
 
 # ------------------------------------------------------------------------------------------------ part: transnext
-TRANSNEXT = {"cuda": ("transnext_tiny", {}, [224, 384, 512, 640]), "cpu": ("transnext_micro", {"img_size": 64},
-                                                                          [64, 96, 128])}
+TRANSNEXT = {
+    "cuda": ("transnext_tiny", {}, [224, 384, 512, 640]),
+    "cpu": ("transnext_micro", {"img_size": 64}, [64, 96, 128]),
+}
 
 
 @on_devices("transnext")
@@ -246,12 +308,17 @@ def test_transnext_native_attention_at_several_sizes(device, record):
                 ms = timed_ms(lambda: model(xd), device, 3)
                 with autocast_or_not(device, "bf16"):
                     yb = model(xd)
-                row = {"name": f"{name} {pool_mode} {size}", "forward_ms": round(ms, 2),
-                       "finite": bool(torch.isfinite(y).all() and torch.isfinite(yb).all())}
+                row = {
+                    "name": f"{name} {pool_mode} {size}",
+                    "forward_ms": round(ms, 2),
+                    "finite": bool(torch.isfinite(y).all() and torch.isfinite(yb).all()),
+                }
                 if device != "cpu" and size in sizes[:2]:  # measured before the row is written (rows.jsonl has it)
                     ref = cpu_model(x)
-                    row.update(vs_cpu_rel_err=float(f"{rel_err(y, ref):.3g}"),
-                               bf16_vs_cpu_rel_err=float(f"{rel_err(yb, ref):.3g}"))
+                    row.update(
+                        vs_cpu_rel_err=float(f"{rel_err(y, ref):.3g}"),
+                        bf16_vs_cpu_rel_err=float(f"{rel_err(yb, ref):.3g}"),
+                    )
                 item = record(**row)
             assert item["finite"] and item["forward_ms"] > 0, item
             assert item.get("vs_cpu_rel_err", 0) <= TOL_FP32 and item.get("bf16_vs_cpu_rel_err", 0) <= TOL_BF16, item
@@ -282,8 +349,10 @@ def test_swattention_matches_native_attention(device, record):
     from models.transnext import swattention_available
 
     if not swattention_available():
-        pytest.fail("the swattention extension does not import here: build and install it from TransNeXt's official "
-                    "repository (its swattention_extension folder, pip install .) on this CUDA machine, then rerun")
+        pytest.fail(
+            "the swattention extension does not import here: build and install it from TransNeXt's official "
+            "repository (its swattention_extension folder, pip install .) on this CUDA machine, then rerun"
+        )
     name, kwargs, sizes = TRANSNEXT[device]
     plain_fp32(device)
     native = build(name, {**kwargs, "attention_backend": "native"}).eval().to(device)
@@ -292,39 +361,98 @@ def test_swattention_matches_native_attention(device, record):
         x = torch.randn(2, 3, size, size, device=device)
         with torch.no_grad():
             err = rel_err(kernel(x), native(x))
-            record(name=f"swattention vs native {size}", rel_err=float(f"{err:.3g}"),
-                   native_ms=round(timed_ms(lambda: native(x), device, 5), 2),
-                   swattention_ms=round(timed_ms(lambda: kernel(x), device, 5), 2))
+            record(
+                name=f"swattention vs native {size}",
+                rel_err=float(f"{err:.3g}"),
+                native_ms=round(timed_ms(lambda: native(x), device, 5), 2),
+                swattention_ms=round(timed_ms(lambda: kernel(x), device, 5), 2),
+            )
         assert err <= TOL_FP32, (size, err)
 
 
 # ------------------------------------------------------------------------------------------------ part: bench
 BENCH_COMMON = dict(batch_size=64, repeats=5, iters=3, warmup=3)
-BENCH = {"cuda": [("StepsNet equal FLOPs, bf16 b64", dict(pairs="stepsnet:equal-flops", mode="both", amp="bf16",
-                                                          **BENCH_COMMON)),
-                  ("TransNeXt-T vs Swin-T, bf16 b64", dict(pairs="transnext:competitors", mode="both", amp="bf16",
-                                                           **BENCH_COMMON)),
-                  ("TransNeXt-T vs Swin-T, fp32 b64 (Table 11's setting)",
-                   dict(pairs="transnext:competitors", mode="infer", amp=None, **BENCH_COMMON))],
-         "cpu": [("HO-ResNet-10 RK4 vs Euler (tiny, fp32)",
-                  dict(models=["horesnet10_rk4", "horesnet10_euler"], model_kwargs={"width": 8, "num_classes": 10},
-                       input_size=16, batch_size=2, mode="both", repeats=2, iters=1, warmup=1, memory=False,
-                       threads=1, peak_size=256))]}
+BENCH = {
+    "cuda": [
+        ("StepsNet equal FLOPs, bf16 b64", dict(pairs="stepsnet:equal-flops", mode="both", amp="bf16", **BENCH_COMMON)),
+        (
+            "TransNeXt-T vs Swin-T, bf16 b64",
+            dict(pairs="transnext:competitors", mode="both", amp="bf16", **BENCH_COMMON),
+        ),
+        (
+            "TransNeXt-T vs Swin-T, fp32 b64 (Table 11's setting)",
+            dict(pairs="transnext:competitors", mode="infer", amp=None, **BENCH_COMMON),
+        ),
+    ],
+    "cpu": [
+        (
+            "HO-ResNet-10 RK4 vs Euler (tiny, fp32)",
+            dict(
+                models=["horesnet10_rk4", "horesnet10_euler"],
+                model_kwargs={"width": 8, "num_classes": 10},
+                input_size=16,
+                batch_size=2,
+                mode="both",
+                repeats=2,
+                iters=1,
+                warmup=1,
+                memory=False,
+                threads=1,
+                peak_size=256,
+            ),
+        )
+    ],
+}
 
 
-@pytest.mark.parametrize("device, label, spec", [device_param(kind, label, spec, part="bench", id=f"{kind}-{i}")
-                                                 for kind in BENCH for i, (label, spec) in enumerate(BENCH[kind])])
+@pytest.mark.parametrize(
+    "device, label, spec",
+    [
+        device_param(kind, label, spec, part="bench", id=f"{kind}-{i}")
+        for kind in BENCH
+        for i, (label, spec) in enumerate(BENCH[kind])
+    ],
+)
 def test_bench_writes_timm_csv(device, label, spec, gpu_out, record):
     from harness.commands.bench import run as bench
 
     out = gpu_out / "bench.csv"
     result = bench(device=device, out=out, **spec)
-    rows = [{k: r.get(k) for k in ("label", "precision", "batch_size", "infer_samples_per_sec",
-                                   "train_samples_per_sec", "infer_mfu", "train_mfu", "infer_peak_mem_mb",
-                                   "train_peak_mem_mb", "infer_gmacs", "device_name")} for r in result.rows]
-    pairs = [{k: p.get(k) for k in ("candidate", "baseline", "gmacs_ratio", "infer_throughput_ratio",
-                                    "train_throughput_ratio", "infer_memory_ratio", "train_memory_ratio", "claim")}
-             for p in result.pairs]
+    rows = [
+        {
+            k: r.get(k)
+            for k in (
+                "label",
+                "precision",
+                "batch_size",
+                "infer_samples_per_sec",
+                "train_samples_per_sec",
+                "infer_mfu",
+                "train_mfu",
+                "infer_peak_mem_mb",
+                "train_peak_mem_mb",
+                "infer_gmacs",
+                "device_name",
+            )
+        }
+        for r in result.rows
+    ]
+    pairs = [
+        {
+            k: p.get(k)
+            for k in (
+                "candidate",
+                "baseline",
+                "gmacs_ratio",
+                "infer_throughput_ratio",
+                "train_throughput_ratio",
+                "infer_memory_ratio",
+                "train_memory_ratio",
+                "claim",
+            )
+        }
+        for p in result.pairs
+    ]
     record(name=label, rows=rows, pairs=pairs, peak=result.machine.get(f"peak_gflops_{spec.get('amp') or 'fp32'}"))
     assert rows and all(r["infer_samples_per_sec"] > 0 for r in rows) and out.exists()
     if device == "cpu":
@@ -343,22 +471,40 @@ def test_preflight(device, gpu_out, runs_here, record):
     from harness.commands.preflight import run
 
     if device == "cpu":
-        kwargs = dict(configs=[PRESET], overrides=["model.width=8", "data.input_size=8", "batch_size=16"], steps=2,
-                      loader_seconds=2.0)
+        kwargs = dict(
+            configs=[PRESET],
+            overrides=["model.width=8", "data.input_size=8", "batch_size=16"],
+            steps=2,
+            loader_seconds=2.0,
+        )
     else:
-        kwargs = dict(configs=[PRESET], with_overrides=[(STEPS_DEIT_S, ["data.type='digits'", "data.root=None",
-                                                                        "batch_size=1024", "data.repeated_aug=False"])],
-                      nodes=1, gpus_per_node=8, time="2-00:00:00", loader_seconds=10.0)
+        kwargs = dict(
+            configs=[PRESET],
+            with_overrides=[
+                (STEPS_DEIT_S, ["data.type='digits'", "data.root=None", "batch_size=1024", "data.repeated_aug=False"])
+            ],
+            nodes=1,
+            gpus_per_node=8,
+            time="2-00:00:00",
+            loader_seconds=10.0,
+        )
     report = run(device=device, work_dir=runs_here / "preflight", progress=print, **kwargs)
     print(report.text, flush=True)
     for name in ("preflight.json", "preflight.txt"):
         shutil.copy(runs_here / "preflight" / name, gpu_out / name)
     # on one GPU the 8-GPU layout's own checks (per-device batch) pass, but its ranks share nothing to all-reduce
-    checks = [{"check": c.check, "verdict": c.verdict, "config": c.config, "value": c.value, "text": c.text}
-              for c in report.checks]
+    checks = [
+        {"check": c.check, "verdict": c.verdict, "config": c.config, "value": c.value, "text": c.text}
+        for c in report.checks
+    ]
     summary = report.record.get("summary") or {}
-    record(name="depthbench preflight", exit_code=report.exit_code, summary=summary, checks=checks,
-           verdict="warn" if summary.get("warn") else "ok")
+    record(
+        name="depthbench preflight",
+        exit_code=report.exit_code,
+        summary=summary,
+        checks=checks,
+        verdict="warn" if summary.get("warn") else "ok",
+    )
     assert report.exit_code == 0, report.text
     written = json.loads((gpu_out / "preflight.json").read_text())
     assert written["summary"] == summary and written["configs"][0]["model"] == "horesnet10_rk4"
@@ -387,9 +533,15 @@ def test_loader_pipelines_on_shards(device, runs_here, monkeypatch, record):
         cfg.loader.pipeline = pipeline
         rates = [pipeline_rate(cfg, batch, batches, device, epoch) for epoch in range(2)]
         best = max(rates, key=lambda r: r["images_per_s"])
-        record(name=f"{pipeline} pipeline", images_per_s=round(best["images_per_s"], 1),
-               cores=round(best["cores"], 2), workers=workers, batch=batch, input_size=size,
-               goal="6,000 images/s per GPU with <= 4 cores" if device == "cuda" else "CPU mode: code path only")
+        record(
+            name=f"{pipeline} pipeline",
+            images_per_s=round(best["images_per_s"], 1),
+            cores=round(best["cores"], 2),
+            workers=workers,
+            batch=batch,
+            input_size=size,
+            goal="6,000 images/s per GPU with <= 4 cores" if device == "cuda" else "CPU mode: code path only",
+        )
         assert best["images_per_s"] > 0 and best["cores"] > 0, best
 
 
@@ -428,8 +580,10 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
     class Reads(TorchDispatchMode):  # the CPU's stand-in for set_sync_debug_mode: host reads of tensors, and
         # tensors made from host data (torch.tensor/as_tensor/from_numpy: a blocking host-to-device copy on CUDA)
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.lift_fresh.default) \
-                    and not state["inside"]:
+            if (
+                func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.lift_fresh.default)
+                and not state["inside"]
+            ):
                 import traceback
 
                 outside["reads"] += 1
@@ -443,8 +597,11 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
         if cuda:
             torch.cuda.set_sync_debug_mode("default" if inside else "error")
 
-    real_read, real_begin, real_epoch = (backends.Backend.reduce_and_read, backends.Backend.step_begin,
-                                         loop.train_one_epoch)
+    real_read, real_begin, real_epoch = (
+        backends.Backend.reduce_and_read,
+        backends.Backend.step_begin,
+        loop.train_one_epoch,
+    )
 
     def read(self, tensor):
         mark(True)
@@ -488,6 +645,7 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
                 outside["where"][name] = outside["where"].get(name, 0) + 1
                 raise RuntimeError(f"{name} between log steps")
             return real(*args, **kwargs)
+
         monkeypatch.setattr(owner, name, guarded)
 
     forbid_outside(torch.cuda, "synchronize")
@@ -508,9 +666,14 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
         if cuda:
             torch.cuda.set_sync_debug_mode("default")
     check = "set_sync_debug_mode('error')" if cuda else "host reads counted (TorchDispatchMode)"
-    record(name=f"no-sync training step, {engine} ({check} between log steps)", exit_code=result.exit_code,
-           steps_checked=state["steps"], host_reads_between_log_steps=outside["reads"], where=outside["where"],
-           seconds=round(time.perf_counter() - start, 1))
+    record(
+        name=f"no-sync training step, {engine} ({check} between log steps)",
+        exit_code=result.exit_code,
+        steps_checked=state["steps"],
+        host_reads_between_log_steps=outside["reads"],
+        where=outside["where"],
+        seconds=round(time.perf_counter() - start, 1),
+    )
     assert result.exit_code == 0 and outside["reads"] == 0, outside
     assert state["steps"] > 0 and (cuda or state["steps"] == 20)  # the CPU's tiny setting: 160 images / 8
 
@@ -574,9 +737,14 @@ def timed_jobs(jobs: list[tuple], device: str):
         yield from pool.imap_unordered(_timed, jobs)
 
 
-@pytest.mark.parametrize("device, mode", [device_param(kind, mode, part="step" if mode == "eager" else "compile",
-                                                       id=f"{kind}-{mode}")
-                                          for kind in ("cuda", "cpu") for mode in STEP_MODES])
+@pytest.mark.parametrize(
+    "device, mode",
+    [
+        device_param(kind, mode, part="step" if mode == "eager" else "compile", id=f"{kind}-{mode}")
+        for kind in ("cuda", "cpu")
+        for mode in STEP_MODES
+    ],
+)
 def test_step_timings_of_the_equal_flops_pairs(device, mode, record):
     """Each pair's training step at the per-GPU batch, and the throughput ratio candidate/baseline (issue 40's goal:
     StepsNet >= 0.9x its baseline at batch 128 compiled). Eager in the GPU check's first call; compiled (default and
@@ -590,13 +758,27 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record):
     for (_, name, _, batch, _, _), took in timed_jobs(jobs, device):
         ms[name, batch] = took
         record(name=f"{name} training step, {mode}, batch {batch}", step_ms=round(took, 3))
-    rows = [{"mode": mode, "batch": batch, "baseline": baseline, "candidate": candidate,
-             "baseline_ms": round(ms[baseline, batch], 3), "candidate_ms": round(ms[candidate, batch], 3),
-             "throughput_ratio": round(ms[baseline, batch] / ms[candidate, batch], 3)}
-            for baseline, candidate in STEP_PAIRS[device] for batch in STEP_BATCHES[device]]
+    rows = [
+        {
+            "mode": mode,
+            "batch": batch,
+            "baseline": baseline,
+            "candidate": candidate,
+            "baseline_ms": round(ms[baseline, batch], 3),
+            "candidate_ms": round(ms[candidate, batch], 3),
+            "throughput_ratio": round(ms[baseline, batch] / ms[candidate, batch], 3),
+        }
+        for baseline, candidate in STEP_PAIRS[device]
+        for batch in STEP_BATCHES[device]
+    ]
     note = "CPU: reduce-overhead has no CUDA graphs here and runs as the default mode" if device == "cpu" else None
-    record(name=f"step timings, {mode}", rows=rows, precision="bf16" if device == "cuda" else "fp32", note=note,
-           goal="StepsNet >= 0.9x its baseline compiled" if mode != "eager" else None)
+    record(
+        name=f"step timings, {mode}",
+        rows=rows,
+        precision="bf16" if device == "cuda" else "fp32",
+        note=note,
+        goal="StepsNet >= 0.9x its baseline compiled" if mode != "eager" else None,
+    )
     assert [r["batch"] for r in rows] == [b for _ in STEP_PAIRS[device] for b in STEP_BATCHES[device]]
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
 
@@ -615,10 +797,20 @@ def train_records(work_dir: Path, kind: str = "train") -> list[dict]:
     return [r for r in map(json.loads, (work_dir / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
 
 
-@pytest.mark.parametrize("device, compiled", [
-    device_param(kind, compiled, id=f"{kind}-{'compiled' if compiled else 'eager'}",
-                 part="compile" if compiled else "step", first=compiled)  # compiled: the goal's number, call 2's first
-    for kind in ("cuda", "cpu") for compiled in (False, True)])
+@pytest.mark.parametrize(
+    "device, compiled",
+    [
+        device_param(
+            kind,
+            compiled,
+            id=f"{kind}-{'compiled' if compiled else 'eager'}",
+            part="compile" if compiled else "step",
+            first=compiled,
+        )  # compiled: the goal's number, call 2's first
+        for kind in ("cuda", "cpu")
+        for compiled in (False, True)
+    ],
+)
 def test_deit_small_step_through_the_engine(device, compiled, runs_here, monkeypatch, record):
     """The goal's number: DeiT-S's training step at per-GPU batch 128 in bf16 through ``depthbench train`` (goal
     <= 15 ms on an H100/H200), from the run's own log (its step time between log steps, the first epoch left out:
@@ -637,8 +829,12 @@ def test_deit_small_step_through_the_engine(device, compiled, runs_here, monkeyp
 
     monkeypatch.setattr(loop, "train_one_epoch", epoch)
     config, overrides = ENGINE_STEP[device]
-    overrides = overrides + ["log_interval=5", "ckpt.interval_steps=0", "ckpt.interval_minutes=None",
-                             "log.tensorboard=False"]
+    overrides = overrides + [
+        "log_interval=5",
+        "ckpt.interval_steps=0",
+        "ckpt.interval_minutes=None",
+        "log.tensorboard=False",
+    ]
     if compiled:  # on the CPU aot_eager: the tracing without minutes of C++ compilation
         overrides += ["compile.enable=True"] + ([] if device == "cuda" else ["compile.backend='aot_eager'"])
     work_dir = runs_here / "engine-step"
@@ -646,9 +842,13 @@ def test_deit_small_step_through_the_engine(device, compiled, runs_here, monkeyp
     steps = [r["step_time"] * 1000 for r in train_records(work_dir) if r["epoch"] >= 1]
     step = statistics.median(steps)
     cuda = device == "cuda"
-    record(name=f"DeiT-S training step through the engine ({'compiled' if compiled else 'eager'})",
-           step_ms=round(step, 2), windows=len(steps), goal_ms=ENGINE_STEP_GOAL_MS if cuda else None,
-           verdict="warn" if cuda and step > ENGINE_STEP_GOAL_MS else "ok")
+    record(
+        name=f"DeiT-S training step through the engine ({'compiled' if compiled else 'eager'})",
+        step_ms=round(step, 2),
+        windows=len(steps),
+        goal_ms=ENGINE_STEP_GOAL_MS if cuda else None,
+        verdict="warn" if cuda and step > ENGINE_STEP_GOAL_MS else "ok",
+    )
     assert result.exit_code == 0 and steps and step > 0
 
 
@@ -669,19 +869,37 @@ def test_device_pipeline_feeds_a_training_epoch(device, runs_here, monkeypatch, 
     shards = runs_here / "epoch-shards"
     run_pack(make_folder(runs_here / "epoch-jpegs", images, 10), shards, shard_size=500)
     config = ENGINE_STEP["cuda"][0] if cuda else ENGINE_STEP["cpu"][0]
-    overrides = [f"data.root={shards}", "data.type='shards'", "data.num_classes=10", f"data.workers={workers}",
-                 "data.repeated_aug=False", f"data.input_size={size}", f"data.pin_memory={cuda}",
-                 "loader.pipeline='device'", f"batch_size={batch}", "epochs=2", "log_interval=4",
-                 "ckpt.interval_steps=0", "ckpt.interval_minutes=None", "log.tensorboard=False"]
+    overrides = [
+        f"data.root={shards}",
+        "data.type='shards'",
+        "data.num_classes=10",
+        f"data.workers={workers}",
+        "data.repeated_aug=False",
+        f"data.input_size={size}",
+        f"data.pin_memory={cuda}",
+        "loader.pipeline='device'",
+        f"batch_size={batch}",
+        "epochs=2",
+        "log_interval=4",
+        "ckpt.interval_steps=0",
+        "ckpt.interval_minutes=None",
+        "log.tensorboard=False",
+    ]
     overrides += ["precision='bf16'", "optim.fused=True"] if cuda else ["model.img_size=32", "aug.pipeline='imagenet'"]
     work_dir = runs_here / "pipeline-epoch"
     result = train_run(str(ROOT / config), work_dir=work_dir, overrides=overrides)
     rates = [r["images_per_s"] for r in train_records(work_dir) if r["epoch"] == 1]
     rate = statistics.median(rates)
-    record(name="device pipeline in a training epoch (DeiT-S recipe)" if cuda else "device pipeline (CPU mode)",
-           images_per_s=round(rate, 1), workers=workers, batch=batch, input_size=size, windows=len(rates),
-           goal="6,000 images/s per GPU with <= 4 cores" if cuda else "CPU mode: code path only",
-           verdict="warn" if cuda and rate < 6000 else "ok")
+    record(
+        name="device pipeline in a training epoch (DeiT-S recipe)" if cuda else "device pipeline (CPU mode)",
+        images_per_s=round(rate, 1),
+        workers=workers,
+        batch=batch,
+        input_size=size,
+        windows=len(rates),
+        goal="6,000 images/s per GPU with <= 4 cores" if cuda else "CPU mode: code path only",
+        verdict="warn" if cuda and rate < 6000 else "ok",
+    )
     assert result.exit_code == 0 and rate > 0
 
 
@@ -714,11 +932,17 @@ def compiled_against_float64(device: str, name: str, kwargs: dict, reference: st
     sync(device)
     compile_train_s = time.perf_counter() - start
     eager_ms, compiled_ms = timed_ms(lambda: step(model), device, 3), timed_ms(lambda: step(compiled), device, 3)
-    return {"name": name, "backend": "inductor" if device == "cuda" else "aot_eager",
-            "rel_err": float(f"{rel_err(y, saved['ref']):.3g}"), "against": "CPU float64",
-            "compile_infer_s": round(compile_infer_s, 1), "compile_train_s": round(compile_train_s, 1),
-            "train_eager_ms": round(eager_ms, 2), "train_compiled_ms": round(compiled_ms, 2),
-            "finite": all(bool(torch.isfinite(p).all()) for p in model.parameters())}
+    return {
+        "name": name,
+        "backend": "inductor" if device == "cuda" else "aot_eager",
+        "rel_err": float(f"{rel_err(y, saved['ref']):.3g}"),
+        "against": "CPU float64",
+        "compile_infer_s": round(compile_infer_s, 1),
+        "compile_train_s": round(compile_train_s, 1),
+        "train_eager_ms": round(eager_ms, 2),
+        "train_compiled_ms": round(compiled_ms, 2),
+        "finite": all(bool(torch.isfinite(p).all()) for p in model.parameters()),
+    }
 
 
 def _compiled_job(job: tuple) -> dict:  # top level: a spawned pool's workers import it by name
@@ -731,8 +955,9 @@ def test_compiled_models_match_float64(device, references, record):
     (spawned: a fresh CUDA context each): inductor's graph lowering is single-threaded Python and the GPU machine
     has 16 cores. The test's time limit (pytest-timeout) is the only one; leaving the pool terminates them."""
     specs = {spec[0]: spec for spec in MODELS[device]}
-    jobs = [(device, name, specs[name][1], str(float64_reference(*specs[name], references)))
-            for name in COMPILE[device]]
+    jobs = [
+        (device, name, specs[name][1], str(float64_reference(*specs[name], references))) for name in COMPILE[device]
+    ]
     results = []
     if device == "cuda":
         import multiprocessing
@@ -756,9 +981,24 @@ def test_gpu_check_sh_runs_the_selected_tests_and_writes_the_report(tmp_path):
     pytest's."""
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
-    proc = subprocess.run(["bash", "tools/gpu_check.sh", str(out), "--device", "cpu", "-m",
-                           "device(kind='cpu', part='models')", "-k", "horesnet10_rk4"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            "bash",
+            "tools/gpu_check.sh",
+            str(out),
+            "--device",
+            "cpu",
+            "-m",
+            "device(kind='cpu', part='models')",
+            "-k",
+            "horesnet10_rk4",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["format"] == "depthbench-gpu-check/2" and report["device"] == "cpu" and report["tiny"]
@@ -780,8 +1020,13 @@ def test_gpu_check_sh_runs_the_selected_tests_and_writes_the_report(tmp_path):
 
 
 def test_gpu_check_sh_refuses_a_call_it_does_not_know(tmp_path):
-    proc = subprocess.run(["bash", "tools/gpu_check.sh", str(tmp_path / "out"), "--call", "3"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", "tools/gpu_check.sh", str(tmp_path / "out"), "--call", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "give --call 1 or --call 2" in proc.stderr and not (tmp_path / "out").exists()
 
 
@@ -794,14 +1039,40 @@ def test_call_2_fits_its_budget_and_measures_the_goal_s_compiled_step_first(tmp_
     fake.chmod(0o755)
     env = dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
     for call, threads in (("1", "threads= "), ("2", "threads=4 ")):
-        proc = subprocess.run(["bash", "tools/gpu_check.sh", str(tmp_path / f"out{call}"), "--call", call], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["bash", "tools/gpu_check.sh", str(tmp_path / f"out{call}"), "--call", call],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
         assert proc.returncode == 0 and line.startswith(threads) and "--gpu-check-budget 300 " in line, line
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0",
-                           "--co", "-q", "-m", "device(kind='cuda', call=2) and not device(alone=True)",
-                           "--gpu-check-out", str(tmp_path / "co"), *GPU_CHECK_FILES], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "--co",
+            "-q",
+            "-m",
+            "device(kind='cuda', call=2) and not device(alone=True)",
+            "--gpu-check-out",
+            str(tmp_path / "co"),
+            *GPU_CHECK_FILES,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tests = [line for line in proc.stdout.splitlines() if "::" in line]
     assert tests and tests[0].endswith("test_deit_small_step_through_the_engine[cuda-compiled]"), proc.stdout[-2000:]
 
@@ -818,14 +1089,38 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
         "@on_devices('models')\ndef test_measures(device, record):\n    record(name='first', x=1)\n\n"
         "@on_devices('bench')\ndef test_too_long(device, record):\n    record(name='second', x=2)\n"
         "    time.sleep(60)\n\n"
-        "@on_devices('train')\ndef test_after(device):\n    pass\n")
+        "@on_devices('train')\ndef test_after(device):\n    pass\n"
+    )
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
-                    "-m", "device(kind='cpu')", "--gpu-check-out", str(out), "--gpu-check-budget", "25",
-                    "--rootdir", str(tmp_path), str(tests)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                   timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:xdist",
+            "-m",
+            "device(kind='cpu')",
+            "--gpu-check-out",
+            str(out),
+            "--gpu-check-budget",
+            "25",
+            "--rootdir",
+            str(tmp_path),
+            str(tests),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert time.monotonic() - start < 55
     report = json.loads((out / "report.json").read_text())
     verdicts = {t["test"].split("::")[1]: t["verdict"] for part in report["parts"].values() for t in part["tests"]}
@@ -839,13 +1134,19 @@ def test_the_report_groups_outcomes_by_part():
     a selected test that never started (the session's time limit) is reported, not dropped."""
     from devices import assemble
 
-    selected = {"t::a[cpu]": {"kind": "cpu", "part": "models"}, "t::a[cuda]": {"kind": "cuda", "part": "models"},
-                "t::b[cpu]": {"kind": "cpu", "part": "bench"}, "t::c[cpu]": {"kind": "cpu", "part": "compile"},
-                "t::d[cpu]": {"kind": "cpu", "part": "loader"}}
-    tests = {"t::a[cpu]": {"outcome": "passed", "seconds": 1.0, "items": [{"name": "m", "x": 1}]},
-             "t::a[cuda]": {"outcome": "skipped", "seconds": 0.0, "items": [], "reason": "no CUDA device here"},
-             "t::b[cpu]": {"outcome": "failed", "seconds": 2.0, "items": [{"name": "b"}], "error": "assert 0"},
-             "t::c[cpu]": {"outcome": "timeout", "seconds": 9.0, "items": [], "error": "Timeout (>9.0s)"}}
+    selected = {
+        "t::a[cpu]": {"kind": "cpu", "part": "models"},
+        "t::a[cuda]": {"kind": "cuda", "part": "models"},
+        "t::b[cpu]": {"kind": "cpu", "part": "bench"},
+        "t::c[cpu]": {"kind": "cpu", "part": "compile"},
+        "t::d[cpu]": {"kind": "cpu", "part": "loader"},
+    }
+    tests = {
+        "t::a[cpu]": {"outcome": "passed", "seconds": 1.0, "items": [{"name": "m", "x": 1}]},
+        "t::a[cuda]": {"outcome": "skipped", "seconds": 0.0, "items": [], "reason": "no CUDA device here"},
+        "t::b[cpu]": {"outcome": "failed", "seconds": 2.0, "items": [{"name": "b"}], "error": "assert 0"},
+        "t::c[cpu]": {"outcome": "timeout", "seconds": 9.0, "items": [], "error": "Timeout (>9.0s)"},
+    }
     report = assemble(selected, tests, started="2026-11-28T00:00:00Z", wall_s=12.0)
     assert report["device"] == "cpu" and report["tiny"]
     parts = report["parts"]

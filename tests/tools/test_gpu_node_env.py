@@ -7,6 +7,7 @@ what they require, nor one the carried wheels bring (gpu_wheels.sh's lists, read
 check's test modules are collected and the modules its tests import lazily are imported under it. ``import
 deepspeed`` failed there: its flops profiler and pipeline modules import einops and msgpack at the top.
 """
+
 import importlib.metadata as metadata
 import json
 import os
@@ -22,9 +23,18 @@ pytestmark = pytest.mark.tier("integration")
 
 ROOT = Path(__file__).resolve().parents[2]
 # imported inside the GPU check's tests (the command modules import their work lazily), by the engine on DeepSpeed
-LAZY = ["harness.commands.train", "harness.commands.bench", "harness.commands.preflight", "harness.commands.data",
-        "loader_throughput", "deepspeed", "deepspeed.runtime.zero.stage_1_and_2", "deepspeed.runtime.zero.stage3",
-        "deepspeed.runtime.bf16_optimizer", "mmengine.config"]
+LAZY = [
+    "harness.commands.train",
+    "harness.commands.bench",
+    "harness.commands.preflight",
+    "harness.commands.data",
+    "loader_throughput",
+    "deepspeed",
+    "deepspeed.runtime.zero.stage_1_and_2",
+    "deepspeed.runtime.zero.stage3",
+    "deepspeed.runtime.bf16_optimizer",
+    "mmengine.config",
+]
 
 FINDER = r'''
 import importlib.abc, json, sys
@@ -72,8 +82,11 @@ def on_the_node(installed: dict) -> set[str]:
         if name in seen or name not in installed:
             continue
         seen.add(name)
-        todo += [normalised(re.match(r"[A-Za-z0-9_.-]+", r).group(0)) for r in installed[name].requires or []
-                 if "extra ==" not in r]
+        todo += [
+            normalised(re.match(r"[A-Za-z0-9_.-]+", r).group(0))
+            for r in installed[name].requires or []
+            if "extra ==" not in r
+        ]
     return seen | carried() | {"pip", "setuptools", "depthbench"}
 
 
@@ -82,18 +95,27 @@ def refused_modules() -> list[str]:
     allowed = on_the_node(installed)
     providers = metadata.packages_distributions()
     ours = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
-    return sorted(module for module, dists in providers.items()
-                  if module not in ours and not module.startswith("_")
-                  and not any(normalised(d) in allowed for d in dists))
+    return sorted(
+        module
+        for module, dists in providers.items()
+        if module not in ours and not module.startswith("_") and not any(normalised(d) in allowed for d in dists)
+    )
 
 
 def test_the_gpu_check_imports_on_the_gpu_node_with_the_carried_wheels():
     refused = refused_modules()
     assert {"mmcv", "mmdet", "mmseg"} <= set(refused)  # the simulation refuses what the node lacks and no wheel brings
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", FINDER, json.dumps(refused), json.dumps(GPU_CHECK_FILES),
-                           json.dumps(LAZY)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", FINDER, json.dumps(refused), json.dumps(GPU_CHECK_FILES), json.dumps(LAZY)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lazy = next((line for line in proc.stdout.splitlines() if line.startswith("LAZY-FAILED ")), "LAZY-FAILED null")
     errors = [line for line in proc.stdout.splitlines() if "Error" in line][:10]
     assert proc.returncode == 0 and json.loads(lazy.split(" ", 1)[1]) == [], (
-        f"{lazy}\n" + "\n".join(errors) + proc.stderr[-2000:])
+        f"{lazy}\n" + "\n".join(errors) + proc.stderr[-2000:]
+    )

@@ -1,4 +1,5 @@
 """tools/setup_env.py: the patches it applies to mmcv's sdist and the one-line errors users see."""
+
 import importlib.util
 import os
 import subprocess
@@ -53,13 +54,16 @@ def test_an_unexpected_mmcv_sdist_is_refused(tmp_path):
         setup_env.patch_mmcv_setup(setup_py)
 
 
-@pytest.mark.parametrize("log, expected", [
-    (["copying x", "OSError: [Errno 28] No space left on device"], "no space left on device"),
-    (["Retrying...", "Failed to establish a new connection: [Errno 111]"], "cannot reach the package index"),
-    (["c++: fatal error: Killed signal terminated program cc1plus"], "MAX_JOBS=1"),
-    (["x.cpp:1: #error C++20 or later compatible compiler is required to use ATen."], "C++20 or later"),
-    (["ERROR: No matching distribution found for torch==9.9"], "No matching distribution found for torch==9.9"),
-])
+@pytest.mark.parametrize(
+    "log, expected",
+    [
+        (["copying x", "OSError: [Errno 28] No space left on device"], "no space left on device"),
+        (["Retrying...", "Failed to establish a new connection: [Errno 111]"], "cannot reach the package index"),
+        (["c++: fatal error: Killed signal terminated program cc1plus"], "MAX_JOBS=1"),
+        (["x.cpp:1: #error C++20 or later compatible compiler is required to use ATen."], "C++20 or later"),
+        (["ERROR: No matching distribution found for torch==9.9"], "No matching distribution found for torch==9.9"),
+    ],
+)
 def test_pip_and_compiler_logs_become_one_line(log, expected):
     message = setup_env.diagnose(["noise"] * 50 + log)
     assert expected in message and "\n" not in message
@@ -123,14 +127,18 @@ def test_concurrent_steps_say_whole_lines(monkeypatch):
 
     stream = Interleaving()
     monkeypatch.setattr(sys, "stdout", stream)
-    threads = [threading.Thread(target=setup_env.say, args=(m,)) for m in ("installing the pinned stack",
-                                                                             "downloading the timm sdist")]
+    threads = [
+        threading.Thread(target=setup_env.say, args=(m,))
+        for m in ("installing the pinned stack", "downloading the timm sdist")
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(stream.text.splitlines()) == ["setup: downloading the timm sdist",
-                                                "setup: installing the pinned stack"], stream.text
+    assert sorted(stream.text.splitlines()) == [
+        "setup: downloading the timm sdist",
+        "setup: installing the pinned stack",
+    ], stream.text
 
 
 def test_the_mmcv_build_estimate_is_the_measured_one():

@@ -10,16 +10,16 @@ data = dict(
     val_split='val',
     val_size=256,
     max_length=512,
-    tokenizer=None,        # the checkpoint's tokenizer (its directory or a tokenizer.json); None: a byte-level BPE
-    vocab_size=512,        # ... of this many entries trained on data.root (random-weight models only)
-    num_classes=None,      # (image keys, unused by language models)
+    tokenizer=None,  # the checkpoint's tokenizer (its directory or a tokenizer.json); None: a byte-level BPE
+    vocab_size=512,  # ... of this many entries trained on data.root (random-weight models only)
+    num_classes=None,  # (image keys, unused by language models)
     input_size=None,
     workers=0,
     pin_memory=True,
     eval_batch_size=None,
     repeated_aug=False,
     num_repeats=3,
-    train_subset=None,     # a fixed random subset of this many training records (quick runs)
+    train_subset=None,  # a fixed random subset of this many training records (quick runs)
     val_subset=None,
 )
 aug = dict(mixup=0.0, cutmix=0.0, cutmix_minmax=None, smoothing=0.0)  # token data: no augmentation

@@ -20,8 +20,8 @@ data = dict(
     num_repeats=3,
     train_subset=None,
     val_subset=None,
-    skip_bad_images=False, # image folders: an image that does not decode is an error naming it; True: skipped,
-                           # each skip one warning line naming the file
+    skip_bad_images=False,  # image folders: an image that does not decode is an error naming it; True: skipped,
+    # each skip one warning line naming the file
 )
 aug = dict(
     pipeline='cifar',
@@ -31,7 +31,7 @@ aug = dict(
     remode='pixel',
     recount=1,
     scale=(0.08, 1.0),
-    ratio=(3. / 4., 4. / 3.),
+    ratio=(3.0 / 4.0, 4.0 / 3.0),
     hflip=0.5,
     crop_padding=4,
     mixup=0.0,

@@ -14,29 +14,42 @@ train_pipeline = [
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
     dict(type='PhotoMetricDistortion'),
-    dict(type='PackSegInputs')
+    dict(type='PackSegInputs'),
 ]
 test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(256, 128), keep_ratio=True),
     dict(type='LoadAnnotations', reduce_zero_label=True),
-    dict(type='PackSegInputs')
+    dict(type='PackSegInputs'),
 ]
 tta_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='TestTimeAug',
-         transforms=[[dict(type='Resize', scale_factor=r, keep_ratio=True) for r in (0.75, 1.0, 1.25)],
-                     [dict(type='RandomFlip', prob=0., direction='horizontal'),
-                      dict(type='RandomFlip', prob=1., direction='horizontal')],
-                     [dict(type='LoadAnnotations')], [dict(type='PackSegInputs')]])
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [dict(type='Resize', scale_factor=r, keep_ratio=True) for r in (0.75, 1.0, 1.25)],
+            [
+                dict(type='RandomFlip', prob=0.0, direction='horizontal'),
+                dict(type='RandomFlip', prob=1.0, direction='horizontal'),
+            ],
+            [dict(type='LoadAnnotations')],
+            [dict(type='PackSegInputs')],
+        ],
+    ),
 ]
 # CPU-sized loading: the images are tiny, worker processes would only compete for the cores
 train_dataloader = dict(
-    batch_size=8, num_workers=0, persistent_workers=False,
-    dataset=dict(type=dataset_type, data_root=data_root, pipeline=train_pipeline))
+    batch_size=8,
+    num_workers=0,
+    persistent_workers=False,
+    dataset=dict(type=dataset_type, data_root=data_root, pipeline=train_pipeline),
+)
 val_dataloader = dict(
-    batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type=dataset_type, data_root=data_root, pipeline=test_pipeline))
+    batch_size=4,
+    num_workers=0,
+    persistent_workers=False,
+    dataset=dict(type=dataset_type, data_root=data_root, pipeline=test_pipeline),
+)
 test_dataloader = val_dataloader
 val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
 test_evaluator = val_evaluator

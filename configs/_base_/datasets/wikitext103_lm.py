@@ -9,15 +9,15 @@ data = dict(
     val_split='wiki.valid.tokens',
     seq_len=128,
     vocab_size=50000,
-    tokenizer=None,        # a tokenizer.json to use instead of the locally trained BPE
-    num_classes=50000,     # (unused by the LMs; kept for the generic model-argument path)
+    tokenizer=None,  # a tokenizer.json to use instead of the locally trained BPE
+    num_classes=50000,  # (unused by the LMs; kept for the generic model-argument path)
     input_size=128,
     workers=2,
     pin_memory=True,
     eval_batch_size=None,
     repeated_aug=False,
     num_repeats=3,
-    train_subset=None,     # a fixed random subset of this many training blocks (quick runs)
+    train_subset=None,  # a fixed random subset of this many training blocks (quick runs)
     val_subset=None,
 )
 aug = dict(mixup=0.0, cutmix=0.0, cutmix_minmax=None, smoothing=0.0)  # token data: no augmentation

@@ -4,19 +4,19 @@ _base_ = ['../default_runtime.py']
 
 epochs = 300
 batch_size = 1024
-precision = 'bf16'         # DeiT/Swin/TransNeXt/ScaleNet train with AMP; bf16 autocast (fp16 where no bf16)
+precision = 'bf16'  # DeiT/Swin/TransNeXt/ScaleNet train with AMP; bf16 autocast (fp16 where no bf16)
 optim = dict(
     opt='adamw',
     lr=5e-4,
-    lr_base_batch=512,     # lr is scaled by batch_size / lr_base_batch (None: no scaling)
+    lr_base_batch=512,  # lr is scaled by batch_size / lr_base_batch (None: no scaling)
     weight_decay=0.05,
-    momentum=0.9,          # SGD-family only; ignored by AdamW
+    momentum=0.9,  # SGD-family only; ignored by AdamW
     eps=1e-8,
     betas=(0.9, 0.999),
     filter_bias_and_bn=True,
     layer_decay=None,
 )
-sched = dict(               # timm create_scheduler_v2 arguments
+sched = dict(  # timm create_scheduler_v2 arguments
     sched='cosine',
     warmup_epochs=5,
     warmup_lr=1e-6,
@@ -24,6 +24,6 @@ sched = dict(               # timm create_scheduler_v2 arguments
     decay_milestones=None,  # 'multistep': epochs from which lr *= decay_rate (PyTorch MultiStepLR meaning)
     decay_rate=0.1,
     cooldown_epochs=0,
-    step_on_epochs=True,   # False: the schedule advances every optimizer step
+    step_on_epochs=True,  # False: the schedule advances every optimizer step
 )
 ema = dict(enable=True, decay=0.99996, warmup=False)

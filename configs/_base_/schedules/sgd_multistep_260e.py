@@ -13,7 +13,7 @@ optim = dict(
     momentum=0.9,
     eps=None,
     betas=None,
-    filter_bias_and_bn=False,   # decay on BN and the step size h too (the paper does not say; docs/horesnet.md)
+    filter_bias_and_bn=False,  # decay on BN and the step size h too (the paper does not say; docs/horesnet.md)
     layer_decay=None,
 )
 sched = dict(

@@ -5,7 +5,7 @@
 # HO-ResNet-10, AdamW learned from the first epoch: docs/claims.md.)
 _base_ = ['../../_base_/schedules/deit_300e.py']
 batch_size = 64
-precision = 'fp32'          # CPUs without bf16 units are faster in fp32
+precision = 'fp32'  # CPUs without bf16 units are faster in fp32
 optim = dict(lr=2e-3, lr_base_batch=None, weight_decay=0.05)
 sched = dict(sched='cosine', warmup_epochs=0.1, warmup_lr=1e-6, min_lr=1e-5, step_on_epochs=False)
 ema = dict(enable=False)

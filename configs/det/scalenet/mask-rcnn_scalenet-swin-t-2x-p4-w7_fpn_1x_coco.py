@@ -21,18 +21,23 @@ model = dict(
         model_name='scalenet_swin_tiny_2x',
         model_kwargs=dict(base_checkpoint=detector, strict_img_size=False, always_partition=True),
         out_indices=(0, 1, 2, 3),
-        drop_path_rate=0.2),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+        drop_path_rate=0.2,
+    ),
+    neck=dict(in_channels=[96, 192, 384, 768]),
+)
 
-frozen = dict(lr_mult=0., decay_mult=0.)
+frozen = dict(lr_mult=0.0, decay_mult=0.0)
 optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={
-        'absolute_pos_embed': dict(decay_mult=0.),
-        'relative_position_bias_table': dict(decay_mult=0.),
-        'norm': dict(decay_mult=0.),
-        'neck': frozen,
-        'rpn_head': frozen,
-        'roi_head': frozen,
-        'roi_head.bbox_head.fc_cls': dict(lr_mult=1.),
-        'roi_head.bbox_head.fc_reg': dict(lr_mult=1.),
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'absolute_pos_embed': dict(decay_mult=0.0),
+            'relative_position_bias_table': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+            'neck': frozen,
+            'rpn_head': frozen,
+            'roi_head': frozen,
+            'roi_head.bbox_head.fc_cls': dict(lr_mult=1.0),
+            'roi_head.bbox_head.fc_reg': dict(lr_mult=1.0),
+        }
+    )
+)

@@ -14,5 +14,7 @@ model = dict(
         model_kwargs=dict(strict_img_size=False, always_partition=True),
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.2,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 544]))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
+    neck=dict(in_channels=[96, 192, 384, 544]),
+)

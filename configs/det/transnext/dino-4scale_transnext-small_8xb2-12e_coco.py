@@ -3,6 +3,8 @@
 _base_ = ['./dino-4scale_transnext-tiny_8xb2-12e_coco.py']
 pretrained = 'checkpoints/transnext_small_224_1k.pth'
 model = dict(
-    backbone=dict(model_name='transnext_small', drop_path_rate=0.5,
-                  init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[144, 288, 576]))
+    backbone=dict(
+        model_name='transnext_small', drop_path_rate=0.5, init_cfg=dict(type='Pretrained', checkpoint=pretrained)
+    ),
+    neck=dict(in_channels=[144, 288, 576]),
+)

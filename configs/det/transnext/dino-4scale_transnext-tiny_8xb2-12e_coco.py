@@ -16,8 +16,10 @@ model = dict(
         model_kwargs=dict(img_size=800, pretrain_size=224, position_bias='interpolate'),
         out_indices=(1, 2, 3),
         drop_path_rate=0.3,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[144, 288, 576]))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
+    neck=dict(in_channels=[144, 288, 576]),
+)
 
 train_dataloader = dict(batch_size=1)
 # mmengine applies the longest matching key alone (no norm/bias rules for a matched parameter), so the
@@ -27,25 +29,28 @@ backbone_no_decay = dict(lr_mult=0.1, decay_mult=0.0)
 optim_wrapper = dict(
     _delete_=True,
     type='AmpOptimWrapper',
-    loss_scale=512.,
+    loss_scale=512.0,
     accumulative_counts=2,
     optimizer=dict(type='AdamW', lr=0.0001, weight_decay=0.05),
     clip_grad=dict(max_norm=0.1, norm_type=2),
-    paramwise_cfg=dict(custom_keys={
-        'backbone': dict(lr_mult=0.1),
-        'backbone.model.norm': backbone_no_decay,  # stage norms norm1..norm4
-        '.norm1.weight': backbone_no_decay,
-        '.norm1.bias': backbone_no_decay,
-        '.norm2.weight': backbone_no_decay,
-        '.norm2.bias': backbone_no_decay,
-        'attn.norm.weight': backbone_no_decay,
-        'attn.norm.bias': backbone_no_decay,
-        'patch_embed1.norm': backbone_no_decay,
-        'patch_embed2.norm': backbone_no_decay,
-        'patch_embed3.norm': backbone_no_decay,
-        'patch_embed4.norm': backbone_no_decay,
-        'attn.query_embedding': backbone_no_decay,
-        'relative_pos_bias_local': backbone_no_decay,
-        'attn.cpb_fc': backbone_no_decay,
-        'attn.temperature': backbone_no_decay,
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'backbone': dict(lr_mult=0.1),
+            'backbone.model.norm': backbone_no_decay,  # stage norms norm1..norm4
+            '.norm1.weight': backbone_no_decay,
+            '.norm1.bias': backbone_no_decay,
+            '.norm2.weight': backbone_no_decay,
+            '.norm2.bias': backbone_no_decay,
+            'attn.norm.weight': backbone_no_decay,
+            'attn.norm.bias': backbone_no_decay,
+            'patch_embed1.norm': backbone_no_decay,
+            'patch_embed2.norm': backbone_no_decay,
+            'patch_embed3.norm': backbone_no_decay,
+            'patch_embed4.norm': backbone_no_decay,
+            'attn.query_embedding': backbone_no_decay,
+            'relative_pos_bias_local': backbone_no_decay,
+            'attn.cpb_fc': backbone_no_decay,
+            'attn.temperature': backbone_no_decay,
+        }
+    ),
+)

@@ -2,6 +2,8 @@
 _base_ = ['./dino-5scale_transnext-tiny_8xb2-12e_coco.py']
 pretrained = 'checkpoints/transnext_base_224_1k.pth'
 model = dict(
-    backbone=dict(model_name='transnext_base', drop_path_rate=0.6,
-                  init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+    backbone=dict(
+        model_name='transnext_base', drop_path_rate=0.6, init_cfg=dict(type='Pretrained', checkpoint=pretrained)
+    ),
+    neck=dict(in_channels=[96, 192, 384, 768]),
+)

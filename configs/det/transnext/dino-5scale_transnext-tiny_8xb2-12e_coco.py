@@ -6,4 +6,5 @@ model = dict(
     backbone=dict(out_indices=(0, 1, 2, 3)),
     neck=dict(in_channels=[72, 144, 288, 576], num_outs=num_levels),
     encoder=dict(layer_cfg=dict(self_attn_cfg=dict(num_levels=num_levels))),
-    decoder=dict(layer_cfg=dict(cross_attn_cfg=dict(num_levels=num_levels))))
+    decoder=dict(layer_cfg=dict(cross_attn_cfg=dict(num_levels=num_levels))),
+)

@@ -18,21 +18,26 @@ model = dict(
         model_kwargs=dict(img_size=800, pretrain_size=224, position_bias='interpolate'),
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.3,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[72, 144, 288, 576]))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
+    neck=dict(in_channels=[72, 144, 288, 576]),
+)
 
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
-    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)
+    dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1),
 ]
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(custom_keys={
-        'query_embedding': dict(decay_mult=0.),
-        'relative_pos_bias_local': dict(decay_mult=0.),
-        'cpb': dict(decay_mult=0.),
-        'temperature': dict(decay_mult=0.),
-        'norm': dict(decay_mult=0.)
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'query_embedding': dict(decay_mult=0.0),
+            'relative_pos_bias_local': dict(decay_mult=0.0),
+            'cpb': dict(decay_mult=0.0),
+            'temperature': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+        }
+    ),
+)

@@ -16,22 +16,27 @@ model = dict(
         model_name='scalenet_swin_tiny_2x',
         model_kwargs=dict(base_checkpoint=segmentor, strict_img_size=False, always_partition=True),
         out_indices=(0, 1, 2, 3),
-        drop_path_rate=0.2))
+        drop_path_rate=0.2,
+    )
+)
 
-frozen = dict(lr_mult=0., decay_mult=0.)
+frozen = dict(lr_mult=0.0, decay_mult=0.0)
 optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={
-        'absolute_pos_embed': dict(decay_mult=0.),
-        'relative_position_bias_table': dict(decay_mult=0.),
-        'norm': dict(decay_mult=0.),
-        'decode_head': frozen,
-        'auxiliary_head': frozen,
-        'decode_head.conv_seg': dict(lr_mult=1.),
-        'auxiliary_head.conv_seg': dict(lr_mult=1.),
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'absolute_pos_embed': dict(decay_mult=0.0),
+            'relative_position_bias_table': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+            'decode_head': frozen,
+            'auxiliary_head': frozen,
+            'decode_head.conv_seg': dict(lr_mult=1.0),
+            'auxiliary_head.conv_seg': dict(lr_mult=1.0),
+        }
+    )
+)
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
-    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=40000, by_epoch=False)
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=40000, by_epoch=False),
 ]
 train_cfg = dict(type='IterBasedTrainLoop', max_iters=40000, val_interval=4000)
 default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=4000))

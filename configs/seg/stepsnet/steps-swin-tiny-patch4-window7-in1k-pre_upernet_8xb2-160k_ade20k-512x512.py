@@ -11,6 +11,8 @@ model = dict(
         model_kwargs=dict(strict_img_size=False, always_partition=True),
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.3,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
     decode_head=dict(in_channels=[96, 192, 384, 544]),
-    auxiliary_head=dict(in_channels=384))
+    auxiliary_head=dict(in_channels=384),
+)

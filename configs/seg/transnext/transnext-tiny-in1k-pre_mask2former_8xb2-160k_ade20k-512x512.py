@@ -15,8 +15,10 @@ model = dict(
         model_kwargs=dict(img_size=512, pretrain_size=224, position_bias='interpolate'),
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.3,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    decode_head=dict(in_channels=[72, 144, 288, 576]))
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
+    decode_head=dict(in_channels=[72, 144, 288, 576]),
+)
 
 # mmengine applies the longest matching key alone (no norm rule for a matched parameter): the backbone's
 # no-decay parameters repeat its LR multiplier, with keys longer than 'backbone'; 'attn.' keeps the head's
@@ -46,4 +48,6 @@ optim_wrapper = dict(
             'query_feat': embed_multi,
             'level_embed': embed_multi,
         },
-        norm_decay_mult=0.0))
+        norm_decay_mult=0.0,
+    )
+)

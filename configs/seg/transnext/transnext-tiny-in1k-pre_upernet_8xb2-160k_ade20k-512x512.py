@@ -17,19 +17,24 @@ model = dict(
         model_kwargs=dict(img_size=512, pretrain_size=224, position_bias='interpolate'),
         out_indices=(0, 1, 2, 3),
         drop_path_rate=0.4,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained),
+    ),
     decode_head=dict(in_channels=[72, 144, 288, 576], num_classes=150),
     auxiliary_head=dict(in_channels=288, num_classes=150),
-    test_cfg=dict(mode='slide', crop_size=(512, 512), stride=(341, 341)))
+    test_cfg=dict(mode='slide', crop_size=(512, 512), stride=(341, 341)),
+)
 
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=0.00006, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(custom_keys={
-        'query_embedding': dict(decay_mult=0.),
-        'relative_pos_bias_local': dict(decay_mult=0.),
-        'cpb': dict(decay_mult=0.),
-        'temperature': dict(decay_mult=0.),
-        'norm': dict(decay_mult=0.)
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'query_embedding': dict(decay_mult=0.0),
+            'relative_pos_bias_local': dict(decay_mult=0.0),
+            'cpb': dict(decay_mult=0.0),
+            'temperature': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+        }
+    ),
+)

@@ -6,7 +6,8 @@
 _base_ = ['./transnext-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py']
 model = dict(
     backbone=dict(model_kwargs=dict(img_size=800, position_bias='interpolate')),
-    test_cfg=dict(_delete_=True, mode='whole'))
+    test_cfg=dict(_delete_=True, mode='whole'),
+)
 img_ratios = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75]
 tta_pipeline = [
     dict(type='LoadImageFromFile', backend_args=None),
@@ -14,9 +15,12 @@ tta_pipeline = [
         type='TestTimeAug',
         transforms=[
             [dict(type='Resize', scale=(int(2048 * r), int(512 * r)), keep_ratio=True) for r in img_ratios],
-            [dict(type='RandomFlip', prob=0., direction='horizontal'),
-             dict(type='RandomFlip', prob=1., direction='horizontal')],
+            [
+                dict(type='RandomFlip', prob=0.0, direction='horizontal'),
+                dict(type='RandomFlip', prob=1.0, direction='horizontal'),
+            ],
             [dict(type='LoadAnnotations')],
-            [dict(type='PackSegInputs')]
-        ])
+            [dict(type='PackSegInputs')],
+        ],
+    ),
 ]

@@ -26,23 +26,67 @@ checks, renders them node by node and keeps a machine-readable record, ``preflig
 ``<runs>/preflight/<run id>/`` (record.py): ``depthbench submit --estimate`` (harness/measure/estimate.py) reads the
 step times it measured with :func:`read_records`.
 """
-from harness.measure.preflight.allreduce import (SLOW_NODE_FRACTION, allreduce_checks, allreduce_sweep,
-                                                 nccl_transport, pair_checks, slow_nodes, transport_check)
+
+from harness.measure.preflight.allreduce import (
+    SLOW_NODE_FRACTION,
+    allreduce_checks,
+    allreduce_sweep,
+    nccl_transport,
+    pair_checks,
+    slow_nodes,
+    transport_check,
+)
 from harness.measure.preflight.common import MIB, VERDICTS, Check, Layout, Options, Rank, Report, Target
 from harness.measure.preflight.environment import driver_version, environment_checks, same_software_check
 from harness.measure.preflight.loader import loader_check
 from harness.measure.preflight.plan import Plan, distinct, make_plan
 from harness.measure.preflight.process import preflight_process
-from harness.measure.preflight.record import (EXPERIMENT, FORMAT, RECORD, checked_record, new_record_path,
-                                              read_records, render, write_report)
+from harness.measure.preflight.record import (
+    EXPERIMENT,
+    FORMAT,
+    RECORD,
+    checked_record,
+    new_record_path,
+    read_records,
+    render,
+    write_report,
+)
 from harness.measure.preflight.run_folder import checkpoint_checks, run_folder_check
 from harness.measure.preflight.step import step_check
 
 __all__ = [
-    "EXPERIMENT", "FORMAT", "MIB", "RECORD", "SLOW_NODE_FRACTION", "VERDICTS",
-    "Check", "Layout", "Options", "Plan", "Rank", "Report", "Target",
-    "allreduce_checks", "allreduce_sweep", "checked_record", "checkpoint_checks", "distinct", "driver_version",
-    "environment_checks", "loader_check", "make_plan", "nccl_transport", "new_record_path", "pair_checks",
-    "preflight_process", "read_records", "render", "run_folder_check", "same_software_check",
-    "slow_nodes", "step_check", "transport_check", "write_report",
+    "EXPERIMENT",
+    "FORMAT",
+    "MIB",
+    "RECORD",
+    "SLOW_NODE_FRACTION",
+    "VERDICTS",
+    "Check",
+    "Layout",
+    "Options",
+    "Plan",
+    "Rank",
+    "Report",
+    "Target",
+    "allreduce_checks",
+    "allreduce_sweep",
+    "checked_record",
+    "checkpoint_checks",
+    "distinct",
+    "driver_version",
+    "environment_checks",
+    "loader_check",
+    "make_plan",
+    "nccl_transport",
+    "new_record_path",
+    "pair_checks",
+    "preflight_process",
+    "read_records",
+    "render",
+    "run_folder_check",
+    "same_software_check",
+    "slow_nodes",
+    "step_check",
+    "transport_check",
+    "write_report",
 ]

@@ -4,6 +4,7 @@ CPUs), each config's gradients, the transport between nodes as NCCL's log names 
 with 3 or more nodes, each pair of neighbouring nodes (:func:`slow_nodes`: a node under half its peers' median
 fails). Rank 0 turns the result into ``all-reduce``, ``transport``, ``node-bandwidth`` and ``grad-sync`` lines
 (:func:`allreduce_checks`)."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -77,8 +78,11 @@ def _time_allreduce(nbytes: int, device, sub) -> float:
 def _transport(group: Group, nccl_log: Path | None) -> list:
     """Every rank's view of the transport between nodes (:func:`nccl_transport` of its NCCL log; gloo: TCP)."""
     if nccl_log is None:
-        mine = {"transport": "gloo over TCP sockets", "gdr": None,
-                "interface": os.environ.get("GLOO_SOCKET_IFNAME")}  # None: the hostname's address
+        mine = {
+            "transport": "gloo over TCP sockets",
+            "gdr": None,
+            "interface": os.environ.get("GLOO_SOCKET_IFNAME"),
+        }  # None: the hostname's address
     elif nccl_log == Path():
         mine = {"transport": "unknown (NCCL_DEBUG is set: see NCCL's own INFO lines)", "gdr": None}
     else:
@@ -127,8 +131,14 @@ def _pair_bandwidths(group: Group, device, nccl: bool, nbytes: int) -> list:
 def _bandwidth_row(nbytes: int, seconds: float, ranks: int) -> dict:
     """nccl-tests' all-reduce columns: algbw = bytes / time, busbw = algbw x 2(n-1)/n (GB/s = 1e9 B/s)."""
     algbw = nbytes / seconds / 1e9
-    return {"bytes": nbytes, "count": nbytes // 4, "type": "float", "time_ms": _sig(1000 * seconds),
-            "algbw_gbs": _sig(algbw), "busbw_gbs": _sig(algbw * 2 * (ranks - 1) / ranks)}
+    return {
+        "bytes": nbytes,
+        "count": nbytes // 4,
+        "type": "float",
+        "time_ms": _sig(1000 * seconds),
+        "algbw_gbs": _sig(algbw),
+        "busbw_gbs": _sig(algbw * 2 * (ranks - 1) / ranks),
+    }
 
 
 def _sig(x: float) -> float:
@@ -166,8 +176,11 @@ def nccl_transport(log: str) -> dict:
             transport = "libfabric (OFI)" if m.group(1) != "Plugin" else "a NCCL net plugin"
     gdr = bool(re.search(r"GPU Direct RDMA Enabled|/GDRDMA", log)) if transport else None
     if transport is None:
-        transport = ("no network between nodes (one node: NVLink/PCIe/shared memory)" if "Init COMPLETE" in log
-                     or "comm " in log else "unknown (no NCCL network line in its log)")
+        transport = (
+            "no network between nodes (one node: NVLink/PCIe/shared memory)"
+            if "Init COMPLETE" in log or "comm " in log
+            else "unknown (no NCCL network line in its log)"
+        )
     return {"transport": transport, "interface": interface, "gdr": gdr}
 
 
@@ -178,26 +191,43 @@ def allreduce_checks(gathered: list[dict], collective: dict, plans: list[Plan]) 
     checks = []
     ranks = collective.get("ranks", 1)
     if ranks == 1:
-        checks.append(Check("all-reduce", "ok", "1 rank: nothing to all-reduce (no gradient synchronisation)", 0,
-                            "GB/s"))
+        checks.append(
+            Check("all-reduce", "ok", "1 rank: nothing to all-reduce (no gradient synchronisation)", 0, "GB/s")
+        )
         return checks
     backend, rows = collective["backend"], collective.get("rows") or []
     nodes = len({g["node"] for g in gathered})
     if collective.get("error") or not rows:
-        checks.append(Check("all-reduce", "fail", f"{backend} all-reduce over {ranks} ranks failed: "
-                            f"{collective.get('error') or 'no result'}; check the network between the nodes "
-                            f"(NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)", None, "GB/s"))
+        checks.append(
+            Check(
+                "all-reduce",
+                "fail",
+                f"{backend} all-reduce over {ranks} ranks failed: "
+                f"{collective.get('error') or 'no result'}; check the network between the nodes "
+                f"(NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME)",
+                None,
+                "GB/s",
+            )
+        )
         return checks
     if collective.get("correct") is False:
-        checks.append(Check("all-reduce", "fail", f"{backend} all-reduce over {ranks} ranks returned a wrong sum",
-                            None, "GB/s"))
+        checks.append(
+            Check("all-reduce", "fail", f"{backend} all-reduce over {ranks} ranks returned a wrong sum", None, "GB/s")
+        )
     best = max(rows, key=lambda r: r["busbw_gbs"])
-    text = (f"{backend}, {ranks} ranks on {nodes} node(s): bus bandwidth {best['busbw_gbs']:,.2f} GB/s at "
-            f"{size_text(best['bytes'])} (algbw {best['algbw_gbs']:,.2f} GB/s; nccl-tests' busbw = algbw x 2(n-1)/n)")
+    text = (
+        f"{backend}, {ranks} ranks on {nodes} node(s): bus bandwidth {best['busbw_gbs']:,.2f} GB/s at "
+        f"{size_text(best['bytes'])} (algbw {best['algbw_gbs']:,.2f} GB/s; nccl-tests' busbw = algbw x 2(n-1)/n)"
+    )
     verdict = "ok"
     if backend == "nccl" and nodes > 1 and best["busbw_gbs"] < 5:
-        verdict, text = "warn", (text + ": slower than a 40 Gb/s link; is NCCL on the fast interconnect? "
-                                 "(NCCL_DEBUG=INFO shows the transport)")
+        verdict, text = (
+            "warn",
+            (
+                text + ": slower than a 40 Gb/s link; is NCCL on the fast interconnect? "
+                "(NCCL_DEBUG=INFO shows the transport)"
+            ),
+        )
     checks.append(Check("all-reduce", verdict, text, best["busbw_gbs"], "GB/s", data={"rows": rows}))
     checks.append(transport_check(collective.get("transport") or [], backend, nodes))
     checks += pair_checks(collective.get("pairs") or [], nodes)
@@ -213,15 +243,25 @@ def transport_check(views: list[dict], backend: str, nodes: int) -> Check:
     gdr = {v.get("gdr") for v in views}
     text = f"{backend} between {nodes} node(s): {', '.join(kinds)}"
     if backend == "nccl":
-        text += ("; GPUDirect RDMA on" if gdr == {True} else "; GPUDirect RDMA off" if gdr == {False} else
-                 "; GPUDirect RDMA on some ranks only" if True in gdr else "")
+        text += (
+            "; GPUDirect RDMA on"
+            if gdr == {True}
+            else "; GPUDirect RDMA off"
+            if gdr == {False}
+            else "; GPUDirect RDMA on some ranks only"
+            if True in gdr
+            else ""
+        )
     interfaces = sorted({str(v.get("interface")) for v in views if v.get("interface")})
     if interfaces:
         text += f" (via {', '.join(interfaces[:3])})"
     verdict = "ok"
     if backend == "nccl" and nodes > 1 and any(k == "TCP sockets" for k in kinds):
-        verdict, text = "warn", text + ": NCCL fell back to sockets between nodes; is the InfiniBand/RoCE driver " \
-                                       "loaded and NCCL_IB_DISABLE unset?"
+        verdict, text = (
+            "warn",
+            text + ": NCCL fell back to sockets between nodes; is the InfiniBand/RoCE driver "
+            "loaded and NCCL_IB_DISABLE unset?",
+        )
     if len(kinds) > 1:
         verdict, text = "warn", text + ": the nodes do not agree on one transport"
     return Check("transport", verdict, text, None, "", data={"views": views})
@@ -233,26 +273,58 @@ def slow_nodes(pairs: list[dict], fraction: float = SLOW_NODE_FRACTION) -> tuple
     for row in pairs:
         for node in row["nodes"]:
             best[node] = max(best.get(node, 0.0), row["busbw_gbs"])
-    slow = [n for n, bw in best.items() if len(best) > 2
-            and bw < fraction * statistics.median([v for m, v in best.items() if m != n])]
+    slow = [
+        n
+        for n, bw in best.items()
+        if len(best) > 2 and bw < fraction * statistics.median([v for m, v in best.items() if m != n])
+    ]
     return best, slow
 
 
 def pair_checks(pairs: list[dict], nodes: int) -> list[Check]:
     """``node-bandwidth`` from :func:`_pair_bandwidths`' rows: fail naming each slow node (:func:`slow_nodes`)."""
     if nodes < 3:
-        return [Check("node-bandwidth", "ok", f"{nodes} node(s): the per-node bandwidth rule needs 3 or more (a "
-                      "slow node is one under {:.0%} of its peers' median; with 2 there is no one to compare)".format(
-                          SLOW_NODE_FRACTION), None, "")] if nodes == 2 else []
+        return (
+            [
+                Check(
+                    "node-bandwidth",
+                    "ok",
+                    f"{nodes} node(s): the per-node bandwidth rule needs 3 or more (a "
+                    "slow node is one under {:.0%} of its peers' median; with 2 there is no one to compare)".format(
+                        SLOW_NODE_FRACTION
+                    ),
+                    None,
+                    "",
+                )
+            ]
+            if nodes == 2
+            else []
+        )
     best, slow = slow_nodes(pairs)
     text = ", ".join(f"{n} {bw:,.2f}" for n, bw in best.items())
     if slow:
-        return [Check("node-bandwidth", "fail", f"{', '.join(slow)}: all-reduce bus bandwidth under "
-                      f"{SLOW_NODE_FRACTION:.0%} of the other nodes' median (GB/s by node, best pair: {text}); "
-                      f"exclude it (--sbatch=--exclude={','.join(slow)}) or have it checked", len(slow), "nodes",
-                      data={"pairs": pairs})]
-    return [Check("node-bandwidth", "ok", f"every node within {SLOW_NODE_FRACTION:.0%} of its peers' median "
-                  f"(GB/s by node, best pair: {text})", 0, "nodes", data={"pairs": pairs})]
+        return [
+            Check(
+                "node-bandwidth",
+                "fail",
+                f"{', '.join(slow)}: all-reduce bus bandwidth under "
+                f"{SLOW_NODE_FRACTION:.0%} of the other nodes' median (GB/s by node, best pair: {text}); "
+                f"exclude it (--sbatch=--exclude={','.join(slow)}) or have it checked",
+                len(slow),
+                "nodes",
+                data={"pairs": pairs},
+            )
+        ]
+    return [
+        Check(
+            "node-bandwidth",
+            "ok",
+            f"every node within {SLOW_NODE_FRACTION:.0%} of its peers' median (GB/s by node, best pair: {text})",
+            0,
+            "nodes",
+            data={"pairs": pairs},
+        )
+    ]
 
 
 def _grad_sync_checks(gathered: list[dict], collective: dict, plans: list[Plan]) -> list[Check]:
@@ -268,11 +340,14 @@ def _grad_sync_checks(gathered: list[dict], collective: dict, plans: list[Plan])
         if not row:
             continue
         step = steps.get(plan.label)
-        text = (f"{plan.label}: {size_text(row['bytes'])} of fp32 gradients all-reduced in {row['time_ms']:,.1f} ms "
-                f"(busbw {row['busbw_gbs']:,.2f} GB/s)")
+        text = (
+            f"{plan.label}: {size_text(row['bytes'])} of fp32 gradients all-reduced in {row['time_ms']:,.1f} ms "
+            f"(busbw {row['busbw_gbs']:,.2f} GB/s)"
+        )
         if not step:
-            checks.append(Check("grad-sync", "ok", text + "; no step time to compare", row["time_ms"], "ms",
-                                plan.label))
+            checks.append(
+                Check("grad-sync", "ok", text + "; no step time to compare", row["time_ms"], "ms", plan.label)
+            )
             continue
         share = row["time_ms"] / step
         text += f" = {share:.0%} of the {step:,.1f} ms step"
@@ -280,8 +355,11 @@ def _grad_sync_checks(gathered: list[dict], collective: dict, plans: list[Plan])
             verdict = "ok"
         else:
             verdict = "warn"
-            text += (": DDP overlaps it with the backward pass only in part; expect slower steps (a larger batch per "
-                     "device, grad_accum or a faster interconnect helps)" if share <= 1 else
-                     ": communication-bound; a larger batch per device, grad_accum or a faster interconnect")
+            text += (
+                ": DDP overlaps it with the backward pass only in part; expect slower steps (a larger batch per "
+                "device, grad_accum or a faster interconnect helps)"
+                if share <= 1
+                else ": communication-bound; a larger batch per device, grad_accum or a faster interconnect"
+            )
         checks.append(Check("grad-sync", verdict, text, share, "x step", plan.label, data={"time_ms": row["time_ms"]}))
     return checks

@@ -1,6 +1,7 @@
 """What every preflight check shares: what is checked (:class:`Target`, :class:`Layout`, :class:`Options`), what a
 check gives (:class:`Check`) and what rank 0 returns (:class:`Report`), the rank a check runs on (:class:`Rank`)
 and the few number formats the report lines use."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,13 +11,14 @@ from typing import Callable
 from harness.core.errors import DepthbenchError
 
 VERDICTS = ("ok", "warn", "fail")
-MIB = 2 ** 20
+MIB = 2**20
 
 
 # ----------------------------------------------------------------------------------------------- what is checked
 @dataclass
 class Target:
     """One CONFIG to check, with its ``key=value`` overrides; ``label`` names it in the report."""
+
     config: str
     overrides: tuple = ()
     label: str = ""
@@ -31,6 +33,7 @@ class Layout:
     """The allocation the runs will get: their per-device batch follows from it (``batch_size`` is global), and
     ``time_s``/``warning_s`` (Slurm's ``--time`` and ``--signal=USR1@warning``) bound the checkpoint window.
     ``nodes``/``ranks_per_node`` None: as this preflight runs."""
+
     nodes: int | None = None
     ranks_per_node: int | None = None
     time_s: int | None = None
@@ -40,67 +43,85 @@ class Layout:
 @dataclass
 class Options:
     """How hard each check looks. None picks a default by device (CUDA / CPU)."""
-    device: str | None = None              # cpu | cuda (None: cuda when visible)
-    steps: int | None = None               # timed training steps per config (10 / 3)
-    step_seconds: float | None = None      # time box of one config's step measurement (60 / 60 s)
-    loader_seconds: float | None = None    # time box of one config's loader measurement (20 / 10 s)
-    allreduce_mib: tuple | None = None     # message sizes (1,16,128,512 / 1,4,16 MiB) plus each model's gradients
-    disk_mib: int | None = None            # the largest checkpoint the write test writes (4096 / 256 MiB)
-    timeout_s: int = 300                   # rendezvous and collectives
+
+    device: str | None = None  # cpu | cuda (None: cuda when visible)
+    steps: int | None = None  # timed training steps per config (10 / 3)
+    step_seconds: float | None = None  # time box of one config's step measurement (60 / 60 s)
+    loader_seconds: float | None = None  # time box of one config's loader measurement (20 / 10 s)
+    allreduce_mib: tuple | None = None  # message sizes (1,16,128,512 / 1,4,16 MiB) plus each model's gradients
+    disk_mib: int | None = None  # the largest checkpoint the write test writes (4096 / 256 MiB)
+    timeout_s: int = 300  # rendezvous and collectives
 
     def resolved(self, device: str) -> "Options":
         cuda = device == "cuda"
-        return Options(device, self.steps or (10 if cuda else 3), self.step_seconds or 60.0,
-                       self.loader_seconds or (20.0 if cuda else 10.0),
-                       tuple(self.allreduce_mib or ((1, 16, 128, 512) if cuda else (1, 4, 16))),
-                       self.disk_mib or (4096 if cuda else 256), self.timeout_s)
+        return Options(
+            device,
+            self.steps or (10 if cuda else 3),
+            self.step_seconds or 60.0,
+            self.loader_seconds or (20.0 if cuda else 10.0),
+            tuple(self.allreduce_mib or ((1, 16, 128, 512) if cuda else (1, 4, 16))),
+            self.disk_mib or (4096 if cuda else 256),
+            self.timeout_s,
+        )
 
 
 # ----------------------------------------------------------------------------------------------- what comes back
 @dataclass
 class Check:
     """One line of the report: which check, its verdict, the line itself and the number behind it."""
+
     check: str
-    verdict: str                 # ok | warn | fail
+    verdict: str  # ok | warn | fail
     text: str
-    value: float | None = None   # the number the verdict rests on, in ``unit``
+    value: float | None = None  # the number the verdict rests on, in ``unit``
     unit: str = ""
-    config: str | None = None    # the CONFIG's label, for per-config checks
+    config: str | None = None  # the CONFIG's label, for per-config checks
     node: str = ""
-    rank: int | None = None      # None: a check of all ranks together
+    rank: int | None = None  # None: a check of all ranks together
     data: dict = field(default_factory=dict)
 
 
 @dataclass
 class Report:
     """What rank 0 returns: every check, the record written (``path``), its rendering and the exit code."""
+
     checks: list[Check]
     record: dict
     path: Path | None
     text: str
     exit_code: int
-    shown: bool = False          # already printed (by rank 0's own process under ``--nproc``)
+    shown: bool = False  # already printed (by rank 0's own process under ``--nproc``)
 
 
 # ----------------------------------------------------------------------------------------------- the rank checked
 @dataclass
 class Rank:
     """The rank a check runs on, and what the environment checks learned about it that later checks use."""
+
     rank: int
     local_rank: int
     local_world: int
     node: str
-    device: str                             # cpu | cuda: what this rank really has
-    versions: dict = field(default_factory=dict)   # the versions check's; gathered for same-software
-    device_name: str = ""                   # the devices check's; named in the record
-    free_bytes: int | None = None           # the memory check's; the step check's peak must fit in it
-    fp32_gflops: float | None = None        # the bf16 check's matmul rates; the step check predicts its time
-    bf16_gflops: float | None = None        # from them before it starts a step
+    device: str  # cpu | cuda: what this rank really has
+    versions: dict = field(default_factory=dict)  # the versions check's; gathered for same-software
+    device_name: str = ""  # the devices check's; named in the record
+    free_bytes: int | None = None  # the memory check's; the step check's peak must fit in it
+    fp32_gflops: float | None = None  # the bf16 check's matmul rates; the step check predicts its time
+    bf16_gflops: float | None = None  # from them before it starts a step
 
     def check(self, check_name: str, verdict: str, text: str, value=None, unit="", config=None, **data) -> Check:
         """A :class:`Check` of this rank (``value`` rounded to 4 decimals)."""
-        return Check(check_name, verdict, text, None if value is None else round(float(value), 4), unit, config,
-                     self.node, self.rank, data)
+        return Check(
+            check_name,
+            verdict,
+            text,
+            None if value is None else round(float(value), 4),
+            unit,
+            config,
+            self.node,
+            self.rank,
+            data,
+        )
 
     def guarded(self, name: str, config: str | None, fn: Callable):
         """``fn()``, or a ``fail`` check naming its exception: one broken check never hides the others."""

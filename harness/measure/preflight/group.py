@@ -1,5 +1,6 @@
 """The ranks together: they meet over gloo (which every node has) to agree on the record's folder, step and load
 at once, and gather every rank's checks on rank 0. One rank needs no process group: each call answers for it."""
+
 from __future__ import annotations
 
 import datetime as _dt

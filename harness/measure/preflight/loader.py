@@ -1,6 +1,7 @@
 """The ``loader`` check, per rank and CONFIG: the images/s the config's training loader (its data, transforms and
 ``data.workers``; harness/engine/data.py) delivers on this rank, against the images/s the step consumes, with the
 ``data.workers`` that would feed it."""
+
 from __future__ import annotations
 
 import gc
@@ -44,8 +45,9 @@ def _measured_loader(rank: Rank, plan: Plan, opts: Options, step_ms: float | Non
 
     def enough() -> bool:
         seconds = time.perf_counter() - stamps[0]
-        return seconds >= opts.loader_seconds or (len(stamps) >= skip + max(10, 4 * workers)
-                                                 and seconds >= min(2.0, opts.loader_seconds))
+        return seconds >= opts.loader_seconds or (
+            len(stamps) >= skip + max(10, 4 * workers) and seconds >= min(2.0, opts.loader_seconds)
+        )
 
     # the configured pipeline as training runs it: batches finished on the device (loader.pipeline='device'
     # decodes and augments there, loader.device_normalize normalises), each one waited for
@@ -58,20 +60,27 @@ def _measured_loader(rank: Rank, plan: Plan, opts: Options, step_ms: float | Non
     del train, source
     gc.collect()  # persistent workers end with their loader
     if not stamps:
-        return rank.check("loader", "fail", f"{plan.label}: the loader gave no batch of {batch}",
-                          config=plan.label), {}
+        return rank.check("loader", "fail", f"{plan.label}: the loader gave no batch of {batch}", config=plan.label), {}
     first = stamps[0] - start
     steady = stamps[skip:] if len(stamps) - skip >= 3 else stamps
     if len(steady) >= 3:
         rate = (len(steady) - 1) * batch / (steady[-1] - steady[0])
     else:
         rate = len(stamps) * batch / (stamps[-1] - start)
-    numbers = {"loader_per_s": round(rate, 2), "loader_first_batch_s": round(first, 3), "train_images": images,
-               "workers": workers, "data_root": str(root), "pipeline": pipeline}
-    base = (f"{plan.label}: loader {rate:,.0f} {unit}/s per rank from {root} ({pipeline} pipeline, "
-            f"data.workers={workers}, "
-            f"{len(stamps)} batches, first after {first:.1f} s"
-            + (": start-up included, a lower bound)" if len(steady) < 3 else ")"))
+    numbers = {
+        "loader_per_s": round(rate, 2),
+        "loader_first_batch_s": round(first, 3),
+        "train_images": images,
+        "workers": workers,
+        "data_root": str(root),
+        "pipeline": pipeline,
+    }
+    base = (
+        f"{plan.label}: loader {rate:,.0f} {unit}/s per rank from {root} ({pipeline} pipeline, "
+        f"data.workers={workers}, "
+        f"{len(stamps)} batches, first after {first:.1f} s"
+        + (": start-up included, a lower bound)" if len(steady) < 3 else ")")
+    )
     if not step_ms:
         return rank.check("loader", "ok", base, rate, f"{unit}/s", plan.label, **numbers), numbers
     consume = batch / step_ms * 1000
@@ -93,12 +102,16 @@ def _measured_loader(rank: Rank, plan: Plan, opts: Options, step_ms: float | Non
         advice = f"raise data.workers to {needed}"
     else:
         reach = per_worker * max(cores - 1, 1)
-        advice = (f"even data.workers={max(cores - 1, 1)} (this rank's {cores} cores) gives ~{reach:,.0f} "
-                  f"{unit}/s: faster storage or decoding (WebDataset shards, a local copy), or more CPU cores "
-                  f"per GPU (--cpus-per-task)")
+        advice = (
+            f"even data.workers={max(cores - 1, 1)} (this rank's {cores} cores) gives ~{reach:,.0f} "
+            f"{unit}/s: faster storage or decoding (WebDataset shards, a local copy), or more CPU cores "
+            f"per GPU (--cpus-per-task)"
+        )
     numbers["suggested_workers"] = needed
-    text = (f"{plan.label}: loader-bound by {ratio:.1f}x: the loader delivers {rate:,.0f} {unit}/s per rank "
-            f"(data.workers={workers}), the step consumes {consume:,.0f}; {advice}")
+    text = (
+        f"{plan.label}: loader-bound by {ratio:.1f}x: the loader delivers {rate:,.0f} {unit}/s per rank "
+        f"(data.workers={workers}), the step consumes {consume:,.0f}; {advice}"
+    )
     return rank.check("loader", "warn", text, ratio, "x", plan.label, **numbers), numbers
 
 

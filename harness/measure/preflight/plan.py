@@ -1,5 +1,6 @@
 """A CONFIG as its runs will see it on the planned layout (:class:`Plan`): the model, its per-device batch, its
 checkpoint size; and which of a sweep's points differ at all (:func:`distinct`), so each is measured once."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ OPTIMIZER_STATES = {"sgd": 1, "momentum": 1, "nesterov": 1, "lion": 1, "adafacto
 @dataclass
 class Plan:
     """A CONFIG as its runs will see it on the layout: the model, its per-device batch, its checkpoint size."""
+
     target: Target
     cfg: object
     participant: object
@@ -63,14 +65,22 @@ class Plan:
     def identity(self) -> dict:
         """What makes a step time reusable: the model, its arguments and input, the precision, the batch."""
         p = self.participant
-        return {"model": p.name, "model_kwargs": p.kwargs, "input_size": list(p.input_size),
-                "precision": self.precision, "micro_batch": self.micro_batch, **self.speed_options()}
+        return {
+            "model": p.name,
+            "model_kwargs": p.kwargs,
+            "input_size": list(p.input_size),
+            "precision": self.precision,
+            "micro_batch": self.micro_batch,
+            **self.speed_options(),
+        }
 
     def speed_options(self) -> dict:
         """The engine options that change a step's time and memory and that the step check applies (compile is
         not: its compile time does not fit the check's time box; the step is timed eagerly and says so)."""
-        return {"channels_last": bool(self.cfg.get("channels_last")),
-                "grad_checkpointing": bool(self.cfg.get("grad_checkpointing"))}
+        return {
+            "channels_last": bool(self.cfg.get("channels_last")),
+            "grad_checkpointing": bool(self.cfg.get("grad_checkpointing")),
+        }
 
 
 def make_plan(target: Target, world: int) -> Plan:
@@ -103,8 +113,17 @@ def distinct(plans: list[Plan]) -> tuple[list[Plan], dict[str, str]]:
             unique.append(plan)
             continue
         cfg = plan.cfg
-        key = json.dumps([plan.identity(), _plain(cfg.get("data") or {}), _plain(cfg.get("aug") or {}),
-                          plan.checkpoint_bytes(), plan.keep()], sort_keys=True, default=str)
+        key = json.dumps(
+            [
+                plan.identity(),
+                _plain(cfg.get("data") or {}),
+                _plain(cfg.get("aug") or {}),
+                plan.checkpoint_bytes(),
+                plan.keep(),
+            ],
+            sort_keys=True,
+            default=str,
+        )
         if key in seen:
             same[plan.label] = seen[key]
         else:

@@ -1,5 +1,6 @@
 """One rank of ``depthbench preflight`` (:func:`preflight_process`): the checks in their order, the ranks meeting
 between them, and rank 0 writing the record."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,13 @@ from harness.measure.preflight.run_folder import checkpoint_checks, run_folder_c
 from harness.measure.preflight.step import step_check
 
 
-def preflight_process(targets: list[Target], layout: Layout, options: Options, work_dir: str | Path | None = None,
-                      progress: Callable[[str], None] | None = None) -> Report:
+def preflight_process(
+    targets: list[Target],
+    layout: Layout,
+    options: Options,
+    work_dir: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
     """Run every check on this rank; rank 0 gathers, renders and writes ``preflight.json`` into ``work_dir``
     (default ``<runs>/preflight/<run id>``) and returns the :class:`Report`; other ranks return one without checks
     or record, with the exit code rank 0 decided."""
@@ -81,8 +87,17 @@ def preflight_process(targets: list[Target], layout: Layout, options: Options, w
             checks.append(run_folder_check(mine, run_path))
         for label, first in same.items():
             measured[label] = dict(measured.get(first, {}))
-        gathered = group.gather({"rank": rank, "local_rank": local_rank, "node": node, "checks": checks,
-                                 "measured": measured, "versions": mine.versions, "device_name": mine.device_name})
+        gathered = group.gather(
+            {
+                "rank": rank,
+                "local_rank": local_rank,
+                "node": node,
+                "checks": checks,
+                "measured": measured,
+                "versions": mine.versions,
+                "device_name": mine.device_name,
+            }
+        )
         report = None
         code = 0
         if rank == 0:

@@ -1,6 +1,7 @@
 """The command line as a whole: every command's module is light to import (``depthbench --help``, a command's
 ``--help`` and an option typo answer without importing torch), and every command is also a Python function
 (harness/api.py)."""
+
 import pytest
 
 from clitools import ROOT, fresh_imports
@@ -18,8 +19,17 @@ except SystemExit:
 """
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["eval", "--help"], ["submit", "--help"],
-                                  ["train", "--no-such-option"], ["results", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["train", "--help"],
+        ["eval", "--help"],
+        ["submit", "--help"],
+        ["train", "--no-such-option"],
+        ["results", "--help"],
+    ],
+)
 def test_parsing_imports_nothing_heavy(argv):
     _, heavy = fresh_imports(PROBE.format(argv=argv), HEAVY)
     assert heavy == []
@@ -45,8 +55,16 @@ def test_the_api_exposes_every_command_with_the_clis_semantics(tmp_path, monkeyp
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     preset = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-    tiny = ["model.width=8", "data.input_size=8", "data.train_subset=64", "data.val_subset=32", "batch_size=16",
-            "epochs=1", "log.tensorboard=False", "ckpt.interval_minutes=None"]
+    tiny = [
+        "model.width=8",
+        "data.input_size=8",
+        "data.train_subset=64",
+        "data.val_subset=32",
+        "batch_size=16",
+        "epochs=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+    ]
     monkeypatch.chdir(ROOT)
     run = api.train(preset, overrides=tiny, work_dir=tmp_path / "run")
     assert run.status == "done" and run.exit_code == 0 and (run.run_dir / "best.pth").is_file()
@@ -61,14 +79,22 @@ def test_the_api_exposes_every_command_with_the_clis_semantics(tmp_path, monkeyp
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["trian"], "depthbench: error: unknown command 'trian'; did you mean depthbench train?"),
-    (["train", PRESET, "--epochs", "1"], "depthbench train: error: --epochs is not an option of train; config keys "
-                                         "are key=value: write epochs=1"),
-    (["train", PRESET, "data.type=imgfolder"], "is not one of alpaca, cifar10, cifar100, digits, folder, glyphs, kjv, "
-                                               "shards, text, wds; did you mean data.type=folder?"),
-    (["train", PRESET, "precision=bf61"], "did you mean precision=bf16?"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["trian"], "depthbench: error: unknown command 'trian'; did you mean depthbench train?"),
+        (
+            ["train", PRESET, "--epochs", "1"],
+            "depthbench train: error: --epochs is not an option of train; config keys are key=value: write epochs=1",
+        ),
+        (
+            ["train", PRESET, "data.type=imgfolder"],
+            "is not one of alpaca, cifar10, cifar100, digits, folder, glyphs, kjv, "
+            "shards, text, wds; did you mean data.type=folder?",
+        ),
+        (["train", PRESET, "precision=bf61"], "did you mean precision=bf16?"),
+    ],
+)
 def test_a_mistyped_command_option_or_choice_is_one_line_with_what_was_meant(argv, expected):
     """Issue 58 item 4: not the top-level usage and "unrecognized arguments"; one line, exit 2, the fix in it."""
     from clitools import run_cli_here

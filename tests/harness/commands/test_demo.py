@@ -1,5 +1,6 @@
 """``depthbench demo --quick`` end to end (the main job, issue 15): every stage's run finishes with the run
 contract, the reduced setting is recorded, the report renders in headless chromium; a rerun reuses the runs."""
+
 import json
 import re
 import subprocess
@@ -48,8 +49,11 @@ def test_every_stage_run_is_done_and_labelled_reduced(demo):
         run = out / "runs" / name
         assert meta(run)["status"] == "done", name
         assert "embedded" in meta(run)["scale"], name
-        evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-                 if json.loads(line).get("kind") == "eval"]
+        evals = [
+            json.loads(line)
+            for line in (run / "metrics.jsonl").read_text().splitlines()
+            if json.loads(line).get("kind") == "eval"
+        ]
         assert evals, name
         assert f"{name}: done in" in first.stdout
     # the fine-tune started from the demo's own pretraining checkpoint, through the backbone's init_cfg
@@ -88,15 +92,21 @@ def test_report_renders_in_the_browser(demo, browser):  # noqa: F811
 
 def test_a_rerun_reuses_the_finished_runs(demo):
     out, _ = demo
-    before = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
-              for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
+    before = {
+        name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
+        for name in RUN_NAMES
+        if (out / "runs" / name / "last.pth").exists()
+    }
     before["mask-rcnn"] = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
     again = demo_here("--quick", "--out", out)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count(": reused (") == len(RUN_NAMES)
     assert "done in" not in again.stdout.split("Tables, figures")[0]
-    after = {name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
-             for name in RUN_NAMES if (out / "runs" / name / "last.pth").exists()}
+    after = {
+        name: (out / "runs" / name / "last.pth").stat().st_mtime_ns
+        for name in RUN_NAMES
+        if (out / "runs" / name / "last.pth").exists()
+    }
     after["mask-rcnn"] = (out / "runs" / "mask-rcnn-steps-resnet18-w32" / "metrics.jsonl").stat().st_mtime_ns
     assert after == before
 
@@ -106,8 +116,10 @@ def test_bad_out_is_one_line(tmp_path):
     target.write_text("x")
     result = demo_here("--quick", "--out", target)
     assert result.returncode == 2
-    assert result.stderr.strip() == f"depthbench demo: error: --out {target} is a file; give a directory for the " \
-                                    "demo's runs and report"
+    assert (
+        result.stderr.strip() == f"depthbench demo: error: --out {target} is a file; give a directory for the "
+        "demo's runs and report"
+    )
 
 
 def test_the_equal_size_audit_refuses_a_pair_that_is_not(tmp_path):

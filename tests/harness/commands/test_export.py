@@ -2,6 +2,7 @@
 the standard way -- ``timm.create_model`` on the folder (or on the name with ``pretrained_cfg_overlay``), then
 ``timm.data.resolve_data_config`` + ``create_transform`` -- gets the run's evaluation transform, and with it the
 run's accuracy. (Safety and layout of the export: tests/harness/core/test_trust.py.)"""
+
 import json
 from pathlib import Path
 
@@ -14,8 +15,14 @@ pytestmark = pytest.mark.tier("integration")
 
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"  # 16 px, mean/std 0.5: not the model's defaults
 # the preset shortened to ~30 s on one CPU core: ~80 % top-1 (chance is 10 %)
-SHORT = ["model.width=16", "batch_size=32", "epochs=4", "sched.decay_milestones=[3]", "log_interval=50",
-         "log.tensorboard=False"]
+SHORT = [
+    "model.width=16",
+    "batch_size=32",
+    "epochs=4",
+    "sched.decay_milestones=[3]",
+    "log_interval=50",
+    "log.tensorboard=False",
+]
 
 
 def _timm_accuracy(model, config: dict, folder: Path) -> tuple[float, int]:
@@ -54,25 +61,35 @@ def test_an_export_evaluated_through_timm_reproduces_the_runs_accuracy(tmp_path,
 
     by_folder = timm.create_model(f"local-dir:{tmp_path / 'export'}", pretrained=True).eval()
     by_overlay = timm.create_model(
-        config["architecture"], pretrained=True, **config["model_args"],
-        pretrained_cfg_overlay=dict(config["pretrained_cfg"], file=str(tmp_path / "export" / "model.safetensors")))
+        config["architecture"],
+        pretrained=True,
+        **config["model_args"],
+        pretrained_cfg_overlay=dict(config["pretrained_cfg"], file=str(tmp_path / "export" / "model.safetensors")),
+    )
     # Tolerance: at most one of the 360 validation images may flip (float summation order differs between the
     # run's batches and these); the right transform agrees to that, a wrong one lands near chance (10 %).
     one_image = 100.0 / 360 + 1e-9
-    for model, resolved in ((by_folder, resolve_data_config({}, model=by_folder)),
-                            (by_overlay.eval(), resolve_model_data_config(by_overlay))):
+    for model, resolved in (
+        (by_folder, resolve_data_config({}, model=by_folder)),
+        (by_overlay.eval(), resolve_model_data_config(by_overlay)),
+    ):
         top1, images = _timm_accuracy(model, resolved, val)
         assert images == 360
         assert top1 == pytest.approx(run_top1, abs=one_image), (resolved, top1, run_top1)
         assert tuple(resolved["input_size"]) == (3, 16, 16) and tuple(resolved["mean"]) == (0.5, 0.5, 0.5)
 
 
-@pytest.mark.parametrize("pipeline, data", [
-    ("imagenet", dict(interpolation="bicubic", crop_pct=0.8, crop_mode="center", mean=(0.2, 0.3, 0.4),
-                      std=(0.5, 0.6, 0.7))),
-    ("cifar", dict(interpolation="bicubic", crop_pct=0.8, crop_mode="center")),  # which its test transform ignores
-    ("none", dict()),
-])
+@pytest.mark.parametrize(
+    "pipeline, data",
+    [
+        (
+            "imagenet",
+            dict(interpolation="bicubic", crop_pct=0.8, crop_mode="center", mean=(0.2, 0.3, 0.4), std=(0.5, 0.6, 0.7)),
+        ),
+        ("cifar", dict(interpolation="bicubic", crop_pct=0.8, crop_mode="center")),  # which its test transform ignores
+        ("none", dict()),
+    ],
+)
 def test_the_exported_preprocessing_is_the_runs_evaluation_transform(pipeline, data, tmp_path):
     """Per pipeline, on a non-square image: timm's transform from the export's config.json is the run's own
     evaluation transform (harness.tasks.image.build_transform), tensor for tensor."""
@@ -87,8 +104,15 @@ def test_the_exported_preprocessing_is_the_runs_evaluation_transform(pipeline, d
     from harness.engine.checkpoint import FORMAT, save_atomic
     from harness.tasks.image import build_transform
 
-    cfg = load_config(PRESET, [f"aug.pipeline={pipeline!r}", "data.input_size=20", "model.width=8",
-                               *(f"data.{k}={v!r}" for k, v in data.items())])
+    cfg = load_config(
+        PRESET,
+        [
+            f"aug.pipeline={pipeline!r}",
+            "data.input_size=20",
+            "model.width=8",
+            *(f"data.{k}={v!r}" for k, v in data.items()),
+        ],
+    )
     run = RunDir.create("export-test", path=tmp_path / "run")
     run.write_config(cfg.pretty_text, cfg.to_dict())
     model = timm.create_model(cfg.model.name, width=8, num_classes=10)
@@ -113,8 +137,10 @@ def test_a_fine_tune_run_points_to_exporting_its_backbones_run(tmp_path):
 
     det = "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py"
     pretrained = tmp_path / "runs" / "steps-digits" / "20261127-090000"
-    for start, expected in ((pretrained / "best.pth", f"depthbench export {pretrained} --out DIR"),
-                            (None, "random initialisation")):
+    for start, expected in (
+        (pretrained / "best.pth", f"depthbench export {pretrained} --out DIR"),
+        (None, "random initialisation"),
+    ):
         cfg = load_config(det, [f"model.backbone.init_cfg.checkpoint={str(start) if start else None!r}"])
         run = RunDir.create("det", path=tmp_path / f"finetune-{bool(start)}", engine="mmengine", mode="finetune")
         run.write_config(cfg.pretty_text, cfg.to_dict())

@@ -3,6 +3,7 @@ hard-code a handler on stdout -- goes to stderr, set once in harness/cli.py, for
 MMEngine. Each command runs for real (in this process, stdout and stderr captured) while a library logs the way
 MMEngine does from inside it (a new ``MMLogger``, whose console handler is made on stdout at that moment, and a
 stdlib logger with a stdout handler, as DeepSpeed's)."""
+
 import logging
 import sys
 

@@ -1,6 +1,6 @@
 """depthbench verify and the tables schema (results/paper_tables.py)."""
+
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,12 +21,12 @@ def test_printed_precision_is_kept():
 
 def test_tolerance_rules():
     value = paper_tables.PrintedNumber("1.3")
-    assert within(value, 1.258, 0.02)          # 3 % off, but rounds to the printed 1.3
-    assert not within(value, 1.24, 0.02)       # rounds to 1.2
+    assert within(value, 1.258, 0.02)  # 3 % off, but rounds to the printed 1.3
+    assert not within(value, 1.24, 0.02)  # rounds to 1.2
     assert within(paper_tables.PrintedNumber("100.0"), 101.9, 0.02)
     assert not within(paper_tables.PrintedNumber("100.00"), 102.1, 0.02)
     assert within(62, 62, 0.0) and not within(62, 63, 0.0)
-    assert not within(4755979, 4755980, 0.0)   # exact counts are exact
+    assert not within(4755979, 4755980, 0.0)  # exact counts are exact
 
 
 def test_baseline_rows_pass(cli):
@@ -55,18 +55,22 @@ def test_rows_with_reasons_are_shown_not_skipped(cli, tmp_path):
         "paper: demo\ntables:\n  - id: '1'\n    columns: {params_m: P, flops_g: F}\n    rows:\n"
         "      - {name: Lost row, reason: the OCR destroyed this row, paper: {params_m: 1.0}}\n"
         "      - {name: ResNet-18, model: resnet18, paper: {params_m: 11.7, flops_g: 9.9},"
-        " unchecked: {flops_g: printed value is a typo}}\n")
+        " unchecked: {flops_g: printed value is a typo}}\n"
+    )
     out = cli("verify", "--file", path)
     assert out.returncode == 0, out.stdout
     assert "the OCR destroyed this row" in out.stdout and "printed value is a typo" in out.stdout
 
 
-@pytest.mark.parametrize("body, message", [
-    ("tables: [{id: '1', rows: [{name: x, model: resnet18, modle_kwargs: {}}]}]", "unknown field"),
-    ("tables: [{id: '1', columns: {a: A}, rows: [{name: x, paper: {b: 1}}]}]", "undeclared column"),
-    ("tables: [{rows: []}]", "needs 'id'"),
-    ("tables: [{id: '1', rows: [{name: x\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("tables: [{id: '1', rows: [{name: x, model: resnet18, modle_kwargs: {}}]}]", "unknown field"),
+        ("tables: [{id: '1', columns: {a: A}, rows: [{name: x, paper: {b: 1}}]}]", "undeclared column"),
+        ("tables: [{rows: []}]", "needs 'id'"),
+        ("tables: [{id: '1', rows: [{name: x\n", "not valid YAML"),
+    ],
+)
 def test_malformed_tables_fail_with_one_clear_line(tmp_path, body, message, cli):
     path = tmp_path / "bad.yaml"
     path.write_text(body)
@@ -78,7 +82,9 @@ def test_malformed_tables_fail_with_one_clear_line(tmp_path, body, message, cli)
 
 def test_unknown_model_is_a_failed_row_not_a_crash(cli, tmp_path):
     path = tmp_path / "unknown.yaml"
-    path.write_text("tables: [{id: '1', columns: {params_m: P}, rows: [{name: x, model: no_such_net, paper: {params_m: 1.0}}]}]")
+    path.write_text(
+        "tables: [{id: '1', columns: {params_m: P}, rows: [{name: x, model: no_such_net, paper: {params_m: 1.0}}]}]"
+    )
     out = cli("verify", "--file", path)
     assert out.returncode == 1 and "no_such_net" in out.stdout
 
@@ -93,8 +99,13 @@ def test_every_paper_tables_file_loads():
 def test_every_linked_config_exists_and_trains_the_rows_model():
     from harness.core.config import load_config
 
-    linked = [(paper, row) for paper in paper_tables.available_papers()
-              for table in paper_tables.load_paper(paper) for row in table.rows if row.config]
+    linked = [
+        (paper, row)
+        for paper in paper_tables.available_papers()
+        for table in paper_tables.load_paper(paper)
+        for row in table.rows
+        if row.config
+    ]
     assert len(linked) > 150
     configs = {}
     for paper, row in linked:
@@ -104,8 +115,9 @@ def test_every_linked_config_exists_and_trains_the_rows_model():
             configs[row.config] = load_config(str(path), []).model
         model = configs[row.config]
         if model.get("expand") or model.get("grow"):  # ScaleNet: a pretrained base, expanded by the config
-            assert row.model.startswith("scalenet_") and model.name.split("_patch")[0].replace("_", "") in \
-                row.model.replace("_", ""), (row.name, row.config)
+            assert row.model.startswith("scalenet_") and model.name.split("_patch")[0].replace(
+                "_", ""
+            ) in row.model.replace("_", ""), (row.name, row.config)
         else:
             assert model.name == row.model, f"{paper} {row.table}/{row.name}: {row.config} trains {model.name}"
 

@@ -1,5 +1,6 @@
 """Config loading: ``_base_`` inheritance, ``key=value`` overrides and their validation, sweep definitions, and
 every shipped recipe (each loads, and its model builds with the recipe's arguments)."""
+
 import re
 from pathlib import Path
 
@@ -43,8 +44,17 @@ def test_deit_and_transnext_recipes_differ_where_the_papers_do():
 
 
 def test_overrides_set_typed_values():
-    cfg = load_config(HORESNET58_RK4, ["optim.lr=0.2", "epochs=3", "model.name=horesnet58_euler",
-                                       "aug.scale=(0.5, 1.0)", "clip_grad=5", "+model.width=32"])
+    cfg = load_config(
+        HORESNET58_RK4,
+        [
+            "optim.lr=0.2",
+            "epochs=3",
+            "model.name=horesnet58_euler",
+            "aug.scale=(0.5, 1.0)",
+            "clip_grad=5",
+            "+model.width=32",
+        ],
+    )
     assert cfg.optim.lr == 0.2 and cfg.epochs == 3 and cfg.model.name == "horesnet58_euler"
     assert tuple(cfg.aug.scale) == (0.5, 1.0) and cfg.clip_grad == 5 and cfg.model.width == 32
 
@@ -87,7 +97,8 @@ def test_misspelled_config_suggests_the_existing_one():
 def test_learning_rate_sweep_definition():
     cfg = load_config(CONFIGS / "horesnet/horesnet86_lr-sweep_cifar10.py")
     points = sweep_points(cfg)
-    # HO-ResNet §3.3/Fig. 9 (grid: docs/horesnet.md): 4 schemes (Euler, mid-point, RK4 (82 layers), Verner) x the 10 suggested learning rates
+    # HO-ResNet §3.3/Fig. 9 (grid: docs/horesnet.md): 4 schemes (Euler, mid-point, RK4 (82 layers), Verner)
+    # x the 10 suggested learning rates
     assert len(points) == 4 * 10
     names = {dict(p.split("=", 1) for p in overrides)["model.name"] for _, overrides in points}
     assert names == {"'horesnet86_euler'", "'horesnet86_midpoint'", "'horesnet82_rk4'", "'horesnet86_verner'"}
@@ -99,13 +110,16 @@ def test_learning_rate_sweep_definition():
 def is_downstream(path) -> bool:
     """MMDetection/MMSegmentation configs (depthbench finetune; tests/test_downstream*.py, test_finetune.py):
     everything under det/ and seg/, and configs elsewhere (demo/) that inherit one of them."""
-    return (path.relative_to(CONFIGS).parts[0] in ("det", "seg")
-            or re.search(r"\.\./(det|seg)/|mmdet::|mmseg::", path.read_text()) is not None)
+    return (
+        path.relative_to(CONFIGS).parts[0] in ("det", "seg")
+        or re.search(r"\.\./(det|seg)/|mmdet::|mmseg::", path.read_text()) is not None
+    )
 
 
 def recipe_files():
-    return sorted(p for p in CONFIGS.rglob("*.py") if "_base_" not in p.parts and "sweep" not in p.name
-                  and not is_downstream(p))
+    return sorted(
+        p for p in CONFIGS.rglob("*.py") if "_base_" not in p.parts and "sweep" not in p.name and not is_downstream(p)
+    )
 
 
 @pytest.mark.parametrize("path", recipe_files(), ids=lambda p: str(p.relative_to(CONFIGS)))

@@ -1,6 +1,7 @@
 """The one typed config schema (issue 44 item 2) and its ranges (issue 39 item 3): default_runtime.py is generated
 from it, every shipped recipe satisfies it, a runaway value or a section overridden by a value is one line before
 any work, ``train --help-config`` prints it, and the per-device batch is worked out in one place."""
+
 import copy
 import re
 import subprocess
@@ -47,23 +48,30 @@ def test_every_recipe_lies_inside_the_schema(path):
         check_schedule_length(point)  # milestones inside the run
 
 
-@pytest.mark.parametrize("override, message", [
-    # issue 39's examples: a run of 1.8e24 days, a million workers, a seed torch cannot take, a negative milestone
-    (f"epochs={10 ** 30}", f"epochs={10 ** 30}: it must be an integer in [1, 100000]"),
-    ("data.workers=1000000", "data.workers=1000000: it must be an integer in [0, 256]"),
-    (f"seed={2 ** 70}", f"seed={2 ** 70}: it must be an integer in [0, 4294967295]"),
-    ("sched.decay_milestones=[-5, 10]",
-     "sched.decay_milestones=[-5, 10]: it must be a list of integers in [1, 100000]"),
-    ("sched.decay_milestones=[10, 25]",
-     "sched.decay_milestones=[10, 25]: each must lie inside the run, 1 <= m < epochs=20"),
-    ("batch_size=1073741824", "batch_size=1073741824: it must be an integer in [1, 2**20]"),
-    ("data.input_size=100000", "data.input_size=100000: it must be an integer in [1, 8192]"),
-    ("loader.prefetch_factor=100000", "loader.prefetch_factor=100000: it must be an integer in [1, 64]"),
-    ("ckpt.interval_minutes=0", "ckpt.interval_minutes=0: it must be a number in (0, 1000000]"),
-    ("optim.lr=float('nan')", None),  # not a literal: a string, refused by the override's type check
-    ("compile.enable=1", "compile.enable=1: expected a value like False (bool)"),
-    ("sched.warmup_epochs=1000000", "sched.warmup_epochs=1000000: it must be a number in [0, 100000]"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        # issue 39's examples: a run of 1.8e24 days, a million workers, a seed torch cannot take, a negative milestone
+        (f"epochs={10**30}", f"epochs={10**30}: it must be an integer in [1, 100000]"),
+        ("data.workers=1000000", "data.workers=1000000: it must be an integer in [0, 256]"),
+        (f"seed={2**70}", f"seed={2**70}: it must be an integer in [0, 4294967295]"),
+        (
+            "sched.decay_milestones=[-5, 10]",
+            "sched.decay_milestones=[-5, 10]: it must be a list of integers in [1, 100000]",
+        ),
+        (
+            "sched.decay_milestones=[10, 25]",
+            "sched.decay_milestones=[10, 25]: each must lie inside the run, 1 <= m < epochs=20",
+        ),
+        ("batch_size=1073741824", "batch_size=1073741824: it must be an integer in [1, 2**20]"),
+        ("data.input_size=100000", "data.input_size=100000: it must be an integer in [1, 8192]"),
+        ("loader.prefetch_factor=100000", "loader.prefetch_factor=100000: it must be an integer in [1, 64]"),
+        ("ckpt.interval_minutes=0", "ckpt.interval_minutes=0: it must be a number in (0, 1000000]"),
+        ("optim.lr=float('nan')", None),  # not a literal: a string, refused by the override's type check
+        ("compile.enable=1", "compile.enable=1: expected a value like False (bool)"),
+        ("sched.warmup_epochs=1000000", "sched.warmup_epochs=1000000: it must be a number in [0, 100000]"),
+    ],
+)
 def test_runaway_values_are_one_line_before_any_work(override, message, tmp_path):
     from harness.commands.train import run
 
@@ -76,12 +84,15 @@ def test_runaway_values_are_one_line_before_any_work(override, message, tmp_path
         assert text == message
 
 
-@pytest.mark.parametrize("override, keys", [
-    ("compile=True", "enable, mode, backend, dynamic"),
-    ("loader=4", "device_normalize, prefetch_factor, persistent_workers"),
-    ("deepspeed='zero3'", "zero_stage, config"),
-    ("data=1", "type, root"),
-])
+@pytest.mark.parametrize(
+    "override, keys",
+    [
+        ("compile=True", "enable, mode, backend, dynamic"),
+        ("loader=4", "device_normalize, prefetch_factor, persistent_workers"),
+        ("deepspeed='zero3'", "zero_stage, config"),
+        ("data=1", "type, root"),
+    ],
+)
 def test_a_section_overridden_by_a_value_is_a_type_error_naming_its_keys(override, keys):
     """``compile=True`` was ``TypeError: 'bool' object is not a mapping`` from deep inside the engine."""
     key = override.split("=")[0]
@@ -98,8 +109,9 @@ def test_a_value_overridden_by_a_section_is_a_type_error():
 
 @pytest.mark.tier("integration")
 def test_help_config_prints_every_key_with_default_range_and_help():
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--help-config"], capture_output=True,
-                         text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "train", "--help-config"], capture_output=True, text=True, cwd=ROOT
+    )
     assert out.returncode == 0 and out.stderr == ""
     for key in schema.KEYS:
         line = next(line for line in out.stdout.splitlines() if line.split()[:1] == [key.name])
@@ -120,11 +132,13 @@ def test_the_per_device_batch_problem_reads_the_same_in_train_preflight_and_esti
     cfg, _ = load_training_config(PRESET, ["batch_size=10"])
     with pytest.raises(ConfigError) as train_error:
         check_config(cfg, 3, model=False)
-    rows = estimate([Job("x", PRESET, ["batch_size=10"])], Layout(nodes=1, gpus_per_node=3), records=[],
-                    bench_rows=[]).rows
+    rows = estimate(
+        [Job("x", PRESET, ["batch_size=10"])], Layout(nodes=1, gpus_per_node=3), records=[], bench_rows=[]
+    ).rows
     assert train_error.value.args[0] == rows[0].problem
-    assert rows[0].problem == ("batch_size=10 (global) is not divisible by 3 processes x grad_accum=1; "
-                               "use a multiple of 3")
+    assert rows[0].problem == (
+        "batch_size=10 (global) is not divisible by 3 processes x grad_accum=1; use a multiple of 3"
+    )
 
 
 def test_one_schedule_rescaler_places_train_and_finetune_milestones_alike():
@@ -135,8 +149,12 @@ def test_one_schedule_rescaler_places_train_and_finetune_milestones_alike():
     from harness.engine.schedule import rescale_schedule
 
     cfg, changes = load_training_config(PRESET, ["epochs=4"])  # the recipe: 20 epochs, milestones 10 and 15
-    mm = Config(dict(train_cfg=dict(type="IterBasedTrainLoop", max_iters=4),
-                     param_scheduler=[dict(type="MultiStepLR", by_epoch=False, milestones=[10, 15], begin=0, end=20)]))
+    mm = Config(
+        dict(
+            train_cfg=dict(type="IterBasedTrainLoop", max_iters=4),
+            param_scheduler=[dict(type="MultiStepLR", by_epoch=False, milestones=[10, 15], begin=0, end=20)],
+        )
+    )
     mm_changes = rescale_schedule(mm, {"type": "IterBasedTrainLoop", "max_iters": 20}, ("train_cfg.max_iters",))
     assert list(cfg.sched.decay_milestones) == list(mm.param_scheduler[0].milestones) == [2, 3]
     assert changes and mm_changes
@@ -162,12 +180,17 @@ def test_train_and_finetune_rescale_through_the_one_rescaler(monkeypatch):
     assert list(cfg.sched.decay_milestones) == [10, 15]  # not rescaled: no second rescaler took over
 
 
-@pytest.mark.parametrize("override, message", [
-    (f"train_cfg.max_iters={10 ** 30}", f"train_cfg.max_iters={10 ** 30}: it must be an integer in [1, 100000000]"),
-    ("train_dataloader.num_workers=1000000",
-     "train_dataloader.num_workers=1000000: it must be an integer in [0, 256]"),
-    (f"randomness.seed={2 ** 70}", f"randomness.seed={2 ** 70}: it must be an integer in [0, 4294967295]"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (f"train_cfg.max_iters={10**30}", f"train_cfg.max_iters={10**30}: it must be an integer in [1, 100000000]"),
+        (
+            "train_dataloader.num_workers=1000000",
+            "train_dataloader.num_workers=1000000: it must be an integer in [0, 256]",
+        ),
+        (f"randomness.seed={2**70}", f"randomness.seed={2**70}: it must be an integer in [0, 4294967295]"),
+    ],
+)
 def test_finetune_runaway_values_are_one_line_before_any_work(override, message):
     from downstream.finetune import load_downstream_config
 
@@ -183,8 +206,13 @@ def test_adding_a_key_that_exists_keeps_its_type():
     assert load_config(ROOT / PRESET, ["+model.width=8"]).model.width == 8
 
 
-@pytest.mark.parametrize("text, missing", [("", "model.name, data.type, sched, aug"),
-                                           ("model = dict(name='horesnet10_rk4')\nepochs = 1\n", "data.type, sched, aug")])
+@pytest.mark.parametrize(
+    "text, missing",
+    [
+        ("", "model.name, data.type, sched, aug"),
+        ("model = dict(name='horesnet10_rk4')\nepochs = 1\n", "data.type, sched, aug"),
+    ],
+)
 def test_a_config_without_its_base_files_is_one_line(tmp_path, text, missing):
     """A config that inherits no dataset or schedule (an empty file, a model alone) is one line naming what it lacks
     and where it comes from, not an AttributeError from deep in the engine."""
@@ -209,7 +237,9 @@ def test_help_config_with_a_config_shows_that_configs_values(capsys):
         cli.main(["train", "--help-config", "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0
-    assert re.search(r"^  epochs +20 \[300\] ", out, re.M) and re.search(r"^  model\.name +'horesnet10_rk4' ", out, re.M)
+    assert re.search(r"^  epochs +20 \[300\] ", out, re.M) and re.search(
+        r"^  model\.name +'horesnet10_rk4' ", out, re.M
+    )
     with pytest.raises(SystemExit):
         cli.main(["train", "--help-config"])
     assert re.search(r"^  epochs +300 ", capsys.readouterr().out, re.M)

@@ -1,6 +1,7 @@
 """Issue 39 item 1: code runs only from what the user names. A paper table or a claims file is data: the config
 it names must lie inside this repository's configs/ (relative, no ``..``, no link out); anything else is one line
 naming the file and the rule -- and the named config never executes (it would create a marker file)."""
+
 import os
 from pathlib import Path
 
@@ -19,8 +20,9 @@ def hostile_config(tmp_path):
     """A config outside configs/ that leaves a marker when executed, and the marker's path."""
     marker = tmp_path / "executed"
     config = tmp_path / "evil.py"
-    config.write_text(f"_base_ = [{str(ROOT / PRESET)!r}]\n"
-                      f"marker = __import__('pathlib').Path({str(marker)!r}).write_text('ran')\n")
+    config.write_text(
+        f"_base_ = [{str(ROOT / PRESET)!r}]\nmarker = __import__('pathlib').Path({str(marker)!r}).write_text('ran')\n"
+    )
     return config, marker
 
 
@@ -36,8 +38,9 @@ def test_a_config_inside_configs_is_accepted_as_written():
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("name", ["/etc/passwd.py", "configs/../setup.py", "harness/cli.py", "configs/x.txt",
-                                  "configs/a\nb.py", 3, None])
+@pytest.mark.parametrize(
+    "name", ["/etc/passwd.py", "configs/../setup.py", "harness/cli.py", "configs/x.txt", "configs/a\nb.py", 3, None]
+)
 def test_a_config_outside_configs_is_one_line_naming_file_and_rule(name):
     with pytest.raises(ConfigError) as e:
         config_named_by(name, "results/tables/x.yaml: table 1 row #2")
@@ -63,12 +66,12 @@ def write_table(folder: Path, config: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "evil.yaml").write_text(
         "paper: evil\ntitle: t\ntables:\n  - id: '1'\n    caption: c\n    columns: {top1: {}}\n    rows:\n"
-        f"      - {{name: row, model: resnet18, config: {config!r}}}\n")
+        f"      - {{name: row, model: resnet18, config: {config!r}}}\n"
+    )
 
 
 @pytest.mark.parametrize("way", [0, 1, 2], ids=["absolute", "dotdot-under-configs", "dotdot"])
-def test_submit_table_never_executes_a_config_a_table_names_outside_configs(tmp_path, monkeypatch, hostile_config,
-                                                                             way):
+def test_submit_table_never_executes_a_config_a_table_names_outside_configs(tmp_path, monkeypatch, hostile_config, way):
     """``submit --table PAPER:TABLE``: the table's row names the config; a hostile one is refused before loading."""
     from results import paper_tables
     from slurm.submit import SubmitOptions, table_submission

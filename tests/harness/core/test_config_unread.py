@@ -2,6 +2,7 @@
 trained on digits and exited 0; now every key the run's dataset type, engine or switched-off option does not read
 is one line naming the key and what reads it. The data keys are enumerated from the dataset bases, for a recipe of
 every data type the configs use."""
+
 from pathlib import Path
 
 import pytest
@@ -90,28 +91,32 @@ def test_the_issue_example_digits_with_an_imagenet_root(tmp_path):
         run(RECIPES["digits"], work_dir=tmp_path / "run", overrides=["data.root=/data/imagenet"])
     assert str(e.value) == (
         "data.root='/data/imagenet': data.type='digits' does not read data.root (its data is generated into the "
-        "data cache, $DEPTHBENCH_DATA; docs/training.md); data.root is read by data.type alpaca, cifar10, cifar100, folder, shards, text, "
-        "wds: set data.type too, or leave the key out")
+        "data cache, $DEPTHBENCH_DATA; docs/training.md); data.root is read by data.type alpaca, cifar10, cifar100, "
+        "folder, shards, text, wds: set data.type too, or leave the key out"
+    )
     assert not (tmp_path / "run").exists()
     # with the type that reads it, the same key is the run's dataset (checked, and missing here)
     with pytest.raises(ConfigError, match="dataset path /data/imagenet does not exist"):
         run(RECIPES["digits"], work_dir=tmp_path / "run", overrides=["data.type=folder", "data.root=/data/imagenet"])
 
 
-@pytest.mark.parametrize("recipe, overrides, message", [
-    ("digits", ["aug.mixup=0.5"], None),                          # images: read
-    ("kjv", ["aug.mixup=0.5"], "aug.* is read by the image data types"),
-    ("digits", ["deepspeed.zero_stage=3"], "read only with the deepspeed engine"),
-    ("digits", ["deepspeed.zero_stage=1", "engine=deepspeed"], None),
-    ("digits", ["ema.decay=0.9"], "ema.decay is read only with ema.enable=True"),
-    ("digits", ["ema.decay=0.9", "ema.enable=True"], None),
-    ("digits", ["distill.weight=0.5"], "distill.weight is read only with distill.teacher set"),
-    ("digits", ["compile.mode='max-autotune'"], "compile.mode is read only with compile.enable=True"),
-    ("digits", ["compile.mode='max-autotune'", "compile.enable=True"], None),
-    ("digits", ["sched.decay_milestones=[5]"], None),                # multistep: read
-    ("folder", ["sched.decay_milestones=[5]"], "sched.sched='cosine' does not read sched.decay_milestones"),
-    ("folder", ["sched.decay_rate=0.5"], "it is read by sched.sched step, multistep, plateau, poly"),
-])
+@pytest.mark.parametrize(
+    "recipe, overrides, message",
+    [
+        ("digits", ["aug.mixup=0.5"], None),  # images: read
+        ("kjv", ["aug.mixup=0.5"], "aug.* is read by the image data types"),
+        ("digits", ["deepspeed.zero_stage=3"], "read only with the deepspeed engine"),
+        ("digits", ["deepspeed.zero_stage=1", "engine=deepspeed"], None),
+        ("digits", ["ema.decay=0.9"], "ema.decay is read only with ema.enable=True"),
+        ("digits", ["ema.decay=0.9", "ema.enable=True"], None),
+        ("digits", ["distill.weight=0.5"], "distill.weight is read only with distill.teacher set"),
+        ("digits", ["compile.mode='max-autotune'"], "compile.mode is read only with compile.enable=True"),
+        ("digits", ["compile.mode='max-autotune'", "compile.enable=True"], None),
+        ("digits", ["sched.decay_milestones=[5]"], None),  # multistep: read
+        ("folder", ["sched.decay_milestones=[5]"], "sched.sched='cosine' does not read sched.decay_milestones"),
+        ("folder", ["sched.decay_rate=0.5"], "it is read by sched.sched step, multistep, plateau, poly"),
+    ],
+)
 def test_options_of_a_switched_off_engine_or_feature_are_refused(recipe, overrides, message):
     if message is None:
         load_training_config(ROOT / RECIPES[recipe], overrides)

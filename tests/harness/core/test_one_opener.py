@@ -3,6 +3,7 @@ harness.core.files -- no ``open()``, ``Path.open``/``read_bytes``/``read_text``,
 ``PIL.Image.open`` -- except where :data:`ALLOWED` says why (a file of this repository or of the kernel, the one
 checkpoint loader, the one image decoder, ...). A static check over the source (ast): a new reader of a run's,
 record's or data root's file that bypasses the opener fails here, in review, before anyone crafts a file for it."""
+
 from __future__ import annotations
 
 import ast
@@ -18,35 +19,54 @@ NOT_A_PATH = {"os", "tarfile", "zipfile", "gzip", "io", "webbrowser", "archive",
 # were moved to the opener stays harmless until someone tidies it.
 ALLOWED = {
     # files of this repository or of the system: code and packaged assets, not data a user receives
-    ("harness/assets/lm_eval_tasks/depthbench_tiny/utils.py", ".read_text()"): (1, "lm-eval task asset: a file of "
-                                                                                  "this repository"),
-    ("slurm/submit.py", ".read_text()"): (2, "the sbatch template of this repository, and a config file (code the "
-                                             "user names, parsed with ast, never executed)"),
+    ("harness/assets/lm_eval_tasks/depthbench_tiny/utils.py", ".read_text()"): (
+        1,
+        "lm-eval task asset: a file of this repository",
+    ),
+    ("slurm/submit.py", ".read_text()"): (
+        2,
+        "the sbatch template of this repository, and a config file (code the "
+        "user names, parsed with ast, never executed)",
+    ),
     ("results/compare.py", ".read_text()"): (1, "a config file (code the user names), parsed for its fields"),
     ("harness/engine/launch.py", "open()"): (1, "/proc/self/maps: the kernel's"),
     ("harness/measure/bench.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("harness/measure/preflight/environment.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("results/claims_run.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
-    ("harness/tasks/glyphs.py", ".read_bytes()"): (3, "Debian's installed font files, hashed into the glyph cache's "
-                                                      "key (system files, not a data root)"),
-    ("harness/measure/preflight/allreduce.py", ".read_text()"): (1, "NCCL's own debug log, in a temporary folder "
-                                                                    "this process made"),
+    ("harness/tasks/glyphs.py", ".read_bytes()"): (
+        3,
+        "Debian's installed font files, hashed into the glyph cache's key (system files, not a data root)",
+    ),
+    ("harness/measure/preflight/allreduce.py", ".read_text()"): (
+        1,
+        "NCCL's own debug log, in a temporary folder this process made",
+    ),
     # the one loader of a kind: weights-only, the allow-list of globals, the pixel budget
-    ("harness/engine/checkpoint.py", "torch.load"): (2, "the one checkpoint reader: weights_only=True, "
-                                                        "SAFE_GLOBALS; it checks for a regular file first"),
-    ("harness/engine/checkpoint.py", "open()"): (1, "the checksum of the file read_checkpoint then loads (a "
-                                                    "regular file, checked there)"),
-    ("downstream/mmengine_compat.py", "torch.load"): (1, "MMEngine's checkpoint loader, weights-only with its "
-                                                         "allow-list (read_any_checkpoint checks the file first)"),
-    ("harness/tasks/image_files.py", "Image.open"): (1, "the one image decoder (bytes read by read_image_bytes "
-                                                        "or a shard; the pixel budget checked on the header)"),
+    ("harness/engine/checkpoint.py", "torch.load"): (
+        2,
+        "the one checkpoint reader: weights_only=True, SAFE_GLOBALS; it checks for a regular file first",
+    ),
+    ("harness/engine/checkpoint.py", "open()"): (
+        1,
+        "the checksum of the file read_checkpoint then loads (a regular file, checked there)",
+    ),
+    ("downstream/mmengine_compat.py", "torch.load"): (
+        1,
+        "MMEngine's checkpoint loader, weights-only with its allow-list (read_any_checkpoint checks the file first)",
+    ),
+    ("harness/tasks/image_files.py", "Image.open"): (
+        1,
+        "the one image decoder (bytes read by read_image_bytes or a shard; the pixel budget checked on the header)",
+    ),
     # written by this process, in a folder it made
     ("harness/commands/demo.py", "open()"): (2, "demo's own logs in the output folder it creates"),
     ("harness/commands/demo.py", ".read_text()"): (3, "demo's own logs and CPU-usage file, written by its runs"),
     # the device pipeline's header parse and its CPU fallback decode (bytes from ImageFolder/ShardDataset.read;
     # the budget: image_files.pixel_budget)
-    ("harness/tasks/image_device.py", "Image.open"): (2, "decodes bytes already read through the opener, within "
-                                                         "the one pixel budget"),
+    ("harness/tasks/image_device.py", "Image.open"): (
+        2,
+        "decodes bytes already read through the opener, within the one pixel budget",
+    ),
 }
 
 
@@ -84,11 +104,16 @@ def routes(root: Path = ROOT) -> Counter:
 
 
 def test_no_module_outside_core_opens_a_file_by_another_route():
-    bypasses = [f"{name}: {count} x {route}" for (name, route), count in sorted(routes().items())
-                if count > ALLOWED.get((name, route), (0, ""))[0]]
-    assert not bypasses, ("these open files outside harness.core.files (open_file, read_bytes, read_text, read_json, "
-                          "read_yaml, read_npy, atomic_write): route them through it, or add an ALLOWED entry that "
-                          "says why:\n" + "\n".join(bypasses))
+    bypasses = [
+        f"{name}: {count} x {route}"
+        for (name, route), count in sorted(routes().items())
+        if count > ALLOWED.get((name, route), (0, ""))[0]
+    ]
+    assert not bypasses, (
+        "these open files outside harness.core.files (open_file, read_bytes, read_text, read_json, "
+        "read_yaml, read_npy, atomic_write): route them through it, or add an ALLOWED entry that "
+        "says why:\n" + "\n".join(bypasses)
+    )
 
 
 def test_every_allowed_bypass_says_why():
@@ -102,9 +127,14 @@ def test_the_check_sees_each_route(tmp_path):
     (tmp_path / "harness" / "tasks" / "planted.py").write_text(
         "import numpy as np, torch\nfrom PIL import Image\nfrom pathlib import Path\n"
         "open('x')\nPath('x').read_bytes()\nPath('x').read_text()\nnp.load('x')\ntorch.load('x')\n"
-        "Image.open('x')\nPath('x').open()\nfiles.read_text('x')\n")
+        "Image.open('x')\nPath('x').open()\nfiles.read_text('x')\n"
+    )
     (tmp_path / "harness" / "core" / "opener.py").write_text("open('x')\n")
     for package in PACKAGES[1:]:
         (tmp_path / package).mkdir()
-    assert routes(tmp_path) == Counter({("harness/tasks/planted.py", r): 1 for r in (
-        "open()", ".read_bytes()", ".read_text()", "np.load", "torch.load", "Image.open", "Path.open")})
+    assert routes(tmp_path) == Counter(
+        {
+            ("harness/tasks/planted.py", r): 1
+            for r in ("open()", ".read_bytes()", ".read_text()", "np.load", "torch.load", "Image.open", "Path.open")
+        }
+    )

@@ -1,4 +1,5 @@
 """The run-directory contract (harness/core/rundir.py)."""
+
 import json
 from pathlib import Path
 

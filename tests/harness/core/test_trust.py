@@ -4,6 +4,7 @@ one line (or one problem), never a traceback or a crash of everything.
 
 Each crafted pickle here would create a file when unpickled; every test checks that the file never appears.
 """
+
 import json
 import os
 import signal
@@ -22,8 +23,16 @@ from harness.core.errors import DepthbenchError
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=64", "data.val_subset=16", "batch_size=8",
-        "epochs=1", "ckpt.interval_minutes=None", "log.tensorboard=False"]
+TINY = [
+    "model.width=8",
+    "data.input_size=8",
+    "data.train_subset=64",
+    "data.val_subset=16",
+    "batch_size=8",
+    "epochs=1",
+    "ckpt.interval_minutes=None",
+    "log.tensorboard=False",
+]
 
 
 class _Evil:
@@ -58,10 +67,19 @@ def test_a_crafted_cifar_batch_is_refused_and_runs_nothing(tmp_path):
 def test_a_run_directory_has_one_writer_and_a_killed_writer_leaves_no_stale_lock(tmp_path):
     from harness.core.rundir import RunDir, run_dir_in_use
 
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from harness.core.rundir import RunDir; "
-        f"RunDir.create('exp', path={str(tmp_path / 'run')!r}); print('locked', flush=True); time.sleep(60)")],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from harness.core.rundir import RunDir; "
+                f"RunDir.create('exp', path={str(tmp_path / 'run')!r}); print('locked', flush=True); time.sleep(60)"
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert "pid" in run_dir_in_use(tmp_path / "run")
@@ -138,7 +156,7 @@ def test_a_flipped_byte_in_a_checkpoint_is_found(tmp_path):
     load_weights(torch.nn.Linear(4, 3), path)  # whole: loads
     data = bytearray(path.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 8] = bytes(8)  # eight zeroed bytes inside the tensor data still unpickle fine
+    data[middle : middle + 8] = bytes(8)  # eight zeroed bytes inside the tensor data still unpickle fine
     path.write_bytes(bytes(data))
     with pytest.raises(DepthbenchError, match="best.pth does not match its checksum"):
         read_checkpoint(path)
@@ -164,12 +182,15 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_old_on
 
 
 # ------------------------------------------------------------------------------------------------ config values
-@pytest.mark.parametrize("override, message", [
-    ("ema.decay=5.0", "ema.decay=5.0: it must be a number in [0, 1)"),
-    ("data.workers=-1", "data.workers=-1: it must be an integer in [0, 256]"),  # upper bounds: issue 39
-    ("optim.lr=-1.0", "optim.lr=-1.0: it must be a number in (0, inf)"),
-    ("epochs=0", "epochs=0: it must be an integer in [1, 100000]"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("ema.decay=5.0", "ema.decay=5.0: it must be a number in [0, 1)"),
+        ("data.workers=-1", "data.workers=-1: it must be an integer in [0, 256]"),  # upper bounds: issue 39
+        ("optim.lr=-1.0", "optim.lr=-1.0: it must be a number in (0, inf)"),
+        ("epochs=0", "epochs=0: it must be an integer in [1, 100000]"),
+    ],
+)
 def test_config_values_out_of_range_are_one_line_before_any_work(override, message, tmp_path, cli):
     out = cli("train", PRESET, *TINY, override, "--work-dir", tmp_path / "run")
     assert out.returncode == 2 and out.stderr.strip().endswith(message), out.stderr
@@ -200,8 +221,15 @@ def test_results_never_raise_on_what_they_read(tmp_path):
     assert len(frame) == 9
     assert set(frame["status"]) <= {"done", "unknown"}
     flagged = {Path(path).name for path, _ in problems.items}
-    assert {"nested", "digits", "list-model", "dict-model", "list-experiment", "int-command",
-            "nested-metrics"} <= flagged, problems.summary()
+    assert {
+        "nested",
+        "digits",
+        "list-model",
+        "dict-model",
+        "list-experiment",
+        "int-command",
+        "nested-metrics",
+    } <= flagged, problems.summary()
     drawn = figures.training_curves(sorted(frame["path"]), tmp_path / "fig" / "curves")
     assert drawn and all(path.stat().st_size > 0 for path in drawn)  # the "$" run's name drawn as text
 
@@ -231,8 +259,13 @@ def test_export_writes_safetensors_that_timm_and_our_loader_read(tmp_path, cli):
     reference = timm.create_model("horesnet10_rk4", width=8, num_classes=10)
     load_weights(reference, work / "best.pth")
     by_name = timm.create_model(f"local-dir:{tmp_path / 'export'}", pretrained=True)
-    by_file = timm.create_model("horesnet10_rk4", pretrained=True, width=8, num_classes=10,
-                                pretrained_cfg_overlay=dict(file=str(tmp_path / "export" / "model.safetensors")))
+    by_file = timm.create_model(
+        "horesnet10_rk4",
+        pretrained=True,
+        width=8,
+        num_classes=10,
+        pretrained_cfg_overlay=dict(file=str(tmp_path / "export" / "model.safetensors")),
+    )
     ours = timm.create_model("horesnet10_rk4", width=8, num_classes=10)
     load_weights(ours, tmp_path / "export")  # the one loader takes the folder's safetensors
     x = torch.randn(2, 3, 8, 8)

@@ -5,6 +5,7 @@ model -- no link out of its place, no FIFO, bounded sizes and pixels, typed valu
 Each test builds a crafted input that got through before this pass (checked against main's code). Every call that
 could hang on a FIFO or a link loop runs under a timeout (``_in_time``), so a regression fails instead of blocking.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,12 +56,17 @@ def _pack(tmp_path: Path, folder: Path | None = None) -> Path:
 def _bomb_png(side: int = 10000) -> bytes:
     """A valid, complete 1-bit PNG of ``side``² pixels (100 Mpx: over Pillow's 89.5 Mpx threshold, under twice it,
     so Pillow itself only warns and decodes ~400 MB) in ~20 kB."""
+
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     row = b"\0" + b"\0" * ((side + 7) // 8)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(row * side, 9)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(row * side, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 # ------------------------------------------------------------------------------------------------ data pack
@@ -83,8 +89,12 @@ def test_pack_finishes_on_a_link_loop_and_skips_a_fifo_image(tmp_path):
     os.mkfifo(folder / "train" / "b" / "fifo.png")
     info = _in_time(lambda: pack(folder, tmp_path / "out", splits=("train",)))
     assert info["splits"]["train"]["num_samples"] == 4
-    assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == ["a/0.png", "a/1.png", "b/0.png",
-                                                                               "b/1.png"]
+    assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == [
+        "a/0.png",
+        "a/1.png",
+        "b/0.png",
+        "b/1.png",
+    ]
 
 
 def test_data_pack_with_a_link_out_is_one_line_exit_2(tmp_path):
@@ -132,16 +142,19 @@ def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
     _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "FIFO")
 
 
-@pytest.mark.parametrize("change, needle", [
-    (dict(size=np.asarray([1 << 40, 10, 10, 10])), "size outside"),
-    (dict(offset=np.asarray([-512, 512, 0, 512])), "negative offset"),
-    (dict(label=np.asarray([0, 0, 1, 7])), "label outside the 2 classes"),
-    (dict(shard=np.asarray([0, 0, 1, 5], np.int32)), "outside its 2 shards"),
-    (dict(offset=np.asarray([512, 512, 0, 1 << 20])), "past the end of its shard"),
-    (dict(label=np.asarray([0, 0, 1, 1], object)), "holds object"),  # a pickled array
-    (dict(label=np.asarray([[0, 0], [1, 1]])), "not a list of integers"),
-    (dict(path=np.asarray([1, 2, 3, 4])), "not a list of strings"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (dict(size=np.asarray([1 << 40, 10, 10, 10])), "size outside"),
+        (dict(offset=np.asarray([-512, 512, 0, 512])), "negative offset"),
+        (dict(label=np.asarray([0, 0, 1, 7])), "label outside the 2 classes"),
+        (dict(shard=np.asarray([0, 0, 1, 5], np.int32)), "outside its 2 shards"),
+        (dict(offset=np.asarray([512, 512, 0, 1 << 20])), "past the end of its shard"),
+        (dict(label=np.asarray([0, 0, 1, 1], object)), "holds object"),  # a pickled array
+        (dict(label=np.asarray([[0, 0], [1, 1]])), "not a list of integers"),
+        (dict(path=np.asarray([1, 2, 3, 4])), "not a list of strings"),
+    ],
+)
 def test_a_bad_shard_index_is_one_line_before_any_read(tmp_path, change, needle):
     from harness.tasks.shards import ShardDataset
 
@@ -164,20 +177,24 @@ def test_an_index_whose_header_claims_a_huge_array_is_refused_before_numpy_alloc
         for key, array in arrays.items():
             with archive.open(f"{key}.npy", "w") as member:
                 if key == "label":  # a header claiming 2^40 int64 labels over 32 bytes of data
-                    np.lib.format.write_array_header_1_0(member, {"descr": "<i8", "fortran_order": False,
-                                                                 "shape": (1 << 40,)})
+                    np.lib.format.write_array_header_1_0(
+                        member, {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)}
+                    )
                     member.write(array.tobytes())
                 else:
                     np.lib.format.write_array(member, array)
     _refused(lambda: ShardDataset(shards, "train"), "claims 8,796,093,022,208 bytes of data but holds 32")
 
 
-@pytest.mark.parametrize("info, needle", [
-    ("[" * 100000 + "]" * 100000, "nested more than"),
-    ("[1, 2]", "holds a list"),
-    ('{"class_to_idx": [1, 2]}', "class_to_idx"),
-    ('{"class_to_idx": {"a": "x"}}', "class_to_idx"),
-])
+@pytest.mark.parametrize(
+    "info, needle",
+    [
+        ("[" * 100000 + "]" * 100000, "nested more than"),
+        ("[1, 2]", "holds a list"),
+        ('{"class_to_idx": [1, 2]}', "class_to_idx"),
+        ('{"class_to_idx": {"a": "x"}}', "class_to_idx"),
+    ],
+)
 def test_a_deep_or_list_typed_info_json_is_one_line(tmp_path, info, needle):
     from harness.tasks.shards import ShardDataset
 
@@ -217,8 +234,9 @@ def _random_array(rng):
     kinds = [np.int8, np.int64, np.uint64, np.float64, "U3", "S3", bool, object]
     shape = tuple(int(n) for n in rng.integers(0, 6, rng.integers(0, 3)))
     kind = kinds[rng.integers(len(kinds))]
-    values = rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64) if rng.random() < 0.5 else \
-        rng.integers(-3, 5, shape)
+    values = (
+        rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64) if rng.random() < 0.5 else rng.integers(-3, 5, shape)
+    )
     return values.astype(kind) if kind is not object else np.asarray(values.tolist(), object)
 
 
@@ -259,13 +277,23 @@ def test_the_binary_readers_survive_random_and_adversarial_files(tmp_path):
     shards = _pack(tmp_path)
     index = shards / index_name("train")
     keys = ("shard", "offset", "size", "label", "path", "shards")
-    failures = _survives(index, _binary_documents(rng, index.read_bytes(), lambda fh: np.savez(
-        fh, **{key: _random_array(rng) for key in keys if rng.random() > 0.1})), lambda: ShardDataset(shards, "train"))
+    failures = _survives(
+        index,
+        _binary_documents(
+            rng,
+            index.read_bytes(),
+            lambda fh: np.savez(fh, **{key: _random_array(rng) for key in keys if rng.random() > 0.1}),
+        ),
+        lambda: ShardDataset(shards, "train"),
+    )
     cache = tmp_path / "train.txt.ids.npy"
     with open(cache, "wb") as fh:
         np.save(fh, np.arange(10, dtype=np.int32))
-    failures += _survives(cache, _binary_documents(rng, cache.read_bytes(), lambda fh: np.save(
-        fh, _random_array(rng), allow_pickle=True)), lambda: read_npy(cache, what="token cache"))
+    failures += _survives(
+        cache,
+        _binary_documents(rng, cache.read_bytes(), lambda fh: np.save(fh, _random_array(rng), allow_pickle=True)),
+        lambda: read_npy(cache, what="token cache"),
+    )
     assert not failures, "\n".join(failures[:10])
 
 
@@ -284,11 +312,25 @@ def test_bad_all_reduce_rows_and_gmacs_in_a_preflight_record_never_reach_the_est
     folder = tmp_path / "preflight"
     (folder / "empty").mkdir(parents=True)
     (folder / "empty" / "preflight.json").write_bytes(b"")  # a zero-byte record: skipped
-    record = {"format": "depthbench-preflight/1", "time": "2026-11-29", "device": "cuda", "world_size": 8,
-              "allreduce": {"ranks": 8, "rows": [{"bytes": 0, "busbw_gbs": 10.0}, {"bytes": 4096, "busbw_gbs": "9"},
-                                                 {"busbw_gbs": 5.0}, {"bytes": 1 << 20, "busbw_gbs": -1.0}]},
-              "configs": [{**ident, "micro_batch": 64, "step_ms": 250.0, "world": 8, "grad_bytes": 46_000_000},
-                          {**ident, "model": "resnet50", "micro_batch": 64, "step_ms": 400.0, "gmacs": -4.1}]}
+    record = {
+        "format": "depthbench-preflight/1",
+        "time": "2026-11-29",
+        "device": "cuda",
+        "world_size": 8,
+        "allreduce": {
+            "ranks": 8,
+            "rows": [
+                {"bytes": 0, "busbw_gbs": 10.0},
+                {"bytes": 4096, "busbw_gbs": "9"},
+                {"busbw_gbs": 5.0},
+                {"bytes": 1 << 20, "busbw_gbs": -1.0},
+            ],
+        },
+        "configs": [
+            {**ident, "micro_batch": 64, "step_ms": 250.0, "world": 8, "grad_bytes": 46_000_000},
+            {**ident, "model": "resnet50", "micro_batch": 64, "step_ms": 400.0, "gmacs": -4.1},
+        ],
+    }
     (folder / "r").mkdir()
     (folder / "r" / "preflight.json").write_text(json.dumps(record))
     records = read_records(tmp_path)
@@ -301,14 +343,17 @@ def test_bad_all_reduce_rows_and_gmacs_in_a_preflight_record_never_reach_the_est
 
 
 # ------------------------------------------------------------------------------------------------ config values
-@pytest.mark.parametrize("override, message", [
-    ("data.mean=[1e999, 0.5, 0.5]", "data.mean=[inf, 0.5, 0.5]: it must be a list of numbers in [0, 1]"),
-    ("data.std=[0, 0, 0]", "data.std=[0, 0, 0]: it must be a list of numbers in (0, 1]"),
-    ("data.std=[]", "data.std=[]: it must be a list of numbers in (0, 1]"),
-    ("optim.lr=1e999", "optim.lr=inf: it must be a number in (0, 100]"),
-    ("optim.lr=1000.0", "optim.lr=1000.0: it must be a number in (0, 100]"),
-    ("aug.mixup=1e999", "aug.mixup=inf: it must be a number in [0, inf)"),  # NaN/inf: no value of any key
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("data.mean=[1e999, 0.5, 0.5]", "data.mean=[inf, 0.5, 0.5]: it must be a list of numbers in [0, 1]"),
+        ("data.std=[0, 0, 0]", "data.std=[0, 0, 0]: it must be a list of numbers in (0, 1]"),
+        ("data.std=[]", "data.std=[]: it must be a list of numbers in (0, 1]"),
+        ("optim.lr=1e999", "optim.lr=inf: it must be a number in (0, 100]"),
+        ("optim.lr=1000.0", "optim.lr=1000.0: it must be a number in (0, 100]"),
+        ("aug.mixup=1e999", "aug.mixup=inf: it must be a number in [0, inf)"),  # NaN/inf: no value of any key
+    ],
+)
 def test_normalisation_and_learning_rate_values_are_typed_and_bounded(override, message, tmp_path):
     from harness.commands.train import run
 
@@ -347,9 +392,16 @@ def test_an_lm_token_cache_holding_a_pickled_or_huge_array_is_one_line(tmp_path,
 
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
     (tmp_path / "train.txt").write_text("in the beginning\n" * 20)
-    cfg = load_config("configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py",
-                      ["data.type=text", f"data.root={tmp_path}", "data.train_split=train.txt",
-                       "data.val_split=train.txt", "data.vocab_size=300"])
+    cfg = load_config(
+        "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py",
+        [
+            "data.type=text",
+            f"data.root={tmp_path}",
+            "data.train_split=train.txt",
+            "data.val_split=train.txt",
+            "data.vocab_size=300",
+        ],
+    )
     cache = cache_dir(cfg.data) / "train.txt.ids.npy"
     cache.parent.mkdir(parents=True)
     with open(cache, "wb") as fh:

@@ -7,6 +7,7 @@ control characters.
 Each test builds the crafted input that got through before this pass (checked against the code before it). Every
 call that could hang on a FIFO runs under a timeout (``_in_time``), so a regression fails instead of blocking.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,13 +21,29 @@ import pytest
 
 from clitools import run_cli_here
 from harness.core.errors import DepthbenchError
-from harness.core.files import (MAX_DEPTH, BadFile, copy_regular, is_regular, loads_json, loads_yaml, open_file,
-                                printable, read_json, read_text, walk_files)
+from harness.core.files import (
+    MAX_DEPTH,
+    BadFile,
+    copy_regular,
+    is_regular,
+    loads_json,
+    loads_yaml,
+    open_file,
+    printable,
+    read_json,
+    read_text,
+    walk_files,
+)
 
-pytestmark = pytest.mark.tier("integration", tests=(  # the tests here that run a command (a fine-tune among them)
-    "test_a_bad_meta_json_is_one_problem_of_its_run", "test_an_export_target_that_is_a_link_is_one_line",
-    "test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line",
-    "test_commands_that_read_records_fail_in_one_line"))
+pytestmark = pytest.mark.tier(
+    "integration",
+    tests=(  # the tests here that run a command (a fine-tune among them)
+        "test_a_bad_meta_json_is_one_problem_of_its_run",
+        "test_an_export_target_that_is_a_link_is_one_line",
+        "test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line",
+        "test_commands_that_read_records_fail_in_one_line",
+    ),
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -103,15 +120,18 @@ def test_the_opener_refuses_links_special_files_and_size(tmp_path):
     assert read_json(run / "ok.json", inside=run) == {"a": [1, 2]}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[" * 100000 + "]" * 100000, "nested more than"),
-    ('{"a": ' * 5000 + "1" + "}" * 5000, "nested more than"),
-    ('{"n": ' + "9" * 5000 + "}", "not valid JSON"),  # longer than Python's int digit limit
-    ('{"n": NaN}', "not valid JSON"),
-    ("[1, 2]", "holds a list where an object belongs"),
-    ('"\\ud800', "not valid JSON"),
-    (b'{"a": "\xff"}', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[" * 100000 + "]" * 100000, "nested more than"),
+        ('{"a": ' * 5000 + "1" + "}" * 5000, "nested more than"),
+        ('{"n": ' + "9" * 5000 + "}", "not valid JSON"),  # longer than Python's int digit limit
+        ('{"n": NaN}', "not valid JSON"),
+        ("[1, 2]", "holds a list where an object belongs"),
+        ('"\\ud800', "not valid JSON"),
+        (b'{"a": "\xff"}', "not valid JSON"),
+    ],
+)
 def test_json_is_bounded_and_typed(text, message):
     with pytest.raises(BadFile, match=message):
         loads_json(text, source="x.json", finite=True)
@@ -122,15 +142,21 @@ def test_json_depth_skips_brackets_in_strings():
     assert loads_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, expect=list)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(200)), "nested more than"),
-    ("[" * 5000 + "]" * 5000, "nested more than"),
-    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + chr(ord(c) - 1)] * 9)}]\n" for c in "bcdefghijklmnopqrs"), "aliases"),
-    ("- 1\n- 2\n", "holds a list where an object belongs"),
-    ("a: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
-    ("a: [unclosed\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(200)), "nested more than"),
+        ("[" * 5000 + "]" * 5000, "nested more than"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"{c}: &{c} [{', '.join(['*' + chr(ord(c) - 1)] * 9)}]\n" for c in "bcdefghijklmnopqrs"),
+            "aliases",
+        ),
+        ("- 1\n- 2\n", "holds a list where an object belongs"),
+        ("a: !!python/object/apply:os.system ['true']\n", "not valid YAML"),
+        ("a: [unclosed\n", "not valid YAML"),
+    ],
+)
 def test_yaml_is_bounded_and_typed(text, message):
     with pytest.raises(BadFile, match=message):
         loads_yaml(text, source="x.yaml")
@@ -260,12 +286,21 @@ def test_bad_numbers_in_a_preflight_record_never_reach_the_estimate(tmp_path, mo
     cfg = load_config("configs/stepsnet/resnet18_8xb128-300e_in1k.py", ["data.train_subset=2560"])
     ident = est.identity(cfg, 128)
     folder = tmp_path / "preflight"
-    for name, fields in (("nan", {"step_ms": float("nan")}), ("text", {"step_ms": "fast"}),
-                         ("zero", {"step_ms": 5.0, "micro_batch": 0}), ("inf", {"step_ms": 1e999}),
-                         ("kwargs", {"step_ms": 5.0, "model_kwargs": [1], "input_size": 7})):
+    for name, fields in (
+        ("nan", {"step_ms": float("nan")}),
+        ("text", {"step_ms": "fast"}),
+        ("zero", {"step_ms": 5.0, "micro_batch": 0}),
+        ("inf", {"step_ms": 1e999}),
+        ("kwargs", {"step_ms": 5.0, "model_kwargs": [1], "input_size": 7}),
+    ):
         (folder / name).mkdir(parents=True)
-        record = {"format": "depthbench-preflight/1", "time": f"2026-11-2{len(name)}", "device": "cuda",
-                  "device_name": "GPU\x1b]0;pwned\x07\x1b[2J", "configs": [{**ident, "world": 8, **fields}]}
+        record = {
+            "format": "depthbench-preflight/1",
+            "time": f"2026-11-2{len(name)}",
+            "device": "cuda",
+            "device_name": "GPU\x1b]0;pwned\x07\x1b[2J",
+            "configs": [{**ident, "world": 8, **fields}],
+        }
         (folder / name / "preflight.json").write_text(json.dumps(record))
     os.mkfifo(folder / "fifo")  # neither a folder nor a record: skipped at once
     (folder / "deep").mkdir()
@@ -277,8 +312,9 @@ def test_bad_numbers_in_a_preflight_record_never_reach_the_estimate(tmp_path, mo
     assert row.step_s is None and row.source.startswith("none: no preflight record")
     good = {**json.loads((folder / "nan" / "preflight.json").read_text()), "configs": [{**ident, "step_ms": 250.0}]}
     (folder / "nan" / "preflight.json").write_text(json.dumps(good))
-    (row,) = est.estimate([job], est.Layout(nodes=1, gpus_per_node=8), records=read_records(tmp_path),
-                          bench_rows=[]).rows
+    (row,) = est.estimate(
+        [job], est.Layout(nodes=1, gpus_per_node=8), records=read_records(tmp_path), bench_rows=[]
+    ).rows
     assert row.step_s == pytest.approx(0.25) and "\x1b" not in row.source and "GPU?]0;pwned??[2J" in row.source
 
 
@@ -293,8 +329,9 @@ def test_a_measurement_cache_that_is_a_fifo_or_a_link_is_rebuilt_at_once(tmp_pat
     (tmp_path / "measurements.json").symlink_to(tmp_path / "elsewhere.json")
     assert MeasurementCache().values == {}
     (tmp_path / "measurements.json").unlink()
-    (tmp_path / "measurements.json").write_text('{"a": {"value": NaN}, "b": {"value": "1"}, "c": [1], '
-                                                '"d": {"value": 2.5}, "e": {"error": "x"}}')
+    (tmp_path / "measurements.json").write_text(
+        '{"a": {"value": NaN}, "b": {"value": "1"}, "c": [1], "d": {"value": 2.5}, "e": {"error": "x"}}'
+    )
     assert MeasurementCache().values == {"d": {"value": 2.5}, "e": {"error": "x"}}
 
 
@@ -304,8 +341,14 @@ def test_job_records_that_are_fifos_or_escapes_are_named_and_stripped(tmp_path, 
     monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path))
     (tmp_path / "slurm").mkdir()
     os.mkfifo(tmp_path / "slurm" / "1.json")
-    (tmp_path / "slurm" / "2.json").write_text(json.dumps({"paper": "p\x1b[31m", "elements": [
-        {"job": "2", "work_dir": str(tmp_path / "run"), "name": "job\x1b]0;owned\x07\r"}]}))
+    (tmp_path / "slurm" / "2.json").write_text(
+        json.dumps(
+            {
+                "paper": "p\x1b[31m",
+                "elements": [{"job": "2", "work_dir": str(tmp_path / "run"), "name": "job\x1b]0;owned\x07\r"}],
+            }
+        )
+    )
     (tmp_path / "slurm" / "3.json").write_text('{"elements": ' + "[" * 20000 + "]" * 20000 + "}")
     problems = []
     records = _in_time(lambda: read_records(problems))
@@ -406,8 +449,17 @@ def test_a_finetune_into_a_work_dir_with_a_planted_checkpoint_link_is_one_line(e
     work.mkdir()
     target.write_bytes(b"precious")
     (work / "iter_2.pth").symlink_to(target)  # MMEngine's CheckpointHook would torch.save through it
-    code = cli.main(["finetune", det, "--work-dir", str(work), "train_cfg.max_iters=2",
-                     "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"])
+    code = cli.main(
+        [
+            "finetune",
+            det,
+            "--work-dir",
+            str(work),
+            "train_cfg.max_iters=2",
+            "default_hooks.logger.interval=1",
+            "+val_dataloader.dataset.indices=4",
+        ]
+    )
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and "iter_2.pth in the work dir is a symbolic link" in err[0], err
     assert target.read_bytes() == b"precious"
@@ -458,8 +510,12 @@ def _bomb_png(path: Path):
 
     side = 20000  # 400 Mpx > 2 x Image.MAX_IMAGE_PIXELS (89.5 Mpx): DecompressionBombError; a few hundred bytes
     rows = zlib.compress(b"\0" * (side + 1) * 64)  # only the first rows: the header alone trips the check
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
-                     + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", rows)
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.mark.parametrize("kind", ["truncated", "not-an-image", "bomb"])
@@ -469,8 +525,11 @@ def test_an_image_that_does_not_decode_is_one_line_naming_it(tmp_path, kind):
 
     root = _image_folder(tmp_path)
     bad = root / "train" / "b" / "bad.jpg"
-    {"truncated": _truncated_jpeg, "bomb": lambda p: _bomb_png(p.with_suffix(".png")),
-     "not-an-image": lambda p: p.write_text("<html>not found</html>")}[kind](bad)
+    {
+        "truncated": _truncated_jpeg,
+        "bomb": lambda p: _bomb_png(p.with_suffix(".png")),
+        "not-an-image": lambda p: p.write_text("<html>not found</html>"),
+    }[kind](bad)
     bad = bad.with_suffix(".png") if kind == "bomb" else bad
     dataset = ImageFolder(root / "train")
     index = next(i for i, (path, _) in enumerate(dataset.samples) if path == str(bad))
@@ -516,9 +575,11 @@ def test_a_wrongly_shaped_cifar_batch_is_one_line(tmp_path, data):
     from harness.tasks.image import CIFAR10_FILES, CIFAR10Pickle
 
     good = {"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0, 1]}
-    bad = {None: {"data": np.zeros((2, 100), dtype=np.uint8), "labels": [0, 1]},
-           "shape": {"data": [[1, 2], [3]], "labels": [0, 1]},
-           "labels": {"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0]}}[data]
+    bad = {
+        None: {"data": np.zeros((2, 100), dtype=np.uint8), "labels": [0, 1]},
+        "shape": {"data": [[1, 2], [3]], "labels": [0, 1]},
+        "labels": {"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0]},
+    }[data]
     for name in CIFAR10_FILES:
         (tmp_path / name).write_bytes(pickle.dumps(bad if name == "data_batch_2" else good))
     with pytest.raises(DataError, match="data_batch_2 is not a CIFAR batch file"):
@@ -531,8 +592,11 @@ def test_jobs_prints_no_terminal_escape_from_a_record(tmp_path, cli):
     run = tmp_path / "exp" / "run\x1b[2J"
     run.mkdir(parents=True)
     (run / "meta.json").write_text(json.dumps({"status": "running\x1b]0;x\x07", "experiment": "exp"}))
-    (tmp_path / "slurm" / "7.json").write_text(json.dumps({"paper": "deit", "elements": [
-        {"job": "7", "work_dir": str(run), "name": "name\x1b]0;owned\x07\x1b[31m"}]}))
+    (tmp_path / "slurm" / "7.json").write_text(
+        json.dumps(
+            {"paper": "deit", "elements": [{"job": "7", "work_dir": str(run), "name": "name\x1b]0;owned\x07\x1b[31m"}]}
+        )
+    )
     os.mkfifo(tmp_path / "slurm" / "8.json")
     out = cli("jobs", env={"DEPTHBENCH_RUNS": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -558,14 +622,40 @@ def _documents(seed: int = 0, n: int = 60) -> list[str]:
     import random
 
     rng = random.Random(seed)
-    fixed = ["", " ", "null", "0", "-1", "1e999", "-Infinity", "NaN", '"text"', "[]", "{}", "[1, 2]", "true",
-             "[" * 200000, "[" * 100000 + "]" * 100000, '{"a":' * 3000 + "1" + "}" * 3000, "9" * 100000,
-             '{"status": ' + "9" * 5000 + "}", '{"status": NaN, "format": Infinity}', "\x00\x01\x02\xff",
-             '{"configs": [{"step_ms": "x", "micro_batch": 0}], "format": "depthbench-preflight/1"}',
-             '{"elements": [{"job": [], "work_dir": {}}], "paper": 5}', '{"model": {"name": ' + "[" * 5000 + "}}",
-             '[{"claim": {"source": {"rows": 3}}}]', "\ufeff{}", '{"a": "\\ud800"}', "- " * 10000,
-             "a: &a [1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" * 1, "!!python/object/apply:os.system [x]",
-             "{" * 5000, '{"tables": [{"id": 1, "rows": [[[[1]]]]}]}', '{"arms": {"a": []}, "claims": [1]}']
+    fixed = [
+        "",
+        " ",
+        "null",
+        "0",
+        "-1",
+        "1e999",
+        "-Infinity",
+        "NaN",
+        '"text"',
+        "[]",
+        "{}",
+        "[1, 2]",
+        "true",
+        "[" * 200000,
+        "[" * 100000 + "]" * 100000,
+        '{"a":' * 3000 + "1" + "}" * 3000,
+        "9" * 100000,
+        '{"status": ' + "9" * 5000 + "}",
+        '{"status": NaN, "format": Infinity}',
+        "\x00\x01\x02\xff",
+        '{"configs": [{"step_ms": "x", "micro_batch": 0}], "format": "depthbench-preflight/1"}',
+        '{"elements": [{"job": [], "work_dir": {}}], "paper": 5}',
+        '{"model": {"name": ' + "[" * 5000 + "}}",
+        '[{"claim": {"source": {"rows": 3}}}]',
+        "\ufeff{}",
+        '{"a": "\\ud800"}',
+        "- " * 10000,
+        "a: &a [1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" * 1,
+        "!!python/object/apply:os.system [x]",
+        "{" * 5000,
+        '{"tables": [{"id": 1, "rows": [[[[1]]]]}]}',
+        '{"arms": {"a": []}, "claims": [1]}',
+    ]
 
     def value(depth=0):
         kinds = ["int", "float", "str", "bool", "none", "big", "nan"] + (["list", "dict"] * 3 if depth < 6 else [])
@@ -573,13 +663,37 @@ def _documents(seed: int = 0, n: int = 60) -> list[str]:
         if kind == "list":
             return [value(depth + 1) for _ in range(rng.randint(0, 4))]
         if kind == "dict":
-            keys = ["status", "format", "configs", "elements", "model", "name", "step_ms", "micro_batch", "job",
-                    "work_dir", "tables", "rows", "arms", "claims", "paper", "value", "error", "splits", "x"]
+            keys = [
+                "status",
+                "format",
+                "configs",
+                "elements",
+                "model",
+                "name",
+                "step_ms",
+                "micro_batch",
+                "job",
+                "work_dir",
+                "tables",
+                "rows",
+                "arms",
+                "claims",
+                "paper",
+                "value",
+                "error",
+                "splits",
+                "x",
+            ]
             return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 5))}
-        return {"int": lambda: rng.randint(-10, 10**6), "float": lambda: rng.uniform(-1e6, 1e6),
-                "str": lambda: "".join(rng.choice("ab\x1b[]{}\"\\\n/.") for _ in range(rng.randint(0, 12))),
-                "bool": lambda: rng.random() < 0.5, "none": lambda: None, "big": lambda: 10 ** rng.randint(20, 400),
-                "nan": lambda: rng.choice([float("nan"), float("inf"), -float("inf")])}[kind]()
+        return {
+            "int": lambda: rng.randint(-10, 10**6),
+            "float": lambda: rng.uniform(-1e6, 1e6),
+            "str": lambda: "".join(rng.choice("ab\x1b[]{}\"\\\n/.") for _ in range(rng.randint(0, 12))),
+            "bool": lambda: rng.random() < 0.5,
+            "none": lambda: None,
+            "big": lambda: 10 ** rng.randint(20, 400),
+            "nan": lambda: rng.choice([float("nan"), float("inf"), -float("inf")]),
+        }[kind]()
 
     return fixed + [json.dumps(value()) for _ in range(n)]
 
@@ -649,6 +763,7 @@ def test_commands_that_read_records_fail_in_one_line(tmp_path, document):
     config.json), results --claims (a claims report), results --file (a tables file; submit --table takes a paper's
     own tables by name, PAPER:TABLE, never a file). Every other input is valid, so the line is that record's reader:
     a line that names another file (or none) fails."""
+
     def hostile(path):
         path.write_text(document, errors="surrogateescape")
         return str(path)
@@ -662,8 +777,9 @@ def test_commands_that_read_records_fail_in_one_line(tmp_path, document):
     assert config in _one_line_here("export", run, "--out", tmp_path / "out")
     (tmp_path / "claims").mkdir()
     report = hostile(tmp_path / "claims" / "claims.json")
-    assert report in _one_line_here("results", "--claims", tmp_path / "claims", "--format", "html", "--out",
-                                    tmp_path / "site", "--no-audit")
+    assert report in _one_line_here(
+        "results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site", "--no-audit"
+    )
     tables = hostile(tmp_path / "t.yaml")
     assert tables in _one_line_here("results", "--file", tables, "--no-audit")
 
@@ -675,8 +791,9 @@ def test_a_bad_meta_json_is_one_problem_of_its_run(tmp_path, document):
     run = tmp_path / "runs" / "exp" / "r1"
     run.mkdir(parents=True)
     (run / "meta.json").write_text(document, errors="surrogateescape")
-    code, _, err = run_cli_here("results", "--runs", tmp_path / "runs", "--paper", "horesnet", "--table", "1",
-                                "--no-audit")
+    code, _, err = run_cli_here(
+        "results", "--runs", tmp_path / "runs", "--paper", "horesnet", "--table", "1", "--no-audit"
+    )
     assert code == 0 and f"{run}: meta.json unreadable (" in err and "Traceback" not in err, err
 
 

@@ -1,4 +1,5 @@
 """The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.core.rundir)."""
+
 import io
 import re
 
@@ -29,7 +30,8 @@ def trained(seed):
 
 def same(a, b):
     return a.state_dict().keys() == b.state_dict().keys() and all(
-        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())
+    )
 
 
 def expand(pattern: str) -> set[str]:
@@ -41,7 +43,7 @@ def expand(pattern: str) -> set[str]:
     for span in match.group(1).split(","):
         lo, _, hi = span.partition("-")
         values += range(int(lo), int(hi or lo) + 1)
-    return set().union(*(expand(pattern[:match.start()] + str(v) + pattern[match.end():]) for v in values))
+    return set().union(*(expand(pattern[: match.start()] + str(v) + pattern[match.end() :]) for v in values))
 
 
 def listed_keys(summary_part: str) -> set[str]:
@@ -51,8 +53,13 @@ def listed_keys(summary_part: str) -> set[str]:
 
 def test_depthbench_last_and_best_model_and_ema(tmp_path):
     model, ema = trained(0), trained(1)
-    last = {"format": FORMAT, "epoch": 3, "model": model.state_dict(), "ema": ema.state_dict(),
-            "optimizer": {"state": {}, "param_groups": []}}
+    last = {
+        "format": FORMAT,
+        "epoch": 3,
+        "model": model.state_dict(),
+        "ema": ema.state_dict(),
+        "optimizer": {"state": {}, "param_groups": []},
+    }
     torch.save(last, tmp_path / "last.pth")
     torch.save({"model": ema.state_dict(), "ema": None, "epoch": 2}, tmp_path / "best.pth")
 
@@ -72,11 +79,14 @@ def test_timm_deit_mmengine_ddp_and_deepspeed_layouts_and_in_memory(tmp_path):
     state = model.state_dict()
     ddp = {f"module.{k}": v for k, v in state.items()}
     compiled = {f"_orig_mod.module.{k}": v for k, v in state.items()}
-    layouts = {"timm": {"state_dict": state, "state_dict_ema": ema.state_dict(), "epoch": 1},
-               "deit": {"model": ddp, "model_ema": ema.state_dict()},
-               "mmengine": {"meta": {"epoch": 1}, "state_dict": state},
-               "deepspeed": {"module": ddp, "global_steps": 5},
-               "bare ddp": ddp, "compiled ddp": compiled}
+    layouts = {
+        "timm": {"state_dict": state, "state_dict_ema": ema.state_dict(), "epoch": 1},
+        "deit": {"model": ddp, "model_ema": ema.state_dict()},
+        "mmengine": {"meta": {"epoch": 1}, "state_dict": state},
+        "deepspeed": {"module": ddp, "global_steps": 5},
+        "bare ddp": ddp,
+        "compiled ddp": compiled,
+    }
     for name, checkpoint in layouts.items():
         path = tmp_path / f"{name}.pth"
         torch.save(checkpoint, path)
@@ -127,8 +137,11 @@ def test_a_wrong_architecture_lists_every_key_in_one_line(tmp_path):
 def test_classifier_may_differ_when_asked_and_strict_false_reports(tmp_path):
     source = trained(0)
     state = source.state_dict()
-    imagenet = {**state, "linear.weight": torch.zeros(1000, state["linear.weight"].shape[1]),
-                "linear.bias": torch.zeros(1000)}
+    imagenet = {
+        **state,
+        "linear.weight": torch.zeros(1000, state["linear.weight"].shape[1]),
+        "linear.bias": torch.zeros(1000),
+    }
     with pytest.raises(DepthbenchError, match=r"linear\.weight \(checkpoint 1000x8, model 10x8\), linear\.bias "):
         load_weights(tiny(), imagenet)
     target = tiny()
@@ -141,8 +154,11 @@ def test_classifier_may_differ_when_asked_and_strict_false_reports(tmp_path):
     target = tiny()
     report = load_weights(target, partial, strict=False)
     # torch's BatchNorm tolerates a missing num_batches_tracked (older checkpoints have none)
-    assert set(report.missing) == {k for k in state if k.startswith("layer1.1.")
-                                   and not k.endswith("num_batches_tracked")} != set()
+    assert (
+        set(report.missing)
+        == {k for k in state if k.startswith("layer1.1.") and not k.endswith("num_batches_tracked")}
+        != set()
+    )
     assert report.loaded == len(partial) and "missing from the checkpoint: layer1.1." in report.summary()
 
 
@@ -158,12 +174,18 @@ def test_corrupt_truncated_foreign_and_unsafe_files_are_one_line_and_run_nothing
     class Evil:
         def __reduce__(self):
             import os
+
             return os.system, (f"touch {marker}",)
 
     torch.save({"model": tiny().state_dict(), "payload": Evil()}, tmp_path / "evil.pth")
-    expected = {"corrupt.pth": "not a readable PyTorch state dict", "torn.pth": "not a readable PyTorch state dict",
-                "list.pth": "holds a list", "foreign.pth": "holds no weights",
-                "evil.pth": "pickles Python objects that a weights-only load refuses", "missing.pth": "no such"}
+    expected = {
+        "corrupt.pth": "not a readable PyTorch state dict",
+        "torn.pth": "not a readable PyTorch state dict",
+        "list.pth": "holds a list",
+        "foreign.pth": "holds no weights",
+        "evil.pth": "pickles Python objects that a weights-only load refuses",
+        "missing.pth": "no such",
+    }
     for name, text in expected.items():
         with pytest.raises(DepthbenchError) as info:
             load_weights(tiny(), tmp_path / name)
@@ -175,8 +197,10 @@ def test_corrupt_truncated_foreign_and_unsafe_files_are_one_line_and_run_nothing
 
 
 def test_compress_keys_is_lossless():
-    keys = [f"blocks.{i}.attn.{p}.weight" for i in (0, 1, 2, 5) for p in ("qkv", "proj")] + ["head.weight",
-                                                                                           "layer1.10.x"]
+    keys = [f"blocks.{i}.attn.{p}.weight" for i in (0, 1, 2, 5) for p in ("qkv", "proj")] + [
+        "head.weight",
+        "layer1.10.x",
+    ]
     text = compress_keys(keys)
     assert "blocks.{0-2,5}.attn.proj.weight" in text
     assert set().union(*(expand(p) for p in text.split(", "))) == set(keys)
@@ -209,8 +233,9 @@ def test_a_checkpoint_of_another_architecture_names_both_models_in_a_short_line(
     run.mkdir()
     (run / "meta.json").write_text(json.dumps({"status": "done", "experiment": "x"}))
     (run / "config.json").write_text(json.dumps({"model": {"name": "horesnet18_euler", "width": 8}}))
-    save_atomic({"model": timm.create_model("horesnet18_euler", num_classes=10, width=8).state_dict()},
-                run / "best.pth")
+    save_atomic(
+        {"model": timm.create_model("horesnet18_euler", num_classes=10, width=8).state_dict()}, run / "best.pth"
+    )
     with pytest.raises(DepthbenchError) as info:
         load_weights(tiny(), run / "best.pth")
     message = str(info.value)

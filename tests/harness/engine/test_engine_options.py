@@ -7,6 +7,7 @@ The tiny setting is tests/harness/engine/test_train.py's (HO-ResNet-10 digits pr
 steps per epoch, 2 epochs, last.pth every 3 steps). Compiling costs ~1 min per new graph on a loaded 2-core machine
 and seconds once torch's compile caches hold it.
 """
+
 import json
 import os
 import re
@@ -19,14 +20,33 @@ import torch
 
 from devices import device_env, device_overrides, on_devices
 from harness.engine.forked import start_forked
-from test_train import (EXIT_PREEMPTED, PRESET, ROOT, TINY, assert_same_training, curve, finish, freeze_run,
-                        kill_run, last_logged_step, launch, load, train, wait_for_step)
+from test_train import (
+    EXIT_PREEMPTED,
+    PRESET,
+    ROOT,
+    TINY,
+    assert_same_training,
+    curve,
+    finish,
+    freeze_run,
+    kill_run,
+    last_logged_step,
+    launch,
+    load,
+    train,
+    wait_for_step,
+)
 
 pytestmark = pytest.mark.slow
 
 # every option at once (grad checkpointing: HO-ResNet's per block of its ODE stage)
-ALL_OPTIONS = ["--compile", "--channels-last", "--grad-checkpointing", "optim.fused=True",
-               "loader.device_normalize=True"]
+ALL_OPTIONS = [
+    "--compile",
+    "--channels-last",
+    "--grad-checkpointing",
+    "optim.fused=True",
+    "loader.device_normalize=True",
+]
 DEIT = "configs/deit/deit-tiny-p4_1xb64-30e_digits.py"
 
 
@@ -102,8 +122,10 @@ def test_reduce_overhead_falls_back_on_cpu_with_ema_and_resumes_exactly(env, tmp
     rc, out, err = finish(launch(env, reference, *options, overrides=overrides))
     assert rc == 0, err[-2000:]
     fallback = [line for line in err.splitlines() if "reduce-overhead" in line]
-    assert fallback == ["depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); "
-                        "compiling in the default mode on the cpu"]
+    assert fallback == [
+        "depthbench train: compile.mode=reduce-overhead needs CUDA graphs (a CUDA device); "
+        "compiling in the default mode on the cpu"
+    ]
     assert "compiled (inductor, mode reduce-overhead)" in out
     run = tmp_path / "run"
     proc = launch(env, run, *options, overrides=overrides)
@@ -137,12 +159,28 @@ def test_compiled_mixed_depth_distillation_ema_never_recompiles(env, tmp_path, m
     # config.patch restores the flag; monkeypatch's undo would delete it, which hides the option for later tests
     try:
         with torch._dynamo.config.patch(error_on_recompile=True):
-            result = train_run(DEIT, work_dir=tmp_path / "run", compile=True, overrides=[
-                "epochs=2", "data.train_subset=64", "data.val_subset=24", "batch_size=16",
-                "model.name=SReT_108_mixed_depth",
-                "model.depth=2", "+model.embed_dim=32", "+model.num_heads=2", "+model.mixed_depth=True",
-                "distill.teacher=horesnet10_euler", f"distill.teacher_checkpoint={teacher}", "distill.weight=0.5",
-                "+distill.teacher_kwargs.width=8", "log.tensorboard=False", "ckpt.interval_minutes=None"])
+            result = train_run(
+                DEIT,
+                work_dir=tmp_path / "run",
+                compile=True,
+                overrides=[
+                    "epochs=2",
+                    "data.train_subset=64",
+                    "data.val_subset=24",
+                    "batch_size=16",
+                    "model.name=SReT_108_mixed_depth",
+                    "model.depth=2",
+                    "+model.embed_dim=32",
+                    "+model.num_heads=2",
+                    "+model.mixed_depth=True",
+                    "distill.teacher=horesnet10_euler",
+                    f"distill.teacher_checkpoint={teacher}",
+                    "distill.weight=0.5",
+                    "+distill.teacher_kwargs.width=8",
+                    "log.tensorboard=False",
+                    "ckpt.interval_minutes=None",
+                ],
+            )
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
@@ -159,10 +197,22 @@ def test_compiled_scalenet_growth_recompiles_the_grown_model(env, tmp_path):
     """The growth hook changes the architecture at epoch 1: the optimizer is rebuilt and the grown model compiled;
     preempted in that epoch and resumed (the growth replayed before loading), the tying holds."""
     run = tmp_path / "run"
-    overrides = ["epochs=2", "data.train_subset=64", "data.val_subset=16", "data.input_size=8", "batch_size=8",
-                 "model.img_size=8", "model.depth=2", "+model.embed_dim=32", "+model.num_heads=2", "ema.enable=False",
-                 "log_interval=1", "log.tensorboard=False", "ckpt.interval_minutes=None",
-                 "+model.grow={'stages': [{'epoch': 1, 'k': 2, 'adjust': 'adapter', 'rank': 4}]}"]
+    overrides = [
+        "epochs=2",
+        "data.train_subset=64",
+        "data.val_subset=16",
+        "data.input_size=8",
+        "batch_size=8",
+        "model.img_size=8",
+        "model.depth=2",
+        "+model.embed_dim=32",
+        "+model.num_heads=2",
+        "ema.enable=False",
+        "log_interval=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+        "+model.grow={'stages': [{'epoch': 1, 'k': 2, 'adjust': 'adapter', 'rank': 4}]}",
+    ]
     proc = launch(env, run, "--compile", "--grad-checkpointing", overrides=overrides, config=DEIT)
     wait_for_step(proc, run, 8 + 2)
     proc.send_signal(signal.SIGUSR1)
@@ -176,8 +226,14 @@ def test_compiled_scalenet_growth_recompiles_the_grown_model(env, tmp_path):
     import models  # noqa: F401
     from models.scalenet import assert_tied, expand
 
-    model = expand(timm.create_model("deit_tiny_patch16_224", img_size=8, patch_size=4, depth=2, embed_dim=32,
-                                     num_heads=2, num_classes=10), k=2, adjust="adapter", rank=4)
+    model = expand(
+        timm.create_model(
+            "deit_tiny_patch16_224", img_size=8, patch_size=4, depth=2, embed_dim=32, num_heads=2, num_classes=10
+        ),
+        k=2,
+        adjust="adapter",
+        rank=4,
+    )
     model.load_state_dict(load(run)["model"])
     assert_tied(model)
 
@@ -200,12 +256,28 @@ def test_compiled_language_model_resumes_and_reports_sequences(env, corpus, tmp_
     """The LM task compiled (token batches: channels-last and device normalisation do not apply), preempted and
     resumed exactly; its progress lines count sequences, with the epoch's and the run's ETA."""
     config = "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py"
-    tiny = [f"{k}={v}" for k, v in {
-        "data.type": "text", "data.root": corpus, "data.train_split": "train.txt", "data.val_split": "valid.txt",
-        "data.vocab_size": 300, "data.seq_len": 16, "data.train_subset": 64, "data.val_subset": 16,
-        "model.vocab_size": 300, "model.seq_len": 16, "model.steps": "((32,1,1),(48,1,1))", "batch_size": 8,
-        "epochs": 2, "log_interval": 1, "ckpt.interval_minutes": None, "log.tensorboard": False,
-        "ckpt.interval_steps": 3}.items()]
+    tiny = [
+        f"{k}={v}"
+        for k, v in {
+            "data.type": "text",
+            "data.root": corpus,
+            "data.train_split": "train.txt",
+            "data.val_split": "valid.txt",
+            "data.vocab_size": 300,
+            "data.seq_len": 16,
+            "data.train_subset": 64,
+            "data.val_subset": 16,
+            "model.vocab_size": 300,
+            "model.seq_len": 16,
+            "model.steps": "((32,1,1),(48,1,1))",
+            "batch_size": 8,
+            "epochs": 2,
+            "log_interval": 1,
+            "ckpt.interval_minutes": None,
+            "log.tensorboard": False,
+            "ckpt.interval_steps": 3,
+        }.items()
+    ]
     reference = tmp_path / "reference"
     out = train(env, reference, "--compile", "--channels-last", overrides=tiny, config=config)
     lines = log_lines(out)
@@ -226,13 +298,21 @@ def test_compiled_language_model_resumes_and_reports_sequences(env, corpus, tmp_
 # ----------------------------------------------------------------------------------------- bad input
 LM = "configs/stepsnet/transformer-lm-w128-d4_1xb32-2e_kjv-lm.py"
 BAD_OPTIONS = {  # config, overrides (TINY: test_train's tiny preset), options, expected text
-    "no checkpointing in the model": (LM, [], ["--grad-checkpointing"],
-                                      "model transformer_lm_30m has no set_grad_checkpointing()"),
+    "no checkpointing in the model": (
+        LM,
+        [],
+        ["--grad-checkpointing"],
+        "model transformer_lm_30m has no set_grad_checkpointing()",
+    ),
     "no fused kernel": (PRESET, TINY + ["optim.opt=lamb", "optim.fused=True"], [], "optimizer 'lamb'"),
     "fused and foreach": (PRESET, TINY + ["optim.fused=True", "optim.foreach=True"], [], "exclude each other"),
     "compile mode": (PRESET, TINY, ["--compile-mode", "fastest"], "compile.mode='fastest' is not one of"),
-    "cuda graphs and accumulation": (PRESET, TINY + ["grad_accum=2"], ["--compile-mode", "reduce-overhead"],
-                                     "compile.mode='reduce-overhead' with grad_accum=2: CUDA graphs overwrite"),
+    "cuda graphs and accumulation": (
+        PRESET,
+        TINY + ["grad_accum=2"],
+        ["--compile-mode", "reduce-overhead"],
+        "compile.mode='reduce-overhead' with grad_accum=2: CUDA graphs overwrite",
+    ),
     "compile backend": (PRESET, TINY + ["compile.enable=True", "compile.backend=tvmx"], [], "compile.backend='tvmx'"),
     "prefetch factor": (PRESET, TINY + ["loader.prefetch_factor=0"], [], "loader.prefetch_factor=0"),
     "not a bool": (PRESET, TINY + ["channels_last=1"], [], "channels_last=1: expected a value like False"),
@@ -257,10 +337,24 @@ def test_bad_speed_options_fail_in_one_line_and_write_nothing(case, tmp_path, ca
 @pytest.mark.tier("integration")
 def test_device_normalisation_of_token_data_is_one_line(env, corpus, tmp_path):
     config = "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py"
-    rc, out, err = finish(launch(env, tmp_path / "run", overrides=[
-        "data.type=text", f"data.root={corpus}", "data.train_split=train.txt", "data.val_split=valid.txt",
-        "data.vocab_size=300", "data.seq_len=16", "model.vocab_size=300", "model.seq_len=16",
-        "loader.device_normalize=True"], config=config))
+    rc, out, err = finish(
+        launch(
+            env,
+            tmp_path / "run",
+            overrides=[
+                "data.type=text",
+                f"data.root={corpus}",
+                "data.train_split=train.txt",
+                "data.val_split=valid.txt",
+                "data.vocab_size=300",
+                "data.seq_len=16",
+                "model.vocab_size=300",
+                "model.seq_len=16",
+                "loader.device_normalize=True",
+            ],
+            config=config,
+        )
+    )
     errors = [line for line in err.splitlines() if line.startswith("depthbench train: error:")]
     assert rc == 2 and len(errors) == 1 and "no uint8 mode" in errors[0]
     assert not (tmp_path / "run").exists()
@@ -288,8 +382,9 @@ def test_progress_lines_name_the_unit_and_the_run_eta(capsys):
     run = SimpleNamespace(log_metrics=lambda **kw: None, log=lambda text: None)
     state = TrainState(epoch=1, global_step=30)
     log = RunLog(run, state, True, tensorboard=False, unit="seq", epochs=4, steps_per_epoch=20)
-    log.train_step(state, loss=1.0, lr=0.1, grad_norm=None, images_per_s=12.5, step_time=2.0, peak_mem_mb=100,
-                   eta_s=20.0)
+    log.train_step(
+        state, loss=1.0, lr=0.1, grad_norm=None, images_per_s=12.5, step_time=2.0, peak_mem_mb=100, eta_s=20.0
+    )
     line = capsys.readouterr().out.strip()
     # epoch 1 of 0..3 has 20 s left; epochs 2 and 3 are 2 x 20 steps x 2 s more
     assert "12.5 seq/s" in line and "epoch eta 00:00:20" in line and "run eta 00:01:40" in line
@@ -302,13 +397,24 @@ def test_progress_lines_name_the_unit_and_the_run_eta(capsys):
 def test_bench_compare_pairs_each_model_with_its_variants(one_thread):
     from harness.commands.bench import run
 
-    result = run(["resnet18"], input_size=16, batch_size=2, mode="train", compare=["fused", "channels-last"],
-                 repeats=2, iters=1, warmup=1, memory=False)
+    result = run(
+        ["resnet18"],
+        input_size=16,
+        batch_size=2,
+        mode="train",
+        compare=["fused", "channels-last"],
+        repeats=2,
+        iters=1,
+        warmup=1,
+        memory=False,
+    )
     assert [r["label"] for r in result.rows] == ["resnet18", "resnet18 +fused", "resnet18 +channels-last"]
     assert [r["optimizer"] for r in result.rows] == ["adamw", "adamw-fused", "adamw"]  # fused vs plain AdamW
     assert [r["channels_last"] for r in result.rows] == [False, False, True]
     assert [(p["baseline"], p["candidate"]) for p in result.pairs] == [
-        ("resnet18", "resnet18 +fused"), ("resnet18", "resnet18 +channels-last")]
+        ("resnet18", "resnet18 +fused"),
+        ("resnet18", "resnet18 +channels-last"),
+    ]
     assert all(p["train_throughput_ratio"] > 0 for p in result.pairs)
 
 
@@ -321,8 +427,18 @@ def test_bench_pairs_preset_compiled(one_thread, tmp_path, monkeypatch):
     jobs = []
     monkeypatch.setattr(bench, "memory_in_subprocess", lambda p, mode, *a, **kw: jobs.append((p.label, kw)) or 1.0)
     out = tmp_path / "b.csv"
-    result = run(pairs="horesnet:schemes", model_kwargs={"width": 4}, input_size=8, batch_size=2,
-                 mode="infer", compile=True, repeats=1, iters=1, warmup=1, out=out)
+    result = run(
+        pairs="horesnet:schemes",
+        model_kwargs={"width": 4},
+        input_size=8,
+        batch_size=2,
+        mode="infer",
+        compile=True,
+        repeats=1,
+        iters=1,
+        warmup=1,
+        out=out,
+    )
     assert len(result.pairs) == 3 and all(r["compile"] is True for r in result.rows)
     assert len(jobs) == 4 and all(kw["compile"] is True for _, kw in jobs)
     assert (tmp_path / "b_pairs.csv").exists()
@@ -354,10 +470,31 @@ def test_loader_benchmark_runs_on_a_tiny_generated_folder(tmp_path):
     # `python -m benchmarks.loader_throughput` (the script as a module: benchmarks/ is a namespace package from the
     # repository root) as a fork of the preloaded server: its torch/timm imports are not what the test is about
     log = tmp_path / "log.txt"
-    proc = start_forked("benchmarks.loader_throughput", [
-        "--root", tmp_path / "folder", "--images", "48", "--classes", "4", "--batch-size", "8", "--workers", "0", "1",
-        "--batches", "4", "--rounds", "1", "--json", tmp_path / "r.json"], dict(os.environ, OMP_NUM_THREADS="1"), log,
-        cwd=ROOT)
+    proc = start_forked(
+        "benchmarks.loader_throughput",
+        [
+            "--root",
+            tmp_path / "folder",
+            "--images",
+            "48",
+            "--classes",
+            "4",
+            "--batch-size",
+            "8",
+            "--workers",
+            "0",
+            "1",
+            "--batches",
+            "4",
+            "--rounds",
+            "1",
+            "--json",
+            tmp_path / "r.json",
+        ],
+        dict(os.environ, OMP_NUM_THREADS="1"),
+        log,
+        cwd=ROOT,
+    )
     proc.join(600)
     assert proc.exitcode == 0, log.read_text()[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())

@@ -2,6 +2,7 @@
 same program as ``python -m MODULE ARGS`` in a fresh interpreter -- argv, ``__main__``, working directory,
 environment, torch's thread count and seed, stdout/stderr into the log, the exit code (a signal's as ``-N``) --
 except the seeds of torch's and numpy's global generators, which each fork draws anew as a fresh interpreter does."""
+
 import json
 import os
 import signal
@@ -33,8 +34,14 @@ def forked(tmp_path, name, env, args=("a", "b c")):
 
 
 def test_a_forked_run_sees_what_a_fresh_interpreter_sees(tmp_path):
-    fresh = subprocess.run([sys.executable, "-m", "forked_probe", "a", "b c"], cwd=TESTS, env=probe_env(),
-                           capture_output=True, text=True, timeout=300)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "forked_probe", "a", "b c"],
+        cwd=TESTS,
+        env=probe_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert fresh.returncode == 0, fresh.stderr
     code, log = forked(tmp_path, "one", probe_env())
     assert code == 0, log
@@ -80,12 +87,17 @@ def test_exit_codes_and_signals_come_back_as_from_a_subprocess(tmp_path):
 
 def test_the_cli_forked_answers_bad_input_in_one_line(tmp_path):
     log = tmp_path / "train.log"
-    process = start_forked("harness.cli", ["train", str(tmp_path / "missing.py")], dict(os.environ), log,
-                           cwd=TESTS.parent)
+    process = start_forked(
+        "harness.cli", ["train", str(tmp_path / "missing.py")], dict(os.environ), log, cwd=TESTS.parent
+    )
     process.join(timeout=300)
     lines = log.read_text().splitlines()
-    assert process.exitcode == EXIT_BAD_INPUT and len(lines) == 1 and lines[0].startswith(
-        "depthbench train: error:") and "missing.py" in lines[0]
+    assert (
+        process.exitcode == EXIT_BAD_INPUT
+        and len(lines) == 1
+        and lines[0].startswith("depthbench train: error:")
+        and "missing.py" in lines[0]
+    )
 
 
 POOL_FIRST = """
@@ -106,8 +118,13 @@ def test_a_fork_server_started_earlier_without_the_preload_is_replaced(tmp_path)
     log = tmp_path / "probe.log"
     script = tmp_path / "pool_first.py"
     script.write_text(POOL_FIRST)
-    out = subprocess.run([sys.executable, str(script), str(log), str(TESTS)], cwd=TESTS.parent, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(script), str(log), str(TESTS)],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(log.read_text().splitlines()[0])["preloaded"] is True
 
@@ -136,8 +153,12 @@ def test_no_run_outlives_its_caller(tmp_path):
     """The caller killed (SIGKILL: no exit handler runs): its runs and their server end with it, no orphan left."""
     script = tmp_path / "caller.py"
     script.write_text(CALLER)
-    caller = subprocess.Popen([sys.executable, str(script), str(tmp_path / "probe.log"), str(TESTS)], cwd=TESTS.parent,
-                              stdout=subprocess.PIPE, text=True)
+    caller = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "probe.log"), str(TESTS)],
+        cwd=TESTS.parent,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         runs = [int(pid) for pid in caller.stdout.readline().split()]
         assert len(runs) == 2, "the caller did not start its runs"
@@ -177,13 +198,17 @@ def test_a_runs_cpu_reaches_the_callers_callers_as_a_subprocesss_does(tmp_path):
         return used.ru_utime + used.ru_stime
 
     before = children_cpu()
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "log"), str(TESTS), str(usage)],
-                          cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "log"), str(TESTS), str(usage)],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     run_cpu = float(usage.read_text())
     assert run_cpu >= 2.0  # the probe's own burn, as the server measured it (wait4)
     assert children_cpu() - before >= run_cpu
-
 
 
 def test_a_rank_forked_by_its_launcher_is_the_program_a_fresh_interpreter_runs(tmp_path):

@@ -32,8 +32,11 @@ def two_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "set_device", set_device)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     # a PCI domain no host has: the real sysfs never answers, so no test binds this process's cores
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(
-        pci_domain_id=0xfffe, pci_bus_id=0x10 + index, pci_device_id=0))
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda index: types.SimpleNamespace(pci_domain_id=0xFFFE, pci_bus_id=0x10 + index, pci_device_id=0),
+    )
     monkeypatch.setenv("LOCAL_RANK", "1")
     return calls
 
@@ -41,8 +44,9 @@ def two_gpus(monkeypatch):
 def test_deepspeed_backend_takes_the_local_rank_s_gpu_before_the_process_group(two_gpus, monkeypatch):
     import deepspeed
 
-    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: two_gpus.append(("init_distributed",
-                                                                                    kw["dist_backend"])))
+    monkeypatch.setattr(
+        deepspeed, "init_distributed", lambda **kw: two_gpus.append(("init_distributed", kw["dist_backend"]))
+    )
     backend = backends.DeepSpeedBackend("fp32", 1, micro_batch=2, clip_grad=None, zero_stage=2)
     assert backend.device == torch.device("cuda", 1)
     assert two_gpus[:2] == [("set_device", 1), ("init_distributed", "nccl")]
@@ -150,8 +154,11 @@ def test_deepspeed_s_optimizer_state_is_gathered_on_the_cpu_over_gloo(monkeypatc
     monkeypatch.setattr(dist, "gather_object", gather_object)
     backend = object.__new__(backends.DeepSpeedBackend)
     backend.rank, backend.world_size, backend.zero_stage = 0, 2, 2
-    state = {"state": {0: {"exp_avg": torch.ones(3).as_subclass(OnGpu)}},
-             "param_groups": [{"lr": 0.1, "params": [0]}], "fp32": [torch.zeros(2).as_subclass(OnGpu)]}
+    state = {
+        "state": {0: {"exp_avg": torch.ones(3).as_subclass(OnGpu)}},
+        "param_groups": [{"lr": 0.1, "params": [0]}],
+        "fp32": [torch.zeros(2).as_subclass(OnGpu)],
+    }
     optimizer = type("Optimizer", (), {"state_dict": lambda self: state})()
     for _ in range(2):
         saved = backend.optimizer_state(optimizer)

@@ -1,4 +1,5 @@
 """harness/engine/models.py: a meta-device build skips weight initialisation and builds the same architecture."""
+
 import pytest
 import timm
 import torch
@@ -29,8 +30,9 @@ def test_a_meta_build_skips_initialisation_and_keeps_the_architecture(name):
     assert not ops.names & INITIALISATION, ops.names & INITIALISATION
     with torch.device("meta"):
         reference = timm.create_model(name)
-    assert [(n, p.shape, p.requires_grad) for n, p in model.named_parameters()] == \
-           [(n, p.shape, p.requires_grad) for n, p in reference.named_parameters()]
+    assert [(n, p.shape, p.requires_grad) for n, p in model.named_parameters()] == [
+        (n, p.shape, p.requires_grad) for n, p in reference.named_parameters()
+    ]
     assert [(n, b.shape) for n, b in model.named_buffers()] == [(n, b.shape) for n, b in reference.named_buffers()]
 
 

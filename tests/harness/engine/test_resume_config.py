@@ -2,6 +2,7 @@
 old -> new, unless allowed with ``--allow-changes``, which meta.json and ``results`` record); ``--resume auto``
 says which run it continues or why it starts a new one; the preemption message is the whole command that continues
 the run, and that command works as printed (the run directory names its config)."""
+
 import json
 import os
 import shlex
@@ -14,8 +15,18 @@ import pytest
 from clitools import start_cli
 
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-        "epochs=2", "ckpt.interval_steps=3", "ckpt.interval_minutes=None", "log_interval=1", "log.tensorboard=False"]
+TINY = [
+    "model.width=8",
+    "data.input_size=8",
+    "data.train_subset=160",
+    "data.val_subset=40",
+    "batch_size=8",
+    "epochs=2",
+    "ckpt.interval_steps=3",
+    "ckpt.interval_minutes=None",
+    "log_interval=1",
+    "log.tensorboard=False",
+]
 EXIT_PREEMPTED = 75
 
 pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
@@ -23,8 +34,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
 
 @pytest.fixture
 def env(tmp_path):
-    return dict(os.environ, OMP_NUM_THREADS="1", DEPTHBENCH_RUNS=str(tmp_path / "runs"),
-                DEPTHBENCH_DATA=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    return dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        DEPTHBENCH_RUNS=str(tmp_path / "runs"),
+        DEPTHBENCH_DATA=str(tmp_path / "data"),
+        PYTHONUNBUFFERED="1",
+    )
 
 
 def depthbench(env, *args):
@@ -38,9 +54,11 @@ def finish(proc):
 
 def stop_after_steps(proc, run_root: Path, steps: int, sig) -> tuple[int, str, str, Path]:
     """Let the run log ``steps`` more steps than it had, then send ``sig`` (a user's Ctrl-C, a preemption)."""
+
     def logged():
         runs = list(run_root.glob("*/*/metrics.jsonl")) or list(run_root.glob("metrics.jsonl"))
         return (sum(1 for line in runs[0].read_text().splitlines() if '"train"' in line) if runs else 0), runs
+
     start, _ = logged()
     while (found := logged())[0] < start + steps:
         assert proc.poll() is None, proc.communicate()[1][-2000:]
@@ -90,13 +108,17 @@ def test_resume_keeps_the_config_says_what_it_resumes_and_prints_a_working_comma
 
     # ... and `results` shows the change beside the run
     from results.runs import Problems, read_run
+
     assert read_run(run, Problems())["config_changes"] == "log_interval 1 -> 2"
 
     # item 2: nothing unfinished to continue: it says so and why, and starts a new run
-    rc, out, err = finish(depthbench(env, "train", PRESET, *TINY, "epochs=1", "data.train_subset=16",
-                                     "--resume", "auto"))
+    rc, out, err = finish(
+        depthbench(env, "train", PRESET, *TINY, "epochs=1", "data.train_subset=16", "--resume", "auto")
+    )
     assert rc == 0, err[-2000:]
     experiment = runs / Path(PRESET).stem
-    assert f"--resume auto: no unfinished run of {Path(PRESET).stem} with a checkpoint in {experiment}; starting " \
-           f"a new run" in out
+    assert (
+        f"--resume auto: no unfinished run of {Path(PRESET).stem} with a checkpoint in {experiment}; starting "
+        f"a new run" in out
+    )
     assert len(list(experiment.iterdir())) == 2

@@ -12,6 +12,7 @@ per log interval. The injected-NaN test makes one rank's loss NaN at a step betw
 no update is applied from it, the run stops at the next log step with the message, and ``last.pth`` is the last
 good state.
 """
+
 import collections
 import json
 import os
@@ -28,9 +29,18 @@ from harness.engine.forked import start_forked_call
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
 LOG_INTERVAL, STEPS = 4, 20  # 160 images / batch 8 -> 20 updates: 5 log intervals
-BASE = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=16", "batch_size=8",
-        "epochs=1", f"log_interval={LOG_INTERVAL}", "ckpt.interval_minutes=None", "log.tensorboard=False",
-        "data.workers=0"]
+BASE = [
+    "model.width=8",
+    "data.input_size=8",
+    "data.train_subset=160",
+    "data.val_subset=16",
+    "batch_size=8",
+    "epochs=1",
+    f"log_interval={LOG_INTERVAL}",
+    "ckpt.interval_minutes=None",
+    "log.tensorboard=False",
+    "data.workers=0",
+]
 SMALL = 64  # elements: larger collectives are gradient/parameter traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
@@ -89,8 +99,11 @@ class SyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
             return
         self.host_reads += kind == "host read"
         self.host_to_device += kind != "host read"
-        frames = [f for f in traceback.extract_stack()[:-2] if not f.filename.endswith(("test_step_sync.py",
-                                                                                         "_python_dispatch.py"))]
+        frames = [
+            f
+            for f in traceback.extract_stack()[:-2]
+            if not f.filename.endswith(("test_step_sync.py", "_python_dispatch.py"))
+        ]
         self.where[f"{kind}: " + " < ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames[-3:][::-1])] += 1
 
     def __enter__(self):
@@ -107,11 +120,25 @@ class SyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
                 elements = tensor.numel() if torch.is_tensor(tensor) else 0
                 counter.collectives.append((name, elements))
                 return real(*args, **kwargs)
+
             return counted
 
-        for name in ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-                     "reduce_scatter_tensor", "reduce", "gather", "scatter", "barrier", "broadcast_object_list",
-                     "all_gather_object", "gather_object", "all_to_all_single"):
+        for name in (
+            "all_reduce",
+            "broadcast",
+            "all_gather",
+            "all_gather_into_tensor",
+            "reduce_scatter",
+            "reduce_scatter_tensor",
+            "reduce",
+            "gather",
+            "scatter",
+            "barrier",
+            "broadcast_object_list",
+            "all_gather_object",
+            "gather_object",
+            "all_to_all_single",
+        ):
             self.saved[name] = getattr(dist, name)
             setattr(dist, name, wrap(name, self.saved[name]))
         real_tolist = self.saved["tolist"] = torch.Tensor.tolist
@@ -119,6 +146,7 @@ class SyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
         def tolist(tensor):
             counter.read()
             return real_tolist(tensor)
+
         torch.Tensor.tolist = tolist
         return super().__enter__()
 
@@ -133,8 +161,16 @@ class SyncCounter(torch.utils._python_dispatch.TorchDispatchMode):
 
 def rank_main(rank, world, port, work_dir, engine, overrides, nan_at, out):
     """One rank: train through ``harness.commands.train.run`` with the loop counted (and a NaN injected)."""
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1", DS_ACCELERATOR="cpu")
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+        DS_ACCELERATOR="cpu",
+    )
     torch.set_num_threads(1)
     from harness.commands.train import run
     from harness.engine import runner
@@ -169,7 +205,8 @@ def rank_main(rank, world, port, work_dir, engine, overrides, nan_at, out):
             report["epochs"] += 1
             if "before_nan" in report:
                 report["unchanged_since_nan"] = all(
-                    torch.equal(p.detach(), report["before_nan"][n]) for n, p in model.named_parameters())
+                    torch.equal(p.detach(), report["before_nan"][n]) for n, p in model.named_parameters()
+                )
                 del report["before_nan"]
 
     runner.train_one_epoch = counted_epoch  # the name the runner calls (the preloaded server imported it already)
@@ -192,17 +229,26 @@ def train_two_ranks(tmp_path, engine, overrides, nan_at=None):
     outs = [tmp_path / f"rank{r}.json" for r in range(2)]
     # the fork imports functions by module name, and this test module is importable only on pytest's sys.path:
     # the rank runs this file as a script (the __main__ block at the end), with its arguments as globals
-    procs = [start_forked_call(runpy.run_path, __file__, run_name="__main__", init_globals={"RANK_ARGS": (
-        r, 2, port, str(work_dir), engine, BASE + overrides, nan_at, str(outs[r]))})
-             for r in range(2)]
+    procs = [
+        start_forked_call(
+            runpy.run_path,
+            __file__,
+            run_name="__main__",
+            init_globals={"RANK_ARGS": (r, 2, port, str(work_dir), engine, BASE + overrides, nan_at, str(outs[r]))},
+        )
+        for r in range(2)
+    ]
     for p in procs:
         p.join(600)
         assert p.exitcode == 0, f"a rank ended with {p.exitcode}"
     return [json.loads(o.read_text()) for o in outs], work_dir
 
 
-@pytest.mark.parametrize("engine, stage", [("accelerate", None)] + [("deepspeed", stage) for stage in range(4)],
-                         ids=["accelerate"] + [f"deepspeed-zero{stage}" for stage in range(4)])
+@pytest.mark.parametrize(
+    "engine, stage",
+    [("accelerate", None)] + [("deepspeed", stage) for stage in range(4)],
+    ids=["accelerate"] + [f"deepspeed-zero{stage}" for stage in range(4)],
+)
 def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, stage, tmp_path):
     """On each engine, and on DeepSpeed at every ZeRO stage the schema allows (0-3: each trains)."""
     zero = [] if stage is None else [f"deepspeed.zero_stage={stage}"]
@@ -216,9 +262,14 @@ def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, sta
         # step: docs/training.md)
         reads, copies = report["host_reads"], report["host_to_device"]
         if stage == 3:
-            reads, copies = (sum(n for where, n in report["where"].items()
-                                 if where.startswith(tuple(f"{kind}: {name}" for name in ("loop.py", "backends.py"))))
-                             for kind in ("host read", "host-to-device copy"))
+            reads, copies = (
+                sum(
+                    n
+                    for where, n in report["where"].items()
+                    if where.startswith(tuple(f"{kind}: {name}" for name in ("loop.py", "backends.py")))
+                )
+                for kind in ("host read", "host-to-device copy")
+            )
         assert 1 <= reads <= intervals, f"{report['host_reads']} host reads: {report['where']}"
         assert copies == 0, f"blocking host-to-device copies: {report['where']}"
         assert stage == 3 or len(small) <= intervals and all(name == "all_reduce" for name, _ in small), small
@@ -226,9 +277,11 @@ def test_a_log_interval_costs_one_host_read_and_one_small_all_reduce(engine, sta
     assert [r["global_step"] for r in records if r["kind"] == "train"] == [4, 8, 12, 16, 20]
 
 
-@pytest.mark.parametrize("engine, optim", [("accelerate", []), ("deepspeed", []),
-                                           ("accelerate", ["optim.fused=True"])],  # the fused kernel's found_inf
-                         ids=["accelerate", "deepspeed", "accelerate-fused"])
+@pytest.mark.parametrize(
+    "engine, optim",
+    [("accelerate", []), ("deepspeed", []), ("accelerate", ["optim.fused=True"])],  # the fused kernel's found_inf
+    ids=["accelerate", "deepspeed", "accelerate-fused"],
+)
 def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step(engine, optim, tmp_path):
     # log and checkpoint every 4 updates; rank 1's loss is NaN at update 6
     reports, work_dir = train_two_ranks(tmp_path, engine, ["ckpt.interval_steps=4"] + optim, nan_at=6)
@@ -242,8 +295,11 @@ def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step
     checkpoint = torch.load(work_dir / "last.pth", map_location="cpu", weights_only=True)
     assert checkpoint["global_step"] == 4  # the last good state: no checkpoint after the NaN
     assert all(torch.isfinite(t).all() for t in checkpoint["model"].values() if t.is_floating_point())
-    train_steps = [json.loads(line)["global_step"] for line in (work_dir / "metrics.jsonl").read_text().splitlines()
-                   if json.loads(line)["kind"] == "train"]
+    train_steps = [
+        json.loads(line)["global_step"]
+        for line in (work_dir / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "train"
+    ]
     assert train_steps == [4]
 
 

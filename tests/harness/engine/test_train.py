@@ -10,6 +10,7 @@ launcher are checked on one run per number of processes, stopped in each way in 
 The tiny setting: the embedded HO-ResNet digits preset at 8x8 with 8 channels, 160 training images, global
 batch 8 -> 20 optimizer steps per epoch, 2 epochs, ``last.pth`` every 3 steps.
 """
+
 import json
 import os
 import shutil
@@ -29,9 +30,18 @@ from devices import device_env, device_overrides, on_devices
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = ["model.width=8", "data.input_size=8", "data.train_subset=160", "data.val_subset=40", "batch_size=8",
-        "epochs=2", "ckpt.interval_steps=3", "ckpt.interval_minutes=None", "log_interval=1",
-        "log.tensorboard=False"]
+TINY = [
+    "model.width=8",
+    "data.input_size=8",
+    "data.train_subset=160",
+    "data.val_subset=40",
+    "batch_size=8",
+    "epochs=2",
+    "ckpt.interval_steps=3",
+    "ckpt.interval_minutes=None",
+    "log_interval=1",
+    "log.tensorboard=False",
+]
 STEPS_PER_EPOCH, TOTAL_STEPS = 20, 40
 EXIT_PREEMPTED = 75
 
@@ -160,9 +170,15 @@ def reference(env, tmp_path_factory):
     def get(nproc, device="cpu"):
         if (nproc, device) not in runs:
             runs[nproc, device] = tmp_path_factory.mktemp(f"reference{nproc}-{device}")
-            train(device_env(env, device), runs[nproc, device], "--nproc", str(nproc),
-                  overrides=TINY + device_overrides(device))
+            train(
+                device_env(env, device),
+                runs[nproc, device],
+                "--nproc",
+                str(nproc),
+                overrides=TINY + device_overrides(device),
+            )
         return runs[nproc, device]
+
     return get
 
 
@@ -179,6 +195,7 @@ class Stop:
     """What one stop left: the launcher's exit code and console, the run's status, its last.pth and last logged
     step; for SIGKILL, the run's processes (launcher first), those still alive 60 s after the kill, and each
     frozen process's parent, process group and command line, by pid."""
+
     returncode: int
     out: str
     err: str
@@ -197,8 +214,9 @@ def stop_run(env, run, nproc, how, resume) -> Stop:
     pids, checkpoint, frozen = [], None, {}  # for SIGKILL: last.pth as the kill found it (a stop writes its own)
     if how == "SIGKILL":
         pids = freeze_run(proc)  # freeze every process of the run, then look at it and its last checkpoint
-        frozen = {pid: (int(_stat(pid)[1]), int(_stat(pid)[2]), Path(f"/proc/{pid}/cmdline").read_bytes())
-                  for pid in pids}
+        frozen = {
+            pid: (int(_stat(pid)[1]), int(_stat(pid)[2]), Path(f"/proc/{pid}/cmdline").read_bytes()) for pid in pids
+        }
         checkpoint = load(run)
         # the launcher's process group, as a crash would: the ranks (process groups of their own) are not in it
         # and must die with it (the parent-death signal, harness.engine.launch.die_with_launcher)
@@ -238,8 +256,10 @@ def interrupted(env, tmp_path_factory):
                     shutil.copytree(run, copies[ranks], symlinks=True)
                     train(env, copies[ranks], "--nproc", str(ranks), "--resume", "auto")
                 return copies[ranks]
+
             runs[nproc] = SimpleNamespace(run=run, stops=stops, resumed=resumed)
         return runs[nproc]
+
     return get
 
 
@@ -248,8 +268,9 @@ def interrupted(env, tmp_path_factory):
 def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(interrupted, reference, nproc):
     runs = interrupted(nproc)
     killed = runs.stops["SIGKILL"]
-    assert 0 < killed.checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and killed.checkpoint["epoch"] == 0, \
+    assert 0 < killed.checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and killed.checkpoint["epoch"] == 0, (
         "not mid-epoch"
+    )
     assert not killed.outlived, "a process of the run outlived its launcher"
     assert killed.status == "running"  # killed: nobody wrote an end
     run = runs.resumed(nproc)
@@ -273,14 +294,19 @@ def test_elastic_resume_on_another_number_of_ranks(interrupted, before, after):
     assert 0 < checkpoint["batch_in_epoch"] < STEPS_PER_EPOCH and checkpoint["epoch"] == 0, "not mid-epoch"
     assert checkpoint["samples_in_epoch"] == checkpoint["batch_in_epoch"] * 8  # global: batch_size / grad_accum
     run = runs.resumed(after)
-    assert f"resumed on {after} ranks from {before}: same samples in the same order from epoch 0 batch " \
-           f"{checkpoint['batch_in_epoch']}" in (run / "log.txt").read_text()
+    assert (
+        f"resumed on {after} ranks from {before}: same samples in the same order from epoch 0 batch "
+        f"{checkpoint['batch_in_epoch']}" in (run / "log.txt").read_text()
+    )
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "done" and meta["world_size"] == after
     resume = meta["resumes"][-1]  # the earlier ones: the run's own stops, on `before` ranks
     assert (resume["ranks"], resume["from_ranks"], resume["global_step"]) == (after, before, checkpoint["global_step"])
-    steps = [r["global_step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
-             if r["kind"] == "train"]
+    steps = [
+        r["global_step"]
+        for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if r["kind"] == "train"
+    ]
     assert steps == list(range(1, TOTAL_STEPS + 1))  # every step once: the epoch continued where it stopped
     assert load(run)["global_step"] == TOTAL_STEPS
 
@@ -317,12 +343,14 @@ def test_sigusr1_checkpoints_marks_preempted_and_resumes_identically(env, interr
         wait_for_step(proc, run, 4)
         proc.send_signal(signal.SIGUSR1)
         rc, out, err = finish(proc)
-        stop = Stop(rc, out, err, json.loads((run / "meta.json").read_text())["status"], load(run),
-                    last_logged_step(run))
+        stop = Stop(
+            rc, out, err, json.loads((run / "meta.json").read_text())["status"], load(run), last_logged_step(run)
+        )
 
         def resume():
             train(env, run, "--resume", "auto", overrides=overrides)
             return run
+
     assert stop.returncode == EXIT_PREEMPTED, stop.err[-2000:]
     assert stop.status == "preempted"
     # the step during which the signal came was finished and is the checkpoint (not the last periodic one)
@@ -383,8 +411,13 @@ def test_kill_during_checkpoint_write_never_leaves_an_unreadable_last_pth(tmp_pa
 
     path = tmp_path / "last.pth"
     for trial in range(3):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                                  text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+        )
         assert writer.stdout.readline().strip()  # one complete checkpoint exists
         start = time.monotonic()
         while not list(tmp_path.glob(".last.pth.tmp-*")):  # the next write is under way
@@ -410,8 +443,11 @@ def test_deepspeed_zero2_two_processes_trains_and_resumes(env, reference, tmp_pa
     checkpoint = load(run)
     assert checkpoint["engine"] == "deepspeed" and len(checkpoint["optimizer"]["partitions"]) == 2  # ZeRO shards
     rc, out, err = finish(launch(env, run, "--engine", "deepspeed", "--nproc", "1", "--resume", "auto"))
-    assert rc == 2 and err.count("\n") == 1 and "ZeRO optimizer partitions of 2 processes and this run has 1: " \
-        "resume on 2 processes" in err, err  # DeepSpeed is not elastic: one line, nothing written
+    assert (
+        rc == 2
+        and err.count("\n") == 1
+        and "ZeRO optimizer partitions of 2 processes and this run has 1: resume on 2 processes" in err
+    ), err  # DeepSpeed is not elastic: one line, nothing written
     assert load(run)["global_step"] == checkpoint["global_step"]
     train(env, run, *args, "--resume", "auto")
     meta = json.loads((run / "meta.json").read_text())
@@ -473,8 +509,7 @@ def test_an_epoch_without_an_optimizer_step_fails_before_writing(env, tmp_path):
 @pytest.mark.tier("integration")
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path):
     run = tmp_path / "run"
-    overrides = [o for o in TINY if not o.startswith("ckpt.interval_steps")] + ["ckpt.interval_steps=1",
-                                                                                 "optim.lr=1e6"]
+    overrides = [o for o in TINY if not o.startswith("ckpt.interval_steps")] + ["ckpt.interval_steps=1", "optim.lr=1e6"]
     rc, out, err = finish(launch(env, run, overrides=overrides))
     assert rc == 1
     assert "loss is nan" in out or "loss is inf" in out
@@ -539,10 +574,23 @@ def test_deit_recipe_features(env, tmp_path):
 
     torch.save({"model": timm.create_model("horesnet10_euler", num_classes=10, width=8).state_dict()}, teacher)
     run = tmp_path / "run"
-    train(env, run, config="configs/deit/deit-tiny-p4_1xb64-30e_digits.py", overrides=[
-        "epochs=1", "data.train_subset=64", "data.val_subset=32", "batch_size=16", "model.depth=1",
-        "precision=bf16", "distill.teacher=horesnet10_euler", f"distill.teacher_checkpoint={teacher}",
-        "distill.weight=0.5", "+distill.teacher_kwargs.width=8"])
+    train(
+        env,
+        run,
+        config="configs/deit/deit-tiny-p4_1xb64-30e_digits.py",
+        overrides=[
+            "epochs=1",
+            "data.train_subset=64",
+            "data.val_subset=32",
+            "batch_size=16",
+            "model.depth=1",
+            "precision=bf16",
+            "distill.teacher=horesnet10_euler",
+            f"distill.teacher_checkpoint={teacher}",
+            "distill.weight=0.5",
+            "+distill.teacher_kwargs.width=8",
+        ],
+    )
     evals = [r for r in curve(run) if r["kind"] == "eval"]
     assert "ema_top1" in evals[0] and 0 <= evals[0]["ema_top1"] <= 100
     assert list((run / "tb").glob("events.out.tfevents.*"))
@@ -556,10 +604,22 @@ def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
     """WSPT as a growth schedule: the model is expanded at the start of epoch 1 (optimizer rebuilt), preempted
     in that epoch, and resumed: the growth is replayed before loading, and the weight tying must hold."""
     run = tmp_path / "run"
-    overrides = ["epochs=2", "data.train_subset=64", "data.val_subset=16", "data.input_size=8", "batch_size=8",
-                 "model.img_size=8", "model.depth=2", "+model.embed_dim=32", "+model.num_heads=2", "ema.enable=False",
-                 "log_interval=1", "log.tensorboard=False", "ckpt.interval_minutes=None",
-                 "+model.grow={'stages': [{'epoch': 1, 'k': 2, 'adjust': 'adapter', 'rank': 4}]}"]
+    overrides = [
+        "epochs=2",
+        "data.train_subset=64",
+        "data.val_subset=16",
+        "data.input_size=8",
+        "batch_size=8",
+        "model.img_size=8",
+        "model.depth=2",
+        "+model.embed_dim=32",
+        "+model.num_heads=2",
+        "ema.enable=False",
+        "log_interval=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+        "+model.grow={'stages': [{'epoch': 1, 'k': 2, 'adjust': 'adapter', 'rank': 4}]}",
+    ]
     config = "configs/deit/deit-tiny-p4_1xb64-30e_digits.py"
     proc = launch(env, run, overrides=overrides, config=config)
     wait_for_step(proc, run, 8 + 2)  # 8 steps per epoch: two steps into the grown model's first epoch
@@ -576,8 +636,14 @@ def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
     import models  # noqa: F401
     from models.scalenet import assert_tied, expand
 
-    model = expand(timm.create_model("deit_tiny_patch16_224", img_size=8, patch_size=4, depth=2, embed_dim=32,
-                                     num_heads=2, num_classes=10), k=2, adjust="adapter", rank=4)
+    model = expand(
+        timm.create_model(
+            "deit_tiny_patch16_224", img_size=8, patch_size=4, depth=2, embed_dim=32, num_heads=2, num_classes=10
+        ),
+        k=2,
+        adjust="adapter",
+        rank=4,
+    )
     model.load_state_dict(load(run)["model"])
     assert_tied(model)
     assert model.blocks[1].attn.qkv.weight is model.blocks[0].attn.qkv.weight  # interleaved copy of block 0
@@ -586,14 +652,26 @@ def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
 def crafted_checkpoints(tmp_path, marker) -> dict:
     """Resume files that must be refused: garbage, torn, weights only, and two DeepSpeed checkpoints whose
     optimizer partitions would run code (a pickled os.system; a plain-value record naming os.system)."""
+
     class Evil:
         def __reduce__(self):
             return os.system, (f"touch {marker}",)
 
-    base = {"format": "depthbench-train/1", "engine": "deepspeed", "world_size": 1, "epoch": 0, "batch_in_epoch": 0,
-            "model": {}, "rng": [], "config": ""}
-    files = {"garbage": b"not a checkpoint", "weights only": {"model": {"w": torch.ones(1)}},
-             "pickled code": {**base, "optimizer": {"zero_stage": 2, "partitions": [{"loss_scaler": Evil()}]}}}
+    base = {
+        "format": "depthbench-train/1",
+        "engine": "deepspeed",
+        "world_size": 1,
+        "epoch": 0,
+        "batch_in_epoch": 0,
+        "model": {},
+        "rng": [],
+        "config": "",
+    }
+    files = {
+        "garbage": b"not a checkpoint",
+        "weights only": {"model": {"w": torch.ones(1)}},
+        "pickled code": {**base, "optimizer": {"zero_stage": 2, "partitions": [{"loss_scaler": Evil()}]}},
+    }
     paths = {}
     for name, content in files.items():
         paths[name] = tmp_path / f"{name.replace(' ', '_')}.pth"
@@ -616,8 +694,12 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "data"))
     monkeypatch.setattr(rundir, "DEFAULT_ROOT", tmp_path / "runs")
     marker = tmp_path / "pwned"
-    expected = {"garbage": "not a PyTorch file", "torn": "not a readable PyTorch state dict",
-                "weights only": "not a depthbench training checkpoint", "pickled code": "weights-only load refuses"}
+    expected = {
+        "garbage": "not a PyTorch file",
+        "torn": "not a readable PyTorch state dict",
+        "weights only": "not a depthbench training checkpoint",
+        "pickled code": "weights-only load refuses",
+    }
     for name, path in crafted_checkpoints(tmp_path, marker).items():
         engine = ["--engine", "deepspeed"] if name == "pickled code" else []
         rc = main(["train", PRESET, *TINY, "--resume", str(path), *engine])
@@ -638,9 +720,20 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
     import timm
 
     import models  # noqa: F401
+
     width8 = timm.create_model("horesnet10_rk4", width=8, num_classes=10).state_dict()
-    torch.save({"format": "depthbench-train/1", "engine": "accelerate", "world_size": 1, "epoch": 1,
-                "batch_in_epoch": 0, "model": width8, "optimizer": {}}, run / "last.pth")
+    torch.save(
+        {
+            "format": "depthbench-train/1",
+            "engine": "accelerate",
+            "world_size": 1,
+            "epoch": 1,
+            "batch_in_epoch": 0,
+            "model": width8,
+            "optimizer": {},
+        },
+        run / "last.pth",
+    )
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     assert main(["train", PRESET, *TINY, "model.width=16", "--work-dir", str(run), "--resume", "auto"]) == 2
     err = capsys.readouterr().err.strip()
@@ -660,8 +753,13 @@ def test_deepspeed_optimizer_state_rebuilds_only_allow_listed_classes():
 
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
-    state = {"zero_stage": ZeroStageEnum.gradients, "map": {"w": fragment_address(numel=4, start=2)},
-             "t": [torch.ones(2)], "pair": (1, "a")}
+
+    state = {
+        "zero_stage": ZeroStageEnum.gradients,
+        "map": {"w": fragment_address(numel=4, start=2)},
+        "t": [torch.ones(2)],
+        "pair": (1, "a"),
+    }
     plain = to_plain(state)
     assert not isinstance(plain["zero_stage"], enum.Enum) and isinstance(plain["map"]["w"], dict)
     back = from_plain(plain)
@@ -694,10 +792,13 @@ def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_pat
     from harness.engine.runner import _trim_lines
 
     metrics = tmp_path / "metrics.jsonl"
-    lines = [{"kind": "train", "step": 1}, {"kind": "eval", "top1": 10.0},    # before the checkpoint: kept
-             {"kind": "train", "step": 2},                                     # after it: dropped
-             {"kind": "eval_suite", "dataset": "imagenet-c", "metric": "mce", "value": 50.0},  # depthbench eval
-             {"kind": "eval", "top1": 11.0}]
+    lines = [
+        {"kind": "train", "step": 1},
+        {"kind": "eval", "top1": 10.0},  # before the checkpoint: kept
+        {"kind": "train", "step": 2},  # after it: dropped
+        {"kind": "eval_suite", "dataset": "imagenet-c", "metric": "mce", "value": 50.0},  # depthbench eval
+        {"kind": "eval", "top1": 11.0},
+    ]
     metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"kind": "tra')  # + a torn line
     assert _trim_lines(metrics, keep=2) == 3
     assert [json.loads(line) for line in metrics.read_text().splitlines()] == [lines[0], lines[1], lines[3]]

@@ -1,4 +1,5 @@
 """depthbench bench: what it reports and in which order it runs (never how fast: timings are not asserted)."""
+
 import csv
 import json
 import subprocess
@@ -14,18 +15,29 @@ import harness.measure.bench as bench
 from harness.measure.bench import measure, run_interleaved
 from harness.cli import main as cli_main
 
-pytestmark = pytest.mark.tier("integration", tests=("test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process",))
+pytestmark = pytest.mark.tier(
+    "integration", tests=("test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process",)
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
 # timm benchmark.py's columns for `--bench both` with a FLOP count (results/ plots from these names)
-TIMM_COLUMNS = ["model", "infer_samples_per_sec", "infer_step_time", "infer_batch_size", "infer_img_size",
-                "infer_gmacs", "train_samples_per_sec", "train_step_time", "train_batch_size", "train_img_size",
-                "param_count"]
+TIMM_COLUMNS = [
+    "model",
+    "infer_samples_per_sec",
+    "infer_step_time",
+    "infer_batch_size",
+    "infer_img_size",
+    "infer_gmacs",
+    "train_samples_per_sec",
+    "train_step_time",
+    "train_batch_size",
+    "train_img_size",
+    "param_count",
+]
 DIGITS_HORESNET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"  # model.width=32, 10 classes, 16 px
 SCALENET_DEIT_TINY = "configs/scalenet/scalenet-deit-tiny-2x_8xb64-100e_in1k.py"  # the smallest ScaleNet config
-FAST = ["--batch-size", "2", "--repeats", "2", "--iters", "1", "--warmup", "0", "--peak-size", "256",
-        "--threads", "1"]
+FAST = ["--batch-size", "2", "--repeats", "2", "--iters", "1", "--warmup", "0", "--peak-size", "256", "--threads", "1"]
 
 
 def _mlp():
@@ -59,8 +71,29 @@ def test_command_interleaves_models_and_the_peak_probe(monkeypatch, capsys):
 
     monkeypatch.setattr(bench, "ModelStep", Recorder)
     monkeypatch.setattr(bench, "MatmulPeak", PeakRecorder)
-    assert cli_main(["bench", "resnet18", "resnet34", "--input-size", "32", "--repeats", "4", "--iters", "1",
-                     "--warmup", "0", "--peak-size", "8", "--no-memory", "--threads", "1"]) == 0
+    assert (
+        cli_main(
+            [
+                "bench",
+                "resnet18",
+                "resnet34",
+                "--input-size",
+                "32",
+                "--repeats",
+                "4",
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--peak-size",
+                "8",
+                "--no-memory",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     a, b = sorted(set(calls) - {"peak"}, key=calls.index)
     assert calls[:12] == [a, b, "peak", "peak", b, a, a, b, "peak", "peak", b, a]  # then a one-off bf16 peak
     assert "resnet34 / resnet18" not in capsys.readouterr().out  # no pairs without --pairs
@@ -68,8 +101,10 @@ def test_command_interleaves_models_and_the_peak_probe(monkeypatch, capsys):
 
 def test_both_modes_write_timm_columns_and_utilisation(tmp_path, capsys):
     out = tmp_path / "bench.csv"
-    assert cli_main(["bench", "resnet18", "--input-size", "32", "--mode", "both", "--out", str(out), "--no-memory",
-                     *FAST]) == 0
+    assert (
+        cli_main(["bench", "resnet18", "--input-size", "32", "--mode", "both", "--out", str(out), "--no-memory", *FAST])
+        == 0
+    )
     with open(out) as fh:
         rows = list(csv.DictReader(fh))
     (row,) = rows
@@ -82,10 +117,14 @@ def test_both_modes_write_timm_columns_and_utilisation(tmp_path, capsys):
         # a ratio of two timings per round, no upper bound: on a shared machine a slowed peak round can pass 1
         # (make test, 28 Nov 2026: 1.12); the timings behind it are checked for order, the formula below
         assert 0 < float(row[f"{mode}_mfu"]) < float("inf")
-        assert float(row[f"{mode}_samples_per_sec_q25"]) <= float(row[f"{mode}_samples_per_sec"]) \
+        assert (
+            float(row[f"{mode}_samples_per_sec_q25"])
+            <= float(row[f"{mode}_samples_per_sec"])
             <= float(row[f"{mode}_samples_per_sec_q75"])
+        )
     assert float(row["train_gflops"]) == pytest.approx(  # the convention: 2 FLOPs per MAC, x3 for training
-        6 * float(row["infer_gmacs"]) * float(row["train_samples_per_sec"]), rel=0.05)
+        6 * float(row["infer_gmacs"]) * float(row["train_samples_per_sec"]), rel=0.05
+    )
     assert row["threads"] == "1" and float(row["peak_gflops_fp32"]) > 0
     # what a step allocates, without --memory's processes: training keeps activations for backward, plus gradients
     assert 0 < float(row["infer_peak_mib"]) < float(row["train_peak_mib"])
@@ -103,8 +142,15 @@ def test_mfu_is_the_median_of_per_round_achieved_over_peak():
     macs, batch = 10**9, 4  # 1 GMAC a sample
     seconds = [1.0, 2.0, 4.0]
     peak_times, peak_flops = [0.5, 1.0, 1.0], 10**11  # peak rounds of 200, 100, 100 GFLOP/s
-    row = bench.summarise({"m": seconds}, {"m": Participant("m", input_size=(3, 32, 32))}, {"m": macs}, batch,
-                          "train", peak_times, peak_flops)["m"]
+    row = bench.summarise(
+        {"m": seconds},
+        {"m": Participant("m", input_size=(3, 32, 32))},
+        {"m": macs},
+        batch,
+        "train",
+        peak_times,
+        peak_flops,
+    )["m"]
     achieved = [2 * 3 * macs * batch / s / 1e9 for s in seconds]  # 24, 12, 6 GFLOP/s
     per_round = sorted(a / p for a, p in zip(achieved, (200.0, 100.0, 100.0)))  # 0.12, 0.12, 0.06
     assert row["train_mfu"] == pytest.approx(per_round[1]) == pytest.approx(0.12)
@@ -125,13 +171,28 @@ def test_config_rebuilds_the_trained_model(tmp_path):
     (p,) = bench.resolve([], config=DIGITS_HORESNET)[0]
     assert p.name == "horesnet10_rk4" and p.kwargs["width"] == 32 and p.input_size == (3, 16, 16)
     import models  # noqa: F401
+
     expected = timm.create_model("horesnet10_rk4", width=32, num_classes=10)
     trained_like = bench.build(p, device="cpu")
     trained_like.load_state_dict(expected.state_dict())  # same architecture: every key and shape fits
     # and the command runs it, with --model-kwargs on top of the config's
     out = tmp_path / "c.csv"
-    assert cli_main(["bench", "--config", DIGITS_HORESNET, "--model-kwargs", "width=16", "--out", str(out),
-                     "--no-memory", *FAST]) == 0
+    assert (
+        cli_main(
+            [
+                "bench",
+                "--config",
+                DIGITS_HORESNET,
+                "--model-kwargs",
+                "width=16",
+                "--out",
+                str(out),
+                "--no-memory",
+                *FAST,
+            ]
+        )
+        == 0
+    )
     with open(out) as fh:
         (row,) = csv.DictReader(fh)
     assert row["model"] == "horesnet10_rk4" and '"width": 16' in row["model_kwargs"] and row["infer_img_size"] == "16"
@@ -143,12 +204,34 @@ def test_scalenet_config_measures_the_expanded_model(capsys):
     from models.scalenet import expand
 
     import models  # noqa: F401
+
     base = timm.create_model("deit_tiny_patch16_224")
-    expanded = expand(timm.create_model("deit_tiny_patch16_224"), k=2, order="interpolate", adjust="adapter",
-                      rank=16)
+    expanded = expand(timm.create_model("deit_tiny_patch16_224"), k=2, order="interpolate", adjust="adapter", rank=16)
     assert len(expanded.blocks) == 2 * len(base.blocks)
-    assert cli_main(["bench", "--config", SCALENET_DEIT_TINY, "--json", "--no-memory", "--batch-size", "1",
-                     "--repeats", "1", "--iters", "1", "--warmup", "0", "--peak-size", "64", "--threads", "1"]) == 0
+    assert (
+        cli_main(
+            [
+                "bench",
+                "--config",
+                SCALENET_DEIT_TINY,
+                "--json",
+                "--no-memory",
+                "--batch-size",
+                "1",
+                "--repeats",
+                "1",
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--peak-size",
+                "64",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     (row,) = json.loads(capsys.readouterr().out)["models"]
     params = float(row["param_count"])  # millions; shared weights once (model.parameters() yields each once)
     assert params == round(sum(p.numel() for p in expanded.parameters()) / 1e6, 3)
@@ -171,14 +254,20 @@ def test_pair_presets_resolve_to_registered_models():
         assert all(pair.claim for pair in pairs)
     participants, pairs = bench.preset("stepsnet")  # a paper name selects every group of that paper
     assert {"steps_deit_small", "steps_swin_tiny", "steps_resnet50", "steps_deit_w136_d96"} <= {
-        p.label for p in participants}
+        p.label for p in participants
+    }
     assert len({p.label for p in participants}) == len(participants)
 
 
 def test_pairs_report_ratios_with_claims(capsys, monkeypatch):
-    monkeypatch.setitem(bench.PRESETS, "toy:pair", ([bench.Participant("resnet18", {}, (3, 32, 32)),
-                                                     bench.Participant("resnet34", {}, (3, 32, 32))],
-                                                    [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")]))
+    monkeypatch.setitem(
+        bench.PRESETS,
+        "toy:pair",
+        (
+            [bench.Participant("resnet18", {}, (3, 32, 32)), bench.Participant("resnet34", {}, (3, 32, 32))],
+            [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")],
+        ),
+    )
     monkeypatch.setattr(bench, "PAPERS", [*bench.PAPERS, "toy"])
     assert cli_main(["bench", "--pairs", "toy", "--no-memory", *FAST]) == 0
     out = capsys.readouterr().out
@@ -190,9 +279,14 @@ def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
     (it looked for a 'model' column, which only the per-model CSV has)."""
     import csv
 
-    monkeypatch.setitem(bench.PRESETS, "toy:pair", ([bench.Participant("resnet18", {}, (3, 32, 32)),
-                                                     bench.Participant("resnet34", {}, (3, 32, 32))],
-                                                    [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")]))
+    monkeypatch.setitem(
+        bench.PRESETS,
+        "toy:pair",
+        (
+            [bench.Participant("resnet18", {}, (3, 32, 32)), bench.Participant("resnet34", {}, (3, 32, 32))],
+            [bench.Pair("resnet18", "resnet34", "toy claim (Table 0)")],
+        ),
+    )
     monkeypatch.setattr(bench, "PAPERS", [*bench.PAPERS, "toy"])
     out = tmp_path / "b.csv"
     for _ in range(2):
@@ -201,19 +295,22 @@ def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
         assert [r["candidate"] for r in csv.DictReader(fh)] == ["resnet34", "resnet34"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["bench", "transnext_tinyy"], "unknown model 'transnext_tinyy'; did you mean transnext_tiny"),
-    (["bench", "resnet18", "--model-kwargs", "depth"], "--model-kwargs 'depth' is not key=value"),
-    (["bench", "resnet18", "--model-kwargs", "widht=32"], "model resnet18 does not build with {'widht': 32}"),
-    (["bench", "--config", "configs/nope.py"], "config file configs/nope.py does not exist"),
-    (["bench", "--pairs", "stepnet"], "unknown --pairs preset 'stepnet'; did you mean stepsnet"),
-    (["bench", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
-    (["bench", "resnet18", "--threads", "999"], "--threads 999: this process may use"),
-    (["bench"], "name at least one model"),
-    (["bench", "resnet18", "model.width=3"], "key=value overrides (model.width=3) need --config"),
-    (["bench", "--config", DIGITS_HORESNET, "model.widht=8"], "unknown config key 'model.widht'"),
-    (["bench", "steps_deit_small", "--input-size", "100"], "--model-kwargs img_size=100"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "transnext_tinyy"], "unknown model 'transnext_tinyy'; did you mean transnext_tiny"),
+        (["bench", "resnet18", "--model-kwargs", "depth"], "--model-kwargs 'depth' is not key=value"),
+        (["bench", "resnet18", "--model-kwargs", "widht=32"], "model resnet18 does not build with {'widht': 32}"),
+        (["bench", "--config", "configs/nope.py"], "config file configs/nope.py does not exist"),
+        (["bench", "--pairs", "stepnet"], "unknown --pairs preset 'stepnet'; did you mean stepsnet"),
+        (["bench", "resnet18", "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["bench", "resnet18", "--threads", "999"], "--threads 999: this process may use"),
+        (["bench"], "name at least one model"),
+        (["bench", "resnet18", "model.width=3"], "key=value overrides (model.width=3) need --config"),
+        (["bench", "--config", DIGITS_HORESNET, "model.widht=8"], "unknown config key 'model.widht'"),
+        (["bench", "steps_deit_small", "--input-size", "100"], "--model-kwargs img_size=100"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert cli_main(argv) == 2
     err = capsys.readouterr().err.strip()

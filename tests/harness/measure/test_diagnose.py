@@ -1,5 +1,6 @@
 """``depthbench diagnose shortcut-ratio`` (harness/commands/diagnose.py, harness/measure/diagnose.py): γ_l = σ_0/σ_l
 per residual block."""
+
 import csv
 import json
 
@@ -21,8 +22,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(name="steps_deit_small", **kwargs):
-    kw = dict(img_size=32, num_classes=10, steps=TINY_STEPS) if name.startswith("steps") else \
-        dict(img_size=32, num_classes=10, embed_dim=64, depth=4, num_heads=1)
+    kw = (
+        dict(img_size=32, num_classes=10, steps=TINY_STEPS)
+        if name.startswith("steps")
+        else dict(img_size=32, num_classes=10, embed_dim=64, depth=4, num_heads=1)
+    )
     return timm.create_model(name, **{**kw, **kwargs}).eval()
 
 
@@ -73,8 +77,21 @@ def test_checkpoint_loading_and_one_line_errors(tmp_path):
 
 @pytest.mark.tier("integration")
 def test_cli_writes_run_directory_with_csv_and_plot(tmp_path, capsys):
-    rc = cli.main(["diagnose", "shortcut-ratio", "deit_tiny_patch16_224", "steps_deit_tiny", "--input-size", "32",
-                   "--batch-size", "2", "--out-dir", str(tmp_path), "--json"])
+    rc = cli.main(
+        [
+            "diagnose",
+            "shortcut-ratio",
+            "deit_tiny_patch16_224",
+            "steps_deit_tiny",
+            "--input-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--out-dir",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["models"]["deit_tiny_patch16_224"]["blocks"] == 12 and out["models"]["steps_deit_tiny"]["blocks"] == 24
@@ -90,13 +107,16 @@ def test_cli_writes_run_directory_with_csv_and_plot(tmp_path, capsys):
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("args, message", [
-    (["steps_deit_smal"], "unknown model 'steps_deit_smal'; did you mean steps_deit_small"),
-    (["steps_deit_tiny", "--checkpoint", "/nonexistent.pth"], "does not exist"),
-    (["steps_deit_tiny", "deit_tiny_patch16_224", "--checkpoint", "-"], "one --checkpoint per model"),
-    (["steps_deit_tiny", "--data", "/nonexistent_dir"], "no such directory"),
-    (["steps_deit_tiny", "--device", "gpu0"], "not a torch device"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["steps_deit_smal"], "unknown model 'steps_deit_smal'; did you mean steps_deit_small"),
+        (["steps_deit_tiny", "--checkpoint", "/nonexistent.pth"], "does not exist"),
+        (["steps_deit_tiny", "deit_tiny_patch16_224", "--checkpoint", "-"], "one --checkpoint per model"),
+        (["steps_deit_tiny", "--data", "/nonexistent_dir"], "no such directory"),
+        (["steps_deit_tiny", "--device", "gpu0"], "not a torch device"),
+    ],
+)
 def test_bad_input_is_one_line(args, message, capsys, tmp_path):
     rc = cli.main(["diagnose", "shortcut-ratio", *args, "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err
@@ -111,9 +131,24 @@ def test_image_folder_data(tmp_path, capsys):
     for cls in ("a", "b"):
         (tmp_path / "data" / cls).mkdir(parents=True)
         Image.new("RGB", (40, 40), color=(10, 200, 30) if cls == "a" else (200, 20, 90)).save(
-            tmp_path / "data" / cls / "x.png")
-    rc = cli.main(["diagnose", "shortcut-ratio", "steps_deit_tiny", "--data", str(tmp_path / "data"),
-                   "--input-size", "32", "--batch-size", "2", "--out-dir", str(tmp_path / "runs"), "--json"])
+            tmp_path / "data" / cls / "x.png"
+        )
+    rc = cli.main(
+        [
+            "diagnose",
+            "shortcut-ratio",
+            "steps_deit_tiny",
+            "--data",
+            str(tmp_path / "data"),
+            "--input-size",
+            "32",
+            "--batch-size",
+            "2",
+            "--out-dir",
+            str(tmp_path / "runs"),
+            "--json",
+        ]
+    )
     assert rc == 0 and json.loads(capsys.readouterr().out)["models"]["steps_deit_tiny"]["blocks"] == 24
 
 

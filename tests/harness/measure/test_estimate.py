@@ -5,6 +5,7 @@ Steps per epoch are checked against the engine's own samplers (harness/engine/da
 RepeatAugSampler behind ``TrainSampler``) -- an independent reference, not the formula restated. Requeues, wall
 time, GPU-hours and the array's span against numbers worked out by hand.
 """
+
 import json
 import re
 
@@ -19,9 +20,19 @@ RESNET18 = "configs/stepsnet/resnet18_8xb128-300e_in1k.py"
 
 
 # ----------------------------------------------------------------------------------------------- arithmetic
-@pytest.mark.parametrize("images, world, micro, accum, repeated", [
-    (1437, 1, 64, 1, False), (1437, 2, 16, 1, False), (1437, 3, 8, 2, False), (50_000, 8, 128, 1, False),
-    (2560, 8, 128, 1, True), (1_281_167, 32, 32, 1, True), (1000, 4, 7, 3, True), (10, 4, 8, 1, False)])
+@pytest.mark.parametrize(
+    "images, world, micro, accum, repeated",
+    [
+        (1437, 1, 64, 1, False),
+        (1437, 2, 16, 1, False),
+        (1437, 3, 8, 2, False),
+        (50_000, 8, 128, 1, False),
+        (2560, 8, 128, 1, True),
+        (1_281_167, 32, 32, 1, True),
+        (1000, 4, 7, 3, True),
+        (10, 4, 8, 1, False),
+    ],
+)
 def test_steps_per_epoch_match_the_engines_samplers(images, world, micro, accum, repeated):
     from harness.engine.data import TrainSampler
 
@@ -38,9 +49,9 @@ def test_allocations_requeues_wall_and_gpu_hours():
     assert est.allocations(360_000, day, warning, startup) == 5
     assert est.wall_seconds(360_000, 5, startup) == 360_000 + 5 * 120
     assert est.device_hours(360_600, 16) == pytest.approx(360_600 * 16 / 3600)
-    assert est.allocations(86_160, day, warning, startup) == 1       # exactly one allocation's worth
+    assert est.allocations(86_160, day, warning, startup) == 1  # exactly one allocation's worth
     assert est.allocations(86_161, day, warning, startup) == 2
-    assert est.allocations(10, None, warning, startup) is None       # no --time: nothing to say
+    assert est.allocations(10, None, warning, startup) is None  # no --time: nothing to say
     assert est.wall_seconds(10, None, startup) == 130
     with pytest.raises(ValueError, match="leaves no training time"):
         est.allocations(10, 200, warning, startup)
@@ -48,9 +59,9 @@ def test_allocations_requeues_wall_and_gpu_hours():
 
 def test_array_span_with_and_without_max_concurrent():
     walls = [3.0, 1.0, 2.0, 4.0]
-    assert est.makespan(walls, None) == 4.0                           # all at once
-    assert est.makespan(walls, 1) == 10.0                             # one after another
-    assert est.makespan(walls, 8) == 4.0                              # more slots than runs
+    assert est.makespan(walls, None) == 4.0  # all at once
+    assert est.makespan(walls, 1) == 10.0  # one after another
+    assert est.makespan(walls, 8) == 4.0  # more slots than runs
     assert est.makespan([], 3) == 0.0
 
 
@@ -61,12 +72,27 @@ def test_array_span_order_is_slurms():
 
 
 # ----------------------------------------------------------------------------------------------- matching
-def preflight_record(cfg, micro, step_ms, device="cuda", world=8, time="2026-11-20T10:00:00+00:00",
-                     partition=None, allreduce_ms=None, **extra):
+def preflight_record(
+    cfg,
+    micro,
+    step_ms,
+    device="cuda",
+    world=8,
+    time="2026-11-20T10:00:00+00:00",
+    partition=None,
+    allreduce_ms=None,
+    **extra,
+):
     ident = est.identity(cfg, micro)
-    return {"format": "depthbench-preflight/1", "time": time, "device": device, "device_name": "NVIDIA H100",
-            "partition": partition, "path": f"/runs/preflight/{time}/preflight.json",
-            "configs": [{**ident, "step_ms": step_ms, "world": world, "allreduce_ms": allreduce_ms, **extra}]}
+    return {
+        "format": "depthbench-preflight/1",
+        "time": time,
+        "device": device,
+        "device_name": "NVIDIA H100",
+        "partition": partition,
+        "path": f"/runs/preflight/{time}/preflight.json",
+        "configs": [{**ident, "step_ms": step_ms, "world": world, "allreduce_ms": allreduce_ms, **extra}],
+    }
 
 
 def layout(**kw):
@@ -105,16 +131,25 @@ def test_newest_exact_batch_first_then_scaled_then_bench_then_none():
     assert est.find_timing(ident, lay, [slow_link], []).step_s == pytest.approx(0.180)
     # another kind of device or another partition is not "this hardware"
     assert est.find_timing(ident, lay, [preflight_record(cfg, 128, 1.0, device="cpu")], []) is None
-    assert est.find_timing(ident, layout(partition="a100"), [preflight_record(cfg, 128, 1.0, partition="h100")],
-                           []) is None
-    bench = {"model": "resnet18", "model_kwargs": "", "input_size": "3x224x224", "precision": "bf16",
-             "device": "cuda", "device_name": "NVIDIA H100", "train_step_time": "50.0", "train_batch_size": "64",
-             "date": "2026-11-20T00:00:00Z"}
+    assert (
+        est.find_timing(ident, layout(partition="a100"), [preflight_record(cfg, 128, 1.0, partition="h100")], [])
+        is None
+    )
+    bench = {
+        "model": "resnet18",
+        "model_kwargs": "",
+        "input_size": "3x224x224",
+        "precision": "bf16",
+        "device": "cuda",
+        "device_name": "NVIDIA H100",
+        "train_step_time": "50.0",
+        "train_batch_size": "64",
+        "date": "2026-11-20T00:00:00Z",
+    }
     timing = est.find_timing(ident, lay, [], [bench])
     assert timing.step_s == pytest.approx(0.100) and timing.source.startswith("bench 2026-11-20")
     assert est.find_timing(ident, lay, [], [{**bench, "precision": "fp32"}]) is None
     assert est.find_timing(ident, lay, [], [{**bench, "model_kwargs": json.dumps({"depth": 9})}]) is None
-
 
 
 def test_a_step_timed_with_other_speed_options_is_not_this_runs_step():
@@ -134,11 +169,14 @@ def test_a_step_timed_with_other_speed_options_is_not_this_runs_step():
 def test_runs_without_a_step_time_say_so_and_stay_out_of_the_total():
     cfg = load_config(DIGITS)
     record = preflight_record(cfg, 64, 40.0, device="cpu", world=1)
-    jobs = [est.Job("digits", DIGITS), est.Job("digits-w8", DIGITS, ["model.width=8"]),
-            est.Job("mask-rcnn", "configs/det/x.py", command="finetune")]
+    jobs = [
+        est.Job("digits", DIGITS),
+        est.Job("digits-w8", DIGITS, ["model.width=8"]),
+        est.Job("mask-rcnn", "configs/det/x.py", command="finetune"),
+    ]
     result = est.estimate(jobs, est.Layout(nodes=1), records=[record], bench_rows=[])
     timed, untimed, finetune = result.rows
-    assert (timed.steps, timed.micro_batch) == (22 * 20, 64)         # 1,437 digits // 64 = 22 steps, 20 epochs
+    assert (timed.steps, timed.micro_batch) == (22 * 20, 64)  # 1,437 digits // 64 = 22 steps, 20 epochs
     assert timed.wall_s == pytest.approx(440 * 0.040 + est.STARTUP_S) and timed.requeues is None
     assert untimed.steps == 440 and untimed.step_s is None and untimed.source.startswith("none: no preflight")
     assert "not estimated" in finetune.problem
@@ -180,17 +218,35 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
     from harness.engine.models import build_model
     from harness.measure.flops import count_flops
 
-    gmacs = {name: count_flops(build_model(name, num_classes=1000), 224).total / 1e9
-             for name in ("resnet18", "steps_resnet18")}
+    gmacs = {
+        name: count_flops(build_model(name, num_classes=1000), 224).total / 1e9
+        for name in ("resnet18", "steps_resnet18")
+    }
     record = preflight_record(cfg, 128, step_ms=250.0, gmacs=gmacs["resnet18"])
     (runs / "preflight" / "x").mkdir(parents=True)
     (runs / "preflight" / "x" / "preflight.json").write_text(json.dumps(record))
-    out = cli("submit", "--table", "stepsnet:1", "--rows", "ResNet-18,Steps-ResNet-18", "--gpus-per-node", 8,
-              "--time", "5", "--warning", 60, "--max-concurrent", 1, f"data.root={data}", "--dry-run", "--estimate",
-              env={"OMP_NUM_THREADS": "1"})
+    out = cli(
+        "submit",
+        "--table",
+        "stepsnet:1",
+        "--rows",
+        "ResNet-18,Steps-ResNet-18",
+        "--gpus-per-node",
+        8,
+        "--time",
+        "5",
+        "--warning",
+        60,
+        "--max-concurrent",
+        1,
+        f"data.root={data}",
+        "--dry-run",
+        "--estimate",
+        env={"OMP_NUM_THREADS": "1"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("#!/bin/bash") and "#SBATCH --array=0-1%1" in out.stdout  # the script, unchanged
-    assert not list(runs.glob("slurm/*.json"))                                           # nothing submitted
+    assert not list(runs.glob("slurm/*.json"))  # nothing submitted
     lines = out.stderr.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("estimate: 2 run(s), each on 1 node(s) x 8 GPU"))
     resnet = next(line for line in lines[head:] if re.match(r"\s+0\s+ResNet-18\s", line))
@@ -198,7 +254,9 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
     total = next(line for line in lines[head:] if re.match(r"\s+total\s", line))
     # 2,560 images / 8 ranks / 128 = 2 steps x 300 epochs = 600 steps of 0.25 s = 150 s; an allocation of 5 min
     # trains 300 - 60 - 120 = 120 s -> 2 allocations, 1 requeue; wall 150 + 2 x 120 = 390 s; 390 x 8 / 3600 GPU-h
-    assert re.search(r"\b300\s+2,560\s+128\s+600\s+0\.250 s\s+0\.9\s+00:06:30\s+1\s+preflight 2026-11-20", resnet), resnet
+    assert re.search(r"\b300\s+2,560\s+128\s+600\s+0\.250 s\s+0\.9\s+00:06:30\s+1\s+preflight 2026-11-20", resnet), (
+        resnet
+    )
     # issue 45 item 7: the unmeasured Steps-ResNet-18 by FLOPs from the measured ResNet-18, labelled with the factor
     factor = gmacs["steps_resnet18"] / gmacs["resnet18"]
     assert f"{0.25 * factor:.3f} s" in steps_resnet and " 600 " in steps_resnet, steps_resnet
@@ -209,14 +267,25 @@ def test_table_dry_run_estimate(runs, tmp_path, cli):
 # ----------------------------------------------------------------------------------------------- scaling (issue 40)
 def batch_sweep_record(cfg, step_ms_by_batch: dict, grad_bytes=100e6, busbw_gbs=50.0, world=8):
     """One preflight record on one 8-GPU node: the model timed at several per-GPU batches, and the all-reduce."""
-    configs = [{**est.identity(cfg, batch), "step_ms": ms, "world": world, "grad_bytes": grad_bytes}
-               for batch, ms in step_ms_by_batch.items()]
-    return {"format": "depthbench-preflight/1", "time": "2026-11-20T10:00:00+00:00", "device": "cuda",
-            "device_name": "NVIDIA H100", "hosts": ["node1"], "world_size": world, "path": "/runs/p/preflight.json",
-            "allreduce": {"backend": "nccl", "ranks": world,
-                          "rows": [{"bytes": int(grad_bytes), "busbw_gbs": busbw_gbs},
-                                   {"bytes": 2**20, "busbw_gbs": 5.0}]},
-            "configs": configs}
+    configs = [
+        {**est.identity(cfg, batch), "step_ms": ms, "world": world, "grad_bytes": grad_bytes}
+        for batch, ms in step_ms_by_batch.items()
+    ]
+    return {
+        "format": "depthbench-preflight/1",
+        "time": "2026-11-20T10:00:00+00:00",
+        "device": "cuda",
+        "device_name": "NVIDIA H100",
+        "hosts": ["node1"],
+        "world_size": world,
+        "path": "/runs/p/preflight.json",
+        "allreduce": {
+            "backend": "nccl",
+            "ranks": world,
+            "rows": [{"bytes": int(grad_bytes), "busbw_gbs": busbw_gbs}, {"bytes": 2**20, "busbw_gbs": 5.0}],
+        },
+        "configs": configs,
+    }
 
 
 def test_step_time_is_interpolated_between_measured_batches_never_scaled_from_one():
@@ -249,8 +318,7 @@ def test_scaling_efficiency_over_nodes_warns_under_0_7_with_the_batch_that_resto
     # per-GPU 32: 46.7 ms vs one node at 256 (200 ms): 0.54; per-GPU 64: 60 ms vs 400 ms: 0.83 -> 64 restores it
     assert sc.restore_batch == 64 and sc.restore_efficiency == pytest.approx((64 * 64 / 0.06) / (8 * 512 * 8 / 0.4))
     # a slow link: the all-reduce (at 1 GB/s, 197 ms) bounds the step
-    slow = est.scaling(cfg, layout(nodes=8), [batch_sweep_record(cfg, {16: 40.0, 64: 60.0, 128: 100.0},
-                                                                 busbw_gbs=1.0)])
+    slow = est.scaling(cfg, layout(nodes=8), [batch_sweep_record(cfg, {16: 40.0, 64: 60.0, 128: 100.0}, busbw_gbs=1.0)])
     assert slow.images_per_s == pytest.approx(1024 / (1e8 * 2 * 63 / 64 / 1e9))
     job = est.Job("ResNet-18", RESNET18, ["batch_size=1024", "data.train_subset=10240"])
     table = est.format_estimate(est.estimate([job], layout(nodes=8), records=[record], bench_rows=[]))

@@ -1,4 +1,5 @@
 """The FLOP convention (harness/measure/flops.py) on modules whose MACs are known by hand, and on the baselines."""
+
 import pytest
 import torch
 from torch import nn
@@ -52,9 +53,14 @@ def test_tied_parameters_are_counted_once():
 
 # The papers' baseline numbers (StepsNet Table 1, TransNeXt Table 1): params in M and GMACs at 224².
 PAPER_BASELINES = {
-    "resnet18": (11.7, 1.8), "resnet34": (21.8, 3.7), "resnet50": (25.6, 4.1),
-    "deit_tiny_patch16_224": (5.7, 1.3), "deit_small_patch16_224": (22.1, 4.6), "deit_base_patch16_224": (86.6, 17.6),
-    "swin_tiny_patch4_window7_224": (28.3, 4.5), "swin_small_patch4_window7_224": (49.6, 8.8),
+    "resnet18": (11.7, 1.8),
+    "resnet34": (21.8, 3.7),
+    "resnet50": (25.6, 4.1),
+    "deit_tiny_patch16_224": (5.7, 1.3),
+    "deit_small_patch16_224": (22.1, 4.6),
+    "deit_base_patch16_224": (86.6, 17.6),
+    "swin_tiny_patch4_window7_224": (28.3, 4.5),
+    "swin_small_patch4_window7_224": (49.6, 8.8),
     "swin_base_patch4_window7_224": (87.8, 15.5),
 }
 

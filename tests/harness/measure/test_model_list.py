@@ -1,4 +1,5 @@
 """``depthbench models`` (harness/commands/models.py, harness/measure/catalog.py)."""
+
 import re
 
 import pytest
@@ -29,8 +30,10 @@ def test_rows_are_printed_as_each_model_is_counted(capsys, monkeypatch):
 def test_no_match_is_one_line_and_exit_2(capsys):
     assert cli.main(["models", "no_such_model*"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("depthbench models: error: no model matches 'no_such_model*'; patterns are shell-style, "
-                   "e.g. 'steps_*' or '*rk4*'")
+    assert err == (
+        "depthbench models: error: no model matches 'no_such_model*'; patterns are shell-style, "
+        "e.g. 'steps_*' or '*rk4*'"
+    )
 
 
 @pytest.mark.parametrize("threads,expected", [("3", 3), ("", None)])
@@ -83,6 +86,7 @@ def test_verify_reads_the_counts_depthbench_models_measured(tmp_path, monkeypatc
 
     def measured_again(*args, **kwargs):
         raise AssertionError("measured again")
+
     monkeypatch.setattr(audit, "build_row_model", measured_again)
     monkeypatch.setattr(audit, "count_flops", measured_again)
     monkeypatch.setattr(audit, "count_params", measured_again)

@@ -7,6 +7,7 @@ verdicts that depend on this machine's speed are not asserted (a loader may be t
 ones that follow from arithmetic are, with the numbers forced (a step longer than the warning window, a step faster
 than the loader).
 """
+
 import json
 import os
 import re
@@ -33,8 +34,9 @@ def env(tmp_path_factory):
     """Runs and the digits cache in tmp dirs (Slurm jobs inherit this environment through sbatch)."""
     saved = {k: os.environ.get(k) for k in ("DEPTHBENCH_RUNS", "DEPTHBENCH_DATA", "OMP_NUM_THREADS")}
     runs = tmp_path_factory.mktemp("runs")
-    os.environ.update(DEPTHBENCH_RUNS=str(runs), DEPTHBENCH_DATA=str(tmp_path_factory.mktemp("data")),
-                      OMP_NUM_THREADS="1")
+    os.environ.update(
+        DEPTHBENCH_RUNS=str(runs), DEPTHBENCH_DATA=str(tmp_path_factory.mktemp("data")), OMP_NUM_THREADS="1"
+    )
     yield runs
     for k, v in saved.items():
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -58,8 +60,7 @@ def assert_every_check_reported(record: dict) -> None:
 def test_one_process_here(env, tmp_path):
     from harness.commands.preflight import run
 
-    report = run([DIGITS], overrides=TINY, steps=2, loader_seconds=2, time="30", warning=90,
-                 work_dir=tmp_path / "pf")
+    report = run([DIGITS], overrides=TINY, steps=2, loader_seconds=2, time="30", warning=90, work_dir=tmp_path / "pf")
     record = json.loads((tmp_path / "pf" / "preflight.json").read_text())
     assert report.exit_code == 0 and report.path == tmp_path / "pf" / "preflight.json"
     assert record["format"] == pf.FORMAT and record["world_size"] == 1 and record["device"] == "cpu"
@@ -67,15 +68,19 @@ def test_one_process_here(env, tmp_path):
     checks = by_check(record)
     assert LOCAL | {"checkpoint", "space"} <= {name for rank, name in checks if rank == 0}
     assert checks[(None, "all-reduce")][0]["text"].startswith("1 rank: nothing to all-reduce")
-    step, = checks[(0, "step")]
+    (step,) = checks[(0, "step")]
     assert step["value"] > 0 and step["unit"] == "ms" and "at batch 16 (fp32" in step["text"]
-    loader, = checks[(0, "loader")]
+    (loader,) = checks[(0, "loader")]
     assert loader["data"]["train_images"] == 1437 and loader["data"]["data_root"].endswith("digits-8")
-    window, = checks[(0, "checkpoint")]
+    (window,) = checks[(0, "checkpoint")]
     assert "of the 90 s --warning window before the 0:30:00 limit" in window["text"]
-    config, = record["configs"]
-    assert (config["model"], config["micro_batch"], config["precision"], config["input_size"]) == \
-           ("horesnet10_rk4", 16, "fp32", [3, 8, 8])
+    (config,) = record["configs"]
+    assert (config["model"], config["micro_batch"], config["precision"], config["input_size"]) == (
+        "horesnet10_rk4",
+        16,
+        "fp32",
+        [3, 8, 8],
+    )
     assert config["step_ms"] == step["value"] and config["train_images"] == 1437 and config["params"] > 0
     # the rendering: one line per check, verdict first, then the tally
     text = (tmp_path / "pf" / "preflight.txt").read_text()
@@ -93,8 +98,11 @@ def test_loader_bound_says_how_many_workers(env):
     check, numbers = pf.loader_check(rank, plan, opts, step_ms=0.1)  # a step that consumes 160,000 images/s
     assert check.verdict == "warn" and check.check == "loader"
     assert check.value == pytest.approx(numbers["step_per_s"] / numbers["loader_per_s"], rel=1e-3)
-    assert re.search(rf"loader-bound by {check.value:.1f}x: the loader delivers [\d,]+ img/s per rank "
-                     rf"\(data.workers=0\), the step consumes 160,000", check.text), check.text
+    assert re.search(
+        rf"loader-bound by {check.value:.1f}x: the loader delivers [\d,]+ img/s per rank "
+        rf"\(data.workers=0\), the step consumes 160,000",
+        check.text,
+    ), check.text
     assert re.search(r"(raise data.workers to \d+|even data.workers=\d+ \(this rank's \d+ cores\))", check.text)
 
 
@@ -103,12 +111,16 @@ def test_checkpoint_window_and_space_verdicts(env, tmp_path):
     rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options().resolved("cpu")
     slow = {plan.label: {"step_ms": 200_000.0}}  # a 200 s step cannot finish inside a 120 s warning
-    checks = {c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], slow, tmp_path, pf.Layout(warning_s=120), opts)}
+    checks = {
+        c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], slow, tmp_path, pf.Layout(warning_s=120), opts)
+    }
     window = checks["checkpoint"]
     assert window.verdict == "fail" and window.value > 200 and "raise --warning to 420" in window.text
     assert checks["space"].verdict == "ok" and checks["space"].data["need_bytes"] > 0
     fast = {plan.label: {"step_ms": 1.0}}
-    checks = {c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], fast, tmp_path, pf.Layout(warning_s=120), opts)}
+    checks = {
+        c.check: c for c in pf.checkpoint_checks(rank, [plan], [plan], fast, tmp_path, pf.Layout(warning_s=120), opts)
+    }
     assert checks["checkpoint"].verdict == "ok" and checks["checkpoint"].data["bandwidth_mbs"] > 0
     assert not list(tmp_path.glob(".preflight-*"))  # the test checkpoint is removed
 
@@ -122,13 +134,16 @@ def test_a_sweep_is_measured_once_per_distinct_run(env):
 
 
 @pytest.mark.tier("integration")
-@pytest.mark.parametrize("args, message", [
-    ([DIGITS, "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
-    (["configs/horesnet/no-such.py"], "does not exist"),
-    ([DIGITS, "--nproc", "0"], "--nproc must be at least 1"),
-    ([DIGITS, "--time", "1:xx"], "is not a Slurm time"),
-    ([DIGITS, "--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([DIGITS, "optim.lrr=0.1"], "unknown config key 'optim.lrr'"),
+        (["configs/horesnet/no-such.py"], "does not exist"),
+        ([DIGITS, "--nproc", "0"], "--nproc must be at least 1"),
+        ([DIGITS, "--time", "1:xx"], "is not a Slurm time"),
+        ([DIGITS, "--gpus-per-node", "2", "--ntasks-per-node", "4"], "one rank per GPU"),
+    ],
+)
 def test_bad_input_is_one_line(env, args, message, tmp_path):
     code, out, err = cli("preflight", *args, "--work-dir", tmp_path / "pf")
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
@@ -138,9 +153,28 @@ def test_bad_input_is_one_line(env, args, message, tmp_path):
 @pytest.mark.tier("integration")
 @pytest.mark.slow
 def test_two_local_processes_all_reduce(env, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "preflight", DIGITS, *TINY, "--nproc", "2",
-                          "--steps", "2", "--loader-seconds", "2", "--work-dir", str(tmp_path / "pf")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "preflight",
+            DIGITS,
+            *TINY,
+            "--nproc",
+            "2",
+            "--steps",
+            "2",
+            "--loader-seconds",
+            "2",
+            "--work-dir",
+            str(tmp_path / "pf"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.loads((tmp_path / "pf" / "preflight.json").read_text())
     assert record["world_size"] == 2 and record["allreduce"]["backend"] == "gloo"
@@ -170,9 +204,13 @@ def submit_preflight(runs: Path, *layout) -> tuple[dict, dict, str]:
     while final.get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
         assert time.monotonic() < deadline, f"preflight job {job} still queued or running: {final}"
         time.sleep(0.5)
-        final = dict(re.findall(r"(\w+)=(\S*)", subprocess.run(["scontrol", "-o", "show", "job", job],
-                                                               capture_output=True, text=True).stdout))
-    element, = json.loads((runs / "slurm" / f"{job}.json").read_text())["elements"]
+        final = dict(
+            re.findall(
+                r"(\w+)=(\S*)",
+                subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True).stdout,
+            )
+        )
+    (element,) = json.loads((runs / "slurm" / f"{job}.json").read_text())["elements"]
     assert element["command"] == "preflight" and element["work_dir"].startswith(str(runs / "preflight"))
     log = Path(element["log"]).read_text()
     path = Path(element["work_dir"]) / "preflight.json"
@@ -207,7 +245,7 @@ def test_slurm_two_nodes_gloo_all_reduce(cluster, env):
     nodes = {c["rank"]: c["node"] for c in record["checks"] if c["rank"] is not None}
     assert nodes == {0: "n1", 1: "n2"}
     assert (1, "run-folder") in checks  # the second node's first rank can write the run folder
-    reduce, = checks[(None, "all-reduce")]
+    (reduce,) = checks[(None, "all-reduce")]
     rows = record["allreduce"]["rows"]
     assert reduce["value"] == max(r["busbw_gbs"] for r in rows) > 0 and "on 2 node(s)" in reduce["text"]
     for r in rows:  # nccl-tests' definitions, with n = 2 ranks
@@ -215,7 +253,7 @@ def test_slurm_two_nodes_gloo_all_reduce(cluster, env):
         assert r["busbw_gbs"] == pytest.approx(r["algbw_gbs"] * 2 * (2 - 1) / 2, abs=1e-3)
     loader = checks[(1, "loader")][0]
     assert loader["data"]["data_root"].endswith("digits-8") and loader["data"]["train_images"] == 1437
-    config, = record["configs"]
+    (config,) = record["configs"]
     assert config["world"] == 2 and len(config["step_ms_ranks"]) == 2 and config["allreduce_ms"] > 0
     # the record feeds the estimate: the same run on the same layout finds its step time
     code, out, err = cli("submit", DIGITS, *TINY, "--nodes", 2, "--time", 10, "--dry-run", "--estimate")

@@ -1,5 +1,6 @@
 """The claims' embedded dataset (harness/tasks/glyphs.py): 53 characters rendered from Debian's typefaces,
 deterministic, validation typefaces held out, the stated size, one-line errors when fonts are missing."""
+
 import hashlib
 import json
 
@@ -7,8 +8,16 @@ import numpy as np
 import pytest
 
 from harness.core.errors import DataError
-from harness.tasks.glyphs import (FONT_DEBIAN_PACKAGES, GLYPH_CLASSES, TRAIN_PER_CLASS, VAL_PER_CLASS, GlyphRenderer,
-                                  export_glyphs, fonts_fingerprint, glyph_fonts)
+from harness.tasks.glyphs import (
+    FONT_DEBIAN_PACKAGES,
+    GLYPH_CLASSES,
+    TRAIN_PER_CLASS,
+    VAL_PER_CLASS,
+    GlyphRenderer,
+    export_glyphs,
+    fonts_fingerprint,
+    glyph_fonts,
+)
 
 # Recorded with Debian bookworm's font packages (tools/setup_env.py), Pillow 13.0.0 (FreeType 2.14.3) and numpy
 # 2.4.6 (requirements/lock.txt): the fonts' fingerprint and the SHA-256 of the first 106 images of each split.
@@ -36,8 +45,8 @@ def sample_digest(fonts, count=2 * len(GLYPH_CLASSES)) -> str:
 def test_classes_are_53_distinct_characters_in_folder_order():
     names, chars = zip(*GLYPH_CLASSES)
     assert len(GLYPH_CLASSES) == 53 and len(set(chars)) == 53
-    assert list(names) == sorted(names)                       # ImageFolder's sorted order is the class index
-    assert len({n.lower() for n in names}) == 53              # safe on case-insensitive file systems
+    assert list(names) == sorted(names)  # ImageFolder's sorted order is the class index
+    assert len({n.lower() for n in names}) == 53  # safe on case-insensitive file systems
     # no pair a reader could not tell apart once the scale is random
     for a, b in ("O0", "Il", "I1", "Oo", "Ss", "Cc", "Xx"):
         assert not (a in chars and b in chars)
@@ -52,7 +61,7 @@ def test_validation_typefaces_are_held_out(fonts):
 
 def test_rendering_is_deterministic_and_matches_the_recorded_sample(fonts):
     first = sample_digest(fonts)
-    assert sample_digest(fonts) == first                      # fresh renderers, same bytes
+    assert sample_digest(fonts) == first  # fresh renderers, same bytes
     image = GlyphRenderer("train", 32, fonts=fonts).render(7)
     assert image.shape == (32, 32, 3) and image.dtype == np.uint8 and image.std() > 10
     if fonts_fingerprint(fonts) != FONTS_FINGERPRINT:
@@ -113,8 +122,9 @@ def test_a_too_small_resolution_is_refused(fonts):
 def test_the_clean_variant_is_printed_characters_alone(fonts, tmp_path):
     from harness.tasks.glyphs import VARIANTS
 
-    clean, cluttered = (GlyphRenderer("train", 32, fonts=fonts, distortions=VARIANTS[v])
-                        for v in ("clean", "cluttered"))
+    clean, cluttered = (
+        GlyphRenderer("train", 32, fonts=fonts, distortions=VARIANTS[v]) for v in ("clean", "cluttered")
+    )
     images = [clean.render(i) for i in range(30)]
     assert all(np.array_equal(image, clean.render(i)) for i, image in enumerate(images))  # a pure function of i
     for image in images:
@@ -122,8 +132,8 @@ def test_the_clean_variant_is_printed_characters_alone(fonts, tmp_path):
         border = np.concatenate([luminance[0], luminance[-1], luminance[:, 0], luminance[:, -1]])
         paper = np.median(border)
         assert np.ptp(image, axis=2).max() <= 1 or paper > luminance.min()  # grey ink and paper, or dark on light
-        assert luminance.max() <= paper + 1      # flat paper and no pixel noise: nothing is lighter than the paper
-        assert luminance.min() < paper - 25      # dark ink (print polarity), never light ink on a dark ground
+        assert luminance.max() <= paper + 1  # flat paper and no pixel noise: nothing is lighter than the paper
+        assert luminance.min() < paper - 25  # dark ink (print polarity), never light ink on a dark ground
     # the same indices in the cluttered set have backgrounds, noise and neighbours: other images
     assert sum(np.array_equal(a, cluttered.render(i)) for i, a in enumerate(images)) == 0
     root = export_glyphs(32, tmp_path, train_per_class=1, val_per_class=1, progress=False, variant="clean")

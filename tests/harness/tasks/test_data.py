@@ -1,5 +1,6 @@
 """Datasets and loaders: the embedded digits export, layout checks, CIFAR-10 pickles, WebDataset shards, and the
 samplers behind exact resume."""
+
 import pickle
 from pathlib import Path
 
@@ -9,8 +10,15 @@ import torch
 from mmengine import Config
 
 from harness.core.errors import ConfigError, DataError
-from harness.engine.data import (EvalSampler, SeededSamples, TrainSampler, build_dataset, build_loaders, check_data,
-                                 set_train_epoch)
+from harness.engine.data import (
+    EvalSampler,
+    SeededSamples,
+    TrainSampler,
+    build_dataset,
+    build_loaders,
+    check_data,
+    set_train_epoch,
+)
 from harness.tasks.image import CIFAR10Pickle, build_transform, export_digits
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,7 +125,7 @@ def global_stream(dataset, world: int, micro: int, epoch: int, start: int = 0, *
         sampler = TrainSampler(dataset, rank=rank, world_size=world, seed=7, **kwargs)
         sampler.set_epoch(epoch, start)
         items = [(i, s) for i, s, _ in sampler]
-        shares.append([items[k:k + micro] for k in range(0, len(items) // micro * micro, micro)])
+        shares.append([items[k : k + micro] for k in range(0, len(items) // micro * micro, micro)])
     assert len({len(share) for share in shares}) == 1  # every rank the same number of batches
     return [sorted(x for share in shares for x in share[k]) for k in range(len(shares[0]))]
 
@@ -187,8 +195,12 @@ def test_webdataset_shards(tmp_path):
                 for i, path in enumerate(files[s::2]):
                     sink.write({"__key__": f"{s}_{i}", "png": path.read_bytes(), "cls": path.parent.name})
             names.append(name)
-        info["splits"][split] = {"name": split, "num_samples": len(files), "filenames": names,
-                                 "shard_lengths": [len(files[0::2]), len(files[1::2])]}
+        info["splits"][split] = {
+            "name": split,
+            "num_samples": len(files),
+            "filenames": names,
+            "shard_lengths": [len(files[0::2]), len(files[1::2])],
+        }
     (shards / "_info.json").write_text(json.dumps(info))
     cfg = digits_cfg(tmp_path, type="wds", input_size=8)
     cfg.data.root = str(shards)
@@ -224,8 +236,16 @@ def test_transform_pipelines(tmp_path):
 def imagenet_digits_cfg(tmp_path, **data):
     """The digits with the ImageNet pipeline (RandomResizedCrop, RandAugment, random erasing at p=1 so every image
     has a patch) at 24 px: the transform whose tail (ToTensor, Normalize, RandomErasing) moves to the device."""
-    cfg = digits_cfg(tmp_path, input_size=24, crop_pct=0.875, crop_mode="center", interpolation="bicubic",
-                     train_subset=32, val_subset=20, **data)
+    cfg = digits_cfg(
+        tmp_path,
+        input_size=24,
+        crop_pct=0.875,
+        crop_mode="center",
+        interpolation="bicubic",
+        train_subset=32,
+        val_subset=20,
+        **data,
+    )
     imagenet = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
     cfg.aug = imagenet.aug
     cfg.aug.reprob, cfg.aug.recount = 1.0, 2
@@ -251,8 +271,9 @@ def test_uint8_batches_normalised_on_the_device_equal_the_cpu_batches(tmp_path, 
             raw = next(iter(train))[0]
             assert isinstance(raw, UInt8Images) and raw.images.dtype == torch.uint8 and raw.patches
             assert train.prefetch_factor == 3
-        out[device_normalize] = ([b for _, b in zip(range(3), DeviceLoader(train, "cpu"))]
-                                 + list(DeviceLoader(val, "cpu")))
+        out[device_normalize] = [b for _, b in zip(range(3), DeviceLoader(train, "cpu"))] + list(
+            DeviceLoader(val, "cpu")
+        )
     assert len(out[True]) == len(out[False]) == 3 + 5
     for (a, ya), (b, yb) in zip(out[False], out[True]):
         assert a.dtype == b.dtype == torch.float32 and a.shape == b.shape
@@ -277,8 +298,9 @@ def test_device_normalize_refuses_a_transform_it_cannot_split(tmp_path):
 
     from harness.tasks.image import split_transform
 
-    steps, normalize, erasing = split_transform(build_transform(imagenet_digits_cfg(tmp_path).data,
-                                                                imagenet_digits_cfg(tmp_path).aug, True))
+    steps, normalize, erasing = split_transform(
+        build_transform(imagenet_digits_cfg(tmp_path).data, imagenet_digits_cfg(tmp_path).aug, True)
+    )
     assert isinstance(normalize, T.Normalize) and erasing is not None and "RandAugment" in repr(steps)
     with pytest.raises(ConfigError, match="loader.device_normalize=True needs a transform"):
         split_transform(T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.5,)), T.GaussianBlur(3)]))

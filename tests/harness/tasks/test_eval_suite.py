@@ -1,6 +1,7 @@
 """``depthbench eval`` protocols (harness/tasks/protocols.py): tiny folders in each data set's standard layout, the
 200-class masking against timm's own label files, the mCE arithmetic by hand, multi-size TransNeXt inference in
 both pool modes, the StepsNet analyses, CIFAR-100, and bad input."""
+
 import json
 import pickle
 from pathlib import Path
@@ -54,8 +55,11 @@ def fake_run(path):
 
 
 def eval_rows(run):
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-            if json.loads(line)["kind"] == "eval_suite"]
+    return [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "eval_suite"
+    ]
 
 
 def images(n, size=20, seed=0):
@@ -99,11 +103,23 @@ def test_200_class_masking_matches_timms_indices():
 def test_mce_arithmetic_by_hand():
     from harness.tasks.protocols import CORRUPTIONS, corruption_errors
 
-    alexnet = {"gaussian_noise": 0.886428, "shot_noise": 0.894468, "impulse_noise": 0.922640,
-               "defocus_blur": 0.819880, "glass_blur": 0.826268, "motion_blur": 0.785948, "zoom_blur": 0.798360,
-               "snow": 0.866816, "frost": 0.826572, "fog": 0.819324, "brightness": 0.564592,
-               "contrast": 0.853204, "elastic_transform": 0.646056, "pixelate": 0.717840,
-               "jpeg_compression": 0.606500}  # Hendrycks & Dietterich 2019, AlexNet errors
+    alexnet = {
+        "gaussian_noise": 0.886428,
+        "shot_noise": 0.894468,
+        "impulse_noise": 0.922640,
+        "defocus_blur": 0.819880,
+        "glass_blur": 0.826268,
+        "motion_blur": 0.785948,
+        "zoom_blur": 0.798360,
+        "snow": 0.866816,
+        "frost": 0.826572,
+        "fog": 0.819324,
+        "brightness": 0.564592,
+        "contrast": 0.853204,
+        "elastic_transform": 0.646056,
+        "pixelate": 0.717840,
+        "jpeg_compression": 0.606500,
+    }  # Hendrycks & Dietterich 2019, AlexNet errors
     errors = {(c, s): alexnet[c] for c in CORRUPTIONS for s in range(1, 6)}
     for s, e in zip(range(1, 6), (0.5, 0.6, 0.7, 0.8, 0.9)):
         errors[("gaussian_noise", s)] = e  # mean 0.7
@@ -164,8 +180,25 @@ def test_imagenet_a_r_sketch_v2_real_on_tiny_layouts(tmp_path, capsys):
     expected["imagenet-real"] = (root, 50.0)
     for protocol, (root, top1) in expected.items():
         extra = ["--real-labels", str(tmp_path / "real.json")] if protocol == "imagenet-real" else []
-        assert main(["eval", STEPS, "data.num_classes=1000", "--checkpoint", str(weights), "--dataset", protocol,
-                     "--data", str(root), "--out-run", str(run), *extra]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    STEPS,
+                    "data.num_classes=1000",
+                    "--checkpoint",
+                    str(weights),
+                    "--dataset",
+                    protocol,
+                    "--data",
+                    str(root),
+                    "--out-run",
+                    str(run),
+                    *extra,
+                ]
+            )
+            == 0
+        )
         rows = {r["metric"]: r for r in eval_rows(run) if r["protocol"] == protocol}
         assert rows["top1"]["value"] == pytest.approx(top1), protocol
         assert rows["top1"]["images"] == 2 and rows["top1"]["input_size"] == 16
@@ -184,14 +217,35 @@ def test_imagenet_c_generated_from_a_folder_gives_an_mce_table(tmp_path):
     torch.save(model.state_dict(), weights)
     run = fake_run(tmp_path / "run")
     generated = tmp_path / "clean-c"
-    assert main(["eval", STEPS, "--checkpoint", str(weights), "--dataset", "imagenet-c", "--corrupt-from",
-                 str(clean), "--data", str(generated), "--out-run", str(run), "--out", str(tmp_path / "c.csv")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                STEPS,
+                "--checkpoint",
+                str(weights),
+                "--dataset",
+                "imagenet-c",
+                "--corrupt-from",
+                str(clean),
+                "--data",
+                str(generated),
+                "--out-run",
+                str(run),
+                "--out",
+                str(tmp_path / "c.csv"),
+            ]
+        )
+        == 0
+    )
     for c in CORRUPTIONS:
         for s in range(1, 6):
             out = generated / c / str(s)
             assert sorted(p.name for p in out.iterdir()) == ["0", "1"] and (out / "0" / "x.png").is_file()
     noisy = np.asarray(Image.open(generated / "gaussian_noise" / "5" / "0" / "x.png"))
-    assert noisy.shape == (32, 32, 3) and not np.array_equal(noisy, np.asarray(Image.open(clean / "0" / "x.png").resize((32, 32))))
+    assert noisy.shape == (32, 32, 3) and not np.array_equal(
+        noisy, np.asarray(Image.open(clean / "0" / "x.png").resize((32, 32)))
+    )
     rows = {r["metric"]: r["value"] for r in eval_rows(run)}
     assert all(rows[f"error/{c}"] in (0.0, 50.0, 100.0) or 0 <= rows[f"error/{c}"] <= 100 for c in CORRUPTIONS)
     alexnet_fog, alexnet_gauss = 0.819324, 0.886428
@@ -208,23 +262,48 @@ def test_imagenet_c_generated_from_a_folder_gives_an_mce_table(tmp_path):
 # ----------------------------------------------------------------------------------------- multi-size, pool modes
 def test_transnext_multi_size_in_both_pool_modes(tmp_path, capsys):
     config = tmp_path / "transnext_digits.py"
-    config.write_text(f"_base_ = ['{ROOT}/configs/deit/deit-tiny-p4_1xb64-30e_digits.py']\n"
-                      "model = dict(_delete_=True, name='transnext_micro', depths=(1, 1, 1, 1), "
-                      "embed_dims=(16, 32, 64, 128), num_heads=(1, 2, 4, 8), img_size=32)\n"
-                      "data = dict(input_size=32, val_subset=20)\n")
+    config.write_text(
+        f"_base_ = ['{ROOT}/configs/deit/deit-tiny-p4_1xb64-30e_digits.py']\n"
+        "model = dict(_delete_=True, name='transnext_micro', depths=(1, 1, 1, 1), "
+        "embed_dims=(16, 32, 64, 128), num_heads=(1, 2, 4, 8), img_size=32)\n"
+        "data = dict(input_size=32, val_subset=20)\n"
+    )
     model = build(str(config))
     weights = tmp_path / "w.pth"
     torch.save(model.state_dict(), weights)
     run = fake_run(tmp_path / "run")
-    assert main(["eval", str(config), "--checkpoint", str(weights), "--input-size", "40", "50",
-                 "--pool-mode", "normal", "linear", "--out-run", str(run)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(config),
+                "--checkpoint",
+                str(weights),
+                "--input-size",
+                "40",
+                "50",
+                "--pool-mode",
+                "normal",
+                "linear",
+                "--out-run",
+                str(run),
+            ]
+        )
+        == 0
+    )
     rows = [r for r in eval_rows(run) if r["metric"] == "top1"]
-    assert [(r["pool_mode"], r["input_size"]) for r in rows] == [("normal", 40), ("normal", 50), ("linear", 40),
-                                                                  ("linear", 50)]
+    assert [(r["pool_mode"], r["input_size"]) for r in rows] == [
+        ("normal", 40),
+        ("normal", 50),
+        ("linear", 40),
+        ("linear", 50),
+    ]
     assert all(0 <= r["value"] <= 100 and r["images"] == 20 for r in rows)
     assert "linear" in capsys.readouterr().out
     # the two modes are the same weights: equal at the training size, different pools at 50 px (7x7 vs fixed 1x1)
-    normal, linear = (build(str(config), f"+model.pool_mode={m}", "+model.pretrain_size=32") for m in ("normal", "linear"))
+    normal, linear = (
+        build(str(config), f"+model.pool_mode={m}", "+model.pretrain_size=32") for m in ("normal", "linear")
+    )
     linear.load_state_dict(normal.state_dict())
     x32, x50 = torch.randn(1, 3, 32, 32), torch.randn(1, 3, 50, 50)
     with torch.no_grad():
@@ -244,11 +323,26 @@ def test_the_plain_evaluation_is_recorded_like_the_suite(tmp_path, capsys):
     assert plain["top1"]["dataset"] == "val" and plain["top1"]["input_size"] == 16
     assert plain["top1"]["analysis"] == "none" and plain["top1"]["model_overrides"] == {}
     other = fake_run(tmp_path / "other")
-    assert main(["eval", STEPS, "data.val_subset=12", "--checkpoint", str(run / "w.pth"), "--analysis", "none",
-                 "--out-run", str(other)]) == 0  # the suite path, same weights and images
+    assert (
+        main(
+            [
+                "eval",
+                STEPS,
+                "data.val_subset=12",
+                "--checkpoint",
+                str(run / "w.pth"),
+                "--analysis",
+                "none",
+                "--out-run",
+                str(other),
+            ]
+        )
+        == 0
+    )  # the suite path, same weights and images
     suite = {r["metric"]: r["value"] for r in eval_rows(other)}
     assert suite["top1"] == pytest.approx(plain["top1"]["value"]) and suite["top5"] == pytest.approx(
-        plain["top5"]["value"])
+        plain["top5"]["value"]
+    )
 
 
 def test_stepsnet_analyses_change_exactly_what_they_should(tmp_path):
@@ -258,8 +352,25 @@ def test_stepsnet_analyses_change_exactly_what_they_should(tmp_path):
     weights = tmp_path / "w.pth"
     torch.save(model.state_dict(), weights)
     run = fake_run(tmp_path / "run")
-    assert main(["eval", STEPS, "data.val_subset=12", "--checkpoint", str(weights), "--analysis", "none",
-                 "mask_first=0", "mask_first=8", "drop_last=2:1", "--out-run", str(run)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                STEPS,
+                "data.val_subset=12",
+                "--checkpoint",
+                str(weights),
+                "--analysis",
+                "none",
+                "mask_first=0",
+                "mask_first=8",
+                "drop_last=2:1",
+                "--out-run",
+                str(run),
+            ]
+        )
+        == 0
+    )
     rows = [r for r in eval_rows(run) if r["metric"] == "top1"]
     assert [r["analysis"] for r in rows] == ["none", "mask_first=0", "mask_first=8", "drop_last=2:1"]
     assert rows[0]["value"] == rows[1]["value"]
@@ -286,16 +397,20 @@ def test_cifar100_pickle_layout(tmp_path):
     from harness.core.errors import DataError
     from harness.engine.data import build_dataset, check_data
 
-    cfg = load_config(STEPS, ["data.type=cifar100", f"data.root={tmp_path / 'c100'}", "data.num_classes=100",
-                              "data.val_split=test"])
+    cfg = load_config(
+        STEPS, ["data.type=cifar100", f"data.root={tmp_path / 'c100'}", "data.num_classes=100", "data.val_split=test"]
+    )
     with pytest.raises(DataError, match="CIFAR-100's python-pickle files"):
         check_data(cfg.data)
     folder = tmp_path / "c100" / "cifar-100-python"
     folder.mkdir(parents=True)
     rng = np.random.RandomState(0)
     for name, n in (("train", 6), ("test", 4)):
-        batch = {"data": rng.randint(0, 255, (n, 3072), dtype=np.uint8), "fine_labels": [99, 3, 7, 50, 1, 2][:n],
-                 "coarse_labels": [0] * n}
+        batch = {
+            "data": rng.randint(0, 255, (n, 3072), dtype=np.uint8),
+            "fine_labels": [99, 3, 7, 50, 1, 2][:n],
+            "coarse_labels": [0] * n,
+        }
         (folder / name).write_bytes(pickle.dumps(batch))
     check_data(cfg.data)
     test = build_dataset(cfg.data, cfg.aug, "test", is_training=False)

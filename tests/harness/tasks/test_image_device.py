@@ -1,5 +1,6 @@
 """The device image pipeline (``loader.pipeline='device'``) against timm's CPU transforms: op by op, per sample under
 the same seed, in distribution over 10,000 draws, and for evaluation; its CPU fallbacks."""
+
 import contextlib
 import importlib
 import io
@@ -20,8 +21,20 @@ from harness.core.errors import DataError
 from harness.engine.data import seed_all
 from harness.tasks import image_device
 from harness.tasks.image import black_zero_bit_posterize, build_transform, decode_image
-from harness.tasks.image_device import (GEOMETRIC, OPS, BackgroundFeeder, DeviceAugment, EncodedBatch, EncodedImages,
-                                        EvalBox, ParameterDraw, affine, affine_matrices, collate_encoded, normal_noise)
+from harness.tasks.image_device import (
+    GEOMETRIC,
+    OPS,
+    BackgroundFeeder,
+    DeviceAugment,
+    EncodedBatch,
+    EncodedImages,
+    EvalBox,
+    ParameterDraw,
+    affine,
+    affine_matrices,
+    collate_encoded,
+    normal_noise,
+)
 from test_shards import jpeg_folder
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -128,14 +141,21 @@ def record_timm(transform, image, draws, monkeypatch):
 
     crops, flips, ops = [], [], []
     resized_crop, hflip = F.resized_crop, F.hflip
-    monkeypatch.setattr(F, "resized_crop", lambda img, i, j, h, w, *a, **k: (crops.append((j, i, j + w, i + h)),
-                                                                            resized_crop(img, i, j, h, w, *a, **k))[1])
+    monkeypatch.setattr(
+        F,
+        "resized_crop",
+        lambda img, i, j, h, w, *a, **k: (crops.append((j, i, j + w, i + h)), resized_crop(img, i, j, h, w, *a, **k))[
+            1
+        ],
+    )
     monkeypatch.setattr(F, "hflip", lambda img: (flips.append(len(crops) - 1), hflip(img))[1])
     randaugment = next(t for t in transform.transforms if isinstance(t, RandAugment))
     for op in randaugment.ops:
+
         def wrapped(img, *args, _fn=op.aug_fn, _name=op.name, **kwargs):
             ops[-1].append((_name, args))
             return _fn(img, *args, **kwargs)
+
         op.aug_fn = wrapped
     for seed in range(draws):
         seed_all(seed)
@@ -156,7 +176,8 @@ def test_parameter_distributions_match_timm_s_over_10k_draws(jpegs, monkeypatch)
     cfg = imagenet_cfg(16, reprob=0.0)
     image = Image.new("RGB", (60, 45))
     timm_crops, timm_flips, timm_ops = record_timm(
-        black_zero_bit_posterize(build_transform(cfg.data, cfg.aug, is_training=True)), image, draws, monkeypatch)
+        black_zero_bit_posterize(build_transform(cfg.data, cfg.aug, is_training=True)), image, draws, monkeypatch
+    )
     monkeypatch.undo()
     draw = ParameterDraw(build_transform(cfg.data, cfg.aug, is_training=True), 16)
     ours = []
@@ -167,8 +188,12 @@ def test_parameter_distributions_match_timm_s_over_10k_draws(jpegs, monkeypatch)
     def crop_features(boxes):
         b = np.asarray(boxes, float)
         w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
-        return {"area": w * h / (60 * 45), "log ratio": np.log(w / h), "centre x": (b[:, 0] + b[:, 2]) / 2,
-                "centre y": (b[:, 1] + b[:, 3]) / 2}
+        return {
+            "area": w * h / (60 * 45),
+            "log ratio": np.log(w / h),
+            "centre x": (b[:, 0] + b[:, 2]) / 2,
+            "centre y": (b[:, 1] + b[:, 3]) / 2,
+        }
 
     timm_features, our_features = crop_features(timm_crops), crop_features([p["box"] for p in ours])
     for key in timm_features:
@@ -210,8 +235,9 @@ def test_eval_batches_equal_timm_s_eval_transform_within_resampling(jpegs):
         dataset = EncodedImages(Files(jpegs), EvalBox(size, crop_pct, "center"))
         batch, _ = collate_encoded([dataset[i] for i in range(len(dataset))])
         out = DeviceAugment(size, MEAN, STD, training=False)(batch)
-        transform = create_transform(size, is_training=False, interpolation="bicubic", crop_pct=crop_pct,
-                                     crop_mode="center", mean=MEAN, std=STD)
+        transform = create_transform(
+            size, is_training=False, interpolation="bicubic", crop_pct=crop_pct, crop_mode="center", mean=MEAN, std=STD
+        )
         reference = torch.stack([transform(Image.open(f).convert("RGB")) for f in jpegs])
         grey = ((out - reference) * torch.tensor(STD).view(1, 3, 1, 1) * 255).abs()
         assert grey.mean() < 1 and grey.max() <= 8, (size, crop_pct, grey.mean(), grey.max())
@@ -270,15 +296,34 @@ def train_and_evaluate(folder: Path, pipeline: str, seed: int, epochs: int = 4) 
     from harness.engine.data import DeviceLoader, build_loaders, set_train_epoch
 
     cfg = imagenet_cfg(16, scale=(0.5, 1.0), hflip=0.0, reprob=0.25, remode="pixel", mixup=0.0, cutmix=0.0)
-    cfg.data.update(type="folder", root=str(folder), num_classes=10, crop_pct=1.0, workers=0, repeated_aug=False,
-                    pin_memory=False, mean=(0.5,) * 3, std=(0.5,) * 3)
+    cfg.data.update(
+        type="folder",
+        root=str(folder),
+        num_classes=10,
+        crop_pct=1.0,
+        workers=0,
+        repeated_aug=False,
+        pin_memory=False,
+        mean=(0.5,) * 3,
+        std=(0.5,) * 3,
+    )
     cfg.loader = dict(pipeline=pipeline, persistent_workers=False)
     cfg.seed = seed
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                          nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-                          nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     train, val = build_loaders(cfg, rank=0, world_size=1, micro_batch=32)
     for epoch in range(epochs):
@@ -324,12 +369,26 @@ def test_the_device_pipeline_trains_and_evaluates_through_both_engines(tmp_path,
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
     try:
-        result = train_run("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", work_dir=tmp_path / "run",
-                           engine=engine, overrides=[
-                               "data.type=folder", f"data.root={digits_jpegs}", "data.input_size=16",
-                               "data.crop_pct=1.0", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
-                               "model.width=8", "epochs=1", "data.train_subset=64", "data.val_subset=40",
-                               "batch_size=16", "log.tensorboard=False", "loader.pipeline=device"])
+        result = train_run(
+            "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py",
+            work_dir=tmp_path / "run",
+            engine=engine,
+            overrides=[
+                "data.type=folder",
+                f"data.root={digits_jpegs}",
+                "data.input_size=16",
+                "data.crop_pct=1.0",
+                "aug.pipeline=imagenet",
+                "aug.auto_augment=rand-m9-mstd0.5-inc1",
+                "model.width=8",
+                "epochs=1",
+                "data.train_subset=64",
+                "data.val_subset=40",
+                "batch_size=16",
+                "log.tensorboard=False",
+                "loader.pipeline=device",
+            ],
+        )
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
@@ -349,18 +408,30 @@ def test_preflight_s_loader_check_measures_the_configured_pipeline(tmp_path, mon
     from harness.measure import preflight as pf
 
     monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
-    overrides = ("model.width=8", "data.input_size=16", "batch_size=16", "data.type=folder",
-                 f"data.root={digits_jpegs}", "aug.pipeline=imagenet", "aug.auto_augment=rand-m9-mstd0.5-inc1",
-                 "data.crop_pct=1.0")
+    overrides = (
+        "model.width=8",
+        "data.input_size=16",
+        "batch_size=16",
+        "data.type=folder",
+        f"data.root={digits_jpegs}",
+        "aug.pipeline=imagenet",
+        "aug.auto_augment=rand-m9-mstd0.5-inc1",
+        "data.crop_pct=1.0",
+    )
     rank = pf.Rank(0, 0, 1, "here", "cpu")
     opts = pf.Options(loader_seconds=1.0).resolved("cpu")
     calls = []
     finish = DeviceAugment.__call__
-    monkeypatch.setattr(DeviceAugment, "__call__", lambda self, batch: (calls.append(len(batch)),
-                                                                         finish(self, batch))[1])
+    monkeypatch.setattr(
+        DeviceAugment, "__call__", lambda self, batch: (calls.append(len(batch)), finish(self, batch))[1]
+    )
     for pipeline in ("cpu", "device"):
-        plan = pf.make_plan(pf.Target("configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py",
-                                      (*overrides, f"loader.pipeline={pipeline}")), 1)
+        plan = pf.make_plan(
+            pf.Target(
+                "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py", (*overrides, f"loader.pipeline={pipeline}")
+            ),
+            1,
+        )
         check, numbers = pf.loader_check(rank, plan, opts, step_ms=None)
         assert check.verdict == "ok" and numbers["pipeline"] == pipeline, check.text
         assert f"({pipeline} pipeline, data.workers=0" in check.text and numbers["loader_per_s"] > 0
@@ -393,7 +464,7 @@ class Largest(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        for tensor in (out if isinstance(out, (list, tuple)) else [out]):
+        for tensor in out if isinstance(out, (list, tuple)) else [out]:
             if isinstance(tensor, torch.Tensor):
                 self.numel = max(self.numel, tensor.numel())
         return out
@@ -473,8 +544,9 @@ def test_a_batch_crosses_the_worker_boundary_as_one_packed_bytes_tensor_and_int3
     tensors = tensors_in(batch)
     assert len(tensors) <= 11, len(tensors)
     payload = [t for t in tensors if t.dtype == torch.uint8]
-    assert len(payload) == 1 and payload[0].numel() == sum(len(Path(jpegs[i % len(jpegs)]).read_bytes())
-                                                           for i in range(16))
+    assert len(payload) == 1 and payload[0].numel() == sum(
+        len(Path(jpegs[i % len(jpegs)]).read_bytes()) for i in range(16)
+    )
     assert batch.offsets.dtype == torch.int32 and len(batch.offsets) == 17
     assert all(t.dtype == torch.int32 for t in (batch.op_index, batch.erase, batch.erased, batch.order, batch.restore))
     assert len(batch.op_index) and len(batch.erase)  # the draw did choose ops and erase
@@ -677,6 +749,7 @@ def test_an_augmentation_error_reaches_the_consumer_and_a_stopped_consumer_stops
     """An error in thread B (augmentation) is raised in the consumer and both threads end; a consumer that stops
     early (``close``: a break out of the epoch) while thread A waits on a full hand-off queue stops both threads
     too (no deadlock). Run under a watchdog: a hang fails the test rather than the suite."""
+
     def consume(feeder, batches, result):
         try:
             iterator = iter(feeder)
@@ -690,8 +763,9 @@ def test_an_augmentation_error_reaches_the_consumer_and_a_stopped_consumer_stops
     for fail, batches, expected in ((1, 3, "augment failed"), (None, 1, "closed")):
         loader = [(torch.tensor(k), torch.tensor(k)) for k in range(50)]
         result = []
-        watched = threading.Thread(target=consume, args=(BackgroundFeeder(loader, TwoStages(fail), "cpu", depth=1),
-                                                         batches, result))
+        watched = threading.Thread(
+            target=consume, args=(BackgroundFeeder(loader, TwoStages(fail), "cpu", depth=1), batches, result)
+        )
         watched.start()
         watched.join(20)
         assert not watched.is_alive() and result == [expected], result
@@ -706,8 +780,7 @@ class LooksCuda(torch.Tensor):
         return True
 
 
-def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_the_python_fallback(jpegs,
-                                                                                                   monkeypatch):
+def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_the_python_fallback(jpegs, monkeypatch):
     """Under ``torch.use_deterministic_algorithms(True)`` torchvision's ``roi_align`` replaces its CUDA kernel by a
     pure-Python version that materialises every sample of every output pixel. The kernel's forward is
     deterministic (only its backward uses atomics), so the pipeline calls the kernel itself. The CUDA branch is
@@ -719,8 +792,11 @@ def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_t
 
     decode = image_device.decode_jpeg
     monkeypatch.setattr(torchvision_roi_align, "_roi_align", fallback)
-    monkeypatch.setattr(image_device, "decode_jpeg",
-                        lambda *args, **kwargs: [image.as_subclass(LooksCuda) for image in decode(*args, **kwargs)])
+    monkeypatch.setattr(
+        image_device,
+        "decode_jpeg",
+        lambda *args, **kwargs: [image.as_subclass(LooksCuda) for image in decode(*args, **kwargs)],
+    )
     dataset = EncodedImages(Files(jpegs[:4]))
     batch, _ = collate_encoded([dataset[i] for i in range(4)])
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
@@ -730,11 +806,16 @@ def test_resizing_under_deterministic_algorithms_uses_the_roi_align_kernel_not_t
 
 def _bomb_png(path: Path) -> str:
     """A PNG whose header claims 20000x20000 (400 Mpx, over twice Pillow's budget): a few hundred bytes."""
+
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(b"\0" * 20001 * 8)) + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\0" * 20001 * 8))
+        + chunk(b"IEND", b"")
+    )
     return str(path)
 
 
@@ -745,7 +826,7 @@ def _jpeg_header_of(path: Path, width: int, height: int) -> str:
     Image.new("RGB", (16, 16)).save(buffer, "JPEG")
     data = bytearray(buffer.getvalue())
     sof = data.index(b"\xff\xc0")
-    data[sof + 5:sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
     path.write_bytes(bytes(data))
     return str(path)
 
@@ -791,8 +872,7 @@ class LoggedImage:
         self.log.append(("record_stream", self.name, stream.name))
 
 
-def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_the_caller_s_stream(jpegs,
-                                                                                                monkeypatch):
+def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_the_caller_s_stream(jpegs, monkeypatch):
     """torchvision's CUDA decode allocates its outputs from the *current* stream's pool and writes them on nvJPEG's
     own stream, which never waits for the current one: decoded on the caller's stream, an output block could be one
     that kernels still queued there read (pytorch/vision#9606). So the decode runs with the per-device decode stream
@@ -823,8 +903,11 @@ def test_a_cuda_decode_allocates_from_the_decode_stream_and_hands_its_images_to_
     batch, _ = collate_encoded([dataset[i] for i in range(3)])
     images = image_device.decode_group(batch, [0, 1, 2], device)
     assert [i.name for i in images] == ["image0", "image1", "image2"]
-    assert log == [("decode", "pool"), ("wait_stream", "side", "pool"),
-                   *[("record_stream", f"image{k}", "side") for k in range(3)]], log
+    assert log == [
+        ("decode", "pool"),
+        ("wait_stream", "side", "pool"),
+        *[("record_stream", f"image{k}", "side") for k in range(3)],
+    ], log
     del log[:]
     assert image_device._decode_one("a.JPEG", batch.data[:10], device).name == "one"
     assert log == [("decode", "pool"), ("wait_stream", "side", "pool"), ("record_stream", "one", "side")], log
@@ -836,8 +919,11 @@ class CopyLog:
     def __init__(self, monkeypatch):
         self.copies, self.pinned = [], []
         monkeypatch.setattr(torch.Tensor, "pin_memory", lambda tensor: (self.pinned.append(tensor), tensor)[1])
-        monkeypatch.setattr(torch.Tensor, "to", lambda tensor, device, non_blocking=False: (
-            self.copies.append((str(device), non_blocking)), tensor)[1])
+        monkeypatch.setattr(
+            torch.Tensor,
+            "to",
+            lambda tensor, device, non_blocking=False: (self.copies.append((str(device), non_blocking)), tensor)[1],
+        )
 
 
 def test_constants_and_the_one_by_one_fallback_reach_cuda_by_asynchronous_copies(jpegs, monkeypatch):
@@ -897,8 +983,9 @@ def test_the_device_pipeline_on_cuda_without_loader_workers_is_refused_in_one_li
         BackgroundFeeder(loader, lambda x: x, "cuda:0", streams=Recorded())
     assert str(refused.value) == "loader.pipeline='device' on CUDA needs data.workers >= 1"
     BackgroundFeeder(loader, lambda x: x, "cpu")
-    BackgroundFeeder(torch.utils.data.DataLoader(list(range(4)), num_workers=1), lambda x: x, "cuda:0",
-                     streams=Recorded())
+    BackgroundFeeder(
+        torch.utils.data.DataLoader(list(range(4)), num_workers=1), lambda x: x, "cuda:0", streams=Recorded()
+    )
 
 
 def erase_whole_batch(x, boxes, seeds, mode):
@@ -937,9 +1024,11 @@ def test_erasing_noise_is_made_for_the_erased_images_only_and_equals_the_whole_b
     reference = erase_whole_batch(x.clone(), boxes, torch.tensor([s.noise_seed for s, _ in samples]), mode)
     made = []
     noise = image_device.normal_noise
-    monkeypatch.setattr(image_device, "normal_noise", lambda seeds, shape: (made.append(len(seeds)),
-                                                                           noise(seeds, shape))[1])
-    out = DeviceAugment(32, MEAN, STD, training=True, erase_mode=mode)._erase(x.clone(), batch.erase, batch.erased,
-                                                                             batch.noise_seeds)
+    monkeypatch.setattr(
+        image_device, "normal_noise", lambda seeds, shape: (made.append(len(seeds)), noise(seeds, shape))[1]
+    )
+    out = DeviceAugment(32, MEAN, STD, training=True, erase_mode=mode)._erase(
+        x.clone(), batch.erase, batch.erased, batch.noise_seeds
+    )
     assert torch.equal(out, reference)
     assert made == ([] if mode == "const" else [len(erased)])

@@ -5,6 +5,7 @@ The tiny setting is the CI preset: a random 2-layer Llama of width 64 (vocabular
 adapters, 126 hand-written instructions (110 train / 16 held out), a 512-entry byte-level BPE, batch 8, 3 epochs
 (42 optimizer steps); lm-eval on the 24-question local task depthbench_tiny_mc.
 """
+
 import json
 from pathlib import Path
 
@@ -49,18 +50,26 @@ def trained(tmp_path_factory):
 
 # ----------------------------------------------------------------------------------------- prompt and masking
 def test_alpaca_prompt_is_the_standard_template_and_only_the_response_carries_loss():
-    from harness.tasks.alpaca import (IGNORE_INDEX, build_instruction_dataset, encode_example, format_prompt, get_tokenizer,
-                                split_indices)
+    from harness.tasks.alpaca import (
+        IGNORE_INDEX,
+        build_instruction_dataset,
+        encode_example,
+        format_prompt,
+        get_tokenizer,
+        split_indices,
+    )
     from harness.tasks.lm import NextTokenLoss
 
     # Stanford Alpaca's two templates (with / without an input)
     assert format_prompt({"instruction": "Add.", "input": "1 and 2", "output": "3"}) == (
         "Below is an instruction that describes a task, paired with an input that provides further context. Write a "
         "response that appropriately completes the request.\n\n### Instruction:\nAdd.\n\n### Input:\n1 and 2\n\n"
-        "### Response:")
+        "### Response:"
+    )
     assert format_prompt({"instruction": "Smile.", "input": "", "output": ":)"}) == (
         "Below is an instruction that describes a task. Write a response that appropriately completes the request."
-        "\n\n### Instruction:\nSmile.\n\n### Response:")
+        "\n\n### Instruction:\nSmile.\n\n### Response:"
+    )
     cfg = preset()
     tokenizer = get_tokenizer(cfg.data)
     example = {"instruction": "Name the capital of France.", "input": "", "output": "The capital of France is Paris."}
@@ -71,7 +80,7 @@ def test_alpaca_prompt_is_the_standard_template_and_only_the_response_carries_lo
     assert ids == prompt + response + [tokenizer.eos_token_id]
     assert labels == [IGNORE_INDEX] * len(prompt) + response + [tokenizer.eos_token_id]
     short_ids, short_labels = encode_example(tokenizer, example, max_length=len(prompt) + 2)  # cut at max_length
-    assert short_ids == ids[:len(prompt) + 2] and short_labels == labels[:len(prompt) + 2]
+    assert short_ids == ids[: len(prompt) + 2] and short_labels == labels[: len(prompt) + 2]
 
     # a dataset item: inputs right-padded, targets = the next token on response positions, -100 elsewhere
     dataset = build_instruction_dataset(cfg.data, "train", is_training=True)
@@ -82,7 +91,7 @@ def test_alpaca_prompt_is_the_standard_template_and_only_the_response_carries_lo
     n = len(ids)
     assert inputs.shape == targets.shape and inputs[:n].tolist() == ids
     assert (inputs[n:] == tokenizer.pad_token_id).all()
-    assert targets[:n - 1].tolist() == labels[1:] and (targets[n - 1:] == IGNORE_INDEX).all()
+    assert targets[: n - 1].tolist() == labels[1:] and (targets[n - 1 :] == IGNORE_INDEX).all()
 
     # the loss is the mean cross-entropy over exactly the response positions
     logits = torch.randn(1, len(targets), 512)
@@ -112,9 +121,11 @@ def test_instruction_tuning_resumes_mid_epoch_exactly(trained, tmp_path, monkeyp
     timing = {"images_per_s", "step_time", "eta_s", "peak_mem_mb", "epoch_time_s", "train_time_s"}
 
     def curve(run_dir):
-        return [{k: v for k, v in r.items() if k not in timing}
-                for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-                if r["kind"] in ("train", "eval", "epoch")]
+        return [
+            {k: v for k, v in r.items() if k not in timing}
+            for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+            if r["kind"] in ("train", "eval", "epoch")
+        ]
 
     calls = {"n": 0}
 
@@ -145,13 +156,26 @@ def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
     from harness.cli import main
 
     # in this process (the command line's own entry point): a subprocess would import torch/lm-eval again (~20 s)
-    code = main(["eval", str(PRESET), *QUIET, "--checkpoint", str(trained), "--dataset", "lm-eval",
-                 "--tasks", "depthbench_tiny_mc"])
+    code = main(
+        [
+            "eval",
+            str(PRESET),
+            *QUIET,
+            "--checkpoint",
+            str(trained),
+            "--dataset",
+            "lm-eval",
+            "--tasks",
+            "depthbench_tiny_mc",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     rows = records(trained / "metrics.jsonl", "eval_suite")
     assert [(r["dataset"], r["metric"], r["protocol"], r["samples"]) for r in rows] == [
-        ("depthbench_tiny_mc", "acc", "lm-eval", 24), ("depthbench_tiny_mc", "acc_norm", "lm-eval", 24)]
+        ("depthbench_tiny_mc", "acc", "lm-eval", 24),
+        ("depthbench_tiny_mc", "acc_norm", "lm-eval", 24),
+    ]
     assert "depthbench_tiny_mc" in out and "acc_norm" in out
 
     # lm-eval's acc is the share of questions whose answer has the highest log-likelihood after the question:
@@ -160,8 +184,10 @@ def test_lm_eval_end_to_end_on_the_tiny_model_and_local_task(trained, capsys):
     model = build_llama_model(cfg, pretrained=False)
     load_weights(model, str(trained))
     tokenizer = get_tokenizer(cfg.data)
-    questions = [json.loads(line) for line in
-                 (ROOT / "harness/assets/lm_eval_tasks/depthbench_tiny/tiny_mc.jsonl").read_text().splitlines()]
+    questions = [
+        json.loads(line)
+        for line in (ROOT / "harness/assets/lm_eval_tasks/depthbench_tiny/tiny_mc.jsonl").read_text().splitlines()
+    ]
     hits = 0
     with torch.no_grad():
         for q in questions:
@@ -248,7 +274,8 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
     assert not work.exists()
     done = run_cli("eval", PRESET, "--checkpoint", tmp_path, "--dataset", "lm-eval", "--input-size", "224")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "depthbench eval: error: --input-size: image-protocol options; --dataset lm-eval takes --tasks"]
+        "depthbench eval: error: --input-size: image-protocol options; --dataset lm-eval takes --tasks"
+    ]
     image_recipe = ROOT / "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
     assert main(["eval", str(image_recipe), "--checkpoint", str(tmp_path), "--dataset", "lm-eval"]) == 2
     assert "evaluates a Hugging Face Llama recipe" in capsys.readouterr().err

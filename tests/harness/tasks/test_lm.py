@@ -5,6 +5,7 @@ The tiny setting: the first 600 verses of the embedded King James Bible (Debian'
 ``make setup``) as a raw-text corpus, a 300-entry byte-level BPE, 16-token blocks, a 2-step Steps-Transformer
 of widths 32/48, 64 training blocks in batches of 8 -> 8 optimizer steps per epoch, 2 epochs.
 """
+
 import contextlib
 import json
 import math
@@ -29,8 +30,9 @@ STEPS_PER_EPOCH = 8
 def corpus(tmp_path_factory):
     """Real text in the ``text`` layout: the first 600 KJV verses to train on, the next 100 to validate."""
     if shutil.which("bible") is None:
-        pytest.fail("the embedded text corpus needs Debian's bible-kjv package: run make setup "
-                    "(or apt-get install bible-kjv)")
+        pytest.fail(
+            "the embedded text corpus needs Debian's bible-kjv package: run make setup (or apt-get install bible-kjv)"
+        )
     root = tmp_path_factory.mktemp("text")
     verses = (export_kjv(root / "kjv") / "train.txt").read_text().splitlines()
     assert len(verses) > 29000  # the whole Bible minus the held-out chapters
@@ -40,11 +42,26 @@ def corpus(tmp_path_factory):
 
 
 def tiny(corpus, **extra):
-    settings = {"data.type": "text", "data.root": str(corpus), "data.train_split": "train.txt",
-                "data.val_split": "valid.txt", "data.vocab_size": 300, "data.seq_len": 16,
-                "data.train_subset": 64, "data.val_subset": 16, "model.vocab_size": 300, "model.seq_len": 16,
-                "model.steps": "((32,1,1),(48,1,1))", "batch_size": 8, "epochs": 2, "log_interval": 1,
-                "ckpt.interval_minutes": None, "log.tensorboard": False, "optim.lr": 3e-3, **extra}
+    settings = {
+        "data.type": "text",
+        "data.root": str(corpus),
+        "data.train_split": "train.txt",
+        "data.val_split": "valid.txt",
+        "data.vocab_size": 300,
+        "data.seq_len": 16,
+        "data.train_subset": 64,
+        "data.val_subset": 16,
+        "model.vocab_size": 300,
+        "model.seq_len": 16,
+        "model.steps": "((32,1,1),(48,1,1))",
+        "batch_size": 8,
+        "epochs": 2,
+        "log_interval": 1,
+        "ckpt.interval_minutes": None,
+        "log.tensorboard": False,
+        "optim.lr": 3e-3,
+        **extra,
+    }
     return [f"{k}={v}" for k, v in settings.items()]
 
 
@@ -88,9 +105,13 @@ def test_perplexity_of_a_hand_example():
         def forward(self, tokens):
             return logits
 
-    backend = SimpleNamespace(device=torch.device("cpu"), input_dtype=None, sync_buffers=lambda m: None,
-                              autocast=contextlib.nullcontext,
-                              all_reduce_sum=lambda values: values)
+    backend = SimpleNamespace(
+        device=torch.device("cpu"),
+        input_dtype=None,
+        sync_buffers=lambda m: None,
+        autocast=contextlib.nullcontext,
+        all_reduce_sum=lambda values: values,
+    )
     loader = [(torch.zeros(1, 2, dtype=torch.long), torch.tensor([[0, 2]]))]
     metrics = evaluate_lm(Fixed(), loader, backend)
     assert metrics["loss"] == pytest.approx(2 * math.log(2), rel=1e-6)
@@ -141,13 +162,18 @@ def test_lm_trains_reports_perplexity_and_resumes_mid_epoch_exactly(corpus, tmp_
 
 
 # ----------------------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("extra, message", [
-    ({"data.root": "/nonexistent/wikitext-103-raw", "data.train_split": "wiki.train.tokens"},
-     "wikitext-103-raw/wiki.train.tokens does not exist"),
-    ({"data.vocab_size": 8000}, "data.vocab_size=8000 is larger than model"),
-    ({"model.name": "resnet18"}, "model resnet18 does not build"),
-    ({"data.seq_len": 1}, "data.seq_len=1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            {"data.root": "/nonexistent/wikitext-103-raw", "data.train_split": "wiki.train.tokens"},
+            "wikitext-103-raw/wiki.train.tokens does not exist",
+        ),
+        ({"data.vocab_size": 8000}, "data.vocab_size=8000 is larger than model"),
+        ({"model.name": "resnet18"}, "model resnet18 does not build"),
+        ({"data.seq_len": 1}, "data.seq_len=1"),
+    ],
+)
 def test_bad_lm_input_is_one_line_before_anything_is_written(corpus, tmp_path, extra, message):
     with pytest.raises(DepthbenchError) as error:
         run(PRESET, work_dir=tmp_path / "run", overrides=tiny(corpus, **extra))
@@ -169,9 +195,16 @@ def tiny_llama(seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                         max_position_embeddings=64)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -183,8 +216,9 @@ def test_llama_expansion_shares_layers_starts_as_duplication_and_counts_by_formu
     model = tiny_llama()
     base = unique_parameters(model)
     duplicated = copy.deepcopy(model)  # the plain Interpolate duplication, independent copies
-    duplicated.model.layers = torch.nn.ModuleList([copy.deepcopy(layer) for layer in duplicated.model.layers
-                                                   for _ in range(2)])
+    duplicated.model.layers = torch.nn.ModuleList(
+        [copy.deepcopy(layer) for layer in duplicated.model.layers for _ in range(2)]
+    )
     for index, layer in enumerate(duplicated.model.layers):
         layer.self_attn.layer_idx = index
     duplicated.config.num_hidden_layers = 4
@@ -216,8 +250,15 @@ def test_llama_3_2_1b_counts_on_the_meta_device():
     from models.scalenet_llama import expand_llama, llama_parameter_count, unique_parameters
 
     # Llama-3.2-1B's published architecture (ScaleNet's LLM experiment); no weights needed on the meta device
-    config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                         num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        tie_word_embeddings=True,
+    )
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
         assert unique_parameters(model) == 1_235_814_400  # the paper's "1236M"

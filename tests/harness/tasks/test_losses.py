@@ -1,4 +1,5 @@
 """harness/tasks/losses.py: SReT's soft-label distillation (Eq. 17) and the DeiT-style baseline, against hand values."""
+
 from __future__ import annotations
 
 import math
@@ -119,7 +120,8 @@ def test_training_loss_sums_branches_and_composes_distillation():
     assert TrainingLoss(torch.nn.CrossEntropyLoss())(x, out, y).item() == pytest.approx(by_hand.item(), rel=1e-6)
     pair = (out.deep, out.shallow)  # a (cls, dist) pair without a teacher: the class head only, as DeiT
     assert TrainingLoss(torch.nn.CrossEntropyLoss())(x, pair, y).item() == pytest.approx(
-        F.cross_entropy(out.deep, y).item(), rel=1e-6)
+        F.cross_entropy(out.deep, y).item(), rel=1e-6
+    )
     teacher = torch.nn.Linear(4, 3)
     kd = SoftLabelKDLoss()(out, teacher(x)).item()
     soft = TrainingLoss(torch.nn.CrossEntropyLoss(), teacher=teacher, distill_loss=SoftLabelKDLoss(), weight=0.25)
@@ -149,10 +151,12 @@ def test_the_loop_trains_every_branch_of_a_mixed_depth_model():
     objects = TrainingObjects(model, optimizer, scheduler, None, TrainingLoss(torch.nn.CrossEntropyLoss()), None)
     loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randint(0, 3, (16,))), batch_size=8)
     logged = []
-    log = SimpleNamespace(progress=lambda *a: SimpleNamespace(update=lambda n: None, close=lambda: None),
-                          metrics=lambda kind, **v: logged.append((kind, v)),
-                          train_step=lambda state, **v: logged.append(("train", v)),
-                          checkpoint_due_by_time=lambda: False)
+    log = SimpleNamespace(
+        progress=lambda *a: SimpleNamespace(update=lambda n: None, close=lambda: None),
+        metrics=lambda kind, **v: logged.append((kind, v)),
+        train_step=lambda state, **v: logged.append(("train", v)),
+        checkpoint_due_by_time=lambda: False,
+    )
     cfg = SimpleNamespace(grad_accum=1, clip_grad=None, log_interval=1, ckpt=SimpleNamespace(interval_steps=0))
     assert train_one_epoch(objects, loader, backend, TrainState(), cfg, log) == "done"
     for name in ("deep.weight", "shallow.weight"):

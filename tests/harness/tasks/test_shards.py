@@ -1,5 +1,6 @@
 """``depthbench data pack`` and the map-style shard reader (``data.type=shards``): the same samples and labels as the
 folder, readable by timm's WebDataset reader, and one global order for any number of ranks and loader workers."""
+
 import json
 from pathlib import Path
 
@@ -35,8 +36,16 @@ def jpeg_folder(root: Path, per_class: int = 6, classes: int = 3, seed: int = 0)
 
 def shards_cfg(root: Path, pipeline: str = "cpu", workers: int = 0, **data):
     cfg = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
-    cfg.data.update(type="shards", root=str(root), num_classes=3, input_size=24, workers=workers, repeated_aug=False,
-                    pin_memory=False, **data)
+    cfg.data.update(
+        type="shards",
+        root=str(root),
+        num_classes=3,
+        input_size=24,
+        workers=workers,
+        repeated_aug=False,
+        pin_memory=False,
+        **data,
+    )
     cfg.loader = dict(pipeline=pipeline, persistent_workers=False)
     cfg.seed = 0
     return cfg
@@ -87,8 +96,10 @@ def test_timm_s_webdataset_reader_reads_the_shards(packed):
 @pytest.mark.tier("integration")
 def test_pack_refuses_bad_input_in_one_line(tmp_path, packed):
     folder, shards, _ = packed
-    for argv, needle in ((["data", "pack", str(tmp_path / "none"), str(tmp_path / "out")], "has no split folder"),
-                         (["data", "pack", str(folder), str(shards)], "not an empty folder")):
+    for argv, needle in (
+        (["data", "pack", str(tmp_path / "none"), str(tmp_path / "out")], "has no split folder"),
+        (["data", "pack", str(folder), str(shards)], "not an empty folder"),
+    ):
         result = run_cli(*argv)
         assert result.returncode == 2 and needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
     with pytest.raises(DataError, match="depthbench data pack"):
@@ -134,8 +145,7 @@ def test_a_resumed_epoch_continues_with_the_uninterrupted_samples(packed):
 
 
 @pytest.mark.parametrize("world_size, start_batch", [(1, 4), (4, 1)])
-def test_an_epoch_resumed_on_another_number_of_ranks_continues_with_the_same_samples(packed, world_size,
-                                                                                       start_batch):
+def test_an_epoch_resumed_on_another_number_of_ranks_continues_with_the_same_samples(packed, world_size, start_batch):
     """Saved on 2 ranks after 8 samples of the epoch's global order (2 batches of 2 per rank), resumed on 1 or 4
     (elastic resume, issue 41): the samples not yet seen, in the same global order, augmented the same."""
     _, shards, _ = packed

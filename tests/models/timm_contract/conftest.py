@@ -19,6 +19,7 @@ Usage: ``make test`` runs the representatives; ``make test-timm-all`` every pape
 ``DEPTHBENCH_TIMM_MODELS=transnext_micro .venv/bin/python -m pytest tests/models/timm_contract`` one model
 (``-m "not torchscript and not fxforward and not fxbackward"`` for the core contract only).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,10 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    lines = [f"timm contract: models {', '.join(timm_suite.selected_models())} "
-             f"(set {timm_suite.SELECT_ENV}=all|names to change)"]
+    lines = [
+        f"timm contract: models {', '.join(timm_suite.selected_models())} "
+        f"(set {timm_suite.SELECT_ENV}=all|names to change)"
+    ]
     for kind, table in (("TorchScript", timm_suite.EXCLUDE_JIT), ("FX", timm_suite.EXCLUDE_FX)):
         lines += [f"timm contract: no {kind} tests for {pattern}: {reason}" for pattern, reason in table.items()]
     # the exclusions the models themselves decide (timm_suite.model_kind)
@@ -59,8 +62,10 @@ def pytest_report_header(config):
     if not_image:
         lines.append(f"timm contract: no tests for {', '.join(not_image)}: {timm_suite.NOT_IMAGE_REASON}")
     if frozen:
-        lines.append(f"timm contract: no {', '.join(timm_suite.BACKWARD_TESTS)} for {', '.join(frozen)}: "
-                     f"{timm_suite.FROZEN_REASON}")
+        lines.append(
+            f"timm contract: no {', '.join(timm_suite.BACKWARD_TESTS)} for {', '.join(frozen)}: "
+            f"{timm_suite.FROZEN_REASON}"
+        )
     return lines
 
 

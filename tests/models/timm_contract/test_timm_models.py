@@ -3,6 +3,7 @@
 The file is imported (not copied) with ``timm.list_models`` answering from the selected paper models, and its
 tests and fixtures are re-exported here for pytest to collect; conftest.py and timm_suite.py say how.
 """
+
 from timm_suite import load_timm_tests
 
 load_timm_tests()

@@ -1,4 +1,5 @@
 """The harness that points timm's model tests at the paper models: selection, timm's filters, exclusions."""
+
 import pytest
 import timm
 
@@ -38,13 +39,22 @@ def test_list_models_applies_timms_filters_to_the_selected_models():
 
 def test_timm_vits_underneath_are_classified_as_timm_classifies_its_vits():
     # timm tells sequence-output models by name ('vit_*', 'deit*'); ours are matched by what they are
-    names = ["steps_deit_tiny", "scalenet_deit_tiny_2x", "deit_w136_d24", "steps_swin_tiny", "steps_resnet18",
-             "transnext_micro"]
+    names = [
+        "steps_deit_tiny",
+        "scalenet_deit_tiny_2x",
+        "deit_w136_d24",
+        "steps_swin_tiny",
+        "steps_resnet18",
+        "transnext_micro",
+    ]
     list_models, _ = timm_suite.make_list_models(names)
     non_std = list_models(filter=["vit_*", "deit*"])
     assert set(non_std) == {"steps_deit_tiny", "scalenet_deit_tiny_2x", "deit_w136_d24"}
-    assert set(list_models(exclude_filters=["vit_*", "deit*"])) == {"steps_swin_tiny", "steps_resnet18",
-                                                                   "transnext_micro"}
+    assert set(list_models(exclude_filters=["vit_*", "deit*"])) == {
+        "steps_swin_tiny",
+        "steps_resnet18",
+        "transnext_micro",
+    }
     assert timm_suite.model_kind("steps_deit_tiny").sequence_output
     assert not timm_suite.model_kind("steps_swin_tiny").sequence_output
 
@@ -105,8 +115,11 @@ def test_setup_unpacks_only_timms_tests_from_the_pinned_sdist(monkeypatch, tmp_p
     setup_env = _setup_env(monkeypatch, tmp_path)
     version = setup_env.pinned_version("timm")
     assert version == timm.__version__  # the suite matches the installed timm
-    _sdist(tmp_path / "sdist" / f"timm-{version}.tar.gz", version,
-           {"tests/test_models.py": "def test_x(): pass\n", "tests/conftest.py": "", "timm/__init__.py": ""})
+    _sdist(
+        tmp_path / "sdist" / f"timm-{version}.tar.gz",
+        version,
+        {"tests/test_models.py": "def test_x(): pass\n", "tests/conftest.py": "", "timm/__init__.py": ""},
+    )
     setup_env.ensure_timm_tests()
     tests = tmp_path / "timm-tests" / f"timm-{version}" / "tests"
     assert (tests / "test_models.py").read_text() == "def test_x(): pass\n"

@@ -33,6 +33,7 @@ themselves (:func:`model_kind`), not from names:
   train only adjustments + norms by the paper's recipe, ScaleNet §III-C) skip timm's two backward tests, which
   require a gradient on every parameter (docs/scalenet.md; ``trainable='all'`` builds pass them).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -51,32 +52,42 @@ from harness.engine.models import meta_build
 
 MODULE_NAME = "timm_test_models"
 SELECT_ENV = "DEPTHBENCH_TIMM_MODELS"
-REPRESENTATIVES = ("transnext_micro", "SReT_T", "horesnet10_rk4", "steps_deit_tiny", "steps_swin_tiny",
-                   "steps_resnet18", "scalenet_deit_tiny_2x")
+REPRESENTATIVES = (
+    "transnext_micro",
+    "SReT_T",
+    "horesnet10_rk4",
+    "steps_deit_tiny",
+    "steps_swin_tiny",
+    "steps_resnet18",
+    "scalenet_deit_tiny_2x",
+)
 
 # {model pattern: why its TorchScript / FX tests cannot pass}. Keep the reasons in docs/<paper>.md too.
 EXCLUDE_JIT: dict[str, str] = {
     "transnext_*": "forward reaches the official numbered stages (patch_embed1..4, block1..4, norm1..4, kept for the "
-                   "official checkpoints) by name and builds the per-input-size geometry in Python; "
-                   "TorchScript compiles neither (docs/transnext.md)",
+    "official checkpoints) by name and builds the per-input-size geometry in Python; "
+    "TorchScript compiles neither (docs/transnext.md)",
 }
 EXCLUDE_FX: dict[str, str] = {}
 JIT_TESTS = ("test_model_forward_torchscript", "test_model_forward_fx_torchscript")
 FX_TESTS = ("test_model_forward_fx", "test_model_backward_fx", "test_model_forward_fx_torchscript")
 BACKWARD_TESTS = ("test_model_backward", "test_model_backward_fx")
-NOT_IMAGE_REASON = ("not an image model (token ids in, logits over a vocabulary out; cfg input_size is the sequence "
-                    "length, not (C, H, W)); timm's model tests feed images (docs/stepsnet.md)")
-FROZEN_REASON = ("built with parameters frozen (requires_grad=False) by the paper's recipe (ScaleNet §III-C, Eq. 10: "
-                 "DeiT-B and Swin train only adjustments + norms); timm's backward tests need a gradient on every "
-                 "parameter; trainable='all' builds pass them (docs/scalenet.md)")
+NOT_IMAGE_REASON = (
+    "not an image model (token ids in, logits over a vocabulary out; cfg input_size is the sequence "
+    "length, not (C, H, W)); timm's model tests feed images (docs/stepsnet.md)"
+)
+FROZEN_REASON = (
+    "built with parameters frozen (requires_grad=False) by the paper's recipe (ScaleNet §III-C, Eq. 10: "
+    "DeiT-B and Swin train only adjustments + norms); timm's backward tests need a gradient on every "
+    "parameter; trainable='all' builds pass them (docs/scalenet.md)"
+)
 
 _real_list_models = timm.list_models
 
 
 def paper_models() -> list[str]:
     """Every model registered by depthbench's ``models`` package."""
-    return [n for n in _real_list_models()
-            if timm.models.model_entrypoint(n).__module__.split(".")[0] == "models"]
+    return [n for n in _real_list_models() if timm.models.model_entrypoint(n).__module__.split(".")[0] == "models"]
 
 
 def selected_models() -> list[str]:
@@ -96,14 +107,17 @@ def selected_models() -> list[str]:
             unknown.append(w)
         chosen += [h for h in hits if h not in chosen]
     if unknown:
-        raise ValueError(f"{SELECT_ENV}: no paper model matches {', '.join(unknown)}; use 'all', or names/"
-                         f"patterns from `depthbench models` (e.g. transnext_micro, 'SReT_*')")
+        raise ValueError(
+            f"{SELECT_ENV}: no paper model matches {', '.join(unknown)}; use 'all', or names/"
+            f"patterns from `depthbench models` (e.g. transnext_micro, 'SReT_*')"
+        )
     return chosen
 
 
 @dataclass(frozen=True)
 class ModelKind:
     """What timm's tests need to know about a model that timm itself reads from names."""
+
     image: bool  # cfg input_size is an image's (C, H, W)
     input_size: tuple
     sequence_output: bool  # a timm VisionTransformer: forward_features is (B, N, C), timm's NON_STD kind
@@ -120,8 +134,9 @@ def model_kind(name: str) -> ModelKind:
     with meta_build("meta"):
         model = timm.create_model(name, device="meta")
     frozen = tuple(n for n, p in model.named_parameters() if not p.requires_grad)
-    return ModelKind(image=True, input_size=input_size, sequence_output=isinstance(model, VisionTransformer),
-                     frozen=frozen)
+    return ModelKind(
+        image=True, input_size=input_size, sequence_output=isinstance(model, VisionTransformer), frozen=frozen
+    )
 
 
 def timm_kind_name(arch: str) -> str:
@@ -137,10 +152,10 @@ def _patterns(value) -> list[str]:
 def make_list_models(selected: list[str]):
     selected = set(selected)
 
-    def paper_list_models(filter="", module="", pretrained=False, exclude_filters="", name_matches_cfg=False,
-                          include_tags=None):
-        names = _real_list_models(pretrained=pretrained, name_matches_cfg=name_matches_cfg,
-                                  include_tags=include_tags)
+    def paper_list_models(
+        filter="", module="", pretrained=False, exclude_filters="", name_matches_cfg=False, include_tags=None
+    ):
+        names = _real_list_models(pretrained=pretrained, name_matches_cfg=name_matches_cfg, include_tags=include_tags)
         include, exclude = _patterns(filter), _patterns(exclude_filters)
         picked = []
         for name in names:
@@ -172,8 +187,10 @@ def load_timm_tests():
         return sys.modules[MODULE_NAME]
     path = timm_tests_file()
     if not path.exists():
-        raise FileNotFoundError(f"timm {timm.__version__}'s test-suite is not at {path}; run `make setup` "
-                                f"(it unpacks it from the timm sdist on PyPI)")
+        raise FileNotFoundError(
+            f"timm {timm.__version__}'s test-suite is not at {path}; run `make setup` "
+            f"(it unpacks it from the timm sdist on PyPI)"
+        )
     list_models, list_pretrained = make_list_models(selected_models())
     spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,5 @@
 """The local data of depthbench_tiny_mc.yaml: tiny_mc.jsonl next to this file as a datasets.DatasetDict (no hub)."""
+
 import json
 from pathlib import Path
 
