@@ -151,13 +151,14 @@ def test_all_five_papers_render(browser, tmp_path, monkeypatch):
 
 
 def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(browser, report):
-    """claims.html: per claim the paper's numbers, both arms (mean ± std, n), the paired difference with its 95 %
+    """claims.html: per claim the paper's numbers, both arms (mean ± std, n), the paired difference with its
     interval (computed here with scipy, not by the code under test) and the verdict; the dataset's samples and the
-    claim's figure load."""
+    claim's figure load. StepsNet's DeiT claim is descriptive in its file (a directional claim read at the file's
+    alpha 0.05 one-sided: the two-sided 90 % interval) and gets no verdict."""
     from scipy import stats
 
     test = stats.ttest_rel(STEPS_DEIT["steps-deit"], STEPS_DEIT["deit"])
-    ci = test.confidence_interval(0.95)
+    ci = test.confidence_interval(0.90)
     diff, low, high = (ci.low + ci.high) / 2, ci.low, ci.high
     page, errors, failed = visit(browser, (report / "claims.html").as_uri())
     check_page(page, errors, failed, "claims.html")
@@ -168,7 +169,7 @@ def test_claims_page_shows_each_claim_with_its_interval_verdict_and_figures(brow
         "steps-deit 74.17 ± 1.04 (n=3)",
         f"{diff:+.2f}",
         f"[{low:+.2f}, {high:+.2f}] (paired)",
-        "supported",
+        "no verdict",
     ]
     assert "reduced setting" in page.inner_text("main")
     images = page.eval_on_selector_all("img", "els => els.map(e => e.getAttribute('src'))")

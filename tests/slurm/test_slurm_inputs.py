@@ -405,7 +405,10 @@ def test_jobs_with_broken_records(runs, monkeypatch, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------- submit --claims (issue 29)
-CLAIM_RUNS = ("shallow", "scratch-3x", "scratch-compute", "scalenet")  # the expanded arm starts from the shallow run
+# ScaleNet's runs: the first job trains the four from scratch, the second the two expanded arms, each from its
+# source's weights (the shallow run; the source trained to its plateau, Table VII)
+FIRST_RUNS = ("converged", "scratch-3x", "shallow", "scratch-compute")
+SECOND_RUNS = ("scalenet-converged", "scalenet")
 
 
 @pytest.fixture
@@ -456,16 +459,18 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
     assert code == 0, err
     first, second = (stub / "1.sbatch").read_text(), (stub / "2.sbatch").read_text()
-    assert "#SBATCH --array=0-2" in first and "--dependency" not in first
-    assert "#SBATCH --dependency=afterok:101" in second and "scalenet/scalenet/seed200" in second
+    assert "#SBATCH --array=0-3" in first and "--dependency" not in first
+    assert "#SBATCH --dependency=afterok:101" in second and "#SBATCH --array=0-1" in second
+    assert all(f"scalenet/{arm}/seed200" in second for arm in SECOND_RUNS)
     assert "submitted job 102" in stdout and "depthbench claims scalenet --quick" in stdout
     records = [json.loads((glyphs_cache / "slurm" / f"{job}.json").read_text()) for job in (101, 102)]
     assert [e["work_dir"] for r in records for e in r["elements"]] == [
-        str(out / "runs" / "scalenet" / arm / "seed200") for arm in CLAIM_RUNS
+        str(out / "runs" / "scalenet" / arm / "seed200") for arm in FIRST_RUNS + SECOND_RUNS
     ]
 
     # the shallow run is done (its recipe recorded as train records it, and its weights): submitted again, it is
-    # skipped and nothing waits
+    # skipped, and the arm expanded from it no longer waits: it joins the first job; the other expanded arm still
+    # waits for its source
     spec = next(s for s in plan_runs(load_claims("scalenet"), 1, True, out) if s.arm == "shallow")
     shallow = spec.work_dir
     run = RunDir.create("claims-scalenet-shallow", path=shallow)
@@ -477,10 +482,11 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
     assert code == 0, err
     assert f"not submitted: scalenet/shallow/seed200: done in {shallow}" in err
-    assert sorted(p.name for p in stub.glob("*.sbatch")) == ["1.sbatch"]
-    script = (stub / "1.sbatch").read_text()
-    assert "#SBATCH --array=0-2" in script and "scalenet/scratch-3x/seed200" in script
-    assert f"{shallow}/best.pth" in script
+    assert sorted(p.name for p in stub.glob("*.sbatch")) == ["1.sbatch", "2.sbatch"]
+    script, waiting = (stub / "1.sbatch").read_text(), (stub / "2.sbatch").read_text()
+    assert "#SBATCH --array=0-3" in script and "scalenet/scratch-3x/seed200" in script
+    assert "scalenet/scalenet/seed200" in script and f"{shallow}/best.pth" in script
+    assert "scalenet/scalenet-converged/seed200" in waiting and "scalenet/scalenet/seed200" not in waiting
 
 
 @pytest.mark.tier("integration")

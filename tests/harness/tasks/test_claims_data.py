@@ -149,10 +149,9 @@ def test_the_report_s_sample_sheets_scan_the_fonts_once(fonts, tmp_path, monkeyp
     every claims call)."""
     from PIL import Image
 
-    from results.claims_run import _glyph_samples
-    from harness.tasks import glyphs
+    from results import claims_run
 
     scans = []
-    monkeypatch.setattr(glyphs, "glyph_fonts", lambda *a: scans.append(a) or fonts)
-    path = _glyph_samples(tmp_path / "glyphs-samples.png")
+    monkeypatch.setattr(claims_run, "glyph_fonts", lambda *a: scans.append(a) or fonts)  # the name it calls
+    path = claims_run._glyph_samples(tmp_path / "glyphs-samples.png")
     assert len(scans) == 1 and Image.open(path).size == (53 * 32, 7 * 32 + 2 * 8)
