@@ -429,6 +429,15 @@ class DeepSpeedBackend(Backend):
                 bool(clip_grad) or (zero["stage"] == 1 and bool((self.config.get("bf16") or {}).get("enabled"))),
             )
 
+    def close(self) -> None:
+        """DeepSpeed's own teardown (``deepspeed.comm.destroy_process_group``): it also drops the groups DeepSpeed
+        cloned from the process group, which a second run in the same process (the Python API, a test) would
+        otherwise find stale ("Group ... is not registered") in its first broadcast."""
+        import deepspeed.comm
+
+        if dist.is_available() and dist.is_initialized():
+            deepspeed.comm.destroy_process_group()
+
     def prepare(self, model, optimizer):
         import deepspeed
 
