@@ -96,13 +96,19 @@ class EvalResult(list):
     there is one: ``{"dataset", "metric", "value", "input_size", ...}``), with ``metrics``: the plain validation-set
     evaluation's ``{"top1", "top5", "loss", "images", "model", "input_size", ...}`` (None otherwise); ``kind``:
     plain, suite or lm-eval; ``is_main``: this process reports (a launcher's other ranks have no rows); ``out``:
-    the CSV written, if any."""
+    the CSV written, if any; ``recorded``: the run directory the rows were appended to, if any."""
 
     def __init__(
-        self, rows=(), metrics: dict | None = None, kind: str = "suite", is_main: bool = True, out: Path | None = None
+        self,
+        rows=(),
+        metrics: dict | None = None,
+        kind: str = "suite",
+        is_main: bool = True,
+        out: Path | None = None,
+        recorded: Path | None = None,
     ):
         super().__init__(rows)
-        self.metrics, self.kind, self.is_main, self.out = metrics, kind, is_main, out
+        self.metrics, self.kind, self.is_main, self.out, self.recorded = metrics, kind, is_main, out, recorded
 
     @property
     def rows(self) -> list[dict]:
@@ -142,11 +148,21 @@ def main(args) -> int:
                 f"{metrics['top1']:.2f}  top-5 {metrics['top5']:.2f}  loss {metrics['loss']:.4f}  "
                 f"({metrics['images']} images)"
             )
+        _say_where(result)
         return 0
     table = _lm_table if result.kind == "lm-eval" else _suite_table
     print("\n".join(json.dumps(r) for r in result.rows) if args.json else table(result.rows))
     sys.stdout.flush()
+    _say_where(result)
     return 0
+
+
+def _say_where(result: EvalResult) -> None:
+    """The last line: where the rows went (stderr: stdout is the table or JSON a script reads)."""
+    places = [f"{result.recorded / 'metrics.jsonl'}"] if result.recorded else []
+    places += [str(result.out)] if result.out else []
+    if result.is_main and places:
+        print(f"depthbench eval: rows recorded in {' and '.join(places)}", file=sys.stderr, flush=True)
 
 
 def run(
@@ -202,7 +218,8 @@ def run(
                 record_into=record,
                 image_options=[flag for flag, value in given if value],
             )
-        return EvalResult(rows, kind="lm-eval", out=_write_csv(out, rows))
+            recorded = record.path if record is not None and rows else None
+        return EvalResult(rows, kind="lm-eval", out=_write_csv(out, rows), recorded=recorded)
     if tasks:
         raise DepthbenchError("--tasks belongs to --dataset lm-eval")
     from harness.core.rundir import checkpoint_run
@@ -237,7 +254,8 @@ def run(
                 if is_main
                 else []
             )
-            return EvalResult(rows, metrics, kind="plain", is_main=is_main)
+            recorded = record.path if record is not None and rows else None
+            return EvalResult(rows, metrics, kind="plain", is_main=is_main, recorded=recorded)
         rows = protocols.evaluate_suite(
             config,
             checkpoint,
@@ -254,7 +272,8 @@ def run(
             trained_model=trained,
             checkpoint_model=checkpoint_model,
         )
-    return EvalResult(rows, kind="suite", out=_write_csv(out, rows))
+        recorded = record.path if record is not None and rows else None
+    return EvalResult(rows, kind="suite", out=_write_csv(out, rows), recorded=recorded)
 
 
 def run_model_config(run: Path | None) -> dict | None:
