@@ -33,6 +33,7 @@ ALLOWED = {
     ("harness/measure/bench.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("harness/measure/preflight/environment.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("results/claims_run.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
+    ("harness/engine/backends.py", "open()"): (1, "sysfs local_cpulist of the rank's GPU: the kernel's"),
     ("harness/tasks/glyphs.py", ".read_bytes()"): (
         3,
         "Debian's installed font files, hashed into the glyph cache's key (system files, not a data root)",

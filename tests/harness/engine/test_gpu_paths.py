@@ -93,7 +93,7 @@ def test_a_task_shown_fewer_gpus_than_its_local_rank_is_refused_in_one_line(two_
 
 def test_each_rank_is_bound_to_the_cores_closest_to_its_gpu(two_gpus, monkeypatch, tmp_path):
     """With every GPU visible, the rank binds itself to its GPU's NUMA-local cores (sysfs local_cpulist) among the
-    cores it may use, before loader workers fork; no overlap or no sysfs entry leaves the affinity alone."""
+    cores it may use, before loader workers start; no overlap or no sysfs entry leaves the affinity alone."""
     for bus, cpulist in ((0x10, "0-3,8-11"), (0x11, "4-7,12-15")):
         (tmp_path / f"fffe:{bus:02x}:00.0").mkdir()
         (tmp_path / f"fffe:{bus:02x}:00.0" / "local_cpulist").write_text(cpulist + "\n")
