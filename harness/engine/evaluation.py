@@ -28,7 +28,9 @@ def evaluate(model, loader, backend: Backend) -> dict:
     or each position of a sequence), summed over ranks."""
     backend.sync_buffers(model)
     model.eval()
-    loss_sum = correct1 = correct5 = count = 0.0
+    # loss, top-1, top-5, count summed on the device: one host read after the last batch, none per batch (a
+    # per-batch .item() or boolean-mask indexing waits for the device and stalls the next batch's copy)
+    sums = torch.zeros(4, dtype=torch.float64, device=backend.device)
     for images, targets in loader:
         images = images.to(backend.device, non_blocking=True)
         targets = targets.to(backend.device, non_blocking=True)
@@ -37,15 +39,22 @@ def evaluate(model, loader, backend: Backend) -> dict:
         with backend.autocast():
             outputs = model(images)
         # a sequence model's (B, T, V) logits count every position as a sample (language models: tokens)
-        outputs, targets = outputs.reshape(-1, outputs.shape[-1]), targets.reshape(-1)
-        valid = targets >= 0
-        outputs, targets = outputs.float()[valid], targets[valid]
+        outputs, targets = outputs.reshape(-1, outputs.shape[-1]).float(), targets.reshape(-1)
+        valid = targets >= 0  # negative targets (padding) count nowhere
+        safe_targets = targets.clamp_min(0)
         top = outputs.topk(min(5, outputs.shape[1]), dim=1).indices
-        loss_sum += F.cross_entropy(outputs, targets, reduction="sum").item()
-        correct1 += (top[:, 0] == targets).sum().item()
-        correct5 += (top == targets[:, None]).any(dim=1).sum().item()
-        count += len(targets)
-    loss_sum, correct1, correct5, count = backend.all_reduce_sum([loss_sum, correct1, correct5, count])
+        losses = F.cross_entropy(outputs, safe_targets, reduction="none")
+        hit5 = (top == safe_targets[:, None]).any(dim=1)
+        batch_sums = torch.stack(
+            [
+                losses.where(valid, 0.0).sum(),
+                (valid & (top[:, 0] == safe_targets)).sum(),
+                (valid & hit5).sum(),
+                valid.sum(),
+            ]
+        )
+        sums += batch_sums.to(torch.float64)
+    loss_sum, correct1, correct5, count = backend.reduce_and_read(sums)
     count = max(count, 1.0)
     return {
         "top1": 100.0 * correct1 / count,
