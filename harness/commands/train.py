@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
+from harness.core.schema import describe
 
 if TYPE_CHECKING:
     from harness.engine.runner import RunResult
@@ -40,8 +41,6 @@ class HelpConfig(argparse.Action):
         super().__init__(option_strings, dest, nargs="?", metavar="CONFIG", default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from harness.core.schema import describe
-
         if values is None:
             print(describe())
             parser.exit()
