@@ -34,6 +34,7 @@ COMMANDS = [
     "claims",
     "preflight",
     "submit",
+    "jobs",
     "data",
 ]
 
