@@ -231,8 +231,6 @@ def run_submit(
 
 # ----------------------------------------------------------------------------------------- the command line
 def submit_main(args) -> int:
-    from slurm.submit import claims_command, dry_run_text, submitted_text
-
     # `key=value` words may come among the configs (argparse cannot tell them apart), and after the options
     configs = [c for c in args.configs if not ("=" in c and not c.endswith(".py"))]
     overrides = [c for c in args.configs if c not in configs] + list(args.overrides)
@@ -276,6 +274,8 @@ def submit_main(args) -> int:
         min_nodes=args.min_nodes,
         show_estimate=_show_estimate,
     )
+    from slurm.submit import claims_command, dry_run_text, submitted_text
+
     for line in result.skipped:
         print(f"depthbench submit: not submitted: {line}", file=sys.stderr)
     for line in result.notes:
