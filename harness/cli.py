@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             if hasattr(args, "overrides") and (problem := option_for_a_key(args.command, extra)):
                 raise UsageError(problem, prog)
             if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
-                raise UsageError(f"unrecognized arguments: {' '.join(extra)} ({prog} --help lists the options)", "depthbench")
+                raise UsageError(
+                    f"unrecognized arguments: {' '.join(extra)} ({prog} --help lists the options)", "depthbench"
+                )
             args.overrides += extra
         if not getattr(args, "func", None):
             parser.print_help()

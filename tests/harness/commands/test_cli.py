@@ -132,7 +132,10 @@ def test_top_level_help_names_key_value_overrides_and_the_docs(capsys):
             "depthbench eval: error: the following arguments are required: --checkpoint "
             "(depthbench eval --help lists the options)",
         ),
-        (["env", "extra"], "depthbench: error: unrecognized arguments: extra (depthbench env --help lists the options)"),
+        (
+            ["env", "extra"],
+            "depthbench: error: unrecognized arguments: extra (depthbench env --help lists the options)",
+        ),
     ],
 )
 def test_bad_input_found_while_parsing_takes_the_one_error_path(argv, expected):
