@@ -28,11 +28,11 @@ from harness.commands.eval import run as evaluate
 from harness.commands.export import run as export
 from harness.commands.finetune import run_finetune as finetune
 from harness.commands.finetune import run_test as test
+from harness.commands.jobs import run_cancel as cancel
+from harness.commands.jobs import run_jobs as jobs
 from harness.commands.models import run as models
 from harness.commands.preflight import run as preflight
 from harness.commands.results import run as results
-from harness.commands.submit import run_cancel as cancel
-from harness.commands.submit import run_jobs as jobs
 from harness.commands.submit import run_submit as submit
 from harness.commands.train import run as train
 from harness.commands.verify import run as verify

@@ -34,12 +34,31 @@ COMMANDS = [
     "claims",
     "preflight",
     "submit",
+    "jobs",
     "data",
 ]
 
 
+class UsageError(DepthbenchError):
+    """argparse's complaint about the command line (an invalid choice, a missing or unknown argument), raised as
+    the one error type instead of printed with the usage; ``prog`` is the command line it concerns
+    (``depthbench``, ``depthbench train``), as argparse names it."""
+
+    def __init__(self, message: str, prog: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors reach :func:`main`'s one error path (the command's subparsers are of the
+    same class: argparse makes them with the parent's)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} ({self.prog} --help lists the options)", self.prog)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="depthbench",
         description="Reproduce and benchmark StepsNet, SReT, TransNeXt, HO-ResNet and ScaleNet.",
         epilog="Config keys are overridden as key=value after the config, e.g. depthbench train CONFIG epochs=10 "
@@ -102,24 +121,26 @@ def main(argv: list[str] | None = None) -> int:
     library_logs_to_stderr()
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
-    if problem := unknown_command(parser, argv):
-        print(f"depthbench: error: {problem}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    args, extra = parser.parse_known_args(argv)
-    if extra:  # `key=value` overrides may also follow the options (train/eval)
-        if hasattr(args, "overrides") and (problem := option_for_a_key(args.command, extra)):
-            print(f"depthbench {args.command}: error: {problem}", file=sys.stderr)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    prog = f"depthbench {command}" if command in parser.commands else "depthbench"
+    try:  # parsing too: every bad input -- argparse's, a command's --help-config, the command's own -- ends here
+        if problem := unknown_command(parser, argv):
+            raise UsageError(problem, "depthbench")
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # `key=value` overrides may also follow the options (train/eval)
+            if hasattr(args, "overrides") and (problem := option_for_a_key(args.command, extra)):
+                raise UsageError(problem, prog)
+            if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
+                raise UsageError(
+                    f"unrecognized arguments: {' '.join(extra)} ({prog} --help lists the options)", "depthbench"
+                )
+            args.overrides += extra
+        if not getattr(args, "func", None):
+            parser.print_help()
             return EXIT_BAD_INPUT
-        if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        args.overrides += extra
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_BAD_INPUT
-    try:
         return int(args.func(args) or 0)
     except DepthbenchError as e:  # the one place bad input becomes one line and an exit code
-        print(f"depthbench {args.command}: error: {e}", file=sys.stderr)
+        print(f"{getattr(e, 'prog', prog)}: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("depthbench: interrupted", file=sys.stderr)

@@ -65,8 +65,8 @@ class Measure:
 @dataclass
 class DenseCounter:
     """How a dense row's whole detector/segmentor is counted (``downstream.audit``). The caller hands it in:
-    results and downstream are peers and do not import each other (.importlinter); ``depthbench verify`` and
-    ``results`` join them (harness/commands/verify.py ``dense_counter``)."""
+    results and downstream are peers and do not import each other (.importlinter); ``depthbench verify``,
+    ``results`` and the demo join them (harness/workflows/audit.py ``dense_counter``)."""
 
     measure_row: Callable[[str, str, str, str], float]  # (paper, table, row, column) -> the column's value
     cache_key: Callable[[str, str, str], list]  # (paper, table, row) -> what the count depends on
@@ -289,7 +289,7 @@ class Audit:
         if MEASURES[column].dense and self.dense is None:
             return {
                 "error": f"{column} counts the row's detector/segmentor: an Audit(dense=...) measures it "
-                f"(harness/commands/verify.py dense_counter)"
+                f"(harness/workflows/audit.py dense_counter)"
             }
         key = self._key(column, row)
         if not self.cache.has(key) and not self.measure:

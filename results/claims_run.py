@@ -48,13 +48,22 @@ def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
 
 
 def run_claims(
-    files, out: Path, cap: int | None, quick: bool, jobs: int, env: dict, device: str | None = None
+    files, out: Path, cap: int | None, quick: bool, jobs: int | None = None, device: str | None = None
 ) -> ClaimsReport:
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``files`` into
     ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
     cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
-    timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``env``: added to the runs'."""
-
+    timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``jobs``: runs at a time (default:
+    one per core, one thread each; on cuda: 1)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DepthbenchError(
+            "--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
+            "on a GPU node, or drop --device to train on the CPU"
+        )
+    jobs = jobs or (
+        1 if device == "cuda" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    )
+    env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
     check_folder_kind(out, quick)
     check_writable_folder(out, "--out", "the claims' runs and report")
     claims = [(claim, f) for f in files for claim in f.claims]

@@ -35,7 +35,7 @@ from pathlib import Path
 from harness.measure import estimate as est
 from results import sequential as seq
 from results.claims import RunSpec
-from results.claims_status import REPO, ClaimError, ClaimsFile, bounded
+from results.claims_status import REPO, ClaimError, ClaimsFile, available_claims, bounded, load_claims
 from results.paper_tables import read_yaml
 
 SCALE_FIELDS = {"gpus", "look_every", "max_seeds", "seeds_from", "sd", "sd_from", "claims", "note"}
@@ -229,6 +229,16 @@ def format_plan(rows: list[PlanRow], claims: ClaimsFile) -> list[str]:
         f"  total: {first:.0f} GPU-h at the first look, {total:.0f} if every claim runs to its last look "
         "(timed arms only)"
     )
+    return lines
+
+
+def plan_papers(papers: list[str] | None = None) -> list[str]:
+    """``depthbench claims --scale paper --plan``: per paper (default: every paper with claims), its claims on the
+    paper's own recipes, as text."""
+    lines = []
+    for paper in papers or available_claims():
+        claims = load_claims(paper)  # unknown paper / bad file: one line
+        lines += format_plan(plan(claims), claims)
     return lines
 
 

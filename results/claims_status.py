@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from harness.core.config_paths import config_named_by
+from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, read_json
 from results.paper_tables import TABLES_DIR, TableError, load_paper, read_yaml
 
@@ -590,6 +591,17 @@ def only_efficiency(claims: ClaimsFile) -> ClaimsFile:
     """``claims`` with its efficiency claims alone (``claims --efficiency``); its design -- the family's size m --
     unchanged, so Holm counts the claims left out as not rejected."""
     return replace(claims, claims=tuple(c for c in claims.claims if c.measure), exploratory=())
+
+
+def claims_files(papers: list[str] | None = None, efficiency: bool = False) -> list[ClaimsFile]:
+    """The claims files of ``papers`` (default: every paper with claims); ``efficiency``: their efficiency claims
+    alone, the papers without any left out. An unknown paper or a bad file is one line."""
+    files = [load_claims(p) for p in (papers or available_claims())]
+    if efficiency:
+        files = [f for f in (only_efficiency(f) for f in files) if f.claims]
+        if not files:
+            raise DepthbenchError(f"--efficiency: {', '.join(papers or [])} has no efficiency claims")
+    return files
 
 
 def bench_key(model: str, measure: str, mode: str) -> str:

@@ -37,12 +37,13 @@ from pathlib import Path
 from typing import Callable
 
 from downstream.finetune import check_data, load_downstream_config
-from harness.core.choices import MIN_WARNING_S
+from harness.core.choices import CLAIMS_SEEDS, MIN_WARNING_S, claims_out as claims_default_out
 from harness.core.config import load_config, resolve_config_path, sweep_points
 from harness.core.errors import ConfigError, DataError, DepthbenchError
 from harness.core.files import atomic_write
 from harness.engine.builders import check_config, check_model, load_training_config
 from harness.engine.models import model_kwargs
+from harness.measure.estimate import Estimate, Layout, estimate as estimate_cost, jobs_from_elements
 from results import claims as cl
 from results import claims_scale
 from results.paper_tables import TableError, load_paper
@@ -769,6 +770,119 @@ def submit(
             script_path=Path(later_record["script"]),
         )
     return result
+
+
+def submit_runs(
+    configs: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+    options: SubmitOptions | None = None,
+    *,
+    table: str | None = None,
+    rows: Sequence[str] | None = None,
+    claims: Sequence[str] | None = None,
+    seeds: int = CLAIMS_SEEDS,
+    quick: bool = False,
+    claims_out: str | Path | None = None,
+    scale: str = "reduced",
+    estimate: bool = False,
+    show_estimate: Callable[[Estimate], None] | None = None,
+) -> SubmitResult:
+    """One ``depthbench submit`` (its ``run_submit``, harness/commands/submit.py, documents the arguments):
+    :func:`submit` of the configs, a ``table``'s ``rows`` or the papers' ``claims`` runs (``[]``: every paper's;
+    in ``claims_out``, by default where ``depthbench claims`` reads them). ``estimate``: each run's cost
+    (``result.estimate``, :mod:`harness.measure.estimate`) once the runs are checked, handed to ``show_estimate``
+    before anything is submitted."""
+    options = options or SubmitOptions()
+    cost = []
+
+    def estimate_runs(elements: list[dict]) -> None:
+        layout = Layout(
+            nodes=options.nodes,
+            gpus_per_node=options.gpus_per_node,
+            ntasks_per_node=options.ntasks_per_node,
+            time_s=parse_time(options.time) if options.time else None,
+            warning_s=options.warning,
+            max_concurrent=options.max_concurrent,
+            partition=options.partition,
+        )
+        cost.append(estimate_cost(jobs_from_elements(elements), layout))
+        if show_estimate is not None:
+            show_estimate(cost[0])
+
+    request = None
+    if claims is not None:
+        out = str(claims_out or claims_default_out(quick, scale=scale))
+        request = ClaimsRequest(list(claims), out, seeds, quick, scale)
+    result = submit(
+        [str(c) for c in configs],
+        list(overrides),
+        options,
+        table=table,
+        rows=list(rows) if rows else None,
+        claims=request,
+        before_submit=estimate_runs if estimate else None,
+    )
+    result.estimate = cost[0] if cost else None
+    return result
+
+
+def dry_run_text(result: SubmitResult) -> tuple[str, str]:
+    """What ``depthbench submit --dry-run`` prints: the script(s), for stdout (``> job.sbatch``), and the line
+    saying how to submit them, for stderr."""
+    later = result.followup
+    script = result.script
+    if later:
+        script += f"\n# ---- the second job: {len(later.elements)} run(s) that start from the first job's weights\n\n"
+        script += later.script
+    note = (
+        f"depthbench submit: dry run, nothing submitted ({len(result.elements)} run(s)); submit the script "
+        "above with `sbatch --parsable SCRIPT`"
+        + (
+            f", the second ({len(later.elements)} run(s)) with `sbatch --dependency=afterok:<first job id> SCRIPT2`"
+            if later
+            else ""
+        )
+    )
+    return script, note
+
+
+def claims_command(papers: Sequence[str], quick: bool = False, out: str | None = None) -> str:
+    """The ``depthbench claims`` command that compares the claims runs once their jobs are done."""
+    return "depthbench claims " + " ".join(papers) + (" --quick" if quick else "") + (f" --out {out}" if out else "")
+
+
+def submitted_text(result: SubmitResult, max_concurrent: int | None = None, claims: str | None = None) -> str:
+    """What ``depthbench submit`` prints once the job is submitted: the job (array) and its runs' directories and
+    Slurm logs, the job that waits for it, how to follow and stop them, and ``claims``, the command that compares
+    the claims runs once they are done."""
+    job_id, first, later = result.job_id, result.elements[0], result.followup
+    if first["command"] == "preflight":
+        lines = [
+            f"submitted job {job_id}: depthbench preflight of the runs -> {first['work_dir']}/preflight.txt",
+            f"  Slurm log {first['log']}",
+        ]
+    elif len(result.elements) == 1:
+        lines = [f"submitted job {job_id}: {first['name']} -> {first['work_dir']}", f"  Slurm log {first['log']}"]
+    else:
+        lines = [
+            f"submitted job array {job_id} ({len(result.elements)} runs"
+            + (f", at most {max_concurrent} at once" if max_concurrent else "")
+            + "):"
+        ]
+        lines += [f"  {e['job']}  {e['name']}  -> {e['work_dir']}" for e in result.elements]
+        lines.append(f"  Slurm logs {result.record_path.parent}/{result.job_name}-{job_id}_<index>.out")
+    if later:
+        runs = f"{len(later.elements)} run" + ("s that start" if len(later.elements) > 1 else " that starts")
+        lines.append(
+            f"submitted job {later.job_id} ({runs} from job {job_id}'s weights; it waits for {job_id} to succeed):"
+        )
+        lines += [f"  {e['job']}  {e['name']}  -> {e['work_dir']}" for e in later.elements]
+    lines.append(
+        f"  script {result.script_path}; follow with `depthbench jobs`, stop with `depthbench cancel {job_id}`"
+    )
+    if claims:
+        lines.append(f"  once the jobs are done, `{claims}` compares the runs (it trains nothing that is done)")
+    return "\n".join(lines)
 
 
 def cpus_for_workers(options: SubmitOptions, workers: int | None) -> tuple[SubmitOptions, list[str]]:

@@ -25,7 +25,8 @@ def _sources() -> dict[str, str]:
         texts[path] = "\n".join(
             line[line.index("#") :] for line in (ROOT / path).read_text().splitlines() if "#" in line
         )
-    for path in sorted((ROOT / "harness" / "commands").glob("*.py")):
+    # the commands' help texts, and the configs the demo runs (harness/workflows/demo.py)
+    for path in sorted([*(ROOT / "harness" / "commands").glob("*.py"), *(ROOT / "harness" / "workflows").glob("*.py")]):
         texts[path.relative_to(ROOT).as_posix()] = path.read_text()
     return texts
 

@@ -16,15 +16,13 @@ to ``<name>_pairs.csv`` beside it). See docs/benchmarks.md.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from harness.core.errors import DepthbenchError
+from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS
 
 if TYPE_CHECKING:
     from harness.measure.bench import BenchResult
@@ -33,8 +31,6 @@ __all__ = ["run", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS
-
     p = subparsers.add_parser(
         "bench",
         help="models side by side (interleaved): throughput, spread, MFU, peak memory; timm's CSV",
@@ -127,6 +123,7 @@ def add_parser(subparsers) -> None:
 
 def main(args) -> int:
     from harness.engine.models import parse_model_kwargs
+    from harness.measure.bench_report import format_pairs, format_ratios, format_table
 
     # `key=value` words after the model names are config overrides (argparse hands them over as model names)
     models = [m for m in args.models if "=" not in m]
@@ -217,7 +214,7 @@ def run(
     start and after each mode; ``show`` gets the result before the CSV is written. Returns a
     :class:`~harness.measure.bench.BenchResult`: one row per model (timm's benchmark columns + ours), one per pair.
     """
-    from harness.measure.bench import BenchOptions, benchmark, check_options, pin_threads, resolve
+    from harness.measure.bench import BenchOptions, run_bench
 
     options = BenchOptions(
         mode=mode,
@@ -236,145 +233,15 @@ def run(
         peak_size=peak_size,
         memory=memory,
     )
-    sizes = [input_size] if isinstance(input_size, int) else (list(input_size) if input_size else None)
-    check_options(options, sizes)
-    old_rows = _check_out(out)
-    pairs_path = Path(out).with_name(f"{Path(out).stem}_pairs.csv") if out and (pairs or compare) else None
-    old_pair_rows = _check_out(pairs_path, key="candidate") if pairs_path else []
-    used_threads, cores = pin_threads(options.threads, options.device)
-    participants, pair_list = resolve(
+    return run_bench(
         models,
-        config=str(config) if config else None,
+        options,
+        config=config,
         overrides=overrides,
         model_kwargs=model_kwargs,
         pairs=pairs,
-        input_size=sizes,
+        input_size=input_size,
+        out=out,
+        progress=progress,
+        show=show,
     )
-    result = benchmark(participants, pair_list, options, threads=used_threads, cores=cores, progress=progress)
-    if show:
-        show(result)
-    if out:
-        result.out = Path(out)
-        _write_csv(result.out, old_rows, result.rows)
-        if pairs_path:
-            result.pairs_out = pairs_path
-            _write_csv(pairs_path, old_pair_rows, [{**r, **result.machine} for r in result.pairs])
-    return result
-
-
-# ------------------------------------------------------------------------------------------------ the CSV
-def _check_out(path: str | Path | None, key: str = "model") -> list[dict]:
-    """Existing rows of ``--out`` (kept), after checking the file can be written; before any work. ``key``: the
-    column every such CSV has (``model``; the pairs file: ``candidate``)."""
-    if not path:
-        return []
-    out = Path(path)
-    if out.is_dir():
-        raise DepthbenchError(f"--out {out} is a directory; give a CSV file name, e.g. {out}/bench.csv")
-    ancestor = out.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    try:  # really create a file there (os.access says yes to root on read-only or virtual file systems)
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
-            pass
-    except OSError as e:
-        raise DepthbenchError(
-            f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a writable path"
-        ) from None
-    if not out.exists():
-        return []
-    from harness.core.files import MAX_LOG_BYTES, BadFile, read_text  # numpy and yaml: not at the parser's import
-
-    try:
-        text = read_text(out, max_bytes=MAX_LOG_BYTES, what="--out", errors="strict")  # no FIFO, no link
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    except (OSError, UnicodeDecodeError, csv.Error, BadFile) as e:
-        raise DepthbenchError(
-            f"--out {out} exists and is not a readable CSV ({e}); rows are appended to an "
-            f"existing file, so choose another name"
-        ) from None
-    if rows and key not in rows[0]:
-        raise DepthbenchError(
-            f"--out {out} exists and is not a depthbench/timm benchmark CSV (no '{key}' column); choose another name"
-        )
-    return rows
-
-
-def _write_csv(path: Path, old_rows: list[dict], rows: list[dict]) -> None:
-    from harness.core.files import atomic_write
-
-    columns = list(dict.fromkeys([c for r in old_rows + rows for c in r]))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns)
-    writer.writeheader()
-    writer.writerows(old_rows + rows)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(path), buffer.getvalue())
-    except OSError as e:  # the disk filled up or the folder went away during the run; the table was shown
-        raise DepthbenchError(
-            f"cannot write {path}: {e.strerror or e}; the results are printed above", exit_code=1
-        ) from None
-
-
-# ------------------------------------------------------------------------------------------------ the table
-def format_table(rows: list[dict], modes) -> str:
-    width = max(len(r["label"]) for r in rows)
-    lines = [
-        f"{'model':<{width}}  {'mode':<5} {'samples/s':>9} {'[q25 - q75]':>17} {'ms/step':>9} {'GMACs':>6} "
-        f"{'GFLOP/s':>8} {'MFU':>6} {'peak MiB':>9} {'alloc MiB':>9}"
-    ]
-    for r in rows:
-        for m in modes:
-            mem, alloc = r.get(f"{m}_peak_mem_mb"), r.get(f"{m}_peak_mib")
-            lines.append(
-                f"{r['label']:<{width}}  {m:<5} {r[f'{m}_samples_per_sec']:9.2f} "
-                f"[{r[f'{m}_samples_per_sec_q25']:7.2f} - {r[f'{m}_samples_per_sec_q75']:7.2f}] "
-                f"{r[f'{m}_step_time']:9.1f} {r['infer_gmacs']:6.3f} {r[f'{m}_gflops']:8.1f} "
-                f"{r.get(f'{m}_mfu', float('nan')):6.3f} {'' if mem is None else f'{mem:9.0f}':>9} "
-                f"{'' if alloc is None else f'{alloc:9.0f}'}"
-            )
-    first = rows[0]
-    peaks = ", ".join(f"{k[len('peak_gflops_') :]} {v:.1f}" for k, v in first.items() if k.startswith("peak_gflops_"))
-    lines.append(
-        f"(matmul peak GFLOP/s: {peaks}; MFU = 2 x MACs x samples/s (x3 for a training step) / peak, per round, median)"
-    )
-    return "\n".join(lines)
-
-
-def format_ratios(rows: list[dict], modes) -> str:
-    """Every model after the first against the first (the baseline): the ratios of their medians."""
-
-    def ratio(a, b) -> str:
-        return f"{a / b:.3f}x" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else "n/a"
-
-    base = rows[0]
-    lines = []
-    for r in rows[1:]:
-        parts = [f"GMACs {ratio(r['infer_gmacs'], base['infer_gmacs'])}"]
-        for m in modes:
-            part = f"{m} {ratio(r[f'{m}_samples_per_sec'], base[f'{m}_samples_per_sec'])}"
-            if r.get(f"{m}_peak_mem_mb") and base.get(f"{m}_peak_mem_mb"):
-                part += f" mem {ratio(r[f'{m}_peak_mem_mb'], base[f'{m}_peak_mem_mb'])}"
-            parts.append(part)
-        lines.append(f"{r['label']} vs {base['label']}: " + "; ".join(parts))  # (`A / B:` are --pairs' lines)
-    lines.append("(ratios of the medians above: samples/s, peak memory)")
-    return "\n".join(lines)
-
-
-def format_pairs(pair_rows: list[dict], modes) -> str:
-    lines = []
-    for r in pair_rows:
-        parts = []
-        for m in modes:
-            part = f"{m} {r[f'{m}_throughput_ratio']:.3f}x [{r[f'{m}_ratio_q25']:.3f}-{r[f'{m}_ratio_q75']:.3f}]"
-            if f"{m}_memory_ratio" in r:
-                part += f" mem {r[f'{m}_memory_ratio']:.2f}x"
-            if f"{m}_peak_mib_ratio" in r:
-                part += f" alloc {r[f'{m}_peak_mib_ratio']:.2f}x"
-            parts.append(part)
-        lines.append(f"{r['candidate']} / {r['baseline']}: GMACs {r['gmacs_ratio']:.3f}x; " + "; ".join(parts))
-        lines.append(f"    paper: {r['claim']}")
-    return "\n".join(lines)

@@ -29,22 +29,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core.config_paths import REPO
+from harness.core.choices import CLAIMS_EFFICIENCY_OUT, CLAIMS_OUT, claims_out
 from harness.core.errors import DepthbenchError
 
 __all__ = ["run", "add_parser", "main"]
-DEFAULT_OUT = REPO / "results" / "claims"  # the checkout's, from any directory (as the runs folder)
-EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
-DEFAULT_SEEDS = (
-    5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
-)
-
-
-def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
-    """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders; at the
-    paper's scale ``results/claims-paper``)."""
-    base = EFFICIENCY_OUT if efficiency else Path(f"{DEFAULT_OUT}-paper") if scale == "paper" else DEFAULT_OUT
-    return Path(f"{base}-quick") if quick else base
 
 
 def add_parser(subparsers) -> None:
@@ -62,7 +50,7 @@ def add_parser(subparsers) -> None:
         help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; --quick: 1)",
     )
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
-    p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
+    p.add_argument("--out", help=f"folder for runs and the report (default {CLAIMS_OUT}, or {CLAIMS_OUT}-quick)")
     p.add_argument("--jobs", type=int, help="runs at a time (default: one per core, one thread each; cuda: 1)")
     p.add_argument(
         "--device",
@@ -88,7 +76,7 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help=f"only the efficiency claims (throughput, memory of the papers' own models, measured by "
         f"bench: minutes, nothing trained; Holm counts the file's other claims as p = 1; default "
-        f"--out {EFFICIENCY_OUT})",
+        f"--out {CLAIMS_EFFICIENCY_OUT})",
     )
     p.set_defaults(func=main)
 
@@ -123,14 +111,9 @@ def plan_paper_scale(papers: list[str] | None = None, scale: str = "paper", plan
             "--scale paper goes with --plan (training at the paper's scale is `depthbench submit "
             "--claims PAPER --scale paper`); --plan goes with --scale paper"
         )
-    from results import claims_scale
-    from results import claims_status as cs
+    from results.claims_scale import plan_papers
 
-    lines = []
-    for paper in papers or cs.available_claims():
-        claims = cs.load_claims(paper)  # unknown paper / bad file: one line
-        lines += claims_scale.format_plan(claims_scale.plan(claims), claims)
-    return lines
+    return plan_papers(papers)
 
 
 def run(
@@ -149,8 +132,6 @@ def run(
     (default: each claim's planned looks; the plan's boundaries stay). ``status``: read the report ``out`` holds,
     train nothing. ``efficiency``: only the files' efficiency claims (measured, nothing trained; the family's size
     stays the file's, its other members counted as p = 1). Returns a :class:`results.claims_status.ClaimsReport`."""
-    import os
-
     from results import claims_status as cs
 
     cap = cs.seeds_per_arm(seeds, quick)
@@ -158,26 +139,10 @@ def run(
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
-    out = Path(out) if out else default_out(quick, efficiency)
-    files = [cs.load_claims(p) for p in (papers or cs.available_claims())]  # unknown paper / bad file: one line
-    if efficiency:
-        files = [f for f in (cs.only_efficiency(f) for f in files) if f.claims]
-        if not files:
-            raise DepthbenchError(f"--efficiency: {', '.join(papers or [])} has no efficiency claims")
+    out = Path(out) if out else claims_out(quick, efficiency)
+    files = cs.claims_files(papers, efficiency)  # unknown paper / bad file: one line
     if status:  # reads the report: no engine (tests/results/test_claims_stats.py)
         return cs.read_status(files, out)
-    if device == "cuda":
-        import torch
+    from results.claims_run import run_claims  # lazy: the engine and torch, which --status does without
 
-        if not torch.cuda.is_available():
-            raise DepthbenchError(
-                "--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
-                "on a GPU node, or drop --device to train on the CPU"
-            )
-    from results.claims_run import run_claims
-
-    jobs = jobs or (
-        1 if device == "cuda" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-    )
-    env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
-    return run_claims(files, out, cap, quick, jobs, env, device)
+    return run_claims(files, out, cap, quick, jobs, device)

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Callable
 
+from harness.core.choices import FAMILIES
 from harness.core.errors import DepthbenchError
 from harness.core.wording import plural
 
@@ -23,8 +24,6 @@ __all__ = ["run", "add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    from harness.core.choices import FAMILIES
-
     p = subparsers.add_parser("models", help="list every registered model with params and FLOPs")
     p.add_argument("pattern", nargs="?", default="*", help="shell-style filter on the name, e.g. 'steps_*'")
     p.add_argument("--family", choices=["baseline"] + FAMILIES, help="only this family")

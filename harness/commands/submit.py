@@ -1,4 +1,4 @@
-"""``depthbench submit``, ``depthbench jobs``, ``depthbench cancel``: configs and paper tables on a Slurm cluster.
+"""``depthbench submit``: configs, sweeps, paper tables and claims runs on a Slurm cluster.
 
     depthbench submit CONFIG [CONFIG ...] | --table PAPER:TABLE [--rows NAME,...]
                       | --claims PAPER[,PAPER...] [--seeds N] [--quick] [--scale paper] [--claims-out DIR]
@@ -6,40 +6,35 @@
                       [--time T] [--warning S] [--partition P] [--account A] [--qos Q] [--constraint C]
                       [--exclusive] [--max-concurrent K] [--engine accelerate|deepspeed] [--dry-run]
                       [--max-restarts N] [--min-nodes M] [--estimate] [--preflight] [key=value ...]
-    depthbench jobs [--paper P] [--json] [--why RUN|JOBID]
-    depthbench cancel RUN|JOBID
 
-    from harness.commands.submit import run_submit, run_jobs, run_cancel
+    from harness.commands.submit import run_submit
     result = run_submit(["configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"], overrides=["batch_size=64"],
                         nodes=2, gpus_per_node=8, time="1-00:00:00")
-    result.job_id, result.elements[0]["work_dir"]      # SubmitResult; run_jobs() -> JobsResult; run_cancel(...)
+    result.job_id, result.elements[0]["work_dir"]      # SubmitResult
 
-The submission is slurm/submit.py; job states and cancelling slurm/jobs.py. ``--estimate`` prints the runs' cost
-(harness/measure/estimate.py) first; ``--preflight`` submits one ``depthbench preflight`` job instead (docs/slurm.md).
+The submission is slurm/submit.py; ``depthbench jobs`` and ``depthbench cancel`` (harness/commands/jobs.py) follow
+and stop the jobs. ``--estimate`` prints the runs' cost (harness/measure/estimate.py) first; ``--preflight`` submits
+one ``depthbench preflight`` job instead (docs/slurm.md).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from harness.commands.claims import DEFAULT_SEEDS, default_out
+from harness.core.choices import CLAIMS_SEEDS, MIN_WARNING_S
 from harness.core.errors import DepthbenchError
 
 if TYPE_CHECKING:  # slurm/ imported where used: the CLI imports every command module to build its parser
     from harness.measure.estimate import Estimate
-    from slurm.jobs import CancelResult, JobsResult
     from slurm.submit import SubmitResult
 
-__all__ = ["run_submit", "run_jobs", "run_cancel", "add_parser", "submit_main", "jobs_main", "cancel_main"]
+__all__ = ["run_submit", "add_parser", "submit_main"]
 
 
 def add_parser(subparsers) -> None:
-    from harness.core.choices import MIN_WARNING_S
-
     p = subparsers.add_parser("submit", help="submit configs, a sweep or a paper table to Slurm (sbatch)")
     p.add_argument(
         "configs",
@@ -57,7 +52,7 @@ def add_parser(subparsers) -> None:
         help="the runs of these papers' claims that are not done (`depthbench claims` plans them; "
         "afterwards `depthbench claims` compares them): one job array",
     )
-    p.add_argument("--seeds", type=int, metavar="N", help=f"with --claims: seeds per arm (default {DEFAULT_SEEDS})")
+    p.add_argument("--seeds", type=int, metavar="N", help=f"with --claims: seeds per arm (default {CLAIMS_SEEDS})")
     p.add_argument("--quick", action="store_true", help="with --claims: one seed, the shortened schedules")
     p.add_argument(
         "--scale",
@@ -144,20 +139,6 @@ def add_parser(subparsers) -> None:
     )
     p.set_defaults(func=submit_main, overrides=[])
 
-    j = subparsers.add_parser("jobs", help="submitted runs with their Slurm job ids, states and run directories")
-    j.add_argument("--paper", help="only this paper's runs (stepsnet, sret, transnext, horesnet, scalenet)")
-    j.add_argument("--json", action="store_true", help="one JSON object per run")
-    j.add_argument(
-        "--why",
-        metavar="RUN|JOBID",
-        help="why a run failed or restarted: each attempt, and where every rank was (its stack dumps)",
-    )
-    j.set_defaults(func=jobs_main)
-
-    c = subparsers.add_parser("cancel", help="cancel a submitted run (scancel)")
-    c.add_argument("target", metavar="RUN|JOBID", help="a run directory, or a job id (123 or array element 123_4)")
-    c.set_defaults(func=cancel_main)
-
 
 # ----------------------------------------------------------------------------------------- the Python API
 def run_submit(
@@ -167,7 +148,7 @@ def run_submit(
     table: str | None = None,
     rows: Sequence[str] | None = None,
     claims: Sequence[str] | None = None,
-    seeds: int = DEFAULT_SEEDS,
+    seeds: int = CLAIMS_SEEDS,
     quick: bool = False,
     claims_out: str | Path | None = None,
     scale: str = "reduced",
@@ -208,7 +189,7 @@ def run_submit(
     the runs on the same allocation instead. Every run is checked as its ranks will load it before anything is
     submitted; bad input raises :class:`DepthbenchError`. Returns the script and, unless a dry run, the job id.
     """
-    from slurm.submit import ClaimsRequest, SubmitOptions, parse_time, submit
+    from slurm.submit import SubmitOptions, submit_runs
 
     options = SubmitOptions(
         nodes=nodes,
@@ -232,52 +213,20 @@ def run_submit(
         max_restarts=max_restarts,
         min_nodes=min_nodes,
     )
-    cost = []
-
-    def estimate_runs(elements: list[dict]) -> None:
-        from harness.measure.estimate import Layout, estimate as work_out, jobs_from_elements
-
-        layout = Layout(
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            ntasks_per_node=ntasks_per_node,
-            time_s=parse_time(time) if time else None,
-            warning_s=warning,
-            max_concurrent=max_concurrent,
-            partition=partition,
-        )
-        cost.append(work_out(jobs_from_elements(elements), layout))
-        if show_estimate is not None:
-            show_estimate(cost[0])
-
-    request = None
-    if claims is not None:
-        request = ClaimsRequest(list(claims), str(claims_out or default_out(quick, scale=scale)), seeds, quick, scale)
-    result = submit(
-        [str(c) for c in configs],
-        list(overrides),
+    return submit_runs(
+        configs,
+        overrides,
         options,
         table=table,
-        rows=list(rows) if rows else None,
-        claims=request,
-        before_submit=estimate_runs if estimate else None,
+        rows=rows,
+        claims=claims,
+        seeds=seeds,
+        quick=quick,
+        claims_out=claims_out,
+        scale=scale,
+        estimate=estimate,
+        show_estimate=show_estimate,
     )
-    result.estimate = cost[0] if cost else None
-    return result
-
-
-def run_jobs(*, paper: str | None = None) -> JobsResult:
-    """Every submitted run (only ``paper``'s if given) with its job id, Slurm state and run status."""
-    from slurm.jobs import jobs
-
-    return jobs(paper)
-
-
-def run_cancel(target: str | Path) -> CancelResult:
-    """Cancel a submitted run, named by its run directory or its job id (``123``, ``123_4``)."""
-    from slurm.jobs import cancel
-
-    return cancel(str(target))
 
 
 # ----------------------------------------------------------------------------------------- the command line
@@ -298,7 +247,7 @@ def submit_main(args) -> int:
         table=args.table,
         rows=args.rows,
         claims=claims,
-        seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds,
+        seeds=CLAIMS_SEEDS if args.seeds is None else args.seeds,
         quick=args.quick,
         claims_out=args.claims_out,
         scale=args.scale or "reduced",
@@ -325,59 +274,19 @@ def submit_main(args) -> int:
         min_nodes=args.min_nodes,
         show_estimate=_show_estimate,
     )
+    from slurm.submit import claims_command, dry_run_text, submitted_text
+
     for line in result.skipped:
         print(f"depthbench submit: not submitted: {line}", file=sys.stderr)
     for line in result.notes:
         print(f"depthbench submit: warning: {line}", file=sys.stderr)
-    later = result.followup
     if result.job_id is None:
-        print(result.script, end="")
-        if later:
-            print(f"\n# ---- the second job: {len(later.elements)} run(s) that start from the first job's weights\n")
-            print(later.script, end="")
-        print(
-            f"depthbench submit: dry run, nothing submitted ({len(result.elements)} run(s)); submit the script "
-            "above with `sbatch --parsable SCRIPT`"
-            + (
-                f", the second ({len(later.elements)} run(s)) with `sbatch --dependency=afterok:<first job id> SCRIPT2`"
-                if later
-                else ""
-            ),
-            file=sys.stderr,
-        )
+        script, note = dry_run_text(result)
+        print(script, end="")
+        print(note, file=sys.stderr)
         return 0
-    job_id, first = result.job_id, result.elements[0]
-    if first["command"] == "preflight":
-        print(
-            f"submitted job {job_id}: depthbench preflight of the runs -> {first['work_dir']}/preflight.txt\n"
-            f"  Slurm log {first['log']}"
-        )
-    elif len(result.elements) == 1:
-        print(f"submitted job {job_id}: {first['name']} -> {first['work_dir']}\n  Slurm log {first['log']}")
-    else:
-        print(
-            f"submitted job array {job_id} ({len(result.elements)} runs"
-            + (f", at most {args.max_concurrent} at once" if args.max_concurrent else "")
-            + "):"
-        )
-        for e in result.elements:
-            print(f"  {e['job']}  {e['name']}  -> {e['work_dir']}")
-        print(f"  Slurm logs {result.record_path.parent}/{result.job_name}-{job_id}_<index>.out")
-    if later:
-        runs = f"{len(later.elements)} run" + ("s that start" if len(later.elements) > 1 else " that starts")
-        print(f"submitted job {later.job_id} ({runs} from job {job_id}'s weights; it waits for {job_id} to succeed):")
-        for e in later.elements:
-            print(f"  {e['job']}  {e['name']}  -> {e['work_dir']}")
-    print(f"  script {result.script_path}; follow with `depthbench jobs`, stop with `depthbench cancel {job_id}`")
-    if args.claims is not None:
-        print(
-            "  once the jobs are done, `depthbench claims "
-            + " ".join(claims)
-            + (" --quick" if args.quick else "")
-            + (f" --out {args.claims_out}" if args.claims_out else "")
-            + "` compares the runs (it trains nothing "
-            "that is done)"
-        )
+    follow = None if args.claims is None else claims_command(claims, args.quick, args.claims_out)
+    print(submitted_text(result, args.max_concurrent, follow))
     return 0
 
 
@@ -386,77 +295,3 @@ def _show_estimate(estimate: Estimate) -> None:
     from harness.measure.estimate import format_estimate
 
     print(format_estimate(estimate), file=sys.stderr, flush=True)
-
-
-def jobs_main(args) -> int:
-    from harness.core.files import printable
-
-    if args.why:
-        from slurm.jobs import why
-
-        print(why(args.why))
-        return 0
-    result = run_jobs(paper=args.paper)
-    for problem in result.problems:  # unreadable records and run directories: listed, the others still shown
-        print(f"depthbench jobs: {printable(problem)}", file=sys.stderr)
-    rows = result.rows
-    if args.json:
-        for r in rows:
-            print(json.dumps(r))
-        return 0
-    if not rows:
-        print(
-            f"no submitted runs under {result.root}"
-            + (f" for {args.paper}" if args.paper else "")
-            + " (depthbench submit ...)"
-        )
-        return 0
-    header = ("JOB", "SLURM", "RUN", "BEST", "NAME", "FAILURES", "RUN DIRECTORY")
-    table = [header] + [
-        (
-            r["job"],
-            r["slurm_state"],
-            r["status"],
-            f"{r['best_metric']:.2f}" if isinstance(r["best_metric"], (int, float)) else "-",
-            r["name"] or "-",
-            printable(_failures(r)),
-            printable(_short(r["work_dir"])),
-        )
-        for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header) - 1)]
-    for row, r in zip(table, [None] + rows):
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)) + "  " + str(row[-1]))
-        if r is not None and r.get("last_failure"):  # one line: the newest failure and what was done
-            print(f"    last failure: {r['last_failure']}")
-    if result.note:
-        print(f"({result.note})")
-    return 0
-
-
-def _failures(row: dict) -> str:
-    """``-``, or the number of failed attempts and the nodes excluded since (``2, excl n1,n3``)."""
-    if not row.get("failures"):
-        return "-"
-    excluded = row.get("excluded") or []
-    return f"{row['failures']}" + (f", excl {','.join(excluded)}" if excluded else "")
-
-
-def cancel_main(args) -> int:
-    from harness.core.files import printable
-
-    result = run_cancel(args.target)
-    what = f"job {result.job}" + (f" ({printable(_short(str(result.run_dir)))})" if result.run_dir else "")
-    print(
-        f"cancelled {what}; a run that had started checkpoints on SIGTERM (status preempted) and can be resumed "
-        "with `depthbench train CONFIG --work-dir RUN --resume auto`"
-    )
-    return 0
-
-
-def _short(path: str) -> str:
-    """A path relative to the working directory when it is below it (shorter in a table), else as given."""
-    try:
-        return str(Path(path).relative_to(Path.cwd()))
-    except ValueError:
-        return path

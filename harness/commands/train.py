@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import DepthbenchError
+from harness.core.schema import describe
 
 if TYPE_CHECKING:
     from harness.engine.runner import RunResult
@@ -40,17 +41,12 @@ class HelpConfig(argparse.Action):
         super().__init__(option_strings, dest, nargs="?", metavar="CONFIG", default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from harness.core.schema import describe
-
         if values is None:
             print(describe())
             parser.exit()
         from harness.core.config import load_config
 
-        try:
-            print(describe(load_config(values), values))
-        except DepthbenchError as e:
-            parser.exit(e.exit_code, f"depthbench train: error: {e}\n")
+        print(describe(load_config(values), values))  # a bad CONFIG raises: harness/cli.py says it in one line
         parser.exit()
 
 

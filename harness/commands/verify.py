@@ -12,24 +12,6 @@ import json
 from dataclasses import asdict
 
 
-def dense_counter():
-    """The dense rows' detector/segmentor counts of :mod:`downstream.audit` for :mod:`results.audit` (peers that do
-    not import each other: the commands join them); downstream, which imports mmdet/mmseg, loads on first use."""
-    from results.audit import DenseCounter
-
-    def measure_row(paper: str, table: str, row: str, column: str) -> float:
-        from downstream.audit import measure_row
-
-        return measure_row(paper, table, row, column)
-
-    def cache_key(paper: str, table: str, row: str) -> list:
-        from downstream.audit import cache_key
-
-        return cache_key(paper, table, row)
-
-    return DenseCounter(measure_row, cache_key)
-
-
 def run(
     papers: list[str] | None = None,
     files: list[str] | None = None,
@@ -38,7 +20,9 @@ def run(
     cache: bool = True,
     progress: bool = True,
 ) -> list:
-    """The :class:`results.audit.Check` list of the papers' tables (see :func:`results.audit.verify`)."""
+    """The :class:`results.audit.Check` list of the papers' tables (see :func:`results.audit.verify`), the dense
+    rows counted by downstream (harness/workflows/audit.py)."""
+    from harness.workflows.audit import dense_counter
     from results.audit import verify
 
     return verify(papers, files, table, cache=cache, progress=progress, dense=dense_counter())

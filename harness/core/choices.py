@@ -3,6 +3,9 @@ reads them here without importing torch (``depthbench --help``), and the module 
 from here. (``depthbench bench``'s options and presets: harness/measure/presets.py.)"""
 
 import difflib
+from pathlib import Path
+
+from harness.core.config_paths import REPO
 
 
 # depthbench eval --dataset: the evaluation protocols of harness/tasks/protocols.py
@@ -11,6 +14,22 @@ PROTOCOLS = ("val", "imagenet-a", "imagenet-r", "imagenet-sketch", "imagenet-v2"
 FAMILIES = ["stepsnet", "sret", "transnext", "horesnet", "scalenet"]
 # depthbench submit --warning: the fewest seconds between Slurm's USR1 and the time limit (slurm/submit.py)
 MIN_WARNING_S = 60  # a checkpoint needs time; Lightning/submitit use 90 s
+# depthbench results --format and --reduce (results/reporting.py)
+RESULTS_FORMATS = ("md", "csv", "tex", "html")
+RESULTS_REDUCE = ("best", "last", "mean")
+# depthbench claims --out and submit --claims: where a claims run's runs and report go (the checkout's, from any
+# directory, as the runs folder), and the seeds per arm `submit --claims` trains: the designs' first look
+# (tests/results/test_claims_stats.py)
+CLAIMS_OUT = REPO / "results" / "claims"
+CLAIMS_EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
+CLAIMS_SEEDS = 5
+
+
+def claims_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
+    """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders; at the
+    paper's scale ``results/claims-paper``)."""
+    base = CLAIMS_EFFICIENCY_OUT if efficiency else Path(f"{CLAIMS_OUT}-paper") if scale == "paper" else CLAIMS_OUT
+    return Path(f"{base}-quick") if quick else base
 
 
 def not_one_of(setting: str, value, choices) -> str:

@@ -58,6 +58,7 @@ from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
 from harness.engine.launch import configure_threads
 from harness.engine.models import build_trained_model, model_kwargs
+from harness.measure.bench_report import append_csv, existing_rows
 from harness.measure.catalog import default_input_size
 from harness.measure.flops import count_flops, count_params, example_inputs
 from harness.measure.presets import AMP_DTYPES, COMPARE, MODES, OPTIMIZERS, PAPERS, PRESETS, Pair, Participant
@@ -843,6 +844,48 @@ def benchmark(
         rows.append(row)
     pair_rows = [_pair_row(pair, all_times, results, macs) for pair in pairs]
     return BenchResult(rows, pair_rows, modes, info, times=all_times)
+
+
+def run_bench(
+    models: Sequence[str],
+    options: BenchOptions,
+    *,
+    config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    model_kwargs: dict | None = None,
+    pairs: str | None = None,
+    input_size: int | Sequence[int] | None = None,
+    out: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    show: Callable[[BenchResult], None] | None = None,
+) -> BenchResult:
+    """One ``depthbench bench`` (its ``run``, harness/commands/bench.py, documents the arguments): the options and
+    the ``out`` CSV checked before any work, the threads pinned, the participants resolved and measured, the result
+    handed to ``show``, then the rows appended to ``out`` (the pairs to ``<name>_pairs.csv``)."""
+    sizes = [input_size] if isinstance(input_size, int) else (list(input_size) if input_size else None)
+    check_options(options, sizes)
+    old_rows = existing_rows(out)
+    pairs_path = Path(out).with_name(f"{Path(out).stem}_pairs.csv") if out and (pairs or options.compare) else None
+    old_pair_rows = existing_rows(pairs_path, key="candidate") if pairs_path else []
+    used_threads, cores = pin_threads(options.threads, options.device)
+    participants, pair_list = resolve(
+        models,
+        config=str(config) if config else None,
+        overrides=overrides,
+        model_kwargs=model_kwargs,
+        pairs=pairs,
+        input_size=sizes,
+    )
+    result = benchmark(participants, pair_list, options, threads=used_threads, cores=cores, progress=progress)
+    if show:
+        show(result)
+    if out:
+        result.out = Path(out)
+        append_csv(result.out, old_rows, result.rows)
+        if pairs_path:
+            result.pairs_out = pairs_path
+            append_csv(pairs_path, old_pair_rows, [{**r, **result.machine} for r in result.pairs])
+    return result
 
 
 def _pair_row(pair: Pair, all_times, results, macs) -> dict:

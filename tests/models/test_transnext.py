@@ -835,7 +835,7 @@ def test_verify_rows_of_transnext_models_pass():
             repr(sorted((k, v) for k, v in row.paper.items() if k in MEASURES)),
         )
         distinct.setdefault(key, row)
-    from harness.commands.verify import dense_counter
+    from harness.workflows.audit import dense_counter
 
     audit = Audit(cache=False, dense=dense_counter())  # the dense rows (Tables 12-15) count whole detectors
     checks = [c for row in distinct.values() for c in audit.check_row(row)]

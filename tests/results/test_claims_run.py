@@ -92,9 +92,9 @@ def test_a_full_run_into_the_quick_folder_is_one_line(quick):
 
 def test_status_of_the_committed_report_shows_its_verdicts():
     from results.claims import read_report
-    from harness.commands.claims import DEFAULT_OUT
+    from harness.core.choices import CLAIMS_OUT
 
-    stored = read_report(DEFAULT_OUT / "claims.json")
+    stored = read_report(CLAIMS_OUT / "claims.json")
     status = run(status=True).status
     assert not any("no claims evaluated yet" in line for line in status)
     for paper in {r.claim.paper for r, _ in stored}:

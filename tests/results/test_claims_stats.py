@@ -544,6 +544,6 @@ def test_device_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
 
 def test_submit_trains_the_designs_first_look():
     """`submit --claims` without --seeds submits every design's first look (the plans start at look_every)."""
-    from harness.commands.claims import DEFAULT_SEEDS
+    from harness.core.choices import CLAIMS_SEEDS
 
-    assert {load_claims(p).design.look_every for p in available_claims()} == {DEFAULT_SEEDS}
+    assert {load_claims(p).design.look_every for p in available_claims()} == {CLAIMS_SEEDS}

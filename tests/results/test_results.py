@@ -793,13 +793,14 @@ def test_results_cells_and_status_give_verifys_answer_for_the_dense_rows(tmp_pat
     `depthbench results` while `depthbench verify` passed them. Both now read one audit: every architecture cell
     says what verify says, and --status counts the same rows as verified or failing."""
     from harness.commands import verify
+    from harness.workflows.audit import dense_counter
 
     table = next(t for t in paper_tables.load_paper("transnext") if t.id == "14")
     checks = [c for c in verify.run(papers=["transnext"], table="14", progress=False) if c.column != "-"]
     dense = [c for c in checks if c.column.startswith("seg_")]
     assert any(c.status == "pass" for c in dense) and all(c.status in ("pass", "reason") for c in dense)
     index = compare.RunIndex(runs.collect([tmp_path / "no-runs"])[0], compare.MODEL_RENAMES)
-    view = compare.view_table(table, index, Audit(progress=False, dense=verify.dense_counter()))
+    view = compare.view_table(table, index, Audit(progress=False, dense=dense_counter()))
     by_cell = {
         (line.row.name, column): cell
         for line in view.lines

@@ -14,7 +14,7 @@ from harness import cli
 parser = cli.build_parser()
 try:
     parser.parse_args({argv!r})
-except SystemExit:
+except (SystemExit, cli.UsageError):  # --help exits; a bad option is the one error type (main prints it)
     pass
 """
 
@@ -113,3 +113,38 @@ def test_top_level_help_names_key_value_overrides_and_the_docs(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "key=value" in text and "depthbench train --help-config" in text
     assert "docs/" in text and "make docs" in text
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["train", "--help-config", "no/such/config.py"],
+            "depthbench train: error: config file no/such/config.py does not exist",
+        ),
+        (
+            ["results", "--format", "docx"],
+            "depthbench results: error: argument --format: invalid choice: 'docx' (choose from 'md', 'csv', 'tex', "
+            "'html') (depthbench results --help lists the options)",
+        ),
+        (
+            ["eval", PRESET],
+            "depthbench eval: error: the following arguments are required: --checkpoint "
+            "(depthbench eval --help lists the options)",
+        ),
+        (
+            ["env", "extra"],
+            "depthbench: error: unrecognized arguments: extra (depthbench env --help lists the options)",
+        ),
+    ],
+)
+def test_bad_input_found_while_parsing_takes_the_one_error_path(argv, expected):
+    """`train --help-config CONFIG` with a bad CONFIG left through parser.exit inside an argparse Action, and
+    argparse's own errors printed the usage and raised SystemExit out of ``main``: every bad input found while
+    parsing is now the one error line of ``main``'s DepthbenchError path (its prefix as before), exit 2."""
+    from clitools import run_cli_here
+
+    code, out, err = run_cli_here(*argv)  # a SystemExit out of main fails here
+    assert (code, out) == (2, ""), (code, out, err)
+    assert err.splitlines() == [err.strip()] and err.startswith(expected), err
+    assert "usage:" not in err

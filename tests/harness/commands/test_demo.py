@@ -11,7 +11,7 @@ import pytest
 from pages import visit  # the browser fixture is conftest.browser
 
 from clitools import ROOT, run_cli_here
-from harness.commands.demo import plan
+from harness.workflows.demo import plan
 
 # in this process: pytest-timeout keeps the old subprocess deadline (900 s) on a hung demo, fixture included
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.tier("integration")]
@@ -123,7 +123,7 @@ def test_bad_out_is_one_line(tmp_path):
 
 
 def test_the_equal_size_audit_refuses_a_pair_that_is_not(tmp_path):
-    from harness.commands.demo import audit_equal_size
+    from harness.workflows.demo import audit_equal_size
     from harness.core.errors import DepthbenchError
 
     pair = [r.config for stage in plan(quick=True) if stage.equal_size for r in stage.runs]

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from harness.commands.eval import EvalResult, _say_where
+from harness.commands.eval import _say_where
+from results.evaluate import EvalResult
 
 
 def test_the_last_line_names_the_run_and_the_csv_the_rows_went_to(capsys):

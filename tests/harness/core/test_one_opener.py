@@ -60,8 +60,8 @@ ALLOWED = {
         "the one image decoder (bytes read by read_image_bytes or a shard; the pixel budget checked on the header)",
     ),
     # written by this process, in a folder it made
-    ("harness/commands/demo.py", "open()"): (2, "demo's own logs in the output folder it creates"),
-    ("harness/commands/demo.py", ".read_text()"): (3, "demo's own logs and CPU-usage file, written by its runs"),
+    ("harness/workflows/demo.py", "open()"): (2, "demo's own logs in the output folder it creates"),
+    ("harness/workflows/demo.py", ".read_text()"): (3, "demo's own logs and CPU-usage file, written by its runs"),
     # the device pipeline's header parse and its CPU fallback decode (bytes from ImageFolder/ShardDataset.read;
     # the budget: image_files.pixel_budget)
     ("harness/tasks/image_device.py", "Image.open"): (

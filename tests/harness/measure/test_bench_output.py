@@ -2,7 +2,7 @@
 two rows and no ratio). Formatting only: the rows are made up; the measurement is tests/harness/measure/test_bench.py's."""
 
 import pytest
-from harness.commands.bench import format_ratios
+from harness.measure.bench_report import format_ratios
 
 
 def row(label, rate, gmacs, mem=None):
