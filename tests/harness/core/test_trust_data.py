@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 
 from clitools import run_cli_here
+from fixtures.files import in_time as _in_time  # fails a test that blocks (a FIFO opened, a link loop walked)
 from harness.core.errors import DepthbenchError
-from test_trust_files import _in_time  # fails a test that blocks (a FIFO opened, a link loop walked)
 
 pytestmark = pytest.mark.tier("integration", tests=("test_data_pack_with_a_link_out_is_one_line_exit_2",))  # the CLI
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import warnings
 from pathlib import Path
 
 import pytest
 
 from clitools import run_cli_here
+from fixtures.files import in_time as _in_time  # fails a test that blocks (a FIFO opened, a link loop walked)
 from harness.core.errors import DepthbenchError
 from harness.core.files import (
     MAX_DEPTH,
@@ -46,26 +46,6 @@ pytestmark = pytest.mark.tier(
 )
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def _in_time(fn, seconds: float = 20):
-    """``fn()``'s result or exception; fails the test (instead of hanging it) when ``fn`` blocks."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"blocked for more than {seconds} s (a FIFO was opened?)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def _one_line(out, code=2):

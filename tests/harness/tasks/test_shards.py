@@ -4,34 +4,16 @@ folder, readable by timm's WebDataset reader, and one global order for any numbe
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from mmengine import Config
 
 from clitools import run_cli
+from fixtures.images import jpeg_folder
 from harness.core.errors import DataError
 from harness.engine.data import build_loaders, set_train_epoch
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def jpeg_folder(root: Path, per_class: int = 6, classes: int = 3, seed: int = 0) -> Path:
-    """``root/{train,val}/<class>/<n>.JPEG`` of varied sizes (smooth colour fields plus noise), and one PNG."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for split, count in (("train", per_class), ("val", 2)):
-        for c in range(classes):
-            folder = root / split / f"class{c}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for i in range(count):
-                w, h = int(rng.integers(40, 90)), int(rng.integers(40, 90))
-                base = Image.fromarray(rng.integers(0, 256, (3, 4, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
-                pixels = np.clip(np.asarray(base, np.float32) + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
-                suffix, kw = (".png", {}) if (split, c, i) == ("train", 1, 0) else (".JPEG", {"quality": 90})
-                Image.fromarray(pixels).save(folder / f"{c}_{i:03d}{suffix}", **kw)
-    return root
 
 
 def shards_cfg(root: Path, pipeline: str = "cpu", workers: int = 0, **data):
