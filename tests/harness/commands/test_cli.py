@@ -5,6 +5,8 @@
 import pytest
 
 from clitools import ROOT, fresh_imports
+from fixtures.cli import one_line_here as _one_line_here
+from fixtures.files import HOSTILE
 
 pytestmark = pytest.mark.tier("integration")
 
@@ -113,3 +115,30 @@ def test_top_level_help_names_key_value_overrides_and_the_docs(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "key=value" in text and "depthbench train --help-config" in text
     assert "docs/" in text and "make docs" in text
+
+
+@pytest.mark.parametrize("document", HOSTILE)
+def test_commands_that_read_records_fail_in_one_line(tmp_path, document):
+    """The commands whose input is one record exit 2 with one line naming it on every bad document: export (a run's
+    config.json), results --claims (a claims report), results --file (a tables file; submit --table takes a paper's
+    own tables by name, PAPER:TABLE, never a file). Every other input is valid, so the line is that record's reader:
+    a line that names another file (or none) fails."""
+
+    def hostile(path):
+        path.write_text(document, errors="surrogateescape")
+        return str(path)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    assert f"{run} has no config.json" in _one_line_here("export", run, "--out", tmp_path / "out")
+    config = hostile(run / "config.json")  # there, but bad: named as such, never "has no config.json"
+    assert config in _one_line_here("export", run, "--out", tmp_path / "out")
+    (tmp_path / "claims").mkdir()
+    report = hostile(tmp_path / "claims" / "claims.json")
+    assert report in _one_line_here(
+        "results", "--claims", tmp_path / "claims", "--format", "html", "--out", tmp_path / "site", "--no-audit"
+    )
+    tables = hostile(tmp_path / "t.yaml")
+    assert tables in _one_line_here("results", "--file", tables, "--no-audit")

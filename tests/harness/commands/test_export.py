@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from clitools import run_cli_here
+from fixtures.cli import one_line_here as _one_line_here
 
 pytestmark = pytest.mark.tier("integration")
 
@@ -150,3 +151,18 @@ def test_a_fine_tune_run_points_to_exporting_its_backbones_run(tmp_path):
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert "is a fine-tune (MaskRCNN with backbone steps_resnet18_w32)" in err and expected in err, err
         assert not (tmp_path / "export").exists()
+
+
+def test_an_export_target_that_is_a_link_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
+    assert "--out" in _one_line_here("export", run, "--out", tmp_path / "out") and (tmp_path / "elsewhere").is_dir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert "is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "dangling")
+    (run / "best.pth").unlink()
+    (run / "best.pth").symlink_to(tmp_path / "other.pth")
+    assert "best.pth is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "new")

@@ -1,11 +1,14 @@
 """The run-directory contract (harness/core/rundir.py)."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from fixtures.files import in_time as _in_time
 from harness.core.errors import DepthbenchError
+from harness.core.files import BadFile
 from harness.core.rundir import RunDir, read_metrics
 
 
@@ -68,3 +71,47 @@ def test_the_runs_folder_is_the_checkouts_from_any_directory_unless_depthbench_r
     monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path / "shared"))
     assert rundir.new_run_path("x").parent == tmp_path / "shared" / "x"
     assert slurm_runs_root() == tmp_path / "shared" == rundir.runs_root()
+
+
+def test_a_run_directory_reads_no_link_and_waits_on_no_fifo(tmp_path):
+    from harness.core.rundir import RunDir, read_config_json, read_metrics
+
+    run = RunDir.create("exp", path=tmp_path / "run")
+    run.finish("done")
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"private": 1}\n')
+    (run.path / "metrics.jsonl").symlink_to(secret)
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        read_metrics(run.path / "metrics.jsonl")
+    (run.path / "config.json").unlink(missing_ok=True)
+    os.mkfifo(run.path / "config.json")
+    assert _in_time(lambda: read_config_json(run.path)) is None  # a FIFO config.json: "no config", at once
+    (run.path / "meta.json").unlink()
+    os.mkfifo(run.path / "meta.json")
+    with pytest.raises(BadFile, match="meta.json .* is a FIFO"):
+        _in_time(lambda: RunDir.open(run.path, writer=False))
+
+
+def test_a_fifo_as_lock_file_is_one_line(tmp_path):
+    from harness.core.rundir import lock_run_dir, run_dir_in_use
+
+    (tmp_path / "run").mkdir()
+    os.mkfifo(tmp_path / "run" / ".lock")
+    assert _in_time(lambda: run_dir_in_use(tmp_path / "run")) is None
+    with pytest.raises(DepthbenchError, match=r"\.lock is not a regular file"):
+        _in_time(lambda: lock_run_dir(tmp_path / "run"))
+
+
+def test_a_planted_tb_link_does_not_move_the_events(tmp_path):
+    from harness.core.rundir import RunDir
+
+    run = RunDir.create("exp", path=tmp_path / "run")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run.path / "tb").symlink_to(elsewhere)
+    with pytest.raises(BadFile, match="tb .* is a symbolic link"):
+        run.file("tb")
+    with pytest.raises(BadFile, match="is a symbolic link"):
+        run.file("tb/events.out")
+    run.finish("done")
+    assert not any(elsewhere.iterdir())

@@ -10,7 +10,7 @@ import torch
 import models  # noqa: F401
 from harness.engine.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
 from harness.core.errors import DepthbenchError
-from harness.core.files import atomic_write
+from harness.core.files import BadFile, atomic_write
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -244,3 +244,23 @@ def test_a_checkpoint_of_another_architecture_names_both_models_in_a_short_line(
     assert "the config builds horesnet10_euler" in message
     unexpected = re.search(r"(\d+) unexpected \(e\.g\. ([^)]*)\)", message)
     assert int(unexpected[1]) > 3 and unexpected[2].count(", ") == 3 and unexpected[2].endswith("...")
+
+
+def test_resume_auto_never_follows_a_last_pth_link_to_another_run(tmp_path):
+    import torch
+
+    from harness.engine.checkpoint import find_resume, save_atomic
+
+    other = tmp_path / "other"
+    other.mkdir()
+    save_atomic({"w": torch.ones(1)}, other / "last.pth")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "running"}')
+    (run / "last.pth").symlink_to(other / "last.pth")
+    with pytest.raises(BadFile, match="last.pth.* is a symbolic link"):
+        find_resume("auto", run)
+    (run / "last.pth").unlink()
+    assert find_resume("auto", run) is None
+    save_atomic({"w": torch.ones(1)}, run / "last.pth")
+    assert find_resume("auto", run) == run / "last.pth"
