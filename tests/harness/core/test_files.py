@@ -13,10 +13,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fixtures.files import in_time as _in_time
 from fixtures.images import image_folder as _image_folder
+from fixtures.images import packed_shards as _pack
 from harness.core.errors import DepthbenchError
 from harness.core.files import (
     MAX_DEPTH,
@@ -282,3 +284,70 @@ def test_every_record_reader_survives_random_and_adversarial_documents(tmp_path,
         else:
             path.write_bytes(before)
     assert not failures, "\n".join(map(str, failures[:20])) + f"\n({len(failures)} in all)"
+
+
+def _random_array(rng):
+    kinds = [np.int8, np.int64, np.uint64, np.float64, "U3", "S3", bool, object]
+    shape = tuple(int(n) for n in rng.integers(0, 6, rng.integers(0, 3)))
+    kind = kinds[rng.integers(len(kinds))]
+    values = (
+        rng.integers(-(1 << 62), 1 << 62, shape, dtype=np.int64) if rng.random() < 0.5 else rng.integers(-3, 5, shape)
+    )
+    return values.astype(kind) if kind is not object else np.asarray(values.tolist(), object)
+
+
+def _binary_documents(rng, good: bytes, save) -> list[bytes]:
+    """Random bytes, truncations of a good file, and ``save(buffer)`` of random arrays, 40 times."""
+    import io
+
+    documents = [b"", b"PK", b"\x93NUMPY", good[: len(good) // 2], good[:-30], rng.bytes(4000)]
+    for _ in range(40):
+        buffer = io.BytesIO()
+        save(buffer)
+        documents.append(buffer.getvalue())
+    return documents
+
+
+def _survives(path: Path, documents: list[bytes], read) -> list[str]:
+    failures = []
+    for document in documents:
+        path.write_bytes(document)
+        try:
+            _in_time(read)
+        except DepthbenchError as e:
+            if "\n" in str(e):
+                failures.append(f"not one line: {e}")
+        except Exception as e:  # noqa: BLE001 - what the test looks for
+            failures.append(f"{type(e).__name__}: {str(e)[:100]}")
+    return failures
+
+
+def test_the_binary_readers_survive_random_and_adversarial_files(tmp_path):
+    """The shard index (.npz) and every .npy (the LM token cache's reader, read_npy) are binary: a fuzz of their
+    own (random bytes, truncations, random arrays of random types and shapes); ``_info.json`` is in the record fuzz
+    (above). Each read returns or raises one DepthbenchError line."""
+    from harness.core.files import read_npy
+    from harness.tasks.shards import ShardDataset, index_name
+
+    rng = np.random.default_rng(int(os.environ.get("DEPTHBENCH_FUZZ_SEED", "0")))
+    shards = _pack(tmp_path)
+    index = shards / index_name("train")
+    keys = ("shard", "offset", "size", "label", "path", "shards")
+    failures = _survives(
+        index,
+        _binary_documents(
+            rng,
+            index.read_bytes(),
+            lambda fh: np.savez(fh, **{key: _random_array(rng) for key in keys if rng.random() > 0.1}),
+        ),
+        lambda: ShardDataset(shards, "train"),
+    )
+    cache = tmp_path / "train.txt.ids.npy"
+    with open(cache, "wb") as fh:
+        np.save(fh, np.arange(10, dtype=np.int32))
+    failures += _survives(
+        cache,
+        _binary_documents(rng, cache.read_bytes(), lambda fh: np.save(fh, _random_array(rng), allow_pickle=True)),
+        lambda: read_npy(cache, what="token cache"),
+    )
+    assert not failures, "\n".join(failures[:10])

@@ -2,11 +2,15 @@
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fixtures.files import in_time as _in_time
+from fixtures.files import refused as _refused
+from fixtures.training import ROOT
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile
 from harness.core.rundir import RunDir, read_metrics
@@ -115,3 +119,76 @@ def test_a_planted_tb_link_does_not_move_the_events(tmp_path):
         run.file("tb/events.out")
     run.finish("done")
     assert not any(elsewhere.iterdir())
+
+
+def test_a_log_txt_or_metrics_link_in_a_run_is_one_line_before_the_run_starts(tmp_path):
+    from harness.core.rundir import RunDir
+
+    target = tmp_path / "precious.txt"
+    target.write_text("precious\n")
+    for name in ("log.txt", "metrics.jsonl"):
+        run = tmp_path / name.replace(".", "-")
+        run.mkdir()
+        (run / name).symlink_to(target)
+        _refused(lambda: RunDir.create("exp", path=run), name, "symbolic link")
+        (run / "meta.json").write_text('{"status": "preempted"}')
+        _refused(lambda: RunDir.open(run), name, "symbolic link")  # a resume
+    assert target.read_text() == "precious\n"
+
+
+# ------------------------------------------------------------------------------------------------ run directories
+@pytest.mark.tier("integration")
+def test_a_run_directory_has_one_writer_and_a_killed_writer_leaves_no_stale_lock(tmp_path):
+    from harness.core.rundir import RunDir, run_dir_in_use
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from harness.core.rundir import RunDir; "
+                f"RunDir.create('exp', path={str(tmp_path / 'run')!r}); print('locked', flush=True); time.sleep(60)"
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert "pid" in run_dir_in_use(tmp_path / "run")
+        with pytest.raises(DepthbenchError, match="is in use by pid"):
+            RunDir.open(tmp_path / "run")
+    finally:
+        holder.kill()  # SIGKILL: the kernel releases the lock
+        holder.wait()
+    assert run_dir_in_use(tmp_path / "run") is None
+    run = RunDir.open(tmp_path / "run")
+    run.log_metrics(step=1)
+    run.finish("done")
+
+
+def test_names_cannot_leave_the_runs_root(tmp_path):
+    from harness.core.rundir import RunDir, new_run_path
+
+    for name in ("../../x", "a/b", "..", ".hidden", "", "x\ny"):
+        with pytest.raises(DepthbenchError, match="is not a plain name"):
+            new_run_path(name, tmp_path)
+    with pytest.raises(DepthbenchError, match="run id"):
+        RunDir.create("exp", run_id="../escape", root=tmp_path)
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_appends_never_follow_a_symlink(tmp_path):
+    from harness.core.rundir import RunDir
+
+    run = RunDir.create("exp", path=tmp_path / "run")
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    (tmp_path / "run" / "metrics.jsonl").symlink_to(target)
+    from harness.core.files import BadFile
+
+    with pytest.raises(BadFile, match="symbolic link"):  # one line naming the link, not an OSError
+        run.log_metrics(step=1)
+    assert target.read_text() == "precious\n"
+    run.finish("done")

@@ -264,3 +264,39 @@ def test_resume_auto_never_follows_a_last_pth_link_to_another_run(tmp_path):
     assert find_resume("auto", run) is None
     save_atomic({"w": torch.ones(1)}, run / "last.pth")
     assert find_resume("auto", run) == run / "last.pth"
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def test_a_flipped_byte_in_a_checkpoint_is_found(tmp_path):
+    from harness.engine.checkpoint import load_weights, read_checkpoint, save_atomic
+
+    model = torch.nn.Linear(4, 3)
+    path = tmp_path / "best.pth"
+    save_atomic({"model": model.state_dict()}, path)
+    assert (tmp_path / "best.pth.sha256").read_text().split()[1] == "best.pth"
+    load_weights(torch.nn.Linear(4, 3), path)  # whole: loads
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(8)  # eight zeroed bytes inside the tensor data still unpickle fine
+    path.write_bytes(bytes(data))
+    with pytest.raises(DepthbenchError, match="best.pth does not match its checksum"):
+        read_checkpoint(path)
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_old_one(tmp_path, monkeypatch):
+    import errno
+
+    from harness.engine import checkpoint
+
+    path = tmp_path / "last.pth"
+    checkpoint.save_atomic({"w": torch.ones(2)}, path)
+
+    def full(fh):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", lambda obj, fh: full(fh))
+    with pytest.raises(DepthbenchError, match="cannot write the checkpoint .*No space left on device"):
+        checkpoint.save_atomic({"w": torch.zeros(2)}, path)
+    monkeypatch.undo()
+    assert torch.equal(checkpoint.read_checkpoint(path)["w"], torch.ones(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pth", "last.pth.sha256"]

@@ -391,3 +391,48 @@ def test_bad_numbers_in_a_preflight_record_never_reach_the_estimate(tmp_path, mo
         [job], est.Layout(nodes=1, gpus_per_node=8), records=read_records(tmp_path), bench_rows=[]
     ).rows
     assert row.step_s == pytest.approx(0.25) and "\x1b" not in row.source and "GPU?]0;pwned??[2J" in row.source
+
+
+# ------------------------------------------------------------------------------------------------ preflight records
+def test_bad_all_reduce_rows_and_gmacs_in_a_preflight_record_never_reach_the_estimate(tmp_path):
+    import json
+
+    from harness.core.config import load_config
+    from harness.measure import estimate as est
+    from harness.measure.preflight import read_records
+
+    config = "configs/stepsnet/resnet18_8xb128-300e_in1k.py"
+    cfg = load_config(config, ["data.train_subset=2560"])
+    ident = est.identity(cfg, None)
+    layout = est.Layout(nodes=2, gpus_per_node=8)
+    folder = tmp_path / "preflight"
+    (folder / "empty").mkdir(parents=True)
+    (folder / "empty" / "preflight.json").write_bytes(b"")  # a zero-byte record: skipped
+    record = {
+        "format": "depthbench-preflight/1",
+        "time": "2026-11-29",
+        "device": "cuda",
+        "world_size": 8,
+        "allreduce": {
+            "ranks": 8,
+            "rows": [
+                {"bytes": 0, "busbw_gbs": 10.0},
+                {"bytes": 4096, "busbw_gbs": "9"},
+                {"busbw_gbs": 5.0},
+                {"bytes": 1 << 20, "busbw_gbs": -1.0},
+            ],
+        },
+        "configs": [
+            {**ident, "micro_batch": 64, "step_ms": 250.0, "world": 8, "grad_bytes": 46_000_000},
+            {**ident, "model": "resnet50", "micro_batch": 64, "step_ms": 400.0, "gmacs": -4.1},
+        ],
+    }
+    (folder / "r").mkdir()
+    (folder / "r" / "preflight.json").write_text(json.dumps(record))
+    records = read_records(tmp_path)
+    assert len(records) == 1
+    job = est.Job("ResNet-18", config, ["data.train_subset=2560"])
+    (row,) = est.estimate([job], layout, records=records, bench_rows=[]).rows
+    assert row.step_s == pytest.approx(0.25) and row.scaling is not None and row.scaling.allreduce_s is None
+    other = {**ident, "model": "steps_resnet18", "micro_batch": 64}
+    assert est.timing_by_flops(other, layout, records, gmacs=lambda _: 1.8) is None  # the -4.1 GMACs entry is out

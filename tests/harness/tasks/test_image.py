@@ -9,6 +9,10 @@ import pytest
 
 from fixtures.files import in_time as _in_time
 from fixtures.images import image_folder as _image_folder
+import os
+import pickle
+import numpy as np
+from harness.core.errors import DepthbenchError
 
 
 def _truncated_jpeg(path: Path):
@@ -104,3 +108,30 @@ def test_a_wrongly_shaped_cifar_batch_is_one_line(tmp_path, data):
         (tmp_path / name).write_bytes(pickle.dumps(bad if name == "data_batch_2" else good))
     with pytest.raises(DataError, match="data_batch_2 is not a CIFAR batch file"):
         CIFAR10Pickle(tmp_path, train=True)
+
+
+class _Evil:
+    """Unpickling it runs os.system(touch <marker>)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+# ------------------------------------------------------------------------------------------------ datasets
+def test_a_crafted_cifar_batch_is_refused_and_runs_nothing(tmp_path):
+    from harness.tasks.image import CIFAR10_FILES, CIFAR10Pickle
+
+    marker = tmp_path / "pwned"
+    folder = tmp_path / "cifar"
+    folder.mkdir()
+    good = {"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0, 1]}
+    for name in CIFAR10_FILES:
+        (folder / name).write_bytes(pickle.dumps(good))
+    assert len(CIFAR10Pickle(folder, train=True)) == 10  # a real batch layout loads
+    (folder / "data_batch_3").write_bytes(pickle.dumps({"data": _Evil(marker), "labels": [0]}))
+    with pytest.raises(DepthbenchError, match="data_batch_3 is not a CIFAR batch file"):
+        CIFAR10Pickle(folder, train=True)
+    assert not marker.exists()
