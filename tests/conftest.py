@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 import tiers  # noqa: E402
 import torch  # noqa: E402
 from clitools import run_cli
+from fixtures.configs import PRESET
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,3 +151,14 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def hostile_config(tmp_path):
+    """A config outside configs/ that leaves a marker when executed, and the marker's path."""
+    marker = tmp_path / "executed"
+    config = tmp_path / "evil.py"
+    config.write_text(
+        f"_base_ = [{str(ROOT / PRESET)!r}]\nmarker = __import__('pathlib').Path({str(marker)!r}).write_text('ran')\n"
+    )
+    return config, marker

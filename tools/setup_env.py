@@ -661,7 +661,7 @@ GLYPH_FONT_PACKAGES = (
 
 
 def ensure_glyph_fonts() -> None:
-    """Debian's font packages for the glyphs dataset (`depthbench claims`, tests/harness/tasks/test_claims_data.py):
+    """Debian's font packages for the glyphs dataset (`depthbench claims`, tests/harness/tasks/test_glyphs.py):
     82 MB of .deb files, ~20 s with apt; only the missing ones are installed."""
     if not shutil.which("dpkg-query"):
         say("not a Debian system: the glyphs dataset needs these font packages: " + " ".join(GLYPH_FONT_PACKAGES))

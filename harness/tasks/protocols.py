@@ -97,7 +97,7 @@ ALEXNET_ERROR = {
 # AlexNet's clean ImageNet top-1 error, the relative mCE's E^AlexNet_clean (same paper, §3; its results table
 # prints AlexNet's clean error as 43.5 %). The AlexNet the paper evaluates is torchvision's pretrained one
 # (ImageNet-C/test.py loads it), whose published top-1 is 56.522 % (torchvision AlexNet_Weights.IMAGENET1K_V1,
-# tests/harness/tasks/test_eval_suite.py reads it), so its clean error is 43.478 %; 43.478 rounds to the printed
+# tests/harness/tasks/test_protocols.py reads it), so its clean error is 43.478 %; 43.478 rounds to the printed
 # 43.5 (the 43.45 used before had no source and does not match torchvision's number).
 ALEXNET_CLEAN_ERROR = 1 - 0.56522
 

@@ -17,6 +17,8 @@ import torch
 
 from harness import cli  # noqa: E402
 from harness.core.rundir import read_metrics  # noqa: E402
+import os
+from fixtures.files import refused as _refused
 
 ROOT = Path(__file__).resolve().parents[2]
 DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
@@ -438,3 +440,11 @@ def test_a_test_run_with_load_from_does_not_say_random_init():
     assert describe_model(tested) == "MaskRCNN with steps_resnet18_w32 (all weights from runs/det/iter_40.pth)"
     fresh = Config(dict(model=dict(type="MaskRCNN", backbone=backbone), load_from=None))
     assert describe_model(fresh) == "MaskRCNN with steps_resnet18_w32 (backbone random init)"
+
+
+# ------------------------------------------------------------------------------------------------ runs, caches, weights
+def test_a_fifo_as_load_from_is_one_line_at_once(tmp_path):
+    from downstream.finetune import read_any_checkpoint
+
+    os.mkfifo(tmp_path / "weights.pth")
+    _refused(lambda: read_any_checkpoint(str(tmp_path / "weights.pth")), "weights.pth", "not a regular file")

@@ -1,7 +1,7 @@
 """``depthbench export`` carries the preprocessing its run evaluated with (issue 45): a timm user who loads the export
 the standard way -- ``timm.create_model`` on the folder (or on the name with ``pretrained_cfg_overlay``), then
 ``timm.data.resolve_data_config`` + ``create_transform`` -- gets the run's evaluation transform, and with it the
-run's accuracy. (Safety and layout of the export: tests/harness/core/test_trust.py.)"""
+run's accuracy. (Safety and layout of the export: the tests at the end of this file.)"""
 
 import json
 from pathlib import Path
@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from clitools import run_cli_here
+from fixtures.cli import one_line_here as _one_line_here
+from fixtures.training import ONE_EPOCH as TINY
 
 pytestmark = pytest.mark.tier("integration")
 
@@ -150,3 +152,60 @@ def test_a_fine_tune_run_points_to_exporting_its_backbones_run(tmp_path):
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert "is a fine-tune (MaskRCNN with backbone steps_resnet18_w32)" in err and expected in err, err
         assert not (tmp_path / "export").exists()
+
+
+def test_an_export_target_that_is_a_link_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
+    assert "--out" in _one_line_here("export", run, "--out", tmp_path / "out") and (tmp_path / "elsewhere").is_dir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert "is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "dangling")
+    (run / "best.pth").unlink()
+    (run / "best.pth").symlink_to(tmp_path / "other.pth")
+    assert "best.pth is a symbolic link" in _one_line_here("export", run, "--out", tmp_path / "new")
+
+
+# ------------------------------------------------------------------------------------------------ sharing weights
+def test_export_writes_safetensors_that_timm_and_our_loader_read(tmp_path, cli):
+    """Issue 25: `depthbench export RUN --out DIR` -> model.safetensors + config.json in timm's layout; the model is
+    rebuilt from the run's config.json (data), never from its config.py."""
+    import timm
+
+    import models  # noqa: F401
+    from harness.engine.checkpoint import load_weights
+
+    env = {"OMP_NUM_THREADS": "1", "DEPTHBENCH_DATA": str(tmp_path / "data")}
+    work = tmp_path / "run"
+    trained = cli("train", PRESET, *TINY, "--work-dir", work, env=env)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    marker = tmp_path / "pwned"
+    (work / "config.py").write_text(f"import os\nos.system('touch {marker}')\n")  # never executed
+    out = cli("export", work, "--out", tmp_path / "export")
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["config.json", "model.safetensors"]
+    config = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert config["architecture"] == "horesnet10_rk4" and config["model_args"]["width"] == 8
+    assert config["depthbench"]["checkpoint"] == "best.pth" and not marker.exists()
+
+    reference = timm.create_model("horesnet10_rk4", width=8, num_classes=10)
+    load_weights(reference, work / "best.pth")
+    by_name = timm.create_model(f"local-dir:{tmp_path / 'export'}", pretrained=True)
+    by_file = timm.create_model(
+        "horesnet10_rk4",
+        pretrained=True,
+        width=8,
+        num_classes=10,
+        pretrained_cfg_overlay=dict(file=str(tmp_path / "export" / "model.safetensors")),
+    )
+    ours = timm.create_model("horesnet10_rk4", width=8, num_classes=10)
+    load_weights(ours, tmp_path / "export")  # the one loader takes the folder's safetensors
+    x = torch.randn(2, 3, 8, 8)
+    expected = reference.eval()(x)
+    for model in (by_name, by_file, ours):
+        assert torch.equal(model.eval()(x), expected)
+    again = cli("export", work, "--out", tmp_path / "export")
+    assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr

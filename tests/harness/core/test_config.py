@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.configs import recipe_files
 from harness.core.config import load_config, parse_override, sweep_points
 from harness.core.errors import ConfigError
 
@@ -105,21 +106,6 @@ def test_learning_rate_sweep_definition():
     name, overrides = points[0]
     point = load_config(CONFIGS / "horesnet/horesnet86-euler_1xb128-260e_cifar10.py", overrides)
     assert point.optim.lr == 0.05 and point.precision == "fp32" and "lr-0.05" in name
-
-
-def is_downstream(path) -> bool:
-    """MMDetection/MMSegmentation configs (depthbench finetune; tests/test_downstream*.py, test_finetune.py):
-    everything under det/ and seg/, and configs elsewhere (demo/) that inherit one of them."""
-    return (
-        path.relative_to(CONFIGS).parts[0] in ("det", "seg")
-        or re.search(r"\.\./(det|seg)/|mmdet::|mmseg::", path.read_text()) is not None
-    )
-
-
-def recipe_files():
-    return sorted(
-        p for p in CONFIGS.rglob("*.py") if "_base_" not in p.parts and "sweep" not in p.name and not is_downstream(p)
-    )
 
 
 @pytest.mark.parametrize("path", recipe_files(), ids=lambda p: str(p.relative_to(CONFIGS)))

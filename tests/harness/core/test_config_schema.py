@@ -29,7 +29,7 @@ def test_default_runtime_is_generated_from_the_schema():
 
 
 def training_recipes():
-    from test_config import recipe_files
+    from fixtures.configs import recipe_files
 
     return recipe_files()
 

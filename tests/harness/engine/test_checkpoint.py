@@ -10,7 +10,7 @@ import torch
 import models  # noqa: F401
 from harness.engine.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
 from harness.core.errors import DepthbenchError
-from harness.core.files import atomic_write
+from harness.core.files import BadFile, atomic_write
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -244,3 +244,59 @@ def test_a_checkpoint_of_another_architecture_names_both_models_in_a_short_line(
     assert "the config builds horesnet10_euler" in message
     unexpected = re.search(r"(\d+) unexpected \(e\.g\. ([^)]*)\)", message)
     assert int(unexpected[1]) > 3 and unexpected[2].count(", ") == 3 and unexpected[2].endswith("...")
+
+
+def test_resume_auto_never_follows_a_last_pth_link_to_another_run(tmp_path):
+    import torch
+
+    from harness.engine.checkpoint import find_resume, save_atomic
+
+    other = tmp_path / "other"
+    other.mkdir()
+    save_atomic({"w": torch.ones(1)}, other / "last.pth")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text('{"status": "running"}')
+    (run / "last.pth").symlink_to(other / "last.pth")
+    with pytest.raises(BadFile, match="last.pth.* is a symbolic link"):
+        find_resume("auto", run)
+    (run / "last.pth").unlink()
+    assert find_resume("auto", run) is None
+    save_atomic({"w": torch.ones(1)}, run / "last.pth")
+    assert find_resume("auto", run) == run / "last.pth"
+
+
+# ------------------------------------------------------------------------------------------------ checkpoints
+def test_a_flipped_byte_in_a_checkpoint_is_found(tmp_path):
+    from harness.engine.checkpoint import load_weights, read_checkpoint, save_atomic
+
+    model = torch.nn.Linear(4, 3)
+    path = tmp_path / "best.pth"
+    save_atomic({"model": model.state_dict()}, path)
+    assert (tmp_path / "best.pth.sha256").read_text().split()[1] == "best.pth"
+    load_weights(torch.nn.Linear(4, 3), path)  # whole: loads
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(8)  # eight zeroed bytes inside the tensor data still unpickle fine
+    path.write_bytes(bytes(data))
+    with pytest.raises(DepthbenchError, match="best.pth does not match its checksum"):
+        read_checkpoint(path)
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_old_one(tmp_path, monkeypatch):
+    import errno
+
+    from harness.engine import checkpoint
+
+    path = tmp_path / "last.pth"
+    checkpoint.save_atomic({"w": torch.ones(2)}, path)
+
+    def full(fh):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", lambda obj, fh: full(fh))
+    with pytest.raises(DepthbenchError, match="cannot write the checkpoint .*No space left on device"):
+        checkpoint.save_atomic({"w": torch.zeros(2)}, path)
+    monkeypatch.undo()
+    assert torch.equal(checkpoint.read_checkpoint(path)["w"], torch.ones(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pth", "last.pth.sha256"]

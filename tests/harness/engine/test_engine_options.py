@@ -20,7 +20,7 @@ import torch
 
 from devices import device_env, device_overrides, on_devices
 from harness.engine.forked import start_forked
-from test_train import (
+from fixtures.training import (
     EXIT_PREEMPTED,
     PRESET,
     ROOT,

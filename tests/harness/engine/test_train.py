@@ -25,25 +25,28 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from clitools import start_cli
 from devices import device_env, device_overrides, on_devices
+from fixtures.training import (
+    ROOT,
+    PRESET,
+    TINY,
+    STEPS_PER_EPOCH,
+    TOTAL_STEPS,
+    EXIT_PREEMPTED,
+    launch,
+    finish,
+    train,
+    last_logged_step,
+    wait_for_step,
+    curve,
+    load,
+    assert_same_training,
+    freeze_run,
+    wait_gone,
+    _stat,
+    _alive,
+)
 
-ROOT = Path(__file__).resolve().parents[3]
-PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = [
-    "model.width=8",
-    "data.input_size=8",
-    "data.train_subset=160",
-    "data.val_subset=40",
-    "batch_size=8",
-    "epochs=2",
-    "ckpt.interval_steps=3",
-    "ckpt.interval_minutes=None",
-    "log_interval=1",
-    "log.tensorboard=False",
-]
-STEPS_PER_EPOCH, TOTAL_STEPS = 20, 40
-EXIT_PREEMPTED = 75
 
 pytestmark = pytest.mark.slow
 
@@ -52,114 +55,6 @@ pytestmark = pytest.mark.slow
 def env(tmp_path_factory):
     cache = tmp_path_factory.mktemp("data")
     return dict(os.environ, OMP_NUM_THREADS="1", DEPTHBENCH_DATA=str(cache), PYTHONUNBUFFERED="1")
-
-
-def launch(env, work_dir, *args, overrides=TINY, config=PRESET):
-    """``depthbench train`` in a session of its own (a fork of the preloaded server: clitools)."""
-    return start_cli("train", config, *overrides, "--work-dir", work_dir, *args, env=env, new_session=True)
-
-
-def finish(proc, timeout=600):
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
-
-
-def train(env, work_dir, *args, **kw):
-    rc, out, err = finish(launch(env, work_dir, *args, **kw))
-    assert rc == 0, err[-3000:]
-    return out
-
-
-def last_logged_step(work_dir) -> int:
-    path = Path(work_dir) / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    steps = [json.loads(line)["global_step"] for line in path.read_text().splitlines() if line.endswith("}")]
-    return max(steps, default=0)
-
-
-def wait_for_step(proc, work_dir, step, timeout=600):
-    start = time.monotonic()
-    while last_logged_step(work_dir) < step:
-        assert proc.poll() is None, f"training ended before step {step}: {proc.communicate()[1][-2000:]}"
-        assert time.monotonic() - start < timeout, "training too slow"
-        time.sleep(0.005)
-
-
-def curve(work_dir) -> list:
-    """Everything in metrics.jsonl except wall-clock measurements."""
-    timing = {"images_per_s", "step_time", "eta_s", "peak_mem_mb", "epoch_time_s", "train_time_s"}
-    records = [json.loads(line) for line in (Path(work_dir) / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in timing} for r in records]
-
-
-def load(work_dir, name="last.pth"):
-    return torch.load(Path(work_dir) / name, map_location="cpu", weights_only=True)
-
-
-def assert_same_training(run, reference):
-    assert curve(run) == curve(reference)
-    got, want = load(run), load(reference)
-    assert got["global_step"] == want["global_step"] == TOTAL_STEPS
-    for key in ("model", "optimizer"):
-        assert got[key].keys() == want[key].keys()
-    assert all(torch.equal(got["model"][k], want["model"][k]) for k in want["model"])
-
-
-def run_processes(proc) -> list[int]:
-    """The run's processes: the one started and its descendants (``--nproc`` ranks have process groups of their
-    own, so ``os.killpg`` on the launcher's does not reach them)."""
-    parents = {int(d.name): fields[1] for d in Path("/proc").glob("[0-9]*") if (fields := _stat(d.name))}
-    pids, i = [proc.pid], 0
-    while i < len(pids):
-        pids += [pid for pid, parent in parents.items() if parent == str(pids[i])]
-        i += 1
-    return pids
-
-
-def freeze_run(proc) -> list[int]:
-    pids = run_processes(proc)
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    return pids
-
-
-def kill_run(proc, pids):
-    """SIGKILL the launcher's process group, as a crash would, and wait until every process of the run is gone:
-    its ranks die with it (the parent-death signal, harness.engine.launch.die_with_launcher)."""
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    wait_gone(pids, 60, "a process of the run outlived its launcher")
-
-
-def wait_gone(pids, timeout, message):
-    deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, message
-        time.sleep(0.01)
-
-
-def _stat(pid) -> list[str]:
-    """/proc/PID/stat's fields after the command name (state, ppid, ...); [] once the process is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def _alive(pid) -> bool:
-    """Whether any thread of ``pid`` still runs. A killed process's leader can be a zombie while its other threads
-    (the hang watchdog's, torch's) are still being torn down, and the files -- the run directory's lock -- are
-    released only when the last one has gone."""
-    fields = _stat(pid)
-    if not fields:
-        return False
-    try:
-        tasks = [task.name for task in Path(f"/proc/{pid}/task").iterdir()]
-    except OSError:
-        tasks = []
-    states = [fields[0]] + [f[0] for f in (_stat(f"{pid}/task/{t}") for t in tasks) if f]
-    return any(state != "Z" for state in states)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from harness import cli
 from harness.measure.diagnose import load_checkpoint, shortcut_ratio
 from harness.core.errors import DepthbenchError
 from models.stepsnet import residual_blocks
+from fixtures.files import refused as _refused
+from fixtures.images import png_folder as _folder
 
 TINY_STEPS = ((32, 1, 2), (48, 1, 1), (64, 1, 1))  # a 4-block Steps-DeiT at test size
 
@@ -171,3 +173,15 @@ def test_a_model_trained_with_model_kwargs_is_rebuilt_from_its_config_or_model_k
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "does not fit deit_tiny_patch16_224" in err
     assert "missing from the checkpoint: blocks.{2-11}." in err and "head.bias (checkpoint 10, model 1000)" in err
+
+
+def test_diagnose_reads_an_image_folder_as_every_image_reader_does(tmp_path):
+    """``diagnose --data FOLDER`` used torchvision's ImageFolder, which follows a link out of the folder."""
+    import timm
+
+    from harness.measure.diagnose import example_batch
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "a" / "out").symlink_to(tmp_path)
+    model = timm.create_model("resnet18", num_classes=2)
+    _refused(lambda: example_batch(model, str(folder / "train"), 32, 2, 0, "cpu"), "symbolic link out of the data root")

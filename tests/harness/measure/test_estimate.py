@@ -7,11 +7,13 @@ time, GPU-hours and the array's span against numbers worked out by hand.
 """
 
 import json
+import os
 import re
 
 import pytest
 import torch
 
+from fixtures.files import in_time as _in_time
 from harness.core.config import load_config
 from harness.measure import estimate as est
 
@@ -349,3 +351,88 @@ def test_an_unmeasured_model_is_timed_by_flops_from_the_nearest_family():
     assert nearest.step_s == pytest.approx(0.125) and "nearest by FLOPs" in nearest.source
     assert timing("steps_resnet18", micro=64).step_s == pytest.approx(0.15)  # one measured batch: no faster
     assert est.timing_by_flops(est.identity(resnet, 128), layout(gpus_per_node=0), [record]) is None  # other device
+
+
+def test_bad_numbers_in_a_preflight_record_never_reach_the_estimate(tmp_path, monkeypatch):
+    from harness.core.config import load_config
+    from harness.measure import estimate as est
+    from harness.measure.preflight import read_records
+
+    cfg = load_config("configs/stepsnet/resnet18_8xb128-300e_in1k.py", ["data.train_subset=2560"])
+    ident = est.identity(cfg, 128)
+    folder = tmp_path / "preflight"
+    for name, fields in (
+        ("nan", {"step_ms": float("nan")}),
+        ("text", {"step_ms": "fast"}),
+        ("zero", {"step_ms": 5.0, "micro_batch": 0}),
+        ("inf", {"step_ms": 1e999}),
+        ("kwargs", {"step_ms": 5.0, "model_kwargs": [1], "input_size": 7}),
+    ):
+        (folder / name).mkdir(parents=True)
+        record = {
+            "format": "depthbench-preflight/1",
+            "time": f"2026-11-2{len(name)}",
+            "device": "cuda",
+            "device_name": "GPU\x1b]0;pwned\x07\x1b[2J",
+            "configs": [{**ident, "world": 8, **fields}],
+        }
+        (folder / name / "preflight.json").write_text(json.dumps(record))
+    os.mkfifo(folder / "fifo")  # neither a folder nor a record: skipped at once
+    (folder / "deep").mkdir()
+    (folder / "deep" / "preflight.json").write_text("[" * 50000 + "]" * 50000)
+    records = _in_time(lambda: read_records(tmp_path))
+    assert len(records) == 5 and all("\x1b" not in r["device_name"] for r in records)
+    job = est.Job("ResNet-18", "configs/stepsnet/resnet18_8xb128-300e_in1k.py", ["data.train_subset=2560"])
+    (row,) = est.estimate([job], est.Layout(nodes=1, gpus_per_node=8), records=records, bench_rows=[]).rows
+    assert row.step_s is None and row.source.startswith("none: no preflight record")
+    good = {**json.loads((folder / "nan" / "preflight.json").read_text()), "configs": [{**ident, "step_ms": 250.0}]}
+    (folder / "nan" / "preflight.json").write_text(json.dumps(good))
+    (row,) = est.estimate(
+        [job], est.Layout(nodes=1, gpus_per_node=8), records=read_records(tmp_path), bench_rows=[]
+    ).rows
+    assert row.step_s == pytest.approx(0.25) and "\x1b" not in row.source and "GPU?]0;pwned??[2J" in row.source
+
+
+# ------------------------------------------------------------------------------------------------ preflight records
+def test_bad_all_reduce_rows_and_gmacs_in_a_preflight_record_never_reach_the_estimate(tmp_path):
+    import json
+
+    from harness.core.config import load_config
+    from harness.measure import estimate as est
+    from harness.measure.preflight import read_records
+
+    config = "configs/stepsnet/resnet18_8xb128-300e_in1k.py"
+    cfg = load_config(config, ["data.train_subset=2560"])
+    ident = est.identity(cfg, None)
+    layout = est.Layout(nodes=2, gpus_per_node=8)
+    folder = tmp_path / "preflight"
+    (folder / "empty").mkdir(parents=True)
+    (folder / "empty" / "preflight.json").write_bytes(b"")  # a zero-byte record: skipped
+    record = {
+        "format": "depthbench-preflight/1",
+        "time": "2026-11-29",
+        "device": "cuda",
+        "world_size": 8,
+        "allreduce": {
+            "ranks": 8,
+            "rows": [
+                {"bytes": 0, "busbw_gbs": 10.0},
+                {"bytes": 4096, "busbw_gbs": "9"},
+                {"busbw_gbs": 5.0},
+                {"bytes": 1 << 20, "busbw_gbs": -1.0},
+            ],
+        },
+        "configs": [
+            {**ident, "micro_batch": 64, "step_ms": 250.0, "world": 8, "grad_bytes": 46_000_000},
+            {**ident, "model": "resnet50", "micro_batch": 64, "step_ms": 400.0, "gmacs": -4.1},
+        ],
+    }
+    (folder / "r").mkdir()
+    (folder / "r" / "preflight.json").write_text(json.dumps(record))
+    records = read_records(tmp_path)
+    assert len(records) == 1
+    job = est.Job("ResNet-18", config, ["data.train_subset=2560"])
+    (row,) = est.estimate([job], layout, records=records, bench_rows=[]).rows
+    assert row.step_s == pytest.approx(0.25) and row.scaling is not None and row.scaling.allreduce_s is None
+    other = {**ident, "model": "steps_resnet18", "micro_batch": 64}
+    assert est.timing_by_flops(other, layout, records, gmacs=lambda _: 1.8) is None  # the -4.1 GMACs entry is out

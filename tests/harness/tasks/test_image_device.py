@@ -35,7 +35,7 @@ from harness.tasks.image_device import (
     collate_encoded,
     normal_noise,
 )
-from test_shards import jpeg_folder
+from fixtures.images import jpeg_folder
 
 ROOT = Path(__file__).resolve().parents[3]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -20,6 +20,8 @@ import harness.engine.loop
 from harness.core.errors import DepthbenchError
 from harness.tasks.lm import PackedTokens, encode_lines, evaluate_lm, export_kjv, perplexity, train_tokenizer
 from harness.commands.train import run
+import numpy as np
+from fixtures.files import refused as _refused
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py"
@@ -300,3 +302,30 @@ def test_load_llama_from_a_directory_and_bad_directories_are_one_line(tmp_path):
     with pytest.raises(DepthbenchError, match="no such checkpoint"):
         load_llama(tmp_path / "missing")
     assert len(load_llama(tmp_path / "empty" / "config.json").model.layers) == 2  # a config: random weights
+
+
+def test_an_lm_token_cache_holding_a_pickled_or_huge_array_is_one_line(tmp_path, monkeypatch):
+    from harness.core.config import load_config
+    from harness.tasks.lm import cache_dir, token_ids
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
+    (tmp_path / "train.txt").write_text("in the beginning\n" * 20)
+    cfg = load_config(
+        "configs/stepsnet/steps-lm-w128-d8_1xb32-2e_kjv-lm.py",
+        [
+            "data.type=text",
+            f"data.root={tmp_path}",
+            "data.train_split=train.txt",
+            "data.val_split=train.txt",
+            "data.vocab_size=300",
+        ],
+    )
+    cache = cache_dir(cfg.data) / "train.txt.ids.npy"
+    cache.parent.mkdir(parents=True)
+    with open(cache, "wb") as fh:
+        np.save(fh, np.asarray([1, "x", None], object), allow_pickle=True)
+    _refused(lambda: token_ids(cfg.data, "train.txt"), "token cache", "holds object", "delete it")
+    with open(cache, "wb") as fh:  # a header claiming 2**40 ids over 8 bytes
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<i4", "fortran_order": False, "shape": (1 << 40,)})
+        fh.write(b"\0" * 8)
+    _refused(lambda: token_ids(cfg.data, "train.txt"), "token cache", "claims 4,398,046,511,104 bytes")

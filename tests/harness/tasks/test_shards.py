@@ -2,36 +2,26 @@
 folder, readable by timm's WebDataset reader, and one global order for any number of ranks and loader workers."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from mmengine import Config
+from PIL import Image
 
 from clitools import run_cli
+from fixtures.files import in_time as _in_time
+from fixtures.files import refused as _refused
+from fixtures.images import bomb_png as _bomb_png
+from fixtures.images import jpeg_folder
+from fixtures.images import packed_shards as _pack
+from fixtures.images import png_folder as _folder
 from harness.core.errors import DataError
 from harness.engine.data import build_loaders, set_train_epoch
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def jpeg_folder(root: Path, per_class: int = 6, classes: int = 3, seed: int = 0) -> Path:
-    """``root/{train,val}/<class>/<n>.JPEG`` of varied sizes (smooth colour fields plus noise), and one PNG."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for split, count in (("train", per_class), ("val", 2)):
-        for c in range(classes):
-            folder = root / split / f"class{c}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for i in range(count):
-                w, h = int(rng.integers(40, 90)), int(rng.integers(40, 90))
-                base = Image.fromarray(rng.integers(0, 256, (3, 4, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
-                pixels = np.clip(np.asarray(base, np.float32) + rng.normal(0, 8, (h, w, 3)), 0, 255).astype(np.uint8)
-                suffix, kw = (".png", {}) if (split, c, i) == ("train", 1, 0) else (".JPEG", {"quality": 90})
-                Image.fromarray(pixels).save(folder / f"{c}_{i:03d}{suffix}", **kw)
-    return root
 
 
 def shards_cfg(root: Path, pipeline: str = "cpu", workers: int = 0, **data):
@@ -179,3 +169,156 @@ def test_pack_counts_in_words(tmp_path):
     assert "train: 2 images in 1 shard\n" in out and "val: 2 images in 1 shard\n" in out
     assert describe_scale(None, 20, 1, "epochs") == "1 epoch (the config's 20)"
     assert describe_scale("coco-shapes 128px, 40 iterations", 40, 1, "iterations") == "coco-shapes 128px, 1 iteration"
+
+
+# ------------------------------------------------------------------------------------------------ data pack
+def test_pack_refuses_a_link_out_of_the_image_folder(tmp_path):
+    from harness.tasks.shards import pack
+
+    folder = _folder(tmp_path / "folder")
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (4, 4), (1, 2, 3)).save(secret)
+    (folder / "train" / "a" / "private.png").symlink_to(secret)
+    _refused(lambda: pack(folder, tmp_path / "out", splits=("train",)), "symbolic link out of the data root")
+    assert not (tmp_path / "out").exists()
+
+
+def test_pack_finishes_on_a_link_loop_and_skips_a_fifo_image(tmp_path):
+    from harness.tasks.shards import ShardDataset, pack
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "a" / "loop").symlink_to(folder / "train")
+    os.mkfifo(folder / "train" / "b" / "fifo.png")
+    info = _in_time(lambda: pack(folder, tmp_path / "out", splits=("train",)))
+    assert info["splits"]["train"]["num_samples"] == 4
+    assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == [
+        "a/0.png",
+        "a/1.png",
+        "b/0.png",
+        "b/1.png",
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ the shards reader
+def _rewrite_index(folder: Path, **changes):
+    from harness.tasks.shards import index_name
+
+    path = folder / index_name("train")
+    with np.load(path) as index:
+        arrays = {key: index[key] for key in index.files}
+    arrays.update(changes)
+    path.unlink()
+    with open(path, "wb") as fh:  # np.savez writes object arrays pickled
+        np.savez(fh, **arrays)
+
+
+def test_a_shard_named_by_an_absolute_path_or_a_parent_is_refused(tmp_path):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    secret = tmp_path / "secret.tar"
+    secret.write_bytes((shards / "train-000000.tar").read_bytes())
+    for name in (str(secret), "../secret.tar"):
+        _rewrite_index(shards, shards=np.asarray([name, "train-000001.tar"]))
+        _refused(lambda: ShardDataset(shards, "train"), "not a file name in")
+
+
+def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    moved = tmp_path / "elsewhere.tar"
+    os.replace(shards / "train-000000.tar", moved)
+    (shards / "train-000000.tar").symlink_to(moved)
+    _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "symbolic link")
+    (shards / "train-000000.tar").unlink()
+    os.mkfifo(shards / "train-000000.tar")
+    _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "FIFO")
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (dict(size=np.asarray([1 << 40, 10, 10, 10])), "size outside"),
+        (dict(offset=np.asarray([-512, 512, 0, 512])), "negative offset"),
+        (dict(label=np.asarray([0, 0, 1, 7])), "label outside the 2 classes"),
+        (dict(shard=np.asarray([0, 0, 1, 5], np.int32)), "outside its 2 shards"),
+        (dict(offset=np.asarray([512, 512, 0, 1 << 20])), "past the end of its shard"),
+        (dict(label=np.asarray([0, 0, 1, 1], object)), "holds object"),  # a pickled array
+        (dict(label=np.asarray([[0, 0], [1, 1]])), "not a list of integers"),
+        (dict(path=np.asarray([1, 2, 3, 4])), "not a list of strings"),
+    ],
+)
+def test_a_bad_shard_index_is_one_line_before_any_read(tmp_path, change, needle):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    _rewrite_index(shards, **change)
+    _refused(lambda: ShardDataset(shards, "train"), "shard index", needle)
+
+
+def test_an_index_whose_header_claims_a_huge_array_is_refused_before_numpy_allocates_it(tmp_path):
+    from harness.tasks.shards import ShardDataset, index_name
+
+    shards = _pack(tmp_path)
+    path = shards / index_name("train")
+    with np.load(path) as index:
+        arrays = {key: index[key] for key in index.files}
+    import zipfile
+
+    path.unlink()
+    with zipfile.ZipFile(path, "w") as archive:
+        for key, array in arrays.items():
+            with archive.open(f"{key}.npy", "w") as member:
+                if key == "label":  # a header claiming 2^40 int64 labels over 32 bytes of data
+                    np.lib.format.write_array_header_1_0(
+                        member, {"descr": "<i8", "fortran_order": False, "shape": (1 << 40,)}
+                    )
+                    member.write(array.tobytes())
+                else:
+                    np.lib.format.write_array(member, array)
+    _refused(lambda: ShardDataset(shards, "train"), "claims 8,796,093,022,208 bytes of data but holds 32")
+
+
+@pytest.mark.parametrize(
+    "info, needle",
+    [
+        ("[" * 100000 + "]" * 100000, "nested more than"),
+        ("[1, 2]", "holds a list"),
+        ('{"class_to_idx": [1, 2]}', "class_to_idx"),
+        ('{"class_to_idx": {"a": "x"}}', "class_to_idx"),
+    ],
+)
+def test_a_deep_or_list_typed_info_json_is_one_line(tmp_path, info, needle):
+    from harness.tasks.shards import ShardDataset
+
+    shards = _pack(tmp_path)
+    (shards / "_info.json").write_text(info)
+    _refused(lambda: ShardDataset(shards, "train"), "_info.json", needle)
+
+
+def test_a_decompression_bomb_inside_a_shard_is_refused_as_in_a_folder(tmp_path):
+    from harness.tasks.image import ImageFolder
+    from harness.tasks.shards import ShardDataset
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "b" / "bomb.png").write_bytes(_bomb_png())
+    bomb = next(i for i, (path, _) in enumerate(ImageFolder(folder / "train").samples) if path.endswith("bomb.png"))
+    _refused(lambda: ImageFolder(folder / "train")[bomb], "bomb.png", "more than the 89,478,485")
+    dataset = ShardDataset(_pack(tmp_path, folder), "train")
+    bomb = next(i for i, path in enumerate(dataset.paths) if path.endswith("bomb.png"))
+    _refused(lambda: dataset[bomb], "bomb.png", "more than the 89,478,485")
+
+
+def test_image_and_shard_names_reach_an_error_line_without_terminal_escapes(tmp_path):
+    from harness.tasks.image import ImageFolder
+    from harness.tasks.shards import ShardDataset
+
+    folder = _folder(tmp_path / "folder")
+    (folder / "train" / "b" / "x\x1b]0;owned\x07\x1b[2J.jpg").write_text("<html>not an image</html>")
+    dataset = ImageFolder(folder / "train")
+    bad = next(i for i, (path, _) in enumerate(dataset.samples) if "owned" in path)
+    assert "x?]0;owned??[2J.jpg" in _refused(lambda: dataset[bad], "does not decode")
+    shards = ShardDataset(_pack(tmp_path, folder), "train")
+    bad = next(i for i, path in enumerate(shards.paths) if "owned" in path)
+    assert "x?]0;owned??[2J.jpg" in _refused(lambda: shards[bad], "does not decode")
