@@ -1,7 +1,7 @@
 """``depthbench claims``: the papers' central claims at reduced scale, tested with a pre-registered sequential design.
 
     depthbench claims [PAPER ...] [--seeds N] [--quick] [--out DIR] [--jobs J] [--device cpu|cuda] [--status]
-                      [--efficiency] | PAPER ... --scale paper --plan
+                      [--efficiency] [--tier confirmatory] [--pilot] | PAPER ... --scale paper [--plan]
 
     from harness.commands.claims import run
     report = run(["horesnet"])                   # ClaimsReport(results, out, ...); report.results[0].verdict
@@ -35,15 +35,24 @@ from harness.core.errors import DepthbenchError
 __all__ = ["run", "add_parser", "main"]
 DEFAULT_OUT = REPO / "results" / "claims"  # the checkout's, from any directory (as the runs folder)
 EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
+PILOT_OUT = REPO / "results" / "claims-pilot"  # --pilot's runs and table: never an evaluated run's folder
 DEFAULT_SEEDS = (
     5  # per arm: the designs' first look, what ``submit --claims`` trains (tests/results/test_claims_stats.py)
 )
 
 
-def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
+def default_out(quick: bool, efficiency: bool = False, scale: str = "reduced", pilot: bool = False) -> Path:
     """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders; at the
     paper's scale ``results/claims-paper``)."""
-    base = EFFICIENCY_OUT if efficiency else Path(f"{DEFAULT_OUT}-paper") if scale == "paper" else DEFAULT_OUT
+    base = (
+        PILOT_OUT
+        if pilot
+        else EFFICIENCY_OUT
+        if efficiency
+        else Path(f"{DEFAULT_OUT}-paper")
+        if scale == "paper"
+        else DEFAULT_OUT
+    )
     return Path(f"{base}-quick") if quick else base
 
 
@@ -59,7 +68,8 @@ def add_parser(subparsers) -> None:
         "--seeds",
         type=int,
         default=None,
-        help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; --quick: 1)",
+        help="cap on seeds per arm to train (default: the design's plan; the plan's boundaries stay; --quick: 1; "
+        "--pilot: the pilot's seeds, default 10, --quick 2)",
     )
     p.add_argument("--quick", action="store_true", help="one seed, shortened schedules, no verdicts (minutes)")
     p.add_argument("--out", help=f"folder for runs and the report (default {DEFAULT_OUT}, or {DEFAULT_OUT}-quick)")
@@ -74,8 +84,9 @@ def add_parser(subparsers) -> None:
         "--scale",
         choices=("reduced", "paper"),
         default="reduced",
-        help="reduced (default: the glyphs recipes, trained here) or paper: the same claims on the papers' "
-        "own recipes, with --plan (or `submit --claims PAPER --scale paper`)",
+        help="reduced (default: the glyphs recipes, trained here) or paper: the verdicts of the looks the "
+        "runs of `submit --claims PAPER --scale paper` reached (in --out, default results/claims-paper) and "
+        "the next look's submit command; with --plan the plan",
     )
     p.add_argument(
         "--plan",
@@ -90,12 +101,39 @@ def add_parser(subparsers) -> None:
         f"bench: minutes, nothing trained; Holm counts the file's other claims as p = 1; default "
         f"--out {EFFICIENCY_OUT})",
     )
+    p.add_argument(
+        "--tier",
+        choices=("all", "confirmatory"),
+        default="all",
+        help="confirmatory: train only the confirmatory claims' arms (descriptive claims whose runs are "
+        "already in --out are reported, the others listed with their cost)",
+    )
+    p.add_argument(
+        "--pilot",
+        action="store_true",
+        help=f"train the arms at the designs' pilot_seeds (50-59, --seeds of them) into --out (default "
+        f"{PILOT_OUT}) and write each claim's spread and the power: block to paste; no verdicts",
+    )
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
     if args.scale == "paper" or args.plan:
-        print("\n".join(plan_paper_scale(args.papers or None, args.scale, args.plan)))
+        print("\n".join(plan_paper_scale(args.papers or None, args.scale, args.plan, args.out)))
+        return 0
+    if args.pilot:
+        if args.status or args.efficiency or args.tier != "all":
+            raise DepthbenchError("--pilot trains the accuracy claims' arms: drop --status, --efficiency and --tier")
+        pilot = run(
+            args.papers or None,
+            seeds=args.seeds,
+            quick=args.quick,
+            out=args.out,
+            jobs=args.jobs,
+            device=args.device,
+            pilot=True,
+        )
+        print(f"pilot: {pilot.out / 'pilot.md'} ({len(pilot.rows)} claims, {len(pilot.runs)} runs; no verdicts)")
         return 0
     report = run(
         args.papers or None,
@@ -106,6 +144,7 @@ def main(args) -> int:
         status=args.status,
         device=args.device,
         efficiency=args.efficiency,
+        tier=args.tier,
     )
     if not args.status:
         for result in report.results:
@@ -116,20 +155,25 @@ def main(args) -> int:
     return 0
 
 
-def plan_paper_scale(papers: list[str] | None = None, scale: str = "paper", plan: bool = True) -> list[str]:
-    """``--scale paper --plan``: per paper, its claims on the paper's own recipes (results/claims_scale.py)."""
-    if scale != "paper" or not plan:
-        raise DepthbenchError(
-            "--scale paper goes with --plan (training at the paper's scale is `depthbench submit "
-            "--claims PAPER --scale paper`); --plan goes with --scale paper"
-        )
+def plan_paper_scale(
+    papers: list[str] | None = None, scale: str = "paper", plan: bool = True, out: str | Path | None = None
+) -> list[str]:
+    """``--scale paper --plan``: per paper, its claims on the paper's own recipes; ``--scale paper``: the verdicts
+    of the looks the runs in ``out`` reached and the next look (results/claims_scale.py)."""
+    if scale != "paper":
+        raise DepthbenchError("--plan goes with --scale paper (the plan of the claims at the papers' own scale)")
     from results import claims_scale
     from results import claims_status as cs
 
+    folder = Path(out) if out else default_out(False, scale="paper")
     lines = []
     for paper in papers or cs.available_claims():
         claims = cs.load_claims(paper)  # unknown paper / bad file: one line
-        lines += claims_scale.format_plan(claims_scale.plan(claims), claims)
+        if plan:
+            lines += claims_scale.format_plan(claims_scale.plan(claims), claims)
+        else:
+            option = "" if out is None else f" --claims-out {folder}"
+            lines += claims_scale.format_decision(claims_scale.decide(claims, folder), folder, option)
     return lines
 
 
@@ -143,22 +187,28 @@ def run(
     status: bool = False,
     device: str | None = None,
     efficiency: bool = False,
+    tier: str = "all",
+    pilot: bool = False,
 ):
     """Check, train (what is not trained yet, look by look), compare and report the claims of ``papers`` (see
     the module docstring; the work is :func:`results.claims_run.run_claims`). ``seeds``: a cap on seeds per arm
     (default: each claim's planned looks; the plan's boundaries stay). ``status``: read the report ``out`` holds,
     train nothing. ``efficiency``: only the files' efficiency claims (measured, nothing trained; the family's size
-    stays the file's, its other members counted as p = 1). Returns a :class:`results.claims_status.ClaimsReport`."""
+    stays the file's, its other members counted as p = 1). ``tier="confirmatory"``: only the confirmatory claims'
+    arms train. ``pilot``: train at the designs' pilot seeds and write the spreads (no verdicts; returns a
+    :class:`results.claims_pilot.PilotReport`). Returns a :class:`results.claims_status.ClaimsReport`."""
     import os
 
     from results import claims_status as cs
 
-    cap = cs.seeds_per_arm(seeds, quick)
+    cap = None if pilot else cs.seeds_per_arm(seeds, quick)
+    if tier not in ("all", "confirmatory"):
+        raise DepthbenchError(f"--tier {tier!r}: give all or confirmatory")
     if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
         raise DepthbenchError(f"--jobs {jobs}: give the number of runs at a time, 1 or more")
     if device not in (None, "cpu", "cuda"):
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
-    out = Path(out) if out else default_out(quick, efficiency)
+    out = Path(out) if out else default_out(quick, efficiency, pilot=pilot)
     files = [cs.load_claims(p) for p in (papers or cs.available_claims())]  # unknown paper / bad file: one line
     if efficiency:
         files = [f for f in (cs.only_efficiency(f) for f in files) if f.claims]
@@ -174,10 +224,13 @@ def run(
                 "--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
                 "on a GPU node, or drop --device to train on the CPU"
             )
+    from results import claims_pilot
     from results.claims_run import run_claims
 
     jobs = jobs or (
         1 if device == "cuda" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
     )
     env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
-    return run_claims(files, out, cap, quick, jobs, env, device)
+    if pilot:
+        return claims_pilot.run_pilot(files, out, claims_pilot.pilot_seed_count(seeds, quick, files), quick, jobs, env)
+    return run_claims(files, out, cap, quick, jobs, env, device, tier)

@@ -374,6 +374,7 @@ def submit_main(args) -> int:
             "  once the jobs are done, `depthbench claims "
             + " ".join(claims)
             + (" --quick" if args.quick else "")
+            + (" --scale paper" if args.scale == "paper" else "")
             + (f" --out {args.claims_out}" if args.claims_out else "")
             + "` compares the runs (it trains nothing "
             "that is done)"
