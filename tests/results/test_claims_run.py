@@ -177,3 +177,38 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     assert [r.summary() for r in second.results if r.claim.tier == "confirmatory"] == [
         r.summary() for r in first.results
     ]
+
+
+def test_a_quick_pilot_writes_the_spread_of_its_runs(tmp_path, capsys):
+    """`claims --pilot --quick --seeds 2` on HO-ResNet's 10-layer pair: the arms train at pilot seeds 50 and 51 in
+    the pilot's own folder, and pilot.json/pilot.md hold the per-arm means and the paired spread that the runs'
+    metrics.jsonl give by hand, with the power block to paste -- and no verdict."""
+    import statistics
+    from dataclasses import replace
+
+    from harness.cli import main
+    from results import claims_pilot
+
+    full = load_claims("horesnet")
+    f = replace(full, claims=tuple(c for c in full.claims if c.id == "similar-below-18"))
+    out = tmp_path / "pilot"
+    report = claims_pilot.run_pilot([f], out, 2, True, 2, {"CUDA_VISIBLE_DEVICES": ""})
+    assert sorted((s.arm, s.seed) for s in report.runs) == [(a, s) for a in ("euler10", "rk4-10") for s in (50, 51)]
+    top1 = {}
+    for spec in report.runs:
+        assert spec.work_dir == out / "runs" / "horesnet" / spec.arm / f"seed{spec.seed}"
+        evals = [json.loads(x) for x in (spec.work_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+        assert "loss" in evals[-1]  # the engine logs the validation loss with top-1: the report's second measure
+        top1[(spec.arm, spec.seed)] = evals[-1]["top1"]
+    d = [top1[("rk4-10", s)] - top1[("euler10", s)] for s in (50, 51)]
+    (row,) = json.loads((out / "pilot.json").read_text())
+    assert row["sd"] == pytest.approx(statistics.stdev(d))
+    assert row["arms"]["euler10"]["mean"] == pytest.approx(statistics.mean(top1[("euler10", s)] for s in (50, 51)))
+    assert row["arms"]["rk4-10"]["sd"] == pytest.approx(statistics.stdev(top1[("rk4-10", s)] for s in (50, 51)))
+    assert row["power"]["sd"] == round(statistics.stdev(d), 2) and "seeds 50, 51" in row["power"]["sd_from"]
+    assert row["power"]["effect"] == f.claims[0].power["effect"]
+    text = (out / "pilot.md").read_text()
+    assert f"    power: {{sd: {round(statistics.stdev(d), 2)}, sd_from: " in text and "**No verdicts**" in text
+    assert not (out / "claims.json").exists()
+    assert main(["claims", "horesnet", "--pilot", "--seeds", "11", "--out", str(out)]) == 2
+    assert "has 10 pilot_seeds; give at most that" in capsys.readouterr().err
