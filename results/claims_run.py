@@ -52,9 +52,6 @@ def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
     return plans, targets, powers
 
 
-TIERS = ("all", "confirmatory")  # --tier: what a call trains (efficiency claims are measured either way)
-
-
 def run_claims(
     files,
     out: Path,
@@ -404,7 +401,9 @@ def write_report(results, files, specs, out: Path, quick: bool, untrained=()) ->
         lines += [
             f"## {f.paper}",
             "",
-            f"Setting: {f.setting}" if trains else f"Models: {f.bench.note or 'the bench section of ' + f.paper}",
+            f"Setting: {f.setting}"
+            if trains
+            else "Models: " + (f.bench.note or ", ".join(f"{n} ({m.model})" for n, m in f.bench.models.items())),
             "",
             f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory "
             f"claim(s)), evaluation seeds from {f.design.seeds_from} (tuning seeds "

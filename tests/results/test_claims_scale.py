@@ -149,8 +149,10 @@ def test_paper_scale_looks_are_decided_from_the_submitted_runs(tmp_path):
     code, text, err = cli("claims", "sret", "--scale", "paper", "--out", out)
     assert code == 0, err
     assert "sret/recursion-vs-none:" in text and "→ supported" in text and "no more seeds: recursion-vs-none" in text
-    assert f"next look: sliced-no-loss at 6 seeds; 6 run(s) to train: `depthbench submit --claims sret --scale " \
+    assert (
+        f"next look: sliced-no-loss at 6 seeds; 6 run(s) to train: `depthbench submit --claims sret --scale "
         f"paper --claims-out {out}`" in text
+    )
     code, script, err = cli(
         "submit", "--claims", "sret", "--scale", "paper", "--claims-out", out, "--gpus-per-node", "8", "--dry-run"
     )
