@@ -22,7 +22,10 @@ each file's family; descriptive claims get an interval and no verdict),
 written to ``<out>/claims.json`` (the one source of ``--status``, claims.md and the HTML Claims page) and
 ``<out>/claims.md`` with a figure per claim (both arms' learning curves with seed bands, and the interval at each
 look). ``--quick``: one seed, the claims files' shortened schedules, no verdicts (CI). Everything is at reduced
-scale and says so: never the paper's setting.
+scale and says so: never the paper's setting. ``--tier confirmatory``: only the confirmatory claims' arms train
+(:func:`results.claims_run.run_claims`); ``--pilot``: the arms at the designs' pilot seeds, the spreads and the
+``power:`` blocks to paste, no verdicts (:mod:`results.claims_pilot`); ``--scale paper``: the verdicts of the
+looks the paper-scale runs reached and the next look (:func:`results.claims_scale.decide`).
 """
 
 from __future__ import annotations
@@ -121,20 +124,8 @@ def main(args) -> int:
     if args.scale == "paper" or args.plan:
         print("\n".join(plan_paper_scale(args.papers or None, args.scale, args.plan, args.out)))
         return 0
-    if args.pilot:
-        if args.status or args.efficiency or args.tier != "all":
-            raise DepthbenchError("--pilot trains the accuracy claims' arms: drop --status, --efficiency and --tier")
-        pilot = run(
-            args.papers or None,
-            seeds=args.seeds,
-            quick=args.quick,
-            out=args.out,
-            jobs=args.jobs,
-            device=args.device,
-            pilot=True,
-        )
-        print(f"pilot: {pilot.out / 'pilot.md'} ({len(pilot.rows)} claims, {len(pilot.runs)} runs; no verdicts)")
-        return 0
+    if args.pilot and (args.status or args.efficiency or args.tier != "all"):
+        raise DepthbenchError("--pilot trains the accuracy claims' arms: drop --status, --efficiency and --tier")
     report = run(
         args.papers or None,
         seeds=args.seeds,
@@ -145,7 +136,11 @@ def main(args) -> int:
         device=args.device,
         efficiency=args.efficiency,
         tier=args.tier,
+        pilot=args.pilot,
     )
+    if args.pilot:
+        print(f"pilot: {report.out / 'pilot.md'} ({len(report.rows)} claims, {len(report.runs)} runs; no verdicts)")
+        return 0
     if not args.status:
         for result in report.results:
             print(result.summary())
