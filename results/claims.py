@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+from scipy import stats
 
 from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
@@ -245,17 +246,25 @@ class RunSpec:
 
 
 def plan_runs(
-    claims: ClaimsFile, seeds: int, quick: bool, out: Path, only: Iterable[Claim] | None = None
+    claims: ClaimsFile,
+    seeds: int,
+    quick: bool,
+    out: Path,
+    only: Iterable[Claim] | None = None,
+    pilot: bool = False,
 ) -> list[RunSpec]:
     """One run per (arm a claim of ``only`` -- default all -- needs, evaluation seed: the design's
-    ``seeds_from`` + 0 .. ``seeds`` - 1); sources first, each arm initialised from its source's same seed."""
+    ``seeds_from`` + 0 .. ``seeds`` - 1; ``pilot``: the first ``seeds`` of its ``pilot_seeds``); sources first, each
+    arm initialised from its source's same seed."""
     needed = {}
     for claim in claims.claims if only is None else only:
         for arm in claims.arms_of(claim):
             needed[arm.name] = arm
+    design = claims.design
+    seed_list = design.pilot_seeds[:seeds] if pilot else range(design.seeds_from, design.seeds_from + seeds)
     specs, by_key = [], {}
     for arm in needed.values():
-        for seed in range(claims.design.seeds_from, claims.design.seeds_from + seeds):
+        for seed in seed_list:
             work_dir = Path(out) / "runs" / claims.paper / arm.name / f"seed{seed}"
             overrides = [
                 *arm.overrides,
@@ -382,16 +391,56 @@ def efficiency_plan(claim: Claim, design: Design, bench: BenchPlan | None) -> tu
     )
 
 
-def seeds_needed(claim: Claim, design: Design, most: int = 60) -> int | None:
+def seeds_needed(claim: Claim, design: Design, most: int = 60, sd: float | None = None) -> int | None:
     """The seeds per arm the power analysis asks for without the budget's cap -- a plan with three looks at
-    thirds of it, n a multiple of 3 -- or None when even ``most`` do not reach ``target_power``."""
-    alpha = design.alpha / design.family
+    thirds of it, n a multiple of 3 -- or None when even ``most`` do not reach ``target_power``. ``sd``: one seed's
+    difference (default the file's ``power.sd``; a pilot's or the evaluated seeds' spread to see what it asks)."""
+    alpha = design.alpha / max(design.family, 1)
     effect = abs(claim.power["effect"]) or claim.margin
+    sd = claim.power["sd"] if sd is None else sd
     for n in range(3, most + 1, 3):
         looks = (n,) if n == 3 else (n // 3, 2 * n // 3, n)
-        if seq.power(effect, claim.power["sd"], alpha, looks, claim.kind, claim.margin, 4000) >= design.target_power:
+        if seq.power(effect, sd, alpha, looks, claim.kind, claim.margin, 4000) >= design.target_power:
             return n
     return None
+
+
+def difference_sd(claim: Claim, values: Mapping[str, Mapping[int, float]]) -> tuple[float | None, int]:
+    """The between-seed spread of one seed's difference -- what ``power.sd`` stands for -- from ``values`` (arm ->
+    {seed: value}) at the seeds every arm has, and how many: paired, the sd of the per-seed differences (minus
+    the other pair's in an interaction); Welch, sqrt(sd_treatment² + sd_baseline²), the spread of the difference of
+    two independent seeds (results.sequential.power's reading of sd for Welch claims). None below two seeds."""
+    common = sorted(set.intersection(*(set(values.get(a, {})) for a in claim.arm_names)))
+    if len(common) < 2:
+        return None, len(common)
+    if claim.test == "welch":
+        treat = np.std([values[claim.treatment][s] for s in common], ddof=1)
+        base = np.std([values[claim.baseline][s] for s in common], ddof=1)
+        return float(math.hypot(treat, base)), len(common)
+    return float(np.std(_paired_differences(claim, values, common), ddof=1)), len(common)
+
+
+def _paired_differences(claim: Claim, values, seeds) -> list[float]:
+    d = [values[claim.treatment][s] - values[claim.baseline][s] for s in seeds]
+    if claim.minus:
+        d = [x - (values[claim.minus["treatment"]][s] - values[claim.minus["baseline"]][s]) for x, s in zip(d, seeds)]
+    return d
+
+
+def plain_interval(claim: Claim, values: Mapping[str, Mapping[int, float]], seeds, alpha: float) -> dict | None:
+    """A plain two-sided t interval at 1 - ``alpha`` of the claim's difference at ``seeds`` (paired or Welch as
+    the claim), for a measure that is not pre-registered (no plan, no looks, no verdict): ``{diff, low, high,
+    level, n}``, or None where an arm lacks a seed or there are fewer than two."""
+    if len(seeds) < 2 or any(s not in values.get(a, {}) for a in claim.arm_names for s in seeds):
+        return None
+    if claim.test == "welch":
+        est = seq.welch_estimate(
+            [values[claim.treatment][s] for s in seeds], [values[claim.baseline][s] for s in seeds]
+        )
+    else:
+        est = seq.paired_estimate(_paired_differences(claim, values, seeds))
+    half = float(stats.t.isf(alpha / 2, est.df)) * est.se if est.se > 0 else 0.0
+    return {"diff": est.diff, "low": est.diff - half, "high": est.diff + half, "level": 1 - alpha, "n": len(seeds)}
 
 
 def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Sequence[int]) -> list[seq.Estimate]:
@@ -414,12 +463,7 @@ def estimates(claim: Claim, values: Mapping[str, Mapping[int, float]], looks: Se
                 )
             )
             continue
-        d = [values[claim.treatment][s] - values[claim.baseline][s] for s in seeds]
-        if claim.minus:
-            d = [
-                x - (values[claim.minus["treatment"]][s] - values[claim.minus["baseline"]][s]) for x, s in zip(d, seeds)
-            ]
-        out.append(seq.paired_estimate(d))
+        out.append(seq.paired_estimate(_paired_differences(claim, values, seeds)))
     return out
 
 

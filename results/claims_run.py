@@ -19,14 +19,19 @@ import shlex
 import sys
 import time
 from dataclasses import asdict, replace
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import timm
 import torch
 from PIL import Image
 
+from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, atomic_write, check_writable_folder, printable, read_text
+from harness.core.rundir import RunDir
 from harness.engine.forked import start_forked, start_forked_call
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs, glyph_fonts, glyphs_folder, sample_sheet
 from results import claims as cl
@@ -47,14 +52,9 @@ def plan(files, cap: int | None, quick: bool) -> tuple[dict, dict, dict]:
     return plans, targets, powers
 
 
-def run_claims(
-    files, out: Path, cap: int | None, quick: bool, jobs: int | None = None, device: str | None = None
-) -> ClaimsReport:
-    """Check, train (what is not trained yet, look by look), compare and report the claims of ``files`` into
-    ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
-    cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
-    timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``jobs``: runs at a time (default:
-    one per core, one thread each; on cuda: 1)."""
+def run_slots(jobs: int | None, device: str | None) -> tuple[int, dict]:
+    """(runs at a time, the runs' added environment) for ``device`` (cpu, cuda or None: the engine's choice):
+    by default one run per core, one thread each, or one on cuda (refused where torch sees no GPU)."""
     if device == "cuda" and not torch.cuda.is_available():
         raise DepthbenchError(
             "--device cuda: torch sees no GPU here (torch.cuda.is_available() is False); run "
@@ -63,20 +63,39 @@ def run_claims(
     jobs = jobs or (
         1 if device == "cuda" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
     )
-    env = {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
+    return jobs, {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
+
+
+def run_claims(
+    files,
+    out: Path,
+    cap: int | None,
+    quick: bool,
+    jobs: int | None = None,
+    device: str | None = None,
+    tier: str = "all",
+) -> ClaimsReport:
+    """Check, train (what is not trained yet, look by look), compare and report the claims of ``files`` into
+    ``out``; then measure the efficiency claims' models (:func:`results.claims.measure_efficiency`, on ``device``:
+    cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
+    timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``jobs``: runs at a time (default:
+    one per core, one thread each; on cuda: 1). ``tier="confirmatory"``: only the confirmatory claims' arms train;
+    a descriptive claim is reported when its first look's runs are already done in ``out`` (trained by an earlier
+    call), else listed as not trained with its cost (:func:`untrained_claims`)."""
+    jobs, env = run_slots(jobs, device)
     check_folder_kind(out, quick)
     check_writable_folder(out, "--out", "the claims' runs and report")
-    claims = [(claim, f) for f in files for claim in f.claims]
     plans, targets, powers = plan(files, cap, quick)
-    datasets = set()
+    claims, untrained = [], []
     for f in files:
-        configs = cl.check_claims(f, quick)  # an unfair or unequal-size claim: one line, nothing trained
-        trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
-        datasets |= {
-            (c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
-            for name, c in configs.items()
-            if name in trained and c.data.type == "glyphs"
-        }
+        for claim in f.claims:
+            first = cl.plan_runs(f, targets[(claim.paper, claim.id)][0], quick, out, only=[claim])
+            if tier == "all" or claim.tier == "confirmatory" or all(cl.run_done(s) for s in first):
+                claims.append((claim, f))
+            else:
+                untrained.append((claim, f, first))
+    files = [replace(f, claims=tuple(c for c, g in claims if g is f)) for f in files]
+    datasets = check_and_list_data(files, quick)
     open_claims = dict.fromkeys((c.paper, c.id) for c, _ in claims)
     specs: dict = {}
     for look in range(max((len(v) for v in targets.values()), default=0)):
@@ -88,10 +107,10 @@ def run_claims(
         todo = list({s.work_dir: s for s in todo}.values())
         cl.check_not_stale(todo, "move them away (or use another --out) and they are trained again")
         if look == 0:
-            _prepare_data(datasets, jobs)
-        _train(todo, jobs, env)
+            prepare_data(datasets, jobs)
+        train_runs(todo, jobs, env)
         specs.update({s.work_dir: s for s in todo})
-        values = _values(list(specs.values()))
+        values = run_values(list(specs.values()))
         for claim, f in claims:
             key = (claim.paper, claim.id)
             if (
@@ -103,7 +122,7 @@ def run_claims(
             ):
                 del open_claims[key]  # decided at this look: no more seeds for it
     all_specs = list(specs.values())
-    values, hardware = _values(all_specs), _hardware(all_specs)
+    values, losses, hardware = run_values(all_specs), run_values(all_specs, "loss"), _hardware(all_specs)
     for f in files:
         measured, machine_line = cl.measure_efficiency(f, device, quick, progress=_say)
         values.update(measured)
@@ -119,12 +138,75 @@ def run_claims(
             seeds_needed=None
             if quick or r.claim.tier == "descriptive" or r.claim.measure
             else cl.seeds_needed(r.claim, designs[(r.claim.paper, r.claim.id)]),
+            **({} if quick or r.claim.measure else _observed(r, designs[(r.claim.paper, r.claim.id)], values, losses)),
         )
         for r in results
     ]
     status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick) for f in files]
-    written = write_report(results, files, all_specs, out, quick)
+    skipped = untrained_claims(untrained, all_specs)
+    written = write_report(results, files, all_specs, out, quick, skipped)
     return ClaimsReport(results, out, all_specs, written, status_lines)
+
+
+def _observed(r, design, values, losses) -> dict:
+    """What the evaluated seeds say beside the plan: the seeds their spread would need (the plan's power analysis
+    at the observed sd) and the validation loss's plain interval at the seeds the verdict used (a second,
+    descriptive measure: not pre-registered)."""
+    arms = {a: values.get((r.claim.paper, a), {}) for a in r.claim.arm_names}
+    seeds = sorted(set.intersection(*(set(v) for v in arms.values())))[: r.treatment.n]
+    loss = {a: losses.get((r.claim.paper, a), {}) for a in r.claim.arm_names}
+    observed = r.observed_sd if r.observed_sd is not None and math.isfinite(r.observed_sd) else None
+    return {
+        "observed_seeds_needed": None if observed is None else cl.seeds_needed(r.claim, design, sd=observed),
+        "val_loss": cl.plain_interval(r.claim, loss, seeds, design.alpha),
+    }
+
+
+def untrained_claims(untrained, done_specs) -> list[tuple]:
+    """``(claim, runs left, CPU-minutes or None)`` per descriptive claim a ``--tier confirmatory`` call did not
+    train. The minutes: the runs not done, each priced at the wall minutes of this call's finished one-thread runs
+    per unit of work (the model's MACs per image x epochs: every arm trains on the same glyphs set), the median
+    over those runs; None where no finished run has a start and end time."""
+    rates = []
+    for spec in [s for s in done_specs if cl.run_done(s)]:
+        meta = RunDir.open(spec.work_dir, writer=False).meta()
+        try:
+            minutes = (datetime.fromisoformat(meta["end"]) - datetime.fromisoformat(meta["start"])).total_seconds() / 60
+        except (KeyError, TypeError, ValueError):
+            continue
+        rates.append(minutes / _work(spec))
+    rate = float(np.median(rates)) if rates else None
+    out = []
+    for claim, f, first in untrained:
+        left = [s for s in first if not cl.run_done(s)]
+        out.append((claim, len(left), None if rate is None else rate * sum(_work(s) for s in left)))
+    return out
+
+
+def _work(spec) -> float:
+    """A run's training work in MACs per image x epochs (its resolved config; cached per recipe)."""
+    return _recipe_work(spec.config, tuple(o for o in spec.overrides if not o.startswith(("seed=", "experiment="))))
+
+
+@lru_cache(maxsize=None)
+def _recipe_work(config: str, overrides: tuple) -> float:
+    cfg = load_config(cl.REPO / config, [o for o in overrides if not o.startswith("model.pretrained=")])
+    return cl.arm_size(cfg)["flops"] * cfg.epochs
+
+
+def check_and_list_data(files, quick: bool) -> set:
+    """Check every claim of ``files`` fair and audited (:func:`results.claims.check_claims`: one line, nothing
+    trained) and return the glyphs sets their trained arms need, as :func:`prepare_data` takes them."""
+    datasets = set()
+    for f in files:
+        configs = cl.check_claims(f, quick)
+        trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
+        datasets |= {
+            (c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
+            for name, c in configs.items()
+            if name in trained and c.data.type == "glyphs"
+        }
+    return datasets
 
 
 def _say(line: str) -> None:
@@ -149,13 +231,16 @@ def check_folder_kind(out: Path, quick: bool) -> None:
         )
 
 
-def _values(specs) -> dict:
-    """(paper, arm) -> {seed: top-1 of the last evaluation} of the finished runs."""
+def run_values(specs, metric: str = "top1") -> dict:
+    """(paper, arm) -> {seed: ``metric`` of the last evaluation} of the finished runs (top1, or the validation
+    ``loss`` the engine logs with it)."""
     values: dict = {}
     for s in specs:
-        curve = _curve(s.work_dir) if cl.run_done(s) else []
+        curve = _curve(s.work_dir, metric) if cl.run_done(s) else []
         if curve:
-            values.setdefault((s.paper, s.arm), {})[s.seed] = cl.metric_value(curve, "top1")
+            values.setdefault((s.paper, s.arm), {})[s.seed] = (
+                cl.metric_value(curve, "top1") if metric == "top1" else curve[-1][1]
+            )
     return values
 
 
@@ -191,7 +276,7 @@ def _hardware(specs) -> dict:
 
 
 # ----------------------------------------------------------------------------------------- training
-def _prepare_data(datasets: set, jobs: int) -> None:
+def prepare_data(datasets: set, jobs: int) -> None:
     """Render the glyphs sets the runs need once, here, before the runs start (parallel runs would otherwise each
     render the same missing set: correct -- the cache is written atomically -- but twice the work), ``jobs`` sets at
     a time, the largest first (from nothing: 2.4 min of rendering on one core, 1.3 min on two), each a fork of the
@@ -231,7 +316,7 @@ def _prepare_data(datasets: set, jobs: int) -> None:
             process.join()
 
 
-def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) -> None:
+def train_runs(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) -> None:
     """Every run not done yet, ``jobs`` at a time (a run starts once its source run is done). Each run is the
     command line its console log starts with, started as a fork of a server that imported the stack once
     (:func:`harness.engine.forked.start_forked`: ~4 s of CPU saved per run, minutes over a full call)."""
@@ -292,21 +377,22 @@ def _train(specs: list[cl.RunSpec], jobs: int, env_extra: dict | None = None) ->
 
 
 # ----------------------------------------------------------------------------------------- statistics
-def _curve(work_dir: Path) -> list[tuple[int, float]]:
-    """A run's evaluation curve ``[(epoch, top1), ...]`` from its metrics.jsonl."""
+def _curve(work_dir: Path, metric: str = "top1") -> list[tuple[int, float]]:
+    """A run's evaluation curve ``[(epoch, value), ...]`` of ``metric`` (top1, loss) from its metrics.jsonl."""
 
     frame = load_curves(work_dir)
-    if frame.empty or "kind" not in frame or "top1" not in frame:
+    if frame.empty or "kind" not in frame or metric not in frame:
         return []
-    evals = frame[(frame["kind"] == "eval") & frame["top1"].notna()]
-    return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals["top1"])]
+    evals = frame[(frame["kind"] == "eval") & frame[metric].notna()]
+    return [(int(e) + 1, float(v)) for e, v in zip(evals["epoch"], evals[metric])]
 
 
 # ----------------------------------------------------------------------------------------- report
-def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
+def write_report(results, files, specs, out: Path, quick: bool, untrained=()) -> list[Path]:
     """``out``/claims.json (the results, read by the HTML report's Claims page), claims.md, a figure per claim and
     the dataset's sample sheet; returns the files written. ``files``: the papers' ClaimsFile; ``specs``: the runs
-    whose curves the figures draw."""
+    whose curves the figures draw; ``untrained``: the descriptive claims a ``--tier confirmatory`` call left out,
+    ``(claim, runs, CPU-minutes)`` (:func:`untrained_claims`)."""
 
     out.mkdir(parents=True, exist_ok=True)
     settings = {f.paper: f.setting for f in files}
@@ -317,29 +403,20 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
         records.append(record)
     written = [out / "claims.json", out / "claims.md"]
     atomic_write(written[0], json.dumps(records, indent=1, default=str))
-    lines = [
-        "# The papers' claims at reduced scale (depthbench claims)",
-        "",
-        "Every number here is from a reduced setting (stated per paper), never the paper's setting. Each claim "
-        "quotes its paper and was tested with the design fixed in its claims file before any evaluated run "
-        "(docs/claims.md): looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
-        "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
-        "'no worse', Holm over this run's primaries. Verdicts: supported / contradicted / equivalent (within "
-        "the margin) / inconclusive (with the effects the data rule out). Efficiency claims are the exception: "
-        "measured on the papers' own models at their sizes (each file's bench section), nothing trained."
-        + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
-        "",
-    ]
+    lines = _header(results, quick)
     machines: dict = {}
     for r in results:
         for h in r.hardware:
             machines.setdefault(h, []).append(f"{r.claim.paper}/{r.claim.id}")
     lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
     for f in files:
+        trains = any(not c.measure for c in f.claims)
         lines += [
             f"## {f.paper}",
             "",
-            f"Setting: {f.setting}",
+            f"Setting: {f.setting}"
+            if trains
+            else "Models: " + (f.bench.note or ", ".join(f"{n} ({m.model})" for n, m in f.bench.models.items())),
             "",
             f"Design: alpha {f.design.alpha} familywise (Holm over the file's {f.design.family} confirmatory "
             f"claim(s)), evaluation seeds from {f.design.seeds_from} (tuning seeds "
@@ -365,8 +442,7 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                 f"{r.baseline.mean:.2f} ± {r.baseline.std:.2f} ({c.metric}, seeds {r.treatment.n}); effect "
                 f"{versus} {i.diff:+.2f}, repeated interval {i.bounds()} at {i.level:.2%}: **{r.verdict}**"
                 + (f"; {r.ruled_out}" if r.ruled_out else ""),
-                f"  - spread of one seed's difference: planned {c.power['sd']:g} ({c.power['sd_from']}), "
-                f"observed {'—' if r.observed_sd is None else f'{r.observed_sd:.2f}'}",
+                _spread_line(r, f.design),
                 f"  - plan ({c.tier}): looks at {list(r.planned)} seeds, power {_pct(r.power)} for "
                 f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ("
                 f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
@@ -375,7 +451,14 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
                 f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
                 f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png",
             ]
+            lines += _val_loss_lines(r)
             lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
+        for claim, runs, minutes in [u for u in untrained if u[0].paper == f.paper]:
+            cost = "cost unknown: no timed run in this folder" if minutes is None else f"cost: {minutes:.0f} CPU-min"
+            lines.append(
+                f"- **{claim.id}** ({claim.tier}): not trained in this run ({runs} run(s), {cost}, "
+                f"`depthbench claims {f.paper}` trains them): “{claim.text}”"
+            )
         if f.exploratory:
             lines += ["", "Exploratory (not trained by `depthbench claims`, no verdict):"]
             lines += [f"- {x.id}: {x.text} — {x.why}" for x in f.exploratory]
@@ -384,6 +467,77 @@ def write_report(results, files, specs, out: Path, quick: bool) -> list[Path]:
     written += _figures(results, specs, out / "figures")
     written.append(_glyph_samples(out / "figures" / "glyphs-samples.png"))
     return written
+
+
+def _header(results, quick: bool) -> list[str]:
+    """The report's title and first paragraph: what was trained at reduced scale and what was measured on the
+    papers' own models (an efficiency-only report, `claims --efficiency`, trains nothing at any scale)."""
+    measured = [r for r in results if r.claim.measure]
+    design = (
+        "Each claim quotes its paper and was tested with the design fixed in its claims file before any evaluated "
+        "run (docs/claims.md)"
+    )
+    if results and len(measured) == len(results):
+        return [
+            "# The papers' efficiency claims, measured on the papers' own models (depthbench claims --efficiency)",
+            "",
+            f"{design}. Nothing here is trained and nothing is at a reduced setting: each claim's two models are "
+            "the papers' own at their sizes (each paper's bench section), measured by `depthbench bench` in "
+            "interleaved paired rounds on the hardware named below; throughput per round as a log ratio (a paired "
+            "interval), memory as one exact peak. Holm over each file's whole confirmatory family (the accuracy "
+            "claims not measured here count as not rejected). Verdicts: supported / contradicted / equivalent "
+            "(within the margin) / inconclusive."
+            + (" `--quick`: 2 rounds at batch 1, no verdicts: it checks the plumbing." if quick else ""),
+            "",
+        ]
+    return [
+        "# The papers' claims at reduced scale (depthbench claims)",
+        "",
+        "Every trained number here is from a reduced setting (stated per paper), never the paper's setting. "
+        f"{design}: looks every few seeds with O'Brien-Fleming-type alpha spending, repeated confidence "
+        "intervals (paired per seed, Welch where the arms share no initialisation), TOST for 'similar' and "
+        "'no worse', Holm over each file's confirmatory family. Verdicts: supported / contradicted / equivalent "
+        "(within the margin) / inconclusive (with the effects the data rule out). Validation loss is a second, "
+        "descriptive measure beside top-1 (not pre-registered: an interval, never a verdict)."
+        + (
+            " Efficiency claims are the exception: measured on the papers' own models at their sizes (each "
+            "file's bench section), nothing trained."
+            if measured
+            else ""
+        )
+        + (" `--quick`: one seed, no verdicts: it checks the plumbing and measures nothing." if quick else ""),
+        "",
+    ]
+
+
+def _spread_line(r, design) -> str:
+    """The plan's spread (power.sd: its pilot) beside the evaluated seeds' and the seeds each asks for: where the
+    plan was wrong."""
+    c = r.claim
+    observed = (
+        "— (fewer than two seeds)"
+        if r.observed_sd is None or not math.isfinite(r.observed_sd)
+        else f"{r.observed_sd:.2f} over {r.stopped_at} evaluated seeds, which would need "
+        f"{r.observed_seeds_needed or 'more than 60'} seeds per arm"
+    )
+    planned = r.seeds_needed or (None if c.tier == "descriptive" else "more than 60")
+    return (
+        f"  - spread of one seed's difference: pilot {c.power['sd']:g} ({c.power['sd_from']})"
+        + (f", which asked for {planned} seeds per arm" if planned else "")
+        + f"; observed {observed} for {design.target_power:.0%} power"
+        + (" (as if confirmatory)" if c.tier == "descriptive" else "")
+    )
+
+
+def _val_loss_lines(r) -> list[str]:
+    v = r.val_loss
+    if not v:
+        return []
+    return [
+        f"  - validation loss (descriptive, not pre-registered: no verdict): {r.claim.treatment} − "
+        f"{r.claim.baseline} {v['diff']:+.4f}, [{v['low']:+.4f}, {v['high']:+.4f}] at {v['level']:.0%} "
+        f"({r.claim.test} t interval, {v['n']} seeds; lower is better)"
+    ]
 
 
 def _efficiency_lines(r, f) -> list[str]:

@@ -29,12 +29,17 @@ efficiency claims need no training: ``depthbench claims PAPER --efficiency --dev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.core.errors import DepthbenchError
+from harness.core.rundir import RunDir
 from harness.measure import estimate as est
+from results import claims as cl
 from results import sequential as seq
 from results.claims import RunSpec
+from harness.core.choices import claims_out
+from results.claims_run import run_values
 from results.claims_status import REPO, ClaimError, ClaimsFile, available_claims, bounded, load_claims
 from results.paper_tables import read_yaml
 
@@ -232,43 +237,139 @@ def format_plan(rows: list[PlanRow], claims: ClaimsFile) -> list[str]:
     return lines
 
 
-def plan_papers(papers: list[str] | None = None) -> list[str]:
-    """``depthbench claims --scale paper --plan``: per paper (default: every paper with claims), its claims on the
-    paper's own recipes, as text."""
+def plan_papers(papers: list[str] | None = None, plan_only: bool = True, out: str | Path | None = None) -> list[str]:
+    """``depthbench claims --scale paper [--plan]``: per paper (default: every paper with claims), its claims on
+    the paper's own recipes (``--plan``), or the verdicts of the looks the runs in ``out`` (default
+    results/claims-paper) reached and the next look, as text."""
+    folder = Path(out) if out else claims_out(False, scale="paper")
     lines = []
     for paper in papers or available_claims():
         claims = load_claims(paper)  # unknown paper / bad file: one line
-        lines += format_plan(plan(claims), claims)
+        if plan_only:
+            lines += format_plan(plan(claims), claims)
+        else:
+            option = "" if out is None else f" --claims-out {folder}"
+            lines += format_decision(decide(claims, folder), folder, option)
     return lines
 
 
-def first_look_runs(claims: ClaimsFile, out: Path) -> list:
-    """The first look's runs at the paper's scale (``submit --claims PAPER --scale paper``), as
-    :class:`results.claims.RunSpec`: one per recipe (config and overrides) and seed, in
-    ``<out>/runs/<paper>/<arm>/seed<k>`` -- an arm that two claims give different recipes gets
-    ``<arm>-<claim>`` for the second."""
-    scale = paper_scale(claims)
-    specs, dirs = [], {}
-    for row in plan(claims, records=[], bench_rows=[]):
-        sc = scale.claims.get(row.claim)
-        if sc is None or not row.looks:
-            continue
-        for a in sc.arms:
+def run_dirs(claims: ClaimsFile, scale: PaperScale | None = None) -> dict:
+    """``(claim id, arm) -> folder name`` of each accuracy claim's arms at the paper's scale: one folder per recipe
+    (config and overrides), the arm's name -- or ``<arm>-<claim>`` for an arm that an earlier claim trains with
+    another recipe (SReT's loop2 without slicing)."""
+    scale = scale or paper_scale(claims)
+    names, dirs = {}, {}
+    for claim in claims.claims:
+        sc = scale.claims.get(claim.id)
+        for a in sc.arms if sc else ():
             key = (a.config, a.overrides)
-            if key in dirs:
-                continue
-            name = a.name if a.name not in dirs.values() else f"{a.name}-{row.claim}"
-            dirs[key] = name
-            for seed in range(scale.seeds_from, scale.seeds_from + row.looks[0]):
+            if key not in dirs:
+                dirs[key] = a.name if a.name not in dirs.values() else f"{a.name}-{claim.id}"
+            names[(claim.id, a.name)] = dirs[key]
+    return names
+
+
+def look_runs(claims: ClaimsFile, out: Path, upto: dict) -> list:
+    """The runs at the paper's scale of each claim of ``upto`` (claim id -> seeds per arm: its look), as
+    :class:`results.claims.RunSpec` in ``<out>/runs/<paper>/<folder>/seed<k>`` (:func:`run_dirs`), each once."""
+    scale = paper_scale(claims)
+    names, specs = run_dirs(claims, scale), {}
+    for cid, n in upto.items():
+        for a in scale.claims[cid].arms:
+            name = names[(cid, a.name)]
+            for seed in range(scale.seeds_from, scale.seeds_from + n):
                 overrides = [*a.overrides, f"seed={seed}", f"experiment='claims-{claims.paper}-{name}-paper'"]
-                specs.append(
-                    RunSpec(
-                        claims.paper,
-                        name,
-                        seed,
-                        a.config,
-                        overrides,
-                        Path(out) / "runs" / claims.paper / name / f"seed{seed}",
-                    )
-                )
-    return specs
+                work_dir = Path(out) / "runs" / claims.paper / name / f"seed{seed}"
+                specs.setdefault(work_dir, RunSpec(claims.paper, name, seed, a.config, overrides, work_dir))
+    return list(specs.values())
+
+
+@dataclass
+class ScaleDecision:
+    """What the runs of the looks done so far decide at the paper's scale (``claims PAPER --scale paper``)."""
+
+    paper: str
+    results: list  # ClaimResult per claim with a finished run (evaluate -> Holm, the file's family)
+    next_look: dict  # claim id -> seeds per arm of its next look; None: decided, or its plan is done
+    waiting: dict  # claim id -> finished seeds per arm, for claims whose first look is not complete yet
+    next_runs: list  # the RunSpecs of the next looks that are not done (what `submit` sends)
+
+
+def decide(claims: ClaimsFile, out: Path) -> ScaleDecision:
+    """Read the runs ``submit --claims PAPER --scale paper`` wrote into ``out`` and decide with the reduced
+    scale's code: each claim's effect at the looks its finished seeds reach (:func:`results.claims.evaluate`,
+    Holm over the file's family -- its efficiency claims and claims without a paper recipe count as p = 1), at
+    the paper-scale margins, spread and looks; a claim decided at alpha / m (:func:`results.claims.stop_decision`)
+    trains no more seeds, an open one's next look is the plan's next."""
+    scale = paper_scale(claims)
+    design = replace(claims.design, look_every=scale.look_every, max_seeds=scale.max_seeds, seeds_from=scale.seeds_from)
+    names = run_dirs(claims, scale)
+    rows = {r.claim: r for r in plan(claims, [], []) if r.arms}
+    planned = [c for c in claims.claims if c.id in rows]
+    values = run_values(look_runs(claims, out, {c.id: rows[c.id].looks[-1] for c in planned}))
+    scaled, plans, powers, waiting, next_look = [], {}, {}, {}, {}
+    for claim in planned:
+        sc, row = scale.claims[claim.id], rows[claim.id]
+        at_scale = _at_scale(claim, sc, scale, names)
+        arms = {a: values.get((claims.paper, a), {}) for a in at_scale.arm_names}
+        done = len(set.intersection(*(set(v) for v in arms.values())))
+        if done < row.looks[0]:
+            waiting[claim.id], next_look[claim.id] = done, row.looks[0]
+        if done:
+            scaled.append((at_scale, design))
+            plans[(claims.paper, claim.id)], powers[(claims.paper, claim.id)] = row.looks, row.power
+        if done >= row.looks[0]:
+            reached = [n for n in row.looks if n <= done]
+            stop = cl.stop_decision(at_scale, design, arms, row.looks) if claim.tier == "confirmatory" else "one look"
+            later = [n for n in row.looks if n > reached[-1]]
+            next_look[claim.id] = None if stop or not later else later[0]
+    results = cl.evaluate(scaled, values, plans, powers)
+    upto = {cid: n for cid, n in next_look.items() if n}
+    todo = [s for s in look_runs(claims, out, upto) if not cl.run_done(s) and not _running(s)]
+    return ScaleDecision(claims.paper, results, next_look, waiting, todo)
+
+
+def _running(spec) -> bool:
+    """The run has started (its meta.json says running): submitted already, not to be submitted again."""
+    try:
+        return RunDir.open(spec.work_dir, writer=False).meta().get("status") == "running"
+    except DepthbenchError:
+        return False
+
+
+def _at_scale(claim, sc: ScaleClaim, scale: PaperScale, names: dict):
+    """The claim with its arms renamed to their run folders and the paper scale's margin and power inputs."""
+    minus = {k: names[(claim.id, v)] for k, v in claim.minus.items()}
+    return replace(
+        claim,
+        baseline=names[(claim.id, claim.baseline)],
+        treatment=names[(claim.id, claim.treatment)],
+        minus=minus,
+        margin=sc.margin,
+        power={"sd": scale.sd, "sd_from": scale.sd_from, "effect": sc.effect, "effect_from": sc.effect_from},
+    )
+
+
+def format_decision(d: ScaleDecision, out: Path, out_option: str = "") -> list[str]:
+    """The decisions as text: a line per claim with runs (the reduced scale's summary), the claims still waiting
+    for their first look, and what comes next with the ``submit`` command that trains it (``out_option``: its
+    ``--claims-out DIR``, empty for the default folder)."""
+    lines = [f"{d.paper} at the paper's scale (runs in {out}):"]
+    lines += [f"  {r.summary()} [looks reached: {[lk['n'] for lk in r.looks] or 'none'}]" for r in d.results]
+    lines += [
+        f"  {cid}: {n} seed(s) finished in every arm, the first look needs {d.next_look[cid]}"
+        for cid, n in d.waiting.items()
+    ]
+    decided = [cid for cid, n in d.next_look.items() if n is None]
+    if decided:
+        lines.append(f"  no more seeds: {', '.join(decided)} (decided, or at the plan's last look)")
+    coming = {cid: n for cid, n in d.next_look.items() if n}
+    if coming:
+        looks = ", ".join(f"{cid} at {n} seeds" for cid, n in coming.items())
+        lines.append(
+            f"  next look: {looks}; {len(d.next_runs)} run(s) to train: `depthbench submit --claims {d.paper} "
+            f"--scale paper{out_option}`"
+            if d.next_runs
+            else f"  next look: {looks}; its runs are all done or submitted: rerun this command once they finish"
+        )
+    return lines

@@ -60,7 +60,16 @@ BUDGET_KEYS = (
 )
 AUDIT_MEASURES = ("params", "flops")
 FILE_FIELDS = {"paper", "setting", "design", "arms", "claims", "exploratory", "quick", "note", "bench", "paper_scale"}
-DESIGN_FIELDS = {"alpha", "family", "target_power", "look_every", "max_seeds", "seeds_from", "tuning_seeds"}
+DESIGN_FIELDS = {
+    "alpha",
+    "family",
+    "target_power",
+    "look_every",
+    "max_seeds",
+    "seeds_from",
+    "tuning_seeds",
+    "pilot_seeds",
+}
 ARM_FIELDS = {"config", "label", "overrides", "role", "init_from", "note"}
 CLAIM_FIELDS = {
     "id",
@@ -132,6 +141,8 @@ class Design:
     max_seeds: int = 6  # the budget's cap on seeds per arm
     seeds_from: int = 100  # evaluation seeds: seeds_from, seeds_from + 1, ...
     tuning_seeds: tuple[int, ...] = (0, 1, 2)  # the seeds the recipes were tuned on (never evaluated)
+    # `claims --pilot`: the seeds whose spread gives power.sd before an evaluated run (disjoint from both above)
+    pilot_seeds: tuple[int, ...] = tuple(range(50, 60))
 
 
 @dataclass(frozen=True)
@@ -316,9 +327,9 @@ def _design(d, where: str) -> Design:
             f"{where}: max_seeds {max_seeds} at look_every {look_every} makes "
             f"{max_seeds // look_every} looks; at most {MAX_LOOKS}: look less often"
         )
-    tuning = value["tuning_seeds"]
-    if not isinstance(tuning, (list, tuple)) or len(tuning) > MAX_SEEDS:
-        raise ClaimError(f"{where}: tuning_seeds is a list of at most {MAX_SEEDS} seeds")
+    for key in ("tuning_seeds", "pilot_seeds"):
+        if not isinstance(value[key], (list, tuple)) or len(value[key]) > MAX_SEEDS:
+            raise ClaimError(f"{where}: {key} is a list of at most {MAX_SEEDS} seeds")
     design = Design(
         family=family,
         alpha=bounded(value["alpha"], f"{where}: alpha", 0, 0.5, open_low=True, open_high=True),
@@ -326,7 +337,8 @@ def _design(d, where: str) -> Design:
         look_every=look_every,
         max_seeds=max_seeds,
         seeds_from=bounded(value["seeds_from"], f"{where}: seeds_from", 0, SEED_LIMIT - max_seeds, integer=True),
-        tuning_seeds=tuple(bounded(s, f"{where}: tuning_seeds", 0, SEED_LIMIT - 1, integer=True) for s in tuning),
+        tuning_seeds=_seeds(value["tuning_seeds"], f"{where}: tuning_seeds"),
+        pilot_seeds=_seeds(value["pilot_seeds"], f"{where}: pilot_seeds"),
     )
     evaluated = range(design.seeds_from, design.seeds_from + design.max_seeds)
     if any(s in evaluated for s in design.tuning_seeds):
@@ -334,7 +346,17 @@ def _design(d, where: str) -> Design:
             f"{where}: evaluation seeds {design.seeds_from}-{evaluated[-1]} overlap the tuning seeds "
             f"{list(design.tuning_seeds)}; move seeds_from past them"
         )
+    overlap = sorted(set(design.pilot_seeds) & (set(evaluated) | set(design.tuning_seeds)))
+    if overlap or len(set(design.pilot_seeds)) != len(design.pilot_seeds):
+        raise ClaimError(
+            f"{where}: pilot_seeds {list(design.pilot_seeds)} repeat a seed or overlap the tuning or evaluation "
+            f"seeds ({overlap}); the pilot's block is disjoint from both: pick other seeds"
+        )
     return design
+
+
+def _seeds(seeds, where: str) -> tuple[int, ...]:
+    return tuple(bounded(s, where, 0, SEED_LIMIT - 1, integer=True) for s in seeds)
 
 
 def _bench(b, where: str) -> BenchPlan:
@@ -708,6 +730,10 @@ class ClaimResult:
     hardware: tuple = ()  # the machines the runs came from (one text each)
     seeds_needed: int | None = None  # for the target power without the budget's cap (None: more than 60)
     observed_sd: float | None = None  # one seed's difference as the runs spread it (beside power.sd, the pilot's)
+    observed_seeds_needed: int | None = None  # seeds_needed at observed_sd (None: more than 60, or no spread)
+    # a second, descriptive measure (not pre-registered, no verdict): the validation loss's difference at the
+    # seeds the verdict used, {diff, low, high, level, n} (a plain t interval), None where the runs logged none
+    val_loss: dict | None = None
 
     @property
     def stopped_at(self) -> int:
@@ -759,7 +785,17 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             interval = Interval(str(i["method"]), float(i["level"]), float(i["diff"]), low, high, i.get("df"))
             extra = {
                 k: r[k]
-                for k in ("power", "p_value", "level", "ruled_out", "quick", "seeds_needed", "observed_sd")
+                for k in (
+                    "power",
+                    "p_value",
+                    "level",
+                    "ruled_out",
+                    "quick",
+                    "seeds_needed",
+                    "observed_sd",
+                    "observed_seeds_needed",
+                    "val_loss",
+                )
                 if k in r
             }
             if r["verdict"] not in VERDICTS:

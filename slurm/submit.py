@@ -476,7 +476,7 @@ class ClaimsRequest:
     out: str  # the folder `depthbench claims --out` reads
     seeds: int = 3
     quick: bool = False
-    scale: str = "reduced"  # paper: the first look on the papers' own recipes (results/claims_scale.py)
+    scale: str = "reduced"  # paper: the papers' own recipes, the next look of the claims still open (claims_scale)
 
 
 def claims_submission(
@@ -499,7 +499,7 @@ def claims_submission(
     now, later, skipped = [], [], []
     for claims in [cl.load_claims(p) for p in papers]:  # unknown paper / bad claims file: one line
         if request.scale == "paper":  # the papers' own recipes, the plan's first look (claims --scale paper --plan)
-            specs = claims_scale.first_look_runs(claims, out)
+            specs = claims_scale.decide(claims, out).next_runs  # the next look of the claims still open
         else:
             cl.check_claims(claims, request.quick)
             specs = cl.plan_runs(claims, seeds, request.quick, out)
@@ -520,7 +520,7 @@ def claims_submission(
     if not now:
         raise DepthbenchError(
             f"every claims run of {', '.join(papers)} is done in {out}; `depthbench claims "
-            f"{' '.join(papers)} --out {out}` compares them"
+            f"{' '.join(papers)}{' --scale paper' if request.scale == 'paper' else ''} --out {out}` compares them"
         )
     name = options.job_name or safe_name(f"db-claims-{papers[0] if len(papers) == 1 else f'{len(papers)}papers'}")
     paper = papers[0] if len(papers) == 1 else None
@@ -846,9 +846,16 @@ def dry_run_text(result: SubmitResult) -> tuple[str, str]:
     return script, note
 
 
-def claims_command(papers: Sequence[str], quick: bool = False, out: str | None = None) -> str:
-    """The ``depthbench claims`` command that compares the claims runs once their jobs are done."""
-    return "depthbench claims " + " ".join(papers) + (" --quick" if quick else "") + (f" --out {out}" if out else "")
+def claims_command(papers: Sequence[str], quick: bool = False, out: str | None = None, scale: str | None = None) -> str:
+    """The ``depthbench claims`` command that compares the claims runs once their jobs are done (at the paper's
+    scale: decides the looks reached and names the next)."""
+    return (
+        "depthbench claims "
+        + " ".join(papers)
+        + (" --quick" if quick else "")
+        + (" --scale paper" if scale == "paper" else "")
+        + (f" --out {out}" if out else "")
+    )
 
 
 def submitted_text(result: SubmitResult, max_concurrent: int | None = None, claims: str | None = None) -> str:

@@ -285,7 +285,7 @@ def submit_main(args) -> int:
         print(script, end="")
         print(note, file=sys.stderr)
         return 0
-    follow = None if args.claims is None else claims_command(claims, args.quick, args.claims_out)
+    follow = None if args.claims is None else claims_command(claims, args.quick, args.claims_out, args.scale)
     print(submitted_text(result, args.max_concurrent, follow))
     return 0
 

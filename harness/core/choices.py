@@ -22,13 +22,22 @@ RESULTS_REDUCE = ("best", "last", "mean")
 # (tests/results/test_claims_stats.py)
 CLAIMS_OUT = REPO / "results" / "claims"
 CLAIMS_EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
+CLAIMS_PILOT_OUT = REPO / "results" / "claims-pilot"  # --pilot's runs and table: never an evaluated run's folder
 CLAIMS_SEEDS = 5
 
 
-def claims_out(quick: bool, efficiency: bool = False, scale: str = "reduced") -> Path:
+def claims_out(quick: bool, efficiency: bool = False, scale: str = "reduced", pilot: bool = False) -> Path:
     """Where the runs and the report go without ``--out`` (``submit --claims`` trains into the same folders; at the
-    paper's scale ``results/claims-paper``)."""
-    base = CLAIMS_EFFICIENCY_OUT if efficiency else Path(f"{CLAIMS_OUT}-paper") if scale == "paper" else CLAIMS_OUT
+    paper's scale ``results/claims-paper``; ``--pilot``'s in ``results/claims-pilot``)."""
+    base = (
+        CLAIMS_PILOT_OUT
+        if pilot
+        else CLAIMS_EFFICIENCY_OUT
+        if efficiency
+        else Path(f"{CLAIMS_OUT}-paper")
+        if scale == "paper"
+        else CLAIMS_OUT
+    )
     return Path(f"{base}-quick") if quick else base
 
 

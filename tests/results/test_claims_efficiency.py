@@ -232,3 +232,19 @@ def test_the_status_line_says_efficiency_claims_are_measured_not_reduced(tmp_pat
     r = verdicts(f, {("horesnet", "a:throughput:infer"): base, ("horesnet", "b:throughput:infer"): treat})["t"]
     line = cl.status_line("horesnet", [r])
     assert "1 efficiency claim measured on the paper's models" in line and "reduced setting" not in line
+
+
+def test_an_efficiency_only_report_says_it_measured_the_papers_own_models(tmp_path):
+    """claims.md of `claims --efficiency` (results/claims-efficiency): no trained number, so its header and each
+    paper's section name the papers' own models, never a reduced setting."""
+    from results.claims_run import write_report
+
+    f = efficiency_file(tmp_path)
+    base, treat = rounds(1.35, 0.03)
+    r = verdicts(f, {("horesnet", "a:throughput:infer"): base, ("horesnet", "b:throughput:infer"): treat})["t"]
+    write_report([r], [f], [], tmp_path / "out", quick=False)
+    text = (tmp_path / "out" / "claims.md").read_text()
+    title, _, first = text.splitlines()[:3]
+    assert title.startswith("# The papers' efficiency claims, measured on the papers' own models")
+    assert "nothing here is at a reduced setting" in first.lower() and "Setting: " not in text
+    assert "\nModels: a (resnet10t), b (resnet10t)\n" in text  # the file's bench section has no note

@@ -114,3 +114,101 @@ def test_a_second_call_reuses_the_finished_runs(quick, capsys):
     assert [r.summary() for r in again.results if not r.claim.measure] == [
         r.summary() for r in report.results if not r.claim.measure
     ]
+
+
+def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monkeypatch):
+    """`claims horesnet --tier confirmatory --seeds 5` over a folder whose confirmatory runs are done (written by
+    the run-directory writer, as the lead's run left them): nothing starts, the descriptive claims are listed as
+    not trained with their cost; once their runs are in the folder too, a second call reports them, again
+    training nothing. The report puts the pilot's spread beside the evaluated seeds' and the validation loss's
+    interval beside top-1."""
+    import statistics
+    from dataclasses import replace
+
+    from claimruns import finished_run
+    from scipy import stats
+
+    from results import claims as cl
+    from results import claims_run
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run was started")
+
+    monkeypatch.setattr(claims_run, "start_forked", no_training)
+    monkeypatch.setattr(claims_run, "prepare_data", lambda datasets, jobs: None)  # the glyphs cache: not needed
+    full = load_claims("horesnet")
+    f = replace(full, claims=tuple(c for c in full.claims if not c.measure))  # efficiency claims: bench, elsewhere
+    out = tmp_path / "claims"
+    top1 = {"euler18": 60.0, "rk4-18": 69.0, "k4only-18": 70.0, "euler10": 50.0, "rk4-10": 52.0}
+    spread = [0.0, 1.5, -1.0, 2.0, -0.5]  # per seed, on the treatment arms only: the paired differences' spread
+    losses = {"euler18": 1.5, "rk4-18": 1.2, "k4only-18": 1.21, "euler10": 2.0, "rk4-10": 1.9}
+
+    def fabricate(arms):
+        for spec in cl.plan_runs(f, 5, False, out):
+            if spec.arm in arms:
+                i = spec.seed - 200
+                bump = spread[i] if spec.arm != "euler18" else 0.0
+                finished_run(spec, top1[spec.arm] + bump, losses[spec.arm] + bump / 100)
+
+    fabricate({"euler18", "rk4-18", "k4only-18"})
+    first = claims_run.run_claims([f], out, 5, False, 1, tier="confirmatory")
+    assert {r.claim.id for r in first.results} == {"rk4-vs-euler-18", "k4only-no-worse-18"}
+    text = (out / "claims.md").read_text()
+    for cid in ("similar-below-18", "gain-grows-with-depth"):
+        line = next(x for x in text.splitlines() if x.startswith(f"- **{cid}**"))
+        assert "not trained in this run (10 run(s), cost: " in line and "`depthbench claims horesnet` trains" in line
+        minutes = float(line.split("cost: ")[1].split(" CPU-min")[0])
+        assert 10 < minutes < 100  # 10 runs of the 10-layer arms, each cheaper than an 18-layer run's 10 minutes
+    rk4 = next(r for r in first.results if r.claim.id == "rk4-vs-euler-18")
+    differences = [9.0 + s for s in spread]
+    assert rk4.observed_sd == pytest.approx(statistics.stdev(differences))
+    assert f"pilot 4.6 ({rk4.claim.power['sd_from']})" in text
+    assert f"observed {statistics.stdev(differences):.2f} over 5 evaluated seeds, which would need" in text
+    loss_d = [-0.3 + s / 100 for s in spread]
+    half = stats.t.isf(0.025, 4) * statistics.stdev(loss_d) / 5**0.5
+    assert rk4.val_loss["diff"] == pytest.approx(-0.3 + sum(spread) / 500)
+    assert rk4.val_loss["low"] == pytest.approx(rk4.val_loss["diff"] - half)
+    assert "validation loss (descriptive, not pre-registered: no verdict)" in text
+
+    fabricate({"euler10", "rk4-10"})  # the descriptive claims' runs, trained by an earlier full call
+    second = claims_run.run_claims([f], out, 5, False, 1, tier="confirmatory")
+    assert {r.claim.id for r in second.results} == {c.id for c in f.claims}
+    assert "not trained in this run" not in (out / "claims.md").read_text()
+    assert [r.summary() for r in second.results if r.claim.tier == "confirmatory"] == [
+        r.summary() for r in first.results
+    ]
+
+
+def test_a_quick_pilot_writes_the_spread_of_its_runs(tmp_path, capsys):
+    """`claims --pilot --quick --seeds 2` on HO-ResNet's 10-layer pair: the arms train at pilot seeds 50 and 51 in
+    the pilot's own folder, and pilot.json/pilot.md hold the per-arm means and the paired spread that the runs'
+    metrics.jsonl give by hand, with the power block to paste -- and no verdict."""
+    import statistics
+    from dataclasses import replace
+
+    from harness.cli import main
+    from results import claims_pilot
+
+    full = load_claims("horesnet")
+    f = replace(full, claims=tuple(c for c in full.claims if c.id == "similar-below-18"))
+    out = tmp_path / "pilot"
+    report = claims_pilot.run_pilot([f], out, 2, True, 2, "cpu")
+    assert sorted((s.arm, s.seed) for s in report.runs) == [(a, s) for a in ("euler10", "rk4-10") for s in (50, 51)]
+    top1 = {}
+    for spec in report.runs:
+        assert spec.work_dir == out / "runs" / "horesnet" / spec.arm / f"seed{spec.seed}"
+        evals = [json.loads(x) for x in (spec.work_dir / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+        assert "loss" in evals[-1]  # the engine logs the validation loss with top-1: the report's second measure
+        top1[(spec.arm, spec.seed)] = evals[-1]["top1"]
+    d = [top1[("rk4-10", s)] - top1[("euler10", s)] for s in (50, 51)]
+    (row,) = json.loads((out / "pilot.json").read_text())
+    assert row["sd"] == pytest.approx(statistics.stdev(d))
+    assert row["arms"]["euler10"]["mean"] == pytest.approx(statistics.mean(top1[("euler10", s)] for s in (50, 51)))
+    assert row["arms"]["rk4-10"]["sd"] == pytest.approx(statistics.stdev(top1[("rk4-10", s)] for s in (50, 51)))
+    assert row["power"]["sd"] == round(statistics.stdev(d), 2) and "seeds 50, 51" in row["power"]["sd_from"]
+    assert row["power"]["effect"] == f.claims[0].power["effect"]
+    text = (out / "pilot.md").read_text()
+    assert f"    power: {{sd: {round(statistics.stdev(d), 2)}, sd_from: " in text and "**No verdicts**" in text
+    assert not (out / "claims.json").exists()
+    assert main(["claims", "horesnet", "--pilot", "--seeds", "11", "--out", str(out)]) == 2
+    assert "has 10 pilot_seeds; give at most that" in capsys.readouterr().err

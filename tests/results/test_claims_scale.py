@@ -85,12 +85,12 @@ def test_a_paper_scale_section_naming_other_arms_is_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_the_cli_prints_the_plan_and_refuses_paper_scale_without_plan():
+def test_the_cli_prints_the_plan_and_refuses_plan_without_paper_scale():
     code, out, err = cli("claims", "horesnet", "--scale", "paper", "--plan")
     assert code == 0, err
     assert "rk4-vs-euler-18 (confirmatory, better): seeds per look" in out and "horesnet18_rk4" in out
-    code, out, err = cli("claims", "horesnet", "--scale", "paper")
-    assert code == 2 and "--plan" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("claims", "horesnet", "--plan")
+    assert code == 2 and "--plan goes with --scale paper" in err and len(err.strip().splitlines()) == 1
 
 
 def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path):
@@ -110,3 +110,51 @@ def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path):
     assert "deit_tiny_naive_recursive" in script and "SReT_T_wo_slice" in script
     assert "# ---- the second job" not in script
     assert textwrap.dedent(script).count("WORK_DIR=") >= 4 * first
+
+
+def test_paper_scale_looks_are_decided_from_the_submitted_runs(tmp_path):
+    """`claims sret --scale paper` reads the runs `submit --claims sret --scale paper` wrote (fabricated here by the
+    run-directory writer, no training): the recursion claim, +1.8 points at a 0.05 spread, is supported at its one
+    look; the slicing claim's noisy first look decides nothing, so its next look (6 seeds) is what submit sends."""
+    from claimruns import finished_run
+
+    from results.claims_run import run_values
+
+    f, out = load_claims("sret"), tmp_path / "claims-paper"
+    looks = {r.claim: r.looks for r in sc.plan(f, records=[], bench_rows=[]) if r.arms}
+    assert looks == {"recursion-vs-none": (3,), "sliced-no-loss": (3, 6)}  # the file's paper_scale plan
+    before = sc.decide(f, out)
+    assert before.results == [] and before.waiting == {"recursion-vs-none": 0, "sliced-no-loss": 0}
+    assert sorted((s.arm, s.seed) for s in before.next_runs) == sorted(
+        (arm, seed) for arm in ("loop1", "loop2", "loop2-sliced-no-loss", "loop2-sliced") for seed in range(3)
+    )
+    tops = {
+        "loop1": [72.0, 72.3, 71.9],
+        "loop2": [73.8, 74.1, 73.75],  # +1.8, +1.8, +1.85
+        "loop2-sliced-no-loss": [76.0, 76.1, 75.9],
+        "loop2-sliced": [75.1, 76.6, 75.7],  # -0.9, +0.5, -0.2: a margin of 0.5 is neither ruled in nor out
+    }
+    for spec in before.next_runs:
+        finished_run(spec, tops[spec.arm][spec.seed], 1.0, config=False)
+    assert run_values(before.next_runs)[("sret", "loop2")] == dict(enumerate(tops["loop2"]))
+    after = sc.decide(f, out)
+    verdicts = {r.claim.id: r for r in after.results}
+    assert verdicts["recursion-vs-none"].verdict == "supported"
+    assert verdicts["recursion-vs-none"].interval.diff == pytest.approx(1.8167, abs=1e-4)
+    assert verdicts["sliced-no-loss"].verdict == "inconclusive" and verdicts["sliced-no-loss"].stopped_at == 3
+    assert after.next_look == {"recursion-vs-none": None, "sliced-no-loss": 6} and after.waiting == {}
+    assert sorted((s.arm, s.seed) for s in after.next_runs) == [
+        (arm, seed) for arm in ("loop2-sliced", "loop2-sliced-no-loss") for seed in (3, 4, 5)
+    ]
+    code, text, err = cli("claims", "sret", "--scale", "paper", "--out", out)
+    assert code == 0, err
+    assert "sret/recursion-vs-none:" in text and "→ supported" in text and "no more seeds: recursion-vs-none" in text
+    assert (
+        f"next look: sliced-no-loss at 6 seeds; 6 run(s) to train: `depthbench submit --claims sret --scale "
+        f"paper --claims-out {out}`" in text
+    )
+    code, script, err = cli(
+        "submit", "--claims", "sret", "--scale", "paper", "--claims-out", out, "--gpus-per-node", "8", "--dry-run"
+    )
+    assert code == 0, err
+    assert f"WORK_DIR={out}/runs/sret/loop2-sliced/seed5\n" in script and "runs/sret/loop1/" not in script

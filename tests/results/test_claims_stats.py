@@ -58,6 +58,22 @@ def run(c, treat, base=BASE, looks=(3, 6), quick=False):
     return evaluate([(c, Design())], values, {("paper", c.id): looks}, quick=quick)[0]
 
 
+# ----------------------------------------------------------------------------------------- the pilot's spread
+def test_the_pilot_spread_is_one_seeds_difference_as_power_sd_reads_it():
+    """Paired: the sd of the per-seed differences (here 3, 2, 4: sd 1); Welch: the spread of the difference of two
+    independent seeds, sqrt(sd_a² + sd_b²) (here sqrt 2); one seed gives none. The seeds a spread asks for grow with
+    it, and the file's power.sd is the default."""
+    from results.claims import difference_sd, seeds_needed
+
+    values = {"a": {50: 10.0, 51: 12.0, 52: 11.0}, "b": {50: 13.0, 51: 14.0, 52: 15.0}}
+    assert difference_sd(claim(), values) == (pytest.approx(1.0), 3)
+    assert difference_sd(claim(test="welch"), values) == (pytest.approx(math.sqrt(2.0)), 3)
+    assert difference_sd(claim(), {"a": {50: 1.0}, "b": {50: 2.0, 51: 3.0}}) == (None, 1)
+    design = Design(family=1)
+    assert seeds_needed(claim(), design) == seeds_needed(claim(), design, sd=POWER["sd"])
+    assert seeds_needed(claim(), design, sd=1.0) < seeds_needed(claim(), design, sd=4.0)
+
+
 # ----------------------------------------------------------------------------------------- verdicts
 def test_a_known_effect_is_supported_at_the_first_decisive_look():
     result = run(claim(), [b + 5 + e for b, e in zip(BASE, [0.1, -0.2, 0.1, 0.0, 0.2, -0.1])])
@@ -313,6 +329,7 @@ def test_a_valid_claims_file_loads(tmp_path):
         "B beats A.",
     )
     assert claims.design.seeds_from == 100 and claims.exploratory[0].why == "not claimed by the paper"
+    assert claims.design.pilot_seeds == tuple(range(50, 60))  # the default pilot block
     assert claims.quick == ("epochs=1",) and [a.name for a in claims.arms_of(c)] == ["a", "b"]
 
 
@@ -344,6 +361,11 @@ def test_a_valid_claims_file_loads(tmp_path):
         ("        where: Table 3\n", "", "'where' is missing"),
         ("sd: 2.0, ", "", "'power' needs sd"),
         ("seeds_from: 100", "seeds_from: 1", "overlap the tuning seeds"),
+        # the pilot's block (claims --pilot) is disjoint from the tuning and the evaluation seeds
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1, 2], pilot_seeds: [50, 101]", "overlap the tuning or eval"),
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1, 2], pilot_seeds: [2, 50]", "overlap the tuning or eval"),
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1, 2], pilot_seeds: [50, 50]", "pilot_seeds [50, 50] repeat"),
+        ("tuning_seeds: [0, 1, 2]", "tuning_seeds: [0, 1, 2], pilot_seeds: [-1]", "pilot_seeds is -1"),
         ("    design: {", "    nodesign: {", "unknown field(s) ['nodesign']"),
         (
             "        test: paired\n",
