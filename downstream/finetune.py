@@ -57,7 +57,13 @@ from harness.core.rundir import (
     unlock_run_dir,
 )
 from harness.core.schema import check_values
-from harness.engine.checkpoint import SAFE_GLOBALS, extract_weights, latest_run, read_checkpoint
+from harness.engine.checkpoint import (
+    DEEPSPEED_STATE_CLASSES,
+    SAFE_GLOBALS,
+    extract_weights,
+    latest_run,
+    read_checkpoint,
+)
 from harness.engine.launch import distributed_env, export_distributed_env, launched
 from harness.engine.runner import check_work_dir as check_run_work_dir
 from harness.engine.schedule import rescale_schedule
@@ -214,7 +220,7 @@ def read_any_checkpoint(path, *, mmap: bool = False) -> dict:
     allowed = {
         entry[1] if isinstance(entry, tuple) else f"{entry.__module__}.{entry.__qualname__}"
         for entry in [*safe_globals, *SAFE_GLOBALS]
-    }
+    } | set(DEEPSPEED_STATE_CLASSES)  # a DeepSpeed run's last.pth: read_checkpoint allows them itself
     if isinstance(path, (str, Path)) and not os.path.isfile(path):  # a FIFO would block the scan's open
         return read_checkpoint(path)  # one line: no such file, or not a regular file (opens nothing)
     try:

@@ -7,16 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.core import rundir
 from harness.core.choices import FAMILIES
+from harness.core.rundir import runs_root
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def runs_root() -> Path:
-    """Where runs, scripts, records and Slurm logs go: ``$DEPTHBENCH_RUNS`` as it is now (the job gets it exported),
-    else the run-directory contract's own default (harness/core/rundir.py ``runs_root``)."""
-    return rundir.runs_root().absolute()
 
 
 def runs_root_note() -> str | None:

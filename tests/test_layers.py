@@ -152,7 +152,6 @@ STRING_LOADS = {
     "(what a rank imports anyway), named by the caller",
     "harness/engine/forked.py": "the module or function a forked run executes (harness.cli, a test's function), "
     "named by the request, as `python -m` names it",
-    "harness/engine/checkpoint.py": "the DeepSpeed classes of DEEPSPEED_CLASSES (a third-party package)",
     "harness/commands/env.py": "mmcv.ops, probed to report whether its compiled ops load (a third-party package)",
 }
 

@@ -181,10 +181,10 @@ def run(
     for t, stem in zip(targets, stems):  # the report names a config by its file alone where that is unambiguous
         if stems.count(stem) == 1:
             t.label = stem
-    ranks_per_node = gpus_per_node or ntasks_per_node or None
-    layout = Layout(
-        nodes=nodes or (1 if ranks_per_node else None),
-        ranks_per_node=ranks_per_node or (1 if nodes else None),
+    layout = Layout(  # not planned (nodes None) when neither nodes nor ranks per node are given
+        nodes=nodes or (1 if gpus_per_node or ntasks_per_node else None),
+        gpus_per_node=gpus_per_node or 0,
+        ntasks_per_node=ntasks_per_node,
         time_s=time_s,
         warning_s=warning,
     )

@@ -55,8 +55,9 @@ VERSIONED = ("torch", "torchvision", "timm", "mmcv", "mmengine", "mmdet", "mmseg
 
 def runs_root() -> Path:
     """Where runs land: ``$DEPTHBENCH_RUNS`` as it is now (read at each call: a test, a notebook or a Slurm job may
-    set it after import), else :data:`DEFAULT_ROOT`. The one place the runs folder is resolved."""
-    return Path(os.environ.get("DEPTHBENCH_RUNS") or DEFAULT_ROOT)
+    set it after import), else :data:`DEFAULT_ROOT`; absolute (a relative ``$DEPTHBENCH_RUNS`` from the working
+    directory), as a Slurm job started elsewhere needs it. The one place the runs folder is resolved."""
+    return Path(os.environ.get("DEPTHBENCH_RUNS") or DEFAULT_ROOT).absolute()
 
 
 def now() -> str:

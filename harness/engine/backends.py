@@ -25,7 +25,7 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
 from harness.core.errors import ConfigError, DepthbenchError
-from harness.engine.checkpoint import from_plain, to_cpu, to_plain
+from harness.engine.checkpoint import to_cpu
 from harness.engine.watchdog import hang_options
 
 
@@ -481,12 +481,9 @@ class DeepSpeedBackend(Backend):
             model.module.load_state_dict(state)
 
     def optimizer_state(self, optimizer):
-        """Every rank's ZeRO partition as tensors and plain values (its DeepSpeed objects -- loss scaler, stage
-        enum, fragment addresses -- through :func:`harness.checkpoint.to_plain`), gathered on rank 0."""
-        return {
-            "zero_stage": self.zero_stage,
-            "partitions": self.gather_object(to_cpu(to_plain(optimizer.state_dict()))),
-        }
+        """Every rank's ZeRO partition, gathered on rank 0: tensors, plain values and the DeepSpeed objects that
+        a weights-only load reads back (:data:`harness.engine.checkpoint.DEEPSPEED_STATE_CLASSES`)."""
+        return {"zero_stage": self.zero_stage, "partitions": self.gather_object(to_cpu(optimizer.state_dict()))}
 
     def load_optimizer_state(self, optimizer, state) -> None:
         if len(state["partitions"]) != self.world_size or state["zero_stage"] != self.zero_stage:
@@ -496,10 +493,9 @@ class DeepSpeedBackend(Backend):
                 "processes"
             )
         if self.zero_stage == 0:
-            optimizer.load_state_dict(from_plain(state["partitions"][self.rank]))
+            optimizer.load_state_dict(state["partitions"][self.rank])
             return
-        partitions = [from_plain(p) for p in state["partitions"]]
-        optimizer.load_state_dict(partitions, load_optimizer_states=True, load_from_fp32_weights=True)
+        optimizer.load_state_dict(state["partitions"], load_optimizer_states=True, load_from_fp32_weights=True)
 
     def scaler_state(self):
         return None  # DeepSpeed's loss scaler is part of its optimizer state

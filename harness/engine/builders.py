@@ -147,7 +147,7 @@ def check_speed_options(cfg, model: bool = True) -> None:
     if o["fused"] and o["foreach"]:
         raise ConfigError("optim.fused=True and optim.foreach=True exclude each other; set one of them")
     if o["fused"]:
-        check_fused_optimizer(cfg.optim.get("opt", "sgd"))
+        check_fused_optimizer(optimizer_name(cfg))
     if o["grad_checkpointing"] and model:
         if not callable(getattr(config_model_on_meta(cfg), "set_grad_checkpointing", None)):
             raise ConfigError(
@@ -322,6 +322,11 @@ def build_model(cfg, pretrained: bool = True):
 
 
 # ----------------------------------------------------------------------------------------- optimisation
+def optimizer_name(cfg) -> str:
+    """The timm optimizer :func:`build_optimizer` builds: ``optim.opt``, else ``create_optimizer_v2``'s default."""
+    return cfg.optim.get("opt") or inspect.signature(create_optimizer_v2).parameters["opt"].default
+
+
 def build_optimizer(model, cfg):
     """timm's ``create_optimizer_v2`` with the linearly scaled lr (timm leaves frozen parameters out)."""
     o = {k: v for k, v in cfg.optim.items() if v is not None}
@@ -366,10 +371,8 @@ class TrainingObjects:
 def prepare_model(model, cfg, backend=None):
     """The model-side speed options, before the optimizer and the engine see the model: channels-last weights
     and activation checkpointing (the model's own ``set_grad_checkpointing``). A model that an epoch hook
-    changed comes here again, so a grown model gets them too; its previous compilation is dropped (the
-    optimization below compiles the model it returns)."""
+    changed comes here again, so a grown model gets them too (the optimization below compiles it again)."""
     o = speed_options(cfg)
-    model._compiled_call_impl = None  # nn.Module.compile's slot: EMA's deepcopy must not copy a compiled forward
     if o["channels_last"] and getattr(backend, "channels_last_weights", True):
         model = model.to(memory_format=torch.channels_last)
     if o["grad_checkpointing"]:
@@ -379,7 +382,9 @@ def prepare_model(model, cfg, backend=None):
 
 def build_optimization(model, cfg, backend, updates_per_epoch: int):
     """``(model, optimizer, scheduler, ema)`` for ``model`` on ``backend`` (wrapped by DDP/DeepSpeed); compiled
-    last, in place (``compile.enable``), so the EMA copy and every state dict stay those of the eager module."""
+    last, in place (``compile.enable``), so every state dict stays that of the eager module. The EMA is timm's
+    ``ModelEmaV3``, a deep copy: torch's ``nn.Module.__getstate__`` leaves an in-place compiled forward out of
+    copies, so the EMA of a model a hook changed after compilation runs its own weights, eagerly."""
     model = prepare_model(model, cfg, backend)
     optimizer = build_optimizer(model, cfg)
     model, optimizer = backend.prepare(model, optimizer)

@@ -21,9 +21,7 @@ read with ``torch.load(weights_only=True)`` -- weights, resume and DeepSpeed's o
 from __future__ import annotations
 
 import argparse
-import enum
 import hashlib
-import importlib
 import os
 import random
 import re
@@ -158,8 +156,9 @@ def read_checkpoint(path, *, mmap: bool = False) -> dict:
         verify_checksum(path)
         if Path(path).suffix == ".safetensors":  # tensors only by construction: nothing to unpickle
             return _read_safetensors(Path(path))
+    allowed = SAFE_GLOBALS + (deepspeed_state_classes(name) if _deepspeed_classes_named(path) else [])
     try:
-        with torch.serialization.safe_globals(SAFE_GLOBALS):
+        with torch.serialization.safe_globals(allowed):
             try:
                 checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
             except RuntimeError as e:
@@ -462,75 +461,58 @@ def load_checkpoint_weights(
 
 
 # ----------------------------------------------------------------------------------------- DeepSpeed state
-# DeepSpeed's ZeRO optimizer state_dict() holds a few DeepSpeed objects besides tensors (its loss scaler, the
-# ZeRO stage enum, fragment addresses). They are stored as plain values -- ``{"__object__": "module.Class",
-# "state": {...}}`` -- and rebuilt only for exactly these classes, so resuming a checkpoint somebody shared can
-# never construct anything else (no unpickling of arbitrary objects; the file loads with weights_only=True).
-DEEPSPEED_CLASSES = (
+# DeepSpeed's ZeRO optimizer state_dict() holds a few DeepSpeed objects besides tensors: its loss scaler, the ZeRO
+# stage enum, fragment addresses. They are saved as they are and read back through torch's weights-only allow-list
+# (torch.serialization.safe_globals), which constructs exactly these classes and nothing else: resuming a checkpoint
+# somebody shared still unpickles no arbitrary object. A file is checked for their names before it is loaded
+# (:func:`_deepspeed_classes_named`), so only a DeepSpeed checkpoint imports DeepSpeed. A DeepSpeed version whose
+# state holds another class fails tests/harness/engine/test_backends.py (every ZeRO stage saved and loaded here).
+DEEPSPEED_STATE_CLASSES = (
     "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
     "deepspeed.runtime.zero.config.ZeroStageEnum",
     "deepspeed.utils.tensor_fragment.fragment_address",
 )
-PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.dtype, torch.device, torch.Size)
 
 
-def to_plain(obj):
-    """``obj`` with every object of :data:`DEEPSPEED_CLASSES` replaced by plain values (see :func:`from_plain`)."""
-    if type(obj) in PLAIN or isinstance(obj, torch.Tensor):  # exact types: an int-valued enum is not an int here
-        return obj
-    if isinstance(obj, Mapping):
-        return {k: to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [to_plain(v) for v in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(to_plain(v) for v in obj)
-    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    if name not in DEEPSPEED_CLASSES:
-        raise TypeError(f"cannot store a {name} in a checkpoint; add it to DEEPSPEED_CLASSES if it is plain data")
-    if isinstance(obj, enum.Enum):
-        return {"__object__": name, "value": obj.value}
-    if hasattr(obj, "_fields"):
-        return {"__object__": name, "fields": [to_plain(v) for v in obj]}
-    return {"__object__": name, "state": to_plain(vars(obj))}
+def deepspeed_state_classes(name: str = "a checkpoint") -> list[type]:
+    """The classes of :data:`DEEPSPEED_STATE_CLASSES`, for torch's weights-only allow-list (``name``: the file
+    that needs them, for the line that says DeepSpeed is missing)."""
+    try:
+        from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    except ImportError:
+        raise DepthbenchError(
+            f"{name} holds a DeepSpeed optimizer state, which needs DeepSpeed to read; install it "
+            "(pip install -e '.[training]')"
+        ) from None
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+
+
+def _deepspeed_classes_named(source) -> bool:
+    """Whether a torch file pickles one of DeepSpeed's state classes (its pickle's globals, read without loading)."""
+    start = source.tell() if hasattr(source, "tell") else None
+    try:
+        return bool(set(torch.serialization.get_unsafe_globals_in_checkpoint(source)) & set(DEEPSPEED_STATE_CLASSES))
+    except Exception:  # not a zip-format torch file: the load says what it is
+        return False
+    finally:
+        if start is not None:
+            source.seek(start)
 
 
 def to_cpu(obj):
-    """A :func:`to_plain` structure (dicts, lists, tuples, tensors, plain values) with every tensor on the CPU: what
-    a rank sends to another must not unpickle onto the sender's GPU there."""
+    """A state dict (dicts, lists, tuples, tensors, plain values, DeepSpeed's state objects) with every tensor on
+    the CPU: what a rank sends to another must not unpickle onto the sender's GPU there. DeepSpeed's state objects
+    hold plain values and pass as they are."""
     if isinstance(obj, torch.Tensor):
         return obj.cpu()
     if isinstance(obj, Mapping):
         return {k: to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if type(obj) in (list, tuple):
         return type(obj)(to_cpu(v) for v in obj)
-    return obj
-
-
-def from_plain(obj):
-    """Inverse of :func:`to_plain`; refuses (one line) any class that is not in :data:`DEEPSPEED_CLASSES`."""
-    if isinstance(obj, Mapping):
-        if "__object__" not in obj:
-            return {k: from_plain(v) for k, v in obj.items()}
-        name = obj["__object__"]
-        if name not in DEEPSPEED_CLASSES:
-            raise DepthbenchError(
-                f"the checkpoint's DeepSpeed optimizer state names {name!r}, which is not one of "
-                f"the DeepSpeed classes a resume may construct; it was not written by depthbench"
-            )
-        module, _, qualname = name.rpartition(".")
-        cls = getattr(importlib.import_module(module), qualname)
-        if issubclass(cls, enum.Enum):
-            return cls(obj["value"])
-        if "fields" in obj:
-            return cls(*(from_plain(v) for v in obj["fields"]))
-        instance = cls.__new__(cls)
-        instance.__dict__.update(from_plain(obj["state"]))
-        return instance
-    if isinstance(obj, list):
-        return [from_plain(v) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(from_plain(v) for v in obj)
     return obj
 
 

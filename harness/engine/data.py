@@ -119,9 +119,22 @@ def epoch_order(length: int, seed: int, epoch: int, repeated_aug: bool = False, 
     generator.manual_seed(seed + epoch)
     order = torch.randperm(length, generator=generator)
     if repeated_aug:
-        keep = length // REPEAT_ROUND * REPEAT_ROUND if length >= REPEAT_ROUND else length
-        order = order.repeat_interleave(num_repeats)[:keep]
+        order = order.repeat_interleave(num_repeats)[: epoch_samples(length, repeated_aug)]
     return order
+
+
+def epoch_samples(length: int, repeated_aug: bool = False) -> int:
+    """The length of :func:`epoch_order` (all ranks together), without drawing it."""
+    return length // REPEAT_ROUND * REPEAT_ROUND if repeated_aug and length >= REPEAT_ROUND else length
+
+
+def steps_per_epoch(
+    length: int, world_size: int, micro_batch: int, grad_accum: int = 1, repeated_aug: bool = False
+) -> int:
+    """Optimizer steps of a whole epoch of ``length`` samples on each rank: the rank's :class:`TrainSampler` share in
+    whole micro-batches (the loader drops the last partial one), in whole accumulation rounds. What a run counts
+    (:func:`batches_per_epoch`: its micro-batches, ``grad_accum=1``) and what ``submit --estimate`` costs."""
+    return epoch_samples(length, repeated_aug) // world_size // micro_batch // grad_accum
 
 
 class TrainSampler(Sampler):
@@ -146,12 +159,7 @@ class TrainSampler(Sampler):
         self.length, self.rank, self.world_size, self.seed = len(dataset), rank, world_size, seed
         self.repeated_aug, self.num_repeats = repeated_aug, num_repeats
         self.epoch, self.start = 0, 0
-        self.total = len(epoch_order(self.length, seed, 0, repeated_aug, num_repeats)) // world_size * world_size
-
-    @property
-    def per_rank(self) -> int:
-        """Samples of a whole epoch on each rank."""
-        return self.total // self.world_size
+        self.total = epoch_samples(self.length, repeated_aug) // world_size * world_size
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
         if start % self.world_size:
@@ -361,6 +369,7 @@ def set_train_epoch(loader: DataLoader, epoch: int, start_batch: int = 0) -> Non
 
 def batches_per_epoch(loader: DataLoader) -> int:
     """Full-epoch length of the training loader in micro-batches (independent of the resume position)."""
-    if isinstance(loader.sampler, TrainSampler):
-        return loader.sampler.per_rank // loader.batch_size
+    sampler = loader.sampler
+    if isinstance(sampler, TrainSampler):
+        return steps_per_epoch(sampler.length, sampler.world_size, loader.batch_size, 1, sampler.repeated_aug)
     return len(loader)

@@ -124,6 +124,14 @@ def check_resume_checkpoint(path: Path, engine: str, world_size: int) -> None:
             f"has {world_size}: resume on {saved} processes (e.g. submit --nodes with the same "
             f"ranks), or continue from its weights only with model.pretrained={path} in a new run"
         )
+    partitions = optimizer.get("partitions", ()) if engine == "deepspeed" else ()
+    if any(isinstance(v, dict) and "__object__" in v for p in partitions if isinstance(p, dict) for v in p.values()):
+        # before issue 57, DeepSpeed's objects were stored as {"__object__": class, ...} records of our own
+        raise DepthbenchError(
+            f"{path} stores DeepSpeed's optimizer objects in the format of an earlier depthbench, which this "
+            f"version does not read; resume it with that version, or continue from its weights only with "
+            f"model.pretrained={path} in a new run"
+        )
 
 
 def check_config_unchanged(cfg, run_path: Path, allow_changes=()) -> list[dict]:

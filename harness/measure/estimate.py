@@ -43,17 +43,18 @@ from harness.core.errors import ConfigError
 from harness.core.files import BadFile, loads_json, printable, read_json, read_text
 from harness.core.rundir import runs_root
 from harness.core.schema import per_device_batch
-from harness.engine.builders import load_training_config
+from harness.engine.builders import load_training_config, speed_options
+from harness.engine.data import steps_per_epoch
 from harness.engine.models import build_model, model_kwargs
 from harness.measure.bench import _plain, input_size_of
 from harness.measure.cache import MeasurementCache, model_code
 from harness.measure.flops import count_flops, example_inputs
+from harness.measure.layout import Layout
 from harness.measure.preflight import read_records
 from harness.tasks.image import IMAGE_EXTENSIONS
 
 IMAGENET_1K_TRAIN = 1_281_167
 KNOWN_TRAIN_IMAGES = {"cifar10": 50_000, "cifar100": 50_000, "digits": 1_437}
-REPEAT_ROUND = 256  # timm RepeatAugSampler's selected_round
 STARTUP_S = 120.0  # per allocation: imports, building, the data scan, loading the checkpoint
 # model arguments that do not change a step's cost (a bench CSV of the bare model still times the config's)
 COST_FREE_KWARGS = (
@@ -76,36 +77,6 @@ class Job:
     config: str
     overrides: Sequence[str] = ()
     command: str = "train"  # train | finetune (fine-tuning runs are listed, not estimated)
-
-
-@dataclass
-class Layout:
-    """How each run is laid out (``depthbench submit``'s options): nodes x ranks, the time limit and warning, how
-    many array elements run at once, and the partition (to match records made there)."""
-
-    nodes: int = 1
-    gpus_per_node: int = 0
-    ntasks_per_node: int | None = None
-    time_s: int | None = None
-    warning_s: int = 120
-    max_concurrent: int | None = None
-    partition: str | None = None
-
-    @property
-    def ranks_per_node(self) -> int:
-        return self.gpus_per_node or self.ntasks_per_node or 1
-
-    @property
-    def world(self) -> int:
-        return self.nodes * self.ranks_per_node
-
-    @property
-    def device(self) -> str:
-        return "cuda" if self.gpus_per_node else "cpu"
-
-    @property
-    def unit(self) -> str:
-        return "GPU-h" if self.gpus_per_node else "rank-h"
 
 
 @dataclass
@@ -170,15 +141,6 @@ class Estimate:
 
 
 # ----------------------------------------------------------------------------------------------- the arithmetic
-def steps_per_epoch(images: int, world: int, micro_batch: int, grad_accum: int = 1, repeated_aug: bool = False) -> int:
-    """Optimizer steps per epoch on each rank, as the engine's samplers and ``drop_last`` loader give them."""
-    if repeated_aug and images >= REPEAT_ROUND:
-        per_rank = images // REPEAT_ROUND * REPEAT_ROUND // world
-    else:
-        per_rank = images // world
-    return per_rank // micro_batch // grad_accum
-
-
 def allocations(train_s: float, time_s: int | None, warning_s: int, startup_s: float = STARTUP_S) -> int | None:
     """Slurm allocations a run of ``train_s`` seconds of steps needs under ``--time`` (None: no limit given); each
     starts up for ``startup_s`` and stops at the warning. Raises ValueError when an allocation has no time left."""
@@ -265,7 +227,7 @@ def estimate(
 def _row(
     index: int, job: Job, cfg, layout: Layout, records: list[dict], bench_rows: list[dict], startup_s: float
 ) -> Row:
-    row = Row(index, job.name, job.config, epochs=int(cfg.get("epochs") or 0))
+    row = Row(index, job.name, job.config, epochs=cfg.epochs)
     accum = cfg.grad_accum
     try:
         row.micro_batch = per_device_batch(cfg.batch_size, layout.world, accum)
@@ -275,7 +237,7 @@ def _row(
     row.images, row.images_from = train_images(cfg, records)
     if row.images is not None:
         row.steps = row.epochs * steps_per_epoch(
-            row.images, layout.world, row.micro_batch, accum, bool(cfg.data.get("repeated_aug"))
+            row.images, layout.world, row.micro_batch, accum, cfg.data.repeated_aug
         )
     timing = find_timing(identity(cfg, row.micro_batch), layout, records, bench_rows)
     if layout.nodes > 1:
@@ -363,7 +325,7 @@ def identity(cfg, micro_batch: int | None) -> dict:
         "input_size": size,
         "precision": cfg.precision,
         "micro_batch": micro_batch,
-        **{key: bool(cfg.get(key)) for key in SPEED_KEYS},
+        **{key: speed_options(cfg)[key] for key in SPEED_KEYS},
     }
 
 

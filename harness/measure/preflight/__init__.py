@@ -36,7 +36,8 @@ from harness.measure.preflight.allreduce import (
     slow_nodes,
     transport_check,
 )
-from harness.measure.preflight.common import MIB, VERDICTS, Check, Layout, Options, Rank, Report, Target
+from harness.measure.layout import Layout
+from harness.measure.preflight.common import MIB, VERDICTS, Check, Options, Rank, Report, Target
 from harness.measure.preflight.environment import driver_version, environment_checks, same_software_check
 from harness.measure.preflight.loader import loader_check
 from harness.measure.preflight.plan import Plan, distinct, make_plan

@@ -1,6 +1,6 @@
-"""What every preflight check shares: what is checked (:class:`Target`, :class:`Layout`, :class:`Options`), what a
-check gives (:class:`Check`) and what rank 0 returns (:class:`Report`), the rank a check runs on (:class:`Rank`)
-and the few number formats the report lines use."""
+"""What every preflight check shares: what is checked (:class:`Target`, :class:`Options`; the layout the runs
+will get is :class:`harness.measure.layout.Layout`), what a check gives (:class:`Check`) and what rank 0 returns
+(:class:`Report`), the rank a check runs on (:class:`Rank`) and the few number formats the report lines use."""
 
 from __future__ import annotations
 
@@ -26,18 +26,6 @@ class Target:
     def __post_init__(self):
         self.overrides = tuple(self.overrides)
         self.label = self.label or " ".join([Path(self.config).stem, *self.overrides])
-
-
-@dataclass
-class Layout:
-    """The allocation the runs will get: their per-device batch follows from it (``batch_size`` is global), and
-    ``time_s``/``warning_s`` (Slurm's ``--time`` and ``--signal=USR1@warning``) bound the checkpoint window.
-    ``nodes``/``ranks_per_node`` None: as this preflight runs."""
-
-    nodes: int | None = None
-    ranks_per_node: int | None = None
-    time_s: int | None = None
-    warning_s: int = 120
 
 
 @dataclass

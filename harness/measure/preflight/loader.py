@@ -30,7 +30,7 @@ def _measured_loader(rank: Rank, plan: Plan, opts: Options, step_ms: float | Non
         return rank.check("loader", "fail", f"{plan.label}: {plan.problem}", config=plan.label), {}
     cfg, batch, unit = plan.cfg, plan.micro_batch, plan.unit
     root = check_data(cfg.data)
-    workers = int(cfg.data.workers or 0)
+    workers = cfg.data.workers
     train, val = build_loaders(cfg, rank.rank, plan.world, batch)
     del val
     try:

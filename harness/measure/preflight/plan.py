@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from harness.core.errors import ConfigError
 from harness.core.schema import per_device_batch
-from harness.engine.builders import load_training_config
+from harness.engine.builders import load_training_config, optimizer_name, speed_options
 from harness.engine.tasks import task_for
 from harness.measure.bench import _plain, build, participant_from_config
 from harness.measure.flops import count_flops, count_params, example_inputs
@@ -45,12 +45,12 @@ class Plan:
             return "img"
 
     def optimizer_states(self) -> int:
-        opt = str((self.cfg.get("optim") or {}).get("opt", "adamw")).lower().split("_")[-1]
+        opt = str(optimizer_name(self.cfg)).lower().split("_")[-1]
         return OPTIMIZER_STATES.get(opt, 2)
 
     def ema(self) -> int:
         """1 when the run keeps EMA weights (one more fp32 copy of the model), else 0."""
-        return 1 if (self.cfg.get("ema") or {}).get("enable") else 0
+        return int(self.cfg.ema.enable)
 
     def checkpoint_bytes(self) -> int:
         """``last.pth``: model weights, optimizer state and EMA weights, all fp32."""
@@ -58,9 +58,6 @@ class Plan:
 
     def best_bytes(self) -> int:
         return 4 * self.params * (1 + self.ema())
-
-    def keep(self) -> int:
-        return int((self.cfg.get("ckpt") or {}).get("keep") or 1)
 
     def identity(self) -> dict:
         """What makes a step time reusable: the model, its arguments and input, the precision, the batch."""
@@ -77,10 +74,8 @@ class Plan:
     def speed_options(self) -> dict:
         """The engine options that change a step's time and memory and that the step check applies (compile is
         not: its compile time does not fit the check's time box; the step is timed eagerly and says so)."""
-        return {
-            "channels_last": bool(self.cfg.get("channels_last")),
-            "grad_checkpointing": bool(self.cfg.get("grad_checkpointing")),
-        }
+        options = speed_options(self.cfg)
+        return {key: options[key] for key in ("channels_last", "grad_checkpointing")}
 
 
 def make_plan(target: Target, world: int) -> Plan:
@@ -119,7 +114,6 @@ def distinct(plans: list[Plan]) -> tuple[list[Plan], dict[str, str]]:
                 _plain(cfg.get("data") or {}),
                 _plain(cfg.get("aug") or {}),
                 plan.checkpoint_bytes(),
-                plan.keep(),
             ],
             sort_keys=True,
             default=str,

@@ -13,7 +13,8 @@ import torch
 from harness.core.errors import DepthbenchError
 from harness.engine.launch import configure_threads, export_distributed_env
 from harness.measure.preflight.allreduce import allreduce_sweep
-from harness.measure.preflight.common import Check, Layout, Options, Rank, Report, Target
+from harness.measure.layout import Layout
+from harness.measure.preflight.common import Check, Options, Rank, Report, Target
 from harness.measure.preflight.environment import environment_checks
 from harness.measure.preflight.group import Group
 from harness.measure.preflight.loader import loader_check
@@ -37,14 +38,14 @@ def preflight_process(
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
     local_rank, local_world = int(env.get("LOCAL_RANK", 0)), int(env.get("LOCAL_WORLD_SIZE", world))
     say = progress if (progress and rank == 0) else (lambda line: None)
-    planned = (layout.nodes or 1) * (layout.ranks_per_node or 1) if layout.nodes or layout.ranks_per_node else world
+    planned = layout.world if layout.planned else world
     try:
         plans = [make_plan(t, planned) for t in targets]  # config errors: one line, before any work
     except DepthbenchError as e:
         if rank != 0:  # rank 0 says it once
             raise SystemExit(e.exit_code) from None
         raise
-    workers = max([int(p.cfg.data.get("workers") or 0) for p in plans] or [0])
+    workers = max([p.cfg.data.workers for p in plans] or [0])
     configure_threads(local_world, workers)
     device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
     opts = options.resolved(device)

@@ -16,7 +16,8 @@ from harness.core.files import BadFile, atomic_write, printable, read_json
 from harness.core.rundir import new_run_path, runs_root, slurm_meta
 from harness.measure.bench import _plain
 from harness.measure.preflight.allreduce import allreduce_checks
-from harness.measure.preflight.common import VERDICTS, Check, Layout, Options, Report, size_text
+from harness.measure.layout import Layout
+from harness.measure.preflight.common import VERDICTS, Check, Options, Report, size_text
 from harness.measure.preflight.environment import same_software_check
 from harness.measure.preflight.plan import Plan
 
@@ -67,7 +68,7 @@ def write_report(
         "device_name": gathered[0]["device_name"],
         "partition": os.environ.get("SLURM_JOB_PARTITION"),
         **slurm_meta(),
-        "layout": asdict(layout),
+        "layout": layout_record(layout),
         "summary": counts,
         "versions": gathered[0]["versions"],
         "allreduce": {
@@ -115,6 +116,17 @@ def _config_entry(plan: Plan, gathered: list[dict], collective: dict) -> dict:
         "checkpoint_bytes": plan.checkpoint_bytes(),
         "checkpoint_write_s": first.get("checkpoint_write_s"),
         "problem": plan.problem,
+    }
+
+
+def layout_record(layout: Layout) -> dict:
+    """The planned layout as the record keeps it: nodes x ranks per node (both None when none was planned), the
+    time limit and the warning."""
+    return {
+        "nodes": layout.nodes,
+        "ranks_per_node": layout.ranks_per_node if layout.planned else None,
+        "time_s": layout.time_s,
+        "warning_s": layout.warning_s,
     }
 
 

@@ -15,7 +15,8 @@ import torch
 
 from harness.core.files import atomic_write
 from harness.engine.checkpoint import checksum_path, save_atomic
-from harness.measure.preflight.common import MIB, Check, Layout, Options, Rank, seconds_text, size_text
+from harness.measure.layout import Layout
+from harness.measure.preflight.common import MIB, Check, Options, Rank, seconds_text, size_text
 from harness.measure.preflight.plan import Plan
 
 
@@ -56,7 +57,7 @@ def checkpoint_checks(
         )
         if layout.time_s is not None:
             text += f" before the {_duration(layout.time_s)} limit"
-        interval = (plan.cfg.get("ckpt") or {}).get("interval_minutes")
+        interval = plan.cfg.ckpt.interval_minutes
         if interval:
             text += f"; every {interval} min that is {write_s / (60 * interval):.2%} of the run"
         if need <= 0.5 * layout.warning_s:
@@ -84,11 +85,11 @@ def checkpoint_checks(
         )
     free = shutil.disk_usage(run_path).free
     # during an atomic write the old and the new last.pth both exist; best.pth beside them
-    need = sum((p.keep() + 1) * sizes[p.label] + p.best_bytes() for p in plans)
+    need = sum(2 * sizes[p.label] + p.best_bytes() for p in plans)
     if plans:
         text = (
             f"{free / 2**30:,.1f} GiB free in {run_path.parent}; the {len(plans)} config(s)' checkpoints need "
-            f"{size_text(need)} (last.pth x (keep + 1 while writing) + best.pth)"
+            f"{size_text(need)} (last.pth twice while it is written + best.pth)"
         )
         verdict = "ok" if free >= 2 * need else ("warn" if free >= need else "fail")
         if verdict != "ok":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from harness.engine.builders import speed_options
 from harness.measure.bench import amp_dtype, build, measure
 from harness.measure.preflight.common import MIB, Check, Options, Rank, one_line
 from harness.measure.preflight.plan import Plan
@@ -100,7 +101,7 @@ def _measured_step(rank: Rank, plan: Plan, opts: Options) -> tuple[Check, dict]:
     where = "GPU" if rank.device == "cuda" else "host"
     timed = f"{iters} timed" if iters else "1 cold step only: an upper bound"
     timed += "".join(f", {name.replace('_', ' ')}" for name, on in plan.speed_options().items() if on)
-    if (plan.cfg.get("compile") or {}).get("enable"):
+    if speed_options(plan.cfg)["compile"]["enable"]:
         timed += ", eager (compile.enable: not timed compiled here)"
     text = (
         f"{plan.label}: {step_ms:,.1f} ms/step at batch {batch} ({precision}, {timed}), "

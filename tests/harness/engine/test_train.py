@@ -548,8 +548,8 @@ def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
 
 
 def crafted_checkpoints(tmp_path, marker) -> dict:
-    """Resume files that must be refused: garbage, torn, weights only, and two DeepSpeed checkpoints whose
-    optimizer partitions would run code (a pickled os.system; a plain-value record naming os.system)."""
+    """Resume files that must be refused: garbage, torn, weights only, a DeepSpeed checkpoint whose optimizer
+    partitions would run code (a pickled os.system), and one in the plain-record format of an earlier depthbench."""
 
     class Evil:
         def __reduce__(self):
@@ -569,6 +569,14 @@ def crafted_checkpoints(tmp_path, marker) -> dict:
         "garbage": b"not a checkpoint",
         "weights only": {"model": {"w": torch.ones(1)}},
         "pickled code": {**base, "optimizer": {"zero_stage": 2, "partitions": [{"loss_scaler": Evil()}]}},
+        # DeepSpeed's objects as the plain records of depthbench before issue 57
+        "old format": {
+            **base,
+            "optimizer": {
+                "zero_stage": 2,
+                "partitions": [{"loss_scaler": {"__object__": "x.LossScaler", "state": {}}}],
+            },
+        },
     }
     paths = {}
     for name, content in files.items():
@@ -597,9 +605,10 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
         "torn": "not a readable PyTorch state dict",
         "weights only": "not a depthbench training checkpoint",
         "pickled code": "weights-only load refuses",
+        "old format": "in the format of an earlier depthbench",
     }
     for name, path in crafted_checkpoints(tmp_path, marker).items():
-        engine = ["--engine", "deepspeed"] if name == "pickled code" else []
+        engine = ["--engine", "deepspeed"] if name in ("pickled code", "old format") else []
         rc = main(["train", PRESET, *TINY, "--resume", str(path), *engine])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and len(err.splitlines()) == 1 and expected[name] in err and str(path) in err, (name, err)
@@ -639,30 +648,40 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 
-def test_deepspeed_optimizer_state_rebuilds_only_allow_listed_classes():
-    from harness.engine.checkpoint import from_plain, to_plain
-    from harness.core.errors import DepthbenchError
-
-    with pytest.raises(DepthbenchError, match="'posix.system', which is not one of the DeepSpeed classes"):
-        from_plain({"partitions": [{"__object__": "posix.system", "state": {}}]})
-    with pytest.raises(TypeError, match="cannot store"):
-        to_plain({"x": object()})
-    import enum
-
-    from deepspeed.runtime.zero.config import ZeroStageEnum
+def test_deepspeed_optimizer_state_loads_weights_only_with_exactly_its_own_classes(tmp_path):
+    """DeepSpeed's state objects are saved as they are and read back by torch's weights-only allow-list; any other
+    class -- DeepSpeed's own included -- is refused in one line, and a file without them never imports DeepSpeed."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig, ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
+    from harness.core.errors import DepthbenchError
+    from harness.engine.checkpoint import read_checkpoint, save_atomic
+
+    scaler = DynamicLossScaler(2.0**16, 1000, 1.0, delayed_shift=2, consecutive_hysteresis=False)
+    scaler.cur_iter = 7
     state = {
         "zero_stage": ZeroStageEnum.gradients,
+        "loss_scaler": scaler,
         "map": {"w": fragment_address(numel=4, start=2)},
         "t": [torch.ones(2)],
         "pair": (1, "a"),
     }
-    plain = to_plain(state)
-    assert not isinstance(plain["zero_stage"], enum.Enum) and isinstance(plain["map"]["w"], dict)
-    back = from_plain(plain)
+    save_atomic({"optimizer": state}, tmp_path / "ds.pth")
+    back = read_checkpoint(tmp_path / "ds.pth")["optimizer"]
     assert back["zero_stage"] is ZeroStageEnum.gradients and back["map"]["w"] == fragment_address(numel=4, start=2)
+    assert type(back["loss_scaler"]) is DynamicLossScaler and vars(back["loss_scaler"]) == vars(scaler)
     assert torch.equal(back["t"][0], torch.ones(2)) and back["pair"] == (1, "a")
+
+    torch.save({"optimizer": {"config": DeepSpeedZeroConfig()}}, tmp_path / "other.pth")
+    with pytest.raises(DepthbenchError, match="weights-only load refuses: deepspeed.runtime.zero.config"):
+        read_checkpoint(tmp_path / "other.pth")
+
+    torch.save({"model": {"w": torch.ones(1)}}, tmp_path / "plain.pth")
+    probe = "import sys; from harness.engine.checkpoint import read_checkpoint as r; r(sys.argv[1]); "
+    probe += "print('deepspeed' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe, tmp_path / "plain.pth"], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
 
 
 @pytest.mark.tier("integration")

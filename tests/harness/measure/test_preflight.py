@@ -125,6 +125,18 @@ def test_checkpoint_window_and_space_verdicts(env, tmp_path):
     assert not list(tmp_path.glob(".preflight-*"))  # the test checkpoint is removed
 
 
+def test_preflight_checks_the_layout_submit_estimates_and_records_it_or_none():
+    from harness.measure import estimate as est
+    from harness.measure.preflight.record import layout_record
+
+    assert pf.Layout is est.Layout  # one layout: what preflight checks is what submit --estimate costs
+    unplanned = {"nodes": None, "ranks_per_node": None, "time_s": None, "warning_s": 120}
+    assert layout_record(pf.Layout(nodes=None)) == unplanned
+    planned = pf.Layout(nodes=2, gpus_per_node=4, time_s=600, warning_s=300)
+    assert layout_record(planned) == {"nodes": 2, "ranks_per_node": 4, "time_s": 600, "warning_s": 300}
+    assert (planned.world, pf.Layout(nodes=3, ntasks_per_node=2).world, pf.Layout(nodes=None).planned) == (8, 6, False)
+
+
 def test_a_sweep_is_measured_once_per_distinct_run(env):
     plans = [pf.make_plan(pf.Target(DIGITS, (*TINY, f"optim.lr={lr}")), 1) for lr in (0.1, 0.2)]
     plans.append(pf.make_plan(pf.Target(DIGITS, ("model.width=16", "data.input_size=8", "batch_size=16")), 1))
