@@ -1,7 +1,7 @@
 """TransNeXt against the official code's native PyTorch implementation (Table 10's "native" side), on CPU.
 
     .venv/bin/python benchmarks/transnext_native.py --official PATH/transnext_native.py \
-        [--model transnext_tiny] [--mode infer|train|both] [--batch-size 8] [--rounds 6] [--threads 2]
+        [--model transnext_tiny] [--mode infer|train|both] [--batch-size 8] [--rounds 6] [--threads 2] [--clock cpu]
 
 ``--official`` is the official repository's single-file native model (github.com/DaiShiResearch/TransNeXt,
 ``classification/transnext_native.py``, commit ff68810; its later releases split it into ``transnext.py`` +
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import timm  # noqa: E402
 
 import models  # noqa: E402,F401
-from harness.measure.bench import ModelStep, run_interleaved, step_peak_mib  # noqa: E402
+from harness.measure.bench import CLOCKS, ModelStep, run_interleaved, step_peak_mib  # noqa: E402
 
 # the official factories' names are ours too: build ours first, the official module's registration then only
 # overwrites the name in timm's registry inside this process
@@ -56,6 +56,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--clock", default="wall", choices=tuple(CLOCKS), help="wall time, or the process's CPU time (under load)"
+    )
     args = parser.parse_args()
     if not args.official.is_file():
         parser.error(
@@ -76,7 +79,7 @@ def main() -> int:
             "official": ModelStep(official, (3, args.size, args.size), args.batch_size, mode),
             "ours": ModelStep(ours, (3, args.size, args.size), args.batch_size, mode),
         }
-        times = run_interleaved(steps, warmup=1, iters=1, repeats=args.rounds)
+        times = run_interleaved(steps, warmup=1, iters=1, repeats=args.rounds, clock=CLOCKS[args.clock])
         speedups = sorted(o / s for o, s in zip(times["official"], times["ours"]))
         median = statistics.median(speedups)
         mib = {label: step_peak_mib(step) for label, step in steps.items()}
@@ -87,7 +90,7 @@ def main() -> int:
             )
         print(
             f"  {mode}: ours {median:.2f}x the official native [{speedups[0]:.2f}-{speedups[-1]:.2f}] over "
-            f"{len(speedups)} rounds, {args.threads} threads, load average {os.getloadavg()[0]:.1f}"
+            f"{len(speedups)} rounds, {args.threads} threads, {args.clock} clock, load average {os.getloadavg()[0]:.1f}"
         )
     return 0
 

@@ -20,7 +20,9 @@ What this implementation adds to the official one (github.com/DaiShiResearch/Tra
 * **A vectorised native window path** that never materialises the k²-times-larger ``unfold`` tensors:
   three small custom ops (``torch.ops.transnext.window_qk/window_av/window_scatter``) with autograd,
   fake (meta) kernels and FLOP formulas, so ``harness.measure.flops`` counts the window products as the paper
-  does. When the official ``swattention`` CUDA extension is importable and the tensors are on CUDA, its
+  does; in eager mode on real tensors the whole window branch (logits, the shared softmax, positional term, both
+  weighted sums) runs as one autograd function on contiguous taps (``_WindowAttention``), equal to those ops.
+  When the official ``swattention`` CUDA extension is importable and the tensors are on CUDA, its
   kernels are used for the same two products (``attention_backend``).
 
 Parameter names and shapes are exactly the official ones (``patch_embed{i}``, ``block{i}.{j}.attn.*``,
@@ -56,6 +58,7 @@ from timm.layers import DropPath, get_device_dtype, to_2tuple, trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model, register_notrace_module
 from timm.models._features import feature_take_indices
 from torch import Tensor, nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 from torch.utils.flop_counter import register_flop_formula
 
 __all__ = [
@@ -230,6 +233,160 @@ def _window_flops(a_shape, b_shape, height, width, window, *args, **kwargs) -> i
 
 for _op in (torch.ops.transnext.window_qk, torch.ops.transnext.window_av, torch.ops.transnext.window_scatter):
     register_flop_formula(_op)(_window_flops)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The whole window branch as one autograd function (eager, CPU and CUDA without swattention)
+#
+# Layout: every per-position map is kept on a *flat padded grid*: the H×W map zero-padded by r = k//2 on each
+# side (Hp × Wp, Wp = W + 2r), flattened, with r more zeros at each end. On that grid the key of window offset
+# (i, j) of the query at flat index p is at p + (i - r)·Wp + (j - r): a constant shift, so every tap is one
+# product of two *contiguous* 1-D slices of length H·Wp (the rows of the map with their padding columns),
+# instead of a 2-D strided window whose rows are only W long (14 at stage 3, where a tap's inner loop was
+# mostly loop overhead). The 2r padding columns per row are computed and dropped (Wp/W = 1.14 at stage 3).
+# The adjoint products (the gradients of the keys and values) are gathers over the same shifts, reading the
+# zero-padded weights: no zero-filled accumulator, no scatter.
+# ----------------------------------------------------------------------------------------------------
+
+
+def _flat_grid(height: int, width: int, window: int) -> Tuple[int, int, int, List[Tuple[int, int]]]:
+    """(Wp, length of the flat padded grid, start of the band of map rows, [(shift in, shift out)] per offset):
+    tap o reads ``grid[in_o : in_o + H·Wp]`` for the queries' band, and the gather (adjoint) reads
+    ``grid[out_o : out_o + H·Wp]``."""
+    r = window // 2
+    wp = width + 2 * r
+    length = (height + 2 * r) * wp + 2 * r
+    band = r + r * wp
+    taps = [(i * wp + j, (2 * r - i) * wp + 2 * r - j) for _, i, j in _offsets(window)]
+    return wp, length, band, taps
+
+
+def _to_flat_grid(t: Tensor, height: int, width: int, window: int) -> Tensor:
+    """(..., N) -> (..., flat padded grid) copy, zero outside the map; ``t`` may be strided."""
+    r = window // 2
+    wp, length, _, _ = _flat_grid(height, width, window)
+    out = t.new_empty(*t.shape[:-1], length)
+    grid = out[..., r : length - r].unflatten(-1, (height + 2 * r, wp))
+    out[..., : r + r * wp + r].zero_()  # the leading margin, the top padding rows and the first row's left columns
+    out[..., length - r - r * wp - r :].zero_()
+    grid[..., r : height + r - 1, width + r :].zero_()  # each row's right columns
+    grid[..., r + 1 : height + r, :r].zero_()  # and the next row's left ones
+    grid[..., r : height + r, r : width + r].copy_(t.unflatten(-1, (height, width)))
+    return out
+
+
+def _band_interior(t: Tensor, height: int, width: int, window: int) -> Tensor:
+    """(..., H·Wp) band -> its (..., H, W) map columns, a strided view."""
+    r = window // 2
+    return t.unflatten(-1, (height, width + 2 * r))[..., r : r + width]
+
+
+def _flat_taps_dot(a: Tensor, b: Tensor, starts: List[int], band: int, n: int, out: Tensor) -> Tensor:
+    """out[..., o, :] = sum_c a[..., c, band:band+n] * b[..., c, start_o:start_o+n]: the k² window dot products."""
+    a = a[..., band : band + n]
+    product = torch.empty_like(a)
+    for o, start in enumerate(starts):
+        torch.mul(a, b[..., start : start + n], out=product)
+        torch.sum(product, dim=-2, out=out[..., o, :])
+    return out
+
+
+def _flat_taps_sum(weights: Tensor, b: Tensor, w_starts: List[int], b_starts: List[int], n: int) -> Tensor:
+    """sum_o weights[..., o:o+1, w_o:w_o+n] * b[..., :, b_o:b_o+n]: the weighted sums over the window (and their
+    adjoint, a gather with the opposite shifts)."""
+    (w0, b0), *rest = zip(w_starts, b_starts)
+    out = weights[..., 0:1, w0 : w0 + n] * b[..., b0 : b0 + n]
+    for o, (ws, bs) in enumerate(rest, start=1):
+        out.addcmul_(weights[..., o : o + 1, ws : ws + n], b[..., bs : bs + n])
+    return out
+
+
+class _WindowAttention(torch.autograd.Function):
+    """Aggregated attention's window branch and softmax in one function, with a hand-written backward:
+
+    logits = [q·k over the window + ``bias_local`` | ``logits_pool``], A = softmax(logits),
+    x = window_av(A_local + ``pos``, v) + v_poolᵀ · A_poolᵀ.
+
+    Shapes: q, k, v (B, heads, d, N); bias_local (heads, k², N) (static bias and the -inf outside the map);
+    logits_pool (B, heads, N, P); v_pool (B, heads, P, d); pos (B, heads, k², N) or None (positional attention,
+    added after the softmax). Returns x (B, heads, d, N). The same function as the custom-op path in
+    AggregatedAttention.forward (tests/models/test_transnext.py compares them and gradchecks this one)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias_local, logits_pool, v_pool, pos, height, width, window):
+        b, heads, d, n = q.shape
+        taps = window * window
+        wp, _, band, shifts = _flat_grid(height, width, window)
+        starts_in = [s for s, _ in shifts]
+        rows = height * wp
+        qf, kf, vf = (_to_flat_grid(t, height, width, window) for t in (q, k, v))
+        local = _flat_taps_dot(qf, kf, starts_in, band, rows, q.new_empty(b, heads, taps, rows))
+        logits = q.new_empty(b, heads, n, taps + logits_pool.shape[-1])
+        torch.add(
+            _band_interior(local, height, width, window),
+            bias_local.unflatten(-1, (height, width)),
+            out=logits[..., :taps].transpose(-2, -1).unflatten(-1, (height, width)),
+        )
+        del local
+        logits[..., taps:] = logits_pool
+        attn = torch.softmax(logits, dim=-1)
+        del logits
+        weights = attn[..., :taps].transpose(-2, -1)  # (B, heads, k², N) view
+        if pos is not None:
+            weights = weights + pos
+        wf = _to_flat_grid(weights, height, width, window)
+        del weights
+        x_local = _flat_taps_sum(wf, vf, [band] * taps, starts_in, rows)
+        x = torch.matmul(v_pool.transpose(-2, -1), attn[..., taps:].transpose(-2, -1))
+        x.unflatten(-1, (height, width)).add_(_band_interior(x_local, height, width, window))
+        # q and k themselves, not their padded copies: the pooled path and the L2 norm keep them alive anyway, so
+        # backward pads them again (two copies) instead of holding two more maps per block; v's padded copy
+        # replaces v (nothing else keeps v)
+        ctx.save_for_backward(q, k, vf, wf, attn, v_pool)
+        ctx.geometry = (height, width, window)
+        ctx.has_pos = pos is not None
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, vf, wf, attn, v_pool = ctx.saved_tensors
+        height, width, window = ctx.geometry
+        need = ctx.needs_input_grad
+        b, heads, d, n = grad.shape
+        taps = window * window
+        wp, _, band, shifts = _flat_grid(height, width, window)
+        starts_in, starts_out = [s for s, _ in shifts], [s for _, s in shifts]
+        rows = height * wp
+
+        def interior(t: Tensor) -> Tensor:  # band -> contiguous (..., N)
+            return _band_interior(t, height, width, window).flatten(-2)
+
+        gf = _to_flat_grid(grad, height, width, window)
+        grad_weights = _flat_taps_dot(gf, vf, starts_in, band, rows, grad.new_empty(b, heads, taps, rows))
+        grad_attn = grad.new_empty(attn.shape)
+        grad_attn[..., :taps].transpose(-2, -1).unflatten(-1, (height, width)).copy_(
+            _band_interior(grad_weights, height, width, window)
+        )
+        grad_pos = interior(grad_weights).contiguous() if ctx.has_pos and need[6] else None
+        del grad_weights
+        grad_attn[..., taps:] = torch.matmul(grad.transpose(-2, -1), v_pool.transpose(-2, -1))
+        grad_v_pool = torch.matmul(attn[..., taps:].transpose(-2, -1), grad.transpose(-2, -1)) if need[5] else None
+        grad_v = interior(_flat_taps_sum(wf, gf, starts_out, starts_out, rows)) if need[2] else None
+        del gf
+        grad_logits = torch._softmax_backward_data(grad_attn, attn, -1, attn.dtype)
+        del grad_attn
+        grad_local = grad_logits[..., :taps].transpose(-2, -1)  # (B, heads, k², N) view
+        grad_bias = grad_local.sum(0) if need[3] else None
+        grad_pool = grad_logits[..., taps:] if need[4] else None
+        gl = _to_flat_grid(grad_local, height, width, window)
+        grad_q = grad_k = None
+        if need[0]:
+            kf = _to_flat_grid(k, height, width, window)
+            grad_q = interior(_flat_taps_sum(gl, kf, [band] * taps, starts_in, rows))
+            del kf
+        if need[1]:
+            grad_k = interior(_flat_taps_sum(gl, _to_flat_grid(q, height, width, window), starts_out, starts_out, rows))
+        return grad_q, grad_k, grad_v, grad_bias, grad_pool, grad_v_pool, grad_pos, None, None, None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -881,6 +1038,21 @@ class AggregatedAttention(_CosineAttentionBase):
         else:
             self.learnable_tokens = self.learnable_bias = None
 
+    fused_window = True  # False: always the reference path (the custom window ops), e.g. to compare the two
+
+    def _fused_window_applies(self, *tensors: Tensor) -> bool:
+        """Whether :class:`_WindowAttention` computes this forward: eager, on real tensors of one dtype, with no
+        dispatch mode active (FlopCounterMode counts the window products through the custom ops' formulas, and
+        the meta device has no data), and no dropout on the attention weights (the function has none)."""
+        return (
+            self.fused_window
+            and not torch.compiler.is_compiling()
+            and not tensors[0].is_meta
+            and len({t.dtype for t in tensors}) == 1
+            and (not self.training or self.attn_drop.p == 0)
+            and _get_current_dispatch_mode() is None
+        )
+
     def _use_swattention(self, x: Tensor) -> bool:
         if self.attention_backend == "native" or x.device.type != "cuda":
             return False
@@ -915,9 +1087,21 @@ class AggregatedAttention(_CosineAttentionBase):
         attn_pool = q_scaled.transpose(-2, -1) @ k_pool.transpose(-2, -1)  # (B, heads, N, P)
         attn_pool = attn_pool + self.position_bias(geometry, geometry.pool_size)
 
-        # foveal path: the query-centred window, scores (B, heads, N, k²) for the softmax (token-major: the
-        # softmax over the last axis is ~3x faster on CPU than over an outer one)
         swa = self._use_swattention(x)
+        if not swa and self._fused_window_applies(q_scaled, k_local, v_local, attn_pool, v_pool):
+            bias_local = self.relative_pos_bias_local.unsqueeze(-1) + geometry.local_mask.t().to(q_scaled.dtype)
+            pos = None
+            if self.learnable_tokens is not None:
+                pos = self.learnable_tokens.transpose(-2, -1) @ q_norm + self.learnable_bias.transpose(-2, -1)
+            x = _WindowAttention.apply(
+                q_scaled, k_local, v_local, bias_local, attn_pool, v_pool, pos, height, width, window
+            ).reshape(b, c, n)
+            x = torch.baddbmm(self.proj.bias, x.transpose(1, 2), self.proj.weight.t().expand(b, c, c))
+            return self.proj_drop(x)
+
+        # the reference path (custom ops; meta tensors and FLOP counting, torch.compile, swattention, dropout on
+        # the attention weights): the query-centred window, scores (B, heads, N, k²) for the softmax (token-major:
+        # the softmax over the last axis is ~3x faster on CPU than over an outer one)
         if swa:
             try:  # the kernel adds the static bias and writes -inf outside the map
                 attn_local = _SwQkRpb.apply(

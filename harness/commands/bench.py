@@ -4,7 +4,7 @@
                      [--batch-size B] [--input-size S | H W] [--amp bf16|fp16] [--channels-last] [--compile]
                      [--grad-checkpointing] [--optimizer sgd|adamw|adamw-foreach|adamw-fused]
                      [--compare compile|channels-last|grad-checkpointing|bf16|fused|foreach ...]
-                     [--threads T] [--device cpu|cuda] [--repeats R] [--out CSV] [--pairs PAPER[:GROUP]]
+                     [--threads T] [--device cpu|cuda] [--clock wall|cpu] [--repeats R] [--out CSV] [--pairs PAPER[:GROUP]]
 
     from harness.commands.bench import run
     result = run(["resnet18", "resnet34"], input_size=32, batch_size=2)   # BenchResult(rows, pairs, ...)
@@ -96,6 +96,13 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--device", choices=["cpu", "cuda"], default=None, help="default: cuda when a CUDA device is visible, else cpu"
     )
+    p.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="what a step's seconds are: wall time (default) or the process's CPU time (CPU only; on a loaded "
+        "machine it leaves out the time spent waiting for a core -- compare runs of equal --threads)",
+    )
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--iters", type=int, default=2, help="timed steps per model per round (default 2)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
@@ -158,6 +165,7 @@ def main(args) -> int:
         compare=args.compare,
         threads=args.threads,
         device=args.device,
+        clock=args.clock,
         repeats=args.repeats,
         iters=args.iters,
         warmup=args.warmup,
@@ -193,6 +201,7 @@ def run(
     compare: Sequence[str] = (),
     threads: int | None = None,
     device: str | None = None,
+    clock: str = "wall",
     repeats: int = 5,
     iters: int = 2,
     warmup: int = 2,
@@ -207,7 +216,8 @@ def run(
 
     ``model_kwargs`` go to every model's ``timm.create_model``; ``input_size``: a side or (H, W) (default: each
     model's own); ``mode``: infer, train or both; ``threads``: CPU threads, the process pinned to as many cores
-    (default: every core it may use); ``compile``/``channels_last``/``grad_checkpointing``/``amp``/``optimizer``:
+    (default: every core it may use); ``clock``: "wall" or "cpu" (the process's CPU time, CPU only);
+    ``compile``/``channels_last``/``grad_checkpointing``/``amp``/``optimizer``:
     how every model runs; ``compare``: names of :data:`~harness.measure.bench.COMPARE` -- every model also runs
     with that option changed, interleaved, and each pair's ratios are reported. ``out``: append the rows to this
     CSV (the pairs to ``<name>_pairs.csv``); it is checked before any work. ``progress`` gets a status line at the
@@ -227,6 +237,7 @@ def run(
         compare=tuple(compare),
         threads=threads,
         device=device,
+        clock=clock,
         repeats=repeats,
         iters=iters,
         warmup=warmup,

@@ -262,13 +262,16 @@ def run_interleaved(
     repeats: int = 3,
     synchronize: Callable[[], None] = lambda: None,
     chunk=None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Seconds per step of every callable in every round, the callables interleaved.
 
     Warm-up: ``warmup`` steps of each (in order). Then ``repeats`` rounds; in each round each callable runs
     ``iters`` timed steps back to back, in the given order on even rounds and reversed on odd rounds (A B, B A,
     A B, ... so a load that rises or falls during the run biases no model). ``chunk(label)`` may return a context
-    manager wrapped around each timed chunk (CUDA peak memory uses it). Returns ``{label: [s/step per round]}``.
+    manager wrapped around each timed chunk (CUDA peak memory uses it). ``clock``: the seconds read around each
+    chunk (wall time by default; ``time.process_time`` counts only this process's CPU time, which a loaded
+    machine's other jobs distort less). Returns ``{label: [s/step per round]}``.
     """
     labels = list(steps)
     for label in labels:
@@ -280,11 +283,11 @@ def run_interleaved(
         for label in labels if round_index % 2 == 0 else labels[::-1]:
             with chunk(label) if chunk else nullcontext():
                 synchronize()
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(iters):
                     steps[label]()
                 synchronize()
-                times[label].append((time.perf_counter() - start) / iters)
+                times[label].append((clock() - start) / iters)
     return times
 
 
@@ -550,6 +553,12 @@ def preset(name: str) -> tuple[list[Participant], list[Pair]]:
 
 
 # ------------------------------------------------------------------------------------------------ the comparison
+# what a step's seconds are read from: wall time, or the CPU time of the process (all its threads: with
+# --threads T a step's CPU seconds are about T times its wall seconds on an idle machine, so compare runs of
+# equal threads; under load, time spent waiting for a core is not counted)
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 @dataclass
 class BenchOptions:
     """How the models are run: ``depthbench bench``'s options (the models themselves are :class:`Participant`)."""
@@ -569,6 +578,7 @@ class BenchOptions:
     grad_checkpointing: bool = False  # the models' set_grad_checkpointing(True) (training memory vs time)
     optimizer: str = "sgd"  # the training step's optimizer (OPTIMIZERS)
     compare: tuple = ()  # COMPARE names: each model also as a variant with that option, paired
+    clock: str = "wall"  # CLOCKS: wall time, or the process's CPU time (CPU only; steadier on a loaded machine)
 
 
 @dataclass
@@ -598,8 +608,12 @@ def check_options(options: BenchOptions, input_size=None) -> None:
     unknown = [c for c in options.compare if c not in COMPARE]
     if unknown:
         raise DepthbenchError(f"--compare {' '.join(unknown)}: choose from {', '.join(COMPARE)}")
+    if options.clock not in CLOCKS:
+        raise DepthbenchError(f"--clock {options.clock!r}: choose one of {', '.join(CLOCKS)}")
     if options.device is None:
         options.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if options.clock == "cpu" and options.device != "cpu":
+        raise DepthbenchError("--clock cpu: the process's CPU time does not time GPU work; use --clock wall on cuda")
     for option, value, least in (
         ("--batch-size", options.batch_size, 1),
         ("--repeats", options.repeats, 1),
@@ -752,6 +766,7 @@ def benchmark(
             ) from None
     by_label = {p.label: p for p in participants}
     info = machine(device, threads, cores)
+    info["clock"] = options.clock
     amp = amp_dtype(options.amp)
     peak_dtype = amp or torch.float32
     peak_size = options.peak_size or (8192 if device == "cuda" else 2048)
@@ -759,7 +774,7 @@ def benchmark(
         f"depthbench bench: {len(participants)} model(s) on {info['device_name']} ({device}, "
         f"{threads} thread(s){', cores ' + info['cores'] if device == 'cpu' else ''}), load average "
         f"{info['load_avg_1m']}; batch {batch_size}, {precision}, {options.repeats} rounds x "
-        f"{options.iters} steps, interleaved"
+        f"{options.iters} steps, interleaved" + (", timed in process CPU time" if options.clock == "cpu" else "")
     )
     results = {p.label: {} for p in participants}
     all_times = {}
@@ -789,6 +804,7 @@ def benchmark(
             repeats=options.repeats,
             synchronize=lambda: _synchronize(device),
             chunk=cuda_peak,
+            clock=CLOCKS[options.clock],
         )
         # memory beside speed: one more (warm) step of each model, after the timed rounds, never inside them
         for p in participants:

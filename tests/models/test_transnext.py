@@ -148,6 +148,79 @@ def test_decomposed_window_ops_for_compile_match_the_custom_ops():
             assert torch.allclose(x, y, rtol=0, atol=1e-12)
 
 
+def _window_branch_reference(q, k, v, bias, logits_pool, v_pool, pos, h, w, window):
+    """The reference path's window branch (AggregatedAttention.forward with the custom ops), as a function."""
+    taps = window * window
+    attn = torch.cat([(transnext.window_qk(q, k, h, w, window) + bias).transpose(-2, -1), logits_pool], -1)
+    attn_local, attn_pool = attn.softmax(-1).split([taps, logits_pool.shape[-1]], -1)
+    local = attn_local.transpose(-2, -1) + pos if pos is not None else attn_local.transpose(-2, -1)
+    return transnext.window_av(local, v, h, w, window) + v_pool.transpose(-2, -1) @ attn_pool.transpose(-2, -1)
+
+
+@pytest.mark.parametrize(
+    "b, heads, d, h, w, window, pool, positional",
+    [
+        (2, 2, 3, 4, 5, 3, 4, True),  # non-square
+        (1, 2, 2, 5, 3, 5, 3, True),  # a 5x5 window wider than the map
+        (2, 1, 2, 1, 3, 3, 2, False),  # one row, no positional attention
+    ],
+)
+def test_fused_window_attention_gradchecks_and_equals_the_reference_path(b, heads, d, h, w, window, pool, positional):
+    """_WindowAttention (flat padded grid, hand-written backward) against torch.autograd.gradcheck in float64,
+    and its values and gradients against the custom-op composition it replaces, with -inf outside the map."""
+    torch.manual_seed(0)
+    n, taps = h * w, window * window
+    f64 = {"dtype": torch.float64}
+    mask = torch.zeros(n, taps, **f64).masked_fill(~transnext.window_validity((h, w), window), float("-inf"))
+    inputs = (
+        *(torch.randn(b, heads, d, n, **f64) for _ in range(3)),
+        torch.randn(heads, taps, 1, **f64) + mask.t(),
+        torch.randn(b, heads, n, pool, **f64),
+        torch.randn(b, heads, pool, d, **f64),
+        torch.randn(b, heads, taps, n, **f64) if positional else None,
+    )
+    inputs = tuple(t.requires_grad_() if t is not None else None for t in inputs)
+    fused = transnext._WindowAttention.apply(*inputs, h, w, window)
+    reference_out = _window_branch_reference(*inputs, h, w, window)
+    assert torch.allclose(fused, reference_out, rtol=0, atol=1e-12)
+    grad = torch.randn_like(fused)
+    wanted = [t for t in inputs if t is not None]
+    for ours, theirs in zip(
+        torch.autograd.grad((fused * grad).sum(), wanted), torch.autograd.grad((reference_out * grad).sum(), wanted)
+    ):
+        assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda *t: transnext._WindowAttention.apply(*t, h, w, window), inputs)
+
+
+def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch):
+    """The whole model, training forward and every parameter's gradient, with the fused window branch and with the
+    custom ops (AggregatedAttention.fused_window = False): equal in float64; and FLOP counting (a dispatch mode)
+    and the meta device take the reference path, so the window products stay counted."""
+    torch.manual_seed(0)
+    model = small_model().double().train()
+    randomize_special_parameters(model)
+    x = torch.randn(2, 3, 64, 48, dtype=torch.float64)
+    runs = []
+    for fused in (True, False):
+        monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", fused)
+        model.zero_grad()
+        out = model(x)
+        out.square().sum().backward()
+        runs.append((out.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
+    (out_fused, grads_fused), (out_ref, grads_ref) = runs
+    assert torch.allclose(out_fused, out_ref, rtol=0, atol=1e-10)
+    assert grads_fused.keys() == grads_ref.keys() and any("learnable_tokens" in k for k in grads_fused)
+    for k in grads_fused:
+        assert torch.allclose(grads_fused[k], grads_ref[k], rtol=1e-9, atol=1e-10), k
+    called = []
+    monkeypatch.setattr(transnext._WindowAttention, "apply", lambda *a: called.append(a))
+    monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", True)
+    for counted in (small_model().to("meta"), small_model()):
+        by_op = count_flops(counted, (64, 48)).by_op
+        assert by_op.get("transnext.window_qk", 0) > 0 and by_op.get("transnext.window_av", 0) > 0
+    assert not called
+
+
 def test_memory_saving_functions_match_autograd():
     """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward) give F.normalize's and the plain
     ConvGLU's values and gradients."""

@@ -55,6 +55,31 @@ def test_interleaving_is_real():
     assert {k: len(v) for k, v in times.items()} == {"A": 3, "B": 3, "C": 3}
 
 
+def test_steps_are_timed_with_the_clock_given():
+    """A step's seconds are the difference of the clock read around its chunk (``--clock cpu`` passes the
+    process's CPU time): a clock that advances one second per reading gives one second per chunk of two steps."""
+    ticks = iter(range(100))
+    steps = {"A": lambda: None, "B": lambda: None}
+    times = run_interleaved(steps, warmup=0, iters=2, repeats=2, clock=lambda: float(next(ticks)))
+    assert times == {"A": [0.5, 0.5], "B": [0.5, 0.5]}
+
+
+def test_cpu_clock_leaves_out_waiting_and_rows_name_their_clock():
+    """``CLOCKS['cpu']`` (the process's CPU time) does not count a step that waits -- as a step waits for a core
+    on a loaded machine -- and wall time does; every row says which clock timed it."""
+    import time
+
+    from harness.commands.bench import run
+    from harness.measure.bench import CLOCKS
+
+    waits = {"wait": lambda: time.sleep(0.2)}
+    assert run_interleaved(waits, warmup=0, repeats=1, clock=CLOCKS["wall"])["wait"][0] >= 0.2
+    assert run_interleaved(waits, warmup=0, repeats=1, clock=CLOCKS["cpu"])["wait"][0] < 0.1
+    for clock in ("cpu", "wall"):
+        result = run(["resnet18"], input_size=32, clock=clock, memory=False, batch_size=1, repeats=1, iters=1, warmup=0)
+        assert result.rows[0]["clock"] == clock and result.machine["clock"] == clock
+
+
 def test_command_interleaves_models_and_the_peak_probe(monkeypatch, capsys):
     calls = []
 
@@ -309,6 +334,7 @@ def test_a_second_pairs_run_appends_to_the_pairs_csv(tmp_path, monkeypatch):
         (["bench", "resnet18", "model.width=3"], "key=value overrides (model.width=3) need --config"),
         (["bench", "--config", DIGITS_HORESNET, "model.widht=8"], "unknown config key 'model.widht'"),
         (["bench", "steps_deit_small", "--input-size", "100"], "--model-kwargs img_size=100"),
+        (["bench", "resnet18", "--clock", "cpu", "--device", "cuda"], "--clock"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
