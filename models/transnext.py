@@ -1043,11 +1043,13 @@ class AggregatedAttention(_CosineAttentionBase):
     def _fused_window_applies(self, *tensors: Tensor) -> bool:
         """Whether :class:`_WindowAttention` computes this forward: eager, on real tensors of one dtype, with no
         dispatch mode active (FlopCounterMode counts the window products through the custom ops' formulas, and
-        the meta device has no data), and no dropout on the attention weights (the function has none)."""
+        the meta device has no data), no dropout on the attention weights (the function has none), and no
+        autocast (its softmax would return fp32 into a bf16/fp16 backward)."""
         return (
             self.fused_window
             and not torch.compiler.is_compiling()
             and not tensors[0].is_meta
+            and not torch.is_autocast_enabled(tensors[0].device.type)
             and len({t.dtype for t in tensors}) == 1
             and (not self.training or self.attn_drop.p == 0)
             and _get_current_dispatch_mode() is None

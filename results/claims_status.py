@@ -199,6 +199,7 @@ class BenchPlan:
     rounds: int = 6
     iters: int = 1
     warmup: int = 1
+    note: str = ""  # what is measured, in words: the report's "Models:" line
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,14 @@ def _bench(b, where: str) -> BenchPlan:
         bounded(b.get("rounds", 6), f"{where}: rounds", 2, MAX_ROUNDS, integer=True),
         bounded(b.get("iters", 1), f"{where}: iters", 1, 50, integer=True),
         bounded(b.get("warmup", 1), f"{where}: warmup", 0, 50, integer=True),
+        _text(b.get("note", ""), f"{where}: note"),
     )
+
+
+def _text(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise ClaimError(f"{where}: expected text, got {type(value).__name__}")
+    return value
 
 
 def bounded(

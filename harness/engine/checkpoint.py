@@ -503,16 +503,30 @@ def _deepspeed_classes_named(source) -> bool:
             source.seek(start)
 
 
+PLAIN_STATE_TYPES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
 def to_cpu(obj):
-    """A state dict (dicts, lists, tuples, tensors, plain values, DeepSpeed's state objects) with every tensor on
-    the CPU: what a rank sends to another must not unpickle onto the sender's GPU there. DeepSpeed's state objects
-    hold plain values and pass as they are."""
+    """A DeepSpeed optimizer state dict (dicts, lists, tuples, tensors, plain values, DeepSpeed's state objects)
+    with every tensor detached on the CPU: what a rank sends to another must not unpickle onto the sender's GPU
+    there. Any other object is refused here, at the save, in one line -- a weights-only resume could not read it
+    back, and the run should learn that now, not days later when it resumes (a DeepSpeed upgrade that adds a
+    class to its state: add it to :data:`DEEPSPEED_STATE_CLASSES` once it is known to hold plain values)."""
     if isinstance(obj, torch.Tensor):
-        return obj.cpu()
+        return obj.detach().cpu()  # ZeRO's fp32 partitions require grad: no autograd node in the checkpoint
     if isinstance(obj, Mapping):
         return {k: to_cpu(v) for k, v in obj.items()}
-    if type(obj) in (list, tuple):
+    if type(obj) in (list, tuple, torch.Size):
         return type(obj)(to_cpu(v) for v in obj)
+    if type(obj) in PLAIN_STATE_TYPES:  # exact types: an int subclass (ZeroStageEnum) is checked by name below
+        return obj
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if name not in DEEPSPEED_STATE_CLASSES:
+        raise DepthbenchError(
+            f"DeepSpeed's optimizer state holds a {name}, which a weights-only resume cannot read back; this "
+            "DeepSpeed version is newer than depthbench knows (harness/engine/checkpoint.py DEEPSPEED_STATE_CLASSES): "
+            "pin deepspeed to the version in requirements/lock.txt, or use --engine accelerate"
+        )
     return obj
 
 

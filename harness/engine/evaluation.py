@@ -47,13 +47,13 @@ def evaluate(model, loader, backend: Backend) -> dict:
         hit5 = (top == safe_targets[:, None]).any(dim=1)
         batch_sums = torch.stack(
             [
-                losses.where(valid, 0.0).sum(),
-                (valid & (top[:, 0] == safe_targets)).sum(),
-                (valid & hit5).sum(),
-                valid.sum(),
+                losses.where(valid, 0.0).sum(dtype=torch.float64),
+                (valid & (top[:, 0] == safe_targets)).sum(dtype=torch.float64),
+                (valid & hit5).sum(dtype=torch.float64),
+                valid.sum(dtype=torch.float64),
             ]
         )
-        sums += batch_sums.to(torch.float64)
+        sums += batch_sums
     loss_sum, correct1, correct5, count = backend.reduce_and_read(sums)
     count = max(count, 1.0)
     return {

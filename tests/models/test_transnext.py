@@ -221,6 +221,25 @@ def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch
     assert not called
 
 
+def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
+    """Under autocast the fused window function would meet a float32 softmax and a bf16 gradient in its backward:
+    the reference path runs instead (fp32 weights, bf16 autocast on CPU), and the training step goes through."""
+    called = []
+    real_apply = transnext._WindowAttention.apply
+    monkeypatch.setattr(transnext._WindowAttention, "apply", lambda *a: called.append(1) or real_apply(*a))
+    monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", True)
+    torch.manual_seed(0)
+    model = small_model().train()
+    x = torch.randn(2, 3, 64, 48)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    out.float().square().sum().backward()
+    assert not called and all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    model.zero_grad()
+    model(x).square().sum().backward()  # without autocast, fp32: the fused path
+    assert called
+
+
 def test_memory_saving_functions_match_autograd():
     """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward) give F.normalize's and the plain
     ConvGLU's values and gradients."""

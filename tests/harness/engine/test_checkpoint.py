@@ -300,3 +300,42 @@ def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_old_on
     monkeypatch.undo()
     assert torch.equal(checkpoint.read_checkpoint(path)["w"], torch.ones(2))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pth", "last.pth.sha256"]
+
+
+def test_deepspeed_state_goes_to_the_cpu_detached_and_refuses_what_a_resume_cannot_read(tmp_path):
+    """checkpoint.to_cpu (what every rank sends rank 0 of its ZeRO state): tensors detached on the CPU, DeepSpeed's
+    allow-listed objects as they are -- an fp16 DynamicLossScaler saved and read back weights-only -- and any other
+    object refused at the save in one line naming its class (a resume days later could not unpickle it)."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+
+    from harness.engine.checkpoint import to_cpu
+
+    partition = torch.ones(3, requires_grad=True) * 2  # a non-leaf, as ZeRO's fp32 partitions on a GPU
+    state = {
+        "loss_scaler": DynamicLossScaler(
+            init_scale=2.0**16,
+            scale_window=1000,
+            min_scale=1,
+            delayed_shift=2,
+            consecutive_hysteresis=False,
+            dtype=torch.float16,
+        ),
+        "zero_stage": ZeroStageEnum.gradients,
+        "partition": [partition],
+        "shape": torch.Size([3]),
+        "dtype": torch.float16,
+    }
+    sent = to_cpu(state)
+    assert not sent["partition"][0].requires_grad and sent["partition"][0].grad_fn is None
+    save_atomic({"optimizer": sent}, tmp_path / "last.pth")
+    back = read_checkpoint(tmp_path / "last.pth")["optimizer"]
+    assert isinstance(back["loss_scaler"], DynamicLossScaler) and back["loss_scaler"].cur_scale == 2.0**16
+    assert back["zero_stage"] is ZeroStageEnum.gradients and back["shape"] == torch.Size([3])
+
+    class NewInDeepSpeed:  # a class a later DeepSpeed might put in its state
+        pass
+
+    with pytest.raises(DepthbenchError, match=r"holds a .*NewInDeepSpeed, which a weights-only resume cannot") as e:
+        to_cpu({"partitions": [{"new": NewInDeepSpeed()}]})
+    assert "\n" not in str(e.value)
