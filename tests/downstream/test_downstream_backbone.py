@@ -14,44 +14,11 @@ import downstream  # noqa: F401  (registers DepthbenchBackbone)
 import models  # noqa: F401  (registers the paper models with timm, for the classifiers built here)
 from downstream.audit import load_config
 from downstream.backbone import DepthbenchBackbone, mmdet_swin_to_timm
+from fixtures.downstream import SMALL, SMALL_CHANNELS
 from harness.engine.checkpoint import FORMAT, save_atomic
 from harness.core.errors import DepthbenchError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-# Reduced-width paper backbones (same classes and dense arguments as the configs, fewer channels and blocks)
-SMALL = {
-    # Steps-Swin: stage 4's widest step is empty, so the stage runs narrower than nominal (as 544 < 768)
-    "steps_swin": dict(
-        model_name="steps_swin_tiny",
-        model_kwargs=dict(
-            embed_dim=16,
-            depths=(1, 1, 2, 2),
-            num_heads=(1, 1, 2, 4),
-            strict_img_size=False,
-            always_partition=True,
-            stage_steps=(None, None, ((32, 1, 1), (64, 2, 1)), ((32, 1, 1), (48, 1, 1), (96, 2, 1), (128, 4, 0))),
-        ),
-    ),
-    "transnext": dict(
-        model_name="transnext_micro",
-        model_kwargs=dict(
-            embed_dims=(16, 32, 64, 128),
-            num_heads=(1, 1, 2, 4),
-            depths=(1, 1, 1, 1),
-            img_size=96,
-            pretrain_size=224,
-            position_bias="interpolate",
-        ),
-    ),
-    "scalenet_swin": dict(
-        model_name="scalenet_swin_tiny_2x",
-        model_kwargs=dict(
-            embed_dim=16, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 4), strict_img_size=False, always_partition=True
-        ),
-    ),
-}
-SMALL_CHANNELS = {"steps_swin": [16, 32, 64, 96], "transnext": [16, 32, 64, 128], "scalenet_swin": [16, 32, 64, 128]}
 
 
 def small_backbone(family: str, **kwargs) -> DepthbenchBackbone:

@@ -359,7 +359,7 @@ def test_mask_rcnn_iteration_and_evaluation_per_family(family, embedded_cache, t
     """Each dense paper backbone family (reduced width, tests/downstream/test_downstream_backbone.py) in the embedded
     Mask R-CNN preset: one training iteration and one COCO evaluation pass on the embedded set, end to end
     through `depthbench finetune` (the papers' full-size configs train one step on synthetic batches there)."""
-    from test_downstream_backbone import SMALL, SMALL_CHANNELS
+    from fixtures.downstream import SMALL, SMALL_CHANNELS
 
     backbone = dict(
         SMALL[family],

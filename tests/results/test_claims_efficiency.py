@@ -246,5 +246,5 @@ def test_an_efficiency_only_report_says_it_measured_the_papers_own_models(tmp_pa
     text = (tmp_path / "out" / "claims.md").read_text()
     title, _, first = text.splitlines()[:3]
     assert title.startswith("# The papers' efficiency claims, measured on the papers' own models")
-    assert "nothing here is at a reduced setting" in first.lower() and "Setting: " not in text
+    assert "nothing is at a reduced setting" in first.lower() and "Setting: " not in text
     assert "\nModels: a (resnet10t), b (resnet10t)\n" in text  # the file's bench section has no note

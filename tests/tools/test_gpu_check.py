@@ -1084,6 +1084,7 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
     tests.mkdir()
     for helper in ("conftest.py", "devices.py", "tiers.py", "clitools.py", "cpu_seconds.csv"):
         shutil.copy(ROOT / "tests" / helper, tests / helper)
+    shutil.copytree(ROOT / "tests" / "fixtures", tests / "fixtures")  # conftest's shared builders
     (tests / "test_budget.py").write_text(
         "import time\nfrom devices import on_devices\n\n"
         "@on_devices('models')\ndef test_measures(device, record):\n    record(name='first', x=1)\n\n"

@@ -648,6 +648,7 @@ def test_unusable_resume_checkpoints_are_one_line_before_anything_is_written(tmp
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 
+@pytest.mark.tier("integration")
 def test_deepspeed_optimizer_state_loads_weights_only_with_exactly_its_own_classes(tmp_path):
     """DeepSpeed's state objects are saved as they are and read back by torch's weights-only allow-list; any other
     class -- DeepSpeed's own included -- is refused in one line, and a file without them never imports DeepSpeed."""
