@@ -105,6 +105,20 @@ def secret(tmp_path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def data_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch, data_cache):
+    """This test's own runs folder (scripts, records, Slurm logs) and a data cache shared by the module."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(root))
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(data_cache))
+    return root
+
+
 @pytest.fixture(scope="session")
 def embedded_data(tmp_path_factory):
     """One data folder for the embedded sets of the whole session, all xdist workers included: generating the COCO and

@@ -73,3 +73,22 @@ def test_the_batch_script_requeues_a_crash_whatever_meta_json_is(tmp_path, monke
     )
     assert out.returncode == 0 and "requeued (1 of 3 restarts)" in out.stdout, out.stdout + out.stderr
     assert log.read_text().splitlines()[0] == "requeuehold 4242"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_runs_root_follows_the_run_directory_contract(monkeypatch, tmp_path):
+    """slurm uses the runs root of harness/core/rundir.py (DEPTHBENCH_RUNS, else its DEFAULT_ROOT), and says so when
+    that lies inside the checkout."""
+    from harness.core import rundir
+    from slurm import submit
+
+    monkeypatch.delenv("DEPTHBENCH_RUNS", raising=False)
+    monkeypatch.setattr(rundir, "DEFAULT_ROOT", ROOT / "results" / "runs")
+    assert submit.runs_root() == ROOT / "results" / "runs"
+    assert "DEPTHBENCH_RUNS" in submit.runs_root_note() and "shared file system" in submit.runs_root_note()
+    monkeypatch.setattr(rundir, "DEFAULT_ROOT", tmp_path / "elsewhere")
+    assert submit.runs_root() == tmp_path / "elsewhere" and submit.runs_root_note() is None
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path / "shared"))
+    assert submit.runs_root() == tmp_path / "shared" and submit.runs_root_note() is None
