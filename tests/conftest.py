@@ -107,6 +107,7 @@ def secret(tmp_path) -> Path:
 
 @pytest.fixture(scope="module")
 def data_cache(tmp_path_factory):
+    """One DEPTHBENCH_DATA folder per test module (``runs``): a dataset one test exports, the next one reuses."""
     return tmp_path_factory.mktemp("data")
 
 
