@@ -15,7 +15,7 @@ The plan, for a claim with looks at ``n_1 < ... < n_K`` seeds per arm (informati
   sqrt(t_j / t_k)``;
 - with few seeds the statistic is a t, not a z: each ``c_k`` is carried to the t scale at the same nominal tail
   probability (``t_{df}`` quantile of ``Phi(-c_k)``), the usual small-sample adjustment; the simulation in
-  tests/results/test_claims_sequential.py checks the false-positive rate of the whole plan against alpha;
+  tests/results/test_sequential.py checks the false-positive rate of the whole plan against alpha;
 - the repeated confidence interval at look k is ``diff -/+ q_k se`` (``q_k`` the t-scale boundary): it covers the
   true difference at every look at once with probability >= 1 - alpha, so a decision read off it at any look (and
   stopping there) keeps its error rate -- adding seeds is not optional stopping.

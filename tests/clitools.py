@@ -2,7 +2,7 @@
 
 The processes are forks of a server that imported the stack once (:func:`harness.engine.forked.start_forked`, the
 way ``depthbench claims`` starts its runs): the same program as ``python -m harness.cli ARGS`` -- argv, cwd,
-environment, thread count, fresh seeds, signals, exit codes (tests/harness/engine/test_forked_runs.py compares the
+environment, thread count, fresh seeds, signals, exit codes (tests/harness/engine/test_forked.py compares the
 two) -- without the ~4 s of CPU a fresh interpreter spends importing torch, timm and the rest; the suite starts ~100
 of them.
 ``fresh=True`` starts a fresh interpreter, for tests whose subject is the process itself.

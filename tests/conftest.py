@@ -16,6 +16,7 @@ import tiers  # noqa: E402
 import torch  # noqa: E402
 from clitools import run_cli
 from fixtures.configs import PRESET
+from fixtures.files import SECRET
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed probes for an accelerator when mmengine imports it
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,30 @@ record = devices.record  # the GPU check's measurements for its report (tests/de
 def cli():
     """``run_cli``: the CLI in a process of its own. Carries ``integration`` (tests/tiers.py's FIXTURE_TIERS)."""
     return run_cli
+
+
+@pytest.fixture
+def secret(tmp_path) -> Path:
+    """A file outside the run holding SECRET (tests/fixtures/files.py): a link planted in a run points here, and its
+    bytes must never be written over nor printed."""
+    path = tmp_path / "secret.txt"
+    path.write_text(SECRET)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_cache(tmp_path_factory):
+    """One DEPTHBENCH_DATA folder per test module (``runs``): a dataset one test exports, the next one reuses."""
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch, data_cache):
+    """This test's own runs folder (scripts, records, Slurm logs) and a data cache shared by the module."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(root))
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(data_cache))
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """``python -m forked_probe ARGS``: prints, as one JSON line, what a process sees of itself -- run by
-tests/harness/engine/test_forked_runs.py both as a fresh interpreter and as a fork of the preloaded server, to
+tests/harness/engine/test_forked.py both as a fresh interpreter and as a fork of the preloaded server, to
 compare them.
 ``PROBE_SLEEP``: wait that long first; ``PROBE_BURN``: spend that many seconds of CPU first; ``PROBE_EXIT``: the exit
 code. At its end an exit handler says so on stderr."""

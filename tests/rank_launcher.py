@@ -1,7 +1,7 @@
 """``python -m rank_launcher RESULT``: a launcher as ``harness.engine.launch.spawn`` is one -- forks
 ``python -m forked_probe a "b c"`` as rank 1 of 2 (:func:`harness.engine.forked.fork_run`), waits for it and appends
 what it saw (its pid, the rank's exit code, its children's CPU) to RESULT as one JSON line. Run by
-tests/harness/engine/test_forked_runs.py as a fork of the preloaded server."""
+tests/harness/engine/test_forked.py as a fork of the preloaded server."""
 
 import io
 import json

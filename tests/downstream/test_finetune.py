@@ -1,4 +1,5 @@
-"""depthbench finetune / test and the embedded detection/segmentation data, on real mmdet/mmseg (CPU).
+"""depthbench finetune / test and the embedded detection/segmentation data, on real mmdet/mmseg (CPU),
+and downstream.finetune's console.
 
 The end-to-end tests run the embedded presets for a few iterations in this process (one import of the
 OpenMMLab stack for all of them) with a small validation set; the AP/mIoU floors are checked on shortened
@@ -9,16 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from mmengine.logging import MMLogger
 
 from harness import cli  # noqa: E402
 from harness.core.rundir import read_metrics  # noqa: E402
 import os
 from fixtures.files import refused as _refused
+
+from downstream.finetune import console, log_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 DET = str(ROOT / "configs/det/mask-rcnn_steps-resnet18-w32_fpn_500it_embedded-coco.py")
@@ -448,3 +454,33 @@ def test_a_fifo_as_load_from_is_one_line_at_once(tmp_path):
 
     os.mkfifo(tmp_path / "weights.pth")
     _refused(lambda: read_any_checkpoint(str(tmp_path / "weights.pth")), "weights.pth", "not a regular file")
+
+
+# ------------------------------------------------------------------------------------------- the console
+# library warnings of a fine-tune go to its Runner's log, never to another run's logger and never to the console
+class _Runner:
+    def __init__(self, logger):
+        self.logger = logger
+
+
+def _library_warning(text: str) -> None:
+    # issued as if from a library's file: console() keeps only our own packages' warnings on the console
+    warnings.warn_explicit(text, UserWarning, "/site-packages/somelib/module.py", 1)
+
+
+def test_library_warnings_reach_only_this_run_s_log(tmp_path, capsys):
+    other = MMLogger.get_instance("another-run", log_file=str(tmp_path / "other.log"))  # an earlier in-process run
+    with console(verbose=False) as warned:
+        _library_warning("before the runner")
+        ours = MMLogger.get_instance("this-run", log_file=str(tmp_path / "this.log"))  # as the Runner builds it
+        for handler in ours.handlers:  # and quiets its console (downstream.mmengine_compat.DepthbenchRunner)
+            if type(handler) is logging.StreamHandler:
+                handler.setLevel(logging.ERROR)
+        log_warnings(warned, _Runner(ours))
+        _library_warning("after the runner")
+    for handler in ours.handlers + other.handlers:
+        handler.flush()
+    this_log = (tmp_path / "this.log").read_text()
+    assert "before the runner" in this_log and "after the runner" in this_log
+    assert "runner" not in (tmp_path / "other.log").read_text()
+    assert "runner" not in capsys.readouterr().err

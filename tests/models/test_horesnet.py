@@ -24,6 +24,8 @@ from models.horesnet import (
     checkpoint_filter_fn,
     get_tableau,
 )
+import torch.nn.functional as F
+from torch.fx import symbolic_trace
 
 VARIANTS = timm.list_models("horesnet*")  # every registered HO-ResNet name
 
@@ -446,3 +448,102 @@ def test_verify_passes_and_checks_params_and_macs_of_every_model_row():
     root = Path(__file__).resolve().parents[2]
     configs = [r.config for t in tables for r in t.rows if r.config]
     assert configs and [c for c in configs if not (root / c).is_file()] == []
+
+
+# timm's feature API, checked against values computed by hand (tests/models/timm_contract checks only shapes and that it runs)
+def _rk4_net(**kwargs):
+    torch.manual_seed(0)
+    return timm.create_model("horesnet10_rk4", **kwargs).eval()  # one RK4 block of 4 sub-blocks
+
+
+def _rk4_stage_values(model, x):
+    """Stem, then Y2 = x + k1/2, Y3 = x + k2/2, Y4 = x + k3, y = ReLU(x + (k1 + 2k2 + 2k3 + k4)/6) (eqs. 10-11)."""
+    stem = F.relu(model.bn1(model.conv1(x)))
+    f = model.layer1[0].stages
+    k1 = f[0](stem)
+    k2 = f[1](stem + k1 / 2)
+    k3 = f[2](stem + k2 / 2)
+    k4 = f[3](stem + k3)
+    return [stem, stem + k1 / 2, stem + k2 / 2, stem + k3, F.relu(stem + (k1 + 2 * k2 + 2 * k3 + k4) / 6)]
+
+
+def test_horesnet_features_are_the_stem_and_the_rk_stage_values():
+    model = _rk4_net()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = _rk4_stage_values(model, x)
+        final, feats = model.forward_intermediates(x)
+        features = _rk4_net(features_only=True)(x)
+    assert [(f["num_chs"], f["reduction"]) for f in model.feature_info] == [(64, 1)] * 5
+    assert len(feats) == 5
+    for got, want in zip(feats, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(final, model.forward_features(x), rtol=0, atol=0)
+    assert len(features) == 3  # features_only: the last 3, as timm's ViTs
+    for got, want in zip(features, expected[2:]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("index", [0, 2, 4])
+def test_horesnet_pruned_inside_a_block_outputs_that_stage_value_and_trains(index):
+    model = _rk4_net()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = _rk4_stage_values(model, x)[index]
+        stopped, _ = model.forward_intermediates(x, indices=[index], stop_early=True)
+    torch.testing.assert_close(stopped, expected, rtol=1e-5, atol=1e-5)
+    model.prune_intermediate_layers([index])
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_features(x), expected, rtol=1e-5, atol=1e-5)
+    kept_stages = {n.split(".")[3] for n, _ in model.named_parameters() if n.startswith("layer1.")}
+    assert kept_stages == {str(i) for i in range(index)}  # the dropped stages' parameters are gone
+    model.train()
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_horesnet_pruning_drops_a_kept_stage_whose_k_no_kept_stage_value_reads():
+    # Kutta-Nystrom 5: a_54 = 0 (row [2/25, 12/25, 2/15, 8/75, 0]), so pruned to stage 5's input (tap 5: stem
+    # is tap 0, block 0's stage values are taps 1..5) k_4 is read by nothing kept; only y used it. timm's
+    # contract: every kept parameter reaches the output.
+    torch.manual_seed(0)
+    model = HOResNet(depth=14, scheme="kutta_nystrom5").eval()  # n_F = 6: one block of 6 stages
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        taps = model.forward_intermediates(x, intermediates_only=True)
+    model.prune_intermediate_layers([5])
+    kept_stages = {n.split(".")[3] for n, _ in model.named_parameters() if n.startswith("layer1.")}
+    assert kept_stages == {"0", "1", "2", "3"}
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_features(x), taps[5], rtol=0, atol=0)
+        pruned_taps = model.forward_intermediates(x, indices=[4, 5], intermediates_only=True)
+    torch.testing.assert_close(pruned_taps, taps[4:6], rtol=0, atol=0)
+    model.train()
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_horesnet_drop_path_is_identity_in_eval_and_drops_block_increments_in_training():
+    torch.manual_seed(0)
+    plain = HOResNet(depth=10, scheme="midpoint")
+    dropped = HOResNet(depth=10, scheme="midpoint", drop_path_rate=1.0)  # second block: rate 1 → never kept
+    dropped.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(dropped.eval()(x), plain.eval()(x))
+        dropped.train()
+        stem = dropped.act1(dropped.bn1(dropped.conv1(x)))
+        after_first = dropped.layer1[0](stem)  # rate 0 for the first block
+        torch.testing.assert_close(dropped.layer1[1](after_first), F.relu(after_first))
+
+
+def test_scripted_and_traced_horesnet_with_learnable_h_compute_the_eager_output():
+    torch.manual_seed(0)
+    model = timm.create_model("horesnet30_verner_ada").eval()
+    with torch.no_grad():
+        for block in model.layer1:
+            block.h.fill_(0.7)
+        x = torch.randn(1, 3, 32, 32)
+        expected = model(x)
+        torch.testing.assert_close(torch.jit.script(model)(x), expected)
+        torch.testing.assert_close(symbolic_trace(model)(x), expected)

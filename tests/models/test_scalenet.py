@@ -489,3 +489,14 @@ def test_deit_small_checkpoint_expanded_trained_saved_reloaded(tmp_path):
     assert torch.equal(reloaded.blocks[1].attn.qkv.weight, model.blocks[0].attn.qkv.weight)
     model.eval(), reloaded.eval()
     assert torch.equal(reloaded(x), model(x))
+
+
+# timm's feature API, checked against values computed by hand (tests/models/timm_contract checks only shapes and that it runs)
+def test_scalenet_features_follow_the_expanded_depth_and_keep_the_ties():
+    model = timm.create_model("scalenet_deit_tiny_2x", img_size=32, features_only=True, out_indices=(0, 23))
+    assert len(model.model.feature_info) == 24  # 12 pretrained + 12 weight-shared layers
+    assert_tied(model.model)
+    feats = model(torch.randn(1, 3, 32, 32))
+    assert [tuple(f.shape) for f in feats] == [(1, 192, 2, 2)] * 2
+    swin = timm.create_model("scalenet_swin_tiny_2x", device="meta", features_only=True)
+    assert swin.feature_info.channels() == [96, 192, 384, 768]

@@ -13,6 +13,7 @@ import models  # noqa: F401  (registers the models)
 from harness.engine.models import build_model
 from harness.measure.flops import count_params
 from models.stepsnet import ReverseStepsNet, StepsNet, TransformerLM, residual_blocks, stepsnet_analysis
+from torch.fx import symbolic_trace
 
 VARIANTS = timm.list_models(module="stepsnet")
 
@@ -479,3 +480,80 @@ def test_verify_passes_every_checkable_stepsnet_row():
     reasons = [c for c in checks if c.status == "reason"]
     assert all(c.note for c in reasons)
     assert {c.row for c in reasons if c.table == "5b"} == {"Steps-Swin 48", "Steps-Swin 64", "Steps-Swin 96"}
+
+
+# timm's feature API, checked against values computed by hand (tests/models/timm_contract checks only shapes and that it runs)
+TINY_DEIT = dict(img_size=32, steps=((16, 2, 2), (24, 2, 1), (32, 2, 1)))  # 2x2 patches + cls, widths 16/24/32
+
+
+def _tiny_steps_deit(**kwargs):
+    torch.manual_seed(0)
+    return timm.create_model("steps_deit_tiny", **TINY_DEIT, **kwargs).eval()
+
+
+def _states_by_hand(model, x):
+    """Full-width state [y_i, x_{i+1..n}] after every block, running the blocks one by one."""
+    tokens = model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
+    states, bounds = [], [0, 16, 24, 32]
+    y = tokens[..., :16]
+    for i, step in enumerate(model.blocks.steps):
+        if i:
+            y = torch.cat([y, tokens[..., bounds[i] : bounds[i + 1]]], -1)
+        for block in step:
+            y = block(y)
+            states.append(torch.cat([y, tokens[..., y.shape[-1] :]], -1))
+    return states
+
+
+def test_steps_deit_features_are_the_full_width_state_after_every_block():
+    model = _tiny_steps_deit()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = _states_by_hand(model, x)
+        final, feats = model.forward_intermediates(x, output_fmt="NLC")
+        nchw = model.forward_intermediates(x, indices=[1], intermediates_only=True)
+        features = _tiny_steps_deit(features_only=True, out_indices=(0, 3))(x)
+    assert len(model.feature_info) == len(feats) == 4 and {f["num_chs"] for f in model.feature_info} == {32}
+    for got, want in zip(feats, expected):
+        torch.testing.assert_close(got, want[:, 1:], rtol=0, atol=0)  # prefix (cls) token removed, as timm's ViT
+    torch.testing.assert_close(final, model.forward_features(x), rtol=0, atol=0)
+    torch.testing.assert_close(final, model.norm(expected[-1]), rtol=0, atol=0)
+    assert nchw[0].shape == (2, 32, 2, 2)
+    torch.testing.assert_close(nchw[0], expected[1][:, 1:].transpose(1, 2).reshape(2, 32, 2, 2), rtol=0, atol=0)
+    torch.testing.assert_close(features[1], expected[3][:, 1:].transpose(1, 2).reshape(2, 32, 2, 2), rtol=0, atol=0)
+
+
+def test_steps_deit_pruned_and_stopped_early_end_at_the_wanted_block():
+    model = _tiny_steps_deit()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        expected = _states_by_hand(model, x)
+        stopped, _ = model.forward_intermediates(x, indices=[1], stop_early=True)
+        torch.testing.assert_close(stopped, model.norm(expected[1]), rtol=0, atol=0)
+        model.prune_intermediate_layers([1], prune_norm=True)
+        assert len(model.blocks) == 2 and [len(s) for s in model.blocks.steps] == [2, 0, 0]
+        torch.testing.assert_close(model.forward_features(x), expected[1], rtol=0, atol=0)
+        torch.testing.assert_close(model(x), expected[1], rtol=0, atol=0)  # head pruned (timm: no pooling either)
+
+
+def test_analysis_hooks_still_see_every_block_state():
+    model = _tiny_steps_deit()
+    seen = []
+    handle = model.blocks.register_state_hook(lambda net, i, j, state: seen.append((i, j, state)))
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        _, feats = model.forward_intermediates(x, output_fmt="NLC")
+    handle.remove()
+    assert [(i, j) for i, j, _ in seen] == [(0, 0), (0, 1), (1, 0), (2, 0)]
+    for (_, _, state), feat in zip(seen, feats):
+        torch.testing.assert_close(state[:, 1:], feat, rtol=0, atol=0)
+
+
+def test_scripted_and_traced_steps_deit_compute_the_eager_output():
+    model = _tiny_steps_deit()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = model(x)
+        with timm.layers.set_layer_config(scriptable=True):
+            torch.testing.assert_close(torch.jit.script(model)(x), expected)
+        torch.testing.assert_close(symbolic_trace(model)(x), expected)

@@ -9,6 +9,8 @@ import os
 from fixtures.faults import record, write_attempt
 from fixtures.files import in_time as _in_time
 from slurm import jobs as slurm_jobs
+import pytest
+from clitools import fresh_imports
 
 
 def test_job_records_that_are_fifos_or_escapes_are_named_and_stripped(tmp_path, monkeypatch):
@@ -50,3 +52,11 @@ def test_why_summarises_each_attempt_and_rank(tmp_path):
     assert "1 failed attempt(s)" in text and "attempt 0: rank 1 on n2 hang at step 8" in text
     assert "rank 0 on n1, last step 9: stack dump: all_reduce (c10d.py:9) in agree (backends.py:59)" in text
     assert "rank 1 on n2, last step 8: no stack dump (the process was frozen or dead" in text
+
+
+@pytest.mark.tier("integration")
+def test_jobs_and_cancel_start_without_torch():
+    """``depthbench jobs``/``cancel`` are status commands a user runs often: what they import (slurm.jobs, its fault
+    record reader harness.core.faults, slurm.paths) imports no torch, timm or mmengine (~4 s of CPU each call)."""
+    _, imported = fresh_imports("import slurm.jobs", ("torch", "timm", "mmengine", "slurm.submit"))
+    assert imported == []

@@ -14,6 +14,7 @@ from clitools import start_cli
 from fixtures.cli import one_line as _one_line
 from fixtures.training import ONE_EPOCH as TINY
 from harness.core.errors import DepthbenchError
+from clitools import run_cli
 
 pytestmark = pytest.mark.tier(
     "integration", tests=("test_a_second_train_on_the_same_work_dir_is_one_line",)
@@ -97,3 +98,44 @@ def test_config_values_out_of_range_are_one_line_before_any_work(override, messa
     out = cli("train", PRESET, *TINY, override, "--work-dir", tmp_path / "run")
     assert out.returncode == 2 and out.stderr.strip().endswith(message), out.stderr
     assert out.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.slow
+def test_test_switches_come_from_the_config_only(tmp_path):
+    """The old fault-injection variables do nothing in the product (``DEPTHBENCH_INJECT_FAULT=1`` made ``train``
+    SIGKILL itself); the config's ``testing.step_delay_s`` paces the steps with the hang watchdog off (it lived
+    inside the watchdog, and ``hang.watchdog=False`` dropped it); a bad value is one line, exit 2."""
+    tiny = [
+        "model.width=8",
+        "data.input_size=8",
+        "data.train_subset=32",
+        "data.val_subset=8",
+        "batch_size=8",
+        "epochs=1",
+        "log_interval=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+    ]
+    env = {
+        "DEPTHBENCH_INJECT_FAULT": "1",
+        "DEPTHBENCH_INJECT_STEP_DELAY": "soon",
+        "DEPTHBENCH_RUNS": str(tmp_path / "runs"),
+        "DEPTHBENCH_DATA": str(tmp_path / "data"),
+    }
+    out = run_cli(
+        "train",
+        PRESET,
+        *tiny,
+        "hang.watchdog=False",
+        "testing.step_delay_s=0.3",
+        "--work-dir",
+        tmp_path / "run",
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    times = [r["step_time"] for r in steps if r.get("kind") == "train"]
+    assert len(times) == 4 and min(times) >= 0.3, times
+    bad = run_cli("train", PRESET, *tiny, "testing.kill_at_step=soon", env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "testing.kill_at_step" in bad.stderr, bad.stderr

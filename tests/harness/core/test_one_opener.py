@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("harness", "downstream", "results", "slurm", "models")
@@ -139,3 +140,36 @@ def test_the_check_sees_each_route(tmp_path):
             for r in ("open()", ".read_bytes()", ".read_text()", "np.load", "torch.load", "Image.open", "Path.open")
         }
     )
+
+
+CLUSTER_READERS = [
+    "slurm/jobs.py",
+    "slurm/restart.py",
+    "harness/engine/watchdog.py",
+    "harness/engine/switches.py",
+    "harness/core/faults.py",
+]
+
+
+RAW_FILE_CALLS = {"read_text", "read_bytes", "write_text", "write_bytes", "is_file", "exists", "open"}
+
+
+@pytest.mark.parametrize("module", CLUSTER_READERS)
+def test_the_cluster_modules_open_run_files_only_through_the_opener(module):
+    """No route around harness.core.files in the modules that read and write fault records, meta.json and the
+    restart history: no open()/Path.read_text()/write_text()/is_file()/exists() (they follow links and block on
+    FIFOs), and an os.open only with O_NOFOLLOW. RunDir.open is the run-directory contract's own opener."""
+    source = (ROOT / module).read_text()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        if name not in RAW_FILE_CALLS or owner == "RunDir" or isinstance(func, ast.Name) and name != "open":
+            continue  # harness.core.files' read_text & co. are called by name: those are the opener
+        if owner == "os" and "O_NOFOLLOW" in ast.unparse(node):
+            continue
+        found.append(f"{module}:{node.lineno}: {ast.unparse(node)[:80]}")
+    assert not found, found

@@ -181,7 +181,7 @@ def test_sigkill_mid_epoch_and_resume_is_bitwise_identical(interrupted, referenc
 @pytest.mark.parametrize("before, after", [(2, 1), (1, 2)])
 def test_elastic_resume_on_another_number_of_ranks(interrupted, before, after):
     """Issue 41: a run killed mid-epoch on N ranks continues on M: from the checkpoint's global sample position
-    (the sampler's order is the same on any rank count: tests/harness/tasks/test_data.py), to the end, saying so. Its numbers
+    (the sampler's order is the same on any rank count: tests/harness/engine/test_data.py), to the end, saying so. Its numbers
     are not compared with an uninterrupted run: the digits model's BatchNorm normalises over each rank's
     micro-batch, so 1 and 2 ranks train differently even on the same samples."""
     runs = interrupted(before)

@@ -15,6 +15,7 @@ import pytest
 
 from harness.engine import watchdog as wd
 from slurm import jobs as slurm_jobs
+from fixtures.files import SECRET
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -106,3 +107,30 @@ def test_a_frozen_rank_resumed_to_be_killed_still_shows_its_stall(tmp_path):
         child.wait()
     ((start, end),) = json.loads(path.read_text())["stalls"]
     assert start <= stopped + 0.5 and end >= resumed - 0.5
+
+
+def test_the_watchdog_writes_no_record_through_a_planted_link(tmp_path, secret, monkeypatch):
+    """The step file (opened read-write), the heartbeat, the stack dump and the error record: a link planted at
+    any of their names, or at the attempt's folder, is never written through -- the file it points at keeps its
+    bytes."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    run = tmp_path / "run"
+    folder = run / "faults" / "attempt-0"
+    folder.mkdir(parents=True)
+    for name in ("step-rank-0.bin", "heartbeat-rank-0.json", "stacks-rank-0.txt", "error-rank-0.json"):
+        (folder / name).symlink_to(secret)
+    dog = wd.Watchdog(run, rank=0, factor=5, floor_s=60, poll_s=0.01, on_hang=lambda: None)
+    dog.beat(3)
+    dog._heartbeat(1e9)
+    dog.dump("test")
+    wd.record_error(run, 0, ValueError("x"), 3)
+    assert secret.read_text() == SECRET
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run / "faults").rename(tmp_path / "old-faults")
+    (run / "faults").symlink_to(elsewhere, target_is_directory=True)  # the whole folder planted
+    dog = wd.Watchdog(run, rank=1, factor=5, floor_s=60, on_hang=lambda: None)
+    dog.beat(1)
+    dog.dump("test")
+    wd.record_error(run, 1, ValueError("x"), 1)
+    assert list(elsewhere.iterdir()) == []

@@ -1,4 +1,4 @@
-"""``depthbench models`` (harness/commands/models.py, harness/measure/catalog.py)."""
+"""``depthbench models`` end to end (harness/commands/models.py over harness/measure/catalog.py)."""
 
 import re
 
@@ -36,21 +36,6 @@ def test_no_match_is_one_line_and_exit_2(capsys):
     )
 
 
-@pytest.mark.parametrize("threads,expected", [("3", 3), ("", None)])
-def test_thread_default_respects_omp_num_threads(monkeypatch, threads, expected):
-    from harness.engine.launch import configure_threads
-
-    monkeypatch.setenv("OMP_NUM_THREADS", threads)
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr("os.getloadavg", lambda: (1.2, 1.0, 1.0))  # another job keeps one of the 2 cores busy
-    got = configure_threads(1, 0, apply=False)
-    assert got == (expected if expected is not None else 1)
-    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert configure_threads(1, 0, apply=False) == (expected or 2)  # idle: both cores
-    assert configure_threads(2, 0, apply=False) == (expected or 1)  # two processes share them
-    assert configure_threads(1, 4, apply=False) == (expected or 1)  # loader workers count, at least 1
-
-
 @pytest.mark.tier("integration")
 def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_path, capsys):
     """Issue 26: `depthbench models` measured every model on every call (2.5 min). Counts are now measured once
@@ -68,41 +53,6 @@ def test_counts_are_cached_by_the_code_that_defines_the_model(monkeypatch, tmp_p
     again = capsys.readouterr()
     assert again.out == first.out
     assert "take" not in again.err and "while" not in again.err, again.err
-
-
-def test_verify_reads_the_counts_depthbench_models_measured(tmp_path, monkeypatch):
-    """Issue 58 item 5: `depthbench models` then `verify` measured the same parameters and FLOPs twice (61 s, then
-    70 s), though README says the cache is shared: the audit now reads the counts the catalog stored, measuring
-    nothing -- and the other way round."""
-    from harness.measure import catalog
-    from harness.measure.cache import MeasurementCache
-    from results import audit
-    from results.paper_tables import Row
-
-    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
-    name = "deit_tiny_patch16_224"
-    listed = catalog.describe(name, "baseline (timm)", cache=(cache := MeasurementCache()))
-    cache.save()
-
-    def measured_again(*args, **kwargs):
-        raise AssertionError("measured again")
-
-    monkeypatch.setattr(audit, "build_row_model", measured_again)
-    monkeypatch.setattr(audit, "count_flops", measured_again)
-    monkeypatch.setattr(audit, "count_params", measured_again)
-    row = Row("1", "DeiT-Ti", model=name, input_size=224, paper={"params_m": 5.72, "flops_g": 1.26}, paper_id="x")
-    checks = audit.Audit().check_row(row)
-    assert [(c.column, c.status) for c in checks] == [("params_m", "pass"), ("flops_g", "pass")], checks
-    assert [round(c.ours, 3) for c in checks] == [listed["params_m"], listed["flops_g"]]
-
-    # the other order: what the audit measured, `models` lists without counting
-    other = "resnet18"
-    monkeypatch.undo()
-    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path))
-    audited = audit.Audit()
-    audited.check_row(Row("1", "R18", model=other, paper={"params_m": 11.7, "flops_g": 1.8}, paper_id="x"))
-    audited.save()
-    assert catalog.uncounted([other, "resnet34"]) == ["resnet34"]
 
 
 @pytest.mark.tier("integration")

@@ -1,15 +1,13 @@
-"""Datasets and loaders: the embedded digits export, layout checks, CIFAR-10 pickles, WebDataset shards, and the
-samplers behind exact resume."""
+"""harness/engine/data.py: dataset layout checks, the samplers behind exact resume, seeded augmentation, the
+loaders (with and without workers, WebDataset shards, uint8 batches normalised on the device)."""
 
-import pickle
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from mmengine import Config
 
-from harness.core.errors import ConfigError, DataError
+from harness.core.errors import DataError
 from harness.engine.data import (
     EvalSampler,
     SeededSamples,
@@ -19,33 +17,11 @@ from harness.engine.data import (
     check_data,
     set_train_epoch,
 )
-from harness.tasks.image import CIFAR10Pickle, build_transform, export_digits
+from harness.tasks.image import export_digits
+
+from fixtures.configs import digits_cfg, imagenet_digits_cfg
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def digits_cfg(tmp_path, **data):
-    cfg = Config.fromfile(str(ROOT / "configs/_base_/datasets/digits.py"))
-    cfg.data.root = str(tmp_path)
-    cfg.data.update(data)
-    cfg.seed = 0
-    return cfg
-
-
-def test_digits_export_is_the_documented_split(tmp_path):
-    root = export_digits(16, tmp_path)
-    counts = {split: sum(1 for _ in (root / split).rglob("*.png")) for split in ("train", "val")}
-    # sklearn's digits has 1,797 images; a stratified 80/20 split leaves 360 for validation
-    assert counts == {"train": 1437, "val": 360}
-    assert sorted(p.name for p in (root / "train").iterdir()) == [str(c) for c in range(10)]
-    from PIL import Image
-
-    image = Image.open(next((root / "val" / "3").iterdir()))
-    assert image.size == (16, 16) and image.mode == "RGB"
-    # a second call reuses the cache; no temporary folders are left behind
-    mtime = (root / "val").stat().st_mtime
-    assert export_digits(16, tmp_path) == root and (root / "val").stat().st_mtime == mtime
-    assert [p.name for p in tmp_path.iterdir()] == ["digits-16"]
 
 
 def test_missing_and_malformed_datasets_fail_in_one_line(tmp_path):
@@ -67,27 +43,6 @@ def test_missing_and_malformed_datasets_fail_in_one_line(tmp_path):
     with pytest.raises(DataError) as e:
         check_data(cifar.data)
     assert "data_batch_1" in str(e.value) and "\n" not in str(e.value)
-
-
-def write_fake_cifar(folder: Path, per_batch: int = 4):
-    folder.mkdir(parents=True)
-    rng = np.random.RandomState(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        labels = rng.randint(0, 10, per_batch).tolist()
-        data = rng.randint(0, 256, (per_batch, 3072)).astype(np.uint8)
-        with open(folder / name, "wb") as fh:
-            pickle.dump({"data": data, "labels": labels}, fh)
-    return data, labels  # the test batch
-
-
-def test_cifar10_pickle_layout(tmp_path):
-    data, labels = write_fake_cifar(tmp_path / "cifar-10-batches-py")
-    train, test = CIFAR10Pickle(tmp_path, train=True), CIFAR10Pickle(tmp_path, train=False)
-    assert len(train) == 20 and len(test) == 4
-    image, label = test[2]
-    # CIFAR rows are 1024 red, then green, then blue values, row-major
-    assert label == labels[2] and image.size == (32, 32)
-    assert image.getpixel((5, 1)) == tuple(int(data[2][c * 1024 + 1 * 32 + 5]) for c in range(3))
 
 
 def test_train_sampler_resumes_where_it_stopped(tmp_path):
@@ -216,40 +171,7 @@ def test_webdataset_shards(tmp_path):
         check_data(cfg.data)
 
 
-def test_transform_pipelines(tmp_path):
-    cfg = digits_cfg(tmp_path, input_size=16)
-    from PIL import Image
-
-    image = Image.new("RGB", (8, 8), (255, 0, 0))
-    for pipeline in ("cifar", "none"):
-        cfg.aug.pipeline = pipeline
-        assert build_transform(cfg.data, cfg.aug, is_training=True)(image).shape == (3, 16, 16)
-    cfg.aug.pipeline = "imagenet"
-    cfg.aug.auto_augment = "rand-m9-mstd0.5-inc1"
-    assert build_transform(cfg.data, cfg.aug, is_training=True)(image).shape == (3, 16, 16)
-    cfg.aug.pipeline = "fancy"
-    with pytest.raises(ConfigError, match="aug.pipeline"):
-        build_transform(cfg.data, cfg.aug, is_training=True)
-
-
 # ----------------------------------------------------------------------------------------- uint8 batches (issue 27)
-def imagenet_digits_cfg(tmp_path, **data):
-    """The digits with the ImageNet pipeline (RandomResizedCrop, RandAugment, random erasing at p=1 so every image
-    has a patch) at 24 px: the transform whose tail (ToTensor, Normalize, RandomErasing) moves to the device."""
-    cfg = digits_cfg(
-        tmp_path,
-        input_size=24,
-        crop_pct=0.875,
-        crop_mode="center",
-        interpolation="bicubic",
-        train_subset=32,
-        val_subset=20,
-        **data,
-    )
-    imagenet = Config.fromfile(str(ROOT / "configs/_base_/datasets/imagenet.py"))
-    cfg.aug = imagenet.aug
-    cfg.aug.reprob, cfg.aug.recount = 1.0, 2
-    return cfg
 
 
 @pytest.mark.parametrize("mode", ["pixel", "rand", "const"])
@@ -291,48 +213,3 @@ def test_device_loader_channels_last_and_the_wrapped_loader_s_attributes(tmp_pat
     set_train_epoch(loader, 0, start_batch=4)
     batches = list(loader)
     assert len(batches) == 2 and batches[0][0].is_contiguous(memory_format=torch.channels_last)
-
-
-def test_device_normalize_refuses_a_transform_it_cannot_split(tmp_path):
-    import torchvision.transforms as T
-
-    from harness.tasks.image import split_transform
-
-    steps, normalize, erasing = split_transform(
-        build_transform(imagenet_digits_cfg(tmp_path).data, imagenet_digits_cfg(tmp_path).aug, True)
-    )
-    assert isinstance(normalize, T.Normalize) and erasing is not None and "RandAugment" in repr(steps)
-    with pytest.raises(ConfigError, match="loader.device_normalize=True needs a transform"):
-        split_transform(T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.5,)), T.GaussianBlur(3)]))
-
-
-def test_randaugment_posterize_keeping_zero_bits_gives_black_instead_of_raising(tmp_path):
-    """DeiT's rand-m9-mstd0.5-inc1 reaches posterize(0 bits) now and then; Pillow 11+ raises there (a crashed run),
-    Pillow < 11 gave a black image, which the image task's transform reproduces. Every other draw is timm's."""
-    from PIL import Image
-    from timm.data import create_transform
-
-    from harness.engine.data import seed_all
-    from harness.tasks.image import _posterize, black_zero_bit_posterize
-
-    image = Image.new("RGB", (6, 6), (100, 150, 200))
-    assert _posterize(image, 0).getextrema() == ((0, 0),) * 3
-    assert _posterize(image, 2).getpixel((0, 0)) == (64, 128, 192)
-    timm_t = create_transform(16, is_training=True, auto_augment="rand-m9-mstd0.5-inc1")
-    ours = black_zero_bit_posterize(create_transform(16, is_training=True, auto_augment="rand-m9-mstd0.5-inc1"))
-    image = Image.new("RGB", (20, 20), (100, 150, 200))
-    raised = 0
-    for seed in range(200):
-        seed_all(seed)
-        try:
-            want = timm_t(image)
-        except ValueError:  # Pillow's "bits must be between or equal to 1 and 8"
-            want, raised = None, raised + 1
-        seed_all(seed)
-        got = ours(image)
-        assert want is None or torch.equal(got, want)
-    assert raised < 10
-    cfg = imagenet_digits_cfg(tmp_path)
-    steps = build_transform(cfg.data, cfg.aug, is_training=True).transforms
-    ops = [op for step in steps for op in getattr(step, "ops", []) if op.name == "PosterizeIncreasing"]
-    assert ops and all(op.aug_fn is _posterize for op in ops)
