@@ -30,20 +30,9 @@ from slurmcluster import cluster_fixture, queue, wait_for
 pytestmark = pytest.mark.tier("integration")
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-# test_train's tiny setting: 8x8 digits, 8 channels, 160 images, global batch 8 -> 20 steps an epoch, 2 epochs
-TINY = [
-    "model.width=8",
-    "data.input_size=8",
-    "data.train_subset=160",
-    "data.val_subset=40",
-    "batch_size=8",
-    "epochs=2",
-    "ckpt.interval_steps=3",
-    "ckpt.interval_minutes=None",
-    "log_interval=1",
-    "log.tensorboard=False",
-]
+# the tiny setting (tests/fixtures/training.py): 8x8 digits, 8 channels, 160 images, batch 8 -> 20 steps an epoch, 2 epochs
+from fixtures.training import PRESET, TINY  # noqa: E402
+
 PORT = "6917"  # not the default 6817: a cluster a user started keeps running beside the tests'
 
 

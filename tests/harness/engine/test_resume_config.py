@@ -14,19 +14,8 @@ import pytest
 
 from clitools import start_cli
 
-PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
-TINY = [
-    "model.width=8",
-    "data.input_size=8",
-    "data.train_subset=160",
-    "data.val_subset=40",
-    "batch_size=8",
-    "epochs=2",
-    "ckpt.interval_steps=3",
-    "ckpt.interval_minutes=None",
-    "log_interval=1",
-    "log.tensorboard=False",
-]
+from fixtures.training import PRESET, TINY
+
 EXIT_PREEMPTED = 75
 
 pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
