@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LONGEST_FIRST = (
     "test_train.py",
     "test_finetune.py",
-    "test_engine_options.py",
     "test_slurm.py",
     "test_demo.py",
     "test_gpu_check.py",

@@ -84,7 +84,7 @@ GPU_NODE = (
 GPU_CHECK_FILES = [
     "tests/tools/test_gpu_check.py",
     "tests/harness/engine/test_train.py",
-    "tests/harness/engine/test_engine_options.py",
+    "tests/harness/commands/test_train.py",
 ]
 TOL_FP32 = 1e-3  # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off
 TOL_BF16 = 5e-2  # the same under bf16 autocast (bf16 keeps 8 bits of mantissa: ~4e-3 per rounding)

@@ -55,5 +55,5 @@ mkdir -p "$OUT"
 # (tests/devices.py, GPU_CHECK_FILES)
 "$PYTHON" -m pytest -p no:cacheprovider -p no:randomly -p no:xdist -rs "${LIMIT[@]}" --gpu-check-out "$OUT" \
     "${SELECT[@]}" tests/tools/test_gpu_check.py tests/harness/engine/test_train.py \
-    tests/harness/engine/test_engine_options.py "$@" 2>&1 | tee "$OUT/log.txt"
+    tests/harness/commands/test_train.py "$@" 2>&1 | tee "$OUT/log.txt"
 exit "${PIPESTATUS[0]}"

@@ -62,3 +62,65 @@ def test_the_command_prints_the_ratio_under_the_table(monkeypatch, capsys):
     assert main(["bench", "deit_small", "steps_deit_small"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-2] == "steps_deit_small vs deit_small: GMACs 1.030x; infer 0.930x", out
+
+
+@pytest.mark.slow
+def test_bench_compare_pairs_each_model_with_its_variants(one_thread):
+    from harness.commands.bench import run
+
+    result = run(
+        ["resnet18"],
+        input_size=16,
+        batch_size=2,
+        mode="train",
+        compare=["fused", "channels-last"],
+        repeats=2,
+        iters=1,
+        warmup=1,
+        memory=False,
+    )
+    assert [r["label"] for r in result.rows] == ["resnet18", "resnet18 +fused", "resnet18 +channels-last"]
+    assert [r["optimizer"] for r in result.rows] == ["adamw", "adamw-fused", "adamw"]  # fused vs plain AdamW
+    assert [r["channels_last"] for r in result.rows] == [False, False, True]
+    assert [(p["baseline"], p["candidate"]) for p in result.pairs] == [
+        ("resnet18", "resnet18 +fused"),
+        ("resnet18", "resnet18 +channels-last"),
+    ]
+    assert all(p["train_throughput_ratio"] > 0 for p in result.pairs)
+
+
+@pytest.mark.slow
+def test_bench_pairs_preset_compiled(one_thread, tmp_path, monkeypatch):
+    """--pairs with --compile: every preset model compiled (the CSV says so); the memory processes get the options
+    they are measured with (compile included). HO-ResNet's preset at width 4 and 8 px, inference."""
+    import harness.measure.bench as bench
+    from harness.commands.bench import run
+
+    jobs = []
+    monkeypatch.setattr(bench, "memory_in_subprocess", lambda p, mode, *a, **kw: jobs.append((p.label, kw)) or 1.0)
+    out = tmp_path / "b.csv"
+    result = run(
+        pairs="horesnet:schemes",
+        model_kwargs={"width": 4},
+        input_size=8,
+        batch_size=2,
+        mode="infer",
+        compile=True,
+        repeats=1,
+        iters=1,
+        warmup=1,
+        out=out,
+    )
+    assert len(result.pairs) == 3 and all(r["compile"] is True for r in result.rows)
+    assert len(jobs) == 4 and all(kw["compile"] is True for _, kw in jobs)
+    assert (tmp_path / "b_pairs.csv").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_bench_grad_checkpointing_needs_the_model_s_support():
+    from harness.commands.bench import run
+    from harness.core.errors import DepthbenchError
+
+    with pytest.raises(DepthbenchError, match="SReT_T has no set_grad_checkpointing"):
+        run(["SReT_T"], input_size=32, batch_size=1, mode="train", grad_checkpointing=True, repeats=1, memory=False)

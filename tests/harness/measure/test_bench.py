@@ -400,3 +400,15 @@ def test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[-2] == "(3, 32, 32) (3, 224, 224)", out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_bench_memory_process_runs_the_variant_it_measures(one_thread):
+    """The CPU memory process builds the participant with its options (grad checkpointing here) and returns MiB."""
+    from harness.measure.bench import Participant, memory_in_subprocess
+
+    p = Participant("resnet18", {}, (3, 16, 16))
+    plain = memory_in_subprocess(p, "train", 2, None, False, 1)
+    checkpointed = memory_in_subprocess(p, "train", 2, None, False, 1, grad_checkpointing=True, optimizer="adamw-fused")
+    assert plain > 0 and checkpointed > 0

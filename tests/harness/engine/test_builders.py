@@ -1,0 +1,50 @@
+"""harness.engine.builders: the optimizer's fused and foreach steps, the EMA of a model compiled in place."""
+
+import pytest
+import torch
+
+from fixtures.training import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_fused_and_foreach_optimizer_steps_are_torch_s():
+    from mmengine import Config
+
+    from harness.engine.builders import build_optimizer
+
+    cfg = Config.fromfile(str(ROOT / "configs/_base_/schedules/deit_300e.py"))
+    model = torch.nn.Linear(4, 2)
+    assert build_optimizer(model, cfg).defaults["fused"] is None  # off: torch's default, as before
+    cfg.optim.fused = True
+    assert build_optimizer(model, cfg).defaults["fused"] is True
+    cfg.optim.fused, cfg.optim.foreach = None, True
+    assert build_optimizer(model, cfg).defaults["foreach"] is True
+
+
+def test_the_ema_of_a_model_compiled_in_place_runs_its_own_weights_eagerly():
+    """An epoch hook hands build_optimization the module the previous build compiled in place; its EMA (timm's
+    ModelEmaV3, a deep copy) must not carry that compiled forward, which would run the training weights: torch's
+    nn.Module.__getstate__ leaves it out of copies, which builders.build_optimization relies on."""
+    from timm.utils import ModelEmaV3
+
+    graphs = []
+
+    def counting_backend(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    try:
+        model = torch.nn.Linear(3, 2)
+        model.compile(backend=counting_backend)
+        x = torch.ones(1, 3)
+        trained = model(x)
+        assert len(graphs) == 1  # compiled in place
+        ema = ModelEmaV3(model, decay=0.5)
+        with torch.no_grad():
+            ema.module.weight.zero_()
+            ema.module.bias.fill_(1.0)
+        assert torch.equal(ema.module(x), torch.ones(1, 2)) and len(graphs) == 1  # its own weights, eagerly
+        assert torch.equal(model(x), trained) and ema.module.state_dict().keys() == model.state_dict().keys()
+    finally:
+        torch.compiler.reset()
