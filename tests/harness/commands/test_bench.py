@@ -65,6 +65,7 @@ def test_the_command_prints_the_ratio_under_the_table(monkeypatch, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.tier("integration")
 def test_bench_compare_pairs_each_model_with_its_variants(one_thread):
     from harness.commands.bench import run
 

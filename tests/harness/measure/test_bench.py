@@ -385,10 +385,17 @@ def test_peak_mib_is_what_a_step_allocates():
 
 
 def test_training_memory_is_seen_on_cpu():
-    # a large activation (64 MiB of fp32 per step) must show up in the CPU peak
+    """A large activation (16 x 64 x 128 x 128 fp32 = 64 MiB per step) shows up in the CPU peak, asserted on the
+    deterministic number: the step's tensor allocations (``peak_mib``, the profiler's events). measure's
+    ``peak_mem_mb`` is RSS growth sampled every 2 ms in this process, which depends on what ran before (memory an
+    earlier test freed is reused without growing RSS: a written 64 MiB tensor grew it by 8 KiB after the file's
+    other tests) and on the sampler getting the CPU: not asserted here; RSS is asserted where it is meaningful, in a
+    fresh process (test_cpu_memory_is_measured_in_a_fresh_process)."""
+    activation_mib = 16 * 64 * 128 * 128 * 4 / 2**20
     model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
     result = measure(model, 128, batch_size=16, mode="train", warmup=1, iters=1)
-    assert result["peak_mem_mb"] > 32
+    # the forward holds the convolution's output and the ReLU's (kept for the backward) at once
+    assert result["peak_mib"] >= 2 * activation_mib
     with pytest.raises(ValueError, match="mode"):
         measure(_mlp(), 16, mode="fast")
 
