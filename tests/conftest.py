@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # The longest test files first (their time in `make test` on the idle 2-core machine, 26 Nov 2026: 186, 152, 151,
-# 138, 117, 68, 62, 48 s): `make test` hands whole files to its workers (--dist loadfile) in collection order, so a
+# 138, 117, 68, 48 s): `make test` hands whole files to its workers (--dist loadfile) in collection order, so a
 # long file collected last keeps one worker busy while the other has nothing left to do.
 LONGEST_FIRST = (
     "test_train.py",
@@ -32,7 +32,6 @@ LONGEST_FIRST = (
     "test_demo.py",
     "test_gpu_check.py",
     "timm_contract",
-    "test_trust_downstream.py",
     "test_claims_run.py",
 )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -22,7 +24,11 @@ from mmengine.logging import MMLogger
 from harness import cli  # noqa: E402
 from harness.core.rundir import read_metrics  # noqa: E402
 import os
+from fixtures.cli import one_line_captured as _one_line
+from fixtures.files import evil_mmengine_checkpoint as _evil_mmengine_checkpoint
+from fixtures.files import hold_lock as _hold_lock
 from fixtures.files import refused as _refused
+from harness.core.errors import DepthbenchError
 
 from downstream.finetune import console, log_warnings
 
@@ -37,6 +43,8 @@ SHORT = [
     "default_hooks.logger.interval=1",
     "+val_dataloader.dataset.indices=8",
 ]
+
+TINY_FINETUNE = ["train_cfg.max_iters=2", "default_hooks.logger.interval=1", "+val_dataloader.dataset.indices=4"]
 
 
 def _digest(folder: Path) -> str:
@@ -484,3 +492,196 @@ def test_library_warnings_reach_only_this_run_s_log(tmp_path, capsys):
     assert "before the runner" in this_log and "after the runner" in this_log
     assert "runner" not in (tmp_path / "other.log").read_text()
     assert "runner" not in capsys.readouterr().err
+
+
+# -------------------------------------------------------------------------- run directories and resuming
+def test_resume_auto_resolves_only_inside_the_work_dir(tmp_path):
+    from downstream.finetune import latest_checkpoint, resume_checkpoint
+
+    work, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "iter_1.pth").write_bytes(b"x")
+    (work / "last_checkpoint").write_text(str(elsewhere / "iter_1.pth"))
+    assert latest_checkpoint(work) is None
+    with pytest.raises(DepthbenchError, match="names no checkpoint inside"):
+        resume_checkpoint("auto", work)
+    (work / "iter_1.pth").symlink_to(elsewhere / "iter_1.pth")  # a link out of the work dir is outside too
+    assert latest_checkpoint(work) is None
+    (work / "iter_1.pth").unlink()
+    (work / "iter_1.pth").write_bytes(b"y")  # a copied run: the pointer's old absolute path, the file here
+    assert resume_checkpoint("auto", work) == work / "iter_1.pth"
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["test", "load_from", "resume", "resume-auto"])
+def test_crafted_mmengine_checkpoints_are_refused_by_test_finetune_and_resume(how, embedded_cache, tmp_path, capsys):
+    """A crafted iter_1.pth in a directory whose meta.json says engine mmengine (what used to grant trust), given
+    to `test`, to `load_from=`, to `--resume FILE`, or reached by `--resume auto` through a last_checkpoint pointer
+    out of the work dir: one line, nothing runs, nothing is written."""
+    marker = tmp_path / "pwned"
+    shared = tmp_path / "shared"
+    evil = _evil_mmengine_checkpoint(shared / "iter_1.pth", marker)
+    (shared / "meta.json").write_text(json.dumps({"engine": "mmengine", "status": "done"}))
+    work = tmp_path / "work"
+    argv, needle = {
+        "test": (["test", DET, str(evil), "--work-dir", str(work)], "posix.system"),
+        "load_from": (["finetune", DET, "--work-dir", str(work), f"load_from={str(evil)!r}"], "posix.system"),
+        "resume": (["finetune", DET, "--work-dir", str(work), "--resume", str(evil), *TINY_FINETUNE], "posix.system"),
+        "resume-auto": (
+            ["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE],
+            "names no checkpoint inside",
+        ),
+    }[how]
+    if how == "resume-auto":
+        work.mkdir()
+        (work / "last_checkpoint").write_text(str(evil))
+    code = cli.main(argv)
+    assert not marker.exists(), "the crafted pickle ran"
+    line = _one_line(capsys, code, needle)
+    assert how == "resume-auto" or "weights-only load refuses" in line
+    assert not work.exists() or sorted(p.name for p in work.iterdir()) == ["last_checkpoint"]
+    assert sorted(p.name for p in shared.iterdir()) == ["iter_1.pth", "meta.json"]
+
+
+@pytest.mark.tier("integration")
+def test_a_file_as_work_dir_is_one_line(embedded_cache, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    _one_line(capsys, cli.main(["finetune", DET, "--work-dir", str(afile)]), "is a file, not a directory")
+    _one_line(capsys, cli.main(["test", DET, str(afile), "--work-dir", str(afile)]), "is a file, not a directory")
+
+
+@pytest.mark.tier("integration")
+def test_a_second_finetune_of_a_run_directory_is_one_line(embedded_cache, tmp_path, capsys):
+    work = tmp_path / "run"
+    holder = _hold_lock(work)
+    try:
+        before = sorted(p.name for p in work.iterdir())
+        meta = (work / "meta.json").read_text()
+        _one_line(
+            capsys,
+            cli.main(["finetune", DET, "--work-dir", str(work), "--resume", "auto", *TINY_FINETUNE]),
+            "is in use by pid",
+        )
+        assert sorted(p.name for p in work.iterdir()) == before and (work / "meta.json").read_text() == meta
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ------------------------------------------------------------------------------------ a shortened schedule
+def test_a_shortened_finetune_brings_its_schedule_along():
+    """Issue 26 item 7: train_cfg.max_iters=40 on the 500-iteration preset: the warm-up is 4 iterations, the cosine
+    ends at 40, evaluation and checkpoints every 20, and the rates are the closed forms of that schedule (at
+    iteration 25 the run is past its warm-up, where the unscaled schedule still warmed up at lr 4.9e-4)."""
+    from mmengine.optim.scheduler import LinearLR, CosineAnnealingLR  # noqa: F401  (registers)
+    from mmengine.registry import PARAM_SCHEDULERS
+
+    from downstream.finetune import load_downstream_config
+
+    changes = []
+    cfg = load_downstream_config(DET, ["train_cfg.max_iters=40"], changes)
+    warmup, cosine = cfg.param_scheduler
+    assert (warmup.begin, warmup.end, cosine.begin, cosine.end) == (0, 4, 4, 40)
+    assert cfg.train_cfg.val_interval == 20 and cfg.default_hooks.checkpoint.interval == 20
+    assert cfg.scale == "embedded coco-shapes 128px, 40 iterations" and len(changes) == 4
+    base, start, eta_min = cfg.optim_wrapper.optimizer.lr, warmup.start_factor, cosine.eta_min
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=base)
+    schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optimizer)) for s in cfg.param_scheduler]
+    rates = []
+    for _ in range(40):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        for s in schedulers:
+            s.step()
+    for k in range(4):  # linear warm-up from start_factor to 1 over its 4 iterations
+        assert rates[k] == pytest.approx(base * (start + (1 - start) * k / 3))
+    for k in (4, 25, 39):
+        assert rates[k] == pytest.approx(eta_min + (base - eta_min) * (1 + math.cos(math.pi * (k - 4) / 36)) / 2)
+
+    constant = [dict(type="ConstantLR", factor=1.0, by_epoch=False)]
+    kept = load_downstream_config(
+        DET, ["train_cfg.max_iters=40", "train_cfg.val_interval=5", f"param_scheduler={constant!r}"]
+    )
+    assert kept.param_scheduler == constant
+    assert kept.train_cfg.val_interval == 5  # set on the command line: kept as given
+    epochs = load_downstream_config(
+        "configs/det/stepsnet/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-1x_coco.py", ["train_cfg.max_epochs=6"]
+    )
+    warmup, steps = epochs.param_scheduler
+    assert warmup.end == 500 and (steps.end, steps.milestones) == (6, [4, 5])  # the warm-up counts iterations
+    assert epochs.scale == "6 epochs (the config's 12)"
+
+
+def test_a_schedule_that_cannot_be_rescaled_says_which_key_to_set(tmp_path):
+    from downstream.finetune import load_downstream_config
+
+    config = tmp_path / "custom.py"
+    config.write_text(
+        f"_base_ = [{DET!r}]\nparam_scheduler = [dict(type='ReduceOnPlateauLR', by_epoch=False, "
+        f"monitor='loss', patience=50)]\n"
+    )
+    with pytest.raises(
+        DepthbenchError,
+        match=r"param_scheduler\[0\] \(ReduceOnPlateauLR\) cannot be rescaled from "
+        r"500 to 40 iterations; set param_scheduler=\[\.\.\.\]",
+    ):
+        load_downstream_config(str(config), ["train_cfg.max_iters=40"])
+    assert load_downstream_config(str(config), []).param_scheduler[0].patience == 50  # no override: untouched
+
+
+# ------------------------------------------------------------------ the console, and `test` beside its run
+@pytest.fixture(scope="module")
+def finetuned(embedded_cache, tmp_path_factory):
+    """A 2-iteration fine-tune of the Mask R-CNN preset, as a user runs it (a subprocess, its console kept)."""
+    from clitools import run_cli
+
+    run = tmp_path_factory.mktemp("ft") / "run"
+    done = run_cli("finetune", DET, "--work-dir", run, *TINY_FINETUNE, env={"DEPTHBENCH_CACHE": str(embedded_cache)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run, done
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.slow
+def test_finetune_console_is_a_header_and_progress_and_the_run_keeps_its_config_as_data(finetuned):
+    run, done = finetuned
+    out = done.stdout.splitlines()
+    assert out[0].startswith(f"depthbench finetune: {DET} -> {run}") and "model: MaskRCNN with steps_resnet18" in out[1]
+    assert any(line.startswith("  2 iterations") for line in out) and any("schedule follows" in line for line in out)
+    # training progress and the evaluations (every 250 of 500 iterations: here every 1 of 2)
+    assert [line.split(":")[0] for line in out if line.startswith("iter ")] == [
+        "iter 1/2",
+        "iter 1",
+        "iter 2/2",
+        "iter 2",
+    ]
+    assert len(out) <= 12 and "mmengine - INFO" not in done.stdout and "loading annotations" not in done.stdout
+    assert done.stderr.strip() == ""  # no library warnings, no MMEngine log
+    log = next(run.glob("2*/2*.log")).read_text()
+    assert "System environment" in log and "loading annotations into memory" in log  # the full log is kept
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["scale"] == "embedded coco-shapes 128px, 2 iterations" and meta["schedule_changes"]
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["backbone"]["model_name"] == "steps_resnet18_w32" and config["train_cfg"]["max_iters"] == 2
+    assert not (run / ".lock").exists() or subprocess.run(["flock", "-n", str(run / ".lock"), "true"]).returncode == 0
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.slow
+def test_test_writes_beside_its_checkpoints_run_and_verbose_shows_the_mmengine_log(finetuned, embedded_cache, capsys):
+    run, _ = finetuned
+    capsys.readouterr()
+    assert (
+        cli.main(["test", DET, str(run / "last.pth"), "--json", "--verbose", "+test_dataloader.dataset.indices=4"]) == 0
+    )
+    captured = capsys.readouterr()
+    assert "coco/bbox_mAP" in json.loads(captured.out.strip().splitlines()[-1])
+    # --verbose: MMEngine's console log is back, on stderr: stdout holds only the metrics (issue 45)
+    assert "mmengine - INFO" in captured.err and "mmengine - " not in captured.out
+    tested = run.parent / f"{run.name}-test-iter_2"  # last.pth -> iter_2.pth
+    meta = json.loads((tested / "meta.json").read_text())
+    assert meta["mode"] == "test" and meta["status"] == "done" and meta["tested_run"] == str(run)
+    assert not (ROOT / "results/runs" / f"{json.loads((run / 'meta.json').read_text())['experiment']}-test").exists()

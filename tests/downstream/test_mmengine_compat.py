@@ -2,6 +2,7 @@
 
 import pickle
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -11,6 +12,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import Runner
 
 from downstream.mmengine_compat import DepthbenchRunner
+from fixtures.files import evil_mmengine_checkpoint as _evil_mmengine_checkpoint
 
 
 class _Pairs(Dataset):
@@ -49,7 +51,7 @@ def test_a_plain_weights_only_load_refuses_an_mmengine_checkpoint_and_the_allow_
     """The breakage we work around: torch >= 2.6 loads weights-only and refuses MMEngine's HistoryBuffer (MMEngine
     0.10.7 fails to resume). With downstream imported, MMEngine's local loader adds exactly the allow-list its
     checkpoints need, so even the stock Runner resumes -- and nothing executes code
-    (tests/downstream/test_trust_downstream.py)."""
+    (test_the_mmengine_allow_list_admits_its_own_state_and_nothing_else)."""
     from downstream.mmengine_compat import load_mmengine_checkpoint
 
     _runner(Runner, tmp_path, 1, False).train()
@@ -82,3 +84,47 @@ def test_pretrained_loading_stays_weights_only(tmp_path):
     plain = tmp_path / "plain.pth"
     torch.save({"state_dict": {"w": torch.ones(1)}}, plain)
     assert _load_checkpoint(str(plain), map_location="cpu")["state_dict"]["w"].item() == 1.0
+
+
+def test_the_mmengine_allow_list_admits_its_own_state_and_nothing_else(tmp_path):
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    from downstream.mmengine_compat import load_mmengine_checkpoint
+
+    buffer = HistoryBuffer()
+    for value in (1.0, 3.0):
+        buffer.update(value)
+    torch.save(
+        {
+            "message_hub": {"log_scalars": {"loss": buffer}, "eta": np.float64(2.5)},
+            "meta": {"dataset_meta": {"classes": ("a", "b")}},
+            "state_dict": {"w": torch.ones(2)},
+            "array": np.arange(3, dtype=np.int64),
+        },
+        tmp_path / "good.pth",
+    )
+    loaded = load_mmengine_checkpoint(tmp_path / "good.pth")
+    assert type(loaded["message_hub"]["log_scalars"]["loss"]) is HistoryBuffer
+    assert loaded["message_hub"]["log_scalars"]["loss"].mean() == 2.0 and loaded["array"].tolist() == [0, 1, 2]
+
+    class _Sneaky:  # pickles as getattr(HistoryBuffer, "register_statistics"): an attribute outside the four
+        def __reduce__(self):
+            return getattr, (HistoryBuffer, "register_statistics")
+
+    torch.save({"x": _Sneaky()}, tmp_path / "getattr.pth")
+    with pytest.raises(pickle.UnpicklingError, match="is not allowed"):
+        load_mmengine_checkpoint(tmp_path / "getattr.pth")
+    before = dict(HistoryBuffer._statistics_methods)
+    HistoryBuffer._statistics_methods["mean"] = np.ndarray  # an allowed global planted as a statistics method
+    try:
+        torch.save({"buffer": buffer}, tmp_path / "planted.pth")
+    finally:
+        HistoryBuffer._statistics_methods.update(before)
+    with pytest.raises(pickle.UnpicklingError, match="statistics methods other than its own"):
+        load_mmengine_checkpoint(tmp_path / "planted.pth")
+    assert HistoryBuffer._statistics_methods == before
+    marker = tmp_path / "pwned"
+    _evil_mmengine_checkpoint(tmp_path / "evil.pth", marker)
+    with pytest.raises(pickle.UnpicklingError):
+        load_mmengine_checkpoint(tmp_path / "evil.pth")
+    assert not marker.exists()
