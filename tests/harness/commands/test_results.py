@@ -9,6 +9,7 @@ import pytest
 
 from clitools import run_cli_here
 from fixtures.files import HOSTILE
+from fixtures.paper_views import DEMO, RUNS
 
 pytestmark = pytest.mark.tier("integration")
 
@@ -34,3 +35,41 @@ def test_a_bad_meta_json_is_one_problem_of_its_run(tmp_path, document):
         "results", "--runs", tmp_path / "runs", "--paper", "horesnet", "--table", "1", "--no-audit"
     )
     assert code == 0 and f"{run}: meta.json unreadable (" in err and "Traceback" not in err, err
+
+
+def depthbench(capsys, *args) -> tuple[int, str, str]:
+    from harness.cli import main
+
+    code = main(["results", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.tier("integration")
+def test_cli_tables_status_csv_and_bad_input(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPTHBENCH_CACHE", str(tmp_path / "cache"))
+    code, out, err = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--table", "2", "--no-audit")
+    assert code == 0 and "| Swin-T | 1x | 43.7 / 44.1 / +0.4 | 39.8 / 40.2 / +0.4 |" in out
+    assert "8 run(s) collected" in err
+    code, out, _ = depthbench(capsys, "--file", DEMO, "--runs", RUNS, "--status", "--no-audit")
+    assert code == 0 and "Lost row — the OCR lost this row" in out
+    assert "demo: 6 rows, 5 expressed" in out
+    code, out, _ = depthbench(
+        capsys, "--file", DEMO, "--runs", RUNS, "--format", "csv", "--out", tmp_path / "o", "--no-audit"
+    )
+    assert code == 0 and (tmp_path / "o" / "results.csv").read_text().count("\n") > 10
+    assert (tmp_path / "o" / "figures" / "training_curves.png").is_file()
+    for args, message in [
+        (("--paper", "stepnet"), "unknown paper 'stepnet'; did you mean stepsnet?"),
+        (("--paper", "stepsnet", "--table", "99"), "no table '99' in stepsnet"),
+        (("--runs", tmp_path / "missing"), "--runs"),
+        (("--format", "html"), "give --out DIR"),
+        (("--file", tmp_path / "nope.yaml"), "no such tables file"),
+        (("--out", tmp_path / "o" / "results.csv"), "is a file"),
+        (("--bench", tmp_path / "o" / "results.csv"), "has no 'model' and 'infer_samples_per_sec' columns"),
+        (("--bench", tmp_path / "missing.csv"), "--bench"),
+    ]:
+        code, out, err = depthbench(capsys, *args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and message in lines[0], err
+        assert lines[0].startswith("depthbench results: error: ") and not out

@@ -135,3 +135,26 @@ def test_failed_only_still_shows_why_rows_are_not_checkable(capsys):
     assert "0 passed, 1 failed, 1 not checkable:" in out
     assert "stepsnet 3 Steps-Swin-T flops_g: the paper's FLOPs count is ambiguous" in out
     assert "(reason shown)" not in out
+
+
+def test_verify_json_on_every_real_table(cli, monkeypatch):
+    """Issue 11: `depthbench verify --paper P --json` crashed (PrintedNumber through copy.deepcopy) on four papers.
+    Measured values come from a stub here (the real measures are tested in test_verify.py); what is checked is
+    that every check of every real table serialises."""
+    import argparse
+    import io
+    from contextlib import redirect_stdout
+
+    from harness.commands import verify
+
+    monkeypatch.setattr("results.audit.Audit.value", lambda self, column, row, ctx=None: {"value": 1.0})
+    for paper in paper_tables.available_papers():
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            verify.main(
+                argparse.Namespace(paper=[paper], file=None, table=None, json=True, failed=False, no_cache=True)
+            )
+        checks = json.loads(buf.getvalue())
+        assert checks and {c["paper"] for c in checks} == {paper}
+        reasons = [c for c in checks if c["status"] == "reason" and c["paper_value"] is not None]
+        assert all(isinstance(c["paper_value"], (int, float, str)) for c in reasons)
