@@ -59,7 +59,7 @@ def test_the_contract_names_every_package_and_has_no_exceptions():
 
 # Imports inside functions (docs/architecture.md): a module imports what it needs at its top, so that what it
 # depends on is read in one place and fails at import, not halfway through a run. Three exceptions:
-# the command modules, which keep `depthbench --help` and a command's parsing free of torch (tests/harness/commands/test_cli.py)
+# the command modules, which keep `depthbench --help` and a command's parsing free of torch (tests/harness/test_cli.py)
 # and import the layers below where they run;
 LAZY_COMMAND_MODULES = ("harness/cli.py", "harness/commands/")
 # optional third-party packages, imported by the function that needs them because some place our code runs

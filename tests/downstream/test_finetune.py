@@ -370,7 +370,7 @@ ONE = [
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["steps_swin", "transnext", "scalenet_swin"])
 def test_mask_rcnn_iteration_and_evaluation_per_family(family, embedded_cache, tmp_path):
-    """Each dense paper backbone family (reduced width, tests/downstream/test_downstream_backbone.py) in the embedded
+    """Each dense paper backbone family (reduced width, tests/downstream/test_backbone.py) in the embedded
     Mask R-CNN preset: one training iteration and one COCO evaluation pass on the embedded set, end to end
     through `depthbench finetune` (the papers' full-size configs train one step on synthetic batches there)."""
     from fixtures.downstream import SMALL, SMALL_CHANNELS

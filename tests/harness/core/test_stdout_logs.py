@@ -1,5 +1,5 @@
 """What harness/core/stdout_logs.py relies on in other libraries: if one of these fails, a library changed how it
-makes its console handler and library_logs_to_stderr must change with it (tests/harness/commands/test_cli.py
+makes its console handler and library_logs_to_stderr must change with it (tests/harness/test_cli.py
 checks the behaviour end to end)."""
 
 import inspect
