@@ -1,6 +1,8 @@
 """results.runs: collecting runs -- every run with its status, model and setting, a config read without executing
 it, each run's evaluations reduced (best, last, mean), in parallel as serially -- names broken and hostile files as
-problems of their run, once each, loses no other run and waits on none.
+problems of their run, once each, loses no other run and waits on none. A ``depthbench test`` run is labelled by
+the checkpoint it tested and that run's setting -- not by the schedule its config names -- and its metrics
+(metrics.jsonl ``"kind": "test"``) fill its row (issue 45).
 
 The expected cells are computed by hand from the hand-written run fixtures in tests/fixtures/results/runs (see
 the comments there and here), never copied from the code's output.
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.files import in_time as _in_time
-from fixtures.paper_views import DEMO, RUNS, TRANSNEXT_TINY, cells, views_of
+from fixtures.paper_views import DEMO, RUNS, SHORTENED, TRANSNEXT_TINY, cells, views_of
+from fixtures.paper_views import finetune_and_test as _finetune_and_test
 from fixtures.paper_views import eval_run as _eval_run
 from fixtures.paper_views import suite as _suite
 from results import compare, paper_tables, runs
@@ -237,3 +240,18 @@ def test_broken_eval_suite_lines_are_reported_once_and_the_rest_is_used(tmp_path
         )
     )["TransNeXt-Tiny"]
     assert (t1["in_a"], t1["in_r"], t1["sketch"]) == ("39.9 / 38.0 / -1.9", "49.6 / —", "37.6 / 37.5 / -0.1")
+
+
+def test_a_test_run_carries_its_checkpoints_label_and_its_metrics(tmp_path):
+    from downstream.finetune import tested_scale
+    from results.runs import collect
+
+    run, test = _finetune_and_test(tmp_path / "runs")
+    frame, problems = collect([tmp_path / "runs"])
+    assert not len(problems), problems.summary()
+    row = frame.set_index("path").loc[str(test)]
+    assert row["scale"] == f"test of {run.name}/last.pth: {SHORTENED}"
+    assert "500 iterations" not in row["scale"]
+    assert row["metric.bbox_mAP"] == 31.2 and row["metric.segm_mAP"] == 28.7  # percent, as the fine-tune's
+    assert frame.set_index("path").loc[str(run)]["metric.bbox_mAP"] == 25.0
+    assert tested_scale(None) is None and tested_scale(tmp_path / "nowhere") is None  # no run: no setting claimed
