@@ -1,7 +1,10 @@
 """results.figures: every figure draws from hand-written runs and bench rows, and one with nothing to draw returns
-nothing and writes nothing."""
+nothing and writes nothing; the overview chart names its papers with plain log ticks, identical training curves
+stay visible."""
 
 import json
+import re
+from pathlib import Path
 
 from fixtures.paper_views import RUNS
 from fixtures.paper_views import png_ok as _png_ok
@@ -85,3 +88,66 @@ def test_figures_with_nothing_to_draw_return_nothing(tmp_path):
     assert figures.sret_lrc([RUNS / "resnet18_8xb128-300e_in1k" / "seed0"], tmp_path / "y") == []
     assert figures.throughput_accuracy(pd.DataFrame(), [], tmp_path / "z") == []
     assert not list(tmp_path.iterdir())
+
+
+def _captured_figures(monkeypatch):
+    """Figures as the figure functions leave them, instead of saved and closed."""
+    from results import figures
+
+    captured = []
+    monkeypatch.setattr(figures, "_save", lambda fig, out: captured.append(fig) or [Path(out).with_suffix(".png")])
+    return captured
+
+
+def test_overview_chart_names_its_papers_with_plain_log_ticks(monkeypatch):
+    """The top-1 vs GFLOPs chart of two papers says which two (it said "All five papers"), its legend is readable
+    and its log axis reads 1, 2, 5, 10 (it read "2×10⁰, 3×10⁰")."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from results import compare, figures, paper_tables
+
+    captured = _captured_figures(monkeypatch)
+    index = compare.RunIndex(pd.DataFrame(), compare.MODEL_RENAMES)
+    views = [compare.view_table(t, index, None) for p in ("stepsnet", "sret") for t in paper_tables.load_paper(p)]
+    assert figures.top1_vs_gflops(views, Path("overview"))
+    fig = captured[0]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_title() == "Top-1 vs GFLOPs: StepsNet, SReT"
+    assert figures.gflops_title(figures.gflops_papers(views)) == ax.get_title()
+    assert figures.gflops_title(list(figures.PAPER_NAMES)) == "All five papers: top-1 vs GFLOPs"
+    legend = ax.get_legend()
+    assert min(t.get_fontsize() for t in legend.get_texts()) >= 9
+    assert [t.get_text() for t in legend.get_texts()][-2:] == ["StepsNet", "SReT"]
+    # no runs, so no point of ours: no "ours" legend entry either (issue 58 item 9: the demo report's had one)
+    assert [t.get_text() for t in legend.get_texts()] == ["paper", "StepsNet", "SReT"]
+    labels = [t.get_text() for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True) if t.get_text()]
+    assert labels and all(re.fullmatch(r"[\d.,]+", label) for label in labels), labels
+    assert {"1", "2", "10"} <= set(labels), labels
+    plt.close(fig)
+
+
+def test_identical_training_curves_stay_visible(tmp_path, monkeypatch):
+    """Two runs with the same curve: the second is drawn with its own dash pattern and markers, and its legend entry
+    says whose curve it repeats (one hid the other)."""
+    import matplotlib.pyplot as plt
+
+    from results import figures
+
+    records = [{"kind": "train", "epoch": 0, "global_step": s, "loss": 2.0 - s / 10} for s in range(1, 6)]
+    records += [{"kind": "eval", "epoch": e, "top1": 50.0 + e} for e in range(3)]
+    paths = []
+    for name in ("seed0", "seed1", "seed2"):
+        run = tmp_path / "exp" / name
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        paths.append(run)
+    captured = _captured_figures(monkeypatch)
+    assert figures.training_curves(paths, tmp_path / "curves")
+    for ax in captured[0].axes:
+        lines = ax.get_lines()
+        labels = [line.get_label() for line in lines]
+        assert labels == ["exp/seed0", "exp/seed1 (identical to exp/seed0)", "exp/seed2 (identical to exp/seed0)"]
+        assert len({(line.get_linestyle(), line.get_marker()) for line in lines}) == 3
+    plt.close(captured[0])
