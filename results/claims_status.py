@@ -3,7 +3,7 @@ loaded and validated: the schema is :mod:`results.claims`' docstring) and the ve
 (``<out>/claims.json``), one line per paper.
 
 A module of its own so that ``claims --status`` -- and everything else that only reads claims -- imports no torch,
-timm or MMEngine (tests/results/test_claims_stats.py keeps it so): planning, fairness audits, statistics and
+timm or MMEngine (tests/results/test_claims.py keeps it so): planning, fairness audits, statistics and
 curves are :mod:`results.claims`, which re-exports all of this.
 """
 

@@ -172,7 +172,7 @@ def run(
         raise DepthbenchError(f"--device {device!r}: give cpu or cuda")
     out = Path(out) if out else claims_out(quick, efficiency, pilot=pilot)
     files = cs.claims_files(papers, efficiency)  # unknown paper / bad file: one line
-    if status:  # reads the report: no engine (tests/results/test_claims_stats.py)
+    if status:  # reads the report: no engine (tests/results/test_claims.py)
         return cs.read_status(files, out)
     from results.claims_run import run_claims  # lazy: the engine and torch, which --status does without
 

@@ -19,7 +19,7 @@ RESULTS_FORMATS = ("md", "csv", "tex", "html")
 RESULTS_REDUCE = ("best", "last", "mean")
 # depthbench claims --out and submit --claims: where a claims run's runs and report go (the checkout's, from any
 # directory, as the runs folder), and the seeds per arm `submit --claims` trains: the designs' first look
-# (tests/results/test_claims_stats.py)
+# (tests/results/test_claims.py)
 CLAIMS_OUT = REPO / "results" / "claims"
 CLAIMS_EFFICIENCY_OUT = REPO / "results" / "claims-efficiency"  # --efficiency's report: never mixed with the full run's
 CLAIMS_PILOT_OUT = REPO / "results" / "claims-pilot"  # --pilot's runs and table: never an evaluated run's folder
