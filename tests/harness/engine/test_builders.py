@@ -1,13 +1,13 @@
-"""harness.engine.builders: the optimizer's fused and foreach steps, the EMA of a model compiled in place."""
+"""harness.engine.builders: the optimizer's fused and foreach steps, the EMA of a model compiled in place, the fused
+optimizer check that makes no CUDA call."""
 
 import pytest
 import torch
 
 from fixtures.training import ROOT
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_fused_and_foreach_optimizer_steps_are_torch_s():
     from mmengine import Config
 
@@ -22,6 +22,7 @@ def test_fused_and_foreach_optimizer_steps_are_torch_s():
     assert build_optimizer(model, cfg).defaults["foreach"] is True
 
 
+@pytest.mark.slow
 def test_the_ema_of_a_model_compiled_in_place_runs_its_own_weights_eagerly():
     """An epoch hook hands build_optimization the module the previous build compiled in place; its EMA (timm's
     ModelEmaV3, a deep copy) must not carry that compiled forward, which would run the training weights: torch's
@@ -48,3 +49,23 @@ def test_the_ema_of_a_model_compiled_in_place_runs_its_own_weights_eagerly():
         assert torch.equal(model(x), trained) and ema.module.state_dict().keys() == model.state_dict().keys()
     finally:
         torch.compiler.reset()
+
+
+class CudaTouched(BaseException):  # not an Exception: no except clause in the code under test swallows it
+    pass
+
+
+@pytest.mark.parametrize("opt", ["adamw", "adam", "sgd", "adagrad"])
+def test_the_fused_optimizer_check_makes_no_cuda_call(opt, monkeypatch):
+    """The config check runs before the rank's device is chosen: a CUDA tensor there made a CUDA context on GPU 0 in
+    every rank (and stops the --nproc launcher from forking), and so did step() even on a CPU tensor (its CUDA-graph
+    health check asks for the current CUDA stream). The check builds the optimizer on the CPU and never steps it."""
+    from harness.engine.builders import check_fused_optimizer
+
+    def touched(*args, **kwargs):
+        raise CudaTouched()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("_lazy_init", "init", "current_device", "set_device", "device_count", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, touched)
+    check_fused_optimizer(opt)

@@ -1,5 +1,6 @@
 """harness/engine/data.py: dataset layout checks, the samplers behind exact resume, seeded augmentation, the
-loaders (with and without workers, WebDataset shards, uint8 batches normalised on the device)."""
+loaders (with and without workers, WebDataset shards, uint8 batches normalised on the device, a pipeline's own
+background feeder)."""
 
 from pathlib import Path
 
@@ -213,3 +214,23 @@ def test_device_loader_channels_last_and_the_wrapped_loader_s_attributes(tmp_pat
     set_train_epoch(loader, 0, start_batch=4)
     batches = list(loader)
     assert len(batches) == 2 and batches[0][0].is_contiguous(memory_format=torch.channels_last)
+
+
+def test_a_pipeline_with_its_own_background_feeder_hands_batches_straight_to_the_step():
+    """On CUDA the device pipeline feeds batches from its own thread and stream (BackgroundFeeder): DeviceLoader
+    yields them as they come, without a second side stream of its own (which would copy and wait once more)."""
+    from harness.engine.data import DeviceLoader
+
+    class Finish:
+        def __call__(self, inputs):
+            raise AssertionError("the feeder finishes the batches, not DeviceLoader")
+
+        def background_batches(self, loader, device, channels_last):
+            assert device == torch.device("cuda", 1) and channels_last
+            return iter([("batch", i) for i in loader])
+
+    class Loader(list):
+        finish = Finish()
+
+    batches = list(DeviceLoader(Loader([0, 1, 2]), "cuda:1", channels_last=True))
+    assert batches == [("batch", 0), ("batch", 1), ("batch", 2)]
