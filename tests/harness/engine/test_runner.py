@@ -1,7 +1,8 @@
-"""Issue 58 items 1-3, on real interrupted runs: a resumed run keeps its config (a changed key is one line naming it,
-old -> new, unless allowed with ``--allow-changes``, which meta.json and ``results`` record); ``--resume auto``
-says which run it continues or why it starts a new one; the preemption message is the whole command that continues
-the run, and that command works as printed (the run directory names its config)."""
+"""harness/engine/runner.py's run plan and preemption, through ``depthbench train`` on real interrupted runs (issue 58
+items 1-3): a resumed run keeps its config (a changed key is one line naming it, old -> new, unless allowed with
+``--allow-changes``, which meta.json and ``results`` record); ``--resume auto`` says which run it continues or why it
+starts a new one; the preemption message is the whole command that continues the run, and that command works as
+printed (the run directory names its config)."""
 
 import json
 import os
@@ -14,9 +15,7 @@ import pytest
 
 from clitools import start_cli
 
-from fixtures.training import PRESET, TINY
-
-EXIT_PREEMPTED = 75
+from fixtures.training import EXIT_PREEMPTED, PRESET, TINY, finish
 
 pytestmark = [pytest.mark.slow, pytest.mark.tier("integration")]
 
@@ -34,11 +33,6 @@ def env(tmp_path):
 
 def depthbench(env, *args):
     return start_cli(*args, env=env, new_session=True)
-
-
-def finish(proc):
-    out, err = proc.communicate(timeout=600)
-    return proc.returncode, out, err
 
 
 def stop_after_steps(proc, run_root: Path, steps: int, sig) -> tuple[int, str, str, Path]:
