@@ -1,7 +1,12 @@
-"""The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.core.rundir)."""
+"""The one weights loader (harness.checkpoint.load_weights) and the one atomic writer (harness.core.rundir); a kill
+during a checkpoint write never leaves ``last.pth`` unreadable; DeepSpeed's optimizer state read back weights-only."""
 
 import io
+import os
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 import timm
@@ -11,6 +16,8 @@ import models  # noqa: F401
 from harness.engine.checkpoint import FORMAT, compress_keys, load_weights, read_checkpoint, save_atomic
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, atomic_write
+
+from fixtures.training import ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -339,3 +346,79 @@ def test_deepspeed_state_goes_to_the_cpu_detached_and_refuses_what_a_resume_cann
     with pytest.raises(DepthbenchError, match=r"holds a .*NewInDeepSpeed, which a weights-only resume cannot") as e:
         to_cpu({"partitions": [{"new": NewInDeepSpeed()}]})
     assert "\n" not in str(e.value)
+
+
+WRITER = """
+import sys, torch
+from harness.engine.checkpoint import save_atomic
+version = 0
+while True:
+    version += 1
+    save_atomic({"version": version, "data": torch.full((8_000_000,), float(version))}, sys.argv[1])
+    print(version, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_kill_during_checkpoint_write_never_leaves_an_unreadable_last_pth(tmp_path):
+    from harness.engine.checkpoint import read_checkpoint, remove_stale_temporaries
+
+    path = tmp_path / "last.pth"
+    for trial in range(3):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+        )
+        assert writer.stdout.readline().strip()  # one complete checkpoint exists
+        start = time.monotonic()
+        while not list(tmp_path.glob(".last.pth.tmp-*")):  # the next write is under way
+            assert time.monotonic() - start < 60
+        writer.kill()
+        writer.wait()
+        assert list(tmp_path.glob(".last.pth.tmp-*")), "the kill did not land during a write"
+        checkpoint = read_checkpoint(path)  # whole, and its checksum agrees whenever the kill landed
+        assert checkpoint["version"] >= 1 and torch.all(checkpoint["data"] == checkpoint["version"])
+        remove_stale_temporaries(tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pth", "last.pth.sha256"]
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_deepspeed_optimizer_state_loads_weights_only_with_exactly_its_own_classes(tmp_path):
+    """DeepSpeed's state objects are saved as they are and read back by torch's weights-only allow-list; any other
+    class -- DeepSpeed's own included -- is refused in one line, and a file without them never imports DeepSpeed."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig, ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    from harness.core.errors import DepthbenchError
+    from harness.engine.checkpoint import read_checkpoint, save_atomic
+
+    scaler = DynamicLossScaler(2.0**16, 1000, 1.0, delayed_shift=2, consecutive_hysteresis=False)
+    scaler.cur_iter = 7
+    state = {
+        "zero_stage": ZeroStageEnum.gradients,
+        "loss_scaler": scaler,
+        "map": {"w": fragment_address(numel=4, start=2)},
+        "t": [torch.ones(2)],
+        "pair": (1, "a"),
+    }
+    save_atomic({"optimizer": state}, tmp_path / "ds.pth")
+    back = read_checkpoint(tmp_path / "ds.pth")["optimizer"]
+    assert back["zero_stage"] is ZeroStageEnum.gradients and back["map"]["w"] == fragment_address(numel=4, start=2)
+    assert type(back["loss_scaler"]) is DynamicLossScaler and vars(back["loss_scaler"]) == vars(scaler)
+    assert torch.equal(back["t"][0], torch.ones(2)) and back["pair"] == (1, "a")
+
+    torch.save({"optimizer": {"config": DeepSpeedZeroConfig()}}, tmp_path / "other.pth")
+    with pytest.raises(DepthbenchError, match="weights-only load refuses: deepspeed.runtime.zero.config"):
+        read_checkpoint(tmp_path / "other.pth")
+
+    torch.save({"model": {"w": torch.ones(1)}}, tmp_path / "plain.pth")
+    probe = "import sys; from harness.engine.checkpoint import read_checkpoint as r; r(sys.argv[1]); "
+    probe += "print('deepspeed' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe, tmp_path / "plain.pth"], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]

@@ -2,7 +2,7 @@
 items 1-3): a resumed run keeps its config (a changed key is one line naming it, old -> new, unless allowed with
 ``--allow-changes``, which meta.json and ``results`` record); ``--resume auto`` says which run it continues or why it
 starts a new one; the preemption message is the whole command that continues the run, and that command works as
-printed (the run directory names its config)."""
+printed (the run directory names its config); a resume trims the training records after its checkpoint."""
 
 import json
 import os
@@ -105,3 +105,20 @@ def test_resume_keeps_the_config_says_what_it_resumes_and_prints_a_working_comma
         f"a new run" in out
     )
     assert len(list(experiment.iterdir())) == 2
+
+
+@pytest.mark.tier("integration")
+def test_resume_trims_training_records_but_keeps_depthbench_eval_records(tmp_path):
+    from harness.engine.runner import _trim_lines
+
+    metrics = tmp_path / "metrics.jsonl"
+    lines = [
+        {"kind": "train", "step": 1},
+        {"kind": "eval", "top1": 10.0},  # before the checkpoint: kept
+        {"kind": "train", "step": 2},  # after it: dropped
+        {"kind": "eval_suite", "dataset": "imagenet-c", "metric": "mce", "value": 50.0},  # depthbench eval
+        {"kind": "eval", "top1": 11.0},
+    ]
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"kind": "tra')  # + a torn line
+    assert _trim_lines(metrics, keep=2) == 3
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [lines[0], lines[1], lines[3]]
