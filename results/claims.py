@@ -554,6 +554,11 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
     )
     if descriptive:
         notes.append("descriptive: an interval at the file's alpha, no verdict")
+    stopping = (
+        []
+        if descriptive or not ests
+        else seq.run_looks(claim.kind, claim.margin, design.alpha / design.family, plan, ests)
+    )
     return ClaimResult(
         claim,
         base,
@@ -572,6 +577,8 @@ def _result(claim: Claim, design: Design, arm_values, plan, ests, p, level, powe
         ruled_out,
         quick,
         observed_sd=reached[-1].estimate.se * math.sqrt(reached[-1].n) if reached else None,
+        stop_rule=stopping[-1].decision if stopping else None,
+        trained_seeds=len(common),
     )
 
 

@@ -447,7 +447,7 @@ def write_report(results, files, specs, out: Path, quick: bool, untrained=()) ->
                 f"{c.power['effect'] or c.margin:g} points at sd {c.power['sd']:g} ("
                 f"{c.power['effect_from']}); {f.design.target_power:.0%} power would need "
                 f"{r.seeds_needed or 'more than 60'} seeds per arm; "
-                f"looks reached: {looks}; stopped at {r.stopped_at} seeds; repeated p "
+                f"looks reached: {looks}; {_stopping(r, f.design)}; repeated p "
                 f"{'—' if r.p_value is None else f'{r.p_value:.4f}'}",
                 f"  - hardware: {'; '.join(r.hardware) or 'unknown'}; figure: figures/{c.paper}-{c.id}.png",
             ]
@@ -527,6 +527,19 @@ def _spread_line(r, design) -> str:
         + f"; observed {observed} for {design.target_power:.0%} power"
         + (" (as if confirmatory)" if c.tier == "descriptive" else "")
     )
+
+
+def _stopping(r, design) -> str:
+    """Where the verdict was read and what the stopping rule did. The rule decides at alpha / m (the design's
+    stopping level) whether more seeds train; the verdict is read at Holm's level, which can decide earlier."""
+    read = f"read at {r.stopped_at} of {r.trained_seeds} seeds trained" if r.trained_seeds else "no seeds"
+    if r.claim.tier == "descriptive":
+        return read
+    rule = f"the stopping rule (alpha/m = {design.alpha / design.family:.3g})"
+    if r.stop_rule:
+        return f"{read}; {rule} stopped: {r.stop_rule}"
+    later = [n for n in r.planned if n > r.trained_seeds]
+    return f"{read}; {rule} " + (f"trains on to {later[0]} seeds" if later else "reached the plan's last look")
 
 
 def _val_loss_lines(r) -> list[str]:

@@ -742,6 +742,11 @@ class ClaimResult:
     # a second, descriptive measure (not pre-registered, no verdict): the validation loss's difference at the
     # seeds the verdict used, {diff, low, high, level, n} (a plain t interval), None where the runs logged none
     val_loss: dict | None = None
+    # the stopping rule's reading (confirmatory claims: the plan at alpha / m, which decides whether more seeds
+    # train; the verdict is read at Holm's level, so the two can differ): its decision or None (train on), and the
+    # seeds per arm every arm had when the report was written
+    stop_rule: str | None = None
+    trained_seeds: int = 0
 
     @property
     def stopped_at(self) -> int:
@@ -803,6 +808,8 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
                     "observed_sd",
                     "observed_seeds_needed",
                     "val_loss",
+                    "stop_rule",
+                    "trained_seeds",
                 )
                 if k in r
             }

@@ -139,6 +139,34 @@ def test_holm_corrects_across_the_primaries():
     assert [r.verdict for r in both] == ["inconclusive", "inconclusive"] and both[0].level is None
 
 
+def test_holm_can_read_a_verdict_the_stopping_rule_trains_on_from():
+    """The stopping rule decides at alpha / m whether more seeds train; Holm reads the verdict at its own level,
+    which a claim can reach after its family's first rejection. The report says both (ScaleNet's first look: supported
+    by Holm at 0.05, the rule at 0.025 trained on to 10 seeds)."""
+    from dataclasses import replace
+
+    from results.claims_run import _stopping
+
+    base = [75.0, 76.0, 74.0]
+    values = {
+        ("paper", "a"): dict(enumerate(base)),
+        ("paper", "b"): dict(enumerate([b + 5 + e for b, e in zip(base, [0.1, -0.1, 0.0])])),
+        ("paper", "c"): dict(enumerate([b + d for b, d in zip(base, [2.0, 2.4, 2.9])])),
+    }
+    strong, weaker = claim(cid="c1", margin=0.5), replace(claim(cid="c2", margin=0.5), treatment="c")
+    design = Design(family=2)
+    results = evaluate([(strong, design), (weaker, design)], values, {("paper", "c1"): (3, 6), ("paper", "c2"): (3, 6)})
+    assert [(r.verdict, r.level, r.stop_rule, r.trained_seeds) for r in results] == [
+        ("supported", 0.025, "supported", 3),
+        ("supported", 0.05, None, 3),
+    ]
+    assert 0.025 < results[1].p_value < 0.05
+    assert _stopping(results[0], design).endswith("(alpha/m = 0.025) stopped: supported")
+    assert _stopping(results[1], design) == (
+        "read at 3 of 3 seeds trained; the stopping rule (alpha/m = 0.025) trains on to 6 seeds"
+    )
+
+
 def test_paired_and_welch_estimates_match_scipy():
     from scipy import stats
 
