@@ -30,7 +30,7 @@ from PIL import Image
 
 from harness.core.config import load_config
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, check_writable_folder, printable, read_text
+from harness.core.files import BadFile, atomic_write, check_writable_folder, printable, read_json, read_text
 from harness.core.rundir import RunDir
 from harness.engine.forked import start_forked, start_forked_call
 from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs, glyph_fonts, glyphs_folder, sample_sheet
@@ -124,7 +124,7 @@ def run_claims(
     all_specs = list(specs.values())
     values, losses, hardware = run_values(all_specs), run_values(all_specs, "loss"), _hardware(all_specs)
     for f in files:
-        measured, machine_line = cl.measure_efficiency(f, device, quick, progress=_say)
+        measured, machine_line = efficiency_values(f, out, device, quick)
         values.update(measured)
         hardware.update({key: machine_line for key in measured})
     results = cl.evaluate([(c, f.design) for c, f in claims], values, plans, powers, quick)
@@ -146,6 +146,36 @@ def run_claims(
     skipped = untrained_claims(untrained, all_specs)
     written = write_report(results, files, all_specs, out, quick, skipped)
     return ClaimsReport(results, out, all_specs, written, status_lines)
+
+
+def efficiency_values(f, out: Path, device: str | None, quick: bool) -> tuple[dict, str]:
+    """The measurement of ``f``'s efficiency claims (:func:`results.claims.measure_efficiency`), written once to
+    ``out/efficiency/<paper>.json`` and read back by every later call over the same folder. The measurement is
+    those claims' one look, as a trained run is an accuracy claim's: a call that only adds seeds or rewrites the
+    report must not draw it again (a second measurement on a busier machine would be a look the plan never had).
+    A changed bench plan, device or --quick measures again; so does deleting the file."""
+    if not any(c.measure for c in f.claims):
+        return {}, ""
+    path = out / "efficiency" / f"{f.paper}.json"
+    key = {"bench": repr(f.bench), "device": device or "default", "quick": quick}
+    if path.exists():
+        try:
+            record = read_json(path, finite=True, what="efficiency measurement")
+            if record.get("key") == key:
+                values = {(f.paper, str(k)): {int(i): float(v) for i, v in rounds} for k, rounds in record["values"]}
+                _say(
+                    f"depthbench claims: {f.paper}'s efficiency claims as measured in {path} (delete it to measure again)"
+                )
+                return values, str(record["hardware"])
+        except (BadFile, KeyError, TypeError, ValueError) as e:
+            raise DepthbenchError(
+                f"{path} is unreadable ({e}); delete it and the efficiency claims are measured again"
+            ) from None
+    values, hardware = cl.measure_efficiency(f, device, quick, progress=_say)
+    record = {"key": key, "hardware": hardware, "values": [[k, sorted(v.items())] for (_, k), v in values.items()]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(record, indent=1), inside=out)
+    return values, hardware
 
 
 def _observed(r, design, values, losses) -> dict:

@@ -248,3 +248,42 @@ def test_an_efficiency_only_report_says_it_measured_the_papers_own_models(tmp_pa
     assert title.startswith("# The papers' efficiency claims, measured on the papers' own models")
     assert "nothing is at a reduced setting" in first.lower() and "Setting: " not in text
     assert "\nModels: a (resnet10t), b (resnet10t)\n" in text  # the file's bench section has no note
+
+
+def test_the_measurement_is_the_folders_one_look_read_back_by_later_calls(tmp_path, monkeypatch):
+    """results/claims_run.py efficiency_values: the first call measures and writes out/efficiency/<paper>.json,
+    a later call over the same folder reads the same values and machine line back without measuring (adding seeds
+    or rewriting the report draws no second look); a changed plan (here --quick) measures again; an unreadable
+    file is one line saying what to do."""
+    from harness.core.errors import DepthbenchError
+    from results import claims_run
+
+    f = efficiency_file(tmp_path, claims=(("t", "throughput", "better"), ("m", "memory", "better")))
+    measured = []
+
+    def fake_measure(claims, device=None, quick=False, progress=None):
+        measured.append(quick)
+        values = {(claims.paper, k): {0: -1.5, 1: -1.25} for k in ("a:throughput:infer", "b:throughput:infer")}
+        return values, f"a machine, call {len(measured)}"
+
+    monkeypatch.setattr(claims_run.cl, "measure_efficiency", fake_measure)
+    out = tmp_path / "out"
+    out.mkdir()
+    first = claims_run.efficiency_values(f, out, "cpu", False)
+    assert measured == [False] and (out / "efficiency" / "horesnet.json").is_file()
+    assert (
+        claims_run.efficiency_values(f, out, "cpu", False)
+        == first
+        == (
+            {
+                ("horesnet", "a:throughput:infer"): {0: -1.5, 1: -1.25},
+                ("horesnet", "b:throughput:infer"): {0: -1.5, 1: -1.25},
+            },
+            "a machine, call 1",
+        )
+    )
+    assert measured == [False]
+    assert claims_run.efficiency_values(f, out, "cpu", True)[1] == "a machine, call 2" and measured == [False, True]
+    (out / "efficiency" / "horesnet.json").write_text('{"key": ')
+    with pytest.raises(DepthbenchError, match="delete it and the efficiency claims are measured again"):
+        claims_run.efficiency_values(f, out, "cpu", True)
