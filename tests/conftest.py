@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # long file collected last keeps one worker busy while the other has nothing left to do.
 LONGEST_FIRST = (
     "test_train.py",
+    "test_runner.py",  # the stopped-and-resumed runs, measured as tests/harness/engine/test_train.py's (114 CPU-s)
     "test_finetune.py",
     "test_slurm.py",
     "test_demo.py",

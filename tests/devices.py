@@ -83,7 +83,7 @@ GPU_NODE = (
 # the test modules tools/gpu_check.sh runs
 GPU_CHECK_FILES = [
     "tests/tools/test_gpu_check.py",
-    "tests/harness/engine/test_train.py",
+    "tests/harness/engine/test_runner.py",
     "tests/harness/commands/test_train.py",
 ]
 TOL_FP32 = 1e-3  # max|CUDA fp32 logits - CPU float64 logits| / max|CPU float64 logits|, TF32 off

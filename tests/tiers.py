@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import inspect
 import re
 import sys
@@ -158,6 +159,17 @@ def _source(obj) -> str:
     return _sources[id(obj)][1]
 
 
+@functools.cache
+def _module_fixtures(module) -> dict:
+    """A test module's attributes by the name pytest gives each: a fixture imported from tests/fixtures/ can be named
+    apart from its function (``@pytest.fixture(name="env") def training_env``), so that a test's argument does not
+    shadow the import."""
+    return {
+        getattr(value, "name", attr) if hasattr(value, "__wrapped__") else attr: value
+        for attr, value in vars(module).items()
+    }
+
+
 def slow_items(items, costs: dict[str, float]) -> list:
     """The tests that cost :data:`FAST_CPU_S` or more, and every test sharing a module- or session-scoped fixture of
     its test module with one of them: the first test to use such a fixture (a trained run) is the one measured with
@@ -167,7 +179,7 @@ def slow_items(items, costs: dict[str, float]) -> list:
     for item in items:
         module = getattr(item, "module", None)
         for name in getattr(item, "fixturenames", ()) if module else ():
-            value = vars(module).get(name)
+            value = _module_fixtures(module).get(name)
             if value is not None and hasattr(value, "__wrapped__") and SHARED_SCOPE.search(_source(value)):
                 shared.setdefault((module.__name__, name), []).append(item)
     for users in shared.values():

@@ -54,6 +54,6 @@ mkdir -p "$OUT"
 # the GPU check's tests: its own file, and the engine's preempt/resume tests that also run on the device
 # (tests/devices.py, GPU_CHECK_FILES)
 "$PYTHON" -m pytest -p no:cacheprovider -p no:randomly -p no:xdist -rs "${LIMIT[@]}" --gpu-check-out "$OUT" \
-    "${SELECT[@]}" tests/tools/test_gpu_check.py tests/harness/engine/test_train.py \
+    "${SELECT[@]}" tests/tools/test_gpu_check.py tests/harness/engine/test_runner.py \
     tests/harness/commands/test_train.py "$@" 2>&1 | tee "$OUT/log.txt"
 exit "${PIPESTATUS[0]}"

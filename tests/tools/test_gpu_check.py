@@ -8,7 +8,7 @@ marker, the time limits, the report); CI runs the CPU variants. Parts:
 - ``transnext``: TransNeXt's native attention at several input sizes (both pool modes) against the CPU, training
   steps in fp32 and bf16, and the official ``swattention`` kernels against it where they import;
 - ``bench``: ``depthbench bench`` (StepsNet's equal-FLOPs pairs, TransNeXt-T vs Swin-T) into ``bench.csv``;
-- ``train``: tests/harness/engine/test_train.py's and tests/harness/commands/test_train.py's preempt/resume
+- ``train``: tests/harness/engine/test_runner.py's and tests/harness/commands/test_train.py's preempt/resume
   tests, on the device;
 - ``preflight``: ``depthbench preflight`` (the digits preset; on CUDA also Steps-DeiT-S's recipe at its per-device
   batch 128 and 10 loader workers, fed from the digits at 224 px);

@@ -1,10 +1,11 @@
 """harness.engine.builders: the optimizer's fused and foreach steps, the EMA of a model compiled in place, the fused
-optimizer check that makes no CUDA call."""
+optimizer check that makes no CUDA call; the DeiT recipe's features (mixup, EMA, bf16 autocast, soft-label
+distillation, TensorBoard) in one training run."""
 
 import pytest
 import torch
 
-from fixtures.training import ROOT
+from fixtures.training import ROOT, curve, load, train, training_env  # noqa: F401 (training_env: the env fixture)
 
 
 @pytest.mark.slow
@@ -69,3 +70,39 @@ def test_the_fused_optimizer_check_makes_no_cuda_call(opt, monkeypatch):
     for name in ("_lazy_init", "init", "current_device", "set_device", "device_count", "synchronize"):
         monkeypatch.setattr(torch.cuda, name, touched)
     check_fused_optimizer(opt)
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_deit_recipe_features(env, tmp_path):
+    """The DeiT digits preset with mixup, EMA, bf16 autocast, soft-label distillation, TensorBoard."""
+    teacher = tmp_path / "teacher.pth"
+    import timm
+
+    import models  # noqa: F401
+
+    torch.save({"model": timm.create_model("horesnet10_euler", num_classes=10, width=8).state_dict()}, teacher)
+    run = tmp_path / "run"
+    train(
+        env,
+        run,
+        config="configs/deit/deit-tiny-p4_1xb64-30e_digits.py",
+        overrides=[
+            "epochs=1",
+            "data.train_subset=64",
+            "data.val_subset=32",
+            "batch_size=16",
+            "model.depth=1",
+            "precision=bf16",
+            "distill.teacher=horesnet10_euler",
+            f"distill.teacher_checkpoint={teacher}",
+            "distill.weight=0.5",
+            "+distill.teacher_kwargs.width=8",
+        ],
+    )
+    evals = [r for r in curve(run) if r["kind"] == "eval"]
+    assert "ema_top1" in evals[0] and 0 <= evals[0]["ema_top1"] <= 100
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    ema = load(run, "best.pth")["ema"]
+    model = load(run, "best.pth")["model"]
+    assert ema.keys() == model.keys() and any(not torch.equal(ema[k], model[k]) for k in model)

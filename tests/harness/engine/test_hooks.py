@@ -1,10 +1,22 @@
 """harness.engine.hooks: the coefficient hook logs SReT's learnable residual coefficients (``lrc`` records) that
-results.figures.sret_lrc draws, and nothing for a model without them."""
+results.figures.sret_lrc draws, and nothing for a model without them; ScaleNet's growth hook survives a preemption."""
 
 import json
+import signal
 from pathlib import Path
 
+import pytest
+
 from fixtures.paper_views import png_ok as _png_ok
+from fixtures.training import (
+    EXIT_PREEMPTED,
+    finish,
+    launch,
+    load,
+    train,
+    training_env,  # noqa: F401 -- the env fixture
+    wait_for_step,
+)
 from results import figures
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,3 +54,54 @@ def test_coefficient_hook_logs_sret_lrc_records_the_figure_draws(tmp_path):
     run.mkdir()
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log.records))
     assert _png_ok(figures.sret_lrc([run], tmp_path / "lrc"))
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_scalenet_growth_hook_survives_preemption(env, tmp_path):
+    """WSPT as a growth schedule: the model is expanded at the start of epoch 1 (optimizer rebuilt), preempted
+    in that epoch, and resumed: the growth is replayed before loading, and the weight tying must hold."""
+    run = tmp_path / "run"
+    overrides = [
+        "epochs=2",
+        "data.train_subset=64",
+        "data.val_subset=16",
+        "data.input_size=8",
+        "batch_size=8",
+        "model.img_size=8",
+        "model.depth=2",
+        "+model.embed_dim=32",
+        "+model.num_heads=2",
+        "ema.enable=False",
+        "log_interval=1",
+        "log.tensorboard=False",
+        "ckpt.interval_minutes=None",
+        "+model.grow={'stages': [{'epoch': 1, 'k': 2, 'adjust': 'adapter', 'rank': 4}]}",
+    ]
+    config = "configs/deit/deit-tiny-p4_1xb64-30e_digits.py"
+    proc = launch(env, run, overrides=overrides, config=config)
+    wait_for_step(proc, run, 8 + 2)  # 8 steps per epoch: two steps into the grown model's first epoch
+    proc.send_signal(signal.SIGUSR1)
+    rc, out, err = finish(proc)
+    assert rc == EXIT_PREEMPTED, err[-2000:]
+    assert "model grown" in out
+    grown = load(run)["model"]
+    assert any(k.startswith("blocks.3.") for k in grown) and not any(k.startswith("blocks.4.") for k in grown)
+    out = train(env, run, "--resume", "auto", overrides=overrides, config=config)
+    assert json.loads((run / "meta.json").read_text())["status"] == "done"
+    import timm
+
+    import models  # noqa: F401
+    from models.scalenet import assert_tied, expand
+
+    model = expand(
+        timm.create_model(
+            "deit_tiny_patch16_224", img_size=8, patch_size=4, depth=2, embed_dim=32, num_heads=2, num_classes=10
+        ),
+        k=2,
+        adjust="adapter",
+        rank=4,
+    )
+    model.load_state_dict(load(run)["model"])
+    assert_tied(model)
+    assert model.blocks[1].attn.qkv.weight is model.blocks[0].attn.qkv.weight  # interleaved copy of block 0

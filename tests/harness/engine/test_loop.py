@@ -12,6 +12,9 @@ reduce-scatter and parameter all-gather) is large; everything else must fit one 
 per log interval. The injected-NaN test makes one rank's loss NaN at a step between two log steps and checks that
 no update is applied from it, the run stops at the next log step with the message, and ``last.pth`` is the last
 good state.
+
+Through ``depthbench train`` (the tiny runs of tests/fixtures/training.py): a diverging run stops at a non-finite loss
+and keeps its last good checkpoint; the stop handlers: a second Ctrl-C stops at once.
 """
 
 import collections
@@ -19,6 +22,8 @@ import json
 import os
 import runpy
 import socket
+import subprocess
+import sys
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +33,9 @@ import torch
 
 from harness.engine.checkpoint import read_checkpoint
 from harness.engine.forked import start_forked_call
+
+if __name__ != "__main__":  # a rank runs this file as a script, without tests/ on its path (train_two_ranks)
+    from fixtures.training import TINY, finish, launch, load, training_env  # noqa: F401 (training_env: the env fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = "configs/horesnet/horesnet10-rk4_1xb64-20e_digits.py"
@@ -341,6 +349,46 @@ def test_a_nan_between_log_steps_is_never_applied_and_stops_at_the_next_log_step
         if json.loads(line)["kind"] == "train"
     ]
     assert train_steps == [4]
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(env, tmp_path):
+    run = tmp_path / "run"
+    overrides = [o for o in TINY if not o.startswith("ckpt.interval_steps")] + [
+        "ckpt.interval_steps=1",
+        "optim.lr=30",
+    ]  # diverges within the schema's lr bound (100)
+    rc, out, err = finish(launch(env, run, overrides=overrides))
+    assert rc == 1
+    assert "loss is nan" in out or "loss is inf" in out
+    assert out.strip().splitlines()[-1].endswith(f"; the run (its last good checkpoint, last.pth): {run}")  # issue 58
+    assert json.loads((run / "meta.json").read_text())["status"] == "failed"
+    checkpoint = load(run)
+    assert checkpoint["global_step"] >= 1  # some steps were good, and were checkpointed
+    assert all(torch.isfinite(t).all() for t in checkpoint["model"].values() if t.is_floating_point())
+
+
+SECOND_CTRL_C = """
+import os, signal, time
+from harness.engine.loop import install_stop_handlers, stop_requested
+install_stop_handlers(announce=False)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(0.1)
+assert stop_requested()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("stopped at once")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.tier("integration")
+def test_a_second_ctrl_c_stops_at_once():
+    out = subprocess.run([sys.executable, "-c", SECOND_CTRL_C], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "stopped at once", out.stderr[-2000:]
 
 
 if __name__ == "__main__":  # one rank of train_two_ranks
