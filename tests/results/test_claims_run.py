@@ -102,6 +102,12 @@ def test_status_of_the_committed_report_shows_its_verdicts():
         mine = [r for r, _ in stored if r.claim.paper == paper]
         assert f"{len(mine)} claim" in line
         assert all(f"{sum(r.verdict == v for r in mine)} {v}" in line for v in {r.verdict for r in mine})
+        # the committed report is current; descriptive claims a --tier confirmatory call left out are named as such
+        assert "predates" not in line, line
+        tiers = {c.id: c.tier for c in load_claims(paper).claims}
+        left_out = [i for i in tiers if i not in {r.claim.id for r in mine}]
+        assert all(tiers[i] == "descriptive" for i in left_out), left_out
+        assert ("descriptive, not trained there: " + ", ".join(left_out) in line) == bool(left_out), line
 
 
 def test_a_second_call_reuses_the_finished_runs(quick, capsys):
