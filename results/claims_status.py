@@ -813,6 +813,10 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
                 )
                 if k in r
             }
+            if extra.get("stop_rule") not in (None, "supported", "contradicted", "equivalent"):
+                raise ValueError(f"stop_rule {extra['stop_rule']!r} is not a decision")
+            if "trained_seeds" in extra:
+                extra["trained_seeds"] = int(bounded(extra["trained_seeds"], "trained_seeds", 0, 10_000))
             if r["verdict"] not in VERDICTS:
                 raise ValueError(f"verdict {r['verdict']!r} is not one of {', '.join(VERDICTS)}")
             results.append(

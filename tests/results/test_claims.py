@@ -5,6 +5,7 @@ configs/ never executes."""
 from __future__ import annotations
 
 
+import json
 import math
 import os
 import textwrap
@@ -619,6 +620,25 @@ def test_a_bad_claims_report_is_one_line(tmp_path, text):
     with pytest.raises(ClaimError) as error:
         read_report(tmp_path / "claims.json")
     assert "\n" not in str(error.value) and "claims.json" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "field,value", [("stop_rule", "stop"), ("stop_rule", [1]), ("trained_seeds", 10**12), ("trained_seeds", "5")]
+)
+def test_a_report_whose_stopping_fields_are_not_what_claims_writes_is_one_line(tmp_path, field, value):
+    """The committed report reads back; the same report with a stopping-rule field that is no decision or no seed
+    count is refused in one line."""
+    from harness.core.choices import CLAIMS_OUT
+    from results.claims import ClaimError, read_report
+
+    records = json.loads((CLAIMS_OUT / "claims.json").read_text())
+    assert {r["stop_rule"] for r in records} >= {None, "supported"}
+    assert all(r.trained_seeds >= r.stopped_at for r, _ in read_report(CLAIMS_OUT / "claims.json"))
+    records[0][field] = value
+    (tmp_path / "claims.json").write_text(json.dumps(records))
+    with pytest.raises(ClaimError) as error:
+        read_report(tmp_path / "claims.json")
+    assert "\n" not in str(error.value) and field in str(error.value)
 
 
 def test_a_claims_run_whose_meta_json_is_not_json_is_not_done(tmp_path):
