@@ -813,10 +813,7 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
                 )
                 if k in r
             }
-            if extra.get("stop_rule") not in (None, "supported", "contradicted", "equivalent"):
-                raise ValueError(f"stop_rule {extra['stop_rule']!r} is not a decision")
-            if "trained_seeds" in extra:
-                extra["trained_seeds"] = int(bounded(extra["trained_seeds"], "trained_seeds", 0, 10_000))
+            _check_report_extra(extra)
             if r["verdict"] not in VERDICTS:
                 raise ValueError(f"verdict {r['verdict']!r} is not one of {', '.join(VERDICTS)}")
             results.append(
@@ -840,6 +837,32 @@ def read_report(path: str | Path) -> list[tuple[ClaimResult, str]]:
             f"{path} is unreadable ({e!r}); rerun `depthbench claims --out {path.parent}` to rewrite it"
         ) from None
     return results
+
+
+def _check_report_extra(extra: dict) -> None:
+    """A report's per-claim numbers have the types `depthbench claims` writes (a probability in [0, 1], a seed
+    count, a spread, a decision, a text), so a hand-edited or hostile claims.json fails here in one line rather
+    than where the report is printed or drawn."""
+    for key, (low, high, integer) in {
+        "power": (0, 1, False),
+        "p_value": (0, 1, False),
+        "level": (0, 1, False),
+        "seeds_needed": (0, 10_000, True),
+        "observed_seeds_needed": (0, 10_000, True),
+        "observed_sd": (0, MAX_POINTS, False),
+        "trained_seeds": (0, 10_000, True),
+    }.items():
+        if extra.get(key) is not None:
+            bounded(extra[key], key, low, high, integer=integer)
+    if extra.get("stop_rule") not in (None, "supported", "contradicted", "equivalent"):
+        raise ValueError(f"stop_rule {extra['stop_rule']!r} is not a decision")
+    if not isinstance(extra.get("ruled_out", ""), str) or not isinstance(extra.get("quick", False), bool):
+        raise ValueError("ruled_out is not a text or quick not true/false")
+    loss = extra.get("val_loss")
+    if loss is not None and not (
+        isinstance(loss, dict) and all(bounded(v, f"val_loss {k}", -1e6, 1e6) is not None for k, v in loss.items())
+    ):
+        raise ValueError("val_loss is not a record of numbers")
 
 
 def _check_report_claim(record: dict) -> None:

@@ -623,11 +623,24 @@ def test_a_bad_claims_report_is_one_line(tmp_path, text):
 
 
 @pytest.mark.parametrize(
-    "field,value", [("stop_rule", "stop"), ("stop_rule", [1]), ("trained_seeds", 10**12), ("trained_seeds", "5")]
+    "field,value",
+    [
+        ("stop_rule", "stop"),
+        ("stop_rule", [1]),
+        ("trained_seeds", 10**12),
+        ("trained_seeds", "5"),
+        ("p_value", 2.0),
+        ("power", [0.5]),
+        ("observed_sd", -1.0),
+        ("seeds_needed", 3.5),
+        ("val_loss", {"diff": "x"}),
+        ("val_loss", [1, 2]),
+        ("quick", "yes"),
+    ],
 )
-def test_a_report_whose_stopping_fields_are_not_what_claims_writes_is_one_line(tmp_path, field, value):
-    """The committed report reads back; the same report with a stopping-rule field that is no decision or no seed
-    count is refused in one line."""
+def test_a_report_whose_numbers_are_not_what_claims_writes_is_one_line(tmp_path, field, value):
+    """The committed report reads back; the same report with a per-claim field of the wrong type or range (a
+    stopping rule that is no decision, a probability above 1, a spread below 0, ...) is refused in one line."""
     from harness.core.choices import CLAIMS_OUT
     from results.claims import ClaimError, read_report
 
