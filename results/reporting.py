@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import io
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pandas as pd
 
 from harness.core.choices import CLAIMS_OUT, RESULTS_FORMATS, RESULTS_REDUCE
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, read_bytes
+from harness.core.files import BadFile, atomic_write, check_writable_folder, read_bytes
 from harness.core.rundir import runs_root
 from results import compare, figures, paper_tables, render, report as site, runs as run_data
 from results.audit import Audit, DenseCounter
@@ -135,7 +134,7 @@ def _validate(papers, table, files, fmt, out, runs, bench):
     if out and Path(out).exists() and not Path(out).is_dir():
         raise DepthbenchError(f"--out {out} is a file; give a directory")
     if out:
-        _check_writable(Path(out))
+        check_writable_folder(out, "--out", "the tables, the status view or the HTML site")
     for path in runs or []:
         if not Path(path).is_dir():
             raise DepthbenchError(f"--runs {path}: no such directory")
@@ -157,23 +156,6 @@ def _claims_report(claims):
             )
         return None
     return folder, read_report(folder / "claims.json")
-
-
-def _check_writable(out: Path) -> None:
-    """``--out`` can be written, checked before any work: a file really created (and removed) in it or in the
-    nearest folder above it that exists -- ``os.access`` says yes to root on a read-only file system."""
-    ancestor = out
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise DepthbenchError(f"--out {out}: {ancestor} is a file, not a folder; give a directory")
-    try:
-        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-results-"):
-            pass
-    except OSError as e:
-        raise DepthbenchError(
-            f"--out {out}: cannot write in {ancestor} ({e.strerror}); choose a writable folder"
-        ) from None
 
 
 def _bench_frames(paths, strict: bool):

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
@@ -137,7 +138,8 @@ def atomic_symlink(link: str | Path, target: str) -> None:
 
 def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
     """``option PATH`` names a folder to write ``contents`` into (created when missing): checked before any work that
-    it is not a file and that the nearest folder of it that exists can be written; else one line. Returns the
+    it is not a file and that the nearest folder of it that exists can be written -- a file really created (and
+    removed) there, since ``os.access`` says yes to root on a read-only file system; else one line. Returns the
     path, ``~`` expanded."""
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
@@ -147,8 +149,14 @@ def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
         raise DepthbenchError(
             f"{option} {path}: {existing} is a file, not a directory; give a directory for {contents}"
         )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"{option} {path}: {existing} is not writable; choose a directory you can write")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".depthbench-probe-"):
+            pass
+    except OSError as e:
+        raise DepthbenchError(
+            f"{option} {path}: cannot write in {existing} ({e.strerror}: {existing} is not writable); choose a "
+            "directory you can write"
+        ) from None
     return path
 
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from harness.core.config import load_config
 from harness.core.config_paths import REPO
 from harness.core.errors import EXIT_INTERRUPTED, DepthbenchError
-from harness.core.files import BadFile, open_file, read_json, read_text
+from harness.core.files import BadFile, check_writable_folder, open_file, read_json, read_text
 from harness.core.rundir import RunDir, read_metrics
 from harness.engine.forked import start_forked
 from harness.workflows.audit import dense_counter
@@ -134,9 +134,7 @@ def plan(quick: bool) -> list[Stage]:
 def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise DepthbenchError(f"--out {out} is a file; give a directory for the demo's runs and report")
-    existing = next(p for p in (out, *out.parents) if p.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a directory you can write")
+    check_writable_folder(out, "--out", "the demo's runs and report")
 
 
 def audit_equal_size(out: Path, configs: list[str]) -> str:

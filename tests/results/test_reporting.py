@@ -3,12 +3,10 @@ work (a folder without a claims report, an unreadable claims.json, a read-only -
 
 import contextlib
 import io
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
+from fixtures.files import read_only
 from fixtures.paper_views import FIXTURES
 from harness.cli import main as depthbench
 
@@ -61,20 +59,3 @@ def test_results_out_read_only_is_one_line_before_any_work(tmp_path, monkeypatch
             assert code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
             assert f"--out {out}: cannot write in {folder}" in err.getvalue(), err.getvalue()
     assert list(folder.iterdir()) == []
-
-
-@contextlib.contextmanager
-def read_only(folder: Path):
-    """``folder`` read-only for this process: mode 555, or the immutable attribute for root (whom modes do not
-    stop; CI runs as root)."""
-    folder.chmod(0o555)
-    immutable = False
-    try:
-        if os.geteuid() == 0:
-            subprocess.run(["chattr", "+i", str(folder)], check=True)
-            immutable = True
-        yield
-    finally:
-        if immutable:
-            subprocess.run(["chattr", "-i", str(folder)], check=True)
-        folder.chmod(0o755)
