@@ -4,8 +4,8 @@
 # 5e-3 55 % after 4 epochs, 5 epochs: see docs/claims.md). Every scheme at a depth has the same sub-blocks,
 # parameters and FLOPs (audited). No ReLU after a block (post_block_relu=False, fixed 29 Nov before evaluation seeds
 # 300+): the Euler step x + F(x) as the paper writes it; the official code's ReLU after each block (the model's
-# [ASSUMED] default) left this arm at chance for all 5 epochs on seed 206 of the 29 Nov evaluation and for 2 epochs
-# on pilot seed 50, where without it the arm reached 17 % after one epoch (docs/claims.md, "The third design").
+# [ASSUMED] default) left this arm at chance for all 5 epochs on seed 206 of the 29 Nov evaluation, and at 1.7 % after
+# one epoch on pilot seed 50, where without it the arm reached 16.5 % (docs/claims.md, "HO-ResNet's third design").
 _base_ = ['./_base_/glyphs.py', './_base_/adamw_cosine.py']
 model = dict(name='horesnet18_euler', width=16, post_block_relu=False)
 data = dict(input_size=16)
