@@ -241,22 +241,24 @@ def _components(path: Path, inside: Path | None) -> tuple[Path, tuple[str, ...]]
     return Path(base), tuple(Path(rel).parts)
 
 
+def _kind(st) -> str:
+    """What a file that is not a regular one is, for a refusal."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISSOCK(st.st_mode):
+        return "a socket"
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return "a device"
+    return "a special file"
+
+
 def _refuse(path, st, what: str):
-    kind = (
-        "a symbolic link"
-        if stat.S_ISLNK(st.st_mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(st.st_mode)
-        else "a directory"
-        if stat.S_ISDIR(st.st_mode)
-        else "a socket"
-        if stat.S_ISSOCK(st.st_mode)
-        else "a device"
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-        else "not a regular file"
-    )
     return BadFile(
-        f"{what} {path} is {kind}, not a regular file; depthbench follows no links and opens no special "
+        f"{what} {path} is {_kind(st)}, not a regular file; depthbench follows no links and opens no special "
         f"files in runs, records, caches and datasets: replace it by the file itself"
     )
 
@@ -534,8 +536,9 @@ def no_link_below(path: str | Path, inside: str | Path, what: str = "file") -> P
 def walk_files(root: str | Path, suffixes: tuple[str, ...] | None = None) -> Iterator[Path]:
     """The regular files under the data root ``root`` (sorted per folder), never through a link that leads out
     of the root and never in a loop: a link to a file or folder inside the root is followed once (each folder
-    visited once, by device and inode), one that leads outside is a :class:`BadFile`. ``root`` itself may be a link
-    (the user named it)."""
+    visited once, by device and inode), one that leads outside is a :class:`BadFile`, and so is anything that is
+    neither a folder nor a regular file (a FIFO, a socket, a device, a link to nothing) -- it was skipped without a
+    word, or would block the reader that opens it. ``root`` itself may be a link (the user named it)."""
     root = Path(root)
     real_root = os.path.realpath(root)
     seen: set[tuple[int, int]] = set()
@@ -559,8 +562,18 @@ def walk_files(root: str | Path, suffixes: tuple[str, ...] | None = None) -> Ite
                     )
             if entry.is_dir():  # follows a link that stays inside the root
                 subfolders.append(Path(entry.path))
-            elif entry.is_file() and (suffixes is None or entry.name.endswith(suffixes)):
-                yield Path(entry.path)
+            elif entry.is_file():
+                if suffixes is None or entry.name.endswith(suffixes):
+                    yield Path(entry.path)
+            else:
+                try:
+                    kind = _kind(os.stat(entry.path))
+                except FileNotFoundError:
+                    kind = f"a symbolic link to nothing ({os.readlink(entry.path)})"
+                raise BadFile(
+                    f"{entry.path} in the data root {root} is {kind}, not a regular file or folder; depthbench "
+                    f"reads only regular files in a dataset: remove it"
+                )
         stack.extend(reversed(subfolders))
 
 

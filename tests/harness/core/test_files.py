@@ -162,12 +162,36 @@ def test_a_data_root_is_walked_without_loops_or_leaving_it(tmp_path):
     (root / "train" / "cat").mkdir(parents=True)
     (root / "train" / "cat" / "a.png").write_bytes(b"x")
     (root / "train" / "cat" / "loop").symlink_to(root / "train")  # a loop inside the root
-    os.mkfifo(root / "train" / "cat" / "b.png")  # not a regular file: never opened
     files = _in_time(lambda: list(walk_files(root)))
     assert files == [root / "train" / "cat" / "a.png"]
     (root / "train" / "cat" / "out").symlink_to(tmp_path)
     with pytest.raises(BadFile, match="symbolic link out of the data root"):
         _in_time(lambda: list(walk_files(root)))
+
+
+def test_a_special_file_in_a_data_root_is_refused_not_skipped(tmp_path):
+    """A FIFO (it would block its reader), a socket, a device or a link to nothing, whatever its name: one line
+    naming it and what to do, not a file silently left out of the data set."""
+    import socket
+
+    root = tmp_path / "data"
+    (root / "train" / "cat").mkdir(parents=True)
+    (root / "train" / "cat" / "a.png").write_bytes(b"x")
+    special = root / "train" / "cat" / "b"
+    for make, kind in (
+        (os.mkfifo, "a FIFO"),
+        (lambda p: socket.socket(socket.AF_UNIX).bind(str(p)), "a socket"),
+        (lambda p: p.symlink_to(root / "gone.png"), f"a symbolic link to nothing ({root / 'gone.png'})"),
+        (lambda p: p.symlink_to("/dev/null"), "a symbolic link out of the data root"),
+    ):
+        make(special)
+        with pytest.raises(BadFile) as error:
+            _in_time(lambda: list(walk_files(root, suffixes=(".png",))))
+        message = str(error.value)
+        assert message.startswith(f"{special} ") and kind in message and "\n" not in message, message
+        assert message.endswith(("remove it", "copy the file into it")), message
+        special.unlink()
+    assert list(walk_files(root)) == [root / "train" / "cat" / "a.png"]
 
 
 # ------------------------------------------------------------------------------------------------ printing

@@ -183,12 +183,15 @@ def test_pack_refuses_a_link_out_of_the_image_folder(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_pack_finishes_on_a_link_loop_and_skips_a_fifo_image(tmp_path):
+def test_pack_finishes_on_a_link_loop_and_refuses_a_fifo_image(tmp_path):
     from harness.tasks.shards import ShardDataset, pack
 
     folder = _folder(tmp_path / "folder")
     (folder / "train" / "a" / "loop").symlink_to(folder / "train")
     os.mkfifo(folder / "train" / "b" / "fifo.png")
+    _refused(lambda: pack(folder, tmp_path / "out", splits=("train",)), "fifo.png", "is a FIFO", "remove it")
+    assert not (tmp_path / "out").exists()
+    (folder / "train" / "b" / "fifo.png").unlink()
     info = _in_time(lambda: pack(folder, tmp_path / "out", splits=("train",)))
     assert info["splits"]["train"]["num_samples"] == 4
     assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == [
