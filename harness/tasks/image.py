@@ -61,7 +61,7 @@ from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
 
 # decode_image is imported from here too (protocols.py): it lives with the pixel budget in image_files
 from harness.tasks.image_files import decode_image, find_images, read_image_bytes
-from harness.tasks.shards import ShardDataset, check_shards
+from harness.tasks.shards import ShardDataset, check_shards, check_wds
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -134,6 +134,7 @@ def check_data(data) -> Path:
                 raise DataError(
                     f"dataset path {root} has no _info.json and split {split!r} names no shards; {_layout(data, root)}"
                 )
+            check_wds(root, split)
     return root
 
 
