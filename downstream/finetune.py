@@ -45,7 +45,7 @@ from downstream.hooks import ConsoleHook, LogWriter, Preempted, numeric_metrics,
 from downstream.mmengine_compat import checkpoint_in_work_dir, quiet_console, safe_globals, use_default_scope
 from harness.core.config import apply_overrides, load_config, parse_override
 from harness.core.errors import EXIT_PREEMPTED, DepthbenchError
-from harness.core.files import read_json
+from harness.core.files import read_json, unwritable_folder
 from harness.core.rundir import (
     RunDir,
     checkpoint_run,
@@ -713,10 +713,9 @@ def default_test_dir(checkpoint) -> Path:
     stem = (path.resolve() if path.is_symlink() else path).stem  # last.pth -> the iter_N.pth it points at
     run = checkpoint_run_of(path)
     base = run.parent / f"{run.name}-test-{stem}" if run else path.parent / f"{stem}-test"
-    if not os.access(base.parent, os.W_OK | os.X_OK):
-        raise DepthbenchError(
-            f"cannot write the test's run directory in {base.parent} (not writable); give --work-dir DIR"
-        )
+    problem = unwritable_folder(base)
+    if problem is not None:
+        raise DepthbenchError(f"the test's run directory {base}: {problem}; give --work-dir DIR")
     found, n = base, 1
     while found.exists():
         n += 1

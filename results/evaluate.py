@@ -7,7 +7,6 @@ run directory as ``eval_suite`` records -- the records ``depthbench results`` re
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
 from functools import lru_cache
@@ -16,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import BadFile, atomic_write, read_text
+from harness.core.files import BadFile, atomic_write, check_writable_file, read_text, unwritable_file
 from harness.core.rundir import RunDir, checkpoint_run, read_config_json, unlock_run_dir
 from harness.engine.launch import distributed_env
 from harness.tasks import protocols
@@ -209,23 +208,14 @@ def _unwritable(run: Path) -> str | None:
     metrics = run / "metrics.jsonl"
     if metrics.is_symlink():
         return "its metrics.jsonl is a symbolic link (records are never written through one)"
-    if not os.access(run, os.W_OK | os.X_OK) or metrics.exists() and not os.access(metrics, os.W_OK):
-        return "it is not writable"
-    return None
+    return unwritable_file(metrics)
 
 
 def _check_out(out) -> Path | None:
-    """``--out``: a CSV file whose folder exists and can be written; checked before any work."""
+    """``--out``: a CSV file that can be written (missing folders are created); checked before any work."""
     if not out:
         return None
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise DepthbenchError(f"--out {out} is a directory; give a file name for the CSV (e.g. {path / 'eval.csv'})")
-    if not path.parent.is_dir():
-        raise DepthbenchError(f"--out {out}: {path.parent} is not a directory; create it or write elsewhere")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise DepthbenchError(f"--out {out}: {path.parent} is not writable; write the CSV elsewhere")
-    return path
+    return check_writable_file(out, "--out", "the CSV (e.g. eval.csv)")
 
 
 @lru_cache(maxsize=1)
@@ -251,5 +241,6 @@ def _as_list(value):
 def _write_csv(out, rows: list[dict]) -> Path | None:
     if not out:
         return None
+    out.parent.mkdir(parents=True, exist_ok=True)  # checked before the evaluation (check_writable_file)
     atomic_write(out, pd.DataFrame(rows).to_csv(index=False))
-    return Path(out)
+    return out

@@ -18,7 +18,7 @@ from harness.core.choices import FAMILIES
 from harness.core.errors import DepthbenchError
 from harness.core.files import BadFile, loads_json, printable, read_json, read_text
 from slurm.restart import Failure, read_history
-from slurm.paths import paper_of, runs_root, slurm_dir
+from slurm.paths import outside_run_roots, paper_of, runs_root, slurm_dir
 
 MAX_DUMP_BYTES = 16 << 20  # a stack dump: every thread's frames, far under this
 FINISHED = {
@@ -84,6 +84,13 @@ def read_records(problems: list[str] | None = None) -> list[dict]:
                 and e["work_dir"]
             ):
                 problems.append(f"{path}: run {i} has no job id and run directory; ignored")
+                continue
+            outside = outside_run_roots(e["work_dir"])
+            if outside:
+                problems.append(
+                    f"{path}: run {i}: {outside}; a submission record names only run directories there "
+                    "(remove the record if you did not submit it); ignored"
+                )
                 continue
             good.append(
                 {
@@ -189,6 +196,10 @@ def job_rows(paper: str | None = None, problems: list[str] | None = None) -> tup
             continue
         meta = read_meta(meta_path.parent)
         if meta.get("slurm_job_id"):
+            outside = outside_run_roots(str(meta_path.parent))  # a link under the root that leads out of it
+            if outside:
+                problems.append(f"{meta_path.parent}: {outside}; replace the link by the run directory; ignored")
+                continue
             job = (
                 f"{meta['slurm_array_job_id']}_{meta['slurm_array_task_id']}"
                 if meta.get("slurm_array_task_id") and meta.get("slurm_array_job_id")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.core.choices import FAMILIES
+from harness.core.choices import FAMILIES, claims_out
+from harness.core.files import printable
 from harness.core.rundir import runs_root
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,6 +31,28 @@ def runs_root_note() -> str | None:
 def slurm_dir() -> Path:
     """Where submitted scripts, records and Slurm logs go."""
     return runs_root() / "slurm"
+
+
+def run_roots() -> list[Path]:
+    """The folders a submission record may name run directories in: the runs root, and the claims folders
+    ``submit --claims`` trains into by default (``depthbench claims`` reads its runs there)."""
+    return [runs_root(), *(claims_out(quick, scale=scale) for quick in (False, True) for scale in ("reduced", "paper"))]
+
+
+def outside_run_roots(work_dir: str) -> str | None:
+    """Why ``work_dir`` (read from a submission record or found under the runs root) is not a run directory
+    depthbench acts on, or None: it must be absolute and resolve, links followed, inside one of :func:`run_roots`
+    -- a record is a file anyone who can write the runs folder may have written, and it decides which folder
+    ``jobs`` reads and which job ``cancel RUN`` cancels."""
+    if not os.path.isabs(work_dir):
+        return f"work_dir {printable(work_dir)} is not an absolute path"
+    real = os.path.realpath(work_dir)
+    for root in run_roots():
+        real_root = os.path.realpath(root)
+        if os.path.commonpath([real_root, real]) == real_root and real != real_root:
+            return None
+    resolved = "" if real == os.path.normpath(work_dir) else f" (it resolves to {printable(real)})"
+    return f"work_dir {printable(work_dir)}{resolved} is outside the runs root {runs_root()} and the claims folders"
 
 
 def paper_of(config: str) -> str | None:

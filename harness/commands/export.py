@@ -72,7 +72,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
     docstring. Every input is checked before anything is written; ``out`` appears whole or not at all."""
     import os
 
-    from harness.core.files import atomic_dir, read_json
+    from harness.core.files import atomic_dir, check_writable_folder, read_json
 
     source, run_path = _source(Path(run_dir).expanduser(), checkpoint)
     out = Path(out).expanduser()
@@ -82,9 +82,7 @@ def run(run_dir: str | Path, *, out: str | Path, ema: bool = False, checkpoint: 
         )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DepthbenchError(f"--out {out} exists and is not an empty folder; choose a new folder for the export")
-    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))
-    if not os.access(existing, os.W_OK):
-        raise DepthbenchError(f"--out {out}: {existing} is not writable; choose a folder you can write")
+    check_writable_folder(out, "--out", "the export")
     try:  # a config.json that is there but unreadable (a link, a FIFO, too deep, not an object) is one line naming it
         cfg = read_json(run_path / "config.json", inside=run_path, what="config.json")
     except FileNotFoundError:

@@ -2,7 +2,7 @@
 
 :func:`atomic_write` is the one atomic file writer of depthbench; :func:`atomic_dir` does the same for a folder
 that is filled in several steps (a dataset export). :func:`data_cache` is where generated data lives;
-:func:`check_writable_folder` checks an output folder before any work.
+:func:`check_writable_folder` and :func:`check_writable_file` check an output folder or file before any work.
 """
 
 from __future__ import annotations
@@ -136,27 +136,77 @@ def atomic_symlink(link: str | Path, target: str) -> None:
     os.replace(tmp, link)
 
 
-def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
-    """``option PATH`` names a folder to write ``contents`` into (created when missing): checked before any work that
-    it is not a file and that the nearest folder of it that exists can be written -- a file really created (and
-    removed) there, since ``os.access`` says yes to root on a read-only file system; else one line. Returns the
-    path, ``~`` expanded."""
-    path = Path(path).expanduser()
-    if path.exists() and not path.is_dir():
-        raise DepthbenchError(f"{option} {path} is a file, not a directory; give a directory for {contents}")
-    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
-    if not existing.is_dir():
-        raise DepthbenchError(
-            f"{option} {path}: {existing} is a file, not a directory; give a directory for {contents}"
-        )
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+
+
+def _cannot_create_in(folder: Path) -> OSError | None:
+    """Why no file can be created in ``folder``, or None: a file really created (and removed) there, since
+    ``os.access`` says yes to root on a read-only or virtual file system."""
     try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".depthbench-probe-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".depthbench-probe-"):
             pass
     except OSError as e:
-        raise DepthbenchError(
-            f"{option} {path}: cannot write in {existing} ({e.strerror}: {existing} is not writable); choose a "
-            "directory you can write"
-        ) from None
+        return e
+    return None
+
+
+def unwritable_folder(path: str | Path) -> str | None:
+    """Why no file can be written in the folder ``path`` (created when missing), or None: it is a file, the nearest
+    folder of it that exists is a file, or a file really created (and removed) there fails -- ``os.access`` says
+    yes to root on a read-only or virtual file system, so it is not asked."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a directory"
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    error = _cannot_create_in(existing)
+    if error is not None:
+        return f"cannot write in {existing} ({error.strerror}: {existing} is not writable)"
+    return None
+
+
+def check_writable_folder(path: str | Path, option: str, contents: str) -> Path:
+    """``option PATH`` names a folder to write ``contents`` into (created when missing): checked before any work with
+    :func:`unwritable_folder`; else one line. Returns the path, ``~`` expanded."""
+    path = Path(path).expanduser()
+    problem = unwritable_folder(path)
+    if problem is not None:
+        raise DepthbenchError(f"{option} {path}: {problem}; give a directory you can write for {contents}")
+    return path
+
+
+def unwritable_file(path: str | Path) -> str | None:
+    """Why the file ``path`` cannot be written -- created (its missing folders too), replaced or appended to -- or
+    None: its folder as :func:`unwritable_folder` checks it, and an existing regular file opened for appending,
+    which truncates nothing (a file without write permission fails it, and an immutable one, which stops root too).
+    A link or a special file at ``path`` is left to the writer (``atomic_write`` replaces it, ``append_line``
+    refuses it)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return f"{path} is a directory"
+    problem = unwritable_folder(path.parent)
+    if problem is not None:
+        return problem
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot write {path} ({e.strerror}: {path} is not writable)"
+    return None
+
+
+def check_writable_file(path: str | Path, option: str, contents: str) -> Path:
+    """``option PATH`` names a file that ``contents`` will be written to (replacing or appending to it): checked
+    before any work with :func:`unwritable_file`; else one line. Returns the path, ``~`` expanded."""
+    path = Path(path).expanduser()
+    problem = unwritable_file(path)
+    if problem is not None:
+        raise DepthbenchError(f"{option} {path}: {problem}; give a file you can write for {contents}")
     return path
 
 
@@ -191,22 +241,24 @@ def _components(path: Path, inside: Path | None) -> tuple[Path, tuple[str, ...]]
     return Path(base), tuple(Path(rel).parts)
 
 
+def _kind(st) -> str:
+    """What a file that is not a regular one is, for a refusal."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISSOCK(st.st_mode):
+        return "a socket"
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return "a device"
+    return "a special file"
+
+
 def _refuse(path, st, what: str):
-    kind = (
-        "a symbolic link"
-        if stat.S_ISLNK(st.st_mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(st.st_mode)
-        else "a directory"
-        if stat.S_ISDIR(st.st_mode)
-        else "a socket"
-        if stat.S_ISSOCK(st.st_mode)
-        else "a device"
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-        else "not a regular file"
-    )
     return BadFile(
-        f"{what} {path} is {kind}, not a regular file; depthbench follows no links and opens no special "
+        f"{what} {path} is {_kind(st)}, not a regular file; depthbench follows no links and opens no special "
         f"files in runs, records, caches and datasets: replace it by the file itself"
     )
 
@@ -484,8 +536,9 @@ def no_link_below(path: str | Path, inside: str | Path, what: str = "file") -> P
 def walk_files(root: str | Path, suffixes: tuple[str, ...] | None = None) -> Iterator[Path]:
     """The regular files under the data root ``root`` (sorted per folder), never through a link that leads out
     of the root and never in a loop: a link to a file or folder inside the root is followed once (each folder
-    visited once, by device and inode), one that leads outside is a :class:`BadFile`. ``root`` itself may be a link
-    (the user named it)."""
+    visited once, by device and inode), one that leads outside is a :class:`BadFile`, and so is anything that is
+    neither a folder nor a regular file (a FIFO, a socket, a device, a link to nothing) -- it was skipped without a
+    word, or would block the reader that opens it. ``root`` itself may be a link (the user named it)."""
     root = Path(root)
     real_root = os.path.realpath(root)
     seen: set[tuple[int, int]] = set()
@@ -509,8 +562,18 @@ def walk_files(root: str | Path, suffixes: tuple[str, ...] | None = None) -> Ite
                     )
             if entry.is_dir():  # follows a link that stays inside the root
                 subfolders.append(Path(entry.path))
-            elif entry.is_file() and (suffixes is None or entry.name.endswith(suffixes)):
-                yield Path(entry.path)
+            elif entry.is_file():
+                if suffixes is None or entry.name.endswith(suffixes):
+                    yield Path(entry.path)
+            else:
+                try:
+                    kind = _kind(os.stat(entry.path))
+                except FileNotFoundError:
+                    kind = f"a symbolic link to nothing ({os.readlink(entry.path)})"
+                raise BadFile(
+                    f"{entry.path} in the data root {root} is {kind}, not a regular file or folder; depthbench "
+                    f"reads only regular files in a dataset: remove it"
+                )
         stack.extend(reversed(subfolders))
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import csv
 import io
-import tempfile
 from pathlib import Path
 
 from harness.core.errors import DepthbenchError
-from harness.core.files import MAX_LOG_BYTES, BadFile, atomic_write, read_text
+from harness.core.files import MAX_LOG_BYTES, BadFile, atomic_write, check_writable_file, read_text
 
 
 # ------------------------------------------------------------------------------------------------ the CSV
@@ -19,19 +18,7 @@ def existing_rows(path: str | Path | None, key: str = "model") -> list[dict]:
     column every such CSV has (``model``; the pairs file: ``candidate``)."""
     if not path:
         return []
-    out = Path(path)
-    if out.is_dir():
-        raise DepthbenchError(f"--out {out} is a directory; give a CSV file name, e.g. {out}/bench.csv")
-    ancestor = out.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    try:  # really create a file there (os.access says yes to root on read-only or virtual file systems)
-        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".depthbench-bench-"):
-            pass
-    except OSError as e:
-        raise DepthbenchError(
-            f"--out {out}: cannot create files under {ancestor} ({e.strerror}); choose a writable path"
-        ) from None
+    out = check_writable_file(path, "--out", "the benchmark CSV (e.g. bench.csv)")
     if not out.exists():
         return []
     try:

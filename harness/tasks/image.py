@@ -61,7 +61,7 @@ from harness.tasks.glyphs import DEFAULT_VARIANT, export_glyphs
 
 # decode_image is imported from here too (protocols.py): it lives with the pixel budget in image_files
 from harness.tasks.image_files import decode_image, find_images, read_image_bytes
-from harness.tasks.shards import ShardDataset, check_shards
+from harness.tasks.shards import ShardDataset, check_shards, check_wds
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".JPEG", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
@@ -134,6 +134,7 @@ def check_data(data) -> Path:
                 raise DataError(
                     f"dataset path {root} has no _info.json and split {split!r} names no shards; {_layout(data, root)}"
                 )
+            check_wds(root, split)
     return root
 
 
@@ -369,17 +370,19 @@ def build_dataset(data, aug, split: str, is_training: bool):
 class ImageFolder(Dataset):
     """An ImageFolder split as timm's ImageDataset reads it (labels: the leaf folder's name; classes and files in
     natural order), with two differences. The walk is :func:`harness.tasks.image_files.find_images`: timm's follows
-    every link, so a folder with a link loop walked without end; here no link leads out of the root and none loops.
-    And an image that does not decode -- not an image, truncated (Pillow decodes lazily, so timm's ``convert``
-    raised it unnamed), a FIFO, over the pixel budget (harness/tasks/image_files.py) -- is one
-    :class:`DataError` naming the file, where timm retried the next sample and, after ten, raised "Failed to load
-    10 consecutive samples" without a name. ``skip_bad`` (``data.skip_bad_images``): skipped instead, each skip a
-    warning line naming the file and counting the skips of this loader process."""
+    every link, so a folder with a link loop walked without end; here no link leads out of the root and none loops,
+    and a FIFO, socket or device in it is refused, not skipped (timm's reader waited on a FIFO for ever). And an
+    image that does not decode -- not an image, truncated (Pillow decodes lazily, so timm's ``convert`` raised it
+    unnamed), over the pixel budget (harness/tasks/image_files.py) -- is one :class:`DataError` naming the file,
+    where timm retried the next sample and, after ten, raised "Failed to load 10 consecutive samples" without a
+    name. ``skip_bad`` (``data.skip_bad_images``): skipped instead, each skip a warning line naming the file and
+    counting the skips of this loader process. ``class_to_idx``: timm's ``class_map`` (folder name -> label;
+    images of other classes are left out)."""
 
-    def __init__(self, root: Path, transform=None, skip_bad: bool = False):
+    def __init__(self, root: Path, transform=None, skip_bad: bool = False, class_to_idx: dict | None = None):
         root = Path(root)
         self.root, self.transform, self.skip_bad, self.skipped = root, transform, skip_bad, 0
-        self.samples, self.class_to_idx = find_images(root)
+        self.samples, self.class_to_idx = find_images(root, class_to_idx)
         if not self.samples:
             raise DataError(f"{printable(root)} holds no images ({', '.join(sorted(get_img_extensions()))})")
 
@@ -388,6 +391,10 @@ class ImageFolder(Dataset):
 
     def filename(self, index: int) -> str:
         return self.samples[index][0]
+
+    def filenames(self, basename: bool = False) -> list[str]:
+        """Every sample's path (``basename``: its file name), as timm's ImageDataset gives them."""
+        return [os.path.basename(path) if basename else path for path, _ in self.samples]
 
     def read(self, index: int) -> tuple[bytes, int]:
         """The compressed bytes of sample ``index`` and its label (``loader.pipeline='device'`` decodes them)."""

@@ -33,7 +33,8 @@ MAX_IMAGE_BYTES = 256 << 20
 def find_images(root: str | Path, class_to_idx: dict | None = None) -> tuple[list[tuple[str, int]], dict]:
     """``(samples, class_to_idx)`` of the ImageFolder split ``root`` as timm's ``find_images_and_targets`` gives them
     (label: the leaf folder's name, classes and files in natural order; with ``class_to_idx``, images of other
-    classes are left out), but never through a link out of ``root`` or round a link loop: one DataError line."""
+    classes are left out), but never through a link out of ``root`` or round a link loop, and never past a FIFO,
+    socket or device (refused, not skipped): one DataError line."""
     root = Path(root)
     types = get_img_extensions(as_set=True)
     try:

@@ -1,7 +1,8 @@
 """The evaluation protocols of ``depthbench eval --dataset NAME``: robustness sets, ReaL labels, ImageNet-C.
 
-Every protocol reads its data set's standard folder layout through timm's ImageFolder reader (with a class map
-from folder name to ImageNet-1k index where the layout names synsets) and scores a model's logits:
+Every protocol reads its data set's standard folder layout as timm's ImageFolder reader does, through depthbench's
+(:class:`harness.tasks.image.ImageFolder`: no link out of the folder, no FIFO; with a class map from folder name
+to ImageNet-1k index where the layout names synsets) and scores a model's logits:
 
 - ``val``              the config's own validation split (``data.*``), top-1/top-5.
 - ``imagenet-a``       ``<root>/<synset>/*.jpg`` (its 200 classes; TransNeXt Table 1). Logits restricted to
@@ -32,7 +33,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from timm.data import create_dataset
 
 import models  # noqa: F401
 from harness.core.choices import PROTOCOLS, not_one_of
@@ -47,7 +47,7 @@ from harness.engine.data import build_dataset, build_eval_loader, check_data
 from harness.engine.evaluation import evaluate, evaluation_backend
 from harness.engine.launch import configure_threads, export_distributed_env
 from harness.engine.models import model_kwargs
-from harness.tasks.image import build_transform, data_root, decode_image
+from harness.tasks.image import ImageFolder, build_transform, data_root, decode_image
 from models.stepsnet import stepsnet_analysis
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".ppm")
@@ -219,11 +219,10 @@ def class_map(folder: Path, protocol: str) -> dict | None:
 
 
 def image_folder(folder: Path, transform, protocol: str):
-    dataset = create_dataset(
-        "", root=str(folder), split="", class_map=class_map(folder, protocol) or "", input_img_mode="RGB"
-    )
-    dataset.transform = transform
-    return dataset
+    """The evaluation set ``folder`` as timm's ImageFolder reads it (labels: ``protocol``'s class map), walked and
+    read by depthbench's :class:`~harness.tasks.image.ImageFolder`: timm's walk follows every link, out of the
+    folder and round a loop, and its reader opens a FIFO and waits."""
+    return ImageFolder(folder, transform, class_to_idx=class_map(folder, protocol))
 
 
 def predict(model, dataset, batch_size: int, device, workers: int = 0):

@@ -164,6 +164,86 @@ def check_shards(root: Path, split: str) -> None:
         )
 
 
+# The least a sample of a tar shard takes: one non-empty member, a 512-byte header and a 512-byte block.
+MIN_SAMPLE_BYTES = 1024
+
+
+def check_wds(root: Path, split: str) -> None:
+    """``data.type='wds'`` (timm's WebDataset reader, which opens what it is told without asking) checked before any
+    training starts, under the rules of the image folder and of our shards: the ``_info.json`` it reads is read by
+    harness.core.files (no link, no FIFO, bounded, an object); every shard it names is a relative path inside
+    ``root``, reached without a link, and a regular file (a FIFO blocks a loader worker for ever); and the sample
+    count, which timm trusts as the epoch's length (it repeats the shards until the count is reached), is a
+    non-negative integer -- the sum of the shard lengths where the info gives them -- that the shards' bytes can
+    hold. One DataError line naming the file otherwise."""
+    from webdataset.shardlists import expand_urls
+
+    info = {}
+    for name in ("_info.json", "info.json"):  # timm's names, in its order
+        try:
+            info = read_json(root / name, inside=root, what="WebDataset info")
+            break
+        except FileNotFoundError:
+            continue
+        except BadFile as e:
+            raise DataError(printable(e)) from None
+    source = printable(root / (INFO_NAME if (root / INFO_NAME).exists() else "info.json"))
+    spec, _, count = split.partition("|")
+    if "tar" in split or ".." in split:  # timm's test for shards named in the split itself
+        names, lengths = expand_urls(spec), None
+        if count and not count.strip().isdigit():
+            raise DataError(f"data split {printable(split)!r}: {printable(count)!r} after '|' is not a sample count")
+        num_samples = int(count) if count else None
+    else:
+        entry = (info.get("splits") or {}).get(split) if isinstance(info.get("splits"), dict) else None
+        if not isinstance(entry, dict):
+            raise DataError(f"{source} names no split {printable(repr(split))}; {_WDS_LAYOUT}")
+        names, lengths, num_samples = entry.get("filenames"), entry.get("shard_lengths"), entry.get("num_samples")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise DataError(f"{source}: split {printable(repr(split))} has no list of shard file names; {_WDS_LAYOUT}")
+        if not isinstance(lengths, list) or len(lengths) != len(names) or not all(_count(n) for n in lengths):
+            raise DataError(
+                f"{source}: split {printable(repr(split))}'s shard_lengths is not one sample count per shard; "
+                f"{_WDS_LAYOUT}"
+            )
+        if not _count(num_samples) or num_samples != sum(lengths):
+            raise DataError(
+                f"{source}: split {printable(repr(split))}'s num_samples {printable(num_samples)} is not the sum of "
+                f"its shard_lengths ({sum(lengths)}); {_WDS_LAYOUT}"
+            )
+    total = 0
+    for name in names:
+        outside = os.path.isabs(name) or ".." in Path(name).parts or "\0" in name
+        named_by_config = lengths is None and outside  # data.train_split=/data/x-{0..9}.tar: the user's own choice
+        if outside and not named_by_config:
+            raise DataError(
+                f"{source} names the shard {printable(repr(name))}, not a file in {printable(root)}; a WebDataset "
+                f"split names shards inside its root"
+            )
+        try:
+            with open_file(root / name, inside=None if named_by_config else root, max_bytes=None, what="shard") as fh:
+                total += os.fstat(fh.fileno()).st_size
+        except FileNotFoundError:
+            raise DataError(
+                f"shard {printable(root / name)} is missing; copy it there or name only the shards there"
+            ) from None
+        except BadFile as e:
+            raise DataError(printable(e)) from None
+    if num_samples is not None and num_samples * MIN_SAMPLE_BYTES > total:
+        raise DataError(
+            f"{source if lengths is not None else 'data split ' + printable(repr(split))} claims {num_samples:,} "
+            f"samples, but its {len(names)} shards hold {total:,} bytes (at most {total // MIN_SAMPLE_BYTES:,} "
+            f"samples); give the real count"
+        )
+
+
+_WDS_LAYOUT = "expected timm's _info.json ({'splits': {NAME: {'filenames', 'shard_lengths', 'num_samples'}}})"
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _bad_index(path: Path, why: str) -> DataError:
     return DataError(
         f"shard index {printable(path)} {why}; it is not an index `depthbench data pack` wrote: repack the split"

@@ -27,6 +27,7 @@ import os
 from fixtures.cli import one_line_captured as _one_line
 from fixtures.files import evil_mmengine_checkpoint as _evil_mmengine_checkpoint
 from fixtures.files import hold_lock as _hold_lock
+from fixtures.files import read_only
 from fixtures.files import refused as _refused
 from harness.core.errors import DepthbenchError
 
@@ -551,6 +552,22 @@ def test_a_file_as_work_dir_is_one_line(embedded_cache, tmp_path, capsys):
     afile.write_text("")
     _one_line(capsys, cli.main(["finetune", DET, "--work-dir", str(afile)]), "is a file, not a directory")
     _one_line(capsys, cli.main(["test", DET, str(afile), "--work-dir", str(afile)]), "is a file, not a directory")
+
+
+@pytest.mark.tier("integration")
+def test_a_test_beside_a_checkpoint_it_cannot_write_beside_is_one_line(embedded_cache, tmp_path, capsys):
+    """``depthbench test`` without --work-dir writes beside the checkpoint: a folder really unwritable there (root
+    included: os.access says yes to root, CI runs as root) is one line before the model is built."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (folder / "w.pth").write_bytes(b"not reached")
+    with read_only(folder):
+        _one_line(
+            capsys,
+            cli.main(["test", DET, str(folder / "w.pth")]),
+            f"the test's run directory {folder / 'w-test'}: cannot write in {folder}",
+        )
+    assert sorted(p.name for p in folder.iterdir()) == ["w.pth"]
 
 
 @pytest.mark.tier("integration")

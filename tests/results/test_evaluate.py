@@ -8,7 +8,6 @@ Each crafted config here would create a file when executed; every test checks th
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import torch
 
 from fixtures.cli import one_line_captured as _one_line
 from fixtures.files import hold_lock as _hold_lock
+from fixtures.files import read_only
 from harness import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,25 +121,45 @@ def test_eval_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeyp
     _one_line(
         capsys,
         cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder)]),
-        "is a directory; give a file name",
+        f"--out {folder}: {folder} is a directory; give a file",
     )
     _one_line(
         capsys,
-        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(tmp_path / "no/x.csv")]),
-        "is not a directory",
-    )
-    real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == folder else real_access(p, mode, **k))
-    _one_line(
-        capsys,
-        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder / "rows.csv")]),
-        "is not writable",
+        cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(weights / "x.csv")]),
+        f"{weights} is a file, not a directory",
     )
     run = tmp_path / "run"
     run.mkdir()
     (run / "meta.json").write_text("{}")
-    monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == run else real_access(p, mode, **k))
-    _one_line(capsys, cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out-run", str(run)]), "is not writable")
+    (folder / "rows.csv").write_text("kept\n")
+    (run / "metrics.jsonl").write_text("{}\n")
+    # really unwritable, root included (CI runs as root): os.access says yes to root, the checks create a file
+    with read_only(folder), read_only(run):
+        for out in (folder / "rows.csv", folder / "new" / "rows.csv"):
+            _one_line(
+                capsys,
+                cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(out)]),
+                f"--out {out}: cannot write in {folder}",
+            )
+        _one_line(
+            capsys,
+            cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out-run", str(run)]),
+            f"--out-run {run}: cannot write in {run}",
+        )
+    # the folders writable, the files not: the CSV is replaced and the record appended to, both would fail
+    # after the evaluation (the old check asked only about the CSV's folder)
+    with read_only(folder / "rows.csv"), read_only(run / "metrics.jsonl"):
+        _one_line(
+            capsys,
+            cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out", str(folder / "rows.csv")]),
+            f"--out {folder / 'rows.csv'}: cannot write {folder / 'rows.csv'}",
+        )
+        _one_line(
+            capsys,
+            cli.main(["eval", STEPS, "--checkpoint", str(weights), "--out-run", str(run)]),
+            f"cannot write {run / 'metrics.jsonl'}",
+        )
+    assert (folder / "rows.csv").read_text() == "kept\n" and (run / "metrics.jsonl").read_text() == "{}\n"
 
 
 @pytest.mark.tier("integration")

@@ -8,6 +8,7 @@ import os
 
 from fixtures.faults import record, write_attempt
 from fixtures.files import in_time as _in_time
+from harness.core.errors import DepthbenchError
 from slurm import jobs as slurm_jobs
 import pytest
 from clitools import fresh_imports
@@ -33,6 +34,48 @@ def test_job_records_that_are_fifos_or_escapes_are_named_and_stripped(tmp_path, 
     assert [e["name"] for r in records for e in r["elements"]] == ["job?]0;owned??"]
     assert records[0]["paper"] == "p?[31m"
     assert any("1.json is a FIFO" in p for p in problems) and any("3.json is nested" in p for p in problems)
+
+
+def test_a_record_naming_a_folder_outside_the_runs_root_is_ignored_and_acts_on_nothing(tmp_path, monkeypatch):
+    """A submission record is a file anyone who can write the runs folder may have written: a run directory in it
+    that resolves outside the runs root (by a path, a '..' or a link) is named and ignored -- jobs lists it not and
+    reads nothing there, cancel RUN and --why JOB do not take their job from it. A link under the root to a run
+    elsewhere is refused the same way."""
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere" / "run"
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(runs))
+    monkeypatch.setattr(slurm_jobs, "slurm_states", lambda ids: ({}, ""))
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "meta.json").write_text(json.dumps({"status": "done"}))
+    (runs / "slurm").mkdir(parents=True)
+    (runs / "exp").mkdir()
+    (runs / "exp" / "linked").symlink_to(elsewhere)
+    (tmp_path / "hand").mkdir()  # a run a hand-written sbatch script started, as the scan of the root finds them
+    (tmp_path / "hand" / "meta.json").write_text(json.dumps({"status": "done", "slurm_job_id": 42}))
+    (runs / "exp" / "hand").symlink_to(tmp_path / "hand")
+    hostile = {
+        "6": str(elsewhere),
+        "7": f"{runs}/../elsewhere/run",
+        "8": str(runs / "exp" / "linked"),
+        "9": "exp/relative",
+        "10": str(runs),
+    }
+    elements = [{"job": "5", "work_dir": str(runs / "exp" / "good")}]
+    elements += [{"job": job, "work_dir": work_dir} for job, work_dir in hostile.items()]
+    (runs / "slurm" / "5.json").write_text(json.dumps({"elements": elements}))
+    problems = []
+    records = slurm_jobs.read_records(problems)
+    assert [e["job"] for r in records for e in r["elements"]] == ["5"]
+    assert len(problems) == len(hostile), problems
+    for problem, work_dir in zip(problems, hostile.values()):
+        assert f"work_dir {work_dir}" in problem and problem.endswith("ignored") and "\n" not in problem, problem
+    assert f"outside the runs root {runs}" in problems[1] and f"(it resolves to {elsewhere})" in problems[2]
+    rows, _ = slurm_jobs.job_rows(problems=problems)
+    assert [r["job"] for r in rows] == ["5"]  # nor the link's run, found by the scan of the runs root
+    assert any(p.startswith(f"{runs / 'exp' / 'hand'}: work_dir") for p in problems[len(hostile) :]), problems
+    with pytest.raises(DepthbenchError, match="nor the run directory of a submitted run"):
+        slurm_jobs.cancel(f"{runs}/../elsewhere/run")
+    with pytest.raises(DepthbenchError, match="no submitted run has job id 6"):
+        slurm_jobs.why("6")
 
 
 def test_why_summarises_each_attempt_and_rank(tmp_path):

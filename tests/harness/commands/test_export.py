@@ -11,6 +11,7 @@ import torch
 
 from clitools import run_cli_here
 from fixtures.cli import one_line_here as _one_line_here
+from fixtures.files import read_only
 from fixtures.training import ONE_EPOCH as TINY
 
 pytestmark = pytest.mark.tier("integration")
@@ -152,6 +153,26 @@ def test_a_fine_tune_run_points_to_exporting_its_backbones_run(tmp_path):
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert "is a fine-tune (MaskRCNN with backbone steps_resnet18_w32)" in err and expected in err, err
         assert not (tmp_path / "export").exists()
+
+
+def test_an_export_target_that_cannot_be_written_is_one_line(tmp_path):
+    """Really unwritable, root included (os.access says yes to root; CI runs as root): refused before the run is
+    read, a file created in the nearest existing folder decides."""
+    run = tmp_path / "run"
+    run.mkdir()  # no config.json: reading the run would be a different line
+    (run / "meta.json").write_text('{"status": "done"}')
+    (run / "best.pth").write_bytes(b"x")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with read_only(folder):
+        for out in (folder / "export", folder / "new" / "export"):
+            line = _one_line_here("export", run, "--out", out)
+            assert f"--out {out}: cannot write in {folder}" in line, line
+    assert list(folder.iterdir()) == []
+    # a virtual file system: os.access says yes to root there, yet nothing can be created
+    assert "--out /proc/depthbench-export: cannot write in /proc" in _one_line_here(
+        "export", run, "--out", "/proc/depthbench-export"
+    )
 
 
 def test_an_export_target_that_is_a_link_is_one_line(tmp_path):

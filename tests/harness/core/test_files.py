@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 
 from fixtures.files import in_time as _in_time
+from fixtures.files import read_only
 from fixtures.images import image_folder as _image_folder
 from fixtures.images import packed_shards as _pack
 from harness.core.errors import DepthbenchError
 from harness.core.files import (
     MAX_DEPTH,
     BadFile,
+    check_writable_file,
     copy_regular,
     is_regular,
     loads_json,
@@ -31,6 +33,8 @@ from harness.core.files import (
     printable,
     read_json,
     read_text,
+    unwritable_file,
+    unwritable_folder,
     walk_files,
 )
 
@@ -128,17 +132,66 @@ def test_copies_into_a_report_take_only_regular_files_inside_the_source(tmp_path
     assert not (site / "linked.png").exists() and not (site / "x.png").exists()
 
 
+def test_writability_is_tried_not_asked(tmp_path):
+    """The one writability check: a file really created in the nearest existing folder, an existing file opened
+    for appending -- not os.access, which says yes to root on a virtual file system (/proc here) and on a
+    read-only one."""
+    assert unwritable_folder("/proc/depthbench/run").startswith("cannot write in /proc (")
+    assert unwritable_file("/proc/depthbench.csv").startswith("cannot write in /proc (")
+    folder, afile = tmp_path / "ro", tmp_path / "afile"
+    folder.mkdir()
+    afile.write_text("kept\n")
+    with read_only(folder):
+        problem = unwritable_folder(folder / "new" / "run")
+        assert problem.startswith(f"cannot write in {folder} (") and problem.endswith(f"{folder} is not writable)")
+        assert unwritable_file(folder / "x.csv").startswith(f"cannot write in {folder} (")
+    with read_only(afile):
+        assert unwritable_folder(tmp_path) is None
+        assert unwritable_file(afile).startswith(f"cannot write {afile} (")
+    assert afile.read_text() == "kept\n" and list(folder.iterdir()) == []  # nothing truncated, no probe left
+    assert unwritable_folder(afile / "run") == f"{afile} is a file, not a directory"
+    assert unwritable_file(afile / "x.csv") == f"{afile} is a file, not a directory"
+    assert unwritable_file(folder) == f"{folder} is a directory"
+    assert unwritable_file(tmp_path / "new" / "x.csv") is None and not (tmp_path / "new").exists()
+    with pytest.raises(DepthbenchError, match=r"^--out \S+afile/x.csv: \S+afile is a file, not a directory; give"):
+        check_writable_file(afile / "x.csv", "--out", "the CSV")
+
+
 def test_a_data_root_is_walked_without_loops_or_leaving_it(tmp_path):
     root = tmp_path / "data"
     (root / "train" / "cat").mkdir(parents=True)
     (root / "train" / "cat" / "a.png").write_bytes(b"x")
     (root / "train" / "cat" / "loop").symlink_to(root / "train")  # a loop inside the root
-    os.mkfifo(root / "train" / "cat" / "b.png")  # not a regular file: never opened
     files = _in_time(lambda: list(walk_files(root)))
     assert files == [root / "train" / "cat" / "a.png"]
     (root / "train" / "cat" / "out").symlink_to(tmp_path)
     with pytest.raises(BadFile, match="symbolic link out of the data root"):
         _in_time(lambda: list(walk_files(root)))
+
+
+def test_a_special_file_in_a_data_root_is_refused_not_skipped(tmp_path):
+    """A FIFO (it would block its reader), a socket, a device or a link to nothing, whatever its name: one line
+    naming it and what to do, not a file silently left out of the data set."""
+    import socket
+
+    root = tmp_path / "data"
+    (root / "train" / "cat").mkdir(parents=True)
+    (root / "train" / "cat" / "a.png").write_bytes(b"x")
+    special = root / "train" / "cat" / "b"
+    for make, kind in (
+        (os.mkfifo, "a FIFO"),
+        (lambda p: socket.socket(socket.AF_UNIX).bind(str(p)), "a socket"),
+        (lambda p: p.symlink_to(root / "gone.png"), f"a symbolic link to nothing ({root / 'gone.png'})"),
+        (lambda p: p.symlink_to("/dev/null"), "a symbolic link out of the data root"),
+    ):
+        make(special)
+        with pytest.raises(BadFile) as error:
+            _in_time(lambda: list(walk_files(root, suffixes=(".png",))))
+        message = str(error.value)
+        assert message.startswith(f"{special} ") and kind in message and "\n" not in message, message
+        assert message.endswith(("remove it", "copy the file into it")), message
+        special.unlink()
+    assert list(walk_files(root)) == [root / "train" / "cat" / "a.png"]
 
 
 # ------------------------------------------------------------------------------------------------ printing

@@ -15,6 +15,8 @@ import harness.measure.bench as bench
 from harness.measure.bench import measure, run_interleaved
 from harness.cli import main as cli_main
 
+from fixtures.files import read_only
+
 pytestmark = pytest.mark.tier(
     "integration", tests=("test_a_paper_models_default_input_size_is_its_own_in_a_fresh_process",)
 )
@@ -349,6 +351,28 @@ def test_out_that_is_not_a_csv_is_refused_before_work(tmp_path, capsys):
     assert cli_main(["bench", "resnet18", "--out", str(bad)]) == 2
     assert "is not a readable CSV" in capsys.readouterr().err
     assert bad.read_bytes() == b"\xff\xfe\x00garbage"  # untouched
+
+
+def test_out_that_cannot_be_written_is_refused_before_work(tmp_path, capsys, monkeypatch):
+    """Really unwritable, root included (CI runs as root, and os.access says yes to root): the check creates a file
+    in the folder and opens an existing CSV for appending."""
+    monkeypatch.setattr(bench, "benchmark", lambda *a, **k: pytest.fail("measured before checking --out"))
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    kept = folder / "kept.csv"
+    kept.write_text("model\nresnet18\n")
+    with read_only(folder):
+        for out in (folder / "bench.csv", folder / "new" / "bench.csv"):
+            assert cli_main(["bench", "resnet18", "--out", str(out)]) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and f"--out {out}: cannot write in {folder}" in err, err
+    writable = tmp_path / "bench.csv"
+    writable.write_text("model\nresnet18\n")
+    with read_only(writable):  # its folder writable, the file not (it is replaced: an immutable file cannot be)
+        assert cli_main(["bench", "resnet18", "--out", str(writable)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"cannot write {writable}" in err, err
+    assert kept.read_text() == writable.read_text() == "model\nresnet18\n"
 
 
 @pytest.mark.parametrize("mode", ["infer", "train"])

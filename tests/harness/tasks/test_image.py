@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.files import in_time as _in_time
+from fixtures.files import refused as _refused
 from fixtures.images import image_folder as _image_folder
 import os
 import pickle
@@ -91,6 +92,23 @@ def test_an_image_folder_with_a_link_loop_is_read_once(tmp_path):
     (root / "train" / "a" / "again").symlink_to(root / "train")
     dataset = _in_time(lambda: ImageFolder(root / "train"))
     assert len(dataset) == 6 and sorted(dataset.class_to_idx) == ["a", "b"]
+
+
+def test_a_fifo_in_an_image_folder_is_refused_before_any_image_is_read(tmp_path):
+    """Training's folders and the evaluation protocols' (timm's walk kept a FIFO named like an image and its reader
+    then waited on it forever; a non-image name was skipped without a word)."""
+    from harness.tasks.image import ImageFolder
+    from harness.tasks.protocols import image_folder
+
+    root = _image_folder(tmp_path)
+    for name in ("fifo.png", "notes"):
+        fifo = root / "train" / "b" / name
+        os.mkfifo(fifo)
+        for build in (lambda: ImageFolder(root / "train"), lambda: image_folder(root / "train", None, "imagenet-v2")):
+            _refused(build, f"{fifo} in the data root {root / 'train'} is a FIFO, not a regular file", "remove it")
+        fifo.unlink()
+    (root / "train" / "b" / "out.png").symlink_to(tmp_path / "elsewhere.png")
+    _refused(lambda: image_folder(root / "train", None, "imagenet-real"), "symbolic link out of the data root")
 
 
 @pytest.mark.parametrize("data", [None, "shape", "labels"])

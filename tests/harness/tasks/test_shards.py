@@ -83,6 +83,57 @@ def test_timm_s_webdataset_reader_reads_the_shards(packed):
     assert labels == sorted(ShardDataset(shards, "val").targets.tolist())
 
 
+def test_a_webdataset_split_is_checked_before_training_like_the_folder(tmp_path):
+    """data.type=wds hands timm's WebDataset reader what _info.json says: shard names (joined to the root), and a
+    sample count it trusts as the epoch's length (it repeats the shards until it is reached). Checked first, one
+    line naming the file: no name out of the root, no link, no FIFO, a count the shards' bytes can hold."""
+    import copy
+
+    from harness.tasks.image import check_data
+    from harness.tasks.shards import check_wds
+
+    shards = _pack(tmp_path)
+    info_path = shards / "_info.json"
+    info = json.loads(info_path.read_text())
+    assert info["splits"]["train"]["filenames"] == ["train-000000.tar", "train-000001.tar"]
+    check_wds(shards, "train")
+    check_wds(shards, "train-{000000..000001}.tar|4")
+    secret = tmp_path / "secret.tar"
+    secret.write_bytes((shards / "train-000000.tar").read_bytes())
+
+    def hostile(**split):
+        changed = copy.deepcopy(info)
+        changed["splits"]["train"].update(split)
+        info_path.write_text(json.dumps(changed))
+        return lambda: check_wds(shards, "train")
+
+    for change, needle in (
+        ({"filenames": ["../secret.tar", "train-000001.tar"]}, "names the shard '../secret.tar', not a file in"),
+        ({"filenames": [str(secret), "train-000001.tar"]}, f"names the shard '{secret}', not a file in"),
+        ({"num_samples": 10**9, "shard_lengths": [10**9 - 2, 2]}, "claims 1,000,000,000 samples, but its 2 shards"),
+        ({"num_samples": 5}, "num_samples 5 is not the sum of its shard_lengths (4)"),
+        ({"shard_lengths": [2, -2], "num_samples": 0}, "shard_lengths is not one sample count per shard"),
+        ({"num_samples": True}, "num_samples True is not the sum"),
+    ):
+        _refused(hostile(**change), str(info_path), needle)
+    _refused(lambda: check_wds(shards, "train-{000000..000001}.tar|999999"), "claims 999,999 samples")
+    info_path.write_text(json.dumps(info))
+    moved = tmp_path / "elsewhere.tar"
+    os.replace(shards / "train-000000.tar", moved)
+    (shards / "train-000000.tar").symlink_to(moved)
+    _refused(lambda: check_wds(shards, "train"), "shard", "train-000000.tar is a symbolic link")
+    (shards / "train-000000.tar").unlink()
+    os.mkfifo(shards / "train-000000.tar")
+    cfg = shards_cfg(shards, train_split="train", val_split="train")
+    cfg.data.type = "wds"
+    _refused(lambda: check_data(cfg.data), "shard", "train-000000.tar is a FIFO")
+    (shards / "train-000000.tar").unlink()
+    os.replace(moved, shards / "train-000000.tar")
+    info_path.unlink()
+    os.mkfifo(info_path)
+    _refused(lambda: check_wds(shards, "train"), "_info.json is a FIFO")
+
+
 @pytest.mark.tier("integration")
 def test_pack_refuses_bad_input_in_one_line(tmp_path, packed):
     folder, shards, _ = packed
@@ -183,12 +234,15 @@ def test_pack_refuses_a_link_out_of_the_image_folder(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_pack_finishes_on_a_link_loop_and_skips_a_fifo_image(tmp_path):
+def test_pack_finishes_on_a_link_loop_and_refuses_a_fifo_image(tmp_path):
     from harness.tasks.shards import ShardDataset, pack
 
     folder = _folder(tmp_path / "folder")
     (folder / "train" / "a" / "loop").symlink_to(folder / "train")
     os.mkfifo(folder / "train" / "b" / "fifo.png")
+    _refused(lambda: pack(folder, tmp_path / "out", splits=("train",)), "fifo.png", "is a FIFO", "remove it")
+    assert not (tmp_path / "out").exists()
+    (folder / "train" / "b" / "fifo.png").unlink()
     info = _in_time(lambda: pack(folder, tmp_path / "out", splits=("train",)))
     assert info["splits"]["train"]["num_samples"] == 4
     assert sorted(ShardDataset(tmp_path / "out", "train").paths.tolist()) == [
