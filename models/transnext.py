@@ -1276,7 +1276,10 @@ class StageGeometries(nn.Module):
         key = (stage, tuple(size), str(device))
         geometry = self._cache.get(key)
         if geometry is None:
-            geometry = self._build(stage, tuple(size), torch.device(device))
+            # never inference tensors, though the first forward may run under torch.inference_mode: a cached
+            # geometry is reused by later training steps, whose indexing saves it for backward
+            with torch.inference_mode(False):
+                geometry = self._build(stage, tuple(size), torch.device(device))
             self._cache[key] = geometry
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)

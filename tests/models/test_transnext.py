@@ -378,6 +378,19 @@ def test_position_bias_is_cached_without_autograd_and_follows_parameter_updates(
     assert "_bias_cache" not in "".join(model.state_dict())
 
 
+def test_a_model_run_under_inference_mode_still_trains():
+    """A first forward under torch.inference_mode (an evaluation, the native benchmark's logits check) caches the
+    stages' geometry; the training step after it indexes that geometry and saves it for backward, which an
+    inference tensor cannot be ("Inference tensors cannot be saved for backward" before the fix)."""
+    torch.manual_seed(0)
+    model = small_model()
+    image = torch.randn(2, 3, 64, 64)
+    with torch.inference_mode():
+        model.eval()(image)
+    model.train()(image).sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
 def test_a_model_counted_twice_on_meta_counts_the_position_bias_mlp_twice():
     """The bias cache keeps nothing on the meta device: a second FLOP count of the same model (verify measures a
     row's model once per column, and consecutive rows share it) sees the log-CPB MLP as the first did."""
