@@ -80,13 +80,14 @@ def run_claims(
     cpu, cuda or None for the engine's choice), after the training so that no run shares the machine with the
     timing. ``cap``: the most seeds per arm to train (None: each claim's plan); ``jobs``: runs at a time (default:
     one per core, one thread each; on cuda: 1). ``tier="confirmatory"``: only the confirmatory claims' arms train;
-    a descriptive claim is reported when its first look's runs are already done in ``out`` (trained by an earlier
-    call), else listed as not trained with its cost (:func:`untrained_claims`)."""
+    a descriptive claim is reported when its first look's runs are done in ``out`` (trained by an earlier call, or
+    by this one for the confirmatory claims that share them), else listed as not trained with its cost
+    (:func:`untrained_claims`)."""
     jobs, env = run_slots(jobs, device)
     check_folder_kind(out, quick)
     check_writable_folder(out, "--out", "the claims' runs and report")
     plans, targets, powers = plan(files, cap, quick)
-    claims, untrained = [], []
+    claims, untrained, given = [], [], files
     for f in files:
         for claim in f.claims:
             first = cl.plan_runs(f, targets[(claim.paper, claim.id)][0], quick, out, only=[claim])
@@ -121,6 +122,16 @@ def run_claims(
                 )
             ):
                 del open_claims[key]  # decided at this look: no more seeds for it
+    # a descriptive claim whose runs the confirmatory claims trained in this call (the same arms and seeds) is
+    # reported like one an earlier call trained, not listed as untrained with no run left
+    still_untrained = []
+    for claim, f, first in untrained:
+        if all(cl.run_done(s) for s in first):
+            claims.append((claim, f))
+            specs.update({s.work_dir: s for s in first})
+        else:
+            still_untrained.append((claim, f, first))
+    files = [replace(f, claims=tuple(c for c, g in claims if g is f)) for f in given]
     all_specs = list(specs.values())
     values, losses, hardware = run_values(all_specs), run_values(all_specs, "loss"), _hardware(all_specs)
     for f in files:
@@ -143,7 +154,7 @@ def run_claims(
         for r in results
     ]
     status_lines = [cl.status_line(f.paper, [r for r in results if r.claim.paper == f.paper], quick) for f in files]
-    skipped = untrained_claims(untrained, all_specs)
+    skipped = untrained_claims(still_untrained, all_specs)
     written = write_report(results, files, all_specs, out, quick, skipped)
     return ClaimsReport(results, out, all_specs, written, status_lines)
 

@@ -29,7 +29,9 @@ def config(work_dir) -> dict:
 def test_every_arm_trains_once_with_the_quick_schedule(quick):
     report, out = quick
     arms = {(p, a) for p in PAPERS for a in load_claims(p).arms}
-    assert {(s.paper, s.arm) for s in report.runs} == arms and all(s.seed == 200 for s in report.runs)
+    first_seed = {p: load_claims(p).design.seeds_from for p in PAPERS}  # each file's first evaluation seed
+    assert {(s.paper, s.arm) for s in report.runs} == arms
+    assert all(s.seed == first_seed[s.paper] for s in report.runs)
     for spec in report.runs:
         meta = json.loads((spec.work_dir / "meta.json").read_text())
         assert meta["status"] == "done", spec.work_dir
@@ -42,7 +44,11 @@ def test_every_arm_trains_once_with_the_quick_schedule(quick):
             f"--work-dir {spec.work_dir} --resume auto"
         )  # the command line to rerun or submit the run
         resolved = config(spec.work_dir)
-        assert resolved["epochs"] == 1 and resolved["data"]["train_subset"] == 2120 and resolved["seed"] == 200
+        assert (
+            resolved["epochs"] == 1
+            and resolved["data"]["train_subset"] == 2120
+            and resolved["seed"] == first_seed[spec.paper]
+        )
 
 
 def test_the_expanded_arm_starts_from_the_trained_source(quick):
@@ -143,7 +149,14 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     monkeypatch.setattr(claims_run, "start_forked", no_training)
     monkeypatch.setattr(claims_run, "prepare_data", lambda datasets, jobs: None)  # the glyphs cache: not needed
     full = load_claims("horesnet")
-    f = replace(full, claims=tuple(c for c in full.claims if not c.measure))  # efficiency claims: bench, elsewhere
+    # efficiency claims: bench, elsewhere; the 10-layer claim as the second design had it (descriptive), so that
+    # both descriptive claims need runs no confirmatory claim trains
+    f = replace(
+        full,
+        claims=tuple(
+            replace(c, tier="descriptive") if c.id == "similar-below-18" else c for c in full.claims if not c.measure
+        ),
+    )
     out = tmp_path / "claims"
     top1 = {"euler18": 60.0, "rk4-18": 69.0, "k4only-18": 70.0, "euler10": 50.0, "rk4-10": 52.0}
     spread = [0.0, 1.5, -1.0, 2.0, -0.5]  # per seed, on the treatment arms only: the paired differences' spread
@@ -152,7 +165,7 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     def fabricate(arms):
         for spec in cl.plan_runs(f, 5, False, out):
             if spec.arm in arms:
-                i = spec.seed - 200
+                i = spec.seed - f.design.seeds_from
                 bump = spread[i] if spec.arm != "euler18" else 0.0
                 finished_run(spec, top1[spec.arm] + bump, losses[spec.arm] + bump / 100)
 
@@ -168,7 +181,7 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     rk4 = next(r for r in first.results if r.claim.id == "rk4-vs-euler-18")
     differences = [9.0 + s for s in spread]
     assert rk4.observed_sd == pytest.approx(statistics.stdev(differences))
-    assert f"pilot 4.6 ({rk4.claim.power['sd_from']})" in text
+    assert f"pilot {rk4.claim.power['sd']:g} ({rk4.claim.power['sd_from']})" in text
     assert f"observed {statistics.stdev(differences):.2f} over 5 evaluated seeds, which would need" in text
     loss_d = [-0.3 + s / 100 for s in spread]
     half = stats.t.isf(0.025, 4) * statistics.stdev(loss_d) / 5**0.5
@@ -183,6 +196,44 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     assert [r.summary() for r in second.results if r.claim.tier == "confirmatory"] == [
         r.summary() for r in first.results
     ]
+
+
+def test_a_descriptive_claim_on_the_runs_the_confirmatory_ones_trained_is_reported(tmp_path, monkeypatch):
+    """`claims horesnet --tier confirmatory`: the depth interaction (descriptive) takes the four arms the
+    confirmatory claims train, at the same seeds, so once the call has trained them it is reported with its
+    interval -- not listed as "not trained in this run (0 run(s))", as it was before."""
+    from dataclasses import replace
+
+    from claimruns import finished_run
+
+    from results import claims as cl
+    from results import claims_run
+
+    full = load_claims("horesnet")
+    f = replace(full, claims=tuple(c for c in full.claims if not c.measure))  # efficiency claims: bench, elsewhere
+    assert [c.id for c in f.claims if c.tier == "descriptive"] == ["gain-grows-with-depth"]
+    top1 = {"euler18": 60.0, "rk4-18": 69.0, "k4only-18": 70.0, "euler10": 50.0, "rk4-10": 52.0}
+    bump = {"rk4-18": [0.0, 1.5, -1.0, 2.0, -0.5], "rk4-10": [0.5, -1.0, 0.0, 1.0, 0.0]}  # differences that spread
+    trained = []
+
+    def train_runs(specs, jobs, env=None):  # a finished run directory per spec, as `depthbench train` leaves one
+        for spec in specs:
+            if not cl.run_done(spec):
+                finished_run(spec, top1[spec.arm] + bump.get(spec.arm, [0.0] * 5)[spec.seed - f.design.seeds_from], 1.0)
+                trained.append(spec.arm)
+
+    monkeypatch.setattr(claims_run, "train_runs", train_runs)
+    monkeypatch.setattr(claims_run, "prepare_data", lambda datasets, jobs: None)  # the glyphs cache: not needed
+    out = tmp_path / "claims"
+    report = claims_run.run_claims([f], out, 5, False, 1, tier="confirmatory")
+    assert set(trained) == set(top1)  # the 10-layer arms train for the confirmatory similar-below-18
+    depth = next(r for r in report.results if r.claim.id == "gain-grows-with-depth")
+    assert depth.interval.diff == pytest.approx((9.0 + 0.4) - (2.0 + 0.1))  # the per-seed bumps' means
+    text = (out / "claims.md").read_text()
+    assert "not trained in this run" not in text
+    assert next(x for x in text.splitlines() if x.startswith("- **gain-grows-with-depth**")).startswith(
+        "- **gain-grows-with-depth** (better, margin 3 points, paired)"
+    )
 
 
 def test_a_quick_pilot_writes_the_spread_of_its_runs(tmp_path, capsys):
