@@ -475,7 +475,14 @@ def write_report(results, files, specs, out: Path, quick: bool, untrained=()) ->
                 if c.minus
                 else f"{c.treatment} − {c.baseline}"
             )
-            looks = ", ".join(f"{lk['n']}: {lk['decision'] or 'go on'}" for lk in r.looks) or "none"
+            # a descriptive claim's looks carry no decision: the interval is all it reports
+            looks = (
+                ", ".join(
+                    f"{lk['n']}" if c.tier == "descriptive" else f"{lk['n']}: {lk['decision'] or 'go on'}"
+                    for lk in r.looks
+                )
+                or "none"
+            )
             lines += [
                 f"- **{c.id}** ({c.kind}, margin {c.margin:g} points, {c.test}): “{c.text}” ({c.where}; "
                 f"paper: {c.source.numbers()})",

@@ -231,9 +231,12 @@ def test_a_descriptive_claim_on_the_runs_the_confirmatory_ones_trained_is_report
     assert depth.interval.diff == pytest.approx((9.0 + 0.4) - (2.0 + 0.1))  # the per-seed bumps' means
     text = (out / "claims.md").read_text()
     assert "not trained in this run" not in text
-    assert next(x for x in text.splitlines() if x.startswith("- **gain-grows-with-depth**")).startswith(
-        "- **gain-grows-with-depth** (better, margin 3 points, paired)"
-    )
+    lines = text.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("- **gain-grows-with-depth**"))
+    assert lines[at].startswith("- **gain-grows-with-depth** (better, margin 3 points, paired)")
+    assert "**no verdict**" in lines[at + 1]
+    plan = next(x for x in lines[at:] if x.startswith("  - plan (descriptive)"))
+    assert "looks reached: 5;" in plan  # a look of a descriptive claim decides nothing, so none is printed
 
 
 def test_a_quick_pilot_writes_the_spread_of_its_runs(tmp_path, capsys):
