@@ -208,20 +208,48 @@ def untrained_claims(untrained, done_specs) -> list[tuple]:
     train. The minutes: the runs not done, each priced at the wall minutes of this call's finished one-thread runs
     per unit of work (the model's MACs per image x epochs: every arm trains on the same glyphs set), the median
     over those runs; None where no finished run has a start and end time."""
-    rates = []
-    for spec in [s for s in done_specs if cl.run_done(s)]:
-        meta = RunDir.open(spec.work_dir, writer=False).meta()
-        try:
-            minutes = (datetime.fromisoformat(meta["end"]) - datetime.fromisoformat(meta["start"])).total_seconds() / 60
-        except (KeyError, TypeError, ValueError):
-            continue
-        rates.append(minutes / _work(spec))
+    rates = [m / _work(s) for s in done_specs if (m := run_minutes(s)) is not None]
     rate = float(np.median(rates)) if rates else None
     out = []
     for claim, f, first in untrained:
         left = [s for s in first if not cl.run_done(s)]
         out.append((claim, len(left), None if rate is None else rate * sum(_work(s) for s in left)))
     return out
+
+
+def run_minutes(spec) -> float | None:
+    """A finished run's wall minutes, its meta.json's start to end; None where it is not done or has no times."""
+    if not cl.run_done(spec):
+        return None
+    meta = RunDir.open(spec.work_dir, writer=False).meta()
+    try:
+        return (datetime.fromisoformat(meta["end"]) - datetime.fromisoformat(meta["start"])).total_seconds() / 60
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _cost_line(specs) -> list[str]:
+    """What the report's runs cost: their wall times summed, per paper (each run one process; on CPU one thread,
+    so at one run per core the elapsed time is this over the cores)."""
+    minutes = {s.work_dir: (s.paper, run_minutes(s)) for s in specs}
+    timed = [(paper, m) for paper, m in minutes.values() if m is not None]
+    if not timed:
+        return []
+    per_paper = {}
+    for paper, m in timed:
+        per_paper[paper] = per_paper.get(paper, 0.0) + m
+    untimed = len(minutes) - len(timed)
+    return [
+        f"- Training: {len(minutes)} runs, {_hours(sum(m for _, m in timed))} of run time summed (each run's start to "
+        f"end; {', '.join(f'{p} {_hours(m)}' for p, m in sorted(per_paper.items()))})"
+        + (f"; {untimed} run(s) without times" if untimed else "")
+        + ": at one one-thread run per core, that over the cores is the elapsed time on CPU"
+    ]
+
+
+def _hours(minutes: float) -> str:
+    hours, rest = divmod(round(minutes), 60)
+    return f"{hours} h {rest:02d} min" if hours else f"{rest} min"
 
 
 def _work(spec) -> float:
@@ -449,7 +477,8 @@ def write_report(results, files, specs, out: Path, quick: bool, untrained=()) ->
     for r in results:
         for h in r.hardware:
             machines.setdefault(h, []).append(f"{r.claim.paper}/{r.claim.id}")
-    lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()] + [""]
+    lines += ["## Hardware", ""] + [f"- {h}: {', '.join(ids)}" for h, ids in machines.items()]
+    lines += _cost_line(specs) + [""]
     for f in files:
         trains = any(not c.measure for c in f.claims)
         lines += [

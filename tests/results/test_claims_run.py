@@ -237,6 +237,8 @@ def test_a_descriptive_claim_on_the_runs_the_confirmatory_ones_trained_is_report
     assert "**no verdict**" in lines[at + 1]
     plan = next(x for x in lines[at:] if x.startswith("  - plan (descriptive)"))
     assert "looks reached: 5;" in plan  # a look of a descriptive claim decides nothing, so none is printed
+    # what the runs cost: 5 arms x 5 seeds, each 10 minutes from start to end (finished_run's times)
+    assert "- Training: 25 runs, 4 h 10 min of run time summed (each run's start to end; horesnet 4 h 10 min)" in text
 
 
 def test_a_quick_pilot_writes_the_spread_of_its_runs(tmp_path, capsys):
