@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 from torch.utils.data import Dataset
-from webdataset.shardlists import expand_urls
 
 from harness.core.errors import DataError
 from harness.core.files import (
@@ -177,6 +176,8 @@ def check_wds(root: Path, split: str) -> None:
     count, which timm trusts as the epoch's length (it repeats the shards until the count is reached), is a
     non-negative integer -- the sum of the shard lengths where the info gives them -- that the shards' bytes can
     hold. One DataError line naming the file otherwise."""
+    from webdataset.shardlists import expand_urls  # lazy: the GPU node has no webdataset; only wds data needs it
+
     info = {}
     for name in ("_info.json", "info.json"):  # timm's names, in its order
         try:
