@@ -119,11 +119,9 @@ def test_a_webdataset_split_is_checked_before_training_like_the_folder(tmp_path)
     _refused(lambda: check_wds(shards, "train-{000000..000001}.tar|999999"), "claims 999,999 samples")
     info_path.write_text(json.dumps(info))
     moved = tmp_path / "elsewhere.tar"
-    os.replace(shards / "train-000000.tar", moved)
-    (shards / "train-000000.tar").symlink_to(moved)
+    _first_shard_as(shards, "link", moved)
     _refused(lambda: check_wds(shards, "train"), "shard", "train-000000.tar is a symbolic link")
-    (shards / "train-000000.tar").unlink()
-    os.mkfifo(shards / "train-000000.tar")
+    _first_shard_as(shards, "fifo")
     cfg = shards_cfg(shards, train_split="train", val_split="train")
     cfg.data.type = "wds"
     _refused(lambda: check_data(cfg.data), "shard", "train-000000.tar is a FIFO")
@@ -254,6 +252,18 @@ def test_pack_finishes_on_a_link_loop_and_refuses_a_fifo_image(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ the shards reader
+def _first_shard_as(folder: Path, kind: str, elsewhere: Path | None = None) -> None:
+    """The split's first shard made a link to its bytes moved to ``elsewhere`` (outside the root), or a FIFO in
+    place of whatever is there."""
+    shard = folder / "train-000000.tar"
+    if kind == "link":
+        os.replace(shard, elsewhere)
+        shard.symlink_to(elsewhere)
+    else:
+        shard.unlink()
+        os.mkfifo(shard)
+
+
 def _rewrite_index(folder: Path, **changes):
     from harness.tasks.shards import index_name
 
@@ -281,12 +291,9 @@ def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
     from harness.tasks.shards import ShardDataset
 
     shards = _pack(tmp_path)
-    moved = tmp_path / "elsewhere.tar"
-    os.replace(shards / "train-000000.tar", moved)
-    (shards / "train-000000.tar").symlink_to(moved)
+    _first_shard_as(shards, "link", tmp_path / "elsewhere.tar")
     _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "symbolic link")
-    (shards / "train-000000.tar").unlink()
-    os.mkfifo(shards / "train-000000.tar")
+    _first_shard_as(shards, "fifo")
     _refused(lambda: ShardDataset(shards, "train"), "train-000000.tar", "FIFO")
 
 
