@@ -178,16 +178,16 @@ def check_wds(root: Path, split: str) -> None:
     hold. One DataError line naming the file otherwise."""
     from webdataset.shardlists import expand_urls  # lazy: the GPU node has no webdataset; only wds data needs it
 
-    info = {}
-    for name in ("_info.json", "info.json"):  # timm's names, in its order
+    info, info_name = {}, "info.json"
+    for name in (INFO_NAME, "info.json"):  # timm's names, in its order
         try:
-            info = read_json(root / name, inside=root, what="WebDataset info")
+            info, info_name = read_json(root / name, inside=root, what="WebDataset info"), name
             break
         except FileNotFoundError:
             continue
         except BadFile as e:
             raise DataError(printable(e)) from None
-    source = printable(root / (INFO_NAME if (root / INFO_NAME).exists() else "info.json"))
+    source = printable(root / info_name)
     spec, _, count = split.partition("|")
     if "tar" in split or ".." in split:  # timm's test for shards named in the split itself
         names, lengths = expand_urls(spec), None
