@@ -176,7 +176,10 @@ def check_wds(root: Path, split: str) -> None:
     count, which timm trusts as the epoch's length (it repeats the shards until the count is reached), is a
     non-negative integer -- the sum of the shard lengths where the info gives them -- that the shards' bytes can
     hold. One DataError line naming the file otherwise."""
-    from webdataset.shardlists import expand_urls  # lazy: the GPU node has no webdataset; only wds data needs it
+    try:
+        from webdataset.shardlists import expand_urls  # lazy: the GPU node has no webdataset; only wds data needs it
+    except ImportError:
+        raise DataError("data.type='wds' needs the webdataset package: pip install webdataset") from None
 
     info, info_name = {}, "info.json"
     for name in (INFO_NAME, "info.json"):  # timm's names, in its order

@@ -3,6 +3,7 @@ folder, readable by timm's WebDataset reader, and one global order for any numbe
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +286,15 @@ def test_a_shard_named_by_an_absolute_path_or_a_parent_is_refused(tmp_path):
     for name in (str(secret), "../secret.tar"):
         _rewrite_index(shards, shards=np.asarray([name, "train-000001.tar"]))
         _refused(lambda: ShardDataset(shards, "train"), "not a file name in")
+
+
+def test_wds_data_without_webdataset_is_one_line(tmp_path, monkeypatch):
+    """A machine without webdataset (the GPU node has none) reading data.type='wds': one line saying what to
+    install, not an import traceback on every rank."""
+    from harness.tasks.shards import check_wds
+
+    monkeypatch.setitem(sys.modules, "webdataset.shardlists", None)  # import of it raises ImportError
+    _refused(lambda: check_wds(_pack(tmp_path), "train"), "data.type='wds' needs the webdataset package")
 
 
 def test_a_shard_that_is_a_link_out_of_the_root_or_a_fifo_is_refused(tmp_path):
