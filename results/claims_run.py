@@ -229,8 +229,8 @@ def run_minutes(spec) -> float | None:
 
 
 def _cost_line(specs) -> list[str]:
-    """What the report's runs cost: their wall times summed, per paper (each run one process; on CPU one thread,
-    so at one run per core the elapsed time is this over the cores)."""
+    """What the report's runs cost: their wall times summed, per paper (each run one process: one thread, one per
+    core, on CPU; one at a time on a GPU -- the elapsed time is this over the runs at a time)."""
     minutes = {s.work_dir: (s.paper, run_minutes(s)) for s in specs}
     timed = [(paper, m) for paper, m in minutes.values() if m is not None]
     if not timed:
@@ -243,7 +243,7 @@ def _cost_line(specs) -> list[str]:
         f"- Training: {len(minutes)} runs, {_hours(sum(m for _, m in timed))} of run time summed (each run's start to "
         f"end; {', '.join(f'{p} {_hours(m)}' for p, m in sorted(per_paper.items()))})"
         + (f"; {untimed} run(s) without times" if untimed else "")
-        + ": at one one-thread run per core, that over the cores is the elapsed time on CPU"
+        + ": over the runs trained at a time (one per core on CPU, one on a GPU), the elapsed time"
     ]
 
 
