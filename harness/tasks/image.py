@@ -336,6 +336,11 @@ def black_zero_bit_posterize(transform):
 
 
 # ----------------------------------------------------------------------------------------- datasets
+# The decoded images a loader process keeps of a generated set (digits, glyphs) at most: 26,500 glyphs at 32x32 are
+# 81 MB; at 64x64 and above they are decoded again each time, as any image folder is.
+KEEP_DECODED_BYTES = 128 * 2**20
+
+
 def build_dataset(data, aug, split: str, is_training: bool):
     """The dataset of ``split`` with its transform; ``num_classes`` is checked against the labels found."""
     root = data_root(data)
@@ -356,6 +361,8 @@ def build_dataset(data, aug, split: str, is_training: bool):
         dataset.transform = transform
     else:
         dataset = ImageFolder(Path(root) / split, transform, skip_bad=bool(data.get("skip_bad_images")))
+        if data.type in ImageTask.generated and len(dataset) * 3 * data.input_size**2 <= KEEP_DECODED_BYTES:
+            dataset.decoded = {}  # our own small sets (rendered at the input size): decode each image once
     dataset.device_batches = functools.partial(device_batches, dataset)  # loader.device_normalize (engine data.py)
     dataset.encoded_batches = functools.partial(encoded_batches, dataset, data, aug, is_training)  # loader.pipeline
     classes = getattr(dataset, "class_to_idx", None) or getattr(getattr(dataset, "reader", None), "class_to_idx", None)
@@ -377,11 +384,14 @@ class ImageFolder(Dataset):
     where timm retried the next sample and, after ten, raised "Failed to load 10 consecutive samples" without a
     name. ``skip_bad`` (``data.skip_bad_images``): skipped instead, each skip a warning line naming the file and
     counting the skips of this loader process. ``class_to_idx``: timm's ``class_map`` (folder name -> label;
-    images of other classes are left out)."""
+    images of other classes are left out). ``decoded = {}``: each image is decoded once per process and kept (the
+    small generated sets, whose decoding was ~15 % of a glyphs training step); the transforms make new images, so
+    every epoch sees the same pixels as when it decoded them again."""
 
     def __init__(self, root: Path, transform=None, skip_bad: bool = False, class_to_idx: dict | None = None):
         root = Path(root)
         self.root, self.transform, self.skip_bad, self.skipped = root, transform, skip_bad, 0
+        self.decoded: dict[int, Image.Image] | None = None  # {} keeps each decoded image (see above)
         self.samples, self.class_to_idx = find_images(root, class_to_idx)
         if not self.samples:
             raise DataError(f"{printable(root)} holds no images ({', '.join(sorted(get_img_extensions()))})")
@@ -402,10 +412,14 @@ class ImageFolder(Dataset):
         return read_image_bytes(path), target
 
     def __getitem__(self, index):
+        if self.decoded is not None and index in self.decoded:
+            return self._transformed(self.decoded[index], self.samples[index][1])
         for _ in range(len(self.samples)):
             path, target = self.samples[index]
             try:
                 image = decode_image(path)
+                if self.decoded is not None:
+                    self.decoded[index] = image
                 break
             except DataError as e:
                 if not self.skip_bad:
@@ -420,6 +434,9 @@ class ImageFolder(Dataset):
                 index = (index + 1) % len(self.samples)
         else:
             raise DataError(f"{self.root}: no image decodes; check the dataset")
+        return self._transformed(image, target)
+
+    def _transformed(self, image: Image.Image, target: int):
         return (self.transform(image) if self.transform is not None else image), target
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from harness.core.errors import DepthbenchError
 import torch
 from harness.core.errors import ConfigError
+from harness.tasks import image_files
 from harness.tasks.image import CIFAR10Pickle, build_transform, export_digits
 from fixtures.configs import digits_cfg, imagenet_digits_cfg
 
@@ -255,3 +256,36 @@ def test_randaugment_posterize_keeping_zero_bits_gives_black_instead_of_raising(
     steps = build_transform(cfg.data, cfg.aug, is_training=True).transforms
     ops = [op for step in steps for op in getattr(step, "ops", []) if op.name == "PosterizeIncreasing"]
     assert ops and all(op.aug_fn is _posterize for op in ops)
+
+
+def test_a_generated_set_decodes_each_image_once_and_gives_the_same_samples(tmp_path, monkeypatch):
+    """The small generated sets keep their decoded images (decoding was ~15 % of a glyphs step): a second epoch
+    decodes nothing, and every sample, augmentation included, is the one a fresh decode gives."""
+    from harness.engine.data import seed_all
+    from harness.tasks import image
+
+    cfg = digits_cfg(tmp_path, input_size=16)
+    kept = image.build_dataset(cfg.data, cfg.aug, "train", is_training=True)
+    plain = image.build_dataset(cfg.data, cfg.aug, "train", is_training=True)
+    plain.decoded = None
+    assert kept.decoded == {} and len(kept) == 1437
+    decodes = []
+    monkeypatch.setattr(image, "decode_image", lambda path: decodes.append(path) or image_files.decode_image(path))
+    for epoch in range(2):
+        for index in (0, 5, 1436):
+            seed_all(epoch * 10_000 + index)
+            ours, target = kept[index]
+            seed_all(epoch * 10_000 + index)
+            theirs, their_target = plain[index]
+            assert torch.equal(ours, theirs) and target == their_target
+    assert len(decodes) == 3 + 6  # the kept set decoded three images once; the plain one decoded every time
+    assert sorted(kept.decoded) == [0, 5, 1436]
+
+
+def test_a_generated_set_at_a_large_size_keeps_nothing(tmp_path, monkeypatch):
+    from harness.tasks import image
+
+    monkeypatch.setattr(image, "KEEP_DECODED_BYTES", 1437 * 3 * 16**2 - 1)  # one byte short of the train split
+    cfg = digits_cfg(tmp_path, input_size=16)
+    assert image.build_dataset(cfg.data, cfg.aug, "train", is_training=True).decoded is None
+    assert image.build_dataset(cfg.data, cfg.aug, "val", is_training=False).decoded == {}  # 360 images fit
