@@ -131,6 +131,8 @@ def run_claims(
             specs.update({s.work_dir: s for s in first})
         else:
             still_untrained.append((claim, f, first))
+    in_file_order = {(f.paper, c.id): (i, j) for i, f in enumerate(given) for j, c in enumerate(f.claims)}
+    claims.sort(key=lambda claim_file: in_file_order[(claim_file[0].paper, claim_file[0].id)])
     files = [replace(f, claims=tuple(c for c, g in claims if g is f)) for f in given]
     all_specs = list(specs.values())
     values, losses, hardware = run_values(all_specs), run_values(all_specs, "loss"), _hardware(all_specs)

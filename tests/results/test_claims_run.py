@@ -210,8 +210,10 @@ def test_a_descriptive_claim_on_the_runs_the_confirmatory_ones_trained_is_report
     from results import claims_run
 
     full = load_claims("horesnet")
-    f = replace(full, claims=tuple(c for c in full.claims if not c.measure))  # efficiency claims: bench, elsewhere
-    assert [c.id for c in f.claims if c.tier == "descriptive"] == ["gain-grows-with-depth"]
+    accuracy = [c for c in full.claims if not c.measure]  # efficiency claims: bench, elsewhere
+    assert [c.id for c in accuracy if c.tier == "descriptive"] == ["gain-grows-with-depth"]
+    # the descriptive claim first in the file, so a report that appended it after the others would show it
+    f = replace(full, claims=tuple(sorted(accuracy, key=lambda c: c.tier != "descriptive")))
     top1 = {"euler18": 60.0, "rk4-18": 69.0, "k4only-18": 70.0, "euler10": 50.0, "rk4-10": 52.0}
     bump = {"rk4-18": [0.0, 1.5, -1.0, 2.0, -0.5], "rk4-10": [0.5, -1.0, 0.0, 1.0, 0.0]}  # differences that spread
     trained = []
@@ -229,6 +231,7 @@ def test_a_descriptive_claim_on_the_runs_the_confirmatory_ones_trained_is_report
     assert set(trained) == set(top1)  # the 10-layer arms train for the confirmatory similar-below-18
     depth = next(r for r in report.results if r.claim.id == "gain-grows-with-depth")
     assert depth.interval.diff == pytest.approx((9.0 + 0.4) - (2.0 + 0.1))  # the per-seed bumps' means
+    assert [r.claim.id for r in report.results] == [c.id for c in f.claims]  # in the file's order, not appended
     text = (out / "claims.md").read_text()
     assert "not trained in this run" not in text
     lines = text.splitlines()
