@@ -11,6 +11,7 @@ on the command line change no verdict.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -233,16 +234,15 @@ def run_minutes(spec) -> float | None:
 def _cost_line(specs) -> list[str]:
     """What the report's runs cost: their wall times summed, per paper (each run one process: one thread, one per
     core, on CPU; one at a time on a GPU -- the elapsed time is this over the runs at a time)."""
-    minutes = {s.work_dir: (s.paper, run_minutes(s)) for s in specs}
-    timed = [(paper, m) for paper, m in minutes.values() if m is not None]
+    timed = [(s.paper, m) for s in specs if (m := run_minutes(s)) is not None]
     if not timed:
         return []
-    per_paper = {}
+    per_paper = collections.defaultdict(float)
     for paper, m in timed:
-        per_paper[paper] = per_paper.get(paper, 0.0) + m
-    untimed = len(minutes) - len(timed)
+        per_paper[paper] += m
+    untimed = len(specs) - len(timed)
     return [
-        f"- Training: {len(minutes)} runs, {_hours(sum(m for _, m in timed))} of run time summed (each run's start to "
+        f"- Training: {len(specs)} runs, {_hours(sum(m for _, m in timed))} of run time summed (each run's start to "
         f"end; {', '.join(f'{p} {_hours(m)}' for p, m in sorted(per_paper.items()))})"
         + (f"; {untimed} run(s) without times" if untimed else "")
         + ": over the runs trained at a time (one per core on CPU, one on a GPU), the elapsed time"
