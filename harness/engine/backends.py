@@ -22,6 +22,7 @@ import sys
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
 from harness.core.errors import ConfigError, DepthbenchError
@@ -307,6 +308,11 @@ class AccelerateBackend(Backend):
         handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused_parameters)]
         if timeout is not None:
             handlers.append(InitProcessGroupKwargs(timeout=timeout))
+        # Accelerate keeps one state per process and refuses a second Accelerator with another precision; a second
+        # run in this process (the Python API, the GPU check's tests) starts from none -- the process group, kept in
+        # PartialState, stays (Accelerate's own tests reset it the same way)
+        AcceleratorState._reset_state(reset_partial_state=False)
+        GradientState._reset_state()
         self.accelerator = Accelerator(
             cpu=not torch.cuda.is_available(),
             mixed_precision={"fp32": "no"}.get(precision, precision),

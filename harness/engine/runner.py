@@ -10,6 +10,7 @@ the checkpoint to resume) before anything is written; :func:`train_process` buil
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import shlex
 import sys
@@ -229,16 +230,36 @@ def check_epoch_length(cfg, train_loader) -> None:
 # ----------------------------------------------------------------------------------------- one process
 def train_process(cfg, plan: RunPlan) -> int:
     """One process of a training run (rank/world from the environment); returns the exit code."""
-    with distributed_env_exported(single_process_group=cfg.engine == "deepspeed") as env:
+    with (
+        distributed_env_exported(single_process_group=cfg.engine == "deepspeed") as env,
+        deterministic_as_configured(cfg.deterministic),
+    ):
         return _train_process(cfg, plan, env)
+
+
+@contextlib.contextmanager
+def deterministic_as_configured(deterministic: bool):
+    """torch's process-wide switches for the run, put back when it returns: a deterministic run left them on for
+    whatever ran next in the process (the GPU check's benchmarks after its deterministic runs: slower kernels, cuDNN
+    not tuned)."""
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+    )
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    torch.backends.cudnn.benchmark = not deterministic
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.benchmark = before[2]
 
 
 def _train_process(cfg, plan: RunPlan, env: dict) -> int:
     """:func:`train_process` with this process's distributed variables in ``os.environ`` (``env``)."""
     install_stop_handlers(announce=env["RANK"] == "0")
     micro_batch = per_device_batch(cfg.batch_size, int(env["WORLD_SIZE"]), cfg.grad_accum)
-    torch.use_deterministic_algorithms(cfg.deterministic, warn_only=True)
-    torch.backends.cudnn.benchmark = not cfg.deterministic
     backend = build_backend(cfg, micro_batch)
     try:
         seed_everything(cfg.seed + backend.rank)

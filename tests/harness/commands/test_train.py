@@ -703,3 +703,25 @@ def test_work_dir_that_is_a_file_or_not_writable(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{readonly} is not writable" in err
     assert not (readonly / "run").exists()
+
+
+def test_a_deterministic_run_leaves_torch_s_switches_as_it_found_them(env, tmp_path, monkeypatch):
+    """``deterministic=True`` turns torch's deterministic algorithms on and cuDNN's autotuner off for the run only:
+    left on, they slowed whatever ran next in the process (the GPU check's benchmarks ran after such a run)."""
+    from harness.commands.train import run as train_run
+
+    for name in ("OMP_NUM_THREADS", "DEPTHBENCH_DATA"):
+        monkeypatch.setenv(name, env[name])
+    before = torch.backends.cudnn.benchmark
+    assert not torch.are_deterministic_algorithms_enabled()
+    seen = []
+    real = torch.use_deterministic_algorithms
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on, **kw: (seen.append(on), real(on, **kw)))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    try:
+        result = train_run(PRESET, work_dir=tmp_path / "run", overrides=TINY + ["deterministic=True", "epochs=1"])
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert result.exit_code == 0 and seen[0] is True  # it was on for the run
+    assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark == before

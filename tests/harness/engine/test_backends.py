@@ -302,3 +302,12 @@ def test_fp16_with_a_non_fused_optimizer_is_refused_in_one_line(monkeypatch):
         backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1))
     assert "\n" not in str(error.value)
     backend.prepare(model, torch.optim.AdamW(model.parameters(), lr=0.1, fused=True))
+
+
+def test_a_second_accelerate_run_in_one_process_may_ask_for_another_precision():
+    """Accelerate keeps one state per process: a second run in the same process (the Python API; the GPU check ran
+    the digits preset in fp32, then DeiT-S's recipe in bf16, and Accelerate refused the second) gets its own."""
+    for precision, mixed in (("fp32", "no"), ("bf16", "bf16"), ("fp32", "no")):
+        backend = backends.AccelerateBackend(precision, 2)
+        assert backend.accelerator.mixed_precision == mixed
+        assert backend.accelerator.gradient_accumulation_steps == 1  # the engine accumulates itself
