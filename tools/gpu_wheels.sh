@@ -7,7 +7,9 @@
 # That machine (docs/preflight.md, "The GPU check") has Python 3.12 with torch, timm, accelerate, numpy, PyYAML,
 # rich and opencv, but no pytest (the check is tests), no mmengine (depthbench reads configs with it) and no
 # DeepSpeed, and no network. So: pytest and pytest-timeout (the check's time limits) with what pytest needs
-# (pluggy, iniconfig, packaging, pygments: 1.8 MiB together); mmengine and the pure-Python packages it needs there
+# (pluggy, iniconfig, packaging, pygments: 1.8 MiB together); timm, because the node's own timm, though it says
+# 1.0.31, is another build than the index's 1.0.31 (no swin_transformer.resolve_stage_window_sizes, which
+# models/stepsnet.py imports: the first GPU session's first call failed at import, 29 Nov 2026); mmengine and the pure-Python packages it needs there
 # (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist, built into a py3 wheel here -- with what it
 # needs there (hjson, pydantic and its parts, a typing-extensions new enough for them, einops and msgpack, which its
 # flops profiler and pipeline modules import at the top, py-cpuinfo; pydantic-core and msgpack are compiled: their
@@ -19,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
 PYTHON=${PYTHON:-python3}
-PURE=(pytest pytest-timeout pluggy iniconfig packaging pygments
+PURE=(pytest pytest-timeout pluggy iniconfig packaging pygments timm
       mmengine addict yapf platformdirs termcolor hjson pydantic annotated-types typing-inspection typing-extensions
       einops py-cpuinfo tabulate)
 COMPILED=(pydantic-core msgpack)

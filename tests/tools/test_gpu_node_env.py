@@ -121,3 +121,14 @@ def test_the_gpu_check_imports_on_the_gpu_node_with_the_carried_wheels():
     assert proc.returncode == 0 and json.loads(lazy.split(" ", 1)[1]) == [], (
         f"{lazy}\n" + "\n".join(errors) + proc.stderr[-2000:]
     )
+
+
+def test_the_pinned_timm_is_carried_because_the_node_s_own_is_another_build():
+    """The node's timm says 1.0.31 but lacks ``swin_transformer.resolve_stage_window_sizes``, which models/stepsnet.py
+    imports from the index's 1.0.31: both GPU sessions' first calls (26 and 29 Nov 2026) failed at that import, the
+    second after the wheel had dropped out of tools/gpu_wheels.sh's list."""
+    import timm.models.swin_transformer as swin
+
+    assert hasattr(swin, "resolve_stage_window_sizes")  # ours: what StepsNet's Swin needs
+    assert "resolve_stage_window_sizes" in (ROOT / "models" / "stepsnet.py").read_text()
+    assert "timm" in carried()
