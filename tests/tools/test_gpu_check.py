@@ -698,11 +698,12 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
     assert state["steps"] > 0 and (cuda or state["steps"] == 20)  # the CPU's tiny setting: 160 images / 8
 
 
-def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None) -> float:
-    """One model's training step (forward, backward, fused AdamW) in milliseconds: the median of timed steps after
+def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None) -> dict:
+    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the median of timed steps after
     compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where ``aot_eager`` traces without minutes of C++
-    compilation, and reduce-overhead has no CUDA graphs). ``lock``: held for the warm-up and the timing (processes
-    compiling at once share the GPU: only one runs steps at a time, but for each one's first, compiling, step)."""
+    compilation, and reduce-overhead has no CUDA graphs); eager, also one profiled step (:func:`step_profile`).
+    ``lock``: held for the warm-up and the timing (processes compiling at once share the GPU: only one runs steps at
+    a time, but for each one's first, compiling, step)."""
     cuda = device == "cuda"
     model = build(name, kwargs).to(device).train()
     images = example(name, kwargs, batch, side)[0].to(device)
@@ -725,10 +726,41 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
         for _ in range(3 if cuda else 1):  # CUDA graphs recorded, cuDNN tuned, the allocator warm
             step()
         times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
+        result = {"step_ms": statistics.median(times), **(step_profile(step, device) if mode == "eager" else {})}
     step = model = optimizer = forward = None  # freed (the closure held them) before the cache is emptied
     if cuda:
         torch.cuda.empty_cache()
-    return statistics.median(times)
+    return result
+
+
+def step_profile(step, device: str) -> dict:
+    """One more step under ``torch.profiler`` (issue 55: where an equal-FLOPs model's time goes against its
+    baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched, the time the GPU spent in them and
+    that time's share of the step's wall time -- a launch-bound step leaves the GPU idle between short kernels --
+    with the three longest kernels. The numbers, not the trace (the GPU machine returns at most 8 files)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device == "cuda"
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+        start = time.perf_counter()
+        step()
+        sync(device)
+        wall_ms = (time.perf_counter() - start) * 1000
+    averages = prof.key_averages()
+    found = {"aten_ops": sum(e.count for e in averages if e.key.startswith("aten::")), "profiled_ms": round(wall_ms, 2)}
+    if cuda:
+        kernels = [e for e in averages if e.device_type == DeviceType.CUDA]
+        busy_ms = sum(e.self_device_time_total for e in kernels) / 1000
+        longest = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:3]
+        found.update(
+            kernels=sum(e.count for e in kernels),
+            gpu_busy_ms=round(busy_ms, 2),
+            gpu_busy_share=round(busy_ms / wall_ms, 3),
+            longest_kernels=[f"{e.key[:60]}: {e.self_device_time_total / 1000:.2f} ms" for e in longest],
+        )
+    return found
 
 
 _TIMING_LOCK = None
@@ -782,19 +814,26 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record):
     kwargs, side = ({}, None) if device == "cuda" else ({"width": 8, "num_classes": 10}, 16)
     names = list(dict.fromkeys(name for pair in STEP_PAIRS[device] for name in pair))
     jobs = [(device, name, kwargs, batch, side, mode) for batch in STEP_BATCHES[device] for name in names]
-    ms = {}
+    measured = {}
     for (_, name, _, batch, _, _), took in timed_jobs(jobs, device):
-        ms[name, batch] = took
-        record(name=f"{name} training step, {mode}, batch {batch}", step_ms=round(took, 3))
+        measured[name, batch] = took
+        record(name=f"{name} training step, {mode}, batch {batch}", **dict(took, step_ms=round(took["step_ms"], 3)))
+
+    def ratio(key: str, baseline: str, candidate: str, batch: int) -> dict:  # candidate / baseline, where measured
+        values = measured[baseline, batch].get(key), measured[candidate, batch].get(key)
+        return {f"{key}_ratio": round(values[1] / values[0], 3)} if None not in values else {}
+
     rows = [
         {
             "mode": mode,
             "batch": batch,
             "baseline": baseline,
             "candidate": candidate,
-            "baseline_ms": round(ms[baseline, batch], 3),
-            "candidate_ms": round(ms[candidate, batch], 3),
-            "throughput_ratio": round(ms[baseline, batch] / ms[candidate, batch], 3),
+            "baseline_ms": round(measured[baseline, batch]["step_ms"], 3),
+            "candidate_ms": round(measured[candidate, batch]["step_ms"], 3),
+            "throughput_ratio": round(measured[baseline, batch]["step_ms"] / measured[candidate, batch]["step_ms"], 3),
+            **ratio("aten_ops", baseline, candidate, batch),
+            **ratio("kernels", baseline, candidate, batch),
         }
         for baseline, candidate in STEP_PAIRS[device]
         for batch in STEP_BATCHES[device]
@@ -809,6 +848,8 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record):
     )
     assert [r["batch"] for r in rows] == [b for _ in STEP_PAIRS[device] for b in STEP_BATCHES[device]]
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
+    if mode == "eager":  # profiled: what each step dispatched (and launched, on CUDA)
+        assert all(r["aten_ops_ratio"] > 0 and (device == "cpu" or r["kernels_ratio"] > 0) for r in rows), rows
 
 
 class RepeatFirstBatch(LoaderWrapper):
