@@ -309,9 +309,10 @@ class AccelerateBackend(Backend):
         if timeout is not None:
             handlers.append(InitProcessGroupKwargs(timeout=timeout))
         # Accelerate keeps one state per process and refuses a second Accelerator with another precision; a second
-        # run in this process (the Python API, the GPU check's tests) starts from none -- the process group, kept in
-        # PartialState, stays (Accelerate's own tests reset it the same way)
-        AcceleratorState._reset_state(reset_partial_state=False)
+        # run in this process (the Python API, the GPU check's tests) starts from none (Accelerate's own tests reset
+        # it the same way). Its PartialState holds the process group: kept while one is up, reset with the rest when
+        # the last run's close() destroyed it
+        AcceleratorState._reset_state(reset_partial_state=not dist.is_initialized())
         GradientState._reset_state()
         self.accelerator = Accelerator(
             cpu=not torch.cuda.is_available(),

@@ -239,14 +239,16 @@ def train_process(cfg, plan: RunPlan) -> int:
 
 @contextlib.contextmanager
 def deterministic_as_configured(deterministic: bool):
-    """torch's process-wide switches for the run, put back when it returns: a deterministic run left them on for
-    whatever ran next in the process (the GPU check's benchmarks after its deterministic runs: slower kernels, cuDNN
-    not tuned)."""
+    """torch's process-wide switches for the run, and the cores the backend binds the process to (the GPU's
+    NUMA-local ones), put back when it returns: a deterministic run left the switches on for whatever ran next in
+    the process (the GPU check's benchmarks after its deterministic runs: slower kernels, cuDNN not tuned), and the
+    binding held a later run, or the processes it spawned, to one GPU's cores."""
     before = (
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
         torch.backends.cudnn.benchmark,
     )
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
     torch.backends.cudnn.benchmark = not deterministic
     try:
@@ -254,6 +256,8 @@ def deterministic_as_configured(deterministic: bool):
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.benchmark = before[2]
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
 
 
 def _train_process(cfg, plan: RunPlan, env: dict) -> int:

@@ -104,11 +104,14 @@ def export_digits(resolution: int = 32, root: str | Path | None = None) -> Path:
 
 # ----------------------------------------------------------------------------------------- layouts
 def data_root(data) -> Path:
-    """The dataset folder of ``data`` (for ``digits``/``glyphs``: the exported cache, created on first use)."""
+    """The dataset folder of ``data`` (for ``digits``/``glyphs``: the exported cache, created on first use).
+    Generated data lives in the data cache ($DEPTHBENCH_DATA), whatever ``data.root`` a recipe it is swapped into
+    names: a command line setting it is refused as unread (harness.engine.builders), and an ImageNet recipe's
+    ``data/imagenet`` made the digits a folder there."""
     if data.type == "digits":
-        return export_digits(data.input_size, data.root)
+        return export_digits(data.input_size)
     if data.type == "glyphs":  # the embedded glyphs (harness/tasks/glyphs.py), rendered once at the input size
-        return export_glyphs(data.input_size, data.root, variant=data.get("variant") or DEFAULT_VARIANT)
+        return export_glyphs(data.input_size, variant=data.get("variant") or DEFAULT_VARIANT)
     if not data.root:
         raise DataError(f"data.root is not set; point it at your {data.type} dataset (data.root=/path/to/data)")
     return Path(data.root).expanduser()

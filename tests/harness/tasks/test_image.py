@@ -289,3 +289,18 @@ def test_a_generated_set_at_a_large_size_keeps_nothing(tmp_path, monkeypatch):
     cfg = digits_cfg(tmp_path, input_size=16)
     assert image.build_dataset(cfg.data, cfg.aug, "train", is_training=True).decoded is None
     assert image.build_dataset(cfg.data, cfg.aug, "val", is_training=False).decoded == {}  # 360 images fit
+
+
+def test_generated_data_lives_in_the_data_cache_whatever_root_the_recipe_names(tmp_path, monkeypatch):
+    """Digits swapped into an ImageNet recipe (``data.type='digits'`` over its ``root='data/imagenet'``, as the GPU
+    check does) are exported into the data cache, not into a ``data/imagenet`` folder under the working directory:
+    the root is not read for generated data (a command line setting it is refused as unread)."""
+    from mmengine.config import ConfigDict
+
+    from harness.tasks.image import data_root
+
+    monkeypatch.setenv("DEPTHBENCH_DATA", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    root = data_root(ConfigDict(type="digits", root="data/imagenet", input_size=8))
+    assert root == tmp_path / "cache" / "digits-8" and (root / "train").is_dir()
+    assert not (tmp_path / "data").exists()
