@@ -57,6 +57,7 @@ import os
 import resource
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -97,31 +98,39 @@ def image_size(rng) -> tuple:
 
 
 def make_folder(root: Path, images: int, classes: int, seed: int = 0) -> Path:
-    """``root/{train,val}/<class>/<n>.JPEG``, written once (atomically: a half-written folder is never used)."""
+    """``root/{train,val}/<class>/<n>.JPEG``, written once (atomically: a half-written folder is never used), in a
+    thread per core (PIL's filters and JPEG encoder and numpy's arithmetic release the GIL; 2,048 images took ~40 s
+    of one core on the GPU machine). Each image is drawn from its own seed, so the set does not depend on the
+    threads."""
     with atomic_dir(root) as tmp:
         if tmp is None:
             return root
-        rng, sizes = np.random.default_rng(seed), np.random.default_rng(seed + 1)
-        for split, count in (("train", images), ("val", max(classes, images // 10))):
-            for i in range(count):
-                label = i % classes
-                folder = tmp / split / f"n{label:08d}"
-                folder.mkdir(parents=True, exist_ok=True)
-                w, h = image_size(sizes)
-                # a smooth scene (low-resolution colours, upsampled) + texture at two scales + sensor noise
-                base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
-                texture = (
-                    Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8))
-                    .resize((w, h), Image.BILINEAR)
-                    .filter(ImageFilter.GaussianBlur(1.5))
-                )
-                pixels = (
-                    0.7 * np.asarray(base, dtype=np.float32)
-                    + 0.3 * np.asarray(texture, dtype=np.float32)
-                    + rng.normal(0, 6, (h, w, 3))
-                )
-                Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(folder / f"{i:06d}.JPEG", quality=90)
+        jobs = [
+            (tmp / split / f"n{i % classes:08d}" / f"{i:06d}.JPEG", (seed, s, i))
+            for s, (split, count) in enumerate((("train", images), ("val", max(classes, images // 10))))
+            for i in range(count)
+        ]
+        for folder in {path.parent for path, _ in jobs}:
+            folder.mkdir(parents=True)
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(lambda job: write_image(*job), jobs))
     return root
+
+
+def write_image(path: Path, seed: tuple) -> None:
+    """One ImageNet-like JPEG: a smooth scene (low-resolution colours, upsampled) + texture at two scales + sensor
+    noise, at a size drawn as ImageNet's spread (:func:`image_size`)."""
+    rng = np.random.default_rng(seed)
+    w, h = image_size(rng)
+    base = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
+    texture = (
+        Image.fromarray(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8))
+        .resize((w, h), Image.BILINEAR)
+        .filter(ImageFilter.GaussianBlur(1.5))
+    )
+    pixels = 0.7 * np.asarray(base, dtype=np.float32) + 0.3 * np.asarray(texture, dtype=np.float32)
+    pixels += rng.normal(0, 6, (h, w, 3)).astype(np.float32)
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, quality=90)
 
 
 def training_config(config: str, root: Path, classes: int, workers: int, device_normalize: bool = False):

@@ -1,0 +1,270 @@
+"""The GPU check's model steps (tests/tools/test_gpu_check.py): models built with seeded weights, timed training
+steps (eager, and compiled in spawned processes that compile at once and are timed one at a time), a profiled step,
+and a compiled model against its float64 reference.
+
+A module of its own, importable by name (``tests`` is on pytest's pythonpath), because the spawned processes import
+what they run by its module's name: a test module's (``tests.tools.test_gpu_check``) is not importable where an
+installed distribution ships a ``tests`` package of its own (one in this virtual environment does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import threading
+import time
+from unittest import mock
+
+import torch
+
+# the time a compiled step's warm-up and timing take, at most (~14 steps of <= 0.3 s each at batch 128, and the
+# process's teardown): the compiling processes stop waiting for each other in time for all of them within the limit
+TIME_ONE_COMPILED_S = 5
+
+
+def plain_fp32(device: str) -> None:
+    if device == "cuda":  # plain fp32 against the float64 reference
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def first(out):
+    return next(o for o in out if torch.is_tensor(o)) if isinstance(out, (tuple, list)) else out
+
+
+def loss_of(out):
+    outputs = out if isinstance(out, (tuple, list)) else (out,)
+    return sum(o.float().mean() for o in outputs if torch.is_tensor(o))
+
+
+def build(name: str, kwargs: dict):
+    """The model with seeded weights; zero-initialised parameters (heads, layer scales, biases) get small random
+    values so that every branch contributes to the logits being compared."""
+    import timm
+
+    import models  # noqa: F401
+
+    torch.manual_seed(0)
+    model = timm.create_model(name, **kwargs)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() and not p.abs().max() > 0:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+    return model
+
+
+def example(name: str, kwargs: dict, batch: int, side: int | None = None):
+    from harness.measure.bench import input_size_of
+
+    size = input_size_of(name, side, kwargs)
+    return torch.randn(batch, *size, generator=torch.Generator().manual_seed(2)), size
+
+
+def rel_err(a, ref) -> float:
+    a, ref = a.detach().double().cpu(), ref.detach().double().cpu()
+    return float((a - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
+
+
+def timed_ms(fn, device: str, repeats: int = 1) -> float:
+    """Milliseconds per call (after the calls, synchronised)."""
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / repeats * 1000
+
+
+def autocast_or_not(device: str, precision: str):
+    return torch.autocast(device_type=device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+
+
+def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, compiled=None) -> dict:
+    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the median of timed steps after
+    compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where ``aot_eager`` traces without minutes of C++
+    compilation, and reduce-overhead has no CUDA graphs); eager, also one profiled step (:func:`step_profile`).
+    ``lock``: held for the warm-up and the timing (processes compiling at once share the GPU: only one runs steps at
+    a time); ``compiled``: (barrier, deadline) -- the compiling processes wait at the barrier after their first,
+    compiling, step, so that no step is timed while another process compiles (inductor runs kernels on the GPU to
+    pick their configurations), until the deadline (``time.time()``), after which the steps compiled are timed
+    anyway (``beside_compiling``)."""
+    cuda = device == "cuda"
+    model = build(name, kwargs).to(device).train()
+    images = example(name, kwargs, batch, side)[0].to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    forward = model
+    if mode != "eager":
+        forward = torch.compile(model, backend="inductor" if cuda else "aot_eager", mode=mode if cuda else None)
+
+    def step():
+        if cuda and mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        with autocast_or_not(device, "bf16" if cuda else "fp32"):
+            loss = loss_of(forward(images))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    tuned, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True  # as a run trains (the engine)
+    step()  # compiles (a compiled step); outside the lock, so that the processes compile at once
+    waited = {}
+    if compiled is not None:
+        try:
+            compiled[0].wait(timeout=max(0.0, compiled[1] - time.time()))
+        except threading.BrokenBarrierError:
+            waited = {"beside_compiling": True}
+    with lock or contextlib.nullcontext():
+        for _ in range(3 if cuda else 1):  # CUDA graphs recorded, cuDNN tuned, the allocator warm
+            step()
+        times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
+        result = {"step_ms": statistics.median(times), **waited}
+        result.update(step_profile(step, device) if mode == "eager" else {})
+    torch.backends.cudnn.benchmark = tuned
+    step = model = optimizer = forward = None  # freed (the closure held them) before the cache is emptied
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def step_profile(step, device: str) -> dict:
+    """One more step under ``torch.profiler`` (issue 55: where an equal-FLOPs model's time goes against its
+    baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched, the time the GPU spent in them and
+    that time's share of the step's wall time -- a launch-bound step leaves the GPU idle between short kernels --
+    with the three longest kernels. The numbers, not the trace (the GPU machine returns at most 8 files)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device == "cuda"
+    sync(device)
+    with profile(activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]) as prof:
+        start = time.perf_counter()
+        step()
+        sync(device)
+        wall_ms = (time.perf_counter() - start) * 1000
+    averages = prof.key_averages()
+    found = {"aten_ops": sum(e.count for e in averages if e.key.startswith("aten::")), "profiled_ms": round(wall_ms, 2)}
+    if cuda:
+        kernels = [e for e in averages if e.device_type == DeviceType.CUDA]
+        busy_ms = sum(e.self_device_time_total for e in kernels) / 1000
+        longest = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:3]
+        found.update(
+            kernels=sum(e.count for e in kernels),
+            gpu_busy_ms=round(busy_ms, 2),
+            gpu_busy_share=round(busy_ms / wall_ms, 3),
+            longest_kernels=[f"{e.key[:60]}: {e.self_device_time_total / 1000:.2f} ms" for e in longest],
+        )
+    return found
+
+
+_TIMING_LOCK = _ALL_COMPILED = _DEADLINE = None
+
+
+def _hold(lock, barrier, deadline: float) -> None:  # a compiling process's initializer: its lock, barrier, deadline
+    global _TIMING_LOCK, _ALL_COMPILED, _DEADLINE
+    _TIMING_LOCK, _ALL_COMPILED, _DEADLINE = lock, barrier, deadline
+
+
+def _error(e: Exception) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def _timed(job: tuple) -> dict:
+    try:
+        return step_ms(*job, lock=_TIMING_LOCK, compiled=(_ALL_COMPILED, _DEADLINE))
+    except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
+        if _ALL_COMPILED is not None:
+            _ALL_COMPILED.abort()  # the others stop waiting for this one
+        return {"error": _error(e)}
+
+
+def in_processes(jobs: list[tuple], wait_s: float):
+    """:func:`timed_jobs`'s compiled CUDA steps, ``(job, result)`` as each is measured: each job in a spawned process
+    of its own, all compiling at once; they wait for each other (for at most ``wait_s`` from now) before any is
+    timed, then are timed one at a time."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s)
+    yield from spawned(_timed, jobs, context, initializer=_hold, initargs=initargs)
+
+
+def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=()):
+    """``(job, function(job))`` for each job as it finishes, each in a spawned process of its own (a fresh CUDA
+    context), all at once, inductor's compile threads sharing out the cores (its graph lowering is single-threaded
+    Python; the GPU machine has 16 cores). A process that dies ends the pool at once, an ``error`` for each job left,
+    where ``multiprocessing.Pool`` would wait for its job until the test's time limit (or, for a process that fails
+    to start, start another for ever); leaving early (the time limit) stops the processes still running."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = context or multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(len(jobs), mp_context=context, initializer=initializer, initargs=initargs)
+    try:
+        # spawned as the jobs are submitted: each process reads inductor's thread count from this environment
+        with mock.patch.dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // len(jobs)))):
+            futures = {pool.submit(function, job): job for job in jobs}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except BrokenProcessPool as e:
+                yield futures[future], {"error": f"its process died: {e}"}
+    finally:
+        for process in list((getattr(pool, "_processes", None) or {}).values()):  # private, but no public way
+            process.terminate()  # before Python 3.14's terminate_workers()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def compiled_against_float64(device: str, name: str, kwargs: dict, reference: str) -> dict:
+    """``torch.compile`` of one model (inductor on CUDA; on the CPU ``aot_eager``: the tracing without minutes of
+    C++ compilation): the forward against the float64 reference, the compile times, eager vs compiled steps."""
+    import torch._dynamo  # noqa: F401
+
+    plain_fp32(device)
+    saved = torch.load(reference, weights_only=True)
+    model = build(name, kwargs).eval().to(device)
+    x = saved["x"].to(device)
+    compiled = torch.compile(model, backend="inductor" if device == "cuda" else "aot_eager")
+    start = time.perf_counter()
+    with torch.no_grad():
+        y = first(compiled(x))
+    sync(device)
+    compile_infer_s = time.perf_counter() - start
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+
+    def step(fn):
+        loss_of(fn(x)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    start = time.perf_counter()
+    step(compiled)
+    sync(device)
+    compile_train_s = time.perf_counter() - start
+    eager_ms, compiled_ms = timed_ms(lambda: step(model), device, 3), timed_ms(lambda: step(compiled), device, 3)
+    return {
+        "name": name,
+        "backend": "inductor" if device == "cuda" else "aot_eager",
+        "rel_err": float(f"{rel_err(y, saved['ref']):.3g}"),
+        "against": "CPU float64",
+        "compile_infer_s": round(compile_infer_s, 1),
+        "compile_train_s": round(compile_train_s, 1),
+        "train_eager_ms": round(eager_ms, 2),
+        "train_compiled_ms": round(compiled_ms, 2),
+        "finite": all(bool(torch.isfinite(p).all()) for p in model.parameters()),
+    }
+
+
+def _compiled_job(job: tuple) -> dict:  # top level: a spawned process imports it by name
+    try:
+        return compiled_against_float64(*job)
+    except Exception as e:  # one model failing costs the others nothing
+        return {"name": job[1], "error": _error(e)}
