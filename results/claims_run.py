@@ -207,8 +207,8 @@ def _observed(r, design, values, losses) -> dict:
 
 
 def untrained_claims(untrained, done_specs) -> list[tuple]:
-    """``(claim, runs left, CPU-minutes or None)`` per descriptive claim a ``--tier confirmatory`` call did not
-    train. The minutes: the runs not done, each priced at the wall minutes of this call's finished one-thread runs
+    """``(claim, runs left, minutes of run time or None)`` per descriptive claim a ``--tier confirmatory`` call did
+    not train. The minutes: the runs not done, each priced at the wall minutes of this call's finished one-thread runs
     per unit of work (the model's MACs per image x epochs: every arm trains on the same glyphs set), the median
     over those runs; None where no finished run has a start and end time."""
     rates = [m / _work(s) for s in done_specs if (m := run_minutes(s)) is not None]
@@ -533,7 +533,11 @@ def write_report(results, files, specs, out: Path, quick: bool, untrained=()) ->
             lines += _val_loss_lines(r)
             lines += [f"  - note: {note}" for note in ([c.note] if c.note else []) + list(r.notes)]
         for claim, runs, minutes in [u for u in untrained if u[0].paper == f.paper]:
-            cost = "cost unknown: no timed run in this folder" if minutes is None else f"cost: {minutes:.0f} CPU-min"
+            cost = (
+                "cost unknown: no timed run in this folder"
+                if minutes is None
+                else f"cost: {minutes:.0f} min of run time"
+            )
             lines.append(
                 f"- **{claim.id}** ({claim.tier}): not trained in this run ({runs} run(s), {cost}, "
                 f"`depthbench claims {f.paper}` trains them): “{claim.text}”"

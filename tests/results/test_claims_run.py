@@ -176,7 +176,7 @@ def test_tier_confirmatory_over_a_finished_folder_trains_nothing(tmp_path, monke
     for cid in ("similar-below-18", "gain-grows-with-depth"):
         line = next(x for x in text.splitlines() if x.startswith(f"- **{cid}**"))
         assert "not trained in this run (10 run(s), cost: " in line and "`depthbench claims horesnet` trains" in line
-        minutes = float(line.split("cost: ")[1].split(" CPU-min")[0])
+        minutes = float(line.split("cost: ")[1].split(" min of run time")[0])
         assert 10 < minutes < 100  # 10 runs of the 10-layer arms, each cheaper than an 18-layer run's 10 minutes
     rk4 = next(r for r in first.results if r.claim.id == "rk4-vs-euler-18")
     differences = [9.0 + s for s in spread]
