@@ -39,6 +39,13 @@ def run_roots() -> list[Path]:
     return [runs_root(), *(claims_out(quick, scale=scale) for quick in (False, True) for scale in ("reduced", "paper"))]
 
 
+def inside_run_roots(folder: str | Path) -> bool:
+    """Whether ``folder`` (relative to the working directory, links followed) is one of :func:`run_roots` or inside
+    one: where ``submit --claims --claims-out`` may train, so that ``jobs`` and ``cancel`` find its runs."""
+    real = os.path.realpath(folder)
+    return any(os.path.commonpath([os.path.realpath(root), real]) == os.path.realpath(root) for root in run_roots())
+
+
 def outside_run_roots(work_dir: str) -> str | None:
     """Why ``work_dir`` (read from a submission record or found under the runs root) is not a run directory
     depthbench acts on, or None: it must be absolute and resolve, links followed, inside one of :func:`run_roots`

@@ -40,14 +40,14 @@ from downstream.finetune import check_data, load_downstream_config
 from harness.core.choices import CLAIMS_SEEDS, MIN_WARNING_S, claims_out as claims_default_out
 from harness.core.config import load_config, resolve_config_path, sweep_points
 from harness.core.errors import ConfigError, DataError, DepthbenchError
-from harness.core.files import atomic_write
+from harness.core.files import atomic_write, printable
 from harness.engine.builders import check_config, check_model, load_training_config
 from harness.engine.models import model_kwargs
 from harness.measure.estimate import Estimate, Layout, estimate as estimate_cost, jobs_from_elements
 from results import claims as cl
 from results import claims_scale
 from results.paper_tables import TableError, load_paper
-from slurm.paths import REPO, paper_of, runs_root, runs_root_note, slurm_dir
+from slurm.paths import REPO, inside_run_roots, paper_of, runs_root, runs_root_note, slurm_dir
 
 TEMPLATE = Path(__file__).resolve().parent / "depthbench.sbatch"
 SIGNAL_EARLY_S = 60  # sbatch(1): the --signal may arrive up to 60 s earlier than asked
@@ -811,6 +811,12 @@ def submit_runs(
 
     request = None
     if claims is not None:
+        if claims_out is not None and not inside_run_roots(claims_out):
+            raise ConfigError(
+                f"--claims-out {printable(str(claims_out))} is outside the runs root {runs_root()}: `depthbench "
+                "jobs` and `cancel` act only on runs under it or the claims folders (a submission record naming "
+                f"another folder is refused as untrusted); put it under {runs_root()}"
+            )
         out = str(claims_out or claims_default_out(quick, scale=scale))
         request = ClaimsRequest(list(claims), out, seeds, quick, scale)
     result = submit(

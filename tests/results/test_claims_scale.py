@@ -93,7 +93,8 @@ def test_the_cli_prints_the_plan_and_refuses_plan_without_paper_scale():
     assert code == 2 and "--plan goes with --scale paper" in err and len(err.strip().splitlines()) == 1
 
 
-def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path):
+def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path))  # --claims-out goes under the runs root
     out = tmp_path / "claims-paper"
     code, script, err = cli(
         "submit", "--claims", "sret", "--scale", "paper", "--claims-out", out, "--gpus-per-node", "8", "--dry-run"
@@ -112,10 +113,11 @@ def test_submit_paper_scale_puts_the_first_look_in_one_array(tmp_path):
     assert textwrap.dedent(script).count("WORK_DIR=") >= 4 * first
 
 
-def test_paper_scale_looks_are_decided_from_the_submitted_runs(tmp_path):
+def test_paper_scale_looks_are_decided_from_the_submitted_runs(tmp_path, monkeypatch):
     """`claims sret --scale paper` reads the runs `submit --claims sret --scale paper` wrote (fabricated here by the
     run-directory writer, no training): the recursion claim, +1.8 points at a 0.05 spread, is supported at its one
     look; the slicing claim's noisy first look decides nothing, so its next look (6 seeds) is what submit sends."""
+    monkeypatch.setenv("DEPTHBENCH_RUNS", str(tmp_path))  # --claims-out goes under the runs root
     from claimruns import finished_run
 
     from results.claims_run import run_values

@@ -338,7 +338,7 @@ def counting_sbatch(folder: Path) -> Path:
 
 @pytest.mark.tier("integration")
 def test_claims_dry_run_puts_each_run_where_claims_reads_it(glyphs_cache, tmp_path):
-    out = tmp_path / "claims"
+    out = glyphs_cache / "claims"  # under the runs root: `jobs` reads only records of runs there
     code, script, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out, "--dry-run")
     assert code == 0, err
     first, _, second = script.partition("# ---- the second job")
@@ -361,7 +361,7 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
     stub = counting_sbatch(tmp_path / "stub-bin")
     monkeypatch.setenv("PATH", f"{stub}:{os.environ['PATH']}")
     monkeypatch.setenv("STUB_DIR", str(stub))
-    out = tmp_path / "claims"
+    out = glyphs_cache / "claims"  # under the runs root: `jobs` reads only records of runs there
     code, stdout, err = cli("submit", "--claims", "scalenet", "--quick", "--claims-out", out)
     assert code == 0, err
     first, second = (stub / "1.sbatch").read_text(), (stub / "2.sbatch").read_text()
@@ -409,9 +409,21 @@ def test_claims_submission_waits_for_sources_and_skips_done_runs(glyphs_cache, t
 )
 def test_claims_submission_bad_input_is_one_line(args, message, glyphs_cache, tmp_path):
     code, out, err = (
-        cli("submit", *args, "--claims-out", tmp_path / "c", "--dry-run")
+        cli("submit", *args, "--claims-out", glyphs_cache / "c", "--dry-run")
         if "--claims" in args
         else cli("submit", *args, "--dry-run")
     )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
-    assert not (tmp_path / "c").exists()
+    assert not (glyphs_cache / "c").exists()
+
+
+def test_claims_out_outside_the_runs_root_is_refused_in_one_line(runs, tmp_path):
+    """``jobs`` and ``cancel`` act only on runs under the runs root or the claims folders (a record naming another
+    folder is refused as untrusted), so a submission training elsewhere would be invisible to them: refused first,
+    nothing written."""
+    code, out, err = cli(
+        "submit", "--claims", "scalenet", "--quick", "--claims-out", tmp_path / "elsewhere", "--dry-run"
+    )
+    assert code == 2 and "--claims-out" in err and "outside the runs root" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "elsewhere").exists()
+    assert not (runs / "slurm").exists() or not any((runs / "slurm").iterdir())
