@@ -273,7 +273,7 @@ def check_and_list_data(files, quick: bool) -> set:
         configs = cl.check_claims(f, quick)
         trained = {arm.name for claim in f.claims for arm in f.arms_of(claim)}  # efficiency claims train none
         datasets |= {
-            (c.data.input_size, c.data.root, c.data.get("variant") or DEFAULT_VARIANT)
+            (c.data.input_size, c.data.get("variant") or DEFAULT_VARIANT)  # in the data cache, as training reads them
             for name, c in configs.items()
             if name in trained and c.data.type == "glyphs"
         }
@@ -354,8 +354,8 @@ def prepare_data(datasets: set, jobs: int) -> None:
     runs' server. Ctrl-C stops them; a set is never left half-written."""
 
     waiting = sorted(
-        (d for d in datasets if not glyphs_folder(d[0], d[1], variant=d[2]).exists()),
-        key=lambda d: (-d[0], str(d[1]), d[2]),
+        (d for d in datasets if not glyphs_folder(d[0], variant=d[1]).exists()),
+        key=lambda d: (-d[0], d[1]),
     )
     if not waiting:
         return
@@ -364,8 +364,8 @@ def prepare_data(datasets: set, jobs: int) -> None:
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
-                size, root, variant = waiting.pop(0)
-                process = start_forked_call(export_glyphs, size, root, variant=variant, progress=False)
+                size, variant = waiting.pop(0)
+                process = start_forked_call(export_glyphs, size, variant=variant, progress=False)
                 running.append((process, size, variant))
             for item in [r for r in running if r[0].exitcode is not None]:
                 running.remove(item)

@@ -9,9 +9,9 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
 - ``part`` names the GPU check's part (:data:`PARTS`) -- the report groups by it and :data:`LIMITS_S` gives its time
   limit on CUDA (:data:`CPU_LIMIT_S` on the CPU); ``-m "device(part='models')"`` runs one part;
 - ``call``: which of the GPU check's two calls runs it (tools/gpu_check.sh ``--call 1|2``; the GPU machine gives 15
-  minutes in all, so the two calls' budgets, set there, add up to under 13): 1 the goals' numbers (the
-  steps eager and compiled, host syncs, the device pipeline), 2 correctness and the rest (:data:`CALL_OF_PART`, or
-  the test's own);
+  minutes in all, so the two calls' budgets, set there, add up to under 12): 1 the goals' numbers (the
+  training steps eager and compiled), 2 the rest, what never ran on a GPU first (:data:`CALL_OF_PART`, or the
+  test's own);
 - ``alone=True``: a test neither call runs, only when asked for: the optional swattention kernels (the extension
   must be built first).
 

@@ -112,32 +112,42 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    tuned, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True  # as a run trains (the engine)
-    step()  # compiles (a compiled step); outside the lock, so that the processes compile at once
-    waited = {}
-    if compiled is not None:
-        try:
-            compiled[0].wait(timeout=max(0.0, compiled[1] - time.time()))
-        except threading.BrokenBarrierError:
-            waited = {"beside_compiling": True}
-    with lock or contextlib.nullcontext():
-        for _ in range(3 if cuda else 1):  # CUDA graphs recorded, cuDNN tuned, the allocator warm
-            step()
-        times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
-        result = {"step_ms": statistics.median(times), **waited}
-        result.update(step_profile(step, device) if mode == "eager" else {})
-    torch.backends.cudnn.benchmark = tuned
+    # cuDNN's autotuner on, as a run trains (the engine); a compiled step's convolutions are tuned in its first,
+    # compiling, step, beside the other processes' compiling
+    tuned, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True
+    try:
+        step()  # compiles (a compiled step); outside the lock, so that the processes compile at once
+        waited = {}
+        if compiled is not None:
+            try:
+                compiled[0].wait(timeout=max(0.0, compiled[1] - time.time()))
+            except threading.BrokenBarrierError:
+                waited = {"beside_compiling": True}
+        with lock or contextlib.nullcontext():
+            for _ in range(3 if cuda else 1):  # CUDA graphs recorded, the allocator warm
+                step()
+            times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
+            result = {"step_ms": statistics.median(times), **waited}
+            if mode == "eager":
+                try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
+                    result.update(step_profile(step, device, result["step_ms"]))
+                except Exception as e:
+                    result["profile_error"] = _error(e)
+    finally:
+        torch.backends.cudnn.benchmark = tuned
     step = model = optimizer = forward = None  # freed (the closure held them) before the cache is emptied
     if cuda:
         torch.cuda.empty_cache()
     return result
 
 
-def step_profile(step, device: str) -> dict:
+def step_profile(step, device: str, step_ms: float) -> dict:
     """One more step under ``torch.profiler`` (issue 55: where an equal-FLOPs model's time goes against its
-    baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched, the time the GPU spent in them and
-    that time's share of the step's wall time -- a launch-bound step leaves the GPU idle between short kernels --
-    with the three longest kernels. The numbers, not the trace (the GPU machine returns at most 8 files)."""
+    baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched (``kernels``; copies and fills
+    counted apart, ``memcpy_memset``), the time the GPU spent in them and that time's share of the timed step
+    ``step_ms`` (``gpu_busy_share``: a launch-bound step leaves the GPU idle between short kernels; the profiled
+    step itself, ``profiled_ms``, carries the profiler's own cost), with the three longest kernels. The numbers, not
+    the trace (the GPU machine returns at most 8 files)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -150,14 +160,17 @@ def step_profile(step, device: str) -> dict:
         wall_ms = (time.perf_counter() - start) * 1000
     averages = prof.key_averages()
     found = {"aten_ops": sum(e.count for e in averages if e.key.startswith("aten::")), "profiled_ms": round(wall_ms, 2)}
-    if cuda:
-        kernels = [e for e in averages if e.device_type == DeviceType.CUDA]
-        busy_ms = sum(e.self_device_time_total for e in kernels) / 1000
+    if cuda:  # device events, less the spans of user annotations (Optimizer.step#AdamW.step) that torch also lists
+        device = [e for e in averages if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", 0)]
+        copies = [e for e in device if e.key.startswith(("Memcpy", "Memset"))]
+        kernels = [e for e in device if e not in copies]
+        busy_ms = sum(e.self_device_time_total for e in device) / 1000
         longest = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:3]
         found.update(
             kernels=sum(e.count for e in kernels),
+            memcpy_memset=sum(e.count for e in copies),
             gpu_busy_ms=round(busy_ms, 2),
-            gpu_busy_share=round(busy_ms / wall_ms, 3),
+            gpu_busy_share=round(busy_ms / step_ms, 3),
             longest_kernels=[f"{e.key[:60]}: {e.self_device_time_total / 1000:.2f} ms" for e in longest],
         )
     return found
@@ -184,7 +197,7 @@ def _timed(job: tuple) -> dict:
         return {"error": _error(e)}
 
 
-def in_processes(jobs: list[tuple], wait_s: float):
+def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):
     """:func:`timed_jobs`'s compiled CUDA steps, ``(job, result)`` as each is measured: each job in a spawned process
     of its own, all compiling at once; they wait for each other (for at most ``wait_s`` from now) before any is
     timed, then are timed one at a time."""
@@ -192,15 +205,17 @@ def in_processes(jobs: list[tuple], wait_s: float):
 
     context = multiprocessing.get_context("spawn")
     initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s)
-    yield from spawned(_timed, jobs, context, initializer=_hold, initargs=initargs)
+    yield from spawned(_timed, jobs, context, initializer=_hold, initargs=initargs, timeout_s=timeout_s)
 
 
-def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=()):
+def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=(), timeout_s: float | None = None):
     """``(job, function(job))`` for each job as it finishes, each in a spawned process of its own (a fresh CUDA
     context), all at once, inductor's compile threads sharing out the cores (its graph lowering is single-threaded
     Python; the GPU machine has 16 cores). A process that dies ends the pool at once, an ``error`` for each job left,
     where ``multiprocessing.Pool`` would wait for its job until the test's time limit (or, for a process that fails
-    to start, start another for ever); leaving early (the time limit) stops the processes still running."""
+    to start, start another for ever); leaving early (the time limit) stops the processes still running. After
+    ``timeout_s`` the jobs not finished are ``error`` results ("not finished"), so the caller can still write what
+    it has before the test's own limit."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -211,11 +226,17 @@ def spawned(function, jobs: list[tuple], context=None, initializer=None, initarg
         # spawned as the jobs are submitted: each process reads inductor's thread count from this environment
         with mock.patch.dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // len(jobs)))):
             futures = {pool.submit(function, job): job for job in jobs}
-        for future in as_completed(futures):
-            try:
-                yield futures[future], future.result()
-            except BrokenProcessPool as e:
-                yield futures[future], {"error": f"its process died: {e}"}
+        finished = set()
+        try:
+            for future in as_completed(futures, timeout=timeout_s):
+                finished.add(future)
+                try:
+                    yield futures[future], future.result()
+                except BrokenProcessPool as e:
+                    yield futures[future], {"error": f"its process died: {e}"}
+        except TimeoutError:
+            for future in set(futures) - finished:
+                yield futures[future], {"error": f"not finished in {timeout_s:.0f} s"}
     finally:
         for process in list((getattr(pool, "_processes", None) or {}).values()):  # private, but no public way
             process.terminate()  # before Python 3.14's terminate_workers()

@@ -257,7 +257,8 @@ def deterministic_as_configured(deterministic: bool):
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.benchmark = before[2]
         if cores is not None:
-            os.sched_setaffinity(0, cores)
+            with contextlib.suppress(OSError):  # a core taken away meanwhile (cgroups): the run's outcome stands
+                os.sched_setaffinity(0, cores)
 
 
 def _train_process(cfg, plan: RunPlan, env: dict) -> int:
