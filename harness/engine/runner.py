@@ -9,8 +9,8 @@ the checkpoint to resume) before anything is written; :func:`train_process` buil
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import os
 import shlex
 import sys
