@@ -13,10 +13,11 @@
 # and the pure-Python packages it needs there (addict, yapf, platformdirs, termcolor), and DeepSpeed -- an sdist,
 # built into a py3 wheel here -- with what it needs there (hjson, pydantic and its parts, a typing-extensions new
 # enough for them, einops and msgpack, which its flops profiler and pipeline modules import at the top,
-# py-cpuinfo; pydantic-core and msgpack are compiled: their cp312 manylinux wheels); tabulate for benchmarks/loader_throughput.py. tests/tools/test_gpu_node_env.py refuses
-# every package the node lacks and imports the GPU check with these: a package missing here fails it. Versions are
-# requirements/lock.txt's. Everything together must stay under 64 MiB (what travels with a checkout to that
-# machine); tools/gpu_check.sh installs them there with --no-index.
+# py-cpuinfo; pydantic-core and msgpack are compiled: their cp312 manylinux wheels); tabulate for
+# benchmarks/loader_throughput.py. tests/tools/test_gpu_node_env.py refuses every package the node lacks and imports
+# the GPU check with these: a package missing here fails it. Versions are requirements/lock.txt's. Everything
+# together must stay under 64 MiB (what travels with a checkout to that machine); tools/gpu_check.sh installs them
+# there with --no-index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=.whl
