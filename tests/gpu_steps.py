@@ -132,7 +132,7 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
                 try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
                     result.update(step_profile(step, device, result["step_ms"]))
                 except Exception as e:
-                    result["profile_error"] = _error(e)
+                    result["profile_error"] = error_line(e)
     finally:
         torch.backends.cudnn.benchmark = tuned
     step = model = optimizer = forward = None  # freed (the closure held them) before the cache is emptied
@@ -184,7 +184,8 @@ def _hold(lock, barrier, deadline: float) -> None:  # a compiling process's init
     _TIMING_LOCK, _ALL_COMPILED, _DEADLINE = lock, barrier, deadline
 
 
-def _error(e: Exception) -> str:
+def error_line(e: Exception) -> str:
+    """An exception as one line of at most 300 characters: a row's ``error``."""
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
@@ -194,7 +195,7 @@ def _timed(job: tuple) -> dict:
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
         if _ALL_COMPILED is not None:
             _ALL_COMPILED.abort()  # the others stop waiting for this one
-        return {"error": _error(e)}
+        return {"error": error_line(e)}
 
 
 def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):
@@ -288,4 +289,4 @@ def _compiled_job(job: tuple) -> dict:  # top level: a spawned process imports i
     try:
         return compiled_against_float64(*job)
     except Exception as e:  # one model failing costs the others nothing
-        return {"name": job[1], "error": _error(e)}
+        return {"name": job[1], "error": error_line(e)}

@@ -48,6 +48,7 @@ from gpu_steps import (
     _compiled_job,
     autocast_or_not,
     build,
+    error_line,
     example,
     first,
     in_processes,
@@ -646,7 +647,7 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
 
 
 def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
-    """``(job, ms)`` for each ``step_ms`` job as it is measured. Compiled on CUDA: every job in a spawned process of
+    """``(job, result)`` for each ``step_ms`` job as it is measured. Compiled on CUDA: every job in a spawned process of
     its own (a fresh CUDA context each), all compiling at once -- inductor's graph lowering is single-threaded Python,
     the GPU machine has 16 cores, the seven steps at batch 128 take ~60 GB of its 139 -- with the cores shared out as
     inductor's compile threads, and timed one at a time once all have compiled; a job that fails gives ``{"error":
@@ -658,7 +659,7 @@ def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
             try:
                 yield job, step_ms(*job)
             except Exception as e:  # one model failing costs the others nothing (the test fails at its end)
-                yield job, {"error": " ".join(f"{type(e).__name__}: {e}".split())[:300]}
+                yield job, {"error": error_line(e)}
     else:
         wait_s = max(0.0, limit_s - TIME_ONE_COMPILED_S * len(jobs) - 15)
         yield from in_processes(jobs, wait_s=wait_s, timeout_s=max(1.0, limit_s - 10) if limit_s else None)
