@@ -39,11 +39,16 @@ def run_roots() -> list[Path]:
     return [runs_root(), *(claims_out(quick, scale=scale) for quick in (False, True) for scale in ("reduced", "paper"))]
 
 
+def roots_holding(real: str) -> list[str]:
+    """The :func:`run_roots` (resolved, links followed) that the resolved path ``real`` is or lies inside."""
+    roots = [os.path.realpath(root) for root in run_roots()]
+    return [root for root in roots if os.path.commonpath([root, real]) == root]
+
+
 def inside_run_roots(folder: str | Path) -> bool:
     """Whether ``folder`` (relative to the working directory, links followed) is one of :func:`run_roots` or inside
     one: where ``submit --claims --claims-out`` may train, so that ``jobs`` and ``cancel`` find its runs."""
-    real = os.path.realpath(folder)
-    return any(os.path.commonpath([os.path.realpath(root), real]) == os.path.realpath(root) for root in run_roots())
+    return bool(roots_holding(os.path.realpath(folder)))
 
 
 def outside_run_roots(work_dir: str) -> str | None:
@@ -54,10 +59,8 @@ def outside_run_roots(work_dir: str) -> str | None:
     if not os.path.isabs(work_dir):
         return f"work_dir {printable(work_dir)} is not an absolute path"
     real = os.path.realpath(work_dir)
-    for root in run_roots():
-        real_root = os.path.realpath(root)
-        if os.path.commonpath([real_root, real]) == real_root and real != real_root:
-            return None
+    if any(root != real for root in roots_holding(real)):  # strictly inside: a root itself is no run directory
+        return None
     resolved = "" if real == os.path.normpath(work_dir) else f" (it resolves to {printable(real)})"
     return f"work_dir {printable(work_dir)}{resolved} is outside the runs root {runs_root()} and the claims folders"
 
