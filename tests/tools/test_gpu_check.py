@@ -46,6 +46,7 @@ from devices import GPU_CHECK_FILES, TOL_BF16, TOL_FP32, device_param, on_device
 from gpu_steps import (
     TIME_ONE_COMPILED_S,
     _compiled_job,
+    attach_profiler,
     autocast_or_not,
     build,
     error_line,
@@ -655,6 +656,8 @@ def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
     timed eager steps in four processes whose warm-up steps ran beside another's timing). ``limit_s``: the test's
     time limit, which the compiling processes' wait leaves room in to time every step compiled."""
     if device != "cuda" or jobs[0][-1] == "eager" or len(jobs) == 1:
+        if device == "cuda" and jobs[0][-1] == "eager":
+            attach_profiler()  # every model's step then timed alike (profiled models are, after their profile)
         for job in jobs:
             try:
                 yield job, step_ms(*job)
@@ -740,6 +743,8 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
     assert [r["batch"] for r in rows] == [b for _ in STEP_PAIRS[device] for b in STEP_BATCHES[device]]
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
     if mode == "eager":  # profiled: what each step dispatched (and launched, on CUDA)
+        unprofiled = {f"{k[0]}, batch {k[1]}": v["profile_error"] for k, v in measured.items() if "profile_error" in v}
+        assert not unprofiled, unprofiled
         assert all(r["aten_ops_ratio"] > 0 and (device == "cpu" or r["kernels_ratio"] > 0) for r in rows), rows
 
 
@@ -863,19 +868,25 @@ def test_compiled_models_match_float64(device, references, record, request):
     """One model per family compiled, forward and training step. On CUDA the models compile at once, each in a
     spawned process (``gpu_steps.spawned``). The test's time limit (pytest-timeout) is the only one; leaving it
     stops the processes."""
+    started = time.monotonic()  # pytest-timeout's clock starts here too: the references below come out of its limit
     specs = {spec[0]: spec for spec in MODELS[device]}
     jobs = [
         (device, name, specs[name][1], str(float64_reference(*specs[name], references))) for name in COMPILE[device]
     ]
     # each result recorded as it arrives: a time-out keeps the models already compiled
     limit = request.node.get_closest_marker("timeout")
-    timeout_s = max(1.0, limit.args[0] - 10) if limit else None  # the results so far recorded before the limit
+    # the results so far recorded before the limit
+    timeout_s = max(1.0, limit.args[0] - 10 - (time.monotonic() - started)) if limit else None
     finished = (
         spawned(_compiled_job, jobs, timeout_s=timeout_s)
         if device == "cuda"
         else ((job, _compiled_job(job)) for job in jobs)
     )
-    results = [record(**dict(result, name=job[1])) for job, result in finished]
+    with contextlib.closing(finished):
+        results = [
+            record(**dict(result, name=job[1]), **({"verdict": "fail"} if "error" in result else {}))
+            for job, result in finished
+        ]
     assert not [r for r in results if "error" in r], results
     assert sorted(r["name"] for r in results) == sorted(COMPILE[device])
     for result in results:
