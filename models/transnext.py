@@ -581,59 +581,108 @@ def _dwconv_tokens(x: Tensor, weight: Tensor, bias: Optional[Tensor], height: in
     return out.permute(0, 2, 3, 1).reshape(b, n, c)
 
 
+# On the CPU, the widest maps (ConvGLU's hidden width) are computed a few images at a time, each chunk's map
+# within this many bytes: in inference each stage's blocks run on chunks of the batch (TransNeXt._forward_stages),
+# in training ConvGLU's tail does (_GatedConvFC). At stage 1 a whole batch's hidden map is ~38 MB (batch 8 at
+# 224², fp32), more than the caches hold between the GEMM, the conv, the GELU and the product that pass over it,
+# and every such map is freshly allocated and page-faulted in. Measured on the 2-core VM (docs/benchmarks.md,
+# "Issue 55, fourth pass"): inference 1.15x faster, training 1.03x. Training does not chunk whole blocks: that
+# was slower (0.97x). 0 turns chunking off; on CUDA and when compiled the whole batch is one chunk.
+CPU_CHUNK_BYTES = 12 << 20
+
+
+def images_per_chunk(x: Tensor, channels: int, budget: int) -> int:
+    """How many images of ``x`` (B, N, ·) at a time keep one ``channels``-wide map of theirs within ``budget``
+    bytes (at least one; all of them when ``budget`` is 0 or ``x`` is not on the CPU)."""
+    b, n = x.shape[0], x.shape[1]
+    if not budget or x.device.type != "cpu" or torch.compiler.is_compiling():
+        return b
+    return max(1, min(b, budget // max(n * channels * x.element_size(), 1)))
+
+
+def _chunks(t: Tensor, step: int):
+    return t.split(step) if step < t.shape[0] else (t,)
+
+
+def _joined(parts: List[Tensor]) -> Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
 class _GatedConvFC(torch.autograd.Function):
     """ConvGLU's tail ``fc2(GELU(dwconv(gate)) * value)`` that saves only ``gate`` and ``value`` for backward
     and recomputes the depthwise conv and the GELU there: autograd would keep the conv input and output, the
     GELU input, both factors of the product and fc2's input — five hidden-width maps at the highest
     resolution, where TransNeXt spends most of its activation memory (docs/benchmarks.md). The recompute is
-    element-wise work and a depthwise conv, no GEMM."""
+    element-wise work and a depthwise conv, no GEMM. Both passes run ``step`` images at a time (see
+    ``CPU_CHUNK_BYTES``); only the gradients of ``gate`` and ``value`` are full maps."""
 
     @staticmethod
-    def forward(ctx, gate, value, conv_weight, conv_bias, fc_weight, fc_bias, height, width, approximate):
-        hidden = F.gelu(_dwconv_tokens(gate, conv_weight, conv_bias, height, width), approximate=approximate)
-        out = F.linear(hidden.mul_(value), fc_weight, fc_bias)
+    def forward(ctx, gate, value, conv_weight, conv_bias, fc_weight, fc_bias, height, width, approximate, step):
+        out = []
+        for g, v in zip(_chunks(gate, step), _chunks(value, step)):
+            hidden = F.gelu(_dwconv_tokens(g, conv_weight, conv_bias, height, width), approximate=approximate)
+            out.append(F.linear(hidden.mul_(v), fc_weight, fc_bias))
         ctx.save_for_backward(gate, value, conv_weight, conv_bias, fc_weight)
-        ctx.geometry = (height, width, approximate)
-        return out
+        ctx.geometry = (height, width, approximate, step)
+        return _joined(out)
 
     @staticmethod
     def backward(ctx, grad):
         gate, value, conv_weight, conv_bias, fc_weight = ctx.saved_tensors
-        height, width, approximate = ctx.geometry
+        height, width, approximate, step = ctx.geometry
         need = ctx.needs_input_grad
         # under autocast the forward computed in the activations' dtype (bf16/fp16) and backward runs outside it:
         # recompute in that dtype too (the parameters' gradients are cast back to theirs by autograd)
         conv_weight, fc_weight = conv_weight.to(gate.dtype), fc_weight.to(gate.dtype)
         conv_bias = conv_bias.to(gate.dtype) if conv_bias is not None else None
-        conv = _dwconv_tokens(gate, conv_weight, conv_bias, height, width)
-        act = F.gelu(conv, approximate=approximate)
-        grad_fc_weight = grad_fc_bias = None
-        if need[4]:
-            grad_fc_weight = grad.flatten(0, -2).t().mm((act * value).flatten(0, -2))
-        if need[5]:
-            grad_fc_bias = grad.flatten(0, -2).sum(0)
-        grad_hidden = grad.matmul(fc_weight)
-        grad_value = grad_hidden * act if need[1] else None
-        del act
-        grad_conv = torch.ops.aten.gelu_backward(grad_hidden.mul_(value), conv, approximate=approximate)
-        del conv
-        b, n, c = gate.shape
-        grad_gate, grad_conv_weight, grad_conv_bias = torch.ops.aten.convolution_backward(
-            grad_conv.view(b, height, width, c).permute(0, 3, 1, 2),
-            gate.reshape(b, height, width, c).permute(0, 3, 1, 2),
-            conv_weight,
-            [c] if conv_bias is not None else None,
-            [1, 1],
-            [1, 1],
-            [1, 1],
-            False,
-            [0, 0],
-            c,
-            [need[0], need[2], need[3] and conv_bias is not None],
+        c = gate.shape[-1]
+        grad_gate, grad_value = [], []
+        grad_fc_weight = grad_conv_weight = grad_conv_bias = None
+        for g, v, grad_out in zip(_chunks(gate, step), _chunks(value, step), _chunks(grad, step)):
+            conv = _dwconv_tokens(g, conv_weight, conv_bias, height, width)
+            act = F.gelu(conv, approximate=approximate)
+            if need[4]:
+                part = grad_out.flatten(0, -2).t().mm((act * v).flatten(0, -2))
+                grad_fc_weight = part if grad_fc_weight is None else grad_fc_weight.add_(part)
+            grad_hidden = grad_out.matmul(fc_weight)
+            if need[1]:
+                grad_value.append(grad_hidden * act)
+            del act
+            grad_conv = torch.ops.aten.gelu_backward(grad_hidden.mul_(v), conv, approximate=approximate)
+            del conv
+            b, n = g.shape[:2]
+            grad_g, grad_w, grad_b = torch.ops.aten.convolution_backward(
+                grad_conv.view(b, height, width, c).permute(0, 3, 1, 2),
+                g.reshape(b, height, width, c).permute(0, 3, 1, 2),
+                conv_weight,
+                [c] if conv_bias is not None else None,
+                [1, 1],
+                [1, 1],
+                [1, 1],
+                False,
+                [0, 0],
+                c,
+                [need[0], need[2], need[3] and conv_bias is not None],
+            )
+            if grad_g is not None:
+                grad_gate.append(grad_g.permute(0, 2, 3, 1).reshape(b, n, c))
+            if grad_w is not None:
+                grad_conv_weight = grad_w if grad_conv_weight is None else grad_conv_weight.add_(grad_w)
+            if grad_b is not None:
+                grad_conv_bias = grad_b if grad_conv_bias is None else grad_conv_bias.add_(grad_b)
+        grad_fc_bias = grad.flatten(0, -2).sum(0) if need[5] else None
+        return (
+            _joined(grad_gate) if grad_gate else None,
+            _joined(grad_value) if grad_value else None,
+            grad_conv_weight,
+            grad_conv_bias,
+            grad_fc_weight,
+            grad_fc_bias,
+            None,
+            None,
+            None,
+            None,
         )
-        if grad_gate is not None:
-            grad_gate = grad_gate.permute(0, 2, 3, 1).reshape(b, n, c)
-        return grad_gate, grad_value, grad_conv_weight, grad_conv_bias, grad_fc_weight, grad_fc_bias, None, None, None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -772,8 +821,18 @@ class ConvolutionalGLU(nn.Module):
         if isinstance(x, Tensor) and type(self.act) is nn.GELU and (not self.training or self.drop.p == 0):
             # training: the same function, saving only gate and value for backward (see _GatedConvFC)
             conv = self.dwconv.dwconv
+            step = images_per_chunk(x, hidden, CPU_CHUNK_BYTES)
             x = _GatedConvFC.apply(
-                gate, value, conv.weight, conv.bias, self.fc2.weight, self.fc2.bias, height, width, self.act.approximate
+                gate,
+                value,
+                conv.weight,
+                conv.bias,
+                self.fc2.weight,
+                self.fc2.bias,
+                height,
+                width,
+                self.act.approximate,
+                step,
             )
             return self.drop(x)
         x = self.act(self.dwconv(gate, height, width)) * value
@@ -1574,8 +1633,17 @@ class TransNeXt(nn.Module):
         for i in range(last + 1):
             x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
             geometry = geometries[i]
-            for blk in getattr(self, f"block{i + 1}"):
-                x = blk(x, h, w, geometry)
+            blocks = getattr(self, f"block{i + 1}")
+            if torch.is_grad_enabled() or not len(blocks) or not isinstance(x, Tensor):  # (FX traces a Proxy)
+                for blk in blocks:
+                    x = blk(x, h, w, geometry)
+            else:  # inference: on the CPU, a few images at a time through the stage (CPU_CHUNK_BYTES)
+                parts = []
+                for part in _chunks(x, images_per_chunk(x, blocks[0].mlp.fc2.in_features, CPU_CHUNK_BYTES)):
+                    for blk in blocks:
+                        part = blk(part, h, w, geometry)
+                    parts.append(part)
+                x = _joined(parts)
             x = getattr(self, f"norm{i + 1}")(x)
             x = x.reshape(b, h, w, -1).permute(0, 3, 1, 2)  # NCHW view of channels-last memory
             if i in take_indices:

@@ -264,12 +264,63 @@ def test_memory_saving_functions_match_autograd():
     with torch.no_grad():
         assert torch.allclose(glu(x, 4, 5), plain, rtol=0, atol=1e-12)  # the in-place inference path
     gate, value = (t.detach().requires_grad_() for t in (gate, value))
-    assert torch.autograd.gradcheck(
-        lambda g, v: transnext._GatedConvFC.apply(
-            g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias, glu.fc2.weight, glu.fc2.bias, 4, 5, "none"
-        ),
-        (gate, value),
+    for step in (2, 1):  # the whole batch, then one image at a time
+        assert torch.autograd.gradcheck(
+            lambda g, v: transnext._GatedConvFC.apply(
+                g, v, glu.dwconv.dwconv.weight, glu.dwconv.dwconv.bias, glu.fc2.weight, glu.fc2.bias, 4, 5, "none", step
+            ),
+            (gate, value),
+        )
+
+
+def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypatch):
+    """In training on the CPU, ConvGLU's tail (_GatedConvFC) runs ``images_per_chunk`` images at a time in both
+    passes (CPU_CHUNK_BYTES); the output and every gradient equal the whole-batch computation's."""
+    torch.manual_seed(0)
+    glu = transnext.ConvolutionalGLU(6, 12).double()
+    x = torch.randn(5, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
+    per_image = 4 * 5 * glu.fc2.in_features * 8
+    results = []
+    for budget in (0, 2 * per_image):  # off: the whole batch; on: two images at a time (chunks 2, 2, 1)
+        monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", budget)
+        out = glu(x, 4, 5)
+        results.append((out, torch.autograd.grad(out.square().sum(), [x, *glu.parameters()])))
+    assert transnext.images_per_chunk(x, glu.fc2.in_features, 2 * per_image) == 2
+    (whole, whole_grads), (chunked, chunked_grads) = results
+    assert torch.allclose(chunked, whole, rtol=0, atol=1e-13)
+    assert len(chunked_grads) == 1 + len(list(glu.parameters()))
+    assert all(torch.allclose(c, w, rtol=0, atol=1e-12) for c, w in zip(chunked_grads, whole_grads))
+
+
+def test_inference_runs_each_stage_a_few_images_at_a_time_with_the_whole_batchs_result(monkeypatch):
+    """Without autograd on the CPU, each stage's blocks run on chunks of the batch (CPU_CHUNK_BYTES): logits and
+    intermediate maps equal the whole batch's."""
+    torch.manual_seed(0)
+    model = small_model().double().eval()
+    x = torch.randn(5, 3, 64, 96, dtype=torch.float64)
+    chunked_stages = []
+    real_chunks = transnext._chunks
+    monkeypatch.setattr(
+        transnext, "_chunks", lambda t, step: chunked_stages.append(step < t.shape[0]) or real_chunks(t, step)
     )
+    results = []
+    for budget in (0, 1):  # off; then one image at a time (the least a chunk holds)
+        monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", budget)
+        with torch.no_grad():
+            results.append((model(x), model.forward_intermediates(x, intermediates_only=True)))
+    assert chunked_stages == [False] * 8 + [True] * 8  # two forwards of four stages each, per budget
+    (whole, whole_maps), (chunked, chunked_maps) = results
+    assert torch.allclose(chunked, whole, rtol=0, atol=1e-12)
+    assert all(torch.allclose(c, w, rtol=0, atol=1e-12) for c, w in zip(chunked_maps, whole_maps, strict=True))
+
+
+def test_images_per_chunk_is_the_whole_batch_off_the_cpu_or_when_turned_off():
+    x = torch.empty(8, 100, 4, device="meta")
+    assert transnext.images_per_chunk(x, 10, 1) == 8  # not on the CPU: one chunk
+    x = torch.empty(8, 100, 4)
+    assert transnext.images_per_chunk(x, 10, 0) == 8  # turned off
+    assert transnext.images_per_chunk(x, 10, 1) == 1  # at least one image
+    assert transnext.images_per_chunk(x, 10, 3 * 100 * 10 * 4 + 1) == 3
 
 
 def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
