@@ -1,7 +1,8 @@
 """TransNeXt against the official code's native PyTorch implementation (Table 10's "native" side), on CPU.
 
     .venv/bin/python benchmarks/transnext_native.py --official PATH/transnext_native.py \
-        [--model transnext_tiny] [--mode infer|train|both] [--batch-size 8] [--rounds 6] [--threads 2] [--clock cpu]
+        [--model transnext_tiny] [--mode infer|train|both] [--batch-size 8] [--rounds 6] [--threads 2] [--clock cpu] \
+        [--chunk-bytes 0]
 
 ``--official`` is the official repository's single-file native model (github.com/DaiShiResearch/TransNeXt,
 ``classification/transnext_native.py``, commit ff68810; its later releases split it into ``transnext.py`` +
@@ -10,7 +11,8 @@ checked it out. Both models get the same weights (ours are saved under the offic
 model loads them with ``strict=True``) and the logits are compared before timing, so the two run the same network.
 Timing is ``depthbench bench``'s: warm-up, then interleaved rounds (A B, then B A) of ``harness.measure.bench``'s
 ``ModelStep``; printed: each model's median ms per step and the per-round speed-up of ours (median, spread),
-with the load average.
+with the load average. ``--chunk-bytes 0`` runs ours on the whole batch at once (models/transnext.py
+``CPU_CHUNK_BYTES``: on the CPU ours computes its widest maps a few images at a time; the official code does not).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import timm  # noqa: E402
 
 import models  # noqa: E402,F401
+from models import transnext  # noqa: E402
 from harness.measure.bench import CLOCKS, ModelStep, run_interleaved, step_peak_mib  # noqa: E402
 
 # the official factories' names are ours too: build ours first, the official module's registration then only
@@ -59,7 +62,16 @@ def main() -> int:
     parser.add_argument(
         "--clock", default="wall", choices=tuple(CLOCKS), help="wall time, or the process's CPU time (under load)"
     )
+    parser.add_argument(
+        "--chunk-bytes",
+        type=int,
+        default=transnext.CPU_CHUNK_BYTES,
+        help="ours: each chunk's widest map in bytes (default %(default)s; 0: the whole batch at once)",
+    )
     args = parser.parse_args()
+    if args.chunk_bytes < 0:
+        parser.error(f"--chunk-bytes {args.chunk_bytes}: give 0 (whole batch) or a positive number of bytes")
+    transnext.CPU_CHUNK_BYTES = args.chunk_bytes
     if not args.official.is_file():
         parser.error(
             f"--official {args.official}: no such file; point it at the official repository's "
@@ -90,7 +102,8 @@ def main() -> int:
             )
         print(
             f"  {mode}: ours {median:.2f}x the official native [{speedups[0]:.2f}-{speedups[-1]:.2f}] over "
-            f"{len(speedups)} rounds, {args.threads} threads, {args.clock} clock, load average {os.getloadavg()[0]:.1f}"
+            f"{len(speedups)} rounds, {args.threads} threads, {args.clock} clock, chunks of {args.chunk_bytes} bytes, "
+            f"load average {os.getloadavg()[0]:.1f}"
         )
     return 0
 
