@@ -586,8 +586,8 @@ def _dwconv_tokens(x: Tensor, weight: Tensor, bias: Optional[Tensor], height: in
 # in training ConvGLU's tail does (_GatedConvFC). At stage 1 a whole batch's hidden map is ~38 MB (batch 8 at
 # 224², fp32), more than the caches hold between the GEMM, the conv, the GELU and the product that pass over it,
 # and every such map is freshly allocated and page-faulted in. Measured on the 2-core VM (docs/benchmarks.md,
-# "Issue 55, fourth pass"): inference 1.15x faster, training 1.03x. Training does not chunk whole blocks: that
-# was slower (0.97x). 0 turns chunking off; on CUDA and when compiled the whole batch is one chunk.
+# "Issue 55, fourth pass"): inference 1.07-1.13x faster, training 1.015-1.03x. Training does not chunk whole
+# blocks: that was slower (0.97x). 0 turns chunking off; on CUDA and when compiled the whole batch is one chunk.
 CPU_CHUNK_BYTES = 12 << 20
 
 
