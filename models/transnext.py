@@ -586,18 +586,30 @@ def _dwconv_tokens(x: Tensor, weight: Tensor, bias: Optional[Tensor], height: in
 # in training ConvGLU's tail does (_GatedConvFC). At stage 1 a whole batch's hidden map is ~38 MB (batch 8 at
 # 224², fp32), more than the caches hold between the GEMM, the conv, the GELU and the product that pass over it,
 # and every such map is freshly allocated and page-faulted in. Measured on the 2-core VM (docs/benchmarks.md,
-# "Issue 55, fourth pass"): inference 1.07-1.13x faster, training 1.015-1.03x. Training does not chunk whole
+# "Issue 55, fourth pass"): inference 1.07-1.14x faster, training 1.015-1.03x. Training does not chunk whole
 # blocks: that was slower (0.97x). 0 turns chunking off; on CUDA and when compiled the whole batch is one chunk.
 CPU_CHUNK_BYTES = 12 << 20
 
 
 def images_per_chunk(x: Tensor, channels: int, budget: int) -> int:
     """How many images of ``x`` (B, N, ·) at a time keep one ``channels``-wide map of theirs within ``budget``
-    bytes (at least one; all of them when ``budget`` is 0 or ``x`` is not on the CPU)."""
+    bytes; all of them when ``budget`` is 0, ``x`` is not on the CPU, or one image's map alone is larger (high
+    resolutions: chunks would not fit either, and blocks whose position bias is too large to cache would
+    recompute it per chunk)."""
     b, n = x.shape[0], x.shape[1]
-    if not budget or x.device.type != "cpu" or torch.compiler.is_compiling():
+    per_image = n * channels * x.element_size()
+    if not budget or x.device.type != "cpu" or torch.compiler.is_compiling() or per_image > budget:
         return b
-    return max(1, min(b, budget // max(n * channels * x.element_size(), 1)))
+    return max(1, min(b, budget // max(per_image, 1)))
+
+
+def _accumulated(total: Optional[Tensor], part: Optional[Tensor]) -> Optional[Tensor]:
+    """``total + part`` of per-chunk parameter gradients, summed in at least fp32 (bf16 chunks under autocast)."""
+    if part is None:
+        return total
+    if total is None:
+        return part.to(torch.promote_types(part.dtype, torch.float32))
+    return total.add_(part)
 
 
 def _chunks(t: Tensor, step: int):
@@ -636,17 +648,23 @@ class _GatedConvFC(torch.autograd.Function):
         conv_weight, fc_weight = conv_weight.to(gate.dtype), fc_weight.to(gate.dtype)
         conv_bias = conv_bias.to(gate.dtype) if conv_bias is not None else None
         c = gate.shape[-1]
-        grad_gate, grad_value = [], []
-        grad_fc_weight = grad_conv_weight = grad_conv_bias = None
-        for g, v, grad_out in zip(_chunks(gate, step), _chunks(value, step), _chunks(grad, step)):
+        whole = step >= gate.shape[0]
+        grad_gate = grad_value = grad_fc_weight = grad_conv_weight = grad_conv_bias = None
+        if not whole:  # the full input gradients, written a chunk at a time (no list of chunks and a concatenation)
+            grad_gate = torch.empty_like(gate) if need[0] else None
+            grad_value = torch.empty_like(value) if need[1] else None
+        for start in range(0, gate.shape[0], step):
+            g, v, grad_out = (t[start : start + step] for t in (gate, value, grad))
             conv = _dwconv_tokens(g, conv_weight, conv_bias, height, width)
             act = F.gelu(conv, approximate=approximate)
             if need[4]:
-                part = grad_out.flatten(0, -2).t().mm((act * v).flatten(0, -2))
-                grad_fc_weight = part if grad_fc_weight is None else grad_fc_weight.add_(part)
+                grad_fc_weight = _accumulated(grad_fc_weight, grad_out.flatten(0, -2).t().mm((act * v).flatten(0, -2)))
             grad_hidden = grad_out.matmul(fc_weight)
             if need[1]:
-                grad_value.append(grad_hidden * act)
+                if whole:
+                    grad_value = grad_hidden * act
+                else:
+                    torch.mul(grad_hidden, act, out=grad_value[start : start + step])
             del act
             grad_conv = torch.ops.aten.gelu_backward(grad_hidden.mul_(v), conv, approximate=approximate)
             del conv
@@ -665,15 +683,17 @@ class _GatedConvFC(torch.autograd.Function):
                 [need[0], need[2], need[3] and conv_bias is not None],
             )
             if grad_g is not None:
-                grad_gate.append(grad_g.permute(0, 2, 3, 1).reshape(b, n, c))
-            if grad_w is not None:
-                grad_conv_weight = grad_w if grad_conv_weight is None else grad_conv_weight.add_(grad_w)
-            if grad_b is not None:
-                grad_conv_bias = grad_b if grad_conv_bias is None else grad_conv_bias.add_(grad_b)
+                grad_g = grad_g.permute(0, 2, 3, 1).reshape(b, n, c)
+                if whole:
+                    grad_gate = grad_g
+                else:
+                    grad_gate[start : start + step].copy_(grad_g)
+            grad_conv_weight = _accumulated(grad_conv_weight, grad_w)
+            grad_conv_bias = _accumulated(grad_conv_bias, grad_b)
         grad_fc_bias = grad.flatten(0, -2).sum(0) if need[5] else None
         return (
-            _joined(grad_gate) if grad_gate else None,
-            _joined(grad_value) if grad_value else None,
+            grad_gate,
+            grad_value,
             grad_conv_weight,
             grad_conv_bias,
             grad_fc_weight,
@@ -821,7 +841,7 @@ class ConvolutionalGLU(nn.Module):
         if isinstance(x, Tensor) and type(self.act) is nn.GELU and (not self.training or self.drop.p == 0):
             # training: the same function, saving only gate and value for backward (see _GatedConvFC)
             conv = self.dwconv.dwconv
-            step = images_per_chunk(x, hidden, CPU_CHUNK_BYTES)
+            step = images_per_chunk(gate, hidden, CPU_CHUNK_BYTES)  # (gate: the hidden map's dtype under autocast)
             x = _GatedConvFC.apply(
                 gate,
                 value,
@@ -1634,7 +1654,8 @@ class TransNeXt(nn.Module):
             x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
             geometry = geometries[i]
             blocks = getattr(self, f"block{i + 1}")
-            if torch.is_grad_enabled() or not len(blocks) or not isinstance(x, Tensor):  # (FX traces a Proxy)
+            # inference only: in train mode DropPath would draw its masks per chunk (FX traces a Proxy)
+            if self.training or torch.is_grad_enabled() or not len(blocks) or not isinstance(x, Tensor):
                 for blk in blocks:
                     x = blk(x, h, w, geometry)
             else:  # inference: on the CPU, a few images at a time through the stage (CPU_CHUNK_BYTES)

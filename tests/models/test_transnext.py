@@ -280,12 +280,15 @@ def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypa
     glu = transnext.ConvolutionalGLU(6, 12).double()
     x = torch.randn(5, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
     per_image = 4 * 5 * glu.fc2.in_features * 8
+    steps = []
+    real_chunks = transnext._chunks
+    monkeypatch.setattr(transnext, "_chunks", lambda t, step: steps.append(step) or real_chunks(t, step))
     results = []
     for budget in (0, 2 * per_image):  # off: the whole batch; on: two images at a time (chunks 2, 2, 1)
         monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", budget)
         out = glu(x, 4, 5)
         results.append((out, torch.autograd.grad(out.square().sum(), [x, *glu.parameters()])))
-    assert transnext.images_per_chunk(x, glu.fc2.in_features, 2 * per_image) == 2
+    assert steps == [5, 5, 2, 2]  # forward's gate and value chunks, per budget
     (whole, whole_grads), (chunked, chunked_grads) = results
     assert torch.allclose(chunked, whole, rtol=0, atol=1e-13)
     assert len(chunked_grads) == 1 + len(list(glu.parameters()))
@@ -293,8 +296,8 @@ def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypa
 
 
 def test_inference_runs_each_stage_a_few_images_at_a_time_with_the_whole_batchs_result(monkeypatch):
-    """Without autograd on the CPU, each stage's blocks run on chunks of the batch (CPU_CHUNK_BYTES): logits and
-    intermediate maps equal the whole batch's."""
+    """Without autograd, in eval mode, on the CPU each stage's blocks run on chunks of the batch (CPU_CHUNK_BYTES):
+    logits and intermediate maps equal the whole batch's. Not in train mode (DropPath draws masks per sample)."""
     torch.manual_seed(0)
     model = small_model().double().eval()
     x = torch.randn(5, 3, 64, 96, dtype=torch.float64)
@@ -303,24 +306,43 @@ def test_inference_runs_each_stage_a_few_images_at_a_time_with_the_whole_batchs_
     monkeypatch.setattr(
         transnext, "_chunks", lambda t, step: chunked_stages.append(step < t.shape[0]) or real_chunks(t, step)
     )
+    stage1_image = 16 * 24 * model.block1[0].mlp.fc2.in_features * 8  # one image's hidden map at stage 1
     results = []
-    for budget in (0, 1):  # off; then one image at a time (the least a chunk holds)
+    for budget in (0, stage1_image):  # off; then stage 1 one image at a time, stage 2 four (4, 1), 3-4 all five
         monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", budget)
         with torch.no_grad():
             results.append((model(x), model.forward_intermediates(x, intermediates_only=True)))
-    assert chunked_stages == [False] * 8 + [True] * 8  # two forwards of four stages each, per budget
+    assert chunked_stages == [False] * 8 + [True, True, False, False] * 2  # two forwards of four stages each
     (whole, whole_maps), (chunked, chunked_maps) = results
     assert torch.allclose(chunked, whole, rtol=0, atol=1e-12)
     assert all(torch.allclose(c, w, rtol=0, atol=1e-12) for c, w in zip(chunked_maps, whole_maps, strict=True))
+    chunked_stages.clear()
+    with torch.no_grad():
+        model.train()(x)
+    assert chunked_stages == []  # train mode: the stages run on the whole batch
 
 
-def test_images_per_chunk_is_the_whole_batch_off_the_cpu_or_when_turned_off():
+def test_per_chunk_parameter_gradients_are_summed_in_at_least_fp32():
+    """Under bf16 autocast each chunk's parameter gradient is bf16; their sum is kept in fp32, where 1 + 2⁻⁸
+    is not rounded back to 1 (bf16 has 8 significant bits)."""
+    total = transnext._accumulated(None, torch.ones(3, dtype=torch.bfloat16))
+    for _ in range(300):
+        total = transnext._accumulated(total, torch.full((3,), 2.0**-8, dtype=torch.bfloat16))
+    assert total.dtype == torch.float32 and torch.equal(total, torch.full((3,), 1 + 300 / 256))
+    assert transnext._accumulated(total, None) is total
+    assert transnext._accumulated(None, torch.ones(2, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_images_per_chunk_is_the_whole_batch_off_the_cpu_when_turned_off_or_when_one_image_is_over_budget():
     x = torch.empty(8, 100, 4, device="meta")
-    assert transnext.images_per_chunk(x, 10, 1) == 8  # not on the CPU: one chunk
+    assert transnext.images_per_chunk(x, 10, 1 << 20) == 8  # not on the CPU: one chunk
     x = torch.empty(8, 100, 4)
+    one_image = 100 * 10 * 4
     assert transnext.images_per_chunk(x, 10, 0) == 8  # turned off
-    assert transnext.images_per_chunk(x, 10, 1) == 1  # at least one image
-    assert transnext.images_per_chunk(x, 10, 3 * 100 * 10 * 4 + 1) == 3
+    assert transnext.images_per_chunk(x, 10, one_image - 1) == 8  # one image alone is over the budget
+    assert transnext.images_per_chunk(x, 10, one_image) == 1
+    assert transnext.images_per_chunk(x, 10, 3 * one_image + 1) == 3
+    assert transnext.images_per_chunk(x.bfloat16(), 10, 3 * one_image + 1) == 6  # bytes, not elements
 
 
 def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
