@@ -595,8 +595,8 @@ def images_per_chunk(x: Tensor, channels: int, budget: int) -> int:
     """How many images of ``x`` (B, N, ·) at a time keep one ``channels``-wide map of theirs within ``budget``
     bytes; all of them when ``budget`` is 0, ``x`` is not on the CPU, or one image's map alone is larger (high
     resolutions: chunks would not fit either, and blocks whose position bias is too large to cache would
-    recompute it per chunk)."""
-    b, n = x.shape[0], x.shape[1]
+    recompute it per chunk). At least 1, also for an empty batch (a step to slice with)."""
+    b, n = max(x.shape[0], 1), x.shape[1]
     per_image = n * channels * x.element_size()
     if not budget or x.device.type != "cpu" or torch.compiler.is_compiling() or per_image > budget:
         return b
@@ -653,7 +653,7 @@ class _GatedConvFC(torch.autograd.Function):
         if not whole:  # the full input gradients, written a chunk at a time (no list of chunks and a concatenation)
             grad_gate = torch.empty_like(gate) if need[0] else None
             grad_value = torch.empty_like(value) if need[1] else None
-        for start in range(0, gate.shape[0], step):
+        for start in range(0, max(gate.shape[0], 1), step):  # (once for an empty batch: zero gradients)
             g, v, grad_out = (t[start : start + step] for t in (gate, value, grad))
             conv = _dwconv_tokens(g, conv_weight, conv_bias, height, width)
             act = F.gelu(conv, approximate=approximate)

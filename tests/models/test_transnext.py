@@ -343,6 +343,15 @@ def test_images_per_chunk_is_the_whole_batch_off_the_cpu_when_turned_off_or_when
     assert transnext.images_per_chunk(x, 10, one_image) == 1
     assert transnext.images_per_chunk(x, 10, 3 * one_image + 1) == 3
     assert transnext.images_per_chunk(x.bfloat16(), 10, 3 * one_image + 1) == 6  # bytes, not elements
+    assert transnext.images_per_chunk(x[:0], 10, 0) == 1  # an empty batch: still a step to slice with
+
+
+def test_convglu_trains_on_an_empty_batch_with_chunking_off(monkeypatch):
+    monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", 0)  # as on CUDA: the whole batch is one chunk
+    glu = transnext.ConvolutionalGLU(6, 12).double()
+    x = torch.randn(0, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
+    glu(x, 4, 5).sum().backward()
+    assert x.grad.shape == x.shape and glu.fc2.weight.grad is not None
 
 
 def test_cpb_mlp_op_matches_the_mlp_on_its_grid_values_gradients_and_flops():
