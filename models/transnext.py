@@ -616,6 +616,12 @@ def _chunks(t: Tensor, step: int):
     return t.split(step) if step < t.shape[0] else (t,)
 
 
+def _through(blocks: nn.ModuleList, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
+    for blk in blocks:
+        x = blk(x, height, width, geometry)
+    return x
+
+
 def _joined(parts: List[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
@@ -1654,17 +1660,12 @@ class TransNeXt(nn.Module):
             x, h, w = getattr(self, f"patch_embed{i + 1}")(x)
             geometry = geometries[i]
             blocks = getattr(self, f"block{i + 1}")
-            # inference only: in train mode DropPath would draw its masks per chunk (FX traces a Proxy)
-            if self.training or torch.is_grad_enabled() or not len(blocks) or not isinstance(x, Tensor):
-                for blk in blocks:
-                    x = blk(x, h, w, geometry)
-            else:  # inference: on the CPU, a few images at a time through the stage (CPU_CHUNK_BYTES)
-                parts = []
-                for part in _chunks(x, images_per_chunk(x, blocks[0].mlp.fc2.in_features, CPU_CHUNK_BYTES)):
-                    for blk in blocks:
-                        part = blk(part, h, w, geometry)
-                    parts.append(part)
-                x = _joined(parts)
+            parts = (x,)
+            # inference on the CPU: a few images at a time through the stage (CPU_CHUNK_BYTES); not in train mode,
+            # where DropPath would draw its masks per chunk (and FX traces a Proxy, not a Tensor)
+            if not (self.training or torch.is_grad_enabled()) and len(blocks) and isinstance(x, Tensor):
+                parts = _chunks(x, images_per_chunk(x, blocks[0].mlp.fc2.in_features, CPU_CHUNK_BYTES))
+            x = _joined([_through(blocks, part, h, w, geometry) for part in parts])
             x = getattr(self, f"norm{i + 1}")(x)
             x = x.reshape(b, h, w, -1).permute(0, 3, 1, 2)  # NCHW view of channels-last memory
             if i in take_indices:
