@@ -593,27 +593,27 @@ CPU_CHUNK_BYTES = 12 << 20
 
 def images_per_chunk(x: Tensor, channels: int, budget: int) -> int:
     """How many images of ``x`` (B, N, ·) at a time keep one ``channels``-wide map of theirs within ``budget``
-    bytes; all of them when ``budget`` is 0, ``x`` is not on the CPU, or one image's map alone is larger (high
-    resolutions: chunks would not fit either, and blocks whose position bias is too large to cache would
-    recompute it per chunk). At least 1, also for an empty batch (a step to slice with)."""
-    b, n = max(x.shape[0], 1), x.shape[1]
-    per_image = n * channels * x.element_size()
-    if not budget or x.device.type != "cpu" or torch.compiler.is_compiling() or per_image > budget:
-        return b
-    return max(1, min(b, budget // max(per_image, 1)))
+    bytes, or 0 for the whole batch at once: when ``budget`` is 0, ``x`` is not on the CPU, when compiling (no
+    control flow on the batch size there: a dynamic batch stays dynamic), when the whole batch fits, and when one
+    image's map alone is larger (high resolutions: chunks would not fit either, and blocks whose position bias is
+    too large to cache would recompute it per chunk)."""
+    if not budget or x.device.type != "cpu" or torch.compiler.is_compiling():
+        return 0
+    per_image = x.shape[1] * channels * x.element_size()
+    step = budget // per_image if 0 < per_image <= budget else 0
+    return step if step < x.shape[0] else 0
 
 
 def _accumulated(total: Optional[Tensor], part: Optional[Tensor]) -> Optional[Tensor]:
     """``total + part`` of per-chunk parameter gradients, summed in at least fp32 (bf16 chunks under autocast)."""
-    if part is None:
-        return total
-    if total is None:
-        return part.to(torch.promote_types(part.dtype, torch.float32))
-    return total.add_(part)
+    if part is None or total is None:
+        return total if part is None else part
+    return total.to(torch.promote_types(total.dtype, torch.float32)).add_(part)
 
 
 def _chunks(t: Tensor, step: int):
-    return t.split(step) if step < t.shape[0] else (t,)
+    """``t`` split into chunks of ``step`` images (:func:`images_per_chunk`), or whole for 0."""
+    return t.split(step) if step else (t,)
 
 
 def _through(blocks: nn.ModuleList, x: Tensor, height: int, width: int, geometry: StageGeometry) -> Tensor:
@@ -631,8 +631,8 @@ class _GatedConvFC(torch.autograd.Function):
     and recomputes the depthwise conv and the GELU there: autograd would keep the conv input and output, the
     GELU input, both factors of the product and fc2's input — five hidden-width maps at the highest
     resolution, where TransNeXt spends most of its activation memory (docs/benchmarks.md). The recompute is
-    element-wise work and a depthwise conv, no GEMM. Both passes run ``step`` images at a time (see
-    ``CPU_CHUNK_BYTES``); only the gradients of ``gate`` and ``value`` are full maps."""
+    element-wise work and a depthwise conv, no GEMM. Both passes run ``step`` images at a time (0: the whole batch;
+    see ``CPU_CHUNK_BYTES``); only the gradients of ``gate`` and ``value`` are full maps."""
 
     @staticmethod
     def forward(ctx, gate, value, conv_weight, conv_bias, fc_weight, fc_bias, height, width, approximate, step):
@@ -651,52 +651,26 @@ class _GatedConvFC(torch.autograd.Function):
         need = ctx.needs_input_grad
         # under autocast the forward computed in the activations' dtype (bf16/fp16) and backward runs outside it:
         # recompute in that dtype too (the parameters' gradients are cast back to theirs by autograd)
-        conv_weight, fc_weight = conv_weight.to(gate.dtype), fc_weight.to(gate.dtype)
-        conv_bias = conv_bias.to(gate.dtype) if conv_bias is not None else None
-        c = gate.shape[-1]
-        whole = step >= gate.shape[0]
-        grad_gate = grad_value = grad_fc_weight = grad_conv_weight = grad_conv_bias = None
-        if not whole:  # the full input gradients, written a chunk at a time (no list of chunks and a concatenation)
-            grad_gate = torch.empty_like(gate) if need[0] else None
-            grad_value = torch.empty_like(value) if need[1] else None
-        for start in range(0, max(gate.shape[0], 1), step):  # (once for an empty batch: zero gradients)
-            g, v, grad_out = (t[start : start + step] for t in (gate, value, grad))
-            conv = _dwconv_tokens(g, conv_weight, conv_bias, height, width)
-            act = F.gelu(conv, approximate=approximate)
-            if need[4]:
-                grad_fc_weight = _accumulated(grad_fc_weight, grad_out.flatten(0, -2).t().mm((act * v).flatten(0, -2)))
-            grad_hidden = grad_out.matmul(fc_weight)
-            if need[1]:
-                if whole:
-                    grad_value = grad_hidden * act
-                else:
-                    torch.mul(grad_hidden, act, out=grad_value[start : start + step])
-            del act
-            grad_conv = torch.ops.aten.gelu_backward(grad_hidden.mul_(v), conv, approximate=approximate)
-            del conv
-            b, n = g.shape[:2]
-            grad_g, grad_w, grad_b = torch.ops.aten.convolution_backward(
-                grad_conv.view(b, height, width, c).permute(0, 3, 1, 2),
-                g.reshape(b, height, width, c).permute(0, 3, 1, 2),
-                conv_weight,
-                [c] if conv_bias is not None else None,
-                [1, 1],
-                [1, 1],
-                [1, 1],
-                False,
-                [0, 0],
-                c,
-                [need[0], need[2], need[3] and conv_bias is not None],
-            )
-            if grad_g is not None:
-                grad_g = grad_g.permute(0, 2, 3, 1).reshape(b, n, c)
-                if whole:
-                    grad_gate = grad_g
-                else:
-                    grad_gate[start : start + step].copy_(grad_g)
-            grad_conv_weight = _accumulated(grad_conv_weight, grad_w)
-            grad_conv_bias = _accumulated(grad_conv_bias, grad_b)
+        weights = (conv_weight.to(gate.dtype), conv_bias.to(gate.dtype) if conv_bias is not None else None)
+        weights += (fc_weight.to(gate.dtype), height, width, approximate, need)
         grad_fc_bias = grad.flatten(0, -2).sum(0) if need[5] else None
+        if not step:
+            return (*_gated_conv_fc_backward(gate, value, grad, *weights), grad_fc_bias, None, None, None, None)
+        # the full input gradients, written a chunk at a time; the parameters' summed over the chunks
+        grad_gate = torch.empty_like(gate) if need[0] else None
+        grad_value = torch.empty_like(value) if need[1] else None
+        grad_conv_weight = grad_conv_bias = grad_fc_weight = None
+        for start in range(0, gate.shape[0], step):
+            part = slice(start, start + step)
+            g_gate, g_value, g_conv_w, g_conv_b, g_fc_w = _gated_conv_fc_backward(
+                gate[part], value[part], grad[part], *weights
+            )
+            for full, chunk in ((grad_gate, g_gate), (grad_value, g_value)):
+                if full is not None:
+                    full[part] = chunk
+            grad_conv_weight = _accumulated(grad_conv_weight, g_conv_w)
+            grad_conv_bias = _accumulated(grad_conv_bias, g_conv_b)
+            grad_fc_weight = _accumulated(grad_fc_weight, g_fc_w)
         return (
             grad_gate,
             grad_value,
@@ -709,6 +683,36 @@ class _GatedConvFC(torch.autograd.Function):
             None,
             None,
         )
+
+
+def _gated_conv_fc_backward(gate, value, grad, conv_weight, conv_bias, fc_weight, height, width, approximate, need):
+    """:class:`_GatedConvFC`'s backward on one chunk of images (or the whole batch): the gradients of gate, value,
+    the conv's weight and bias and fc2's weight (None where ``need`` says no), the conv and GELU recomputed."""
+    conv = _dwconv_tokens(gate, conv_weight, conv_bias, height, width)
+    act = F.gelu(conv, approximate=approximate)
+    grad_fc_weight = grad.flatten(0, -2).t().mm((act * value).flatten(0, -2)) if need[4] else None
+    grad_hidden = grad.matmul(fc_weight)
+    grad_value = grad_hidden * act if need[1] else None
+    del act
+    grad_conv = torch.ops.aten.gelu_backward(grad_hidden.mul_(value), conv, approximate=approximate)
+    del conv
+    b, n, c = gate.shape
+    grad_gate, grad_conv_weight, grad_conv_bias = torch.ops.aten.convolution_backward(
+        grad_conv.view(b, height, width, c).permute(0, 3, 1, 2),
+        gate.reshape(b, height, width, c).permute(0, 3, 1, 2),
+        conv_weight,
+        [c] if conv_bias is not None else None,
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        c,
+        [need[0], need[2], need[3] and conv_bias is not None],
+    )
+    if grad_gate is not None:
+        grad_gate = grad_gate.permute(0, 2, 3, 1).reshape(b, n, c)
+    return grad_gate, grad_value, grad_conv_weight, grad_conv_bias, grad_fc_weight
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypa
         monkeypatch.setattr(transnext, "CPU_CHUNK_BYTES", budget)
         out = glu(x, 4, 5)
         results.append((out, torch.autograd.grad(out.square().sum(), [x, *glu.parameters()])))
-    assert steps == [5, 5, 2, 2]  # forward's gate and value chunks, per budget
+    assert steps == [0, 0, 2, 2]  # forward's gate and value chunks, per budget (0: the whole batch)
     (whole, whole_grads), (chunked, chunked_grads) = results
     assert torch.allclose(chunked, whole, rtol=0, atol=1e-13)
     assert len(chunked_grads) == 1 + len(list(glu.parameters()))
@@ -303,9 +303,7 @@ def test_inference_runs_each_stage_a_few_images_at_a_time_with_the_whole_batchs_
     x = torch.randn(5, 3, 64, 96, dtype=torch.float64)
     chunked_stages = []
     real_chunks = transnext._chunks
-    monkeypatch.setattr(
-        transnext, "_chunks", lambda t, step: chunked_stages.append(step < t.shape[0]) or real_chunks(t, step)
-    )
+    monkeypatch.setattr(transnext, "_chunks", lambda t, step: chunked_stages.append(bool(step)) or real_chunks(t, step))
     stage1_image = 16 * 24 * model.block1[0].mlp.fc2.in_features * 8  # one image's hidden map at stage 1
     results = []
     for budget in (0, stage1_image):  # off; then stage 1 one image at a time, stage 2 four (4, 1), 3-4 all five
@@ -334,16 +332,34 @@ def test_per_chunk_parameter_gradients_are_summed_in_at_least_fp32():
 
 
 def test_images_per_chunk_is_the_whole_batch_off_the_cpu_when_turned_off_or_when_one_image_is_over_budget():
+    """0 stands for the whole batch at once."""
     x = torch.empty(8, 100, 4, device="meta")
-    assert transnext.images_per_chunk(x, 10, 1 << 20) == 8  # not on the CPU: one chunk
+    assert transnext.images_per_chunk(x, 10, 1 << 20) == 0  # not on the CPU: one chunk
     x = torch.empty(8, 100, 4)
     one_image = 100 * 10 * 4
-    assert transnext.images_per_chunk(x, 10, 0) == 8  # turned off
-    assert transnext.images_per_chunk(x, 10, one_image - 1) == 8  # one image alone is over the budget
+    assert transnext.images_per_chunk(x, 10, 0) == 0  # turned off
+    assert transnext.images_per_chunk(x, 10, one_image - 1) == 0  # one image alone is over the budget
     assert transnext.images_per_chunk(x, 10, one_image) == 1
     assert transnext.images_per_chunk(x, 10, 3 * one_image + 1) == 3
     assert transnext.images_per_chunk(x.bfloat16(), 10, 3 * one_image + 1) == 6  # bytes, not elements
-    assert transnext.images_per_chunk(x[:0], 10, 0) == 1  # an empty batch: still a step to slice with
+    assert transnext.images_per_chunk(x, 10, 8 * one_image) == 0  # the whole batch fits
+    assert transnext.images_per_chunk(x[:0], 10, one_image) == 0  # an empty batch
+
+
+def test_convglu_compiled_with_a_dynamic_batch_compiles_once():
+    """Chunking never decides on the batch size while compiling: a graph compiled with a dynamic batch serves
+    every batch size (a step taken from the symbolic size had pinned it, one recompilation per size)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    glu = transnext.ConvolutionalGLU(6, 12)
+    compiled = torch.compile(lambda x: glu(x, 4, 5), backend="aot_eager", dynamic=True)
+    for batch in (4, 6, 8):
+        compiled(torch.randn(batch, 4 * 5, 6, requires_grad=True)).sum().backward()
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    torch._dynamo.reset()
 
 
 def test_convglu_trains_on_an_empty_batch_with_chunking_off(monkeypatch):
