@@ -86,15 +86,15 @@ def autocast_or_not(device: str, precision: str):
     return torch.autocast(device_type=device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
-def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, compiled=None) -> dict:
+def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, ready=None) -> dict:
     """One model's training step (forward, backward, fused AdamW): ``step_ms``, the median of timed steps after
     compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where ``aot_eager`` traces without minutes of C++
     compilation, and reduce-overhead has no CUDA graphs); eager, also one profiled step (:func:`step_profile`).
-    ``lock``: held for the warm-up and the timing (processes compiling at once share the GPU: only one runs steps at
-    a time); ``compiled``: (barrier, deadline) -- the compiling processes wait at the barrier after their first,
-    compiling, step, so that no step is timed while another process compiles (inductor runs kernels on the GPU to
-    pick their configurations), until the deadline (``time.time()``), after which the steps compiled are timed
-    anyway (``beside_compiling``)."""
+    ``lock``: held for the warm-up and the timing (processes sharing the GPU: only one runs steps at a time);
+    ``ready``: (barrier, deadline) -- the processes wait at the barrier after their first (compiling, when
+    compiled) step, so that no step is timed while another process warms up or compiles (inductor runs kernels on
+    the GPU to pick their configurations), until the deadline (``time.time()``), after which the steps ready are
+    timed anyway (``beside_compiling``)."""
     cuda = device == "cuda"
     model = build(name, kwargs).to(device).train()
     images = example(name, kwargs, batch, side)[0].to(device)
@@ -118,9 +118,9 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
     try:
         step()  # compiles (a compiled step); outside the lock, so that the processes compile at once
         waited = {}
-        if compiled is not None:
+        if ready is not None:
             try:
-                compiled[0].wait(timeout=max(0.0, compiled[1] - time.time()))
+                ready[0].wait(timeout=max(0.0, ready[1] - time.time()))
             except threading.BrokenBarrierError:
                 waited = {"beside_compiling": True}
         with lock or contextlib.nullcontext():
@@ -176,23 +176,12 @@ def step_profile(step, device: str, step_ms: float) -> dict:
     return found
 
 
-def attach_profiler() -> None:
-    """One throwaway CUDA profile: the profiler's GPU tracing (CUPTI) stays attached after its first session and
-    slows kernels launched afterwards, so a model timed before any profile would be timed faster than the ones timed
-    after another's (each eager step is profiled after it is timed)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-        torch.ones(1, device="cuda").add_(1)
-        torch.cuda.synchronize()
-
-
-_TIMING_LOCK = _ALL_COMPILED = _DEADLINE = None
+_TIMING_LOCK = _ALL_READY = _DEADLINE = None
 
 
 def _hold(lock, barrier, deadline: float) -> None:  # a compiling process's initializer: its lock, barrier, deadline
-    global _TIMING_LOCK, _ALL_COMPILED, _DEADLINE
-    _TIMING_LOCK, _ALL_COMPILED, _DEADLINE = lock, barrier, deadline
+    global _TIMING_LOCK, _ALL_READY, _DEADLINE
+    _TIMING_LOCK, _ALL_READY, _DEADLINE = lock, barrier, deadline
 
 
 def error_line(e: Exception) -> str:
@@ -202,17 +191,17 @@ def error_line(e: Exception) -> str:
 
 def _timed(job: tuple) -> dict:
     try:
-        return step_ms(*job, lock=_TIMING_LOCK, compiled=(_ALL_COMPILED, _DEADLINE))
+        return step_ms(*job, lock=_TIMING_LOCK, ready=(_ALL_READY, _DEADLINE))
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
-        if _ALL_COMPILED is not None:
-            _ALL_COMPILED.abort()  # the others stop waiting for this one
+        if _ALL_READY is not None:
+            _ALL_READY.abort()  # the others stop waiting for this one
         return {"error": error_line(e)}
 
 
 def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):
-    """:func:`timed_jobs`'s compiled CUDA steps, ``(job, result)`` as each is measured: each job in a spawned process
-    of its own, all compiling at once; they wait for each other (for at most ``wait_s`` from now) before any is
-    timed, then are timed one at a time."""
+    """:func:`timed_jobs`'s CUDA steps, ``(job, result)`` as each is measured: each job in a spawned process of its
+    own, all taking their first (compiling, when compiled) step at once; they wait for each other (for at most
+    ``wait_s`` from now) before any is timed, then are timed (and, eager, profiled) one at a time."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
