@@ -113,10 +113,12 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
         optimizer.zero_grad(set_to_none=True)
 
     # cuDNN's autotuner on, as a run trains (the engine); a compiled step's convolutions are tuned in its first,
-    # compiling, step, beside the other processes' compiling
+    # compiling, step, beside the other processes' compiling; an eager step's in its first step under the lock, alone
     tuned, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True
     try:
-        step()  # compiles (a compiled step); outside the lock, so that the processes compile at once
+        if mode != "eager":
+            step()  # compiles; outside the lock, so that the processes compile at once
+            sync(device)  # its kernels done before the others are timed
         waited = {}
         if ready is not None:
             try:
@@ -124,7 +126,7 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
             except threading.BrokenBarrierError:
                 waited = {"beside_compiling": True}
         with lock or contextlib.nullcontext():
-            for _ in range(3 if cuda else 1):  # CUDA graphs recorded, the allocator warm
+            for _ in range((3 if cuda else 1) + (mode == "eager")):  # cuDNN tuned, CUDA graphs recorded, allocator warm
                 step()
             times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
             result = {"step_ms": statistics.median(times), **waited}
