@@ -44,11 +44,14 @@ modules); TorchScript does not compile it (see docs/transnext.md).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from importlib.util import find_spec
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -387,6 +390,99 @@ class _WindowAttention(torch.autograd.Function):
         if need[1]:
             grad_k = interior(_flat_taps_sum(gl, _to_flat_grid(q, height, width, window), starts_out, starts_out, rows))
         return grad_q, grad_k, grad_v, grad_bias, grad_pool, grad_v_pool, grad_pos, None, None, None
+
+
+CPU_WINDOW_KERNEL = True  # False: the CPU runs the PyTorch ops above instead (e.g. to compare the two)
+_CPU_KERNEL_SOURCE = Path(__file__).with_name("csrc") / "transnext_window.cpp"
+# the kernel's compile flags per CPU capability (torch's own dispatch level): one build per capability, so a home
+# directory shared by cluster nodes of different CPUs never hands a node instructions it lacks
+_CPU_KERNEL_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq", "-mavx2", "-mfma"],
+    "AVX2": ["-mavx2", "-mfma"],
+}
+
+
+@lru_cache(maxsize=None)
+def cpu_window_kernels():
+    """The window branch's CPU kernels (models/csrc/transnext_window.cpp), compiled on first use into torch's
+    extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine and
+    CPU capability), or None where they cannot be built -- no compiler, say: a warning says so once and the PyTorch
+    ops compute the branch, with the same results (tests/models/test_transnext.py)."""
+    from torch.utils import cpp_extension  # lazy: only CPU training and inference of TransNeXt need it
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    name = f"depthbench_transnext_window_{capability.lower()}"
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root())
+    if not any(root.glob(f"*/{name}/{name}*.so")):
+        print(f"TransNeXt: compiling the CPU window kernel for {capability} (once, ~30 s) into {root}", file=sys.stderr)
+    try:
+        return cpp_extension.load(
+            name=name,
+            sources=[str(_CPU_KERNEL_SOURCE)],
+            # -fopenmp: at::parallel_for is inline (ATen/ParallelOpenMP.h) and runs on one thread without it
+            extra_cflags=["-O3", "-fopenmp", *_CPU_KERNEL_FLAGS.get(capability, [])],
+            extra_ldflags=["-fopenmp"],
+            verbose=False,
+        )
+    except Exception as e:  # any failure to build or load: the kernel is an acceleration, the ops remain
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        warnings.warn(f"TransNeXt: the CPU window kernel did not build ({reason}); the PyTorch ops run instead")
+        return None
+
+
+def _cpu_kernel_applies(t: Tensor) -> bool:
+    return CPU_WINDOW_KERNEL and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+
+
+class _WindowAttentionCPU(torch.autograd.Function):
+    """:class:`_WindowAttention` (same arguments, same results) computed by the compiled CPU kernels: each (image,
+    head) in one pass over its maps, forward and backward, instead of k² passes over the whole batch per product.
+    The pooled products stay PyTorch's (BLAS), and so does the softmax (ATen's, called by the kernel)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias_local, logits_pool, v_pool, pos, height, width, window):
+        kernels = cpu_window_kernels()
+        b, heads, d, n = q.shape
+        taps = window * window
+
+        def grouped(t: Tensor) -> Tensor:  # (B, heads, ...) -> contiguous (B·heads, ...)
+            return t.reshape(b * heads, *t.shape[2:]).contiguous()
+
+        q, k, v, v_pool = grouped(q), grouped(k), grouped(v), grouped(v_pool)
+        pos = grouped(pos) if pos is not None else q.new_empty(0)
+        attn = kernels.window_attention(q, k, bias_local.contiguous(), grouped(logits_pool), height, width, window)
+        x = kernels.window_values(attn, pos, v, height, width, window)
+        x.baddbmm_(v_pool.transpose(-2, -1), attn[..., taps:].transpose(-2, -1))  # + the pooled values' sum
+        ctx.save_for_backward(q, k, v, attn, pos, v_pool)
+        ctx.geometry = (b, heads, height, width, window)
+        return x.view(b, heads, d, n)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, attn, pos, v_pool = ctx.saved_tensors
+        b, heads, height, width, window = ctx.geometry
+        need = ctx.needs_input_grad
+        taps, n, d = window * window, q.shape[-1], q.shape[1]
+        grad = grad.reshape(b * heads, d, n).contiguous()
+        grad_attn_pool = torch.matmul(grad.transpose(-2, -1), v_pool.transpose(-2, -1))  # (B·heads, N, P)
+        grad_v_pool = attn[..., taps:].transpose(-2, -1) @ grad.transpose(-2, -1) if need[5] else None
+        grad_logits, grad_pos, grad_q, grad_k, grad_v = cpu_window_kernels().window_backward(
+            grad, grad_attn_pool, q, k, v, attn, pos, height, width, window
+        )
+        pool = attn.shape[-1] - taps
+        grad_bias = grad_logits[..., :taps].reshape(b, heads, n, taps).sum(0).transpose(-2, -1) if need[3] else None
+        return (
+            grad_q.view(b, heads, d, n) if need[0] else None,
+            grad_k.view(b, heads, d, n) if need[1] else None,
+            grad_v.view(b, heads, d, n) if need[2] else None,
+            grad_bias,
+            grad_logits[..., taps:].view(b, heads, n, pool) if need[4] else None,
+            grad_v_pool.view(b, heads, pool, d) if grad_v_pool is not None else None,
+            grad_pos.view(b, heads, taps, n) if pos.numel() and need[6] else None,
+            None,
+            None,
+            None,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -1184,9 +1280,10 @@ class AggregatedAttention(_CosineAttentionBase):
             pos = None
             if self.learnable_tokens is not None:
                 pos = self.learnable_tokens.transpose(-2, -1) @ q_norm + self.learnable_bias.transpose(-2, -1)
-            x = _WindowAttention.apply(
-                q_scaled, k_local, v_local, bias_local, attn_pool, v_pool, pos, height, width, window
-            ).reshape(b, c, n)
+            kernel = _cpu_kernel_applies(q_scaled) and cpu_window_kernels() is not None
+            branch = _WindowAttentionCPU if kernel else _WindowAttention
+            x = branch.apply(q_scaled, k_local, v_local, bias_local, attn_pool, v_pool, pos, height, width, window)
+            x = x.reshape(b, c, n)
             x = torch.baddbmm(self.proj.bias, x.transpose(1, 2), self.proj.weight.t().expand(b, c, c))
             return self.proj_drop(x)
 

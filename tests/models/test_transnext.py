@@ -4,6 +4,7 @@ per-query reference (tests/transnext_reference.py)."""
 from __future__ import annotations
 
 import math
+from functools import partial
 import sys
 from pathlib import Path
 
@@ -165,9 +166,14 @@ def _window_branch_reference(q, k, v, bias, logits_pool, v_pool, pos, h, w, wind
         (2, 1, 2, 1, 3, 3, 2, False),  # one row, no positional attention
     ],
 )
-def test_fused_window_attention_gradchecks_and_equals_the_reference_path(b, heads, d, h, w, window, pool, positional):
-    """_WindowAttention (flat padded grid, hand-written backward) against torch.autograd.gradcheck in float64,
-    and its values and gradients against the custom-op composition it replaces, with -inf outside the map."""
+@pytest.mark.parametrize("branch", ["_WindowAttention", "_WindowAttentionCPU"])
+def test_fused_window_attention_gradchecks_and_equals_the_reference_path(
+    branch, b, heads, d, h, w, window, pool, positional
+):
+    """Both fused window branches -- _WindowAttention (flat padded grid, hand-written backward) and
+    _WindowAttentionCPU (the compiled CPU kernels) -- against torch.autograd.gradcheck in float64, and their values
+    and gradients against the custom-op composition they replace, with -inf outside the map."""
+    function = getattr(transnext, branch)
     torch.manual_seed(0)
     n, taps = h * w, window * window
     f64 = {"dtype": torch.float64}
@@ -180,7 +186,7 @@ def test_fused_window_attention_gradchecks_and_equals_the_reference_path(b, head
         torch.randn(b, heads, taps, n, **f64) if positional else None,
     )
     inputs = tuple(t.requires_grad_() if t is not None else None for t in inputs)
-    fused = transnext._WindowAttention.apply(*inputs, h, w, window)
+    fused = function.apply(*inputs, h, w, window)
     reference_out = _window_branch_reference(*inputs, h, w, window)
     assert torch.allclose(fused, reference_out, rtol=0, atol=1e-12)
     grad = torch.randn_like(fused)
@@ -189,13 +195,20 @@ def test_fused_window_attention_gradchecks_and_equals_the_reference_path(b, head
         torch.autograd.grad((fused * grad).sum(), wanted), torch.autograd.grad((reference_out * grad).sum(), wanted)
     ):
         assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda *t: transnext._WindowAttention.apply(*t, h, w, window), inputs)
+    assert torch.autograd.gradcheck(lambda *t: function.apply(*t, h, w, window), inputs)
 
 
-def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch):
-    """The whole model, training forward and every parameter's gradient, with the fused window branch and with the
-    custom ops (AggregatedAttention.fused_window = False): equal in float64; and FLOP counting (a dispatch mode)
-    and the meta device take the reference path, so the window products stay counted."""
+@pytest.mark.parametrize("cpu_kernel", [True, False])
+def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch, cpu_kernel):
+    """The whole model, training forward and every parameter's gradient, with the fused window branch (the CPU
+    kernels, or the PyTorch ops with transnext.CPU_WINDOW_KERNEL = False) and with the custom ops
+    (AggregatedAttention.fused_window = False): equal in float64; and FLOP counting (a dispatch mode) and the meta
+    device take the reference path, so the window products stay counted."""
+    monkeypatch.setattr(transnext, "CPU_WINDOW_KERNEL", cpu_kernel)
+    taken = []
+    for name in ("_WindowAttention", "_WindowAttentionCPU"):
+        function = getattr(transnext, name)
+        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
     torch.manual_seed(0)
     model = small_model().double().train()
     randomize_special_parameters(model)
@@ -208,25 +221,31 @@ def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch
         out.square().sum().backward()
         runs.append((out.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
     (out_fused, grads_fused), (out_ref, grads_ref) = runs
+    assert set(taken) == {"_WindowAttentionCPU" if cpu_kernel else "_WindowAttention"}
     assert torch.allclose(out_fused, out_ref, rtol=0, atol=1e-10)
     assert grads_fused.keys() == grads_ref.keys() and any("learnable_tokens" in k for k in grads_fused)
     for k in grads_fused:
         assert torch.allclose(grads_fused[k], grads_ref[k], rtol=1e-9, atol=1e-10), k
-    called = []
-    monkeypatch.setattr(transnext._WindowAttention, "apply", lambda *a: called.append(a))
+    taken.clear()
     monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", True)
     for counted in (small_model().to("meta"), small_model()):
         by_op = count_flops(counted, (64, 48)).by_op
         assert by_op.get("transnext.window_qk", 0) > 0 and by_op.get("transnext.window_av", 0) > 0
-    assert not called
+    assert not taken
+
+
+def _recorded(apply, taken: list, name: str, *args):
+    taken.append(name)
+    return apply(*args)
 
 
 def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
     """Under autocast the fused window function would meet a float32 softmax and a bf16 gradient in its backward:
     the reference path runs instead (fp32 weights, bf16 autocast on CPU), and the training step goes through."""
     called = []
-    real_apply = transnext._WindowAttention.apply
-    monkeypatch.setattr(transnext._WindowAttention, "apply", lambda *a: called.append(1) or real_apply(*a))
+    for name in ("_WindowAttention", "_WindowAttentionCPU"):
+        function = getattr(transnext, name)
+        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, called, name))
     monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", True)
     torch.manual_seed(0)
     model = small_model().train()
