@@ -42,9 +42,9 @@ from unittest import mock
 import pytest
 import torch
 
-from devices import GPU_CHECK_FILES, TOL_BF16, TOL_FP32, device_param, on_devices
+from devices import GPU_CHECK_FILES, LIMITS_S, TOL_BF16, TOL_FP32, device_param, on_devices
 from gpu_steps import (
-    TIME_ONE_COMPILED_S,
+    SLOWEST_STEP_S,
     _compiled_job,
     autocast_or_not,
     build,
@@ -57,7 +57,9 @@ from gpu_steps import (
     rel_err,
     spawned,
     step_ms,
+    steps_under_lock,
     timed_ms,
+    timing_s,
 )
 
 pytestmark = pytest.mark.tier("system")
@@ -664,7 +666,7 @@ def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
             except Exception as e:  # one model failing costs the others nothing (the test fails at its end)
                 yield job, {"error": error_line(e)}
     else:
-        wait_s = max(0.0, limit_s - TIME_ONE_COMPILED_S * len(jobs) - 15)
+        wait_s = max(0.0, limit_s - timing_s(jobs) - 15)
         yield from in_processes(jobs, wait_s=wait_s, timeout_s=max(1.0, limit_s - 10) if limit_s else None)
 
 
@@ -681,6 +683,58 @@ def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others
     compiled, plain = results["horesnet10_euler", "reduce-overhead"], results["horesnet10_euler", "eager"]
     assert compiled["step_ms"] > 0 and compiled["beside_compiling"], results
     assert plain["step_ms"] > 0 and plain["aten_ops"] > 0 and "profile_error" not in plain, results
+
+
+@pytest.mark.parametrize("mode", STEP_MODES)
+def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mode):
+    """The processes' wait leaves each job ``lock_time_s`` (gpu_steps): its steps under the lock
+    (``steps_under_lock``) at the slowest step's time, and what comes beside them. Counted here on the CPU (CUDA's
+    counts are the same constants): every step ``step_ms`` takes under the lock is one that allows for, and a
+    compiled job's first, compiling, step is the only one outside it."""
+
+    class Lock:  # records whether the step is taken under it
+        held = False
+
+        def __enter__(self):
+            Lock.held = True
+
+        def __exit__(self, *exc):
+            Lock.held = False
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    taken = {True: 0, False: 0}  # steps under the lock, and outside it
+
+    def count(optimizer, args, kwargs):
+        taken[Lock.held] += 1
+
+    handle = register_optimizer_step_post_hook(count)
+    try:
+        result = step_ms("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, mode, lock=Lock())
+    finally:
+        handle.remove()
+    assert result["step_ms"] > 0
+    assert taken == {True: steps_under_lock("cpu", mode), False: int(mode != "eager")}, taken
+
+
+def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
+    """On CUDA the seven jobs wait for each other at most until their timings still fit before the results are cut
+    off (10 s before the test's limit): at the parts' limits, each job's steps under the lock at the slowest step
+    measured on the H200, and an eager job's first step's autotuning (the 3.3 s warm-up measured there), still fit
+    after the wait -- eager jobs take two more steps under the lock than compiled ones, and the autotuning."""
+    asked = {}
+
+    def processes(jobs, wait_s, timeout_s=None):
+        asked[jobs[0][5]] = wait_s, timeout_s
+        yield from ()
+
+    names = list(dict.fromkeys(name for pair in STEP_PAIRS["cuda"] for name in pair))
+    with mock.patch(f"{__name__}.in_processes", processes):
+        for mode, part in (("eager", "step"), ("reduce-overhead", "compile")):
+            list(timed_jobs([("cuda", name, {}, 128, None, mode) for name in names], "cuda", LIMITS_S[part]))
+    for mode, (wait_s, timeout_s) in asked.items():
+        one_job_s = steps_under_lock("cuda", mode) * SLOWEST_STEP_S + (3.3 if mode == "eager" else 0.0)
+        assert wait_s > 0 and timeout_s - wait_s >= len(names) * one_job_s, (mode, wait_s, timeout_s)
 
 
 @pytest.mark.parametrize(
