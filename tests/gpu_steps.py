@@ -10,6 +10,7 @@ installed distribution ships a ``tests`` package of its own (one in this virtual
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import threading
@@ -224,7 +225,19 @@ def _timed(job: tuple) -> dict:
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
         if _ALL_READY is not None:
             _ALL_READY.abort()  # the others stop waiting for this one
-        return {"error": error_line(e)}
+        failed = {"error": error_line(e)}
+    # past the except clause its traceback is gone, and with it the failed step's frames and what they held
+    release_device_memory()
+    return failed
+
+
+def release_device_memory() -> None:
+    """What this process's failed job held on the GPU back to the processes still running (this one idles in the
+    pool until the pool shuts down): its cached blocks, and the compiled graphs' CUDA graph pools."""
+    gc.collect()  # the failed step's objects in reference cycles
+    if torch.cuda.is_initialized():
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
 
 
 def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):

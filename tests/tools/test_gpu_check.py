@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from unittest import mock
 
@@ -683,6 +684,34 @@ def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others
     compiled, plain = results["horesnet10_euler", "reduce-overhead"], results["horesnet10_euler", "eager"]
     assert compiled["step_ms"] > 0 and compiled["beside_compiling"], results
     assert plain["step_ms"] > 0 and plain["aten_ops"] > 0 and "profile_error" not in plain, results
+
+
+def test_a_job_that_runs_out_of_gpu_memory_gives_its_memory_back_before_it_returns():
+    """A job whose step fails (here a simulated CUDA out-of-memory error) is an ``error`` result, and its process
+    empties its CUDA cache once what the failed step held is freed -- not while the exception's traceback still holds
+    it -- so the processes still compiling or waiting for the lock get that memory."""
+    import gpu_steps
+
+    class Activations:
+        pass
+
+    held, emptied = [], []
+
+    def out_of_memory(*job, **kwargs):
+        activations = Activations()  # a local of the failed step's frame, as its model and activations are
+        held.append(weakref.ref(activations))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    job = ("cuda", "steps_swin_tiny", {}, 128, None, "reduce-overhead")
+    with (
+        mock.patch.object(gpu_steps, "step_ms", out_of_memory),
+        mock.patch.object(torch.cuda, "is_initialized", return_value=True),
+        mock.patch.object(torch.cuda, "empty_cache", lambda: emptied.append(held[0]() is None)),
+        mock.patch("torch._dynamo.reset") as reset,
+    ):
+        result = gpu_steps._timed(job)
+    assert result["error"].startswith("OutOfMemoryError: CUDA out of memory"), result
+    assert emptied == [True] and reset.called, emptied
 
 
 @pytest.mark.parametrize("mode", STEP_MODES)
