@@ -720,8 +720,9 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
     (``steps_under_lock``) at the slowest step's time, and what comes beside them. Counted here on the CPU (CUDA's
     counts are the same constants): every step ``step_ms`` takes under the lock is one that allows for, and a
     compiled job's first, compiling, step is the only one outside it."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    class Lock:  # records whether the step is taken under it
+    class Lock:  # records whether a step is taken under it
         held = False
 
         def __enter__(self):
@@ -729,8 +730,6 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
 
         def __exit__(self, *exc):
             Lock.held = False
-
-    from torch.optim.optimizer import register_optimizer_step_post_hook
 
     taken = {True: 0, False: 0}  # steps under the lock, and outside it
 
@@ -749,8 +748,9 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
 def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
     """On CUDA the seven jobs wait for each other at most until their timings still fit before the results are cut
     off (10 s before the test's limit): at the parts' limits, each job's steps under the lock at the slowest step
-    measured on the H200, and an eager job's first step's autotuning (the 3.3 s warm-up measured there), still fit
-    after the wait -- eager jobs take two more steps under the lock than compiled ones, and the autotuning."""
+    measured on the H200, and an eager job's first step's autotuning (TransNeXt-T's 3.3 s warm-up there,
+    docs/benchmarks.md), still fit after the wait -- eager jobs take two more steps under the lock than compiled
+    ones, and the autotuning."""
     asked = {}
 
     def processes(jobs, wait_s, timeout_s=None):
