@@ -39,16 +39,17 @@ import pytest
 
 KINDS = ("cuda", "cpu")
 # the parts in the order the GPU check's calls run them, so a call that runs out of time loses the least: call 1 the
-# goals' numbers (the training steps eager, then compiled: the pairs with CUDA graphs, then DeiT-S through the
-# engine); call 2 first what has never run on a GPU or is cheap and decisive (the device pipeline in a training
-# epoch, host syncs, preflight, the DeepSpeed train test, compiled models), then what passed in both earlier GPU
-# sessions (bench, models, TransNeXt). The second session (29 Nov 2026) found the compiled pairs alone past a 150 s
-# limit, and its second call's 300 s not enough for them and the engine's compiled step
+# goals' numbers (step: the pairs' steps eager, then DeiT-S through the engine eager and compiled, each of them
+# started with its whole limit left even where every test before it ran to its own; then compile: the pairs
+# compiled with CUDA graphs, in what is left); call 2 first what has never run on a GPU or is cheap and decisive (the
+# device pipeline in a training epoch, host syncs, preflight, the DeepSpeed train test, compiled models), then what
+# passed in both earlier GPU sessions (bench, models, TransNeXt). The second session (29 Nov 2026) found the compiled
+# pairs alone past a 150 s limit, and its second call's 300 s not enough for them and the engine's compiled step
 PARTS = ("step", "compile", "loader", "nosync", "preflight", "train", "compile-check", "bench", "models", "transnext")
 CALL_OF_PART = {part: 1 if part in ("step", "compile") else 2 for part in PARTS}
 # seconds per test on CUDA at full size, by part: about twice what each test took on the H200 (29 Nov 2026) or is
-# expected to take there (compile: seven training steps compiled in parallel processes); each is cut to the call's
-# budget left
+# expected to take there (step: also the engine's compiled DeiT-S step, one model's compile, 20.6 s on the H200 on
+# 26 Nov; compile: seven training steps compiled in parallel processes); each is cut to the call's budget left
 LIMITS_S = {
     "step": 120,
     "models": 40,
@@ -104,14 +105,10 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None, first: bool = False):
+def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None):
     assert kind in KINDS and part in PARTS, (kind, part)
     return pytest.mark.device(
-        kind=kind,
-        part=part,
-        call=call or CALL_OF_PART[part],
-        **({"alone": True} if alone else {}),
-        **({"first": True} if first else {}),
+        kind=kind, part=part, call=call or CALL_OF_PART[part], **({"alone": True} if alone else {})
     )
 
 
@@ -122,11 +119,9 @@ def device_param(
     alone: bool = False,
     call: int | None = None,
     id: str | None = None,
-    first: bool = False,
 ):
-    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``first``: run first of its
-    part (a goal's number, before a call's budget runs out)."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call, first), id=id or kind)
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
+    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call), id=id or kind)
 
 
 def on_devices(part: str):
@@ -157,13 +152,10 @@ def marks_of(item) -> dict:
 
 def prepare(items, gpu_check: bool = False) -> None:
     """tests/conftest.py: each GPU check test gets its time limit; a CUDA variant without CUDA is skipped. In the GPU
-    check (``gpu_check``: ``--gpu-check-out``) its tests run in :data:`PARTS` order."""
-    if gpu_check:
-        items.sort(
-            key=lambda item: (
-                (PARTS.index(marks_of(item)["part"]), not marks_of(item).get("first")) if marks_of(item) else (-1, True)
-            )
-        )
+    check (``gpu_check``: ``--gpu-check-out``) its tests run in :data:`PARTS` order, within a part in the order
+    they are collected."""
+    if gpu_check:  # a stable sort
+        items.sort(key=lambda item: PARTS.index(marks_of(item)["part"]) if marks_of(item) else -1)
     no_cuda = None
     for item in items:
         marks = marks_of(item)

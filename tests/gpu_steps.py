@@ -10,6 +10,7 @@ installed distribution ships a ``tests`` package of its own (one in this virtual
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import threading
@@ -18,9 +19,36 @@ from unittest import mock
 
 import torch
 
-# the time a compiled step's warm-up and timing take, at most (~14 steps of <= 0.3 s each at batch 128, and the
-# process's teardown): the compiling processes stop waiting for each other in time for all of them within the limit
-TIME_ONE_COMPILED_S = 5
+# the steps a job takes under the timing lock (step_ms): the warm-up and the timed ones; eager also its first step
+# before them (cuDNN's autotuning: a compiled step's first, compiling, step comes before the lock) and one profiled
+# step after them
+WARM_UP_STEPS = {"cuda": 3, "cpu": 1}  # cuDNN tuned, CUDA graphs recorded, the allocator warm
+TIMED_STEPS = {"cuda": 10, "cpu": 2}
+# a training step at batch 128 on the H200, at most: TransNeXt-T's eager step, 298 ms on 29 Nov 2026, the slowest of
+# the seven (docs/benchmarks.md)
+SLOWEST_STEP_S = 0.3
+# a job's time under the lock besides its steps, at most: eager its first step's cuDNN autotuning (TransNeXt-T's
+# three eager warm-up steps took 3.3 s on the H200 on 26 Nov 2026, docs/benchmarks.md) and its profiled step's trace
+# (an estimate: not measured apart); compiled its result handed back
+BESIDE_THE_STEPS_S = {"eager": 3.5, "compiled": 1.1}
+
+
+def steps_under_lock(device: str, mode: str) -> int:
+    """The training steps one ``step_ms`` job takes while it holds the timing lock."""
+    eager = mode == "eager"
+    return eager + WARM_UP_STEPS[device] + TIMED_STEPS[device] + eager
+
+
+def lock_time_s(mode: str) -> float:
+    """The seconds one job holds the timing lock on the H200, at most: eager 8, compiled 5."""
+    beside = BESIDE_THE_STEPS_S["eager" if mode == "eager" else "compiled"]
+    return steps_under_lock("cuda", mode) * SLOWEST_STEP_S + beside
+
+
+def timing_s(jobs: list[tuple]) -> float:
+    """The seconds :func:`in_processes` takes to time ``jobs`` one at a time once they are all ready, at most: the
+    processes stop waiting for each other in time for it within the test's limit."""
+    return sum(lock_time_s(job[5]) for job in jobs)
 
 
 def plain_fp32(device: str) -> None:
@@ -126,9 +154,9 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
             except threading.BrokenBarrierError:
                 waited = {"beside_compiling": True}
         with lock or contextlib.nullcontext():
-            for _ in range((3 if cuda else 1) + (mode == "eager")):  # cuDNN tuned, CUDA graphs recorded, allocator warm
+            for _ in range(WARM_UP_STEPS[device] + (mode == "eager")):  # eager: its first step too
                 step()
-            times = [timed_ms(step, device) for _ in range(10 if cuda else 2)]
+            times = [timed_ms(step, device) for _ in range(TIMED_STEPS[device])]
             result = {"step_ms": statistics.median(times), **waited}
             if mode == "eager":
                 try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
@@ -197,7 +225,19 @@ def _timed(job: tuple) -> dict:
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
         if _ALL_READY is not None:
             _ALL_READY.abort()  # the others stop waiting for this one
-        return {"error": error_line(e)}
+        failed = {"error": error_line(e)}
+    # past the except clause its traceback is gone, and with it the failed step's frames and what they held
+    release_device_memory()
+    return failed
+
+
+def release_device_memory() -> None:
+    """What this process's failed job held on the GPU back to the processes still running (this one idles in the
+    pool until the pool shuts down): its cached blocks, and the compiled graphs' CUDA graph pools."""
+    gc.collect()  # the failed step's objects in reference cycles
+    if torch.cuda.is_initialized():
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
 
 
 def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):

@@ -2,9 +2,9 @@
 # The GPU check on a bare GPU machine (docs/preflight.md): install the carried wheels, then run one call of the GPU
 # check's tests (the `device` marker: tests/devices.py) with pytest, their rows and report into OUT.
 #
-#   tools/gpu_check.sh OUT --call 1      # the goals' numbers: the training steps (the equal-FLOPs pairs and
-#                                        # TransNeXt-T/Swin-T, DeiT-S through the engine) eager, then compiled (the
-#                                        # pairs with CUDA graphs first)
+#   tools/gpu_check.sh OUT --call 1      # the goals' numbers: the training steps of the equal-FLOPs pairs and
+#                                        # TransNeXt-T/Swin-T eager, DeiT-S through the engine eager and compiled,
+#                                        # then the pairs compiled with CUDA graphs
 #   tools/gpu_check.sh OUT --call 2      # the rest: the device pipeline in a training epoch, host syncs on both
 #                                        # engines, preflight, the engine's preempt/resume on the device, compiled
 #                                        # models, bench, models and TransNeXt against float64
