@@ -43,6 +43,7 @@ modules); TorchScript does not compile it (see docs/transnext.md).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -408,7 +409,15 @@ def cpu_window_kernels():
     extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine and
     CPU capability), or None where they cannot be built -- no compiler, say: a warning says so once and the PyTorch
     ops compute the branch, with the same results (tests/models/test_transnext.py)."""
-    from torch.utils import cpp_extension  # lazy: only CPU training and inference of TransNeXt need it
+    # lazy: only TransNeXt on the CPU needs it. Its import logs "No CUDA runtime is found" on a CUDA build of torch
+    # without a GPU: true, and irrelevant to a CPU-only extension
+    cpp_logger = logging.getLogger("torch.utils.cpp_extension")
+    level = cpp_logger.level
+    cpp_logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        cpp_logger.setLevel(level)
 
     capability = torch.backends.cpu.get_cpu_capability()
     name = f"depthbench_transnext_window_{capability.lower()}"
@@ -470,7 +479,7 @@ class _WindowAttentionCPU(torch.autograd.Function):
             grad, grad_attn_pool, q, k, v, attn, pos, height, width, window
         )
         pool = attn.shape[-1] - taps
-        grad_bias = grad_logits[..., :taps].reshape(b, heads, n, taps).sum(0).transpose(-2, -1) if need[3] else None
+        grad_bias = grad_logits.view(b, heads, n, -1)[..., :taps].sum(0).transpose(-2, -1) if need[3] else None
         return (
             grad_q.view(b, heads, d, n) if need[0] else None,
             grad_k.view(b, heads, d, n) if need[1] else None,

@@ -1,16 +1,16 @@
-// TransNeXt's window branch on the CPU: the k x k window products of aggregated attention and their adjoints,
-// one pass per (image, head) with that group's maps in cache (models/transnext.py, _WindowAttention).
+// TransNeXt's window branch on the CPU: the k x k window products of aggregated attention, the softmax over window
+// and pooled logits, and their backward, each (image, head) one task with its maps in cache (models/transnext.py,
+// _WindowAttentionCPU; the PyTorch ops of _WindowAttention compute the same and remain the fallback).
 //
 // Written here because no library kernel computes them on the CPU (docs/transnext.md, "Native window
-// attention"): in eager PyTorch each of the k^2 window offsets is a separate pass over the whole map, and the
-// branch was 17 % of a TransNeXt-Tiny training step (docs/benchmarks.md, "Issue 55, fifth pass"). The official
+// attention"): in eager PyTorch each of the k^2 window offsets is a separate pass over the whole batch's maps, and
+// the branch was 18 % of a TransNeXt-Tiny training step (docs/benchmarks.md, "Issue 55, fifth pass"). The official
 // code's answer for speed is its own kernel too (a CUDA extension, swattention).
 //
 // Layout: every map is channels-first per group, (G, C, N) with G = batch x heads and N = H x W, row-major.
 // Window offset t of a k x k window (k = 2r + 1) moves a query at (y, x) to the key at (y + t / k - r,
-// x + t % k - r); a key outside the map is absent (its logit is -inf, its weight 0). For one offset the valid
-// queries of a map row are one contiguous run, and so are their keys: each product below is a loop over
-// such runs, in the same order as the PyTorch path's, so float64 results agree with it to rounding.
+// x + t % k - r); a key outside the map is absent (its logit is -inf, its weight 0). Float64 results agree with
+// the PyTorch path's to rounding (tests/models/test_transnext.py).
 
 #include <torch/extension.h>
 

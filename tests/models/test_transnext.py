@@ -239,6 +239,40 @@ def _recorded(apply, taken: list, name: str, *args):
     return apply(*args)
 
 
+def test_the_cpu_kernels_build_and_run_by_default_on_the_cpu():
+    """The compiled window kernels are the CPU's path for fp32 and fp64 (a machine that cannot build them falls
+    back, with a warning: the next test); bf16 tensors and other devices keep the PyTorch ops."""
+    assert transnext.cpu_window_kernels() is not None, "models/csrc/transnext_window.cpp did not build here"
+    assert transnext._cpu_kernel_applies(torch.zeros(1)) and transnext._cpu_kernel_applies(torch.zeros(1).double())
+    assert not transnext._cpu_kernel_applies(torch.zeros(1, dtype=torch.bfloat16))
+    assert not transnext._cpu_kernel_applies(torch.zeros(1, device="meta"))
+
+
+def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch_ops(monkeypatch):
+    from torch.utils import cpp_extension
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("Error building extension 'depthbench_transnext_window': g++: not found\nmore detail")
+
+    monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    taken = []
+    for name in ("_WindowAttention", "_WindowAttentionCPU"):
+        function = getattr(transnext, name)
+        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
+    transnext.cpu_window_kernels.cache_clear()
+    try:
+        with pytest.warns(
+            UserWarning, match=r"did not build \(Error building extension .*g\+\+: not found\)"
+        ) as caught:
+            assert transnext.cpu_window_kernels() is None
+            model = small_model().train()
+            model(torch.randn(1, 3, 64, 48)).sum().backward()
+        assert len([w for w in caught if "did not build" in str(w.message)]) == 1  # cached: one warning, not per block
+        assert taken and set(taken) == {"_WindowAttention"}
+    finally:
+        transnext.cpu_window_kernels.cache_clear()  # the next caller builds (loads) the real kernels again
+
+
 def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
     """Under autocast the fused window function would meet a float32 softmax and a bf16 gradient in its backward:
     the reference path runs instead (fp32 weights, bf16 autocast on CPU), and the training step goes through."""
