@@ -43,9 +43,10 @@ modules); TorchScript does not compile it (see docs/transnext.md).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-import os
+import re
 import sys
 import warnings
 from collections import OrderedDict
@@ -62,6 +63,7 @@ from timm.layers import DropPath, get_device_dtype, to_2tuple, trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model, register_notrace_module
 from timm.models._features import feature_take_indices
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 from torch.utils.flop_counter import register_flop_formula
 
@@ -420,23 +422,41 @@ def cpu_window_kernels():
         cpp_logger.setLevel(level)
 
     capability = torch.backends.cpu.get_cpu_capability()
-    name = f"depthbench_transnext_window_{capability.lower()}"
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root())
-    if not any(root.glob(f"*/{name}/{name}*.so")):
-        print(f"TransNeXt: compiling the CPU window kernel for {capability} (once, ~30 s) into {root}", file=sys.stderr)
+    # one build per source, torch and checkout (clones sharing a home directory do not rebuild over each other's),
+    # and per CPU capability
+    source = _CPU_KERNEL_SOURCE.resolve()
+    digest = hashlib.sha1(source.read_bytes() + f"{torch.__version__} {source}".encode()).hexdigest()[:10]
+    name = f"depthbench_transnext_window_{re.sub(r'[^0-9a-z]+', '_', capability.lower())}_{digest}"
+    try:  # torch's cache layout (<root>/py311_cu130/<name>, or $TORCH_EXTENSIONS_DIR/<name>); private, hence guarded
+        build_dir = Path(cpp_extension._get_build_directory(name, False))
+    except Exception:
+        build_dir = None
+    if build_dir is not None and not any(build_dir.glob(f"{name}*.so")):
+        print(
+            f"TransNeXt: compiling the CPU window kernel for {capability} (once, ~30 s) in {build_dir}", file=sys.stderr
+        )
     try:
         return cpp_extension.load(
             name=name,
-            sources=[str(_CPU_KERNEL_SOURCE)],
+            sources=[str(source)],
             # -fopenmp: at::parallel_for is inline (ATen/ParallelOpenMP.h) and runs on one thread without it
             extra_cflags=["-O3", "-fopenmp", *_CPU_KERNEL_FLAGS.get(capability, [])],
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
     except Exception as e:  # any failure to build or load: the kernel is an acceleration, the ops remain
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        warnings.warn(f"TransNeXt: the CPU window kernel did not build ({reason}); the PyTorch ops run instead")
+        warnings.warn(
+            f"TransNeXt: the CPU window kernel did not build ({_build_failure(e)}); the PyTorch ops run instead "
+            f"(the build's files: {build_dir})"
+        )
         return None
+
+
+def _build_failure(error: Exception) -> str:
+    """The line of a failed build's output that says why (a compiler's "error", a missing tool), else its last."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if re.search(r"error:|not found|no such file|permission denied", line, re.I)]
+    return (said or lines or [type(error).__name__])[-1 if not said else 0]
 
 
 def _cpu_kernel_applies(t: Tensor) -> bool:
@@ -467,6 +487,7 @@ class _WindowAttentionCPU(torch.autograd.Function):
         return x.view(b, heads, d, n)
 
     @staticmethod
+    @once_differentiable  # the kernels' backward is not itself differentiable: a double backward raises
     def backward(ctx, grad):
         q, k, v, attn, pos, v_pool = ctx.saved_tensors
         b, heads, height, width, window = ctx.geometry

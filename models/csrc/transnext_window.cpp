@@ -15,6 +15,8 @@
 #include <torch/extension.h>
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
+#include <c10/util/safe_numerics.h>
 
 #include <algorithm>
 #include <vector>
@@ -30,7 +32,10 @@ struct Geometry {
 // Window offset t as one contiguous run: the queries from the first valid one to the last (n0 .. n0 + len), keys
 // at n + shift. Inside the run, |dx| positions at each row's end are queries whose key is absent (it wraps to the
 // next row): the `gaps` of the run. Products over the whole run are long vectorised loops; their values at the
-// gaps are then discarded (outputs zeroed there, weights zeroed there before they are used).
+// gaps are then discarded (outputs zeroed there, weights zeroed there before they are used). One difference from
+// the PyTorch path follows: a NaN or inf in a key or value at a row's end meets a gap's zero weight (0 x NaN =
+// NaN) and can mark a neighbouring output NaN where the padded path's would stay finite -- in a step that is
+// NaN-poisoned either way.
 struct Run {
   int64_t n0 = 0, len = 0, shift = 0, y0 = 0, y1 = 0, x0 = 0, x1 = 0;
 };
@@ -123,10 +128,17 @@ void window_sum(const Geometry& g, const std::vector<Run>& runs, const T* w, con
   }
 }
 
-Geometry geometry_of(const torch::Tensor& q, int64_t height, int64_t width, int64_t window) {
-  TORCH_CHECK(q.dim() == 3 && q.size(2) == height * width, "window kernels: maps must be (G, C, H*W)");
+Geometry geometry_of(const torch::Tensor& map, int64_t height, int64_t width, int64_t window) {
+  uint64_t tokens = 0;
+  TORCH_CHECK(height > 0 && width > 0 && !c10::mul_overflows(uint64_t(height), uint64_t(width), &tokens),
+              "window kernels: the map must be at least 1 x 1");
+  TORCH_CHECK(map.dim() == 3 && map.size(2) == int64_t(tokens), "window kernels: maps must be (G, C, H*W)");
   TORCH_CHECK(window % 2 == 1 && window > 0, "window kernels: the window must be odd");
   return Geometry{height, width, window};
+}
+
+void check_shape(const torch::Tensor& t, c10::IntArrayRef shape, const char* name) {
+  TORCH_CHECK(t.sizes() == shape, "window kernels: ", name, " has shape ", t.sizes(), ", expected ", shape);
 }
 
 void check(const torch::Tensor& t, const torch::Tensor& like, const char* name) {
@@ -147,9 +159,11 @@ torch::Tensor window_attention(torch::Tensor q, torch::Tensor k, torch::Tensor b
   for (auto* t : {&q, &k, &bias_local, &logits_pool}) check(*t, q, "an input");
   const int64_t groups = q.size(0), channels = q.size(1), n_all = g.tokens(), taps = g.taps();
   const int64_t heads = bias_local.size(0), pool = logits_pool.size(2), row = taps + pool;
-  TORCH_CHECK(k.sizes() == q.sizes() && groups % heads == 0 && bias_local.size(1) == taps &&
-                  bias_local.size(2) == n_all && logits_pool.size(0) == groups && logits_pool.size(1) == n_all,
-              "window_attention: shapes do not match");
+  TORCH_CHECK(bias_local.dim() == 3 && heads > 0 && groups % heads == 0 && logits_pool.dim() == 3,
+              "window_attention: bias_local must be (heads, k^2, N) with heads dividing G, logits_pool (G, N, P)");
+  check_shape(k, q.sizes(), "k");
+  check_shape(bias_local, {heads, taps, n_all}, "bias_local");
+  check_shape(logits_pool, {groups, n_all, pool}, "logits_pool");
   auto attn = torch::empty({groups, n_all, row}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "window_attention", [&] {
     const scalar_t *qp = q.data_ptr<scalar_t>(), *kp = k.data_ptr<scalar_t>();
@@ -157,7 +171,9 @@ torch::Tensor window_attention(torch::Tensor q, torch::Tensor k, torch::Tensor b
     scalar_t* ap = attn.data_ptr<scalar_t>();
     // a few groups' logits per softmax call (~256 KB): one call per group costs more than the softmax at 14 x 14
     const int64_t per_call = std::max<int64_t>(1, (int64_t(1) << 18) / (n_all * row * int64_t(sizeof(scalar_t))));
+    const at::ThreadLocalState caller;  // OpenMP's threads do not inherit it: inference mode, for the softmax's out=
     at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+      at::ThreadLocalStateGuard state(caller);
       std::vector<scalar_t> local(taps * n_all);
       auto logits = torch::empty({per_call, n_all, row}, q.options());
       for (int64_t first = begin; first < end; first += per_call) {
@@ -191,7 +207,11 @@ torch::Tensor window_values(torch::Tensor attn, torch::Tensor pos, torch::Tensor
   check(v, v, "v");
   const bool has_pos = pos.numel() > 0;
   if (has_pos) check(pos, v, "pos");
-  const int64_t groups = v.size(0), channels = v.size(1), n_all = g.tokens(), taps = g.taps(), row = attn.size(2);
+  const int64_t groups = v.size(0), channels = v.size(1), n_all = g.tokens(), taps = g.taps();
+  TORCH_CHECK(attn.dim() == 3 && attn.size(2) >= taps, "window_values: attn must be (G, N, k^2 + P)");
+  const int64_t row = attn.size(2);
+  check_shape(attn, {groups, n_all, row}, "attn");
+  if (has_pos) check_shape(pos, {groups, taps, n_all}, "pos");
   auto out = torch::empty_like(v);
   AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "window_values", [&] {
     const scalar_t *ap = attn.data_ptr<scalar_t>(), *vp = v.data_ptr<scalar_t>();
@@ -224,9 +244,14 @@ std::vector<torch::Tensor> window_backward(torch::Tensor grad, torch::Tensor gra
   const bool has_pos = pos.numel() > 0;
   if (has_pos) check(pos, grad, "pos");
   const int64_t groups = grad.size(0), channels = grad.size(1), n_all = g.tokens(), taps = g.taps();
+  TORCH_CHECK(attn.dim() == 3 && attn.size(2) >= taps, "window_backward: attn must be (G, N, k^2 + P)");
   const int64_t row = attn.size(2), pool = row - taps;
+  for (auto* t : {&q, &k, &v}) check_shape(*t, grad.sizes(), "q, k and v");
+  check_shape(attn, {groups, n_all, row}, "attn");
+  check_shape(grad_attn_pool, {groups, n_all, pool}, "grad_attn_pool");
+  if (has_pos) check_shape(pos, {groups, taps, n_all}, "pos");
   auto grad_logits = torch::empty_like(attn);
-  auto grad_pos = torch::empty({groups, taps, n_all}, grad.options());
+  auto grad_pos = torch::empty({has_pos ? groups : 0, taps, n_all}, grad.options());
   auto grad_q = torch::empty_like(q), grad_k = torch::empty_like(k), grad_v = torch::empty_like(v);
   AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "window_backward", [&] {
     const scalar_t *gp = grad.data_ptr<scalar_t>(), *gpool = grad_attn_pool.data_ptr<scalar_t>();
@@ -245,7 +270,7 @@ std::vector<torch::Tensor> window_backward(torch::Tensor grad, torch::Tensor gra
         const scalar_t* gpl = gpool + grp * n_all * pool;
         // dL/dweights[t, n] = <grad[:, n], v[:, key]>: the gradient of pos, and of the window's softmax output
         window_dot(g, runs, gp + map, vp + map, channels, local.data());
-        std::copy(local.begin(), local.end(), gposp + grp * taps * n_all);
+        if (has_pos) std::copy(local.begin(), local.end(), gposp + grp * taps * n_all);
         for (int64_t n = 0; n < n_all; ++n) {  // softmax backward over the window and pooled weights
           const scalar_t* an = a + n * row;
           scalar_t dot = 0;

@@ -248,6 +248,39 @@ def test_the_cpu_kernels_build_and_run_by_default_on_the_cpu():
     assert not transnext._cpu_kernel_applies(torch.zeros(1, device="meta"))
 
 
+def test_the_cpu_kernels_run_on_several_threads_under_inference_mode_and_refuse_wrong_shapes():
+    """OpenMP's threads do not inherit the caller's inference mode: the kernels carry it into their parallel region
+    (the softmax writes into an inference tensor), with the results of one thread; and a tensor of the wrong shape
+    is an error, never a read or write outside it."""
+    torch.manual_seed(0)
+    model = small_model().eval()
+    x = torch.randn(3, 3, 64, 48)
+    threads = torch.get_num_threads()
+    try:
+        outputs = []
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            with torch.inference_mode():
+                outputs.append(model(x))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(*outputs)
+    kernels = transnext.cpu_window_kernels()
+    g, d, h, w, taps, pool = 4, 3, 5, 6, 9, 2
+    maps = [torch.randn(g, d, h * w) for _ in range(3)]
+    attn = torch.rand(g, h * w, taps + pool)
+    with pytest.raises(RuntimeError, match="attn has shape"):
+        kernels.window_values(attn[:1], torch.empty(0), maps[2], h, w, 3)
+    with pytest.raises(RuntimeError, match="pos has shape"):
+        kernels.window_values(attn, torch.randn(g, taps, h * w - 1), maps[2], h, w, 3)
+    with pytest.raises(RuntimeError, match="q, k and v has shape"):
+        kernels.window_backward(
+            maps[0], torch.randn(g, h * w, pool), *maps[:2], maps[2][:1], attn, torch.empty(0), h, w, 3
+        )
+    with pytest.raises(RuntimeError, match="at least 1 x 1"):
+        kernels.window_values(attn, torch.empty(0), maps[2], -h, -w, 3)
+
+
 def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch_ops(monkeypatch):
     from torch.utils import cpp_extension
 
