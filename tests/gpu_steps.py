@@ -25,7 +25,7 @@ import torch
 WARM_UP_STEPS = {"cuda": 3, "cpu": 1}  # cuDNN tuned, CUDA graphs recorded, the allocator warm
 TIMED_STEPS = {"cuda": 10, "cpu": 2}
 # a training step at batch 128 on the H200, at most: TransNeXt-T's eager step, 298 ms on 29 Nov 2026, the slowest of
-# the seven (docs/benchmarks.md)
+# the seven (benchmarks/results/gpu-h200-2026-11-29-check/call1/rows.jsonl)
 SLOWEST_STEP_S = 0.3
 # a job's time under the lock besides its steps, at most: eager its first step's cuDNN autotuning (TransNeXt-T's
 # three eager warm-up steps took 3.3 s on the H200 on 26 Nov 2026, docs/benchmarks.md) and its profiled step's trace
