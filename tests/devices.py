@@ -16,10 +16,10 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   must be built first).
 
 Time limits are pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py adds the marker), each cut to
-what is left of the call's budget (``--gpu-check-budget``; a test with less than :data:`MIN_START_S` left is not
-started), so a call ends on time. ``--gpu-check-out DIR`` appends every measurement to ``DIR/rows.jsonl`` as it is
-made (flushed: a call that is cut off keeps its rows) and writes ``report.json`` and ``report.md`` at the end
-(:class:`Report`; docs/preflight.md).
+what is left of the call's budget (``--gpu-check-budget``) less what later parts of the call keep for themselves
+(:data:`RESERVED_S`); a test with less than :data:`MIN_START_S` of that is not started, so a call ends on time.
+``--gpu-check-out DIR`` appends every measurement to ``DIR/rows.jsonl`` as it is made (flushed: a call that is cut
+off keeps its rows) and writes ``report.json`` and ``report.md`` at the end (:class:`Report`; docs/preflight.md).
 
 A module of its own (not ``conftest``) so test modules can import it by name.
 """
@@ -39,9 +39,9 @@ import pytest
 
 KINDS = ("cuda", "cpu")
 # the parts in the order the GPU check's calls run them, so a call that runs out of time loses the least: call 1 the
-# goals' numbers (step: the pairs' steps eager, then DeiT-S through the engine eager and compiled, each of them
-# started with its whole limit left even where every test before it ran to its own; then compile: the pairs
-# compiled with CUDA graphs, in what is left); call 2 first what has never run on a GPU or is cheap and decisive (the
+# goals' numbers (step: the pairs' steps eager, then DeiT-S through the engine eager and compiled, one model's
+# compile each, each cut to what is left less the compiled pairs' RESERVED_S; then compile: the pairs compiled with
+# CUDA graphs, in what is left, at least that); call 2 first what has never run on a GPU or is cheap and decisive (the
 # device pipeline in a training epoch, host syncs, preflight, the DeepSpeed train test, compiled models), then what
 # passed in both earlier GPU sessions (bench, models, TransNeXt). The second session (29 Nov 2026) found the compiled
 # pairs alone past a 150 s limit, and its second call's 300 s not enough for them and the engine's compiled step
@@ -63,6 +63,11 @@ LIMITS_S = {
     "compile-check": 150,
 }
 MIN_START_S = 20  # a test with less of its call's budget left is not started
+# seconds of its call a part keeps for itself from the tests before it in the call (cut to what is left less these):
+# the compiled pairs' seven compiles at once, the slowest (Steps-Swin-T's) timed 132 s after its test's start on the
+# H200 on 29 Nov 2026 (in 4 processes), then 35 s to time the seven (gpu_steps.timing_s); without it the eager
+# pairs and the engine's two steps, each run to its limit, would leave them 28 s and no compile finished
+RESERVED_S = {"compile": 200}
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
 ALONE_LIMIT_S = 290  # a test run alone (the swattention kernels)
@@ -218,16 +223,19 @@ class Report:
         """Before pytest-timeout reads the test's limit: cut it to the call's budget left, or do not start it."""
         if self.budget_s and item.nodeid in self.selected:
             left = self.budget_s - (time.monotonic() - self.start)
-            if left < MIN_START_S:
+            part = self.selected[item.nodeid]["part"]
+            kept = kept_for_later(part, {marks["part"] for marks in self.selected.values()})
+            limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept)
+            if limit is None:
                 item.add_marker(
                     pytest.mark.skip(
                         reason=f"not started: {left:.0f} s of the call's {self.budget_s:.0f} s budget were left"
+                        + (f", {kept:.0f} s of them kept for the parts after {part}" if kept else "")
                     ),
                     append=False,
                 )
             else:
-                limit = item.get_closest_marker("timeout").args[0]
-                item.add_marker(pytest.mark.timeout(min(limit, left)), append=False)
+                item.add_marker(pytest.mark.timeout(limit), append=False)
         yield
 
     def pytest_runtest_logreport(self, report):
@@ -253,6 +261,18 @@ class Report:
         )
         (self.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
         (self.out / "report.md").write_text(markdown(report))
+
+
+def kept_for_later(part: str, parts) -> float:
+    """The seconds that the parts after ``part`` among ``parts`` (those of this call) keep for themselves."""
+    return float(sum(RESERVED_S.get(later, 0) for later in set(parts) if PARTS.index(later) > PARTS.index(part)))
+
+
+def start_limit(limit: float, left: float, kept: float = 0.0) -> float | None:
+    """A test's time limit with ``left`` seconds of its call's budget, ``kept`` of them for later parts: its own
+    ``limit`` cut to what is left less what is kept, or None (not started) where that is under :data:`MIN_START_S`."""
+    usable = left - kept
+    return None if usable < MIN_START_S else min(limit, usable)
 
 
 def _last_lines(text: str, lines: int = 6) -> str:

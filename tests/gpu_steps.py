@@ -25,7 +25,7 @@ import torch
 WARM_UP_STEPS = {"cuda": 3, "cpu": 1}  # cuDNN tuned, CUDA graphs recorded, the allocator warm
 TIMED_STEPS = {"cuda": 10, "cpu": 2}
 # a training step at batch 128 on the H200, at most: TransNeXt-T's eager step, 298 ms on 29 Nov 2026, the slowest of
-# the seven (docs/benchmarks.md)
+# the seven (benchmarks/results/gpu-h200-2026-11-29-check/call1/rows.jsonl)
 SLOWEST_STEP_S = 0.3
 # a job's time under the lock besides its steps, at most: eager its first step's cuDNN autotuning (TransNeXt-T's
 # three eager warm-up steps took 3.3 s on the H200 on 26 Nov 2026, docs/benchmarks.md) and its profiled step's trace
@@ -219,15 +219,37 @@ def error_line(e: Exception) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
+class _Arrival:
+    """The processes' barrier (``step_ms``'s ``ready``), remembering whether this process's job reached it."""
+
+    def __init__(self, barrier):
+        self.barrier, self.reached = barrier, False
+
+    def wait(self, timeout=None):
+        self.reached = True
+        return self.barrier.wait(timeout)
+
+
+def _arrive(barrier, deadline: float) -> None:
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=max(0.0, deadline - time.time()))
+
+
 def _timed(job: tuple) -> dict:
+    arrival = _Arrival(_ALL_READY) if _ALL_READY is not None else None
     try:
-        return step_ms(*job, lock=_TIMING_LOCK, ready=(_ALL_READY, _DEADLINE))
+        return step_ms(*job, lock=_TIMING_LOCK, ready=None if arrival is None else (arrival, _DEADLINE))
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
-        if _ALL_READY is not None:
-            _ALL_READY.abort()  # the others stop waiting for this one
         failed = {"error": error_line(e)}
     # past the except clause its traceback is gone, and with it the failed step's frames and what they held
-    release_device_memory()
+    try:
+        release_device_memory()
+    except Exception as e:  # a sticky CUDA error raises again here: the row keeps the job's own error
+        failed["release_error"] = error_line(e)
+    if arrival is not None and not arrival.reached:
+        # it counts as ready, from a thread while this process idles in the pool: breaking the barrier instead would
+        # let the others time their steps while the rest still compile
+        threading.Thread(target=_arrive, args=(arrival.barrier, _DEADLINE), daemon=True).start()
     return failed
 
 
@@ -237,6 +259,7 @@ def release_device_memory() -> None:
     gc.collect()  # the failed step's objects in reference cycles
     if torch.cuda.is_initialized():
         torch._dynamo.reset()
+        gc.collect()  # what the compiled graphs' caches alone still held
         torch.cuda.empty_cache()
 
 
@@ -254,11 +277,11 @@ def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = Non
 def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=(), timeout_s: float | None = None):
     """``(job, function(job))`` for each job as it finishes, each in a spawned process of its own (a fresh CUDA
     context), all at once, inductor's compile threads sharing out the cores (its graph lowering is single-threaded
-    Python; the GPU machine has 16 cores). A process that dies ends the pool at once, an ``error`` for each job left,
-    where ``multiprocessing.Pool`` would wait for its job until the test's time limit (or, for a process that fails
-    to start, start another for ever); leaving early (the time limit) stops the processes still running. After
-    ``timeout_s`` the jobs not finished are ``error`` results ("not finished"), so the caller can still write what
-    it has before the test's own limit."""
+    Python; the GPU machine has 16 cores). A job whose function raises is an ``error`` result, the others go on; a
+    process that dies ends the pool at once, an ``error`` for each job left, where ``multiprocessing.Pool`` would
+    wait for its job until the test's time limit (or, for a process that fails to start, start another for ever);
+    leaving early (the time limit) stops the processes still running. After ``timeout_s`` the jobs not finished are
+    ``error`` results ("not finished"), so the caller can still write what it has before the test's own limit."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -274,9 +297,12 @@ def spawned(function, jobs: list[tuple], context=None, initializer=None, initarg
             for future in as_completed(futures, timeout=timeout_s):
                 finished.add(future)
                 try:
-                    yield futures[future], future.result()
+                    result = future.result()
                 except BrokenProcessPool as e:
-                    yield futures[future], {"error": f"its process died: {e}"}
+                    result = {"error": f"its process died: {e}"}
+                except Exception as e:  # the function raised: one job's failure costs the others nothing
+                    result = {"error": error_line(e)}
+                yield futures[future], result
         except TimeoutError:
             for future in set(futures) - finished:
                 yield futures[future], {"error": f"not finished in {timeout_s:.0f} s"}
