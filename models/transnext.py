@@ -408,9 +408,9 @@ _CPU_KERNEL_FLAGS = {
 @lru_cache(maxsize=None)
 def cpu_window_kernels():
     """The window branch's CPU kernels (models/csrc/transnext_window.cpp), compiled on first use into torch's
-    extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine and
-    CPU capability), or None where they cannot be built -- no compiler, say: a warning says so once and the PyTorch
-    ops compute the branch, with the same results (tests/models/test_transnext.py)."""
+    extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine, CPU
+    capability, torch and checkout), or None where they cannot be built -- no compiler, say: a warning says so once
+    and the PyTorch ops compute the branch, with the same results (tests/models/test_transnext.py)."""
     # lazy: only TransNeXt on the CPU needs it. Its import logs "No CUDA runtime is found" on a CUDA build of torch
     # without a GPU: true, and irrelevant to a CPU-only extension
     cpp_logger = logging.getLogger("torch.utils.cpp_extension")
@@ -456,7 +456,7 @@ def _build_failure(error: Exception) -> str:
     """The line of a failed build's output that says why (a compiler's "error", a missing tool), else its last."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     said = [line for line in lines if re.search(r"error:|not found|no such file|permission denied", line, re.I)]
-    return (said or lines or [type(error).__name__])[-1 if not said else 0]
+    return said[0] if said else lines[-1] if lines else type(error).__name__
 
 
 def _cpu_kernel_applies(t: Tensor) -> bool:
