@@ -411,13 +411,16 @@ def cpu_window_kernels():
     extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine, CPU
     capability, torch and checkout), or None where they cannot be built -- no compiler, say: a warning says so once
     and the PyTorch ops compute the branch, with the same results (tests/models/test_transnext.py)."""
-    # lazy: only TransNeXt on the CPU needs it. Its import logs "No CUDA runtime is found" on a CUDA build of torch
-    # without a GPU: true, and irrelevant to a CPU-only extension
+    # its import logs "No CUDA runtime is found" on a CUDA build of torch without a GPU: true, and irrelevant to a
+    # CPU-only extension
     cpp_logger = logging.getLogger("torch.utils.cpp_extension")
     level = cpp_logger.level
     cpp_logger.setLevel(logging.ERROR)
     try:
-        from torch.utils import cpp_extension
+        from torch.utils import cpp_extension  # lazy: only TransNeXt on the CPU needs it, and it imports setuptools
+    except Exception as e:  # a machine without setuptools, e.g.: the PyTorch ops compute the branch
+        warnings.warn(f"TransNeXt: the CPU window kernel cannot be built here ({e}); the PyTorch ops run instead")
+        return None
     finally:
         cpp_logger.setLevel(level)
 

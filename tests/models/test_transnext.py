@@ -281,26 +281,35 @@ def test_the_cpu_kernels_run_on_several_threads_under_inference_mode_and_refuse_
         kernels.window_values(attn, torch.empty(0), maps[2], -h, -w, 3)
 
 
-def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch_ops(monkeypatch):
+@pytest.mark.parametrize(
+    "missing, said",
+    [
+        ("compiler", r"did not build \(Error building extension .*g\+\+: not found\)"),
+        ("setuptools", r"cannot be built here \(.*cpp_extension"),  # the GPU node's torch imports it from setuptools
+    ],
+)
+def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch_ops(monkeypatch, missing, said):
     from torch.utils import cpp_extension
 
     def no_compiler(*args, **kwargs):
         raise RuntimeError("Error building extension 'depthbench_transnext_window': g++: not found\nmore detail")
 
-    monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    if missing == "compiler":
+        monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    else:
+        monkeypatch.setitem(sys.modules, "torch.utils.cpp_extension", None)  # its import raises ImportError
+        monkeypatch.delattr(torch.utils, "cpp_extension")
     taken = []
     for name in ("_WindowAttention", "_WindowAttentionCPU"):
         function = getattr(transnext, name)
         monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
     transnext.cpu_window_kernels.cache_clear()
     try:
-        with pytest.warns(
-            UserWarning, match=r"did not build \(Error building extension .*g\+\+: not found\)"
-        ) as caught:
+        with pytest.warns(UserWarning, match=said) as caught:
             assert transnext.cpu_window_kernels() is None
             model = small_model().train()
             model(torch.randn(1, 3, 64, 48)).sum().backward()
-        assert len([w for w in caught if "did not build" in str(w.message)]) == 1  # cached: one warning, not per block
+        assert len([w for w in caught if "CPU window kernel" in str(w.message)]) == 1  # cached: once, not per block
         assert taken and set(taken) == {"_WindowAttention"}
     finally:
         transnext.cpu_window_kernels.cache_clear()  # the next caller builds (loads) the real kernels again

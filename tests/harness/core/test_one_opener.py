@@ -30,6 +30,10 @@ ALLOWED = {
         "user names, parsed with ast, never executed)",
     ),
     ("results/compare.py", ".read_text()"): (1, "a config file (code the user names), parsed for its fields"),
+    ("models/transnext.py", ".read_bytes()"): (
+        1,
+        "the CPU kernel's C++ source, of this repository: hashed for its build's name",
+    ),
     ("harness/engine/launch.py", "open()"): (1, "/proc/self/maps: the kernel's"),
     ("harness/measure/bench.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
     ("harness/measure/preflight/environment.py", "open()"): (1, "/proc/cpuinfo: the kernel's"),
