@@ -77,6 +77,22 @@ inline void in_tile(const Run& run, int64_t tile0, int64_t tile1, F&& f) {
   if (lo < hi) f(lo, hi);
 }
 
+// v[t, n] = 0 at every run's gaps (v offset-major, k^2 rows of N)
+template <typename T>
+inline void zero_all_gaps(const Geometry& g, const std::vector<Run>& runs, T* v) {
+  for (int64_t t = 0; t < g.taps(); ++t) zero_gaps(g, runs[t], v + t * g.tokens());
+}
+
+// out[t, n] = the window weights of one group, offset-major: attn's window part (a: its (N, row) rows) plus pos[t, n]
+// where given (the positional attention, added after the softmax), 0 at the gaps as window_sum needs
+template <typename T>
+void window_weights(const Geometry& g, const std::vector<Run>& runs, const T* a, int64_t row, const T* pos, T* out) {
+  const int64_t n_all = g.tokens();
+  for (int64_t t = 0; t < g.taps(); ++t)
+    for (int64_t n = 0; n < n_all; ++n) out[t * n_all + n] = a[n * row + t] + (pos ? pos[t * n_all + n] : T(0));
+  zero_all_gaps(g, runs, out);
+}
+
 // out[t, n] = sum_c a[c, n] * b[c, key of (n, t)]; 0 where the key is absent
 template <typename T>
 void window_dot(const Geometry& g, const std::vector<Run>& runs, const T* a, const T* b, int64_t channels, T* out) {
@@ -97,7 +113,7 @@ void window_dot(const Geometry& g, const std::vector<Run>& runs, const T* a, con
       }
     }
   }
-  for (int64_t t = 0; t < g.taps(); ++t) zero_gaps(g, runs[t], out + t * n_all);
+  zero_all_gaps(g, runs, out);
 }
 
 // out[c, n] = sum_t w[t, n] * b[c, key of (n, t)] (gather), or, adjoint, out[c, key of (n, t)] += w[t, n] * b[c, n];
@@ -220,11 +236,7 @@ torch::Tensor window_values(torch::Tensor attn, torch::Tensor pos, torch::Tensor
     at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> weights(taps * n_all);
       for (int64_t grp = begin; grp < end; ++grp) {
-        const scalar_t* a = ap + grp * n_all * row;
-        for (int64_t t = 0; t < taps; ++t)
-          for (int64_t n = 0; n < n_all; ++n)
-            weights[t * n_all + n] = a[n * row + t] + (pp ? pp[(grp * taps + t) * n_all + n] : scalar_t(0));
-        for (int64_t t = 0; t < taps; ++t) zero_gaps(g, runs[t], weights.data() + t * n_all);
+        window_weights(g, runs, ap + grp * n_all * row, row, pp ? pp + grp * taps * n_all : nullptr, weights.data());
         window_sum<scalar_t, false>(g, runs, weights.data(), vp + grp * channels * n_all, channels,
                                     op + grp * channels * n_all);
       }
@@ -280,11 +292,10 @@ std::vector<torch::Tensor> window_backward(torch::Tensor grad, torch::Tensor gra
           for (int64_t t = 0; t < taps; ++t) {
             gn[t] = an[t] * (local[t * n_all + n] - dot);
             local[t * n_all + n] = gn[t];
-            weights[t * n_all + n] = an[t] + (pp ? pp[(grp * taps + t) * n_all + n] : scalar_t(0));
           }
           for (int64_t p = 0; p < pool; ++p) gn[taps + p] = an[taps + p] * (gpl[n * pool + p] - dot);
         }
-        for (int64_t t = 0; t < taps; ++t) zero_gaps(g, runs[t], weights.data() + t * n_all);
+        window_weights(g, runs, a, row, pp ? pp + grp * taps * n_all : nullptr, weights.data());
         window_sum<scalar_t, false>(g, runs, local.data(), kp + map, channels, gqp + map);  // dq = sum dlogits * k[key]
         window_sum<scalar_t, true>(g, runs, local.data(), qp + map, channels, gkp + map);   // dk[key] += dlogits * q
         window_sum<scalar_t, true>(g, runs, weights.data(), gp + map, channels, gvp + map);  // dv[key] += weights * grad

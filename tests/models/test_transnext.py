@@ -205,10 +205,7 @@ def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch
     (AggregatedAttention.fused_window = False): equal in float64; and FLOP counting (a dispatch mode) and the meta
     device take the reference path, so the window products stay counted."""
     monkeypatch.setattr(transnext, "CPU_WINDOW_KERNEL", cpu_kernel)
-    taken = []
-    for name in ("_WindowAttention", "_WindowAttentionCPU"):
-        function = getattr(transnext, name)
-        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
+    taken = fused_branches_taken(monkeypatch)
     torch.manual_seed(0)
     model = small_model().double().train()
     randomize_special_parameters(model)
@@ -232,6 +229,15 @@ def test_model_with_fused_window_attention_equals_the_reference_path(monkeypatch
         by_op = count_flops(counted, (64, 48)).by_op
         assert by_op.get("transnext.window_qk", 0) > 0 and by_op.get("transnext.window_av", 0) > 0
     assert not taken
+
+
+def fused_branches_taken(monkeypatch) -> list:
+    """The names of the fused window branches (the PyTorch ops' or the CPU kernels') as each forward takes one."""
+    taken = []
+    for name in ("_WindowAttention", "_WindowAttentionCPU"):
+        function = getattr(transnext, name)
+        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
+    return taken
 
 
 def _recorded(apply, taken: list, name: str, *args):
@@ -299,10 +305,7 @@ def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch
     else:
         monkeypatch.setitem(sys.modules, "torch.utils.cpp_extension", None)  # its import raises ImportError
         monkeypatch.delattr(torch.utils, "cpp_extension")
-    taken = []
-    for name in ("_WindowAttention", "_WindowAttentionCPU"):
-        function = getattr(transnext, name)
-        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, taken, name))
+    taken = fused_branches_taken(monkeypatch)
     transnext.cpu_window_kernels.cache_clear()
     try:
         with pytest.warns(UserWarning, match=said) as caught:
@@ -318,10 +321,7 @@ def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch
 def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
     """Under autocast the fused window function would meet a float32 softmax and a bf16 gradient in its backward:
     the reference path runs instead (fp32 weights, bf16 autocast on CPU), and the training step goes through."""
-    called = []
-    for name in ("_WindowAttention", "_WindowAttentionCPU"):
-        function = getattr(transnext, name)
-        monkeypatch.setattr(function, "apply", partial(_recorded, function.apply, called, name))
+    called = fused_branches_taken(monkeypatch)
     monkeypatch.setattr(transnext.AggregatedAttention, "fused_window", True)
     torch.manual_seed(0)
     model = small_model().train()
