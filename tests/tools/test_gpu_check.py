@@ -129,6 +129,10 @@ STEP_PAIRS = {
     ],
     "cpu": [("horesnet10_euler", "horesnet10_rk4")],
 }
+# each model of the pairs once, in the pairs' order
+STEP_MODELS = {
+    device: list(dict.fromkeys(name for pair in pairs for name in pair)) for device, pairs in STEP_PAIRS.items()
+}
 STEP_BATCHES = {"cuda": (128,), "cpu": (2, 4)}
 # eager, and compiled with CUDA graphs (what a compiled step at these sizes runs as; on the CPU, which has no CUDA
 # graphs, the default mode). The default mode on CUDA was left out after the first GPU session: its seven graphs and
@@ -835,7 +839,7 @@ def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
         asked[jobs[0][5]] = wait_s, timeout_s
         yield from ()
 
-    names = list(dict.fromkeys(name for pair in STEP_PAIRS["cuda"] for name in pair))
+    names = STEP_MODELS["cuda"]
     with mock.patch(f"{__name__}.in_processes", processes):
         for mode, part in (("eager", "step"), ("reduce-overhead", "compile")):
             list(timed_jobs([("cuda", name, {}, 128, None, mode) for name in names], "cuda", LIMITS_S[part]))
@@ -863,7 +867,7 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
         torch.cuda.empty_cache()
     plain_fp32(device)
     kwargs, side = ({}, None) if device == "cuda" else ({"width": 8, "num_classes": 10}, 16)
-    names = list(dict.fromkeys(name for pair in STEP_PAIRS[device] for name in pair))
+    names = STEP_MODELS[device]
     jobs = [(device, name, kwargs, batch, side, mode) for batch in STEP_BATCHES[device] for name in names]
     measured, failed = {}, {}
     limit = request.node.get_closest_marker("timeout")  # the part's, cut to the call's budget (tests/devices.py)
@@ -1201,7 +1205,7 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
     left_for_the_pairs = budgets["1"] - started_at_worst
     assert left_for_the_pairs >= RESERVED_S["compile"], (left_for_the_pairs, limits_1)
     waits = []
-    names = list(dict.fromkeys(name for pair in STEP_PAIRS["cuda"] for name in pair))
+    names = STEP_MODELS["cuda"]
     with mock.patch(f"{__name__}.in_processes", lambda jobs, wait_s, timeout_s: waits.append(wait_s) or iter(())):
         jobs = [("cuda", name, {}, 128, None, "reduce-overhead") for name in names]
         list(timed_jobs(jobs, "cuda", start_limit(limits_1[first[-1]][0], left_for_the_pairs)))
