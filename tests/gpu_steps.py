@@ -13,8 +13,10 @@ import contextlib
 import gc
 import os
 import statistics
+import sys
 import threading
 import time
+import traceback
 from unittest import mock
 
 import torch
@@ -240,6 +242,7 @@ def _timed(job: tuple) -> dict:
     try:
         return step_ms(*job, lock=_TIMING_LOCK, ready=None if arrival is None else (arrival, _DEADLINE))
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
+        traceback.print_exc()  # the whole story, into the call's log (pytest's captured stderr); the row keeps a line
         failed = {"error": error_line(e)}
     # past the except clause its traceback is gone, and with it the failed step's frames and what they held
     try:
@@ -254,12 +257,14 @@ def _timed(job: tuple) -> dict:
 
 
 def release_device_memory() -> None:
-    """What this process's failed job held on the GPU back to the processes still running (this one idles in the
-    pool until the pool shuts down): its cached blocks, and the compiled graphs' CUDA graph pools."""
-    gc.collect()  # the failed step's objects in reference cycles
+    """What this process no longer needs on the GPU back to other processes (a failed job's, whose process idles in
+    the pool until the pool shuts down; the pytest process's, before the pairs' processes start): its cached blocks,
+    and compiled graphs' CUDA graph pools."""
+    gc.collect()  # objects in reference cycles (a failed step's)
     if torch.cuda.is_initialized():
-        torch._dynamo.reset()
-        gc.collect()  # what the compiled graphs' caches alone still held
+        if "torch._dynamo" in sys.modules:  # nothing compiled otherwise: no import of dynamo (seconds) to reset it
+            torch._dynamo.reset()
+            gc.collect()  # what the compiled graphs' caches alone still held
         torch.cuda.empty_cache()
 
 
