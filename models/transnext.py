@@ -396,8 +396,9 @@ class _WindowAttention(torch.autograd.Function):
 
 
 CPU_WINDOW_KERNEL = True  # False: the CPU runs the PyTorch ops above instead (e.g. to compare the two)
-_CPU_KERNEL_SOURCE = Path(__file__).with_name("csrc") / "transnext_window.cpp"
-# the kernel's compile flags per CPU capability (torch's own dispatch level): one build per capability, so a home
+CPU_CONVGLU_KERNEL = True  # the same for ConvGLU's tail (_GatedConvFC, ConvolutionalGLU's inference)
+_CPU_KERNEL_SOURCES = Path(__file__).with_name("csrc")
+# the kernels' compile flags per CPU capability (torch's own dispatch level): one build per capability, so a home
 # directory shared by cluster nodes of different CPUs never hands a node instructions it lacks
 _CPU_KERNEL_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq", "-mavx2", "-mfma"],
@@ -411,6 +412,24 @@ def cpu_window_kernels():
     extension cache (``TORCH_EXTENSIONS_DIR``, by default ~/.cache/torch_extensions; ~30 s once per machine, CPU
     capability, torch and checkout), or None where they cannot be built -- no compiler, say: a warning says so once
     and the PyTorch ops compute the branch, with the same results (tests/models/test_transnext.py)."""
+    return _cpu_extension("transnext_window", "window kernel")
+
+
+@lru_cache(maxsize=None)
+def cpu_convglu_kernels():
+    """ConvGLU's CPU kernels (models/csrc/transnext_convglu.cpp), built and falling back as
+    :func:`cpu_window_kernels`. They are written with ATen's vector types (``at::vec::Vectorized``), so they are
+    compiled at torch's own capability level (``CPU_CAPABILITY``): AVX512 or AVX2 vectors, not the scalar loops of
+    the generic fallback."""
+    capability = re.sub(r"[^0-9A-Z]+", "", torch.backends.cpu.get_cpu_capability().upper())
+    level = (
+        [f"-DCPU_CAPABILITY={capability}", f"-DCPU_CAPABILITY_{capability}"] if capability in _CPU_KERNEL_FLAGS else []
+    )
+    return _cpu_extension("transnext_convglu", "ConvGLU kernel", level)
+
+
+def _cpu_extension(stem: str, what: str, defines: Sequence[str] = ()):
+    """models/csrc/``stem``.cpp compiled and loaded (torch.utils.cpp_extension), or None with one warning."""
     # its import logs "No CUDA runtime is found" on a CUDA build of torch without a GPU: true, and irrelevant to a
     # CPU-only extension
     cpp_logger = logging.getLogger("torch.utils.cpp_extension")
@@ -419,7 +438,7 @@ def cpu_window_kernels():
     try:
         from torch.utils import cpp_extension  # lazy: only TransNeXt on the CPU needs it, and it imports setuptools
     except Exception as e:  # a machine without setuptools, e.g.: the PyTorch ops compute the branch
-        warnings.warn(f"TransNeXt: the CPU window kernel cannot be built here ({e}); the PyTorch ops run instead")
+        warnings.warn(f"TransNeXt: the CPU {what} cannot be built here ({e}); the PyTorch ops run instead")
         return None
     finally:
         cpp_logger.setLevel(level)
@@ -427,29 +446,27 @@ def cpu_window_kernels():
     capability = torch.backends.cpu.get_cpu_capability()
     # one build per source, torch and checkout (clones sharing a home directory do not rebuild over each other's),
     # and per CPU capability
-    source = _CPU_KERNEL_SOURCE.resolve()
+    source = (_CPU_KERNEL_SOURCES / f"{stem}.cpp").resolve()
     digest = hashlib.sha1(source.read_bytes() + f"{torch.__version__} {source}".encode()).hexdigest()[:10]
-    name = f"depthbench_transnext_window_{re.sub(r'[^0-9a-z]+', '_', capability.lower())}_{digest}"
+    name = f"depthbench_{stem}_{re.sub(r'[^0-9a-z]+', '_', capability.lower())}_{digest}"
     try:  # torch's cache layout (<root>/py311_cu130/<name>, or $TORCH_EXTENSIONS_DIR/<name>); private, hence guarded
         build_dir = Path(cpp_extension._get_build_directory(name, False))
     except Exception:
         build_dir = None
     if build_dir is not None and not any(build_dir.glob(f"{name}*.so")):
-        print(
-            f"TransNeXt: compiling the CPU window kernel for {capability} (once, ~30 s) in {build_dir}", file=sys.stderr
-        )
+        print(f"TransNeXt: compiling the CPU {what} for {capability} (once, ~30 s) in {build_dir}", file=sys.stderr)
     try:
         return cpp_extension.load(
             name=name,
             sources=[str(source)],
             # -fopenmp: at::parallel_for is inline (ATen/ParallelOpenMP.h) and runs on one thread without it
-            extra_cflags=["-O3", "-fopenmp", *_CPU_KERNEL_FLAGS.get(capability, [])],
+            extra_cflags=["-O3", "-fopenmp", *_CPU_KERNEL_FLAGS.get(capability, []), *defines],
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
     except Exception as e:  # any failure to build or load: the kernel is an acceleration, the ops remain
         warnings.warn(
-            f"TransNeXt: the CPU window kernel did not build ({_build_failure(e)}); the PyTorch ops run instead "
+            f"TransNeXt: the CPU {what} did not build ({_build_failure(e)}); the PyTorch ops run instead "
             f"(the build's files: {build_dir})"
         )
         return None
@@ -765,10 +782,18 @@ class _GatedConvFC(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, gate, value, conv_weight, conv_bias, fc_weight, fc_bias, height, width, approximate, step):
-        out = []
+        kernels = _convglu_kernels(gate, value, conv_weight, conv_bias, approximate)
+        out, buffer = [], None
         for g, v in zip(_chunks(gate, step), _chunks(value, step)):
-            hidden = F.gelu(_dwconv_tokens(g, conv_weight, conv_bias, height, width), approximate=approximate)
-            out.append(F.linear(hidden.mul_(v), fc_weight, fc_bias))
+            if kernels is not None:  # every chunk's hidden map in one buffer: written once, paged in once
+                buffer = torch.empty_like(g) if buffer is None else buffer
+                hidden = kernels.convglu_forward(
+                    g, v, conv_weight, _or_empty(conv_bias, g), height, width, buffer[: len(g)]
+                )
+            else:
+                hidden = F.gelu(_dwconv_tokens(g, conv_weight, conv_bias, height, width), approximate=approximate)
+                hidden = hidden.mul_(v)
+            out.append(F.linear(hidden, fc_weight, fc_bias))
         ctx.save_for_backward(gate, value, conv_weight, conv_bias, fc_weight)
         ctx.geometry = (height, width, approximate, step)
         return _joined(out)
@@ -783,6 +808,10 @@ class _GatedConvFC(torch.autograd.Function):
         weights = (conv_weight.to(gate.dtype), conv_bias.to(gate.dtype) if conv_bias is not None else None)
         weights += (fc_weight.to(gate.dtype), height, width, approximate, need)
         grad_fc_bias = grad.flatten(0, -2).sum(0) if need[5] else None
+        kernels = _convglu_kernels(gate, value, conv_weight, conv_bias, approximate)
+        if kernels is not None:
+            grads = _gated_conv_fc_backward_kernels(kernels, gate, value, grad, conv_weight, conv_bias, fc_weight, ctx)
+            return (*grads, grad_fc_bias, None, None, None, None)
         if not step:
             return (*_gated_conv_fc_backward(gate, value, grad, *weights), grad_fc_bias, None, None, None, None)
         # the full input gradients, written a chunk at a time; the parameters' summed over the chunks
@@ -812,6 +841,59 @@ class _GatedConvFC(torch.autograd.Function):
             None,
             None,
         )
+
+
+def _convglu_kernels(gate: Tensor, value: Tensor, conv_weight: Tensor, conv_bias: Optional[Tensor], approximate: str):
+    """The ConvGLU CPU kernels where they compute this call (exact GELU, fp32/fp64 on the CPU, one dtype, eager),
+    else None: the PyTorch ops."""
+    if not CPU_CONVGLU_KERNEL or approximate != "none" or torch.compiler.is_compiling():
+        return None
+    tensors = (gate, value, conv_weight) + ((conv_bias,) if conv_bias is not None else ())
+    if gate.dtype not in (torch.float32, torch.float64) or not (gate.is_contiguous() and value.is_contiguous()):
+        return None
+    if any(t.device.type != "cpu" or t.dtype != gate.dtype for t in tensors):
+        return None
+    return cpu_convglu_kernels()
+
+
+def _or_empty(t: Optional[Tensor], like: Tensor) -> Tensor:
+    """``t``, or an empty tensor where the kernels take "none" (no bias, an output not wanted)."""
+    return t if t is not None else like.new_empty(0)
+
+
+def _gated_conv_fc_backward_kernels(kernels, gate, value, grad, conv_weight, conv_bias, fc_weight, ctx):
+    """:class:`_GatedConvFC`'s backward by the CPU kernels, a chunk of images at a time: dL/dgate and dL/dvalue
+    written straight into the full maps, the recomputed hidden map into one buffer for fc2's weight gradient."""
+    height, width, _, step = ctx.geometry
+    need = ctx.needs_input_grad
+    grad_gate = torch.empty_like(gate) if need[0] else None
+    grad_value = torch.empty_like(value) if need[1] else None
+    hidden = None
+    grad_conv_weight = grad_conv_bias = grad_fc_weight = None
+    images = step or max(1, gate.shape[0])
+    for start in range(0, max(1, gate.shape[0]), images):  # once for an empty batch: zero parameter gradients
+        part = slice(start, start + images)
+        g, g_out = gate[part], grad[part]
+        if need[4]:
+            hidden = torch.empty_like(g) if hidden is None else hidden
+        chunk_hidden = hidden[: len(g)] if need[4] else g.new_empty(0)
+        g_conv_w, g_conv_b = kernels.convglu_backward(
+            g,
+            value[part],
+            g_out.matmul(fc_weight).contiguous(),
+            conv_weight,
+            _or_empty(conv_bias, g),
+            height,
+            width,
+            chunk_hidden,
+            grad_gate[part] if need[0] else g.new_empty(0),
+            grad_value[part] if need[1] else g.new_empty(0),
+        )
+        if need[4]:
+            grad_fc_weight = _accumulated(grad_fc_weight, g_out.flatten(0, -2).t().mm(chunk_hidden.flatten(0, -2)))
+        grad_conv_weight = _accumulated(grad_conv_weight, g_conv_w if need[2] else None)
+        grad_conv_bias = _accumulated(grad_conv_bias, g_conv_b if need[3] and conv_bias is not None else None)
+    return grad_gate, grad_value, grad_conv_weight, grad_conv_bias, grad_fc_weight
 
 
 def _gated_conv_fc_backward(gate, value, grad, conv_weight, conv_bias, fc_weight, height, width, approximate, need):
@@ -969,10 +1051,19 @@ class ConvolutionalGLU(nn.Module):
         hidden = self.fc2.in_features
         w, b = self.fc1.weight, self.fc1.bias
         if not torch.is_grad_enabled() and isinstance(x, Tensor):
-            # inference: the gate's half first, each map freed as soon as the next exists, and the product in
-            # place, so that at most two hidden-width maps are alive at once (gate and value and the conv and
-            # GELU outputs were four: the model's inference peak, in stage 1's ConvGLU)
-            gated = self.act(self.dwconv(F.linear(x, w[:hidden], b[:hidden]), height, width))
+            # inference: at most two hidden-width maps alive at once (gate and value and the conv and GELU outputs
+            # were four: the model's inference peak, in stage 1's ConvGLU). The CPU kernel writes the product into
+            # value; the ops compute the gate's half first, each map freed as soon as the next exists.
+            gate, conv = F.linear(x, w[:hidden], b[:hidden]), self.dwconv.dwconv
+            exact = type(self.act) is nn.GELU and (not self.training or self.drop.p == 0)
+            # (value comes from the same linear as gate: gate stands for it in the check)
+            kernels = _convglu_kernels(gate, gate, conv.weight, conv.bias, self.act.approximate) if exact else None
+            if kernels is not None:
+                value = F.linear(x, w[hidden:], b[hidden:])
+                bias = _or_empty(conv.bias, gate)
+                return self.fc2(kernels.convglu_forward(gate, value, conv.weight, bias, height, width, value))
+            gated = self.act(self.dwconv(gate, height, width))
+            del gate
             gated = gated.mul_(F.linear(x, w[hidden:], b[hidden:]))
             return self.drop(self.fc2(self.drop(gated)))
         gate = F.linear(x, w[:hidden], b[:hidden])

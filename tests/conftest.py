@@ -58,11 +58,12 @@ def pytest_configure(config):
         report = devices.Report(config.getoption("gpu_check_out"), config.getoption("gpu_check_budget"))
         config.pluginmanager.register(report, "gpu-check-report")
     elif not hasattr(config, "workerinput") and not config.option.collectonly:
-        # TransNeXt's CPU kernels are compiled on first use (~30 s once per machine): here, before the workers start,
+        # TransNeXt's CPU kernels are compiled on first use (~30 s each, once per machine): here, before the workers start,
         # not inside whichever test first runs TransNeXt under its time limit; the workers load the cached build
-        from models.transnext import cpu_window_kernels
+        from models.transnext import cpu_convglu_kernels, cpu_window_kernels
 
         cpu_window_kernels()
+        cpu_convglu_kernels()
 
 
 def pytest_collection_modifyitems(config, items):

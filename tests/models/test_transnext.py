@@ -246,12 +246,88 @@ def _recorded(apply, taken: list, name: str, *args):
 
 
 def test_the_cpu_kernels_build_and_run_by_default_on_the_cpu():
-    """The compiled window kernels are the CPU's path for fp32 and fp64 (a machine that cannot build them falls
-    back, with a warning: the next test); bf16 tensors and other devices keep the PyTorch ops."""
+    """The compiled window and ConvGLU kernels are the CPU's path for fp32 and fp64 (a machine that cannot build
+    them falls back, with a warning: the next test); bf16 tensors, other devices, mixed dtypes, strided maps and
+    the tanh GELU keep the PyTorch ops."""
     assert transnext.cpu_window_kernels() is not None, "models/csrc/transnext_window.cpp did not build here"
     assert transnext._cpu_kernel_applies(torch.zeros(1)) and transnext._cpu_kernel_applies(torch.zeros(1).double())
     assert not transnext._cpu_kernel_applies(torch.zeros(1, dtype=torch.bfloat16))
     assert not transnext._cpu_kernel_applies(torch.zeros(1, device="meta"))
+    maps, weight, bias = torch.zeros(2, 6, 4), torch.zeros(4, 1, 3, 3), torch.zeros(4)
+
+    def kernels_for(gate=maps, value=maps, weight=weight, bias=bias, approximate="none"):
+        return transnext._convglu_kernels(gate, value, weight, bias, approximate)
+
+    assert transnext.cpu_convglu_kernels() is not None, "models/csrc/transnext_convglu.cpp did not build here"
+    assert kernels_for() is not None and kernels_for(bias=None) is not None
+    assert kernels_for(*(t.double() for t in (maps, maps, weight, bias))) is not None
+    assert kernels_for(approximate="tanh") is None
+    assert kernels_for(gate=maps.bfloat16(), value=maps.bfloat16()) is None
+    assert kernels_for(weight=weight.bfloat16()) is None  # autocast: bf16 maps, fp32 weights (or the reverse)
+    assert kernels_for(value=maps.transpose(0, 1)) is None
+    assert kernels_for(gate=maps.to("meta"), value=maps.to("meta")) is None
+
+
+def test_convglu_cpu_kernels_equal_the_pytorch_ops_at_any_shape_and_thread_count():
+    """The kernels' forward and backward against the PyTorch ops (conv, GELU, products, conv backward) in float64,
+    at channel counts that are not a multiple of the vector width, maps of one row or column or pixel, bands of
+    rows (a map taller than one task's band), without a bias, and an empty batch; 1 and 2 threads give bitwise
+    equal results; a tensor of the wrong shape is an error, never a read or write outside it."""
+    kernels = transnext.cpu_convglu_kernels()
+    torch.manual_seed(0)
+    for b, h, w, c, with_bias in [
+        (2, 5, 7, 19, True),
+        (1, 1, 1, 3, True),
+        (3, 1, 6, 16, False),
+        (2, 6, 1, 33, True),
+        (1, 300, 3, 300, True),
+        (0, 4, 4, 8, True),
+    ]:
+        gate, value = (torch.randn(b, h * w, c, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        weight = torch.randn(c, 1, 3, 3, dtype=torch.float64, requires_grad=True)
+        bias = torch.randn(c, dtype=torch.float64, requires_grad=True) if with_bias else None
+        conv = transnext._dwconv_tokens(gate, weight, bias, h, w)
+        hidden = F.gelu(conv) * value
+        grad = torch.randn_like(hidden)
+        wanted = [gate, value, weight] + ([bias] if with_bias else [])
+        expected = torch.autograd.grad(hidden, wanted, grad)
+        bias_or_empty = bias.detach() if with_bias else torch.empty(0, dtype=torch.float64)
+        inputs = [t.detach() for t in (gate, value)]
+        results = []
+        threads = torch.get_num_threads()
+        try:
+            for count in (1, 2):
+                torch.set_num_threads(count)
+                forward = kernels.convglu_forward(*inputs, weight.detach(), bias_or_empty, h, w, torch.empty_like(gate))
+                outputs = [torch.empty_like(gate) for _ in range(3)]  # hidden, dL/dgate, dL/dvalue
+                params = kernels.convglu_backward(*inputs, grad, weight.detach(), bias_or_empty, h, w, *outputs)
+                results.append([forward, *outputs, *params])
+        finally:
+            torch.set_num_threads(threads)
+        assert all(torch.equal(one, two) for one, two in zip(*results)), (b, h, w, c)
+        forward, hidden_again, grad_gate, grad_value, grad_weight, grad_bias = results[0]
+        for ours, theirs in [
+            (forward, hidden),
+            (hidden_again, hidden),
+            (grad_gate, expected[0]),
+            (grad_value, expected[1]),
+            (grad_weight, expected[2]),
+        ] + ([(grad_bias, expected[3])] if with_bias else []):
+            assert torch.allclose(ours, theirs, rtol=1e-12, atol=1e-12), (b, h, w, c)
+    maps = torch.randn(2, 12, 5, dtype=torch.float64)
+    weight, bias = torch.randn(5, 1, 3, 3, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="gate must be"):
+        kernels.convglu_forward(maps, maps, weight, bias, 3, 5, torch.empty_like(maps))  # 3 x 5 is not 12 tokens
+    with pytest.raises(RuntimeError, match="out must have gate's shape"):
+        kernels.convglu_forward(maps, maps, weight, bias, 3, 4, maps[:1])
+    with pytest.raises(RuntimeError, match="weight must be"):
+        kernels.convglu_forward(maps, maps, weight[:4], bias, 3, 4, torch.empty_like(maps))
+    with pytest.raises(RuntimeError, match="bias must be"):
+        kernels.convglu_forward(maps, maps, weight, bias[:4], 3, 4, torch.empty_like(maps))
+    with pytest.raises(RuntimeError, match="an output must have"):
+        kernels.convglu_backward(maps, maps, maps, weight, bias, 3, 4, maps[:1], torch.empty(0), torch.empty(0))
+    with pytest.raises(RuntimeError, match="contiguous CPU tensor"):
+        kernels.convglu_forward(maps, maps.float(), weight, bias, 3, 4, torch.empty_like(maps))
 
 
 def test_the_cpu_kernels_run_on_several_threads_under_inference_mode_and_refuse_wrong_shapes():
@@ -306,16 +382,23 @@ def test_a_machine_that_cannot_build_the_kernels_warns_once_and_runs_the_pytorch
         monkeypatch.setitem(sys.modules, "torch.utils.cpp_extension", None)  # its import raises ImportError
         monkeypatch.delattr(torch.utils, "cpp_extension")
     taken = fused_branches_taken(monkeypatch)
-    transnext.cpu_window_kernels.cache_clear()
+    builds = (transnext.cpu_window_kernels, transnext.cpu_convglu_kernels)
+    for build in builds:
+        build.cache_clear()
     try:
         with pytest.warns(UserWarning, match=said) as caught:
             assert transnext.cpu_window_kernels() is None
             model = small_model().train()
             model(torch.randn(1, 3, 64, 48)).sum().backward()
-        assert len([w for w in caught if "CPU window kernel" in str(w.message)]) == 1  # cached: once, not per block
+            with torch.no_grad():
+                model.eval()(torch.randn(1, 3, 64, 48))
+        for what in ("CPU window kernel", "CPU ConvGLU kernel"):  # cached: once each, not per block
+            assert len([w for w in caught if what in str(w.message)]) == 1, what
         assert taken and set(taken) == {"_WindowAttention"}
+        assert transnext.cpu_convglu_kernels() is None
     finally:
-        transnext.cpu_window_kernels.cache_clear()  # the next caller builds (loads) the real kernels again
+        for build in builds:
+            build.cache_clear()  # the next caller builds (loads) the real kernels again
 
 
 def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
@@ -335,9 +418,12 @@ def test_autocast_takes_the_reference_path_and_trains(monkeypatch):
     assert called
 
 
-def test_memory_saving_functions_match_autograd():
-    """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward) give F.normalize's and the plain
-    ConvGLU's values and gradients."""
+@pytest.mark.parametrize("cpu_kernel", [True, False])
+def test_memory_saving_functions_match_autograd(monkeypatch, cpu_kernel):
+    """_L2Normalize and _GatedConvFC (ConvGLU's tail, recomputed in backward; by the CPU kernels, or the PyTorch ops
+    with transnext.CPU_CONVGLU_KERNEL = False) give F.normalize's and the plain ConvGLU's values and gradients."""
+    monkeypatch.setattr(transnext, "CPU_CONVGLU_KERNEL", cpu_kernel)
+    kernel_calls = convglu_kernel_calls(monkeypatch)
     torch.manual_seed(0)
     x = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
     small = torch.full((1, 4), 0.1, dtype=torch.float64, requires_grad=True)  # norm below eps: the clamped branch
@@ -366,11 +452,32 @@ def test_memory_saving_functions_match_autograd():
             ),
             (gate, value),
         )
+    if cpu_kernel:  # training's forward and backward, and inference's forward (in place)
+        assert kernel_calls.count("convglu_forward") >= 2 and "convglu_backward" in kernel_calls
+    else:
+        assert not kernel_calls
 
 
-def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypatch):
+def convglu_kernel_calls(monkeypatch) -> list:
+    """The names of the ConvGLU CPU kernels as each is called (the kernels' module wrapped, not rebuilt)."""
+    calls, kernels = [], transnext.cpu_convglu_kernels()
+    assert kernels is not None, "models/csrc/transnext_convglu.cpp did not build here"
+
+    class Recorded:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(kernels, name)
+
+    monkeypatch.setattr(transnext, "cpu_convglu_kernels", lambda: Recorded())
+    return calls
+
+
+@pytest.mark.parametrize("cpu_kernel", [True, False])
+def test_convglu_training_a_few_images_at_a_time_equals_the_whole_batch(monkeypatch, cpu_kernel):
     """In training on the CPU, ConvGLU's tail (_GatedConvFC) runs ``images_per_chunk`` images at a time in both
-    passes (CPU_CHUNK_BYTES); the output and every gradient equal the whole-batch computation's."""
+    passes (CPU_CHUNK_BYTES), by the CPU kernels or the PyTorch ops; the output and every gradient equal the
+    whole-batch computation's."""
+    monkeypatch.setattr(transnext, "CPU_CONVGLU_KERNEL", cpu_kernel)
     torch.manual_seed(0)
     glu = transnext.ConvolutionalGLU(6, 12).double()
     x = torch.randn(5, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
