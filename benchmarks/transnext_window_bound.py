@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/transnext_window_bound.py [--batch-size 8] [--rounds 5] [--threads 2]
 
-Four training steps in interleaved rounds (``harness.measure.bench``'s ``ModelStep`` and ``run_interleaved``):
-Swin-T; TransNeXt-Tiny as it runs on the CPU (its window branch in the compiled kernels,
-models/csrc/transnext_window.cpp); the same with the branch in PyTorch ops (``transnext.CPU_WINDOW_KERNEL = False``);
-and TransNeXt-Tiny with the branch (the window logits, the softmax over window and pooled logits, both weighted
+Five training steps in interleaved rounds (``harness.measure.bench``'s ``ModelStep`` and ``run_interleaved``):
+Swin-T; TransNeXt-Tiny as it runs on the CPU (its window branch and ConvGLU's tail in the compiled kernels,
+models/csrc/transnext_window.cpp and transnext_convglu.cpp); the same with the branch in PyTorch ops
+(``transnext.CPU_WINDOW_KERNEL = False``); the same with ConvGLU's tail in PyTorch ops (``CPU_CONVGLU_KERNEL =
+False``); and TransNeXt-Tiny with the branch (the window logits, the softmax over window and pooled logits, both weighted
 sums, and their backward) replaced by a stand-in that returns v and passes the gradient through -- every other
 operation of the step runs as it is. The step without the branch is what an infinitely fast window kernel would
 leave, so TransNeXt ÷ Swin-T measured that way is the most any window kernel could reach. Printed beside it:
@@ -113,20 +114,29 @@ def main() -> int:
     swin = ModelStep(timm.create_model("swin_tiny_patch4_window7_224"), shape, args.batch_size, "train")
     real = ModelStep(timm.create_model("transnext_tiny"), shape, args.batch_size, "train")
     ops = ModelStep(timm.create_model("transnext_tiny"), shape, args.batch_size, "train")
+    glu_ops = ModelStep(timm.create_model("transnext_tiny"), shape, args.batch_size, "train")
     free = ModelStep(timm.create_model("transnext_tiny"), shape, args.batch_size, "train")
 
-    def ops_step():
-        transnext.CPU_WINDOW_KERNEL = False
-        try:
-            ops()
-        finally:
-            transnext.CPU_WINDOW_KERNEL = True
+    def without(kernel: str, step):
+        def run():
+            setattr(transnext, kernel, False)
+            try:
+                step()
+            finally:
+                setattr(transnext, kernel, True)
+
+        return run
 
     def free_step():
         with window_branch_free():
             free()
 
-    steps = {"swin_t": swin, "transnext_t": real, "transnext_t_pytorch_ops": ops_step}
+    steps = {
+        "swin_t": swin,
+        "transnext_t": real,
+        "transnext_t_pytorch_ops": without("CPU_WINDOW_KERNEL", ops),
+        "transnext_t_convglu_ops": without("CPU_CONVGLU_KERNEL", glu_ops),
+    }
     times = run_interleaved(
         {**steps, "transnext_t_no_window_branch": free_step}, warmup=1, iters=1, repeats=args.rounds
     )
@@ -141,7 +151,8 @@ def main() -> int:
     budget = median["swin_t"] / args.goal - free_s
     print(
         f"TransNeXt-T ÷ Swin-T throughput: {ratio('transnext_t'):.3f}x (kernels), "
-        f"{ratio('transnext_t_pytorch_ops'):.3f}x (PyTorch ops); without the window branch "
+        f"{ratio('transnext_t_pytorch_ops'):.3f}x (the window branch in PyTorch ops), "
+        f"{ratio('transnext_t_convglu_ops'):.3f}x (ConvGLU's tail in PyTorch ops); without the window branch "
         f"{ratio('transnext_t_no_window_branch'):.3f}x (the most any window kernel reaches). The goal {args.goal}x "
         f"leaves the branch {budget:.3f} s"
     )
