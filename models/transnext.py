@@ -844,9 +844,11 @@ class _GatedConvFC(torch.autograd.Function):
 
 
 def _convglu_kernels(gate: Tensor, value: Tensor, conv_weight: Tensor, conv_bias: Optional[Tensor], approximate: str):
-    """The ConvGLU CPU kernels where they compute this call (exact GELU, fp32/fp64 on the CPU, one dtype, eager),
-    else None: the PyTorch ops."""
+    """The ConvGLU CPU kernels where they compute this call (exact GELU, fp32/fp64 on the CPU, one dtype, eager, no
+    dispatch mode: FlopCounterMode must see the depthwise conv), else None: the PyTorch ops."""
     if not CPU_CONVGLU_KERNEL or approximate != "none" or torch.compiler.is_compiling():
+        return None
+    if _get_current_dispatch_mode() is not None:
         return None
     tensors = (gate, value, conv_weight) + ((conv_bias,) if conv_bias is not None else ())
     if gate.dtype not in (torch.float32, torch.float64) or not (gate.is_contiguous() and value.is_contiguous()):
