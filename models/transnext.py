@@ -799,6 +799,7 @@ class _GatedConvFC(torch.autograd.Function):
         return _joined(out)
 
     @staticmethod
+    @once_differentiable  # the CPU kernels' backward is not differentiable: a double backward raises on both paths
     def backward(ctx, grad):
         gate, value, conv_weight, conv_bias, fc_weight = ctx.saved_tensors
         height, width, approximate, step = ctx.geometry
@@ -1064,8 +1065,9 @@ class ConvolutionalGLU(nn.Module):
                 value = F.linear(x, w[hidden:], b[hidden:])
                 bias = _or_empty(conv.bias, gate)
                 return self.fc2(kernels.convglu_forward(gate, value, conv.weight, bias, height, width, value))
-            gated = self.act(self.dwconv(gate, height, width))
-            del gate
+            gated = self.dwconv(gate, height, width)
+            del gate  # (before the GELU's output exists: two maps at most)
+            gated = self.act(gated)
             gated = gated.mul_(F.linear(x, w[hidden:], b[hidden:]))
             return self.drop(self.fc2(self.drop(gated)))
         gate = F.linear(x, w[:hidden], b[:hidden])

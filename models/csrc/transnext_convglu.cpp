@@ -9,11 +9,12 @@
 // forward only.
 //
 // Layout: every map is channels-last, (B, H x W, C) row-major, as the tokens are. The conv is 3 x 3, stride 1,
-// zero padding 1, one filter per channel (weight (C, 1, 3, 3)). The GELU is the exact one (erf), ATen's own
-// vectorised function; its derivative is ATen's formula (gelu_backward).
+// zero padding 1, one filter per channel (weight (C, 1, 3, 3)). The GELU is the exact one (erf), with its
+// derivative as ATen's gelu_backward computes it; the erf below (normal_cdf_pdf).
 
 #include <torch/extension.h>
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
@@ -128,7 +129,9 @@ void check(const torch::Tensor& t, const torch::Tensor& like, const char* what) 
 }
 
 Map map_of(const torch::Tensor& gate, int64_t height, int64_t width) {
-  TORCH_CHECK(gate.dim() == 3 && height > 0 && width > 0 && gate.size(1) == height * width,
+  // (height <= N and width <= N first: their product cannot overflow then)
+  TORCH_CHECK(gate.dim() == 3 && height > 0 && width > 0 && height <= gate.size(1) && width <= gate.size(1) &&
+                  gate.size(1) == height * width,
               "convglu: gate must be (B, H x W, C) with H, W > 0, got ", gate.sizes(), " for ", height, " x ", width);
   return Map{gate.size(0), height, width, gate.size(2)};
 }
@@ -151,6 +154,11 @@ void check_same(const torch::Tensor& t, const torch::Tensor& gate, const char* w
               t.sizes());
 }
 
+// an output sharing memory with an input would be read after it is written (the conv's neighbours, the halo rows)
+void check_apart(const torch::Tensor& out, std::initializer_list<const torch::Tensor*> inputs) {
+  for (const torch::Tensor* in : inputs) at::assert_no_overlap(out, *in);
+}
+
 }  // namespace
 
 // hidden = GELU(dwconv(gate) + bias) * value, written into `out` (gate's shape; may be `value` itself: each
@@ -161,6 +169,8 @@ torch::Tensor convglu_forward(torch::Tensor gate, torch::Tensor value, torch::Te
   check(gate, gate, "gate");
   check_same(value, gate, "value");
   check_same(out, gate, "out");
+  if (!out.is_same(value)) check_apart(out, {&value});  // out may be value itself: each read before its write
+  check_apart(out, {&gate, &weight, &bias});
   const torch::Tensor taps = taps_of(weight, bias, gate);
   AT_DISPATCH_FLOATING_TYPES(gate.scalar_type(), "convglu_forward", [&] {
     using V = Vectorized<scalar_t>;
@@ -199,7 +209,13 @@ std::vector<torch::Tensor> convglu_backward(torch::Tensor gate, torch::Tensor va
   check_same(value, gate, "value");
   check_same(grad_hidden, gate, "grad_hidden");
   for (auto* t : {&hidden, &grad_gate, &grad_value})
-    if (t->numel()) check_same(*t, gate, "an output");
+    if (t->numel()) {
+      check_same(*t, gate, "an output");
+      check_apart(*t, {&gate, &value, &grad_hidden, &weight, &bias});
+    }
+  if (hidden.numel() && grad_gate.numel()) at::assert_no_overlap(hidden, grad_gate);
+  if (hidden.numel() && grad_value.numel()) at::assert_no_overlap(hidden, grad_value);
+  if (grad_gate.numel() && grad_value.numel()) at::assert_no_overlap(grad_gate, grad_value);
   const torch::Tensor taps = taps_of(weight, bias, gate);
   const int64_t c_all = m.channels;
   const int64_t band = std::clamp<int64_t>(kBandElements / std::max<int64_t>(1, m.width * c_all), 1, m.height);
@@ -275,6 +291,7 @@ std::vector<torch::Tensor> convglu_backward(torch::Tensor gate, torch::Tensor va
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("convglu_forward", &convglu_forward);
-  m.def("convglu_backward", &convglu_backward);
+  // without the GIL while they run, as ATen's own ops: other Python threads (a data loader's) go on meanwhile
+  m.def("convglu_forward", &convglu_forward, py::call_guard<py::gil_scoped_release>());
+  m.def("convglu_backward", &convglu_backward, py::call_guard<py::gil_scoped_release>());
 }

@@ -306,7 +306,8 @@ std::vector<torch::Tensor> window_backward(torch::Tensor grad, torch::Tensor gra
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("window_attention", &window_attention);
-  m.def("window_values", &window_values);
-  m.def("window_backward", &window_backward);
+  // without the GIL while they run, as ATen's own ops: other Python threads (a data loader's) go on meanwhile
+  m.def("window_attention", &window_attention, py::call_guard<py::gil_scoped_release>());
+  m.def("window_values", &window_values, py::call_guard<py::gil_scoped_release>());
+  m.def("window_backward", &window_backward, py::call_guard<py::gil_scoped_release>());
 }

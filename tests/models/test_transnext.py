@@ -330,6 +330,30 @@ def test_convglu_cpu_kernels_equal_the_pytorch_ops_at_any_shape_and_thread_count
         kernels.convglu_backward(maps, maps, maps, weight, bias, 3, 4, maps[:1], torch.empty(0), torch.empty(0))
     with pytest.raises(RuntimeError, match="contiguous CPU tensor"):
         kernels.convglu_forward(maps, maps.float(), weight, bias, 3, 4, torch.empty_like(maps))
+    with pytest.raises(RuntimeError, match="gate must be"):  # 3 x (2^62 + 1) tokens wraps around to 12 in int64
+        kernels.convglu_forward(maps, maps, weight, bias, 4, 2**62 + 3, torch.empty_like(maps))
+    # an output sharing memory with an input would be read after it is written: refused (out = value is allowed)
+    value = maps.clone()
+    with pytest.raises(RuntimeError, match="refer to a single memory location"):
+        kernels.convglu_forward(maps, value, weight, bias, 3, 4, maps)
+    none, grad_gate, grad_value = torch.empty(0, dtype=torch.float64), torch.empty_like(maps), torch.empty_like(maps)
+    for outputs in [(value, grad_gate, grad_value), (none, maps, grad_value), (none, grad_gate, grad_gate)]:
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            kernels.convglu_backward(maps, value, torch.randn_like(maps), weight, bias, 3, 4, *outputs)
+    expected = F.gelu(transnext._dwconv_tokens(maps, weight, bias, 3, 4)) * value
+    assert torch.allclose(kernels.convglu_forward(maps, value, weight, bias, 3, 4, value), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("cpu_kernel", [True, False])
+def test_convglu_training_is_once_differentiable_on_either_path(monkeypatch, cpu_kernel):
+    """A double backward through ConvGLU's tail raises on the kernels' path and on the ops' alike (it would silently
+    give no gradient for the conv on the kernels')."""
+    monkeypatch.setattr(transnext, "CPU_CONVGLU_KERNEL", cpu_kernel)
+    glu = transnext.ConvolutionalGLU(6, 12).double()
+    x = torch.randn(2, 4 * 5, 6, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(glu(x, 4, 5).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grad.sum().backward()
 
 
 def test_the_cpu_kernels_run_on_several_threads_under_inference_mode_and_refuse_wrong_shapes():
