@@ -58,6 +58,7 @@ from gpu_steps import (
     _compiled_job,
     autocast_or_not,
     build,
+    clock_fields,
     error_line,
     example,
     first,
@@ -664,7 +665,7 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
     assert state["steps"] > 0 and (cuda or state["steps"] == 20)  # the CPU's tiny setting: 160 images / 8
 
 
-def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
+def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0, started: float | None = None):
     """``(job, result)`` for each ``step_ms`` job as it is measured. On CUDA, eager or compiled: every job in a
     spawned process of its own (a fresh CUDA context each), all warming up -- compiling: inductor's graph lowering
     is single-threaded Python, the GPU machine has 16 cores, the seven steps at batch 128 take ~60 GB of its 139 --
@@ -674,16 +675,22 @@ def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
     tracing (CUPTI) attached, which stays attached after a profile and slows what follows -- this one's later
     timings included (DeiT-S through the engine). A job that fails gives ``{"error": ...}`` and lets the others go
     on. On the CPU: one after another in this process. ``limit_s``: the test's time limit, which the processes'
-    wait leaves room in to time every step."""
+    wait leaves room in to time every step. Each result has its job's ``compile_s`` and ``ready_s`` (from
+    ``started``, the test's ``time.time()``: gpu_steps.clock_fields), a failed job's too."""
+    started = time.time() if started is None else started
     if device != "cuda":
         for job in jobs:
+            clock = {}
             try:
-                yield job, step_ms(*job)
+                result = step_ms(*job, clock=clock)
             except Exception as e:  # one model failing costs the others nothing (the test fails at its end)
-                yield job, {"error": error_line(e)}
+                clock["stopped"] = time.time()
+                result = {"error": error_line(e)}
+            yield job, {**result, **clock_fields(clock, started, time.time())}
     else:
         wait_s = max(0.0, limit_s - timing_s(jobs) - 15)
-        yield from in_processes(jobs, wait_s=wait_s, timeout_s=max(1.0, limit_s - 10) if limit_s else None)
+        timeout_s = max(1.0, limit_s - 10) if limit_s else None
+        yield from in_processes(jobs, wait_s=wait_s, timeout_s=timeout_s, started=started)
 
 
 def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others_nothing():
@@ -693,12 +700,18 @@ def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others
     good = ("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, "reduce-overhead")
     bad = ("cpu", "no_such_model", {}, 2, 16, "reduce-overhead")
     eager = good[:-1] + ("eager",)  # as on CUDA: eager steps too, each profiled in its own process after its timing
+    started = time.time()
     with mock.patch.dict(os.environ, OMP_NUM_THREADS="1"):
-        results = {job[1::4]: result for job, result in in_processes([good, bad, eager], wait_s=600)}
+        results = {job[1::4]: result for job, result in in_processes([good, bad, eager], wait_s=600, started=started)}
     assert "no_such_model" in results["no_such_model", "reduce-overhead"]["error"], results
     compiled, plain = results["horesnet10_euler", "reduce-overhead"], results["horesnet10_euler", "eager"]
     assert compiled["step_ms"] > 0 and "beside_compiling" not in compiled, results
     assert plain["step_ms"] > 0 and plain["aten_ops"] > 0 and "profile_error" not in plain, results
+    # each job's times from its process (the failed one built no model: neither compiled nor ready)
+    assert compiled["compile_s"] > 0 and plain["compile_s"] > 0, results
+    assert 0 < compiled["ready_s"] < time.time() - started and 0 < plain["ready_s"] < time.time() - started, results
+    failed = results["no_such_model", "reduce-overhead"]
+    assert failed["compile_s"] is None and failed["ready_s"] is None and "compile_unfinished_s" not in failed
 
 
 def test_a_job_that_runs_out_of_gpu_memory_gives_its_memory_back_before_it_returns():
@@ -795,6 +808,48 @@ def test_a_job_that_fails_before_the_barrier_still_counts_as_ready():
     assert not barrier.broken
 
 
+def test_a_job_cut_off_or_failed_in_its_compile_keeps_how_long_it_compiled():
+    """The compiled pairs' reserve (RESERVED_S) is sized from the jobs' rows: a job cut off at the test's limit while
+    it still compiles has ``compile_unfinished_s`` (how long it had compiled, read from the moments its process
+    shares), ``compile_s`` and ``ready_s`` null; one compiled and ready but not yet timed has both; one whose step
+    fails in its compile, the seconds until the failure."""
+    import gpu_steps
+
+    compiling, waiting = (("cuda", name, {}, 128, None, "reduce-overhead") for name in ("resnet50", "steps_swin_tiny"))
+    started = time.time() - 200  # the test's start
+
+    def cut_off(function, jobs, context, initializer, initargs, timeout_s):  # the processes' moments, then the limit
+        moments = initargs[4]
+        gpu_steps._SharedClock(moments, jobs.index(compiling))["warm_up"] = started + 10
+        clock = gpu_steps._SharedClock(moments, jobs.index(waiting))
+        clock["warm_up"], clock["warmed"], clock["ready"] = started + 10, started + 130, started + 130
+        for job in jobs:
+            yield job, {"error": f"not finished in {timeout_s:.0f} s"}
+
+    with mock.patch.object(gpu_steps, "spawned", cut_off):
+        found = gpu_steps.in_processes([compiling, waiting], wait_s=150, timeout_s=190, started=started)
+        results = {job[1]: result for job, result in found}
+    cut, ready = results["resnet50"], results["steps_swin_tiny"]
+    assert cut["compile_s"] is None and cut["ready_s"] is None and 189 < cut["compile_unfinished_s"] < 200, cut
+    assert ready["compile_s"] == 120 and ready["ready_s"] == 130 and "compile_unfinished_s" not in ready, ready
+
+    def fails_compiling(*job, clock, **kwargs):
+        clock["warm_up"] = time.time() - 30
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    moments = [0.0] * len(gpu_steps.MOMENTS)
+    with (
+        mock.patch.object(gpu_steps, "step_ms", fails_compiling),
+        mock.patch.object(gpu_steps, "_JOBS", [compiling]),
+        mock.patch.object(gpu_steps, "_MOMENTS", moments),
+        mock.patch.object(gpu_steps, "release_device_memory"),
+    ):
+        gpu_steps._timed(compiling)
+    later = time.time() + 100  # the result read later: the failure's moment counts, not the reading's
+    fields = clock_fields(gpu_steps._SharedClock(moments, 0), started, later)
+    assert 29 < fields["compile_unfinished_s"] < 40 and fields["ready_s"] is None, fields
+
+
 @pytest.mark.parametrize("mode", STEP_MODES)
 def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mode):
     """The processes' wait leaves each job ``lock_time_s`` (gpu_steps): its steps under the lock
@@ -836,7 +891,7 @@ def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
     (``lock_time_s``) covers them, so the constants cannot drift below what was measured."""
     asked = {}
 
-    def processes(jobs, wait_s, timeout_s=None):
+    def processes(jobs, wait_s, timeout_s=None, started=None):
         asked[jobs[0][5]] = wait_s, timeout_s
         yield from ()
 
@@ -863,7 +918,9 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
     """Each pair's training step at the per-GPU batch, and the throughput ratio candidate/baseline (issue 55's goals:
     StepsNet >= 0.9x its baseline at batch 128 compiled, TransNeXt-T >= 0.6x Swin-T). Eager, then compiled with CUDA
     graphs (the graphs compiled in parallel processes), both in the GPU check's first call. Each model's time is a
-    row as soon as it is measured."""
+    row as soon as it is measured, with its compile's (warm-up's) seconds and when it was ready (RESERVED_S's
+    sizing)."""
+    started = time.time()  # ready_s counts from here: the compiled pairs' reserve is this test's time
     if device == "cuda":  # what the engine's DeiT-S steps before it left in this process, for the pairs' processes
         try:
             release_device_memory()
@@ -875,7 +932,7 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
     jobs = [(device, name, kwargs, batch, side, mode) for batch in STEP_BATCHES[device] for name in names]
     measured, failed = {}, {}
     limit = request.node.get_closest_marker("timeout")  # the part's, cut to the call's budget (tests/devices.py)
-    with contextlib.closing(timed_jobs(jobs, device, limit.args[0] if limit else 0.0)) as finished:
+    with contextlib.closing(timed_jobs(jobs, device, limit.args[0] if limit else 0.0, started)) as finished:
         for (_, name, _, batch, _, _), took in finished:
             label = f"{name} training step, {mode}, batch {batch}"
             if "error" in took:
@@ -914,6 +971,9 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
         goal="StepsNet >= 0.9x its baseline compiled" if mode != "eager" else None,
     )
     assert not failed, failed
+    # every job's compile (eager: warm-up) and readiness timed, within this test (RESERVED_S's sizing)
+    took_s = time.time() - started
+    assert all(0 <= m["compile_s"] <= took_s and 0 <= m["ready_s"] <= took_s for m in measured.values()), measured
     assert [r["batch"] for r in rows] == [b for _ in STEP_PAIRS[device] for b in STEP_BATCHES[device]]
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
     if mode == "eager":  # profiled: what each step dispatched (and launched, on CUDA)
@@ -1210,7 +1270,7 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
     assert left_for_the_pairs >= RESERVED_S["compile"], (left_for_the_pairs, limits_1)
     waits = []
     names = STEP_MODELS["cuda"]
-    with mock.patch(f"{__name__}.in_processes", lambda jobs, wait_s, timeout_s: waits.append(wait_s) or iter(())):
+    with mock.patch(f"{__name__}.in_processes", lambda jobs, wait_s, **_: waits.append(wait_s) or iter(())):
         jobs = [("cuda", name, {}, 128, None, "reduce-overhead") for name in names]
         list(timed_jobs(jobs, "cuda", start_limit(limits_1[first[-1]][0], left_for_the_pairs)))
     assert waits[0] >= 132, (waits, left_for_the_pairs)
