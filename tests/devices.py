@@ -13,11 +13,13 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   training steps eager and compiled), 2 the rest, what never ran on a GPU first (:data:`CALL_OF_PART`, or the
   test's own);
 - ``alone=True``: a test neither call runs, only when asked for: the optional swattention kernels (the extension
-  must be built first).
+  must be built first);
+- ``min_start_s``: a test that cannot finish in less is not started with less left (default :data:`MIN_START_S`).
 
 Time limits are pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py adds the marker), each cut to
 what is left of the call's budget (``--gpu-check-budget``) less what later parts of the call keep for themselves
-(:data:`RESERVED_S`); a test with less than :data:`MIN_START_S` of that is not started, so a call ends on time.
+(:data:`RESERVED_S`); a test with less than :data:`MIN_START_S` of that (or its own ``min_start_s``) is not started,
+so a call ends on time.
 ``--gpu-check-out DIR`` appends every measurement to ``DIR/rows.jsonl`` as it is made (flushed: a call that is cut
 off keeps its rows) and writes ``report.json`` and ``report.md`` at the end (:class:`Report`; docs/preflight.md).
 
@@ -110,10 +112,14 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None):
+def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None, min_start_s: float | None = None):
     assert kind in KINDS and part in PARTS, (kind, part)
     return pytest.mark.device(
-        kind=kind, part=part, call=call or CALL_OF_PART[part], **({"alone": True} if alone else {})
+        kind=kind,
+        part=part,
+        call=call or CALL_OF_PART[part],
+        **({"alone": True} if alone else {}),
+        **({"min_start_s": min_start_s} if min_start_s else {}),
     )
 
 
@@ -124,9 +130,11 @@ def device_param(
     alone: bool = False,
     call: int | None = None,
     id: str | None = None,
+    min_start_s: float | None = None,
 ):
-    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call), id=id or kind)
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``min_start_s``: the time
+    it needs left to start, where that is more than :data:`MIN_START_S`."""
+    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call, min_start_s), id=id or kind)
 
 
 def on_devices(part: str):
@@ -223,14 +231,17 @@ class Report:
         """Before pytest-timeout reads the test's limit: cut it to the call's budget left, or do not start it."""
         if self.budget_s and item.nodeid in self.selected:
             left = self.budget_s - (time.monotonic() - self.start)
-            part = self.selected[item.nodeid]["part"]
-            kept = kept_for_later(part, {marks["part"] for marks in self.selected.values()})
-            limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept)
+            marks = self.selected[item.nodeid]
+            part, minimum = marks["part"], marks.get("min_start_s", MIN_START_S)
+            kept = kept_for_later(part, {other["part"] for other in self.selected.values()})
+            limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept, minimum)
             if limit is None:
                 item.add_marker(
                     pytest.mark.skip(
-                        reason=f"not started: {left:.0f} s of the call's {self.budget_s:.0f} s budget were left"
+                        reason=f"not started: too little time left: {left:.0f} s of the call's {self.budget_s:.0f} s"
+                        " budget were left"
                         + (f", {kept:.0f} s of them kept for the parts after {part}" if kept else "")
+                        + f"; it starts only with at least {minimum:.0f} s to use"
                     ),
                     append=False,
                 )
@@ -268,11 +279,12 @@ def kept_for_later(part: str, parts) -> float:
     return float(sum(RESERVED_S.get(later, 0) for later in set(parts) if PARTS.index(later) > PARTS.index(part)))
 
 
-def start_limit(limit: float, left: float, kept: float = 0.0) -> float | None:
+def start_limit(limit: float, left: float, kept: float = 0.0, minimum: float = MIN_START_S) -> float | None:
     """A test's time limit with ``left`` seconds of its call's budget, ``kept`` of them for later parts: its own
-    ``limit`` cut to what is left less what is kept, or None (not started) where that is under :data:`MIN_START_S`."""
+    ``limit`` cut to what is left less what is kept, or None (not started) where that is under ``minimum`` (the
+    test's ``min_start_s``, else :data:`MIN_START_S`)."""
     usable = left - kept
-    return None if usable < MIN_START_S else min(limit, usable)
+    return None if usable < minimum else min(limit, usable)
 
 
 def _last_lines(text: str, lines: int = 6) -> str:

@@ -12,9 +12,9 @@
 #
 # The GPU machine gives 15 minutes in all, start-up included. Call 1's tests get a budget of 380 s and call 2's 320 s
 # (each test's time limit is cut to what is left, less the 200 s call 1 keeps for the compiled pairs, none starts
-# with under 20 s of that): with the machine's start (~30 s), each call's wheels install and pytest start (~15 s)
-# and the pause between them, the two, made back to back (the machine stays warm 30 s), hold it ~13 minutes; the
-# 29 Nov 2026 GPU session sized them (docs/preflight.md). Later pytest options win (-m, -k, --gpu-check-budget).
+# with under 20 s of that, the engine's compiled step under 60 s): with the machine's start (~30 s), each call's
+# wheels install and pytest start (~15 s) and the pause between them, the two, made back to back (the machine stays
+# warm 30 s), hold it ~13 minutes; the 29 Nov 2026 GPU session sized them (docs/preflight.md). Later pytest options win (-m, -k, --gpu-check-budget).
 # TransNeXt's swattention kernels, where that extension is built:
 # tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k swattention.
 #

@@ -160,6 +160,12 @@ ENGINE_STEP = {
     ),
 }
 ENGINE_STEP_GOAL_MS = 15.0
+# the engine's compiled DeiT-S step is not started with less of call 1 left (tests/devices.py, min_start_s): its
+# run is the eager one's (~30 s estimated in docs/preflight.md: the engine's step never ran on a GPU) plus the
+# step's compile (evaluation runs eager), 20.6 s for DeiT-S's step on the H200 (26 Nov 2026,
+# benchmarks/results/gpu-h200-2026-11-26-engine-options: 'deit_s compiled' warmup_s); with the 20 s any test may
+# start with it could only time out, where "not started" says what happened
+ENGINE_COMPILED_MIN_START_S = 60
 JPEGS = {"cuda": 2048, "cpu": 64}  # generated ImageNet-like JPEGs the loader tests read (jpeg_shards)
 
 
@@ -1002,7 +1008,13 @@ def train_records(work_dir: Path, kind: str = "train") -> list[dict]:
         # both in the step part, before the compiled pairs: the pairs wait for their slowest of seven compiles and
         # may take all of call 1's rest, where this is one model's compile (DeiT-S's step: 20.6 s on the H200);
         # each is cut to leave the pairs their reserve (tests/devices.py, RESERVED_S)
-        device_param(kind, compiled, id=f"{kind}-{'compiled' if compiled else 'eager'}", part="step")
+        device_param(
+            kind,
+            compiled,
+            id=f"{kind}-{'compiled' if compiled else 'eager'}",
+            part="step",
+            min_start_s=ENGINE_COMPILED_MIN_START_S if compiled else None,
+        )
         for kind in ("cuda", "cpu")
         for compiled in (False, True)
     ],
@@ -1211,10 +1223,12 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
 
     limits = tmp_path / "limits_of_the_call.py"  # a plugin: each test's time limit, as the call's pytest sets it
     limits.write_text(
-        "import json, pathlib\n\n"
+        "import json, pathlib\nfrom devices import MIN_START_S\n\n"
         "def pytest_collection_finish(session):\n"
         "    found = {i.nodeid.split('::')[-1]: [i.get_closest_marker('timeout').args[0],\n"
-        "                 i.get_closest_marker('device').kwargs['part']] for i in session.items}\n"
+        "                 i.get_closest_marker('device').kwargs['part'],\n"
+        "                 i.get_closest_marker('device').kwargs.get('min_start_s', MIN_START_S)]\n"
+        "             for i in session.items}\n"
         "    out = pathlib.Path(session.config.getoption('gpu_check_out'))\n"
         "    (out / 'limits.json').write_text(json.dumps(found))\n"
     )
@@ -1259,11 +1273,11 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
         "test_deit_small_step_through_the_engine[cuda-compiled]",
         "test_step_timings_of_the_equal_flops_pairs[cuda-reduce-overhead]",
     ], first
-    parts_1 = {part for _, part in limits_1.values()}
+    parts_1 = {part for _, part, _ in limits_1.values()}
     started_at_worst = 0.0  # the budget spent before a test starts where every test before it ran to its limit
     for test in first[:-1]:
-        limit, part = limits_1[test]
-        cut = start_limit(limit, budgets["1"] - started_at_worst, kept_for_later(part, parts_1))
+        limit, part, minimum = limits_1[test]
+        cut = start_limit(limit, budgets["1"] - started_at_worst, kept_for_later(part, parts_1), minimum)
         assert test != first[0] or cut == limit, (test, cut)  # the eager pairs: their whole limit
         started_at_worst += cut or 0.0  # a test not started takes nothing
     left_for_the_pairs = budgets["1"] - started_at_worst
@@ -1274,6 +1288,10 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
         jobs = [("cuda", name, {}, 128, None, "reduce-overhead") for name in names]
         list(timed_jobs(jobs, "cuda", start_limit(limits_1[first[-1]][0], left_for_the_pairs)))
     assert waits[0] >= 132, (waits, left_for_the_pairs)
+    # the engine's compiled step, where the eager step before it ran long and left it 30 s above the pairs' reserve,
+    # is not started: it would only time out (one model's compile, 20.6 s on the H200, is in its run)
+    limit, part, minimum = limits_1["test_deit_small_step_through_the_engine[cuda-compiled]"]
+    assert start_limit(limit, RESERVED_S["compile"] + 30, kept_for_later(part, parts_1), minimum) is None
     assert second[0] == "test_device_pipeline_feeds_a_training_epoch[cuda]", second
     assert "test_compiled_models_match_float64[cuda]" in second and not set(first) & set(second)
 
@@ -1287,11 +1305,13 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
         shutil.copy(ROOT / "tests" / helper, tests / helper)
     shutil.copytree(ROOT / "tests" / "fixtures", tests / "fixtures")  # conftest's shared builders
     (tests / "test_budget.py").write_text(
-        "import time\nfrom devices import on_devices\n\n"
+        "import time\nimport pytest\nfrom devices import device_param, on_devices\n\n"
         "@on_devices('nosync')\ndef test_measures(device, record):\n    record(name='first', x=1)\n\n"
         "@on_devices('preflight')\ndef test_too_long(device, record):\n    record(name='second', x=2)\n"
         "    time.sleep(60)\n\n"
-        "@on_devices('train')\ndef test_after(device):\n    pass\n"
+        "@on_devices('train')\ndef test_after(device):\n    pass\n\n"
+        "@pytest.mark.parametrize('device', [device_param('cpu', part='loader', min_start_s=60)])\n"
+        "def test_needs_a_minute(device):\n    pass\n"
     )
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -1326,7 +1346,14 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
     assert time.monotonic() - start < 55
     report = json.loads((out / "report.json").read_text())
     verdicts = {t["test"].split("::")[1]: t["verdict"] for part in report["parts"].values() for t in part["tests"]}
-    assert verdicts == {"test_measures[cpu]": "ok", "test_too_long[cpu]": "timeout", "test_after[cpu]": "skip"}
+    assert verdicts == {
+        "test_needs_a_minute[cpu]": "skip",  # its part first: 25 s left, over MIN_START_S but under its own minute
+        "test_measures[cpu]": "ok",
+        "test_too_long[cpu]": "timeout",
+        "test_after[cpu]": "skip",
+    }
+    (needy,) = report["parts"]["loader"]["tests"]
+    assert needy["reason"].startswith("not started: too little time left") and "at least 60 s" in needy["reason"]
     rows = [json.loads(line)["name"] for line in (out / "rows.jsonl").read_text().splitlines()]
     assert rows == ["first", "second"]
 
