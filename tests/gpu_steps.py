@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import statistics
 import sys
 import threading
 import time
@@ -109,7 +108,7 @@ def rel_err(a, ref) -> float:
 
 
 def timed_ms(fn, device: str, repeats: int = 1) -> float:
-    """Milliseconds per call (after the calls, synchronised)."""
+    """Milliseconds per call: ``repeats`` calls between two synchronisations, none between them."""
     sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
@@ -125,9 +124,10 @@ def autocast_or_not(device: str, precision: str):
 def step_ms(
     device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, ready=None, clock=None
 ) -> dict:
-    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the median of timed steps after
-    compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where ``aot_eager`` traces without minutes of C++
-    compilation, and reduce-overhead has no CUDA graphs); eager, also one profiled step (:func:`step_profile`).
+    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the mean of :data:`TIMED_STEPS`
+    steps timed between two synchronisations after compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where
+    ``aot_eager`` traces without minutes of C++ compilation, and reduce-overhead has no CUDA graphs); eager, also
+    one profiled step (:func:`step_profile`).
     ``lock``: held for the warm-up and the timing (processes sharing the GPU: only one runs steps at a time);
     ``ready``: (barrier, deadline) -- the processes wait at the barrier after their first (compiling, when
     compiled) step, so that no step is timed while another process warms up or compiles (inductor runs kernels on
@@ -176,8 +176,9 @@ def step_ms(
             if mode == "eager":  # its warm-up, cuDNN's autotuning: an eager job's compile_s
                 sync(device)
                 clock["warmed"] = time.time()
-            times = [timed_ms(step, device) for _ in range(TIMED_STEPS[device])]
-            result = {"step_ms": statistics.median(times), **waited}
+            # between two synchronisations, as a run trains (it syncs at log steps): a sync after each step would
+            # leave the GPU idle while the next step's kernels are launched, which only launch-bound steps pay
+            result = {"step_ms": timed_ms(step, device, TIMED_STEPS[device]), **waited}
             if mode == "eager":
                 try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
                     result.update(step_profile(step, device, result["step_ms"]))

@@ -55,6 +55,8 @@ from devices import (
     start_limit,
 )
 from gpu_steps import (
+    TIMED_STEPS,
+    WARM_UP_STEPS,
     _compiled_job,
     autocast_or_not,
     build,
@@ -885,6 +887,30 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
         handle.remove()
     assert result["step_ms"] > 0
     assert taken == {True: steps_under_lock("cpu", mode), False: int(mode != "eager")}, taken
+
+
+@pytest.mark.parametrize("mode", STEP_MODES)
+def test_the_timed_steps_run_between_two_synchronisations_only(mode):
+    """``step_ms`` times its steps as a run trains, syncing before and after them, not after each: a sync per step
+    leaves the GPU idle while the next step's kernels are launched, a cost only launch-bound (eager) steps would
+    pay. Counted on the CPU, where ``step_ms`` calls ``sync`` as on CUDA."""
+    import gpu_steps
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    events = []
+    real_sync = gpu_steps.sync
+    handle = register_optimizer_step_post_hook(lambda *args: events.append("step"))
+    try:
+        with mock.patch.object(gpu_steps, "sync", lambda device: events.append("sync") or real_sync(device)):
+            step_ms("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, mode)
+    finally:
+        handle.remove()
+    steps = [i for i, event in enumerate(events) if event == "step"]
+    # before the timed ones: a compiled job's compiling step or an eager job's first step, and the warm-up steps
+    timed = steps[1 + WARM_UP_STEPS["cpu"] :][: TIMED_STEPS["cpu"]]
+    assert len(timed) == TIMED_STEPS["cpu"] > 1, events
+    assert "sync" not in events[timed[0] : timed[-1]], events
+    assert events[timed[0] - 1] == events[timed[-1] + 1] == "sync", events
 
 
 def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
