@@ -70,6 +70,12 @@ MIN_START_S = 20  # a test with less of its call's budget left is not started
 # H200 on 29 Nov 2026 (in 4 processes), then 35 s to time the seven (gpu_steps.timing_s); without it the eager
 # pairs and the engine's two steps, each run to its limit, would leave them 28 s and no compile finished
 RESERVED_S = {"compile": 200}
+# a call's seconds outside its budget, which the device tool's timeout_s must hold besides it (docs/preflight.md):
+# before the budget's clock starts (pytest_configure), the wheels' install and pytest's start (~10 s on the H200 on
+# 29 Nov 2026); after the last test, cut to end with the budget, the report's environment (nvidia-smi, up to its 20 s
+# time-out: harness/measure/preflight/environment.py) and pytest's exit, stopping the step processes (~5 s)
+CALL_START_S = 15
+CALL_END_S = 25
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
 ALONE_LIMIT_S = 290  # a test run alone (the swattention kernels)

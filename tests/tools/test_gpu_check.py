@@ -31,6 +31,7 @@ import copy
 import csv
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,6 +45,8 @@ import pytest
 import torch
 
 from devices import (
+    CALL_END_S,
+    CALL_START_S,
     GPU_CHECK_FILES,
     LIMITS_S,
     RESERVED_S,
@@ -1245,7 +1248,16 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
         (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
         assert proc.returncode == 0, proc.stderr
         budgets[call] = float(line.split("--gpu-check-budget ")[1].split()[0])
-    assert budgets["1"] + budgets["2"] + 30 + 2 * 15 <= 15 * 60 - 60, budgets
+    assert budgets["1"] + budgets["2"] + 30 + 2 * CALL_START_S <= 15 * 60 - 60, budgets
+    # the device tool's timeout_s for each call (docs/preflight.md) holds its budget and what comes before and after
+    # it, and the two calls' timeouts with the machine's start fit the 15 minutes: a call that hangs after its tests
+    # is stopped, one that runs to its budget's end is not
+    doc = (ROOT / "docs" / "preflight.md").read_text()
+    timeouts = dict(re.findall(r"gpu_check\.sh \"\$OUT\" --call (\d)', carry=\[\"\.whl\"\], timeout_s=(\d+)\)", doc))
+    assert sorted(timeouts) == ["1", "2"], timeouts
+    for call, timeout_s in timeouts.items():
+        assert float(timeout_s) >= CALL_START_S + budgets[call] + CALL_END_S, (call, timeout_s, budgets)
+    assert 30 + sum(map(float, timeouts.values())) <= 15 * 60, timeouts
 
     limits = tmp_path / "limits_of_the_call.py"  # a plugin: each test's time limit, as the call's pytest sets it
     limits.write_text(
