@@ -74,6 +74,7 @@ RESERVED_S = {"compile": 200}
 # before the budget's clock starts (pytest_configure), the wheels' install and pytest's start (~10 s on the H200 on
 # 29 Nov 2026); after the last test, cut to end with the budget, the report's environment (nvidia-smi, up to its 20 s
 # time-out: harness/measure/preflight/environment.py) and pytest's exit, stopping the step processes (~5 s)
+# (tools/gpu_check.sh sizes call 2 by them and MIN_START_S: --device-left; tests/tools/test_gpu_check.py checks it)
 CALL_START_S = 15
 CALL_END_S = 25
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine

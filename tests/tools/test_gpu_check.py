@@ -49,6 +49,7 @@ from devices import (
     CALL_START_S,
     GPU_CHECK_FILES,
     LIMITS_S,
+    MIN_START_S,
     RESERVED_S,
     TOL_BF16,
     TOL_FP32,
@@ -1211,6 +1212,54 @@ def test_gpu_check_sh_runs_the_selected_tests_and_writes_the_report(tmp_path):
     assert "Tolerances: max|logits - CPU float64 logits|" in text
 
 
+def gpu_check_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "tools/gpu_check.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_call_2_fits_the_device_time_that_call_1_left(tmp_path):
+    """The device time counts what ``timeout_s`` does not see: a slow start (here 90 s), the transfers and the pause
+    between the calls. With ``--device-left`` (``status()``'s ``budget_left_s`` after call 1) call 2's tests' budget
+    is cut so that the call, its start and end included, ends before the ``timeout_s`` it prints, and that timeout
+    with the pause before the call and the transfers ends before the device time does; the fixed 360 s would not."""
+    slow_start_s, transfers_s, pause_s = 90, 10, 30
+    (timeout_1,) = re.findall(r"timeout_s=(\d+)", gpu_check_sh("--call", "1", "--print-timeout").stdout)
+    left = 15 * 60 - slow_start_s - int(timeout_1) - transfers_s  # call 1 ran to its timeout_s
+    assert pause_s + transfers_s + 360 > left  # the fixed timeout_s would outlast the device time
+    printed = gpu_check_sh("--call", "2", "--device-left", f"{left}.4", "--print-timeout")  # budget_left_s: a float
+    assert printed.returncode == 0, printed.stderr
+    (timeout_2,) = re.findall(r"^timeout_s=(\d+)$", printed.stdout)
+    assert pause_s + transfers_s + int(timeout_2) <= left, (timeout_2, left)
+    fake = tmp_path / "python"  # the same option on the device: the budget pytest is given
+    fake.write_text('#!/bin/sh\necho "$*"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
+    proc = gpu_check_sh(str(tmp_path / "out"), "--call", "2", "--device-left", str(left), env=env)
+    (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
+    budget = float(line.split("--gpu-check-budget ")[1].split()[0])
+    assert MIN_START_S <= budget and CALL_START_S + budget + CALL_END_S <= int(timeout_2), (budget, timeout_2)
+
+
+def test_call_2_is_not_started_with_too_little_device_time_left(tmp_path):
+    """Under a test's least start (MIN_START_S) for the tests once the call's start, end and transfers are taken
+    out, gpu_check.sh says so in one line and exits 2 before installing anything or starting pytest."""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ntouch {tmp_path / "ran"}\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(fake))
+    left = str(CALL_START_S + CALL_END_S + MIN_START_S + 10)
+    for args in (
+        (str(tmp_path / "out"), "--call", "2", "--device-left", left),
+        ("--call", "2", "--device-left", left, "--print-timeout"),
+    ):
+        proc = gpu_check_sh(*args, env=env)
+        assert proc.returncode == 2 and not proc.stdout, proc
+        (message,) = proc.stderr.splitlines()
+        assert f"--device-left {left}: too little device time left for call 2" in message, message
+        assert "give_back()" in message and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
 def test_gpu_check_sh_refuses_a_call_it_does_not_know(tmp_path):
     proc = subprocess.run(
         ["bash", "tools/gpu_check.sh", str(tmp_path / "out"), "--call", "3"],
@@ -1253,11 +1302,17 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
     # it, and the two calls' timeouts with the machine's start fit the 15 minutes: a call that hangs after its tests
     # is stopped, one that runs to its budget's end is not
     doc = (ROOT / "docs" / "preflight.md").read_text()
-    timeouts = dict(re.findall(r"gpu_check\.sh \"\$OUT\" --call (\d)', carry=\[\"\.whl\"\], timeout_s=(\d+)\)", doc))
-    assert sorted(timeouts) == ["1", "2"], timeouts
-    for call, timeout_s in timeouts.items():
-        assert float(timeout_s) >= CALL_START_S + budgets[call] + CALL_END_S, (call, timeout_s, budgets)
-    assert 30 + sum(map(float, timeouts.values())) <= 15 * 60, timeouts
+    calls = re.findall(
+        r"gpu_check\.sh \"\$OUT\" --call (\d)(?: --device-left (\d+))?', carry=\[\"\.whl\"\], timeout_s=(\d+)\)", doc
+    )
+    assert [call for call, _, _ in calls] == ["1", "2"], calls
+    (_, no_left, timeout_1), (_, left, timeout_2) = calls
+    assert not no_left and float(timeout_1) >= CALL_START_S + budgets["1"] + CALL_END_S, (timeout_1, budgets)
+    # call 2's example: the timeout_s that --print-timeout prints for its --device-left
+    assert (
+        f"timeout_s={timeout_2}" == gpu_check_sh("--call", "2", "--device-left", left, "--print-timeout").stdout.strip()
+    )
+    assert 30 + float(timeout_1) + CALL_START_S + budgets["2"] + CALL_END_S <= 15 * 60, (timeout_1, budgets)
 
     limits = tmp_path / "limits_of_the_call.py"  # a plugin: each test's time limit, as the call's pytest sets it
     limits.write_text(
