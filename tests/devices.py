@@ -14,7 +14,9 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   test's own);
 - ``alone=True``: a test neither call runs, only when asked for: the optional swattention kernels (the extension
   must be built first);
-- ``min_start_s``: a test that cannot finish in less is not started with less left (default :data:`MIN_START_S`).
+- ``min_start_s``: a test that cannot finish in less is not started with less left (default :data:`MIN_START_S`);
+  ``min_start_after``: the name of a sibling (``test_x[cuda-eager]``) whose run this one's repeats and adds one
+  model's compile to: where it ran, it needs that sibling's seconds plus :data:`AFTER_SIBLING_S` too.
 
 Time limits are pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py adds the marker), each cut to
 what is left of the call's budget (``--gpu-check-budget``) less what later parts of the call keep for themselves
@@ -65,6 +67,9 @@ LIMITS_S = {
     "compile-check": 150,
 }
 MIN_START_S = 20  # a test with less of its call's budget left is not started
+# what a compiled run needs over its eager sibling's seconds (min_start_after): one model's compile (DeiT-S's step,
+# 20.6 s on the H200 on 26 Nov 2026) and a few seconds to spare
+AFTER_SIBLING_S = 25
 # seconds of its call a part keeps for itself from the tests before it in the call (cut to what is left less these):
 # the compiled pairs' seven compiles at once, the slowest (Steps-Swin-T's) timed 132 s after its test's start on the
 # H200 on 29 Nov 2026 (in 4 processes), then 35 s to time the seven (gpu_steps.timing_s); without it the eager
@@ -119,7 +124,14 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None, min_start_s: float | None = None):
+def device_mark(
+    kind: str,
+    part: str,
+    alone: bool = False,
+    call: int | None = None,
+    min_start_s: float | None = None,
+    min_start_after: str | None = None,
+):
     assert kind in KINDS and part in PARTS, (kind, part)
     return pytest.mark.device(
         kind=kind,
@@ -127,6 +139,7 @@ def device_mark(kind: str, part: str, alone: bool = False, call: int | None = No
         call=call or CALL_OF_PART[part],
         **({"alone": True} if alone else {}),
         **({"min_start_s": min_start_s} if min_start_s else {}),
+        **({"min_start_after": min_start_after} if min_start_after else {}),
     )
 
 
@@ -138,10 +151,13 @@ def device_param(
     call: int | None = None,
     id: str | None = None,
     min_start_s: float | None = None,
+    min_start_after: str | None = None,
 ):
     """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``min_start_s``: the time
-    it needs left to start, where that is more than :data:`MIN_START_S`."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call, min_start_s), id=id or kind)
+    it needs left to start, where that is more than :data:`MIN_START_S`; ``min_start_after``: a sibling test whose
+    seconds, plus :data:`AFTER_SIBLING_S`, it needs too (:func:`start_minimum`)."""
+    marks = device_mark(kind, part, alone, call, min_start_s, min_start_after)
+    return pytest.param(kind, *values, marks=marks, id=id or kind)
 
 
 def on_devices(part: str):
@@ -239,7 +255,7 @@ class Report:
         if self.budget_s and item.nodeid in self.selected:
             left = self.budget_s - (time.monotonic() - self.start)
             marks = self.selected[item.nodeid]
-            part, minimum = marks["part"], marks.get("min_start_s", MIN_START_S)
+            part, minimum = marks["part"], start_minimum(marks, self.tests)
             kept = kept_for_later(part, {other["part"] for other in self.selected.values()})
             limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept, minimum)
             if limit is None:
@@ -284,6 +300,15 @@ class Report:
 def kept_for_later(part: str, parts) -> float:
     """The seconds that the parts after ``part`` among ``parts`` (those of this call) keep for themselves."""
     return float(sum(RESERVED_S.get(later, 0) for later in set(parts) if PARTS.index(later) > PARTS.index(part)))
+
+
+def start_minimum(marks: dict, tests: dict[str, dict]) -> float:
+    """The least time a test starts with: its ``min_start_s`` (else :data:`MIN_START_S`), and where its marker names
+    a sibling (``min_start_after``) among the ``tests`` run so far, that sibling's seconds plus
+    :data:`AFTER_SIBLING_S`: a compiled run repeats its eager sibling's and adds a compile."""
+    after = marks.get("min_start_after")
+    took = [test["seconds"] for nodeid, test in tests.items() if after and nodeid.split("::")[-1] == after]
+    return max([marks.get("min_start_s", MIN_START_S)] + [seconds + AFTER_SIBLING_S for seconds in took])
 
 
 def start_limit(limit: float, left: float, kept: float = 0.0, minimum: float = MIN_START_S) -> float | None:

@@ -1044,6 +1044,8 @@ def train_records(work_dir: Path, kind: str = "train") -> list[dict]:
             id=f"{kind}-{'compiled' if compiled else 'eager'}",
             part="step",
             min_start_s=ENGINE_COMPILED_MIN_START_S if compiled else None,
+            # where the eager run took long, the compiled one takes as long and its compile more
+            min_start_after=f"test_deit_small_step_through_the_engine[{kind}-eager]" if compiled else None,
         )
         for kind in ("cuda", "cpu")
         for compiled in (False, True)
@@ -1449,6 +1451,45 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
     assert needy["reason"].startswith("not started: too little time left") and "at least 60 s" in needy["reason"]
     rows = [json.loads(line)["name"] for line in (out / "rows.jsonl").read_text().splitlines()]
     assert rows == ["first", "second"]
+
+
+def test_the_engine_s_compiled_step_needs_its_eager_sibling_s_time_and_a_compile_to_start(tmp_path):
+    """The engine's compiled DeiT-S step repeats its eager sibling's run and adds a compile: where the eager step
+    took 80 s, the compiled one is not started with 100 s left (over its static 60 s minute, under 80 + 25 s);
+    where it took 30 s, the static minute holds and it starts, its limit cut to what is left."""
+    from devices import AFTER_SIBLING_S, Report
+
+    eager, compiled = (
+        f"tests/tools/test_gpu_check.py::test_deit_small_step_through_the_engine[cuda-{mode}]"
+        for mode in ("eager", "compiled")
+    )
+    (params,) = [mark.args[1] for mark in test_deit_small_step_through_the_engine.pytestmark]
+    marks = {param.id: param.marks[0].kwargs for param in params}  # the device markers, as the tests carry them
+
+    class Item:  # what the Report reads of a collected test, and the marks it adds
+        nodeid = compiled
+
+        def __init__(self):
+            self.added = []
+
+        def get_closest_marker(self, name):
+            return pytest.mark.timeout(LIMITS_S["step"]).mark
+
+        def add_marker(self, mark, append=True):
+            self.added.append(mark.mark)
+
+    found = {}
+    for eager_s in (80.0, 30.0):
+        report = Report(tmp_path / "out", budget_s=100.0)
+        report.selected = {eager: marks["cuda-eager"], compiled: marks["cuda-compiled"]}
+        report.tests = {eager: {"outcome": "passed", "seconds": eager_s, "items": []}}
+        item = Item()
+        hook = report.pytest_runtest_protocol(item, None)
+        next(hook)
+        found[eager_s] = item.added
+    (skipped,), (limited,) = found[80.0], found[30.0]
+    assert skipped.name == "skip" and f"at least {80 + AFTER_SIBLING_S} s" in skipped.kwargs["reason"], skipped
+    assert limited.name == "timeout" and 99 < limited.args[0] <= 100, limited
 
 
 def test_the_report_groups_outcomes_by_part():
