@@ -25,6 +25,7 @@ import torch
 # step after them
 WARM_UP_STEPS = {"cuda": 3, "cpu": 1}  # cuDNN tuned, CUDA graphs recorded, the allocator warm
 TIMED_STEPS = {"cuda": 10, "cpu": 2}
+TIMED_WINDOWS = 2  # the timed steps in windows of equal size between synchronisations: a spike shows as their spread
 # a training step at batch 128 on the H200, at most: TransNeXt-T's eager step, 298 ms on 29 Nov 2026, the slowest of
 # the seven (benchmarks/results/gpu-h200-2026-11-29-check/call1/rows.jsonl)
 SLOWEST_STEP_S = 0.3
@@ -125,7 +126,8 @@ def step_ms(
     device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, ready=None, clock=None
 ) -> dict:
     """One model's training step (forward, backward, fused AdamW): ``step_ms``, the mean of :data:`TIMED_STEPS`
-    steps timed between two synchronisations after compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where
+    steps timed after compilation and warm-up in :data:`TIMED_WINDOWS` windows between synchronisations, each
+    window's mean in ``step_ms_windows``; bf16 on CUDA, fp32 on the CPU (where
     ``aot_eager`` traces without minutes of C++ compilation, and reduce-overhead has no CUDA graphs); eager, also
     one profiled step (:func:`step_profile`).
     ``lock``: held for the warm-up and the timing (processes sharing the GPU: only one runs steps at a time);
@@ -176,9 +178,13 @@ def step_ms(
             if mode == "eager":  # its warm-up, cuDNN's autotuning: an eager job's compile_s
                 sync(device)
                 clock["warmed"] = time.time()
-            # between two synchronisations, as a run trains (it syncs at log steps): a sync after each step would
-            # leave the GPU idle while the next step's kernels are launched, which only launch-bound steps pay
-            result = {"step_ms": timed_ms(step, device, TIMED_STEPS[device]), **waited}
+            # between synchronisations, as a run trains (it syncs at log steps): a sync after each step would leave
+            # the GPU idle while the next step's kernels are launched, which only launch-bound steps pay; in two
+            # windows, so that one slowed (beside another process's compile, say) shows against the other
+            per_window = TIMED_STEPS[device] // TIMED_WINDOWS
+            windows = [timed_ms(step, device, per_window) for _ in range(TIMED_WINDOWS)]
+            result = {"step_ms": sum(windows) / len(windows), "step_ms_windows": [round(w, 3) for w in windows]}
+            result.update(waited)
             if mode == "eager":
                 try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
                     result.update(step_profile(step, device, result["step_ms"]))

@@ -894,10 +894,12 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
 
 
 @pytest.mark.parametrize("mode", STEP_MODES)
-def test_the_timed_steps_run_between_two_synchronisations_only(mode):
-    """``step_ms`` times its steps as a run trains, syncing before and after them, not after each: a sync per step
-    leaves the GPU idle while the next step's kernels are launched, a cost only launch-bound (eager) steps would
-    pay. Counted on the CPU, where ``step_ms`` calls ``sync`` as on CUDA."""
+def test_the_timed_steps_run_in_two_windows_between_synchronisations(mode):
+    """``step_ms`` times its steps as a run trains, syncing around them, not after each: a sync per step leaves the
+    GPU idle while the next step's kernels are launched, a cost only launch-bound (eager) steps would pay. They run in
+    two windows of equal size, one sync between them, so that a spike in one (beside another process's compile)
+    shows in ``step_ms_windows``, whose mean is ``step_ms``. Counted on the CPU, where ``step_ms`` calls ``sync`` as
+    on CUDA."""
     import gpu_steps
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -906,15 +908,20 @@ def test_the_timed_steps_run_between_two_synchronisations_only(mode):
     handle = register_optimizer_step_post_hook(lambda *args: events.append("step"))
     try:
         with mock.patch.object(gpu_steps, "sync", lambda device: events.append("sync") or real_sync(device)):
-            step_ms("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, mode)
+            result = step_ms("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, mode)
     finally:
         handle.remove()
     steps = [i for i, event in enumerate(events) if event == "step"]
     # before the timed ones: a compiled job's compiling step or an eager job's first step, and the warm-up steps
     timed = steps[1 + WARM_UP_STEPS["cpu"] :][: TIMED_STEPS["cpu"]]
     assert len(timed) == TIMED_STEPS["cpu"] > 1, events
-    assert "sync" not in events[timed[0] : timed[-1]], events
+    half = len(timed) // 2
+    first, second = events[timed[0] : timed[half - 1] + 1], events[timed[half] : timed[-1] + 1]
+    assert "sync" not in first + second and "sync" in events[timed[half - 1] : timed[half]], events
     assert events[timed[0] - 1] == events[timed[-1] + 1] == "sync", events
+    windows = result["step_ms_windows"]
+    assert len(windows) == 2 and all(w > 0 for w in windows), result
+    assert result["step_ms"] == pytest.approx(sum(windows) / 2, abs=1e-3), result
 
 
 def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
