@@ -262,12 +262,12 @@ class _SharedClock:
         return self.moments[self.offset + MOMENTS.index(moment)] or default
 
 
-_TIMING_LOCK = _ALL_READY = _DEADLINE = _JOBS = _MOMENTS = None
+_TIMING_LOCK = _ALL_READY = _DEADLINE = _MOMENTS = None
 
 
-def _hold(lock, barrier, deadline: float, jobs=None, moments=None) -> None:  # a compiling process's initializer
-    global _TIMING_LOCK, _ALL_READY, _DEADLINE, _JOBS, _MOMENTS
-    _TIMING_LOCK, _ALL_READY, _DEADLINE, _JOBS, _MOMENTS = lock, barrier, deadline, jobs, moments
+def _hold(lock, barrier, deadline: float, moments=None) -> None:  # a compiling process's initializer
+    global _TIMING_LOCK, _ALL_READY, _DEADLINE, _MOMENTS
+    _TIMING_LOCK, _ALL_READY, _DEADLINE, _MOMENTS = lock, barrier, deadline, moments
 
 
 def error_line(e: Exception) -> str:
@@ -291,9 +291,14 @@ def _arrive(barrier, deadline: float) -> None:
         barrier.wait(timeout=max(0.0, deadline - time.time()))
 
 
-def _timed(job: tuple) -> dict:
+def _timed_at(position_and_job: tuple) -> dict:  # in_processes's jobs, each with its position: its moments' slot
+    position, job = position_and_job
+    return _timed(job, position)
+
+
+def _timed(job: tuple, position: int = 0) -> dict:
     arrival = _Arrival(_ALL_READY) if _ALL_READY is not None else None
-    clock = {} if _MOMENTS is None else _SharedClock(_MOMENTS, _JOBS.index(job))
+    clock = {} if _MOMENTS is None else _SharedClock(_MOMENTS, position)
     try:
         return step_ms(*job, lock=_TIMING_LOCK, ready=None if arrival is None else (arrival, _DEADLINE), clock=clock)
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
@@ -335,9 +340,13 @@ def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = Non
     started = time.time() if started is None else started
     context = multiprocessing.get_context("spawn")
     moments = context.Array("d", len(jobs) * len(MOMENTS), lock=False)  # zeros: no moment reached yet
-    initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s, jobs, moments)
-    for job, result in spawned(_timed, jobs, context, initializer=_hold, initargs=initargs, timeout_s=timeout_s):
-        yield job, {**result, **clock_fields(_SharedClock(moments, jobs.index(job)), started, time.time())}
+    initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s, moments)
+    # each job with its position, its moments' slot: equal jobs (a model timed twice) keep a slot each
+    positioned = list(enumerate(jobs))
+    for (position, job), result in spawned(
+        _timed_at, positioned, context, initializer=_hold, initargs=initargs, timeout_s=timeout_s
+    ):
+        yield job, {**result, **clock_fields(_SharedClock(moments, position), started, time.time())}
 
 
 def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=(), timeout_s: float | None = None):

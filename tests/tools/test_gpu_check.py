@@ -831,9 +831,9 @@ def test_a_job_cut_off_or_failed_in_its_compile_keeps_how_long_it_compiled():
     started = time.time() - 200  # the test's start
 
     def cut_off(function, jobs, context, initializer, initargs, timeout_s):  # the processes' moments, then the limit
-        moments = initargs[4]
-        gpu_steps._SharedClock(moments, jobs.index(compiling))["warm_up"] = started + 10
-        clock = gpu_steps._SharedClock(moments, jobs.index(waiting))
+        moments, positions = initargs[-1], {job[1]: position for position, job in jobs}  # by model name
+        gpu_steps._SharedClock(moments, positions["resnet50"])["warm_up"] = started + 10
+        clock = gpu_steps._SharedClock(moments, positions["steps_swin_tiny"])
         clock["warm_up"], clock["warmed"], clock["ready"] = started + 10, started + 130, started + 130
         for job in jobs:
             yield job, {"error": f"not finished in {timeout_s:.0f} s"}
@@ -852,7 +852,6 @@ def test_a_job_cut_off_or_failed_in_its_compile_keeps_how_long_it_compiled():
     moments = [0.0] * len(gpu_steps.MOMENTS)
     with (
         mock.patch.object(gpu_steps, "step_ms", fails_compiling),
-        mock.patch.object(gpu_steps, "_JOBS", [compiling]),
         mock.patch.object(gpu_steps, "_MOMENTS", moments),
         mock.patch.object(gpu_steps, "release_device_memory"),
     ):
@@ -860,6 +859,34 @@ def test_a_job_cut_off_or_failed_in_its_compile_keeps_how_long_it_compiled():
     later = time.time() + 100  # the result read later: the failure's moment counts, not the reading's
     fields = clock_fields(gpu_steps._SharedClock(moments, 0), started, later)
     assert 29 < fields["compile_unfinished_s"] < 40 and fields["ready_s"] is None, fields
+
+
+def test_equal_jobs_keep_their_own_times():
+    """A model timed twice in one call (equal jobs) has two rows with their own times: each job's moments are kept
+    in the slot of its position, not of the first job equal to it. The processes run here one after another, both
+    before their results are read (as processes that finish at once)."""
+    import gpu_steps
+
+    job = ("cuda", "resnet50", {}, 128, None, "reduce-overhead")
+    started = time.time()
+    arrivals = iter([started + 5, started + 9])
+
+    def ready_at(*job, clock, **kwargs):
+        clock["ready"] = next(arrivals)
+        return {"step_ms": 1.0}
+
+    def in_this_process(function, jobs, context, initializer, initargs, timeout_s):  # both run before either is read
+        initializer(*initargs)
+        yield from list(zip(jobs, map(function, jobs)))
+
+    globals_set_by_hold = dict.fromkeys(("_TIMING_LOCK", "_ALL_READY", "_DEADLINE", "_MOMENTS"))
+    with (
+        mock.patch.multiple(gpu_steps, **globals_set_by_hold),  # put back after the in-process "processes"
+        mock.patch.object(gpu_steps, "spawned", in_this_process),
+        mock.patch.object(gpu_steps, "step_ms", ready_at),
+    ):
+        results = [result for _, result in gpu_steps.in_processes([job, job], wait_s=60, started=started)]
+    assert [result["ready_s"] for result in results] == [5, 9], results
 
 
 @pytest.mark.parametrize("mode", STEP_MODES)
