@@ -1007,10 +1007,10 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
             label = f"{name} training step, {mode}, batch {batch}"
             if "error" in took:
                 failed[name, batch] = took["error"]
-                record(name=label, **took, verdict="fail")  # with release_error where giving memory back failed
+                record(name=label, mode=mode, **took, verdict="fail")  # release_error where giving memory back failed
             else:
                 measured[name, batch] = took
-                record(name=label, **dict(took, step_ms=round(took["step_ms"], 3)))
+                record(name=label, mode=mode, **dict(took, step_ms=round(took["step_ms"], 3)))
 
     def ratio(key: str, baseline: str, candidate: str, batch: int) -> dict:  # candidate / baseline, where measured
         values = measured[baseline, batch].get(key), measured[candidate, batch].get(key)
@@ -1041,6 +1041,9 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
         goal="StepsNet >= 0.9x its baseline compiled" if mode != "eager" else None,
     )
     assert not failed, failed
+    # each model's row says its mode: an eager row's compile_s is its warm-up, not a compile
+    steps = [item for key, item in request.node.user_properties if key == "gpu_check" and "step_ms" in item]
+    assert len(steps) == len(jobs) and all(item["mode"] == mode for item in steps), steps
     # every job's compile (eager: warm-up) and readiness timed, within this test (RESERVED_S's sizing)
     took_s = time.time() - started
     assert all(0 <= m["compile_s"] <= took_s and 0 <= m["ready_s"] <= took_s for m in measured.values()), measured
@@ -1118,6 +1121,7 @@ def test_deit_small_step_through_the_engine(device, compiled, runs_here, monkeyp
     cuda = device == "cuda"
     record(
         name=f"DeiT-S training step through the engine ({'compiled' if compiled else 'eager'})",
+        mode="default" if compiled else "eager",  # compile.mode=None: inductor's default
         step_ms=round(step, 2),
         windows=len(steps),
         goal_ms=ENGINE_STEP_GOAL_MS if cuda else None,
