@@ -202,8 +202,9 @@ def step_profile(step, device: str, step_ms: float) -> dict:
     """One more step under ``torch.profiler`` (issue 55: where an equal-FLOPs model's time goes against its
     baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched (``kernels``; copies and fills
     counted apart, ``memcpy_memset``), the time the GPU spent in them and that time's share of the timed step
-    ``step_ms`` (``gpu_busy_share``: a launch-bound step leaves the GPU idle between short kernels; the profiled
-    step itself, ``profiled_ms``, carries the profiler's own cost), with the three longest kernels. The numbers, not
+    ``step_ms`` (``gpu_busy_share``: a launch-bound step leaves the GPU idle between short kernels; ``step_ms`` is
+    a pipelined step's, so a GPU-bound one can read slightly above 1; the profiled step itself, ``profiled_ms``,
+    carries the profiler's own cost), with the three longest kernels. The numbers, not
     the trace (the GPU machine returns at most 8 files)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
