@@ -18,7 +18,8 @@
 # with under 20 s of that, the engine's compiled step under 60 s): with the machine's start (~30 s), each call's
 # wheels install and pytest start (~15 s) and the pause between them, the two, made back to back (the machine stays
 # warm 30 s), hold it ~13 minutes; the 29 Nov 2026 GPU session sized them (docs/preflight.md). Call 2 takes
-# --device-left, the device time status() says is left after call 1 (a slow start, a pause), and cuts its budget to fit. Later pytest options win (-m, -k, --gpu-check-budget).
+# --device-left, the device time status() says is left after call 1 (a slow start, a pause), and cuts its budget
+# to fit. Later pytest options win (-m, -k, --gpu-check-budget).
 # TransNeXt's swattention kernels, where that extension is built:
 # tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k swattention.
 #
@@ -71,7 +72,8 @@ if [[ -n $DEVICE_LEFT ]]; then  # the device time status() said was left: the te
     FITS=$(( ${DEVICE_LEFT%%.*} - DEVICE_MARGIN_S - CALL_START_S - CALL_END_S ))
     if (( FITS < MIN_START_S )); then
         echo "gpu_check.sh: --device-left $DEVICE_LEFT: too little device time left for call $CALL: $FITS s for" \
-             "its tests (less $DEVICE_MARGIN_S s for transfers and the pause before the call, $CALL_START_S s before and $CALL_END_S s after them)," \
+             "its tests (less $DEVICE_MARGIN_S s for transfers and the pause before the call, $CALL_START_S s" \
+             "before and $CALL_END_S s after them)," \
              "under the $MIN_START_S s a test needs to start; give_back() and run call $CALL in a later session" >&2
         exit 2
     fi

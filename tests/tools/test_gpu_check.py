@@ -1300,6 +1300,16 @@ def test_call_2_is_not_started_with_too_little_device_time_left(tmp_path):
         assert "give_back()" in message and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 
+def test_the_operator_s_instructions_keep_to_120_characters_a_line():
+    """tools/gpu_check.sh and docs/preflight.md's "The two calls, exactly" (up to its table, whose rows are one line
+    each) are read where they are run: each line fits 120 characters, as the code's do."""
+    doc = (ROOT / "docs" / "preflight.md").read_text()
+    section = doc.split("### The two calls, exactly")[1].split("\n| number")[0]
+    script = (ROOT / "tools" / "gpu_check.sh").read_text()
+    long = [line for line in (section + "\n" + script).splitlines() if len(line) > 120]
+    assert section.count("\n") > 20 and not long, long
+
+
 def test_gpu_check_sh_refuses_a_call_it_does_not_know(tmp_path):
     proc = subprocess.run(
         ["bash", "tools/gpu_check.sh", str(tmp_path / "out"), "--call", "3"],
