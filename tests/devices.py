@@ -13,11 +13,15 @@ the code stays tested without a GPU). Each variant carries ``pytest.mark.device(
   training steps eager and compiled), 2 the rest, what never ran on a GPU first (:data:`CALL_OF_PART`, or the
   test's own);
 - ``alone=True``: a test neither call runs, only when asked for: the optional swattention kernels (the extension
-  must be built first).
+  must be built first);
+- ``min_start_s``: a test that cannot finish in less is not started with less left (default :data:`MIN_START_S`);
+  ``min_start_after``: the name of a sibling (``test_x[cuda-eager]``) whose run this one's repeats and adds one
+  model's compile to: where it ran, it needs that sibling's seconds plus :data:`AFTER_SIBLING_S` too.
 
 Time limits are pytest-timeout's: per test from :data:`LIMITS_S` (tests/conftest.py adds the marker), each cut to
 what is left of the call's budget (``--gpu-check-budget``) less what later parts of the call keep for themselves
-(:data:`RESERVED_S`); a test with less than :data:`MIN_START_S` of that is not started, so a call ends on time.
+(:data:`RESERVED_S`); a test with less than :data:`MIN_START_S` of that (or its own ``min_start_s``) is not started,
+so a call ends on time.
 ``--gpu-check-out DIR`` appends every measurement to ``DIR/rows.jsonl`` as it is made (flushed: a call that is cut
 off keeps its rows) and writes ``report.json`` and ``report.md`` at the end (:class:`Report`; docs/preflight.md).
 
@@ -63,11 +67,21 @@ LIMITS_S = {
     "compile-check": 150,
 }
 MIN_START_S = 20  # a test with less of its call's budget left is not started
+# what a compiled run needs over its eager sibling's seconds (min_start_after): one model's compile (DeiT-S's step,
+# 20.6 s on the H200 on 26 Nov 2026) and a few seconds to spare
+AFTER_SIBLING_S = 25
 # seconds of its call a part keeps for itself from the tests before it in the call (cut to what is left less these):
 # the compiled pairs' seven compiles at once, the slowest (Steps-Swin-T's) timed 132 s after its test's start on the
 # H200 on 29 Nov 2026 (in 4 processes), then 35 s to time the seven (gpu_steps.timing_s); without it the eager
 # pairs and the engine's two steps, each run to its limit, would leave them 28 s and no compile finished
 RESERVED_S = {"compile": 200}
+# a call's seconds outside its budget, which the device tool's timeout_s must hold besides it (docs/preflight.md):
+# before the budget's clock starts (pytest_configure), the wheels' install and pytest's start (~10 s on the H200 on
+# 29 Nov 2026); after the last test, cut to end with the budget, the report's environment (nvidia-smi, up to its 20 s
+# time-out: harness/measure/preflight/environment.py) and pytest's exit, stopping the step processes (~5 s)
+# (tools/gpu_check.sh sizes call 2 by them and MIN_START_S: --device-left; tests/tools/test_gpu_check.py checks it)
+CALL_START_S = 15
+CALL_END_S = 25
 CPU_LIMIT_S = 900  # a CPU variant at tiny sizes: a guard against a hang, not a budget (a loaded 2-core CI machine
 #                    ran the DeepSpeed train test for over 400 s: 20x its idle time)
 ALONE_LIMIT_S = 290  # a test run alone (the swattention kernels)
@@ -110,10 +124,22 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def device_mark(kind: str, part: str, alone: bool = False, call: int | None = None):
+def device_mark(
+    kind: str,
+    part: str,
+    alone: bool = False,
+    call: int | None = None,
+    min_start_s: float | None = None,
+    min_start_after: str | None = None,
+):
     assert kind in KINDS and part in PARTS, (kind, part)
     return pytest.mark.device(
-        kind=kind, part=part, call=call or CALL_OF_PART[part], **({"alone": True} if alone else {})
+        kind=kind,
+        part=part,
+        call=call or CALL_OF_PART[part],
+        **({"alone": True} if alone else {}),
+        **({"min_start_s": min_start_s} if min_start_s else {}),
+        **({"min_start_after": min_start_after} if min_start_after else {}),
     )
 
 
@@ -124,9 +150,14 @@ def device_param(
     alone: bool = False,
     call: int | None = None,
     id: str | None = None,
+    min_start_s: float | None = None,
+    min_start_after: str | None = None,
 ):
-    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device."""
-    return pytest.param(kind, *values, marks=device_mark(kind, part, alone, call), id=id or kind)
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``min_start_s``: the time
+    it needs left to start, where that is more than :data:`MIN_START_S`; ``min_start_after``: a sibling test whose
+    seconds, plus :data:`AFTER_SIBLING_S`, it needs too (:func:`start_minimum`)."""
+    marks = device_mark(kind, part, alone, call, min_start_s, min_start_after)
+    return pytest.param(kind, *values, marks=marks, id=id or kind)
 
 
 def on_devices(part: str):
@@ -223,14 +254,17 @@ class Report:
         """Before pytest-timeout reads the test's limit: cut it to the call's budget left, or do not start it."""
         if self.budget_s and item.nodeid in self.selected:
             left = self.budget_s - (time.monotonic() - self.start)
-            part = self.selected[item.nodeid]["part"]
-            kept = kept_for_later(part, {marks["part"] for marks in self.selected.values()})
-            limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept)
+            marks = self.selected[item.nodeid]
+            part, minimum = marks["part"], start_minimum(marks, self.tests)
+            kept = kept_for_later(part, {other["part"] for other in self.selected.values()})
+            limit = start_limit(item.get_closest_marker("timeout").args[0], left, kept, minimum)
             if limit is None:
                 item.add_marker(
                     pytest.mark.skip(
-                        reason=f"not started: {left:.0f} s of the call's {self.budget_s:.0f} s budget were left"
+                        reason=f"not started: too little time left: {left:.0f} s of the call's {self.budget_s:.0f} s"
+                        " budget were left"
                         + (f", {kept:.0f} s of them kept for the parts after {part}" if kept else "")
+                        + f"; it starts only with at least {minimum:.0f} s to use"
                     ),
                     append=False,
                 )
@@ -268,11 +302,21 @@ def kept_for_later(part: str, parts) -> float:
     return float(sum(RESERVED_S.get(later, 0) for later in set(parts) if PARTS.index(later) > PARTS.index(part)))
 
 
-def start_limit(limit: float, left: float, kept: float = 0.0) -> float | None:
+def start_minimum(marks: dict, tests: dict[str, dict]) -> float:
+    """The least time a test starts with: its ``min_start_s`` (else :data:`MIN_START_S`), and where its marker names
+    a sibling (``min_start_after``) among the ``tests`` run so far, that sibling's seconds plus
+    :data:`AFTER_SIBLING_S`: a compiled run repeats its eager sibling's and adds a compile."""
+    after = marks.get("min_start_after")
+    took = [test["seconds"] for nodeid, test in tests.items() if after and nodeid.split("::")[-1] == after]
+    return max([marks.get("min_start_s", MIN_START_S)] + [seconds + AFTER_SIBLING_S for seconds in took])
+
+
+def start_limit(limit: float, left: float, kept: float = 0.0, minimum: float = MIN_START_S) -> float | None:
     """A test's time limit with ``left`` seconds of its call's budget, ``kept`` of them for later parts: its own
-    ``limit`` cut to what is left less what is kept, or None (not started) where that is under :data:`MIN_START_S`."""
+    ``limit`` cut to what is left less what is kept, or None (not started) where that is under ``minimum`` (the
+    test's ``min_start_s``, else :data:`MIN_START_S`)."""
     usable = left - kept
-    return None if usable < MIN_START_S else min(limit, usable)
+    return None if usable < minimum else min(limit, usable)
 
 
 def _last_lines(text: str, lines: int = 6) -> str:

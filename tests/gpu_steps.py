@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import statistics
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ import torch
 # step after them
 WARM_UP_STEPS = {"cuda": 3, "cpu": 1}  # cuDNN tuned, CUDA graphs recorded, the allocator warm
 TIMED_STEPS = {"cuda": 10, "cpu": 2}
+TIMED_WINDOWS = 2  # the timed steps in windows of equal size between synchronisations: a spike shows as their spread
 # a training step at batch 128 on the H200, at most: TransNeXt-T's eager step, 298 ms on 29 Nov 2026, the slowest of
 # the seven (benchmarks/results/gpu-h200-2026-11-29-check/call1/rows.jsonl)
 SLOWEST_STEP_S = 0.3
@@ -33,6 +33,12 @@ SLOWEST_STEP_S = 0.3
 # three eager warm-up steps took 3.3 s on the H200 on 26 Nov 2026, docs/benchmarks.md) and its profiled step's trace
 # (an estimate: not measured apart); compiled its result handed back
 BESIDE_THE_STEPS_S = {"eager": 3.5, "compiled": 1.1}
+
+
+# a step job's moments (``time.time()``), in the order a compiled job passes them: its warm-up's start (compiled: its
+# first, compiling, step; eager: its first steps under the lock, cuDNN's autotuning), that warm-up done, its arrival
+# at the processes' barrier (eager: before its warm-up), and where it failed
+MOMENTS = ("warm_up", "warmed", "ready", "stopped")
 
 
 def steps_under_lock(device: str, mode: str) -> int:
@@ -103,7 +109,7 @@ def rel_err(a, ref) -> float:
 
 
 def timed_ms(fn, device: str, repeats: int = 1) -> float:
-    """Milliseconds per call (after the calls, synchronised)."""
+    """Milliseconds per call: ``repeats`` calls between two synchronisations, none between them."""
     sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
@@ -116,15 +122,21 @@ def autocast_or_not(device: str, precision: str):
     return torch.autocast(device_type=device, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
-def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, ready=None) -> dict:
-    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the median of timed steps after
-    compilation and warm-up; bf16 on CUDA, fp32 on the CPU (where ``aot_eager`` traces without minutes of C++
-    compilation, and reduce-overhead has no CUDA graphs); eager, also one profiled step (:func:`step_profile`).
+def step_ms(
+    device: str, name: str, kwargs: dict, batch: int, side, mode: str, lock=None, ready=None, clock=None
+) -> dict:
+    """One model's training step (forward, backward, fused AdamW): ``step_ms``, the mean of :data:`TIMED_STEPS`
+    steps timed after compilation and warm-up in :data:`TIMED_WINDOWS` windows between synchronisations, each
+    window's mean in ``step_ms_windows``; bf16 on CUDA, fp32 on the CPU (where
+    ``aot_eager`` traces without minutes of C++ compilation, and reduce-overhead has no CUDA graphs); eager, also
+    one profiled step (:func:`step_profile`).
     ``lock``: held for the warm-up and the timing (processes sharing the GPU: only one runs steps at a time);
     ``ready``: (barrier, deadline) -- the processes wait at the barrier after their first (compiling, when
     compiled) step, so that no step is timed while another process warms up or compiles (inductor runs kernels on
     the GPU to pick their configurations), until the deadline (``time.time()``), after which the steps ready are
-    timed anyway (``beside_compiling``)."""
+    timed anyway (``beside_compiling``); ``clock``: a mapping the job's moments are written into as they pass
+    (:data:`MOMENTS`), so that a caller still has them when the job fails or is cut off (:func:`clock_fields`)."""
+    clock = {} if clock is None else clock
     cuda = device == "cuda"
     model = build(name, kwargs).to(device).train()
     images = example(name, kwargs, batch, side)[0].to(device)
@@ -147,19 +159,32 @@ def step_ms(device: str, name: str, kwargs: dict, batch: int, side, mode: str, l
     tuned, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, True
     try:
         if mode != "eager":
+            clock["warm_up"] = time.time()
             step()  # compiles; outside the lock, so that the processes compile at once
             sync(device)  # its kernels done before the others are timed
+            clock["warmed"] = time.time()
         waited = {}
+        clock["ready"] = time.time()
         if ready is not None:
             try:
                 ready[0].wait(timeout=max(0.0, ready[1] - time.time()))
             except threading.BrokenBarrierError:
                 waited = {"beside_compiling": True}
         with lock or contextlib.nullcontext():
+            if mode == "eager":
+                clock["warm_up"] = time.time()
             for _ in range(WARM_UP_STEPS[device] + (mode == "eager")):  # eager: its first step too
                 step()
-            times = [timed_ms(step, device) for _ in range(TIMED_STEPS[device])]
-            result = {"step_ms": statistics.median(times), **waited}
+            if mode == "eager":  # its warm-up, cuDNN's autotuning: an eager job's compile_s
+                sync(device)
+                clock["warmed"] = time.time()
+            # between synchronisations, as a run trains (it syncs at log steps): a sync after each step would leave
+            # the GPU idle while the next step's kernels are launched, which only launch-bound steps pay; in two
+            # windows, so that one slowed (beside another process's compile, say) shows against the other
+            per_window = TIMED_STEPS[device] // TIMED_WINDOWS
+            windows = [timed_ms(step, device, per_window) for _ in range(TIMED_WINDOWS)]
+            result = {"step_ms": sum(windows) / len(windows), "step_ms_windows": [round(w, 3) for w in windows]}
+            result.update(waited)
             if mode == "eager":
                 try:  # the profiler has its own ways to fail (CUPTI): the timing stands without it
                     result.update(step_profile(step, device, result["step_ms"]))
@@ -177,8 +202,9 @@ def step_profile(step, device: str, step_ms: float) -> dict:
     """One more step under ``torch.profiler`` (issue 55: where an equal-FLOPs model's time goes against its
     baseline's): the ATen ops it dispatched and, on CUDA, the kernels it launched (``kernels``; copies and fills
     counted apart, ``memcpy_memset``), the time the GPU spent in them and that time's share of the timed step
-    ``step_ms`` (``gpu_busy_share``: a launch-bound step leaves the GPU idle between short kernels; the profiled
-    step itself, ``profiled_ms``, carries the profiler's own cost), with the three longest kernels. The numbers, not
+    ``step_ms`` (``gpu_busy_share``: a launch-bound step leaves the GPU idle between short kernels; ``step_ms`` is
+    a pipelined step's, so a GPU-bound one can read slightly above 1; the profiled step itself, ``profiled_ms``,
+    carries the profiler's own cost), with the three longest kernels. The numbers, not
     the trace (the GPU machine returns at most 8 files)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -208,12 +234,41 @@ def step_profile(step, device: str, step_ms: float) -> dict:
     return found
 
 
-_TIMING_LOCK = _ALL_READY = _DEADLINE = None
+def clock_fields(clock, started: float, now: float) -> dict:
+    """A step job's row's times from its moments (``step_ms``'s ``clock``): ``compile_s``, its warm-up's seconds
+    (compiled: the compile, until its first step is done; eager: its first steps under the lock), and ``ready_s``,
+    the seconds from ``started`` (its test's start) to its arrival at the processes' barrier; each None where the job
+    did not get so far. A job stopped in its warm-up (failed, or cut off ``now``) has ``compile_unfinished_s``
+    instead: its warm-up's seconds until then, at least what the compile needed."""
+    warm_up, warmed, ready = (clock.get(moment) for moment in ("warm_up", "warmed", "ready"))
+    fields = {"compile_s": round(warmed - warm_up, 2) if warmed else None, "ready_s": None}
+    if warm_up and not warmed:
+        fields["compile_unfinished_s"] = round((clock.get("stopped") or now) - warm_up, 2)
+    if ready:
+        fields["ready_s"] = round(ready - started, 2)
+    return fields
 
 
-def _hold(lock, barrier, deadline: float) -> None:  # a compiling process's initializer: its lock, barrier, deadline
-    global _TIMING_LOCK, _ALL_READY, _DEADLINE
-    _TIMING_LOCK, _ALL_READY, _DEADLINE = lock, barrier, deadline
+class _SharedClock:
+    """One job's :data:`MOMENTS` in memory shared with the process that started it, which reads them even when the
+    job is cut off (0: not reached)."""
+
+    def __init__(self, moments, index: int):
+        self.moments, self.offset = moments, index * len(MOMENTS)
+
+    def __setitem__(self, moment: str, at: float) -> None:
+        self.moments[self.offset + MOMENTS.index(moment)] = at
+
+    def get(self, moment: str, default=None):
+        return self.moments[self.offset + MOMENTS.index(moment)] or default
+
+
+_TIMING_LOCK = _ALL_READY = _DEADLINE = _MOMENTS = None
+
+
+def _hold(lock, barrier, deadline: float, moments=None) -> None:  # a compiling process's initializer
+    global _TIMING_LOCK, _ALL_READY, _DEADLINE, _MOMENTS
+    _TIMING_LOCK, _ALL_READY, _DEADLINE, _MOMENTS = lock, barrier, deadline, moments
 
 
 def error_line(e: Exception) -> str:
@@ -237,11 +292,18 @@ def _arrive(barrier, deadline: float) -> None:
         barrier.wait(timeout=max(0.0, deadline - time.time()))
 
 
-def _timed(job: tuple) -> dict:
+def _timed_at(position_and_job: tuple) -> dict:  # in_processes's jobs, each with its position: its moments' slot
+    position, job = position_and_job
+    return _timed(job, position)
+
+
+def _timed(job: tuple, position: int = 0) -> dict:
     arrival = _Arrival(_ALL_READY) if _ALL_READY is not None else None
+    clock = {} if _MOMENTS is None else _SharedClock(_MOMENTS, position)
     try:
-        return step_ms(*job, lock=_TIMING_LOCK, ready=None if arrival is None else (arrival, _DEADLINE))
+        return step_ms(*job, lock=_TIMING_LOCK, ready=None if arrival is None else (arrival, _DEADLINE), clock=clock)
     except Exception as e:  # one model failing (out of memory, a compile error) costs the others nothing
+        clock["stopped"] = time.time()
         traceback.print_exc()  # the whole story, into the call's log (pytest's captured stderr); the row keeps a line
         failed = {"error": error_line(e)}
     # past the except clause its traceback is gone, and with it the failed step's frames and what they held
@@ -268,15 +330,24 @@ def release_device_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None):
+def in_processes(jobs: list[tuple], wait_s: float, timeout_s: float | None = None, started: float | None = None):
     """:func:`timed_jobs`'s CUDA steps, ``(job, result)`` as each is measured: each job in a spawned process of its
     own, all taking their first (compiling, when compiled) step at once; they wait for each other (for at most
-    ``wait_s`` from now) before any is timed, then are timed (and, eager, profiled) one at a time."""
+    ``wait_s`` from now) before any is timed, then are timed (and, eager, profiled) one at a time. Every result,
+    a failed or cut-off job's too, has the job's times (:func:`clock_fields`; ``ready_s`` from ``started``, the
+    test's start, ``time.time()``; default now)."""
     import multiprocessing
 
+    started = time.time() if started is None else started
     context = multiprocessing.get_context("spawn")
-    initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s)
-    yield from spawned(_timed, jobs, context, initializer=_hold, initargs=initargs, timeout_s=timeout_s)
+    moments = context.Array("d", len(jobs) * len(MOMENTS), lock=False)  # zeros: no moment reached yet
+    initargs = (context.Lock(), context.Barrier(len(jobs)), time.time() + wait_s, moments)
+    # each job with its position, its moments' slot: equal jobs (a model timed twice) keep a slot each
+    positioned = list(enumerate(jobs))
+    for (position, job), result in spawned(
+        _timed_at, positioned, context, initializer=_hold, initargs=initargs, timeout_s=timeout_s
+    ):
+        yield job, {**result, **clock_fields(_SharedClock(moments, position), started, time.time())}
 
 
 def spawned(function, jobs: list[tuple], context=None, initializer=None, initargs=(), timeout_s: float | None = None):

@@ -31,6 +31,7 @@ import copy
 import csv
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,8 +45,11 @@ import pytest
 import torch
 
 from devices import (
+    CALL_END_S,
+    CALL_START_S,
     GPU_CHECK_FILES,
     LIMITS_S,
+    MIN_START_S,
     RESERVED_S,
     TOL_BF16,
     TOL_FP32,
@@ -55,9 +59,12 @@ from devices import (
     start_limit,
 )
 from gpu_steps import (
+    TIMED_STEPS,
+    WARM_UP_STEPS,
     _compiled_job,
     autocast_or_not,
     build,
+    clock_fields,
     error_line,
     example,
     first,
@@ -159,6 +166,12 @@ ENGINE_STEP = {
     ),
 }
 ENGINE_STEP_GOAL_MS = 15.0
+# the engine's compiled DeiT-S step is not started with less of call 1 left (tests/devices.py, min_start_s): its
+# run is the eager one's (~30 s estimated in docs/preflight.md: the engine's step never ran on a GPU) plus the
+# step's compile (evaluation runs eager), 20.6 s for DeiT-S's step on the H200 (26 Nov 2026,
+# benchmarks/results/gpu-h200-2026-11-26-engine-options: 'deit_s compiled' warmup_s); with the 20 s any test may
+# start with it could only time out, where "not started" says what happened
+ENGINE_COMPILED_MIN_START_S = 60
 JPEGS = {"cuda": 2048, "cpu": 64}  # generated ImageNet-like JPEGs the loader tests read (jpeg_shards)
 
 
@@ -664,7 +677,7 @@ def test_no_host_sync_between_log_steps(device, engine, runs_here, monkeypatch, 
     assert state["steps"] > 0 and (cuda or state["steps"] == 20)  # the CPU's tiny setting: 160 images / 8
 
 
-def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
+def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0, started: float | None = None):
     """``(job, result)`` for each ``step_ms`` job as it is measured. On CUDA, eager or compiled: every job in a
     spawned process of its own (a fresh CUDA context each), all warming up -- compiling: inductor's graph lowering
     is single-threaded Python, the GPU machine has 16 cores, the seven steps at batch 128 take ~60 GB of its 139 --
@@ -674,16 +687,22 @@ def timed_jobs(jobs: list[tuple], device: str, limit_s: float = 0.0):
     tracing (CUPTI) attached, which stays attached after a profile and slows what follows -- this one's later
     timings included (DeiT-S through the engine). A job that fails gives ``{"error": ...}`` and lets the others go
     on. On the CPU: one after another in this process. ``limit_s``: the test's time limit, which the processes'
-    wait leaves room in to time every step."""
+    wait leaves room in to time every step. Each result has its job's ``compile_s`` and ``ready_s`` (from
+    ``started``, the test's ``time.time()``: gpu_steps.clock_fields), a failed job's too."""
+    started = time.time() if started is None else started
     if device != "cuda":
         for job in jobs:
+            clock = {}
             try:
-                yield job, step_ms(*job)
+                result = step_ms(*job, clock=clock)
             except Exception as e:  # one model failing costs the others nothing (the test fails at its end)
-                yield job, {"error": error_line(e)}
+                clock["stopped"] = time.time()
+                result = {"error": error_line(e)}
+            yield job, {**result, **clock_fields(clock, started, time.time())}
     else:
         wait_s = max(0.0, limit_s - timing_s(jobs) - 15)
-        yield from in_processes(jobs, wait_s=wait_s, timeout_s=max(1.0, limit_s - 10) if limit_s else None)
+        timeout_s = max(1.0, limit_s - 10) if limit_s else None
+        yield from in_processes(jobs, wait_s=wait_s, timeout_s=timeout_s, started=started)
 
 
 def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others_nothing():
@@ -693,12 +712,18 @@ def test_compiling_processes_time_their_steps_and_a_failing_one_costs_the_others
     good = ("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, "reduce-overhead")
     bad = ("cpu", "no_such_model", {}, 2, 16, "reduce-overhead")
     eager = good[:-1] + ("eager",)  # as on CUDA: eager steps too, each profiled in its own process after its timing
+    started = time.time()
     with mock.patch.dict(os.environ, OMP_NUM_THREADS="1"):
-        results = {job[1::4]: result for job, result in in_processes([good, bad, eager], wait_s=600)}
+        results = {job[1::4]: result for job, result in in_processes([good, bad, eager], wait_s=600, started=started)}
     assert "no_such_model" in results["no_such_model", "reduce-overhead"]["error"], results
     compiled, plain = results["horesnet10_euler", "reduce-overhead"], results["horesnet10_euler", "eager"]
     assert compiled["step_ms"] > 0 and "beside_compiling" not in compiled, results
     assert plain["step_ms"] > 0 and plain["aten_ops"] > 0 and "profile_error" not in plain, results
+    # each job's times from its process (the failed one built no model: neither compiled nor ready)
+    assert compiled["compile_s"] > 0 and plain["compile_s"] > 0, results
+    assert 0 < compiled["ready_s"] < time.time() - started and 0 < plain["ready_s"] < time.time() - started, results
+    failed = results["no_such_model", "reduce-overhead"]
+    assert failed["compile_s"] is None and failed["ready_s"] is None and "compile_unfinished_s" not in failed
 
 
 def test_a_job_that_runs_out_of_gpu_memory_gives_its_memory_back_before_it_returns():
@@ -795,6 +820,75 @@ def test_a_job_that_fails_before_the_barrier_still_counts_as_ready():
     assert not barrier.broken
 
 
+def test_a_job_cut_off_or_failed_in_its_compile_keeps_how_long_it_compiled():
+    """The compiled pairs' reserve (RESERVED_S) is sized from the jobs' rows: a job cut off at the test's limit while
+    it still compiles has ``compile_unfinished_s`` (how long it had compiled, read from the moments its process
+    shares), ``compile_s`` and ``ready_s`` null; one compiled and ready but not yet timed has both; one whose step
+    fails in its compile, the seconds until the failure."""
+    import gpu_steps
+
+    compiling, waiting = (("cuda", name, {}, 128, None, "reduce-overhead") for name in ("resnet50", "steps_swin_tiny"))
+    started = time.time() - 200  # the test's start
+
+    def cut_off(function, jobs, context, initializer, initargs, timeout_s):  # the processes' moments, then the limit
+        moments, positions = initargs[-1], {job[1]: position for position, job in jobs}  # by model name
+        gpu_steps._SharedClock(moments, positions["resnet50"])["warm_up"] = started + 10
+        clock = gpu_steps._SharedClock(moments, positions["steps_swin_tiny"])
+        clock["warm_up"], clock["warmed"], clock["ready"] = started + 10, started + 130, started + 130
+        for job in jobs:
+            yield job, {"error": f"not finished in {timeout_s:.0f} s"}
+
+    with mock.patch.object(gpu_steps, "spawned", cut_off):
+        found = gpu_steps.in_processes([compiling, waiting], wait_s=150, timeout_s=190, started=started)
+        results = {job[1]: result for job, result in found}
+    cut, ready = results["resnet50"], results["steps_swin_tiny"]
+    assert cut["compile_s"] is None and cut["ready_s"] is None and 189 < cut["compile_unfinished_s"] < 200, cut
+    assert ready["compile_s"] == 120 and ready["ready_s"] == 130 and "compile_unfinished_s" not in ready, ready
+
+    def fails_compiling(*job, clock, **kwargs):
+        clock["warm_up"] = time.time() - 30
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    moments = [0.0] * len(gpu_steps.MOMENTS)
+    with (
+        mock.patch.object(gpu_steps, "step_ms", fails_compiling),
+        mock.patch.object(gpu_steps, "_MOMENTS", moments),
+        mock.patch.object(gpu_steps, "release_device_memory"),
+    ):
+        gpu_steps._timed(compiling)
+    later = time.time() + 100  # the result read later: the failure's moment counts, not the reading's
+    fields = clock_fields(gpu_steps._SharedClock(moments, 0), started, later)
+    assert 29 < fields["compile_unfinished_s"] < 40 and fields["ready_s"] is None, fields
+
+
+def test_equal_jobs_keep_their_own_times():
+    """A model timed twice in one call (equal jobs) has two rows with their own times: each job's moments are kept
+    in the slot of its position, not of the first job equal to it. The processes run here one after another, both
+    before their results are read (as processes that finish at once)."""
+    import gpu_steps
+
+    job = ("cuda", "resnet50", {}, 128, None, "reduce-overhead")
+    started = time.time()
+    arrivals = iter([started + 5, started + 9])
+
+    def ready_at(*job, clock, **kwargs):
+        clock["ready"] = next(arrivals)
+        return {"step_ms": 1.0}
+
+    def in_this_process(function, jobs, context, initializer, initargs, timeout_s):  # both run before either is read
+        initializer(*initargs)
+        yield from list(zip(jobs, map(function, jobs)))
+
+    globals_set_by_hold = dict.fromkeys(("_TIMING_LOCK", "_ALL_READY", "_DEADLINE", "_MOMENTS"))
+    with (
+        mock.patch.multiple(gpu_steps, **globals_set_by_hold),  # put back after the in-process "processes"
+        mock.patch.object(gpu_steps, "spawned", in_this_process),
+        mock.patch.object(gpu_steps, "step_ms", ready_at),
+    ):
+        results = [result for _, result in gpu_steps.in_processes([job, job], wait_s=60, started=started)]
+    assert [result["ready_s"] for result in results] == [5, 9], results
+
+
 @pytest.mark.parametrize("mode", STEP_MODES)
 def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mode):
     """The processes' wait leaves each job ``lock_time_s`` (gpu_steps): its steps under the lock
@@ -826,6 +920,37 @@ def test_a_job_takes_under_the_timing_lock_the_steps_its_lock_time_allows_for(mo
     assert taken == {True: steps_under_lock("cpu", mode), False: int(mode != "eager")}, taken
 
 
+@pytest.mark.parametrize("mode", STEP_MODES)
+def test_the_timed_steps_run_in_two_windows_between_synchronisations(mode):
+    """``step_ms`` times its steps as a run trains, syncing around them, not after each: a sync per step leaves the
+    GPU idle while the next step's kernels are launched, a cost only launch-bound (eager) steps would pay. They run in
+    two windows of equal size, one sync between them, so that a spike in one (beside another process's compile)
+    shows in ``step_ms_windows``, whose mean is ``step_ms``. Counted on the CPU, where ``step_ms`` calls ``sync`` as
+    on CUDA."""
+    import gpu_steps
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    events = []
+    real_sync = gpu_steps.sync
+    handle = register_optimizer_step_post_hook(lambda *args: events.append("step"))
+    try:
+        with mock.patch.object(gpu_steps, "sync", lambda device: events.append("sync") or real_sync(device)):
+            result = step_ms("cpu", "horesnet10_euler", {"width": 8, "num_classes": 10}, 2, 16, mode)
+    finally:
+        handle.remove()
+    steps = [i for i, event in enumerate(events) if event == "step"]
+    # before the timed ones: a compiled job's compiling step or an eager job's first step, and the warm-up steps
+    timed = steps[1 + WARM_UP_STEPS["cpu"] :][: TIMED_STEPS["cpu"]]
+    assert len(timed) == TIMED_STEPS["cpu"] > 1, events
+    half = len(timed) // 2
+    first, second = events[timed[0] : timed[half - 1] + 1], events[timed[half] : timed[-1] + 1]
+    assert "sync" not in first + second and "sync" in events[timed[half - 1] : timed[half]], events
+    assert events[timed[0] - 1] == events[timed[-1] + 1] == "sync", events
+    windows = result["step_ms_windows"]
+    assert len(windows) == 2 and all(w > 0 for w in windows), result
+    assert result["step_ms"] == pytest.approx(sum(windows) / 2, abs=1e-3), result
+
+
 def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
     """On CUDA the seven jobs wait for each other at most until their timings still fit before the results are cut
     off (10 s before the test's limit): at the parts' limits, each job's steps under the lock at the slowest step
@@ -836,7 +961,7 @@ def test_the_processes_wait_leaves_every_job_its_time_under_the_lock():
     (``lock_time_s``) covers them, so the constants cannot drift below what was measured."""
     asked = {}
 
-    def processes(jobs, wait_s, timeout_s=None):
+    def processes(jobs, wait_s, timeout_s=None, started=None):
         asked[jobs[0][5]] = wait_s, timeout_s
         yield from ()
 
@@ -863,7 +988,9 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
     """Each pair's training step at the per-GPU batch, and the throughput ratio candidate/baseline (issue 55's goals:
     StepsNet >= 0.9x its baseline at batch 128 compiled, TransNeXt-T >= 0.6x Swin-T). Eager, then compiled with CUDA
     graphs (the graphs compiled in parallel processes), both in the GPU check's first call. Each model's time is a
-    row as soon as it is measured."""
+    row as soon as it is measured, with its compile's (warm-up's) seconds and when it was ready (RESERVED_S's
+    sizing)."""
+    started = time.time()  # ready_s counts from here: the compiled pairs' reserve is this test's time
     if device == "cuda":  # what the engine's DeiT-S steps before it left in this process, for the pairs' processes
         try:
             release_device_memory()
@@ -875,15 +1002,15 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
     jobs = [(device, name, kwargs, batch, side, mode) for batch in STEP_BATCHES[device] for name in names]
     measured, failed = {}, {}
     limit = request.node.get_closest_marker("timeout")  # the part's, cut to the call's budget (tests/devices.py)
-    with contextlib.closing(timed_jobs(jobs, device, limit.args[0] if limit else 0.0)) as finished:
+    with contextlib.closing(timed_jobs(jobs, device, limit.args[0] if limit else 0.0, started)) as finished:
         for (_, name, _, batch, _, _), took in finished:
             label = f"{name} training step, {mode}, batch {batch}"
             if "error" in took:
                 failed[name, batch] = took["error"]
-                record(name=label, **took, verdict="fail")  # with release_error where giving memory back failed
+                record(name=label, mode=mode, **took, verdict="fail")  # release_error where giving memory back failed
             else:
                 measured[name, batch] = took
-                record(name=label, **dict(took, step_ms=round(took["step_ms"], 3)))
+                record(name=label, mode=mode, **dict(took, step_ms=round(took["step_ms"], 3)))
 
     def ratio(key: str, baseline: str, candidate: str, batch: int) -> dict:  # candidate / baseline, where measured
         values = measured[baseline, batch].get(key), measured[candidate, batch].get(key)
@@ -914,6 +1041,12 @@ def test_step_timings_of_the_equal_flops_pairs(device, mode, record, request):
         goal="StepsNet >= 0.9x its baseline compiled" if mode != "eager" else None,
     )
     assert not failed, failed
+    # each model's row says its mode: an eager row's compile_s is its warm-up, not a compile
+    steps = [item for key, item in request.node.user_properties if key == "gpu_check" and "step_ms" in item]
+    assert len(steps) == len(jobs) and all(item["mode"] == mode for item in steps), steps
+    # every job's compile (eager: warm-up) and readiness timed, within this test (RESERVED_S's sizing)
+    took_s = time.time() - started
+    assert all(0 <= m["compile_s"] <= took_s and 0 <= m["ready_s"] <= took_s for m in measured.values()), measured
     assert [r["batch"] for r in rows] == [b for _ in STEP_PAIRS[device] for b in STEP_BATCHES[device]]
     assert all(r["baseline_ms"] > 0 and r["candidate_ms"] > 0 and r["throughput_ratio"] > 0 for r in rows)
     if mode == "eager":  # profiled: what each step dispatched (and launched, on CUDA)
@@ -942,7 +1075,15 @@ def train_records(work_dir: Path, kind: str = "train") -> list[dict]:
         # both in the step part, before the compiled pairs: the pairs wait for their slowest of seven compiles and
         # may take all of call 1's rest, where this is one model's compile (DeiT-S's step: 20.6 s on the H200);
         # each is cut to leave the pairs their reserve (tests/devices.py, RESERVED_S)
-        device_param(kind, compiled, id=f"{kind}-{'compiled' if compiled else 'eager'}", part="step")
+        device_param(
+            kind,
+            compiled,
+            id=f"{kind}-{'compiled' if compiled else 'eager'}",
+            part="step",
+            min_start_s=ENGINE_COMPILED_MIN_START_S if compiled else None,
+            # where the eager run took long, the compiled one takes as long and its compile more
+            min_start_after=f"test_deit_small_step_through_the_engine[{kind}-eager]" if compiled else None,
+        )
         for kind in ("cuda", "cpu")
         for compiled in (False, True)
     ],
@@ -980,6 +1121,7 @@ def test_deit_small_step_through_the_engine(device, compiled, runs_here, monkeyp
     cuda = device == "cuda"
     record(
         name=f"DeiT-S training step through the engine ({'compiled' if compiled else 'eager'})",
+        mode="default" if compiled else "eager",  # compile.mode=None: inductor's default
         step_ms=round(step, 2),
         windows=len(steps),
         goal_ms=ENGINE_STEP_GOAL_MS if cuda else None,
@@ -1110,6 +1252,64 @@ def test_gpu_check_sh_runs_the_selected_tests_and_writes_the_report(tmp_path):
     assert "Tolerances: max|logits - CPU float64 logits|" in text
 
 
+def gpu_check_sh(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "tools/gpu_check.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_call_2_fits_the_device_time_that_call_1_left(tmp_path):
+    """The device time counts what ``timeout_s`` does not see: a slow start (here 90 s), the transfers and the pause
+    between the calls. With ``--device-left`` (``status()``'s ``budget_left_s`` after call 1) call 2's tests' budget
+    is cut so that the call, its start and end included, ends before the ``timeout_s`` it prints, and that timeout
+    with the pause before the call and the transfers ends before the device time does; the fixed 360 s would not."""
+    slow_start_s, transfers_s, pause_s = 90, 10, 30
+    (timeout_1,) = re.findall(r"timeout_s=(\d+)", gpu_check_sh("--call", "1", "--print-timeout").stdout)
+    left = 15 * 60 - slow_start_s - int(timeout_1) - transfers_s  # call 1 ran to its timeout_s
+    assert pause_s + transfers_s + 360 > left  # the fixed timeout_s would outlast the device time
+    printed = gpu_check_sh("--call", "2", "--device-left", f"{left}.4", "--print-timeout")  # budget_left_s: a float
+    assert printed.returncode == 0, printed.stderr
+    (timeout_2,) = re.findall(r"^timeout_s=(\d+)$", printed.stdout)
+    assert pause_s + transfers_s + int(timeout_2) <= left, (timeout_2, left)
+    fake = tmp_path / "python"  # the same option on the device: the budget pytest is given
+    fake.write_text('#!/bin/sh\necho "$*"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
+    proc = gpu_check_sh(str(tmp_path / "out"), "--call", "2", "--device-left", str(left), env=env)
+    (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
+    budget = float(line.split("--gpu-check-budget ")[1].split()[0])
+    assert MIN_START_S <= budget and CALL_START_S + budget + CALL_END_S <= int(timeout_2), (budget, timeout_2)
+
+
+def test_call_2_is_not_started_with_too_little_device_time_left(tmp_path):
+    """Under a test's least start (MIN_START_S) for the tests once the call's start, end and transfers are taken
+    out, gpu_check.sh says so in one line and exits 2 before installing anything or starting pytest."""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ntouch {tmp_path / "ran"}\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(fake))
+    left = str(CALL_START_S + CALL_END_S + MIN_START_S + 10)
+    for args in (
+        (str(tmp_path / "out"), "--call", "2", "--device-left", left),
+        ("--call", "2", "--device-left", left, "--print-timeout"),
+    ):
+        proc = gpu_check_sh(*args, env=env)
+        assert proc.returncode == 2 and not proc.stdout, proc
+        (message,) = proc.stderr.splitlines()
+        assert f"--device-left {left}: too little device time left for call 2" in message, message
+        assert "give_back()" in message and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_operator_s_instructions_keep_to_120_characters_a_line():
+    """tools/gpu_check.sh and docs/preflight.md's "The two calls, exactly" (up to its table, whose rows are one line
+    each) are read where they are run: each line fits 120 characters, as the code's do."""
+    doc = (ROOT / "docs" / "preflight.md").read_text()
+    section = doc.split("### The two calls, exactly")[1].split("\n| number")[0]
+    script = (ROOT / "tools" / "gpu_check.sh").read_text()
+    long = [line for line in (section + "\n" + script).splitlines() if len(line) > 120]
+    assert section.count("\n") > 20 and not long, long
+
+
 def test_gpu_check_sh_refuses_a_call_it_does_not_know(tmp_path):
     proc = subprocess.run(
         ["bash", "tools/gpu_check.sh", str(tmp_path / "out"), "--call", "3"],
@@ -1147,14 +1347,31 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
         (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
         assert proc.returncode == 0, proc.stderr
         budgets[call] = float(line.split("--gpu-check-budget ")[1].split()[0])
-    assert budgets["1"] + budgets["2"] + 30 + 2 * 15 <= 15 * 60 - 60, budgets
+    assert budgets["1"] + budgets["2"] + 30 + 2 * CALL_START_S <= 15 * 60 - 60, budgets
+    # the device tool's timeout_s for each call (docs/preflight.md) holds its budget and what comes before and after
+    # it, and the two calls' timeouts with the machine's start fit the 15 minutes: a call that hangs after its tests
+    # is stopped, one that runs to its budget's end is not
+    doc = (ROOT / "docs" / "preflight.md").read_text()
+    calls = re.findall(
+        r"gpu_check\.sh \"\$OUT\" --call (\d)(?: --device-left (\d+))?', carry=\[\"\.whl\"\], timeout_s=(\d+)\)", doc
+    )
+    assert [call for call, _, _ in calls] == ["1", "2"], calls
+    (_, no_left, timeout_1), (_, left, timeout_2) = calls
+    assert not no_left and float(timeout_1) >= CALL_START_S + budgets["1"] + CALL_END_S, (timeout_1, budgets)
+    # call 2's example: the timeout_s that --print-timeout prints for its --device-left
+    assert (
+        f"timeout_s={timeout_2}" == gpu_check_sh("--call", "2", "--device-left", left, "--print-timeout").stdout.strip()
+    )
+    assert 30 + float(timeout_1) + CALL_START_S + budgets["2"] + CALL_END_S <= 15 * 60, (timeout_1, budgets)
 
     limits = tmp_path / "limits_of_the_call.py"  # a plugin: each test's time limit, as the call's pytest sets it
     limits.write_text(
-        "import json, pathlib\n\n"
+        "import json, pathlib\nfrom devices import MIN_START_S\n\n"
         "def pytest_collection_finish(session):\n"
         "    found = {i.nodeid.split('::')[-1]: [i.get_closest_marker('timeout').args[0],\n"
-        "                 i.get_closest_marker('device').kwargs['part']] for i in session.items}\n"
+        "                 i.get_closest_marker('device').kwargs['part'],\n"
+        "                 i.get_closest_marker('device').kwargs.get('min_start_s', MIN_START_S)]\n"
+        "             for i in session.items}\n"
         "    out = pathlib.Path(session.config.getoption('gpu_check_out'))\n"
         "    (out / 'limits.json').write_text(json.dumps(found))\n"
     )
@@ -1199,21 +1416,25 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
         "test_deit_small_step_through_the_engine[cuda-compiled]",
         "test_step_timings_of_the_equal_flops_pairs[cuda-reduce-overhead]",
     ], first
-    parts_1 = {part for _, part in limits_1.values()}
+    parts_1 = {part for _, part, _ in limits_1.values()}
     started_at_worst = 0.0  # the budget spent before a test starts where every test before it ran to its limit
     for test in first[:-1]:
-        limit, part = limits_1[test]
-        cut = start_limit(limit, budgets["1"] - started_at_worst, kept_for_later(part, parts_1))
+        limit, part, minimum = limits_1[test]
+        cut = start_limit(limit, budgets["1"] - started_at_worst, kept_for_later(part, parts_1), minimum)
         assert test != first[0] or cut == limit, (test, cut)  # the eager pairs: their whole limit
         started_at_worst += cut or 0.0  # a test not started takes nothing
     left_for_the_pairs = budgets["1"] - started_at_worst
     assert left_for_the_pairs >= RESERVED_S["compile"], (left_for_the_pairs, limits_1)
     waits = []
     names = STEP_MODELS["cuda"]
-    with mock.patch(f"{__name__}.in_processes", lambda jobs, wait_s, timeout_s: waits.append(wait_s) or iter(())):
+    with mock.patch(f"{__name__}.in_processes", lambda jobs, wait_s, **_: waits.append(wait_s) or iter(())):
         jobs = [("cuda", name, {}, 128, None, "reduce-overhead") for name in names]
         list(timed_jobs(jobs, "cuda", start_limit(limits_1[first[-1]][0], left_for_the_pairs)))
     assert waits[0] >= 132, (waits, left_for_the_pairs)
+    # the engine's compiled step, where the eager step before it ran long and left it 30 s above the pairs' reserve,
+    # is not started: it would only time out (one model's compile, 20.6 s on the H200, is in its run)
+    limit, part, minimum = limits_1["test_deit_small_step_through_the_engine[cuda-compiled]"]
+    assert start_limit(limit, RESERVED_S["compile"] + 30, kept_for_later(part, parts_1), minimum) is None
     assert second[0] == "test_device_pipeline_feeds_a_training_epoch[cuda]", second
     assert "test_compiled_models_match_float64[cuda]" in second and not set(first) & set(second)
 
@@ -1227,11 +1448,13 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
         shutil.copy(ROOT / "tests" / helper, tests / helper)
     shutil.copytree(ROOT / "tests" / "fixtures", tests / "fixtures")  # conftest's shared builders
     (tests / "test_budget.py").write_text(
-        "import time\nfrom devices import on_devices\n\n"
+        "import time\nimport pytest\nfrom devices import device_param, on_devices\n\n"
         "@on_devices('nosync')\ndef test_measures(device, record):\n    record(name='first', x=1)\n\n"
         "@on_devices('preflight')\ndef test_too_long(device, record):\n    record(name='second', x=2)\n"
         "    time.sleep(60)\n\n"
-        "@on_devices('train')\ndef test_after(device):\n    pass\n"
+        "@on_devices('train')\ndef test_after(device):\n    pass\n\n"
+        "@pytest.mark.parametrize('device', [device_param('cpu', part='loader', min_start_s=60)])\n"
+        "def test_needs_a_minute(device):\n    pass\n"
     )
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -1266,9 +1489,55 @@ def test_a_call_runs_within_its_budget_and_keeps_what_it_measured(tmp_path):
     assert time.monotonic() - start < 55
     report = json.loads((out / "report.json").read_text())
     verdicts = {t["test"].split("::")[1]: t["verdict"] for part in report["parts"].values() for t in part["tests"]}
-    assert verdicts == {"test_measures[cpu]": "ok", "test_too_long[cpu]": "timeout", "test_after[cpu]": "skip"}
+    assert verdicts == {
+        "test_needs_a_minute[cpu]": "skip",  # its part first: 25 s left, over MIN_START_S but under its own minute
+        "test_measures[cpu]": "ok",
+        "test_too_long[cpu]": "timeout",
+        "test_after[cpu]": "skip",
+    }
+    (needy,) = report["parts"]["loader"]["tests"]
+    assert needy["reason"].startswith("not started: too little time left") and "at least 60 s" in needy["reason"]
     rows = [json.loads(line)["name"] for line in (out / "rows.jsonl").read_text().splitlines()]
     assert rows == ["first", "second"]
+
+
+def test_the_engine_s_compiled_step_needs_its_eager_sibling_s_time_and_a_compile_to_start(tmp_path):
+    """The engine's compiled DeiT-S step repeats its eager sibling's run and adds a compile: where the eager step
+    took 80 s, the compiled one is not started with 100 s left (over its static 60 s minute, under 80 + 25 s);
+    where it took 30 s, the static minute holds and it starts, its limit cut to what is left."""
+    from devices import AFTER_SIBLING_S, Report
+
+    eager, compiled = (
+        f"tests/tools/test_gpu_check.py::test_deit_small_step_through_the_engine[cuda-{mode}]"
+        for mode in ("eager", "compiled")
+    )
+    (params,) = [mark.args[1] for mark in test_deit_small_step_through_the_engine.pytestmark]
+    marks = {param.id: param.marks[0].kwargs for param in params}  # the device markers, as the tests carry them
+
+    class Item:  # what the Report reads of a collected test, and the marks it adds
+        nodeid = compiled
+
+        def __init__(self):
+            self.added = []
+
+        def get_closest_marker(self, name):
+            return pytest.mark.timeout(LIMITS_S["step"]).mark
+
+        def add_marker(self, mark, append=True):
+            self.added.append(mark.mark)
+
+    found = {}
+    for eager_s in (80.0, 30.0):
+        report = Report(tmp_path / "out", budget_s=100.0)
+        report.selected = {eager: marks["cuda-eager"], compiled: marks["cuda-compiled"]}
+        report.tests = {eager: {"outcome": "passed", "seconds": eager_s, "items": []}}
+        item = Item()
+        hook = report.pytest_runtest_protocol(item, None)
+        next(hook)
+        found[eager_s] = item.added
+    (skipped,), (limited,) = found[80.0], found[30.0]
+    assert skipped.name == "skip" and f"at least {80 + AFTER_SIBLING_S} s" in skipped.kwargs["reason"], skipped
+    assert limited.name == "timeout" and 99 < limited.args[0] <= 100, limited
 
 
 def test_the_report_groups_outcomes_by_part():
