@@ -4,7 +4,7 @@
 //
 // Written here because no library op fuses them: in eager PyTorch the depthwise conv, the GELU, the product and in
 // backward the recomputed conv and GELU, GELU's backward, two more products and the conv's backward are each a pass
-// over a hidden-width map (38 MB per batch of 8 at stage 1), and together they were ~16 % of a TransNeXt-Tiny
+// over a hidden-width map (38 MB per batch of 8 at stage 1), and together they were ~17 % of a TransNeXt-Tiny
 // training step on the CPU (docs/benchmarks.md, "Issue 55, sixth pass"). oneDNN fuses a GELU into a convolution's
 // forward only.
 //
