@@ -810,23 +810,30 @@ class _GatedConvFC(torch.autograd.Function):
         weights += (fc_weight.to(gate.dtype), height, width, approximate, need)
         grad_fc_bias = grad.flatten(0, -2).sum(0) if need[5] else None
         kernels = _convglu_kernels(gate, value, conv_weight, conv_bias, approximate)
-        if kernels is not None:
-            grads = _gated_conv_fc_backward_kernels(kernels, gate, value, grad, conv_weight, conv_bias, fc_weight, ctx)
-            return (*grads, grad_fc_bias, None, None, None, None)
-        if not step:
+        if kernels is None and not step:  # the ops on the whole batch: their gradients are the full maps
             return (*_gated_conv_fc_backward(gate, value, grad, *weights), grad_fc_bias, None, None, None, None)
-        # the full input gradients, written a chunk at a time; the parameters' summed over the chunks
+        # the full input gradients, written a chunk at a time (the kernels write into them: no copy); the
+        # parameters' summed over the chunks
         grad_gate = torch.empty_like(gate) if need[0] else None
         grad_value = torch.empty_like(value) if need[1] else None
         grad_conv_weight = grad_conv_bias = grad_fc_weight = None
-        for start in range(0, gate.shape[0], step):
-            part = slice(start, start + step)
-            g_gate, g_value, g_conv_w, g_conv_b, g_fc_w = _gated_conv_fc_backward(
-                gate[part], value[part], grad[part], *weights
-            )
-            for full, chunk in ((grad_gate, g_gate), (grad_value, g_value)):
-                if full is not None:
-                    full[part] = chunk
+        hidden = None  # the kernels' recomputed hidden map, one buffer for every chunk
+        images = step or max(1, gate.shape[0])
+        for start in range(0, max(1, gate.shape[0]), images):  # once for an empty batch: zero parameter gradients
+            part = slice(start, start + images)
+            if kernels is not None:
+                if need[4] and hidden is None:
+                    hidden = torch.empty_like(gate[part])
+                g_conv_w, g_conv_b, g_fc_w = _gated_conv_fc_chunk_by_kernels(
+                    kernels, gate, value, grad, part, *weights, hidden, grad_gate, grad_value
+                )
+            else:
+                g_gate, g_value, g_conv_w, g_conv_b, g_fc_w = _gated_conv_fc_backward(
+                    gate[part], value[part], grad[part], *weights
+                )
+                for full, chunk in ((grad_gate, g_gate), (grad_value, g_value)):
+                    if full is not None:
+                        full[part] = chunk
             grad_conv_weight = _accumulated(grad_conv_weight, g_conv_w)
             grad_conv_bias = _accumulated(grad_conv_bias, g_conv_b)
             grad_fc_weight = _accumulated(grad_fc_weight, g_fc_w)
@@ -864,39 +871,42 @@ def _or_empty(t: Optional[Tensor], like: Tensor) -> Tensor:
     return t if t is not None else like.new_empty(0)
 
 
-def _gated_conv_fc_backward_kernels(kernels, gate, value, grad, conv_weight, conv_bias, fc_weight, ctx):
-    """:class:`_GatedConvFC`'s backward by the CPU kernels, a chunk of images at a time: dL/dgate and dL/dvalue
-    written straight into the full maps, the recomputed hidden map into one buffer for fc2's weight gradient."""
-    height, width, _, step = ctx.geometry
-    need = ctx.needs_input_grad
-    grad_gate = torch.empty_like(gate) if need[0] else None
-    grad_value = torch.empty_like(value) if need[1] else None
-    hidden = None
-    grad_conv_weight = grad_conv_bias = grad_fc_weight = None
-    images = step or max(1, gate.shape[0])
-    for start in range(0, max(1, gate.shape[0]), images):  # once for an empty batch: zero parameter gradients
-        part = slice(start, start + images)
-        g, g_out = gate[part], grad[part]
-        if need[4]:
-            hidden = torch.empty_like(g) if hidden is None else hidden
-        chunk_hidden = hidden[: len(g)] if need[4] else g.new_empty(0)
-        g_conv_w, g_conv_b = kernels.convglu_backward(
-            g,
-            value[part],
-            g_out.matmul(fc_weight).contiguous(),
-            conv_weight,
-            _or_empty(conv_bias, g),
-            height,
-            width,
-            chunk_hidden,
-            grad_gate[part] if need[0] else g.new_empty(0),
-            grad_value[part] if need[1] else g.new_empty(0),
-        )
-        if need[4]:
-            grad_fc_weight = _accumulated(grad_fc_weight, g_out.flatten(0, -2).t().mm(chunk_hidden.flatten(0, -2)))
-        grad_conv_weight = _accumulated(grad_conv_weight, g_conv_w if need[2] else None)
-        grad_conv_bias = _accumulated(grad_conv_bias, g_conv_b if need[3] and conv_bias is not None else None)
-    return grad_gate, grad_value, grad_conv_weight, grad_conv_bias, grad_fc_weight
+def _gated_conv_fc_chunk_by_kernels(
+    kernels,
+    gate,
+    value,
+    grad,
+    part,
+    conv_weight,
+    conv_bias,
+    fc_weight,
+    height,
+    width,
+    approximate,
+    need,
+    hidden,
+    grad_gate,
+    grad_value,
+):
+    """:class:`_GatedConvFC`'s backward on the images ``part`` by the CPU kernels: dL/dgate and dL/dvalue written
+    into that part of the full maps, the recomputed hidden map into ``hidden`` (fc2's weight gradient needs it);
+    returns the gradients of the conv's weight and bias and of fc2's weight (None where ``need`` says no)."""
+    g, g_out = gate[part], grad[part]
+    chunk_hidden = hidden[: len(g)] if need[4] else g.new_empty(0)
+    g_conv_w, g_conv_b = kernels.convglu_backward(
+        g,
+        value[part],
+        g_out.matmul(fc_weight).contiguous(),
+        conv_weight,
+        _or_empty(conv_bias, g),
+        height,
+        width,
+        chunk_hidden,
+        grad_gate[part] if need[0] else g.new_empty(0),
+        grad_value[part] if need[1] else g.new_empty(0),
+    )
+    g_fc_w = g_out.flatten(0, -2).t().mm(chunk_hidden.flatten(0, -2)) if need[4] else None
+    return g_conv_w if need[2] else None, g_conv_b if need[3] and conv_bias is not None else None, g_fc_w
 
 
 def _gated_conv_fc_backward(gate, value, grad, conv_weight, conv_bias, fc_weight, height, width, approximate, need):
