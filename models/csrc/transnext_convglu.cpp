@@ -94,20 +94,12 @@ inline void for_taps(const Map& m, int64_t y, int64_t x, F&& f) {
 template <typename T, typename F>
 inline void conv_row(const Map& m, const T* image, int64_t first_row, const Vectorized<T>* w, Vectorized<T> bias,
                      int64_t y, int64_t c, int64_t n, F&& f) {
-  const int64_t row = m.width * m.channels, col = m.channels;
-  const bool rows_inside = y > 0 && y + 1 < m.height;
   for (int64_t x = 0; x < m.width; ++x) {
     const T* p = image + ((y - first_row) * m.width + x) * m.channels + c;
     Vectorized<T> acc = bias;
-    if (rows_inside && x > 0 && x + 1 < m.width) {  // the common case, unrolled without bounds checks
-      for (int64_t i = -1; i <= 1; ++i)
-        for (int64_t j = -1; j <= 1; ++j)
-          acc = at::vec::fmadd(w[(i + 1) * 3 + j + 1], Vectorized<T>::loadu(p + i * row + j * col, n), acc);
-    } else {
-      for_taps(m, y, x, [&](int64_t tap, int64_t offset) {
-        acc = at::vec::fmadd(w[tap], Vectorized<T>::loadu(p + offset, n), acc);
-      });
-    }
+    for_taps(m, y, x, [&](int64_t tap, int64_t offset) {
+      acc = at::vec::fmadd(w[tap], Vectorized<T>::loadu(p + offset, n), acc);
+    });
     f(x, acc);
   }
 }
