@@ -132,32 +132,20 @@ def device_mark(
     min_start_s: float | None = None,
     min_start_after: str | None = None,
 ):
+    """The ``device`` marker of a GPU check test on ``kind``: ``min_start_s``: the time it needs left to start, where
+    that is more than :data:`MIN_START_S`; ``min_start_after``: a sibling test whose seconds, plus
+    :data:`AFTER_SIBLING_S`, it needs too (:func:`start_minimum`)."""
     assert kind in KINDS and part in PARTS, (kind, part)
+    given = {"alone": alone, "min_start_s": min_start_s, "min_start_after": min_start_after}
     return pytest.mark.device(
-        kind=kind,
-        part=part,
-        call=call or CALL_OF_PART[part],
-        **({"alone": True} if alone else {}),
-        **({"min_start_s": min_start_s} if min_start_s else {}),
-        **({"min_start_after": min_start_after} if min_start_after else {}),
+        kind=kind, part=part, call=call or CALL_OF_PART[part], **{key: value for key, value in given.items() if value}
     )
 
 
-def device_param(
-    kind: str,
-    *values,
-    part: str,
-    alone: bool = False,
-    call: int | None = None,
-    id: str | None = None,
-    min_start_s: float | None = None,
-    min_start_after: str | None = None,
-):
-    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device; ``min_start_s``: the time
-    it needs left to start, where that is more than :data:`MIN_START_S`; ``min_start_after``: a sibling test whose
-    seconds, plus :data:`AFTER_SIBLING_S`, it needs too (:func:`start_minimum`)."""
-    marks = device_mark(kind, part, alone, call, min_start_s, min_start_after)
-    return pytest.param(kind, *values, marks=marks, id=id or kind)
+def device_param(kind: str, *values, id: str | None = None, **mark):
+    """One parametrisation of a GPU check test on ``kind``: ``values`` after the device, marked by
+    :func:`device_mark` (``mark``: its keywords)."""
+    return pytest.param(kind, *values, marks=device_mark(kind, **mark), id=id or kind)
 
 
 def on_devices(part: str):

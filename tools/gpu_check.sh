@@ -9,17 +9,15 @@
 #                                        # engines, preflight, the engine's preempt/resume on the device, compiled
 #                                        # models, bench, models and TransNeXt against float64
 #   tools/gpu_check.sh OUT --device cpu  # every CPU variant at tiny sizes (what CI runs), here or anywhere
-#   tools/gpu_check.sh --call 2 --device-left SECONDS --print-timeout   # here, after call 1: the device tool's
-#                                        # timeout_s for call 2 with status()'s budget_left_s SECONDS left
-#   tools/gpu_check.sh OUT --call 2 --device-left SECONDS   # there: call 2's tests' budget cut to fit that time
+#   tools/gpu_check.sh OUT --call 2 --device-left SECONDS   # call 2's tests' budget cut to fit the device time left
 #
 # The GPU machine gives 15 minutes in all, start-up included. Call 1's tests get a budget of 380 s and call 2's 320 s
 # (each test's time limit is cut to what is left, less the 200 s call 1 keeps for the compiled pairs, none starts
 # with under 20 s of that, the engine's compiled step under 60 s): with the machine's start (~30 s), each call's
 # wheels install and pytest start (~15 s) and the pause between them, the two, made back to back (the machine stays
 # warm 30 s), hold it ~13 minutes; the 29 Nov 2026 GPU session sized them (docs/preflight.md). Call 2 takes
-# --device-left, the device time status() says is left after call 1 (a slow start, a pause), and cuts its budget
-# to fit. Later pytest options win (-m, -k, --gpu-check-budget).
+# --device-left, the device time call 1's reply says is left (its lease's budget_left_s: a slow start, say), and cuts
+# its budget to fit. Later pytest options win (-m, -k, --gpu-check-budget).
 # TransNeXt's swattention kernels, where that extension is built:
 # tools/gpu_check.sh OUT -m "device(kind='cuda', alone=True)" -k swattention.
 #
@@ -32,26 +30,22 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 USAGE="usage: tools/gpu_check.sh OUT --call 1|2 [--device-left SECONDS], or OUT --device cpu"
-OUT=
-if [[ "${1:-}" != --* ]]; then  # no OUT: --print-timeout writes nothing
-    OUT=${1:?$USAGE}
-    shift
-fi
-DEVICE=cuda CALL= DEVICE_LEFT= PRINT_TIMEOUT=
-while [[ "${1:-}" =~ ^--(device|call|device-left|print-timeout)$ ]]; do
+OUT=${1:?$USAGE}
+shift
+DEVICE=cuda CALL= DEVICE_LEFT=
+while [[ "${1:-}" =~ ^--(device|call|device-left)$ ]]; do
     case "$1" in
         --device) DEVICE=${2:?--device cpu or cuda}; shift ;;
         --call) CALL=${2:?--call 1 or 2}; shift ;;
-        --device-left) DEVICE_LEFT=${2:?--device-left SECONDS: the budget_left_s of status()}; shift ;;
-        --print-timeout) PRINT_TIMEOUT=1 ;;
+        --device-left) DEVICE_LEFT=${2:?--device-left SECONDS: the budget_left_s call 1 left}; shift ;;
     esac
     shift
 done
 # a call's seconds outside its tests' budget, which the device tool's timeout_s holds besides it (tests/devices.py:
 # CALL_START_S, CALL_END_S), and the least any test starts with (MIN_START_S)
 CALL_START_S=15 CALL_END_S=25 MIN_START_S=20
-# device time a call spends outside its command: the transfers (~10 s) and the pause between reading status() and
-# the call (at most 30 s: the machine stays warm 30 s after a call; later, call 2 would need a fresh start)
+# device time a call spends outside its command: the transfers (~10 s) and the pause before the call (at most 30 s:
+# the machine stays warm 30 s after a call; later, call 2 would need a fresh start)
 DEVICE_MARGIN_S=40
 case "$DEVICE:$CALL" in
     cuda:1|cuda:2) SELECT=(-m "device(kind='cuda', call=$CALL) and not device(alone=True)")
@@ -63,10 +57,10 @@ case "$DEVICE:$CALL" in
             "(not --device $DEVICE${CALL:+ --call $CALL})" >&2
        exit 2 ;;
 esac
-if [[ -n $DEVICE_LEFT ]]; then  # the device time status() said was left: the tests' budget cut to fit it
+if [[ -n $DEVICE_LEFT ]]; then  # the device time call 1's reply said was left: the tests' budget cut to fit it
     if [[ -z $CALL || ! $DEVICE_LEFT =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
         echo "gpu_check.sh: --device-left $DEVICE_LEFT${CALL:+ with --call $CALL}: give it a CUDA call (--call 1|2)" \
-             "and status()'s budget_left_s in seconds" >&2
+             "and the budget_left_s of the last call's reply, in seconds" >&2
         exit 2
     fi
     FITS=$(( ${DEVICE_LEFT%%.*} - DEVICE_MARGIN_S - CALL_START_S - CALL_END_S ))
@@ -79,15 +73,10 @@ if [[ -n $DEVICE_LEFT ]]; then  # the device time status() said was left: the te
     fi
     (( FITS < BUDGET )) && BUDGET=$FITS
 fi
-[[ -n $OUT || ( -n $PRINT_TIMEOUT && $DEVICE == cuda ) ]] || { echo "gpu_check.sh: no OUT folder: $USAGE" >&2; exit 2; }
 if [[ $DEVICE == cuda ]]; then
     LIMIT=(--gpu-check-budget "$BUDGET")
-    TIMEOUT=$(( CALL_START_S + BUDGET + CALL_END_S ))
-    if [[ -n $PRINT_TIMEOUT ]]; then
-        echo "timeout_s=$TIMEOUT"
-        exit 0
-    fi
-    echo "gpu_check.sh: call $CALL: the tests' budget $BUDGET s; the device tool's timeout_s=$TIMEOUT"
+    echo "gpu_check.sh: call $CALL: the tests' budget $BUDGET s;" \
+         "the device tool's timeout_s=$(( CALL_START_S + BUDGET + CALL_END_S ))"
 fi
 if compgen -G ".whl/*.whl" >/dev/null; then
     SITE=${DEPTHBENCH_WHEEL_SITE:-/tmp/depthbench-site}

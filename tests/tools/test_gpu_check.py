@@ -1258,46 +1258,49 @@ def gpu_check_sh(*args: str, env: dict | None = None) -> subprocess.CompletedPro
     )
 
 
-def test_call_2_fits_the_device_time_that_call_1_left(tmp_path):
-    """The device time counts what ``timeout_s`` does not see: a slow start (here 90 s), the transfers and the pause
-    between the calls. With ``--device-left`` (``status()``'s ``budget_left_s`` after call 1) call 2's tests' budget
-    is cut so that the call, its start and end included, ends before the ``timeout_s`` it prints, and that timeout
-    with the pause before the call and the transfers ends before the device time does; the fixed 360 s would not."""
-    slow_start_s, transfers_s, pause_s = 90, 10, 30
-    (timeout_1,) = re.findall(r"timeout_s=(\d+)", gpu_check_sh("--call", "1", "--print-timeout").stdout)
-    left = 15 * 60 - slow_start_s - int(timeout_1) - transfers_s  # call 1 ran to its timeout_s
-    assert pause_s + transfers_s + 360 > left  # the fixed timeout_s would outlast the device time
-    printed = gpu_check_sh("--call", "2", "--device-left", f"{left}.4", "--print-timeout")  # budget_left_s: a float
-    assert printed.returncode == 0, printed.stderr
-    (timeout_2,) = re.findall(r"^timeout_s=(\d+)$", printed.stdout)
-    assert pause_s + transfers_s + int(timeout_2) <= left, (timeout_2, left)
-    fake = tmp_path / "python"  # the same option on the device: the budget pytest is given
-    fake.write_text('#!/bin/sh\necho "$*"\n')
+@pytest.fixture
+def echoing_python(tmp_path) -> dict:
+    """The environment in which gpu_check.sh's python only echoes its arguments (pytest's command line) and touches
+    ``tmp_path / "ran"``: the script's plan, without running it."""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ntouch {tmp_path / "ran"}\necho "$*"\n')
     fake.chmod(0o755)
-    env = dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
-    proc = gpu_check_sh(str(tmp_path / "out"), "--call", "2", "--device-left", str(left), env=env)
+    return dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
+
+
+def planned_call(out, env: dict, *args: str) -> tuple[float, int]:
+    """The tests' budget gpu_check.sh gives pytest for a CUDA call, and the device tool's timeout_s it prints."""
+    proc = gpu_check_sh(str(out), *args, env=env)
+    assert proc.returncode == 0, proc.stderr
     (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
-    budget = float(line.split("--gpu-check-budget ")[1].split()[0])
-    assert MIN_START_S <= budget and CALL_START_S + budget + CALL_END_S <= int(timeout_2), (budget, timeout_2)
+    (timeout,) = re.findall(r"the device tool's timeout_s=(\d+)", proc.stdout)
+    return float(line.split("--gpu-check-budget ")[1].split()[0]), int(timeout)
 
 
-def test_call_2_is_not_started_with_too_little_device_time_left(tmp_path):
+def test_call_2_fits_the_device_time_that_call_1_left(tmp_path, echoing_python):
+    """The device time counts what ``timeout_s`` does not see: a slow start (here 90 s), the transfers and the pause
+    before call 2. With ``--device-left`` (the ``budget_left_s`` of call 1's reply) call 2's tests' budget is cut so
+    that the call, its start and end included, ends before the ``timeout_s`` it prints, and that timeout with the
+    pause before the call and the transfers ends before the device time does; the fixed 360 s would not."""
+    slow_start_s, transfers_s, pause_s = 90, 10, 30
+    _, timeout_1 = planned_call(tmp_path / "out1", echoing_python, "--call", "1")
+    left = 15 * 60 - slow_start_s - timeout_1 - transfers_s  # call 1 ran to its timeout_s
+    assert pause_s + transfers_s + 360 > left  # the fixed timeout_s would outlast the device time
+    # budget_left_s: a float
+    budget, timeout_2 = planned_call(tmp_path / "out2", echoing_python, "--call", "2", "--device-left", f"{left}.4")
+    assert pause_s + transfers_s + timeout_2 <= left, (timeout_2, left)
+    assert MIN_START_S <= budget and CALL_START_S + budget + CALL_END_S <= timeout_2, (budget, timeout_2)
+
+
+def test_call_2_is_not_started_with_too_little_device_time_left(tmp_path, echoing_python):
     """Under a test's least start (MIN_START_S) for the tests once the call's start, end and transfers are taken
     out, gpu_check.sh says so in one line and exits 2 before installing anything or starting pytest."""
-    fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\ntouch {tmp_path / "ran"}\n')
-    fake.chmod(0o755)
-    env = dict(os.environ, PYTHON=str(fake))
     left = str(CALL_START_S + CALL_END_S + MIN_START_S + 10)
-    for args in (
-        (str(tmp_path / "out"), "--call", "2", "--device-left", left),
-        ("--call", "2", "--device-left", left, "--print-timeout"),
-    ):
-        proc = gpu_check_sh(*args, env=env)
-        assert proc.returncode == 2 and not proc.stdout, proc
-        (message,) = proc.stderr.splitlines()
-        assert f"--device-left {left}: too little device time left for call 2" in message, message
-        assert "give_back()" in message and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+    proc = gpu_check_sh(str(tmp_path / "out"), "--call", "2", "--device-left", left, env=echoing_python)
+    assert proc.returncode == 2 and not proc.stdout, proc
+    (message,) = proc.stderr.splitlines()
+    assert f"--device-left {left}: too little device time left for call 2" in message, message
+    assert "give_back()" in message and not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 
 def test_the_operator_s_instructions_keep_to_120_characters_a_line():
@@ -1321,7 +1324,7 @@ def test_gpu_check_sh_refuses_a_call_it_does_not_know(tmp_path):
     assert proc.returncode == 2 and "give --call 1 or --call 2" in proc.stderr and not (tmp_path / "out").exists()
 
 
-def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(tmp_path):
+def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(tmp_path, echoing_python):
     """Two calls in the GPU machine's 15 minutes, start-up included: their budgets (380 s and 320 s of tests) with
     the machine's start (~30 s) and each call's install and pytest start (~15 s) leave over a minute. Call 1 runs
     the pairs' steps eager, the engine's DeiT-S step eager and compiled (the <= 15 ms goal), and last the pairs
@@ -1330,23 +1333,7 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
     slowest compile took on the H200 (Steps-Swin-T's row 132 s into its test on 29 Nov 2026,
     benchmarks/results/gpu-h200-2026-11-29-check/call2/rows.jsonl); call 2 starts with the device pipeline in a
     training epoch."""
-    fake = tmp_path / "python"
-    fake.write_text('#!/bin/sh\necho "$*"\n')
-    fake.chmod(0o755)
-    env = dict(os.environ, PYTHON=str(fake), DEPTHBENCH_WHEEL_SITE=str(tmp_path / "site"))
-    budgets = {}
-    for call in ("1", "2"):
-        proc = subprocess.run(
-            ["bash", "tools/gpu_check.sh", str(tmp_path / f"out{call}"), "--call", call],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        (line,) = [line for line in proc.stdout.splitlines() if "-m pytest" in line]
-        assert proc.returncode == 0, proc.stderr
-        budgets[call] = float(line.split("--gpu-check-budget ")[1].split()[0])
+    budgets = {call: planned_call(tmp_path / f"out{call}", echoing_python, "--call", call)[0] for call in ("1", "2")}
     assert budgets["1"] + budgets["2"] + 30 + 2 * CALL_START_S <= 15 * 60 - 60, budgets
     # the device tool's timeout_s for each call (docs/preflight.md) holds its budget and what comes before and after
     # it, and the two calls' timeouts with the machine's start fit the 15 minutes: a call that hangs after its tests
@@ -1358,9 +1345,9 @@ def test_the_two_calls_fit_the_device_time_and_call_1_measures_the_goals_first(t
     assert [call for call, _, _ in calls] == ["1", "2"], calls
     (_, no_left, timeout_1), (_, left, timeout_2) = calls
     assert not no_left and float(timeout_1) >= CALL_START_S + budgets["1"] + CALL_END_S, (timeout_1, budgets)
-    # call 2's example: the timeout_s that --print-timeout prints for its --device-left
+    # call 2's example: the timeout_s gpu_check.sh prints for its --device-left
     assert (
-        f"timeout_s={timeout_2}" == gpu_check_sh("--call", "2", "--device-left", left, "--print-timeout").stdout.strip()
+        int(timeout_2) == planned_call(tmp_path / "out2-left", echoing_python, "--call", "2", "--device-left", left)[1]
     )
     assert 30 + float(timeout_1) + CALL_START_S + budgets["2"] + CALL_END_S <= 15 * 60, (timeout_1, budgets)
 
