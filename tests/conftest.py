@@ -57,7 +57,7 @@ def pytest_configure(config):
     if config.getoption("gpu_check_out") and not hasattr(config, "workerinput"):  # once, not in xdist's workers
         report = devices.Report(config.getoption("gpu_check_out"), config.getoption("gpu_check_budget"))
         config.pluginmanager.register(report, "gpu-check-report")
-    elif not hasattr(config, "workerinput") and not config.option.collectonly:
+    elif not hasattr(config, "workerinput") and not (config.option.collectonly or config.option.help):
         # TransNeXt's CPU kernels are compiled on first use (~30 s each, once per machine): here, before the workers start,
         # not inside whichever test first runs TransNeXt under its time limit; the workers load the cached build
         from models.transnext import cpu_convglu_kernels, cpu_window_kernels
