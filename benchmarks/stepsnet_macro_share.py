@@ -1,33 +1,39 @@
 """How much of a Steps model's step is the StepsNet macro's own work (our code), and how much its blocks' (timm's)?
 
     .venv/bin/python benchmarks/stepsnet_macro_share.py [--models steps_deit_small steps_swin_tiny steps_resnet50]
-        [--batch-size 8] [--rounds 5] [--threads 1]
+        [--batch-size 8] [--rounds 9] [--fused-attention]
 
 A Steps model is timm's own residual blocks (ViT's ``Block``, Swin's ``SwinTransformerBlock``, ResNet's
 ``Bottleneck``) at the paper's narrower step widths, run by the StepsNet macro (models/stepsnet.py,
 ``StepsNet.forward_intermediates``), which adds nothing but data movement: one split of its input into the step
 slices, one concatenation per step boundary (the previous output, then the next raw slice), the copy a block makes
 of the first, strided slice, and in backward the split's concatenation of the slices' gradients. For each Steps
-model and its equal-FLOPs baseline (``stepsnet:equal-flops`` in harness/measure/presets.py) this script records the
-input of every residual block and every StepsNet module (forward pre-hooks on one real step) and times, in
-interleaved rounds, each model's whole step beside
+model and its equal-FLOPs baseline (``stepsnet:equal-flops`` in harness/measure/presets.py) this script times, in
+interleaved rounds:
 
-- ``blocks``: the model's residual blocks alone, one after the other on fresh contiguous inputs of the recorded
-  shapes (in training all forwards, then one backward, as in the model);
-- ``macro``: the macro's data movement alone at the recorded shapes -- the split, ``.contiguous()`` of the first
+- ``step``: the model's whole step (inference: a forward; training: forward, backward and an SGD step);
+- ``rest``: the same step of a copy of the model whose residual blocks that keep their input's shape are
+  ``nn.Identity`` (:func:`without_blocks`): stem, downsampling (and ResNet's stride-2 first blocks, the same in
+  both models), head, loss, optimizer, and in the Steps model the macro as it runs in the model. ``step - rest`` is
+  then the time of those blocks in the model;
+- ``blocks alone``: the same blocks run one after the other on fresh contiguous inputs of the shapes they receive in
+  the model (training: all forwards, then one backward), a cross-check of ``step - rest`` outside the model's
+  memory and layout;
+- ``macro``: the macro's data movement alone at the shapes it receives -- the split, ``.contiguous()`` of the first
   slice, the step concatenations, and in training their backward.
 
-Each is timed in the process's CPU time (``time.process_time``; a loaded machine's waiting is left out). Printed per
-pair and mode: the medians of the steps, the blocks, the macro and the rest (stem, patch merging, head, loss,
-optimizer), and the ratios below computed in each round, as median [q25-q75] over the rounds. The
-blocks predict the pair's ratio if the Steps model's rest cost what the baseline's does:
-``predicted = baseline step / (Steps blocks + baseline rest)``; ``measured / predicted`` below 1 is time the Steps
-model spends outside timm's blocks beyond its baseline's -- the part our code could be the handicap in.
+Each is timed in the process's CPU time (``time.process_time``, one thread: it counts every thread's time, and a
+loaded machine's waiting is left out). Printed per pair and mode: the medians of each, and per-round ratios as
+median [q25-q75] over the rounds: the pair measured; the blocks' time in the model and alone, Steps / baseline;
+what the Steps model spends outside its blocks beyond its baseline, ``(Steps rest - baseline rest) / Steps step``
+(the most our code could cost it); and the pair its blocks in the model predict if that were zero,
+``baseline step / (Steps step - Steps rest + baseline rest)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import time
@@ -38,18 +44,20 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import timm  # noqa: E402
+from timm.layers import set_fused_attn  # noqa: E402
 
 import models  # noqa: E402,F401
 from harness.measure.presets import PRESETS  # noqa: E402
-from models.stepsnet import StepsNet, residual_blocks  # noqa: E402
+from models.stepsnet import StepsNet, residual_blocks, stepsnet_modules  # noqa: E402
 
 BASELINE = {pair.candidate: pair.baseline for pair in PRESETS["stepsnet:equal-flops"][1]}
 
 
-def recorded_inputs(model: torch.nn.Module, modules: list[torch.nn.Module], batch: int) -> list[tuple]:
-    """(module, shape of its input) for each of ``modules`` as it runs in one eval forward of ``model``."""
+def recorded_shapes(model: torch.nn.Module, modules: list[torch.nn.Module], batch: int) -> list[tuple]:
+    """(module, its input's shape, its output's shape) for each call of one of ``modules`` in one eval forward of
+    ``model``, in call order."""
     seen = []
-    hooks = [m.register_forward_pre_hook(lambda m, args: seen.append((m, args[0].shape))) for m in modules]
+    hooks = [m.register_forward_hook(lambda m, args, out: seen.append((m, args[0].shape, out.shape))) for m in modules]
     try:
         with torch.no_grad():
             model.eval()(torch.randn(batch, 3, 224, 224))
@@ -57,6 +65,26 @@ def recorded_inputs(model: torch.nn.Module, modules: list[torch.nn.Module], batc
         for hook in hooks:
             hook.remove()
     return seen
+
+
+def shape_preserving_blocks(model: torch.nn.Module, batch: int) -> list[tuple[torch.nn.Module, torch.Size]]:
+    """(block, shape of its input) for each residual block of ``model`` whose output has its input's shape (all but
+    ResNet's first block of a stage), in forward order."""
+    return [
+        (m, shape_in)
+        for m, shape_in, shape_out in recorded_shapes(model, residual_blocks(model), batch)
+        if shape_in == shape_out
+    ]
+
+
+def without_blocks(model: torch.nn.Module, blocks: list[torch.nn.Module]) -> torch.nn.Module:
+    """A copy of ``model`` in which each of ``blocks`` (modules of ``model``) is ``nn.Identity``."""
+    names = {module: name for name, module in model.named_modules()}
+    stripped = copy.deepcopy(model)
+    for block in blocks:
+        parent, _, child = names[block].rpartition(".")
+        setattr(stripped.get_submodule(parent), child, torch.nn.Identity())
+    return stripped
 
 
 def replay_blocks(blocks: list[tuple[torch.nn.Module, torch.Size]], train: bool):
@@ -82,7 +110,8 @@ def replay_blocks(blocks: list[tuple[torch.nn.Module, torch.Size]], train: bool)
 
 
 def replay_macro(macros: list[tuple[StepsNet, torch.Size]], train: bool):
-    """A function doing the macros' data movement once (forward, and backward when ``train``) on fresh inputs."""
+    """A function doing the macros' data movement once (forward, and backward when ``train``) on fresh inputs; it
+    returns what the blocks would receive: the first slice, then each step's concatenation."""
     inputs = []
     for net, shape in macros:
         d = net.channel_dim % len(shape)
@@ -116,6 +145,7 @@ def replay_macro(macros: list[tuple[StepsNet, torch.Size]], train: bool):
                 for y in outputs:
                     if y is not None:
                         y.grad = None
+        return produced
 
     return run
 
@@ -123,9 +153,9 @@ def replay_macro(macros: list[tuple[StepsNet, torch.Size]], train: bool):
 def spread(values: list[float]) -> str:
     """``median [q25-q75]`` of per-round ratios (the median alone for fewer than two rounds)."""
     if len(values) < 2:
-        return f"{statistics.median(values):.3f}x"
+        return f"{statistics.median(values):.3f}"
     q25, _, q75 = statistics.quantiles(values, n=4)
-    return f"{statistics.median(values):.3f}x [{q25:.3f}-{q75:.3f}]"
+    return f"{statistics.median(values):.3f} [{q25:.3f}-{q75:.3f}]"
 
 
 def step_functions(model: torch.nn.Module, batch: int) -> dict:
@@ -147,36 +177,60 @@ def step_functions(model: torch.nn.Module, batch: int) -> dict:
     return {"infer": infer, "train": train}
 
 
+def pair_ratios(t: dict) -> dict:
+    """One round's ratios from its times ``t`` (seconds, keyed "baseline step", "steps rest", ...): the pair measured,
+    the blocks' time in the model and alone (Steps / baseline), the Steps model's time outside its blocks beyond its
+    baseline's as a share of its step, and the pair its blocks predict if that share were zero."""
+    in_model = {role: t[f"{role} step"] - t[f"{role} rest"] for role in ("baseline", "steps")}
+    return {
+        "measured": t["baseline step"] / t["steps step"],
+        "blocks in the model": in_model["steps"] / in_model["baseline"],
+        "blocks alone": t["steps blocks alone"] / t["baseline blocks alone"],
+        "outside the blocks, beyond the baseline (share of the Steps step)": (t["steps rest"] - t["baseline rest"])
+        / t["steps step"],
+        "predicted by the blocks": t["baseline step"] / (in_model["steps"] + t["baseline rest"]),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(BASELINE))
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--fused-attention",
+        action="store_true",
+        help="both models built with timm's experimental fused attention (Swin's windows through "
+        "F.scaled_dot_product_attention; timm's default leaves them on the explicit softmax path)",
+    )
     args = parser.parse_args()
-    if args.batch_size < 1 or args.rounds < 1 or args.threads < 1:
-        parser.error("--batch-size, --rounds and --threads must be at least 1")
+    if args.batch_size < 1 or args.rounds < 1:
+        parser.error("--batch-size and --rounds must be at least 1")
     unknown = [name for name in args.models if name not in BASELINE]
     if unknown:
         parser.error(f"not a Steps model of an equal-FLOPs pair: {', '.join(unknown)}; one of {', '.join(BASELINE)}")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(1)  # process CPU time counts every thread's: one thread keeps it the step's time
+    if args.fused_attention:
+        set_fused_attn(True, experimental=True)
     torch.manual_seed(0)
     for name in args.models:
         nets = {"baseline": timm.create_model(BASELINE[name]), "steps": timm.create_model(name)}
-        blocks = {role: recorded_inputs(net, residual_blocks(net), args.batch_size) for role, net in nets.items()}
-        macros = recorded_inputs(
-            nets["steps"], [m for m in nets["steps"].modules() if isinstance(m, StepsNet)], args.batch_size
-        )
+        blocks = {role: shape_preserving_blocks(net, args.batch_size) for role, net in nets.items()}
+        stripped = {role: without_blocks(net, [block for block, _ in blocks[role]]) for role, net in nets.items()}
+        macros = [
+            (m, shape)
+            for m, shape, _ in recorded_shapes(nets["steps"], stepsnet_modules(nets["steps"]), args.batch_size)
+        ]
         steps = {role: step_functions(net, args.batch_size) for role, net in nets.items()}
+        rests = {role: step_functions(net, args.batch_size) for role, net in stripped.items()}
         for mode in ("infer", "train"):
             train = mode == "train"
-            jobs = {
-                "baseline step": steps["baseline"][mode],
-                "baseline blocks": replay_blocks(blocks["baseline"], train),
-                "steps step": steps["steps"][mode],
-                "steps blocks": replay_blocks(blocks["steps"], train),
-                "steps macro": replay_macro(macros, train),
-            }
+            jobs = {}
+            for role in ("baseline", "steps"):
+                jobs[f"{role} step"] = steps[role][mode]
+                jobs[f"{role} rest"] = rests[role][mode]
+                jobs[f"{role} blocks alone"] = replay_blocks(blocks[role], train)
+            jobs["steps macro"] = replay_macro(macros, train)
             times = {label: [] for label in jobs}
             for fn in jobs.values():  # warm-up
                 fn()
@@ -186,26 +240,26 @@ def main() -> int:
                     fn()
                     times[label].append(time.process_time() - start)
             s = {label: statistics.median(t) for label, t in times.items()}
-            rounds = [{label: t[r] for label, t in times.items()} for r in range(args.rounds)]
-            blocks_ratio = [t["steps blocks"] / t["baseline blocks"] for t in rounds]
-            predicted = [
-                t["baseline step"] / (t["steps blocks"] + t["baseline step"] - t["baseline blocks"]) for t in rounds
-            ]
-            measured = [t["baseline step"] / t["steps step"] for t in rounds]
+            ratios = [pair_ratios({label: t[r] for label, t in times.items()}) for r in range(args.rounds)]
             print(
-                f"{name} / {BASELINE[name]}, {mode} (batch {args.batch_size}, {args.threads} thread(s), process CPU "
-                f"time, {args.rounds} rounds; seconds: medians; ratios: per round, median [q25-q75]):\n"
-                f"  baseline: step {s['baseline step']:.3f} s = blocks {s['baseline blocks']:.3f} s "
-                f"+ rest {s['baseline step'] - s['baseline blocks']:.3f} s\n"
-                f"  steps:    step {s['steps step']:.3f} s = blocks {s['steps blocks']:.3f} s "
-                f"+ rest {s['steps step'] - s['steps blocks']:.3f} s (of which the macro's data movement "
-                f"{1e3 * s['steps macro']:.1f} ms, {100 * s['steps macro'] / s['steps step']:.1f} % of the step; "
-                f"{len(macros)} StepsNet modules)\n"
-                f"  blocks alone, steps / baseline time: {spread(blocks_ratio)}\n"
-                f"  pair predicted by the blocks: {spread(predicted)}; measured: {spread(measured)}; "
-                f"measured / predicted: {spread([m / p for m, p in zip(measured, predicted)])}",
+                f"{name} / {BASELINE[name]}, {mode} (batch {args.batch_size}, one thread, process CPU time, "
+                f"{'fused attention, ' if args.fused_attention else ''}"
+                f"{args.rounds} rounds; seconds: medians; ratios: per round, median [q25-q75]):",
                 flush=True,
             )
+            for role in ("baseline", "steps"):
+                print(
+                    f"  {role + ':':9s} step {s[role + ' step']:.3f} s, rest {s[role + ' rest']:.3f} s "
+                    f"({len(blocks[role])} blocks as nn.Identity), blocks alone {s[role + ' blocks alone']:.3f} s",
+                    flush=True,
+                )
+            print(
+                f"  the macro's data movement alone {1e3 * s['steps macro']:.1f} ms "
+                f"({100 * s['steps macro'] / s['steps step']:.1f} % of the Steps step; {len(macros)} StepsNet modules)",
+                flush=True,
+            )
+            for key in ratios[0]:
+                print(f"  {key}: {spread([r[key] for r in ratios])}", flush=True)
     return 0
 
 

@@ -1,13 +1,21 @@
-"""benchmarks/stepsnet_macro_share.py: its replay of a model's residual blocks does the work those blocks do in the
-model, so the pair it predicts from them stands for the model."""
+"""benchmarks/stepsnet_macro_share.py: its parts of a step -- the blocks alone, the model without them, the macro
+alone -- are the parts they stand for, and its ratios are computed the right way round."""
 
 import pytest
 import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.stepsnet_macro_share import BASELINE, recorded_inputs, replay_blocks
-from models.stepsnet import residual_blocks
+from benchmarks.stepsnet_macro_share import (
+    BASELINE,
+    pair_ratios,
+    recorded_shapes,
+    replay_blocks,
+    replay_macro,
+    shape_preserving_blocks,
+    without_blocks,
+)
+from models.stepsnet import residual_blocks, stepsnet_modules
 
 pytestmark = pytest.mark.slow
 
@@ -20,21 +28,56 @@ def _flops(fn) -> int:
 
 @pytest.mark.tier("integration")
 @pytest.mark.parametrize("name", [m for pair in BASELINE.items() for m in pair])
-def test_the_blocks_replay_does_the_flops_the_models_blocks_do(name):
+def test_the_blocks_alone_and_the_model_without_them_split_the_models_work(name):
     model = timm.create_model(name).eval()
-    blocks = residual_blocks(model)
-    recorded = recorded_inputs(model, blocks, batch=1)
-    assert [block for block, _ in recorded] == blocks  # every block once, in forward order
+    blocks = shape_preserving_blocks(model, batch=1)
+    all_blocks = residual_blocks(model)
+    # every block but ResNet's first of a stage (stride 2 or wider), in forward order
+    assert [b for b, _ in blocks] == [
+        b for b in all_blocks if b not in {getattr(model, f"layer{i}", [None])[0] for i in range(1, 5)}
+    ]
+    stripped = without_blocks(model, [b for b, _ in blocks])
+    assert residual_blocks(model) == all_blocks  # the model itself keeps its blocks
+    assert len(residual_blocks(stripped)) == len(all_blocks) - len(blocks)
 
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model(torch.randn(1, 3, 224, 224))
-    per_module = counter.get_flop_counts()  # keyed "<class name>.<qualified name>"
-    names = {module: f"{type(model).__name__}.{qualified}" for qualified, module in model.named_modules()}
-    in_blocks = sum(sum(per_module[names[block]].values()) for block in blocks)
-
-    inference = _flops(replay_blocks(recorded, train=False))
-    assert inference == in_blocks > 0
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        whole, rest = _flops(lambda: model(x)), _flops(lambda: stripped.eval()(x))
+        assert stripped(x).shape == model(x).shape
+    alone = _flops(replay_blocks(blocks, train=False))
+    assert alone == whole - rest > 0
     # training runs the backward too (about twice the forward's FLOPs) and leaves no gradient behind for the next round
-    training = _flops(replay_blocks(recorded, train=True))
-    assert training > 2.5 * inference
-    assert all(p.grad is None for block in blocks for p in block.parameters())
+    assert _flops(replay_blocks(blocks, train=True)) > 2.5 * alone
+    assert all(p.grad is None for block, _ in blocks for p in block.parameters())
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.parametrize("name", list(BASELINE))
+def test_the_macros_replay_hands_on_what_the_steps_first_blocks_receive(name):
+    model = timm.create_model(name).eval()
+    nets = stepsnet_modules(model)
+    macros = [(m, shape) for m, shape, _ in recorded_shapes(model, nets, batch=1)]
+    firsts = [step[0] for net in nets for step in net.steps if len(step)]
+    received = {tuple(shape) for _, shape, _ in recorded_shapes(model, firsts, batch=1)}
+    for train in (False, True):
+        produced = replay_macro(macros, train)()
+        assert received <= {tuple(t.shape) for t in produced}
+        assert all(t.is_contiguous() for t in produced)
+        assert _flops(replay_macro(macros, train)) == 0  # data movement only
+
+
+def test_pair_ratios_are_the_right_way_round():
+    times = {
+        "baseline step": 10.0,
+        "baseline rest": 2.0,
+        "baseline blocks alone": 8.0,
+        "steps step": 12.0,
+        "steps rest": 3.0,
+        "steps blocks alone": 10.0,
+    }
+    ratios = pair_ratios(times)
+    assert ratios["measured"] == pytest.approx(10 / 12)  # below 1: the Steps model is the slower
+    assert ratios["blocks in the model"] == pytest.approx(9 / 8)
+    assert ratios["blocks alone"] == pytest.approx(10 / 8)
+    assert ratios["outside the blocks, beyond the baseline (share of the Steps step)"] == pytest.approx(1 / 12)
+    assert ratios["predicted by the blocks"] == pytest.approx(10 / 11)  # its blocks with the baseline's rest
