@@ -1,7 +1,7 @@
 """How much of a Steps model's step is the StepsNet macro's own work (our code), and how much its blocks' (timm's)?
 
     .venv/bin/python benchmarks/stepsnet_macro_share.py [--models steps_deit_small steps_swin_tiny steps_resnet50]
-        [--batch-size 8] [--rounds 9] [--fused-attention]
+        [--batch-size 8] [--rounds 9] [--fused-attention] [--copy-first-slice]
 
 A Steps model is timm's own residual blocks (ViT's ``Block``, Swin's ``SwinTransformerBlock``, ResNet's
 ``Bottleneck``) at the paper's narrower step widths, run by the StepsNet macro (models/stepsnet.py,
@@ -85,6 +85,16 @@ def without_blocks(model: torch.nn.Module, blocks: list[torch.nn.Module]) -> tor
         parent, _, child = names[block].rpartition(".")
         setattr(stripped.get_submodule(parent), child, torch.nn.Identity())
     return stripped
+
+
+def steps_copying_first_slice(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of the Steps ``model`` whose blocks that receive the split's first, strided slice (each StepsNet's
+    first block) get a contiguous copy of it instead (a forward pre-hook)."""
+    copied = copy.deepcopy(model)
+    for net in stepsnet_modules(copied):
+        if len(net.steps[0]):  # an empty first step hands its slice on inside the next step's concatenation
+            net.steps[0][0].register_forward_pre_hook(lambda m, args: (args[0].contiguous(), *args[1:]))
+    return copied
 
 
 def replay_blocks(blocks: list[tuple[torch.nn.Module, torch.Size]], train: bool):
@@ -203,6 +213,12 @@ def main() -> int:
         help="both models built with timm's experimental fused attention (Swin's windows through "
         "F.scaled_dot_product_attention; timm's default leaves them on the explicit softmax path)",
     )
+    parser.add_argument(
+        "--copy-first-slice",
+        action="store_true",
+        help="also time the Steps model with the split's strided first slice copied contiguous before the block "
+        "that receives it: does the strided slice slow that block by more than the copy costs?",
+    )
     args = parser.parse_args()
     if args.batch_size < 1 or args.rounds < 1:
         parser.error("--batch-size and --rounds must be at least 1")
@@ -223,6 +239,9 @@ def main() -> int:
         ]
         steps = {role: step_functions(net, args.batch_size) for role, net in nets.items()}
         rests = {role: step_functions(net, args.batch_size) for role, net in stripped.items()}
+        if args.copy_first_slice:
+            copied = steps_copying_first_slice(nets["steps"])
+            steps["steps, first slice copied"] = step_functions(copied, args.batch_size)
         for mode in ("infer", "train"):
             train = mode == "train"
             jobs = {}
@@ -231,6 +250,8 @@ def main() -> int:
                 jobs[f"{role} rest"] = rests[role][mode]
                 jobs[f"{role} blocks alone"] = replay_blocks(blocks[role], train)
             jobs["steps macro"] = replay_macro(macros, train)
+            if args.copy_first_slice:
+                jobs["steps step, first slice copied"] = steps["steps, first slice copied"][mode]
             times = {label: [] for label in jobs}
             for fn in jobs.values():  # warm-up
                 fn()
@@ -260,6 +281,9 @@ def main() -> int:
             )
             for key in ratios[0]:
                 print(f"  {key}: {spread([r[key] for r in ratios])}", flush=True)
+            if args.copy_first_slice:
+                copied_ratio = [a / b for a, b in zip(times["steps step, first slice copied"], times["steps step"])]
+                print(f"  Steps step with the first slice copied / as split: {spread(copied_ratio)}", flush=True)
     return 0
 
 

@@ -16,6 +16,7 @@ from benchmarks.stepsnet_macro_share import (
     replay_blocks,
     replay_macro,
     shape_preserving_blocks,
+    steps_copying_first_slice,
     without_blocks,
 )
 from models.stepsnet import residual_blocks, stepsnet_modules
@@ -91,6 +92,32 @@ def test_the_model_without_its_blocks_still_runs_the_macro(name):
     macro_ops = ("split_with_sizes", "cat")
     assert [counts["stripped"][op] for op in macro_ops] == [counts["model"][op] for op in macro_ops]
     assert counts["stripped"]["cat"] >= len(stepsnet_modules(model)) > 0
+
+
+@pytest.mark.tier("integration")
+@pytest.mark.parametrize("name", list(BASELINE))
+def test_the_copying_variant_hands_the_first_block_a_contiguous_slice_and_computes_the_same(name):
+    model = timm.create_model(name).eval()
+    copied = steps_copying_first_slice(model).eval()
+    contiguous = {}
+    for label, net in (("model", model), ("copied", copied)):
+        firsts = [n.steps[0][0] for n in stepsnet_modules(net)]
+        hooks = [
+            b.register_forward_pre_hook(
+                lambda m, args, label=label: contiguous.setdefault(label, []).append(args[0].is_contiguous())
+            )
+            for b in firsts
+        ]
+        x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            out = net(x)
+        for hook in hooks:
+            hook.remove()
+        contiguous[label + " out"] = out
+    assert contiguous["model"] and not any(contiguous["model"])  # the split's first slice is strided
+    # the copying hook runs before the recording one (registration order), so the block itself receives the copy
+    assert all(contiguous["copied"]) and len(contiguous["copied"]) == len(contiguous["model"])
+    torch.testing.assert_close(contiguous["copied out"], contiguous["model out"])
 
 
 def test_pair_ratios_are_the_right_way_round():
