@@ -36,7 +36,6 @@ import argparse
 import copy
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -47,6 +46,7 @@ import timm  # noqa: E402
 from timm.layers import set_fused_attn  # noqa: E402
 
 import models  # noqa: E402,F401
+from harness.measure.bench import CLOCKS, run_interleaved  # noqa: E402
 from harness.measure.presets import PRESETS  # noqa: E402
 from models.stepsnet import StepsNet, residual_blocks, stepsnet_modules  # noqa: E402
 
@@ -252,14 +252,7 @@ def main() -> int:
             jobs["steps macro"] = replay_macro(macros, train)
             if args.copy_first_slice:
                 jobs["steps step, first slice copied"] = steps["steps, first slice copied"][mode]
-            times = {label: [] for label in jobs}
-            for fn in jobs.values():  # warm-up
-                fn()
-            for r in range(args.rounds):
-                for label, fn in list(jobs.items())[:: 1 if r % 2 == 0 else -1]:
-                    start = time.process_time()
-                    fn()
-                    times[label].append(time.process_time() - start)
+            times = run_interleaved(jobs, warmup=1, repeats=args.rounds, clock=CLOCKS["cpu"])
             s = {label: statistics.median(t) for label, t in times.items()}
             ratios = [pair_ratios({label: t[r] for label, t in times.items()}) for r in range(args.rounds)]
             print(
