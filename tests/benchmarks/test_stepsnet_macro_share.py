@@ -1,12 +1,9 @@
 """benchmarks/stepsnet_macro_share.py: its parts of a step -- the blocks alone, the model without them, the macro
 alone -- are the parts they stand for, and its ratios are computed the right way round."""
 
-import collections
-
 import pytest
 import timm
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.stepsnet_macro_share import (
@@ -19,6 +16,7 @@ from benchmarks.stepsnet_macro_share import (
     steps_copying_first_slice,
     without_blocks,
 )
+from fixtures.dispatch import DispatchedOps
 from models.stepsnet import residual_blocks, stepsnet_modules
 
 pytestmark = pytest.mark.slow
@@ -68,16 +66,6 @@ def test_the_macros_replay_hands_on_what_the_steps_first_blocks_receive(name):
         assert received <= {tuple(t.shape) for t in produced}
 
 
-class _CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.counts = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.counts[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.tier("integration")
 @pytest.mark.parametrize("name", list(BASELINE))
 def test_the_model_without_its_blocks_still_runs_the_macro(name):
@@ -86,7 +74,7 @@ def test_the_model_without_its_blocks_still_runs_the_macro(name):
     stripped = without_blocks(model, [b for b, _ in shape_preserving_blocks(model, batch=1)])
     counts = {}
     for label, net in (("model", model), ("stripped", stripped)):
-        with _CountOps() as mode, torch.no_grad():
+        with DispatchedOps() as mode, torch.no_grad():
             net(torch.randn(1, 3, 224, 224))
         counts[label] = mode.counts
     macro_ops = ("split_with_sizes", "cat")
